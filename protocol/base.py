@@ -1,0 +1,35 @@
+"""The base of every value that crosses an actor boundary.
+
+Every request, response, event and store payload is a frozen, keyword-only msgspec
+``Struct`` tagged with its class name, so that a union of them can be decoded from a frame
+without guessing, and nothing is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class Message(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """Root of all typed messages. Subclasses are tagged with their class name."""
+
+    @classmethod
+    def type_name(cls) -> str:
+        return cls.__name__
+
+
+class ActorRef(msgspec.Struct, frozen=True, order=True):
+    """The address of an actor: the node it lives on and its name there."""
+
+    node: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.node}/{self.name}"
+
+
+class ErrorReply(Message, frozen=True, kw_only=True):
+    """The reply an ``ask`` gets when the handler raised: a Kafka error code and one line."""
+
+    code: int
+    message: str
