@@ -1,0 +1,37 @@
+"""structlog, configured once per process.
+
+Human-facing logs go to stderr (console renderer, or JSON with ``json=True``); actor
+identity (node, actor) is bound per task with structlog's context variables by the actor
+runtime. Traces are separate (actors.trace / cluster.trace): logs are for people, traces
+are for machines.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import structlog
+
+_configured = False
+
+
+def configure_logging(*, level: str = "WARNING", json: bool = False) -> None:
+    global _configured
+    if _configured:
+        return
+    _configured = True
+    renderer: structlog.typing.Processor = (
+        structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        cache_logger_on_first_use=True,
+    )
+    logging.getLogger("aiozk").setLevel(logging.CRITICAL)

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs everything kemu's tests need on a fresh machine, then runs every check:
+# ruff (lint + format), mypy --strict, the import-layering contracts and the whole pytest
+# suite (including the store contract suite against a real ZooKeeper the tests start).
+# Usage: scripts/test.sh [pytest args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+
+ensure_apt_packages zookeeper kcat
+ensure_venv
+"$VENV/bin/pip" install -q -e ".[test,wire]"
+
+export PYTHONHASHSEED=0  # determinism tests compare traces byte for byte across runs
+step "ruff check";         "$VENV/bin/ruff" check .
+step "ruff format";        "$VENV/bin/ruff" format --check .
+step "mypy --strict";      "$VENV/bin/mypy"
+step "import layering";    "$VENV/bin/lint-imports"
+step "pytest";             "$VENV/bin/python" -m pytest "$@"

@@ -1,0 +1,207 @@
+"""The actor runtime: tell, ask, timeouts, late replies, handler failures, stop and crash."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from actors.clock import VirtualClock, run_virtual
+from actors.runtime import Actor, Context, Node
+from actors.trace import MemorySink, Tracer
+from protocol.base import ActorRef, Message
+from protocol.errors import AskTimeoutError, ErrorCode, FatalNodeError, RemoteError
+from tests.support.wire import DirectWire
+
+
+class RtEcho(Message, frozen=True, kw_only=True):
+    text: str
+
+
+class RtBoom(Message, frozen=True, kw_only=True):
+    fatal: bool = False
+
+
+class RtSlow(Message, frozen=True, kw_only=True):
+    seconds: float
+
+
+class RtCount(Message, frozen=True, kw_only=True):
+    n: int
+
+
+class Echo(Actor):
+    def __init__(self, name: str = "echo") -> None:
+        super().__init__(name)
+        self.seen: list[str] = []
+        self.stopped = False
+
+    async def receive(self, msg: Message, ctx: Context) -> Message | None:
+        match msg:
+            case RtEcho(text=text):
+                self.seen.append(text)
+                return RtEcho(text=text.upper())
+            case RtBoom(fatal=True):
+                raise FatalNodeError("disk on fire")
+            case RtBoom():
+                raise ValueError("bad input")
+            case RtSlow(seconds=s):
+                await self.clock.sleep(s)
+                return RtCount(n=1)
+            case _:
+                return None
+
+    async def on_stop(self) -> None:
+        self.stopped = True
+
+
+def _sim(body: object) -> None:
+    """Run an async test body on the virtual clock."""
+    run_virtual(body)  # type: ignore[arg-type]
+
+
+def test_ask_gets_the_reply_and_tell_is_one_way() -> None:
+    """An ask returns the handler's reply; a tell is handled in order with no reply."""
+
+    async def body() -> None:
+        wire = DirectWire()
+        node = Node("n1", attach=wire.attach, clock=VirtualClock())
+        echo = Echo()
+        async with anyio.create_task_group() as tg:
+            await tg.start(node.run, [echo])
+            node.tell(echo.ref, RtEcho(text="a"))
+            node.tell(echo.ref, RtEcho(text="b"))
+            reply = await node.ask(echo.ref, RtEcho(text="c"))
+            assert reply == RtEcho(text="C")
+            assert echo.seen == ["a", "b", "c"]
+            node.stop()
+
+    _sim(body)
+
+
+def test_ask_times_out_with_a_typed_error_and_the_late_reply_is_dropped_and_traced() -> None:
+    """A reply that comes after the ask's timeout raises AskTimeoutError and is traced as a drop."""
+
+    async def body() -> None:
+        wire = DirectWire()
+        sink = MemorySink()
+        tracer = Tracer()
+        tracer.add_sink(sink)
+        node = Node("n1", attach=wire.attach, clock=VirtualClock(), tracer=tracer)
+        echo = Echo()
+        async with anyio.create_task_group() as tg:
+            await tg.start(node.run, [echo])
+            with pytest.raises(AskTimeoutError):
+                await node.ask(echo.ref, RtSlow(seconds=5.0), timeout=1.0)
+            late = await sink.wait_for(lambda e: e.fields.get("reason") == "late_reply", 10.0)
+            assert late.type == "RtCount"
+            assert anyio.current_time() == pytest.approx(5.0)
+            node.stop()
+
+    _sim(body)
+
+
+def test_a_failing_handler_answers_with_an_error_and_the_actor_goes_on() -> None:
+    """An exception in one handler is traced and mapped to an error reply; the next message is served."""
+
+    async def body() -> None:
+        wire = DirectWire()
+        sink = MemorySink()
+        tracer = Tracer()
+        tracer.add_sink(sink)
+        node = Node("n1", attach=wire.attach, clock=VirtualClock(), tracer=tracer)
+        echo = Echo()
+        async with anyio.create_task_group() as tg:
+            await tg.start(node.run, [echo])
+            with pytest.raises(RemoteError) as info:
+                await node.ask(echo.ref, RtBoom())
+            assert info.value.code is ErrorCode.UNKNOWN_SERVER_ERROR
+            assert [e.type for e in sink.of("error")] == ["handler_failed"]
+            assert await node.ask(echo.ref, RtEcho(text="x")) == RtEcho(text="X")
+            node.stop()
+
+    _sim(body)
+
+
+def test_a_fatal_error_crashes_the_node_without_graceful_steps() -> None:
+    """FatalNodeError crashes the node: on_stop does not run and the node stops serving."""
+
+    async def body() -> None:
+        wire = DirectWire()
+        node = Node("n1", attach=wire.attach, clock=VirtualClock())
+        echo = Echo()
+        async with anyio.create_task_group() as tg:
+            await tg.start(node.run, [echo])
+            node.tell(echo.ref, RtBoom(fatal=True))
+        assert node.crashed
+        assert not node.running
+        assert not echo.stopped
+        assert "n1" not in wire.nodes
+
+    _sim(body)
+
+
+def test_graceful_stop_runs_on_stop_in_reverse_order() -> None:
+    """Stopping a node runs every actor's on_stop, last started first, then ends its tasks."""
+
+    async def body() -> None:
+        order: list[str] = []
+
+        class Recorder(Echo):
+            async def on_stop(self) -> None:
+                order.append(self.name)
+
+        wire = DirectWire()
+        node = Node("n1", attach=wire.attach, clock=VirtualClock())
+        async with anyio.create_task_group() as tg:
+            await tg.start(node.run, [Recorder("a"), Recorder("b")])
+            await node.spawn(Recorder("c"))
+            node.stop()
+        assert order == ["c", "b", "a"]
+        assert not node.crashed
+
+    _sim(body)
+
+
+def test_asking_a_missing_actor_fails_fast() -> None:
+    """An ask to an actor that does not exist gets an error reply instead of waiting out its timeout."""
+
+    async def body() -> None:
+        wire = DirectWire()
+        node = Node("n1", attach=wire.attach, clock=VirtualClock())
+        async with anyio.create_task_group() as tg:
+            await tg.start(node.run)
+            with pytest.raises(RemoteError):
+                await node.ask(ActorRef("n1", "ghost"), RtEcho(text="?"), timeout=5.0)
+            assert anyio.current_time() == 0.0
+            node.stop()
+
+    _sim(body)
+
+
+def test_actors_on_two_nodes_talk_and_a_crashed_peer_makes_asks_time_out() -> None:
+    """Asks across nodes work; after the peer crashes, asks to it time out instead of hanging."""
+
+    async def body() -> None:
+        wire = DirectWire()
+        a = Node("a", attach=wire.attach, clock=VirtualClock())
+        b = Node("b", attach=wire.attach, clock=VirtualClock())
+        echo = Echo()
+        async with anyio.create_task_group() as tg:
+            await tg.start(a.run)
+            await tg.start(b.run, [echo])
+            assert await a.ask(echo.ref, RtEcho(text="hi")) == RtEcho(text="HI")
+            b.crash()
+            with pytest.raises(AskTimeoutError):
+                await a.ask(echo.ref, RtEcho(text="hi"), timeout=2.0)
+            a.stop()
+
+    _sim(body)
+
+
+def test_node_rng_is_seeded_per_node() -> None:
+    """Two nodes with the same seed and id draw the same numbers; another id draws others."""
+    wire = DirectWire()
+    x = Node("n1", attach=wire.attach, seed=7).rng.random()
+    y = Node("n1", attach=wire.attach, seed=7).rng.random()
+    z = Node("n2", attach=wire.attach, seed=7).rng.random()
+    assert x == y != z
