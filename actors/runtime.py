@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, Protocol, TypeVar
 
 import anyio
@@ -122,10 +122,17 @@ class Actor:
     async def ask(self, dst: ActorRef, msg: Message, *, timeout: float = DEFAULT_ASK_TIMEOUT) -> Message:
         return await self.node.ask_from(self.ref, dst, msg, timeout=timeout)
 
+    def send_self(self, msg: Message) -> None:
+        """Put ``msg`` in this actor's own mailbox, bypassing the network: how timers and
+        helper tasks hand work to the actor without touching its state."""
+        self.node.deliver(
+            Envelope(src=self.ref, dst=self.ref, corr=0, kind=EnvelopeKind.TELL, payload=msg)
+        )
+
     def trace(self, kind: TraceKind | str, type: str, **fields: Any) -> None:  # noqa: A002
         self.tracer.emit(kind, node=self.node.node_id, actor=self.name, type=type, **fields)
 
-    def start_soon(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+    def start_soon(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
         """Run a helper task (a timer, a retry loop) owned by this actor's node. It must only
         feed the actor's own mailbox (``self.node.deliver``/``tell`` to itself)."""
         self.node.task_group.start_soon(fn, *args)

@@ -247,3 +247,25 @@ def error_code_for(exc: BaseException) -> ErrorCode:
     if isinstance(exc, NetworkError):
         return ErrorCode.NETWORK_EXCEPTION
     return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+STORE_ERRORS: dict[str, type[StoreError]] = {
+    cls.__name__: cls
+    for cls in (
+        NoNodeError,
+        NodeExistsError,
+        BadVersionError,
+        NotEmptyError,
+        NoChildrenForEphemeralsError,
+        BadArgumentsError,
+        SessionExpiredError,
+        ConnectionLossError,
+        StoreClosedError,
+        StoreError,
+    )
+}
+"""Store errors by class name, to rebuild them on the far side of the network."""
+
+
+def store_error(name: str, message: str) -> StoreError:
+    return STORE_ERRORS.get(name, StoreError)(message)

@@ -109,3 +109,128 @@ class SessionEvent(Message, frozen=True, kw_only=True):
 
 
 StoreEvent = WatchEvent | SessionEvent
+
+
+# -- the embedded store served over the network (cluster.store.remote)
+#
+# A client node opens a session with ``StoreOpenSession`` (naming the actor that receives
+# the session's pushed ``WatchEvent``/``SessionEvent``s), keeps it alive with
+# ``StoreHeartbeat`` tells (the server expires a session not heard from for its timeout,
+# as ZooKeeper does), and calls operations with the ``Store*`` requests below.
+
+
+class StoreOpenSession(Message, frozen=True, kw_only=True):
+    timeout: float
+    name: str
+    owner_node: str
+    owner_actor: str
+
+
+class StoreSessionOpened(Message, frozen=True, kw_only=True):
+    session_id: int
+    timeout: float
+
+
+class StoreHeartbeat(Message, frozen=True, kw_only=True):
+    session_id: int
+
+
+class StoreCreate(Message, frozen=True, kw_only=True):
+    session_id: int
+    path: str
+    data: bytes = b""
+    ephemeral: bool = False
+    sequential: bool = False
+    make_parents: bool = False
+
+
+class StoreGet(Message, frozen=True, kw_only=True):
+    session_id: int
+    path: str
+    watch: bool = False
+
+
+class StoreSet(Message, frozen=True, kw_only=True):
+    session_id: int
+    path: str
+    data: bytes
+    version: int = -1
+
+
+class StoreDelete(Message, frozen=True, kw_only=True):
+    session_id: int
+    path: str
+    version: int = -1
+    recursive: bool = False
+
+
+class StoreExists(Message, frozen=True, kw_only=True):
+    session_id: int
+    path: str
+    watch: bool = False
+
+
+class StoreChildren(Message, frozen=True, kw_only=True):
+    session_id: int
+    path: str
+    watch: bool = False
+
+
+class StoreMulti(Message, frozen=True, kw_only=True):
+    session_id: int
+    ops: tuple[StoreOp, ...]
+
+
+class StoreCloseSession(Message, frozen=True, kw_only=True):
+    session_id: int
+
+
+class StoreExpireSession(Message, frozen=True, kw_only=True):
+    session_id: int
+
+
+StoreRequest = (
+    StoreCreate
+    | StoreGet
+    | StoreSet
+    | StoreDelete
+    | StoreExists
+    | StoreChildren
+    | StoreMulti
+    | StoreCloseSession
+    | StoreExpireSession
+)
+
+
+class StorePathReply(Message, frozen=True, kw_only=True):
+    path: str
+
+
+class StoreDataReply(Message, frozen=True, kw_only=True):
+    data: bytes
+    stat: Stat
+
+
+class StoreStatReply(Message, frozen=True, kw_only=True):
+    stat: Stat | None
+
+
+class StoreChildrenReply(Message, frozen=True, kw_only=True):
+    children: tuple[str, ...]
+
+
+class StoreMultiReply(Message, frozen=True, kw_only=True):
+    results: tuple[OpResult, ...]
+
+
+class StoreDone(Message, frozen=True, kw_only=True):
+    pass
+
+
+class StoreFailure(Message, frozen=True, kw_only=True):
+    """A store call failed: ``error`` is the StoreError class name; for a failed multi,
+    ``op_errors`` names each op's error (``None`` for ops that did not fail)."""
+
+    error: str
+    message: str
+    op_errors: tuple[str | None, ...] = ()

@@ -1,0 +1,255 @@
+"""Benchmarks, measured side by side in one run and printed as ratios.
+
+Run with ``scripts/bench.sh`` (or ``python -m cluster.bench``). Every kemu number is
+printed next to a baseline measured in the same process, right before or after it, so the
+ratio holds on a noisy machine even when absolute numbers move:
+
+* in-process actor ask/reply vs a raw ``asyncio.Queue`` ping-pong (goal >= 0.5x);
+* actor ask/reply over kemu's TCP transport vs a raw asyncio-streams request/response echo
+  (goal >= 0.5x);
+* embedded-store create+get vs the same through aiozk on a local ZooKeeper (and through
+  kemu's ZooKeeper adapter).
+
+Each measurement runs for a fixed number of operations, best of ``--repeat`` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import struct
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import anyio
+
+from actors.clock import RealClock
+from actors.runtime import Actor, Context, Node
+from actors.trace import Tracer
+from protocol.base import Message
+
+# Bench code measures wall time on purpose: it is the one place that must.
+_now = time.perf_counter
+
+
+class BenchPing(Message, frozen=True, kw_only=True):
+    n: int
+
+
+@dataclass(frozen=True)
+class Result:
+    name: str
+    ops: int
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        return self.ops / self.seconds if self.seconds > 0 else float("inf")
+
+
+async def best_of(repeat: int, name: str, ops: int, fn: Callable[[int], Awaitable[None]]) -> Result:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = _now()
+        await fn(ops)
+        best = min(best, _now() - t0)
+    return Result(name, ops, best)
+
+
+# ----------------------------------------------------------------- baselines
+
+
+async def raw_queue_pingpong(ops: int) -> None:
+    """Two tasks, two asyncio.Queues: the floor for one in-process request/response."""
+    requests: asyncio.Queue[int] = asyncio.Queue()
+    replies: asyncio.Queue[int] = asyncio.Queue()
+
+    async def server() -> None:
+        while True:
+            n = await requests.get()
+            replies.put_nowait(n)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(server)
+        for i in range(ops):
+            requests.put_nowait(i)
+            await replies.get()
+        tg.cancel_scope.cancel()
+
+
+async def raw_streams_echo(ops: int) -> None:
+    """A length-prefixed request/response echo over asyncio streams on loopback."""
+    header = struct.Struct(">I")
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                (size,) = header.unpack(await reader.readexactly(4))
+                body = await reader.readexactly(size)
+                writer.write(header.pack(len(body)) + body)
+        except asyncio.IncompleteReadError:
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    payload = b"x" * 64  # about the size of a small envelope
+    for _ in range(ops):
+        writer.write(header.pack(len(payload)) + payload)
+        (size,) = header.unpack(await reader.readexactly(4))
+        await reader.readexactly(size)
+    writer.close()
+    server.close()
+    await server.wait_closed()
+
+
+# ----------------------------------------------------------------- kemu actors
+
+
+class _EchoActor(Actor):
+    async def receive(self, msg: Message, ctx: Context) -> Message | None:
+        return msg
+
+
+async def actor_pingpong(ops: int, *, tcp: bool) -> None:
+    from cluster.network import InProcessTransport, Network, TcpTransport
+
+    tracer = Tracer()
+    clock = RealClock()
+    transport = TcpTransport() if tcp else InProcessTransport()
+    network = Network(transport, tracer=tracer, rng=random.Random(0), clock=clock)
+    async with network, anyio.create_task_group() as tg:
+        server = Node("server", attach=network.attach, tracer=tracer, clock=clock)
+        client = Node("client", attach=network.attach, tracer=tracer, clock=clock)
+        echo = _EchoActor("echo")
+        await tg.start(server.run, [echo])
+        await tg.start(client.run)
+        ref = echo.ref
+        for i in range(ops):
+            await client.ask(ref, BenchPing(n=i))
+        client.stop()
+        server.stop()
+
+
+# ----------------------------------------------------------------- stores
+
+
+async def embedded_create_get(ops: int) -> None:
+    from cluster.store import EmbeddedStore
+
+    store = EmbeddedStore()
+    session = await store.open_session(name="bench")
+    await session.create("/bench", b"")
+    for i in range(ops):
+        path = f"/bench/n{i}"
+        await session.create(path, b"payload")
+        await session.get(path)
+    await store.aclose()
+
+
+def zookeeper_adapter_create_get(hosts: str) -> Callable[[int], Awaitable[None]]:
+    async def run(ops: int) -> None:
+        from cluster.store import ZooKeeperStore
+
+        store = ZooKeeperStore(hosts, chroot=f"/bench-{uuid.uuid4().hex}")
+        session = await store.open_session(timeout=10.0, name="bench")
+        await session.create("/bench", b"")
+        for i in range(ops):
+            path = f"/bench/n{i}"
+            await session.create(path, b"payload")
+            await session.get(path)
+        await session.delete("/bench", recursive=True)
+        await store.aclose()
+
+    return run
+
+
+def raw_aiozk_create_get(hosts: str) -> Callable[[int], Awaitable[None]]:
+    async def run(ops: int) -> None:
+        import aiozk
+
+        client = aiozk.ZKClient(hosts, chroot=f"/bench-raw-{uuid.uuid4().hex}")
+        await client.start()
+        await client.ensure_path("/bench")
+        for i in range(ops):
+            path = f"/bench/n{i}"
+            await client.create(path, b"payload")
+            await client.get_data(path)
+        await client.deleteall("/bench")
+        await client.close()
+
+    return run
+
+
+# ----------------------------------------------------------------- report
+
+
+def ratio_line(kemu: Result, base: Result, goal: float | None) -> str:
+    ratio = kemu.rate / base.rate
+    verdict = "" if goal is None else ("  OK" if ratio >= goal else f"  BELOW GOAL {goal}x")
+    return (
+        f"  {kemu.name:<34} {kemu.rate:>11,.0f} ops/s\n"
+        f"  {base.name:<34} {base.rate:>11,.0f} ops/s\n"
+        f"  ratio {ratio:.2f}x{verdict}"
+    )
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    print(f"kemu bench — python {sys.version.split()[0]}, best of {args.repeat}")
+
+    print("\n[1] ask/reply in-process: actor runtime vs raw asyncio.Queue ping-pong")
+    base = await best_of(args.repeat, "raw asyncio.Queue ping-pong", args.ops, raw_queue_pingpong)
+    kemu = await best_of(
+        args.repeat, "kemu ask/reply (in-process)", args.ops, lambda n: actor_pingpong(n, tcp=False)
+    )
+    print(ratio_line(kemu, base, 0.5))
+
+    print("\n[2] ask/reply over TCP loopback: kemu transport vs raw asyncio-streams echo")
+    base = await best_of(args.repeat, "raw asyncio streams echo", args.ops // 2, raw_streams_echo)
+    kemu = await best_of(
+        args.repeat, "kemu ask/reply (TCP)", args.ops // 2, lambda n: actor_pingpong(n, tcp=True)
+    )
+    print(ratio_line(kemu, base, 0.5))
+
+    print("\n[3] store create+get (one op = create + get of a new znode)")
+    emb = await best_of(args.repeat, "embedded store", args.store_ops, embedded_create_get)
+    print(f"  {emb.name:<34} {emb.rate:>11,.0f} ops/s")
+    if args.zookeeper:
+        raw = await best_of(
+            args.repeat, "raw aiozk on local ZooKeeper", args.store_ops // 10,
+            raw_aiozk_create_get(args.zookeeper),
+        )
+        ada = await best_of(
+            args.repeat, "kemu ZooKeeperStore adapter", args.store_ops // 10,
+            zookeeper_adapter_create_get(args.zookeeper),
+        )
+        print(f"  {raw.name:<34} {raw.rate:>11,.0f} ops/s")
+        print(f"  {ada.name:<34} {ada.rate:>11,.0f} ops/s")
+        print(f"  embedded / raw aiozk: {emb.rate / raw.rate:.1f}x;"
+              f" adapter / raw aiozk: {ada.rate / raw.rate:.2f}x")
+    else:
+        print("  (no --zookeeper HOST:PORT given: ZooKeeper rates skipped)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kemu-bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--ops", type=int, default=20_000, help="asks per ping-pong run")
+    parser.add_argument("--store-ops", type=int, default=20_000, help="create+get per store run")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement (best kept)")
+    parser.add_argument("--zookeeper", metavar="HOST:PORT", help="a local ZooKeeper to compare")
+    parser.add_argument("--no-uvloop", action="store_true", help="measure on asyncio's own loop")
+    args = parser.parse_args(argv)
+    return anyio.run(
+        main_async, args, backend="asyncio", backend_options={"use_uvloop": not args.no_uvloop}
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Benchmarks, side by side in one run (see cluster/bench.py). Starts a throwaway local
+# ZooKeeper for the store comparison and stops it afterwards.
+# Usage: scripts/bench.sh [--ops N] [--store-ops N] [--repeat N]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+
+ensure_apt_packages zookeeper
+ensure_venv
+"$VENV/bin/pip" install -q -e ".[test,wire]"
+
+port="${KEMU_BENCH_ZK_PORT:-21810}"
+dir="$(mktemp -d)"
+trap 'bash scripts/zookeeper.sh stop --port "$port" --dir "$dir" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
+bash scripts/zookeeper.sh start --port "$port" --dir "$dir" >/dev/null
+"$VENV/bin/python" -m cluster.bench --zookeeper "127.0.0.1:$port" "$@"
