@@ -1,1 +1,112 @@
-"""kemu."""
+"""kemu's typed values: messages between actors and the bytes Kafka keeps in ZooKeeper.
+
+The public face of the package. Implementation lives in one-concept modules behind it:
+``base`` (the ``Message`` root), ``ids``, ``errors``, ``codec``/``envelope`` (frames),
+``store`` (metadata-store values), ``control`` (controller-to-broker APIs 4-7) and
+``zkdata`` (every ZooKeeper path and payload). Path helpers stay in ``protocol.zkdata``
+(e.g. ``zkdata.partition_state_path``) so that this namespace holds types, not strings.
+
+Importing ``protocol`` registers every message type with the frame codec.
+"""
+
+from __future__ import annotations
+
+from protocol import zkdata
+from protocol.control import (
+    EPOCH_DURING_DELETE,
+    INITIAL_LEADER_EPOCH,
+    INITIAL_ZK_VERSION,
+    LEADER_DURING_DELETE,
+    NO_EPOCH,
+    NO_LEADER,
+    ApiKey,
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    Endpoint,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    LiveLeader,
+    PartitionError,
+    SecurityProtocol,
+    StopReplicaPartitionState,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    TopicPartition,
+    UpdateMetadataBroker,
+    UpdateMetadataPartitionState,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+)
+from protocol.errors import ZkDataError
+from protocol.zkdata import (
+    PERSISTENT_PATHS,
+    BrokerRegistration,
+    ClusterId,
+    ConfigChangeNotification,
+    ConfigType,
+    ControllerRegistration,
+    EntityConfig,
+    FeatureNode,
+    FeatureStatus,
+    FinalizedVersionRange,
+    IsrChangeNotification,
+    Jdk,
+    LeaderIsrAndControllerEpoch,
+    LogDirEvent,
+    PartitionReassignment,
+    PartitionReplicas,
+    PreferredReplicaElection,
+    ReplicaAssignment,
+    SupportedVersionRange,
+    TopicAssignment,
+)
+
+__all__ = [
+    "EPOCH_DURING_DELETE",
+    "INITIAL_LEADER_EPOCH",
+    "INITIAL_ZK_VERSION",
+    "LEADER_DURING_DELETE",
+    "NO_EPOCH",
+    "NO_LEADER",
+    "PERSISTENT_PATHS",
+    "ApiKey",
+    "BrokerRegistration",
+    "ClusterId",
+    "ConfigChangeNotification",
+    "ConfigType",
+    "ControlledShutdownRequest",
+    "ControlledShutdownResponse",
+    "ControllerRegistration",
+    "Endpoint",
+    "EntityConfig",
+    "FeatureNode",
+    "FeatureStatus",
+    "FinalizedVersionRange",
+    "IsrChangeNotification",
+    "Jdk",
+    "LeaderAndIsrPartitionState",
+    "LeaderAndIsrRequest",
+    "LeaderAndIsrResponse",
+    "LeaderIsrAndControllerEpoch",
+    "LiveLeader",
+    "LogDirEvent",
+    "PartitionError",
+    "PartitionReassignment",
+    "PartitionReplicas",
+    "PreferredReplicaElection",
+    "ReplicaAssignment",
+    "SecurityProtocol",
+    "StopReplicaPartitionState",
+    "StopReplicaRequest",
+    "StopReplicaResponse",
+    "SupportedVersionRange",
+    "TopicAssignment",
+    "TopicPartition",
+    "UpdateMetadataBroker",
+    "UpdateMetadataPartitionState",
+    "UpdateMetadataRequest",
+    "UpdateMetadataResponse",
+    "ZkDataError",
+    "zkdata",
+]

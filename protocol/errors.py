@@ -224,6 +224,14 @@ class TransactionFailedError(StoreError):
         self.results = results
 
 
+# -- ZooKeeper data (protocol layer)
+
+
+class ZkDataError(KemuError):
+    """A znode's payload is not what Kafka 2.7 writes or reads: malformed JSON, a missing or
+    mistyped field, an unsupported version; or a name that cannot be a znode path segment."""
+
+
 # -- Kafka API layer
 
 
