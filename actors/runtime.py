@@ -119,7 +119,9 @@ class Actor:
     def tell(self, dst: ActorRef, msg: Message) -> None:
         self.node.send(self.ref, dst, msg)
 
-    async def ask(self, dst: ActorRef, msg: Message, *, timeout: float = DEFAULT_ASK_TIMEOUT) -> Message:
+    async def ask(
+        self, dst: ActorRef, msg: Message, *, timeout: float = DEFAULT_ASK_TIMEOUT
+    ) -> Message:
         return await self.node.ask_from(self.ref, dst, msg, timeout=timeout)
 
     def send_self(self, msg: Message) -> None:
@@ -129,7 +131,7 @@ class Actor:
             Envelope(src=self.ref, dst=self.ref, corr=0, kind=EnvelopeKind.TELL, payload=msg)
         )
 
-    def trace(self, kind: TraceKind | str, type: str, **fields: Any) -> None:  # noqa: A002
+    def trace(self, kind: TraceKind | str, type: str, **fields: Any) -> None:
         self.tracer.emit(kind, node=self.node.node_id, actor=self.name, type=type, **fields)
 
     def start_soon(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
@@ -260,7 +262,7 @@ class Node:
             reply = await actor.receive(env.payload, ctx)
         except FatalNodeError as exc:
             self._trace_error(actor.name, "fatal_error", exc)
-            log.error("fatal_error", error=str(exc))
+            log.exception("fatal_error")
             self.crash()
             return
         except Exception as exc:  # each message is its own error boundary

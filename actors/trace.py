@@ -60,7 +60,7 @@ class Tracer:
         *,
         node: str,
         actor: str = "",
-        type: str | None = None,  # noqa: A002 - the schema's field name
+        type: str | None = None,
         corr: int | None = None,
         **fields: Any,
     ) -> TraceEvent | None:
@@ -99,7 +99,7 @@ class MemorySink:
     def __iter__(self) -> Iterator[TraceEvent]:
         return iter(self.events)
 
-    def of(self, kind: str | None = None, type: str | None = None) -> list[TraceEvent]:  # noqa: A002
+    def of(self, kind: str | None = None, type: str | None = None) -> list[TraceEvent]:
         return [
             e
             for e in self.events

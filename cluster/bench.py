@@ -222,17 +222,23 @@ async def main_async(args: argparse.Namespace) -> int:
     print(f"  {emb.name:<34} {emb.rate:>11,.0f} ops/s")
     if args.zookeeper:
         raw = await best_of(
-            args.repeat, "raw aiozk on local ZooKeeper", args.store_ops // 10,
+            args.repeat,
+            "raw aiozk on local ZooKeeper",
+            args.store_ops // 10,
             raw_aiozk_create_get(args.zookeeper),
         )
         ada = await best_of(
-            args.repeat, "kemu ZooKeeperStore adapter", args.store_ops // 10,
+            args.repeat,
+            "kemu ZooKeeperStore adapter",
+            args.store_ops // 10,
             zookeeper_adapter_create_get(args.zookeeper),
         )
         print(f"  {raw.name:<34} {raw.rate:>11,.0f} ops/s")
         print(f"  {ada.name:<34} {ada.rate:>11,.0f} ops/s")
-        print(f"  embedded / raw aiozk: {emb.rate / raw.rate:.1f}x;"
-              f" adapter / raw aiozk: {ada.rate / raw.rate:.2f}x")
+        print(
+            f"  embedded / raw aiozk: {emb.rate / raw.rate:.1f}x;"
+            f" adapter / raw aiozk: {ada.rate / raw.rate:.2f}x"
+        )
     else:
         print("  (no --zookeeper HOST:PORT given: ZooKeeper rates skipped)")
     return 0

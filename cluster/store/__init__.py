@@ -1,1 +1,3 @@
 """kemu."""
+
+from cluster.store.embedded import EmbeddedStore as EmbeddedStore

@@ -8,7 +8,8 @@ Semantics every implementation keeps (the contract suite in tests/contract check
 * ``create`` of an existing path raises ``NodeExistsError``; of a path whose parent is
   missing raises ``NoNodeError`` unless ``make_parents`` (parents are created persistent,
   empty); under an ephemeral parent raises ``NoChildrenForEphemeralsError``. Sequential
-  nodes get a 10-digit zero-padded suffix from the parent's cversion.
+  nodes get a 10-digit zero-padded suffix counting the creates under the parent (as
+  ZooKeeper does; not Stat.cversion, which also counts deletes).
 * ``set``/``delete`` with ``version`` >= 0 are conditional (``BadVersionError``); -1 means
   any version. ``delete`` of a node with children raises ``NotEmptyError`` unless
   ``recursive`` (children first, not atomic, as ZooKeeper's ``deleteall``).
@@ -108,7 +109,12 @@ class MetadataStore(ABC):
     """Opens sessions on one store (embedded or ZooKeeper), within an optional chroot."""
 
     @abstractmethod
-    async def open_session(self, *, timeout: float = 18.0, name: str = "") -> StoreSession:
+    async def open_session(
+        self,
+        *,
+        timeout: float = 18.0,
+        name: str = "",
+    ) -> StoreSession:
         """Open a new session. ``name`` labels it in traces (e.g. ``broker-1``)."""
 
     @abstractmethod

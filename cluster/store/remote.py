@@ -10,6 +10,7 @@ once.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -250,7 +251,10 @@ class RemoteSession(StoreSession):
                 self._set_state(SessionState.EXPIRED)
             if reply.op_errors:
                 raise TransactionFailedError(
-                    tuple(None if e is None else store_error(e, reply.message) for e in reply.op_errors)
+                    tuple(
+                        None if e is None else store_error(e, reply.message)
+                        for e in reply.op_errors
+                    )
                 )
             raise store_error(reply.error, reply.message)
         return reply
@@ -283,8 +287,11 @@ class RemoteSession(StoreSession):
         return reply.data, reply.stat
 
     async def set(self, path: str, data: bytes, *, version: int = -1) -> Stat:
-        reply = await self._call(StoreSet(session_id=self._id, path=path, data=data, version=version))
-        assert isinstance(reply, StoreStatReply) and reply.stat is not None
+        reply = await self._call(
+            StoreSet(session_id=self._id, path=path, data=data, version=version)
+        )
+        assert isinstance(reply, StoreStatReply)
+        assert reply.stat is not None
         return reply.stat
 
     async def delete(self, path: str, *, version: int = -1, recursive: bool = False) -> None:
@@ -310,10 +317,9 @@ class RemoteSession(StoreSession):
     async def close(self) -> None:
         if self._state in (SessionState.CLOSED, SessionState.EXPIRED):
             return
-        try:
+        # Unreachable or already gone: the server expires it after its timeout.
+        with contextlib.suppress(StoreError):
             await self._call(StoreCloseSession(session_id=self._id))
-        except StoreError:
-            pass  # unreachable or already gone: the server expires it after its timeout
         self._set_state(SessionState.CLOSED)
 
 
@@ -325,7 +331,12 @@ class RemoteStore(MetadataStore):
         self.server = server
         self._sessions: list[RemoteSession] = []
 
-    async def open_session(self, *, timeout: float = 18.0, name: str = "") -> StoreSession:
+    async def open_session(
+        self,
+        *,
+        timeout: float = 18.0,
+        name: str = "",
+    ) -> StoreSession:
         inbox_name = f"store-session-{len(self._sessions) + 1}"
         try:
             reply = await self.node.ask(

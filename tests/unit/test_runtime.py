@@ -101,7 +101,7 @@ def test_ask_times_out_with_a_typed_error_and_the_late_reply_is_dropped_and_trac
 
 
 def test_a_failing_handler_answers_with_an_error_and_the_actor_goes_on() -> None:
-    """An exception in one handler is traced and mapped to an error reply; the next message is served."""
+    """A handler exception is traced and answered with an error; the next message is served."""
 
     async def body() -> None:
         wire = DirectWire()
@@ -163,7 +163,7 @@ def test_graceful_stop_runs_on_stop_in_reverse_order() -> None:
 
 
 def test_asking_a_missing_actor_fails_fast() -> None:
-    """An ask to an actor that does not exist gets an error reply instead of waiting out its timeout."""
+    """An ask to a missing actor gets an error reply at once instead of timing out."""
 
     async def body() -> None:
         wire = DirectWire()
