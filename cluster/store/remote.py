@@ -224,6 +224,11 @@ class RemoteSession(StoreSession):
             self._heartbeat_scope.cancel()
             self._send.close()
 
+    def _discard(self) -> None:
+        self._heartbeat_scope.cancel()
+        self._send.close()
+        self._recv.close()
+
     async def heartbeat(self) -> None:
         with self._heartbeat_scope:
             while True:
@@ -361,3 +366,10 @@ class RemoteStore(MetadataStore):
     async def aclose(self) -> None:
         for session in self._sessions:
             await session.close()
+            session.events.close()
+
+    def discard(self) -> None:
+        """Drop every session locally without telling the server, as a crashed process
+        does: the server expires them once their timeout passes."""
+        for session in self._sessions:
+            session._discard()

@@ -11,6 +11,7 @@ import pytest_asyncio
 
 from cluster.store.api import MetadataStore, StoreSession
 from cluster.store.embedded import EmbeddedStore
+from tests.support.served_store import ServedStore
 
 StoreFactory = Callable[[str], Awaitable[MetadataStore]]
 """Opens another store on the same backend as ``store``, under the given chroot."""
@@ -32,12 +33,17 @@ def _zookeeper_store(request: pytest.FixtureRequest, chroot: str) -> MetadataSto
     return ZooKeeperStore(server.hosts, chroot=chroot)
 
 
-@pytest_asyncio.fixture(params=["embedded", pytest.param("zookeeper", marks=pytest.mark.zookeeper)])
+@pytest_asyncio.fixture(
+    params=["embedded", "served", pytest.param("zookeeper", marks=pytest.mark.zookeeper)]
+)
 async def store(request: pytest.FixtureRequest) -> AsyncIterator[MetadataStore]:
     """The store under test, in a chroot of its own."""
     chroot = unique_chroot()
+    backend: MetadataStore
     if request.param == "embedded":
-        backend: MetadataStore = EmbeddedStore(chroot=chroot)
+        backend = EmbeddedStore(chroot=chroot)
+    elif request.param == "served":
+        backend = await ServedStore(EmbeddedStore(chroot=chroot)).start()
     else:
         backend = _zookeeper_store(request, chroot)
     try:
@@ -55,8 +61,11 @@ async def make_store(
     opened: list[MetadataStore] = []
 
     async def factory(chroot: str) -> MetadataStore:
+        other: MetadataStore
         if isinstance(store, EmbeddedStore):
-            other: MetadataStore = store.chrooted(chroot)
+            other = store.chrooted(chroot)
+        elif isinstance(store, ServedStore):
+            other = await ServedStore(store.embedded.chrooted(chroot)).start()
         else:
             other = _zookeeper_store(request, chroot)
         opened.append(other)
