@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections import deque
 from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, Protocol, TypeVar
 
@@ -55,6 +56,38 @@ class Attach(Protocol):
     async def __call__(self, node_id: str, deliver: Callable[[Envelope], None]) -> Postman: ...
 
 
+class Mailbox:
+    """An actor's inbox: unbounded on purpose (the network never waits on a slow actor, as
+    a broker's socket reader does not wait on its request handler); ``depth`` is exposed
+    for metrics and tests. One reader (the actor's task), any number of writers, all on
+    the loop's thread. Lighter than ``asyncio.Queue``: this is the hottest path."""
+
+    __slots__ = ("_items", "_waiter")
+
+    def __init__(self) -> None:
+        self._items: deque[Envelope] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def put_nowait(self, env: Envelope) -> None:
+        self._items.append(env)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def get(self) -> Envelope:
+        while not self._items:
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        return self._items.popleft()
+
+    @property
+    def depth(self) -> int:
+        return len(self._items)
+
+
 class Context:
     """What a handler knows about the message it is handling."""
 
@@ -73,7 +106,7 @@ class Actor:
     def __init__(self, name: str) -> None:
         self.name = name
         self._node: Node | None = None
-        self._mailbox: asyncio.Queue[Envelope] = asyncio.Queue()
+        self._mailbox = Mailbox()
 
     # -- wiring, set when spawned
 
@@ -101,7 +134,7 @@ class Actor:
 
     @property
     def mailbox_depth(self) -> int:
-        return self._mailbox.qsize()
+        return self._mailbox.depth
 
     # -- behaviour, overridden by subclasses
 
@@ -319,17 +352,21 @@ class Node:
         ``timeout`` seconds of this node's clock, ``RemoteError`` if the handler failed."""
         self._next_corr += 1
         corr = self._next_corr
-        fut: asyncio.Future[Envelope] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Envelope] = loop.create_future()
         self._pending[corr] = fut
+        # A loop timer rather than a cancel scope: asks are the hot path, and a timer that
+        # fails the future is a fraction of the cost (same loop clock, virtual or real).
+        timer = loop.call_later(timeout / self.clock.rate, _expire, fut)
         try:
             self._post(Envelope(src=src, dst=dst, corr=corr, kind=EnvelopeKind.ASK, payload=msg))
-            with anyio.fail_after(timeout / self.clock.rate):
-                reply = await fut
+            reply = await fut
         except TimeoutError:
             raise AskTimeoutError(
                 f"no reply from {dst} to {type(msg).__name__} within {timeout}s"
             ) from None
         finally:
+            timer.cancel()
             self._pending.pop(corr, None)
         payload = reply.payload
         if isinstance(payload, ErrorReply):
@@ -383,6 +420,11 @@ class Node:
 
     def mailbox_depths(self) -> dict[str, int]:
         return {name: self._actors[name].mailbox_depth for name in self._order}
+
+
+def _expire(fut: asyncio.Future[Envelope]) -> None:
+    if not fut.done():
+        fut.set_exception(TimeoutError())
 
 
 def _code(value: int) -> ErrorCode:

@@ -51,6 +51,11 @@ class Tracer:
         self._sinks.remove(sink)
 
     @property
+    def enabled(self) -> bool:
+        """Whether any sink listens: hot paths skip building trace fields when not."""
+        return bool(self._sinks)
+
+    @property
     def seq(self) -> int:
         return self._seq
 

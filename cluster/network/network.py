@@ -404,16 +404,17 @@ class Network:
         if deliver is None:
             self._trace_drop(envelope, DropReason.UNKNOWN_DESTINATION)
             return
-        self._tracer.emit(
-            TraceKind.DELIVER,
-            node=dst.node,
-            actor=dst.name,
-            type=envelope.type_name,
-            corr=envelope.corr,
-            src=str(envelope.src),
-            dst=str(dst),
-            env_kind=envelope.kind.value,
-        )
+        if self._tracer.enabled:
+            self._tracer.emit(
+                TraceKind.DELIVER,
+                node=dst.node,
+                actor=dst.name,
+                type=envelope.type_name,
+                corr=envelope.corr,
+                src=str(envelope.src),
+                dst=str(dst),
+                env_kind=envelope.kind.value,
+            )
         try:
             deliver(envelope)
         except Exception as exc:  # one node's faulty callback must not break the sender
@@ -436,6 +437,8 @@ class Network:
         self._tracer.emit(kind, node=node, actor=self.name, type=what, **fields)
 
     def _trace_send(self, envelope: Envelope, **extra: Any) -> None:
+        if not self._tracer.enabled:
+            return
         src = envelope.src
         self._tracer.emit(
             TraceKind.SEND,
@@ -450,6 +453,8 @@ class Network:
         )
 
     def _trace_drop(self, envelope: Envelope, reason: DropReason, **extra: Any) -> None:
+        if not self._tracer.enabled:
+            return
         src = envelope.src
         self._tracer.emit(
             TraceKind.DROP,
