@@ -39,8 +39,9 @@ class Clock:
         self.rate = rate
 
     def now(self) -> float:
-        """Seconds on the loop's monotonic (or virtual) time line, plus the skew."""
-        return asyncio.get_running_loop().time() + self.skew
+        """Seconds on this node's time line: the loop's monotonic (or virtual) time scaled
+        by ``rate``, plus ``skew``. ``sleep(d)`` lets exactly ``d`` of it pass."""
+        return asyncio.get_running_loop().time() * self.rate + self.skew
 
     async def sleep(self, seconds: float) -> None:
         """Sleep ``seconds`` of this node's time (a fast clock sleeps less)."""

@@ -118,6 +118,7 @@ class MemorySink:
 
         for e in self.events:
             if pred(e):
+                await anyio.lowlevel.checkpoint()  # a wait is always a scheduling point
                 return e
         flag = asyncio.Event()
         entry = (pred, flag)
