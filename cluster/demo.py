@@ -26,7 +26,7 @@ from actors.runtime import Actor, Context, Node
 from actors.trace import Tracer
 from cluster.network import InProcessTransport, Network
 from cluster.store.embedded import EmbeddedStore
-from cluster.store.remote import STORE_ACTOR, RemoteStore, StoreServer
+from cluster.store.remote import RemoteStore, StoreServer
 from cluster.trace import JsonlTraceWriter
 from protocol import zkdata
 from protocol.base import Message
@@ -98,7 +98,7 @@ class DemoBroker(Actor):
     async def _watch_brokers(self, session: object) -> None:
         """Re-read and re-arm the child watch on /brokers/ids after every event, as Kafka's
         controller does; print what it sees."""
-        from cluster.store.api import StoreSession
+        from actors.store import StoreSession
 
         assert isinstance(session, StoreSession)
         while True:

@@ -39,8 +39,8 @@ from anyio import BrokenResourceError, ClosedResourceError
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from actors.clock import Clock, RealClock
+from actors.store import MetadataStore, StoreSession, new_event_stream
 from actors.trace import Tracer
-from cluster.store.api import MetadataStore, StoreSession, new_event_stream
 from protocol.errors import (
     BadArgumentsError,
     BadVersionError,

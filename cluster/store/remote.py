@@ -18,7 +18,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from actors.runtime import Actor, Context, Node
-from cluster.store.api import MetadataStore, StoreSession, new_event_stream
+from actors.store import MetadataStore, StoreSession, new_event_stream
 from cluster.store.embedded import EmbeddedStore
 from protocol.base import ActorRef, Message
 from protocol.errors import (

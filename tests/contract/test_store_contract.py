@@ -20,8 +20,8 @@ import msgspec
 import pytest
 
 from actors.clock import VIRTUAL_EPOCH_MS, VirtualClock, run_virtual
+from actors.store import MetadataStore, StoreSession
 from actors.trace import MemorySink, Tracer
-from cluster.store.api import MetadataStore, StoreSession
 from cluster.store.embedded import EmbeddedStore
 from protocol.errors import (
     BadArgumentsError,

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_same_seed_gives_the_same_trace_byte_for_byte() -> None:
-    """Two runs with one seed, with random delays, drops, duplicates, reorders and a crash, trace identically."""
+    """Two runs with one seed (random delays, drops, duplicates, reorders, a crash) trace alike."""
     first = scenario_trace(1)
     second = scenario_trace(1)
     assert first == second

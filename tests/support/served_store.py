@@ -14,9 +14,9 @@ import anyio
 
 from actors.clock import RealClock
 from actors.runtime import Node
+from actors.store import MetadataStore, StoreSession
 from actors.trace import Tracer
 from cluster.network import Network, TcpTransport
-from cluster.store.api import MetadataStore, StoreSession
 from cluster.store.embedded import EmbeddedStore
 from cluster.store.remote import RemoteStore, StoreServer
 

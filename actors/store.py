@@ -1,0 +1,129 @@
+"""The metadata-store interface, with ZooKeeper's semantics.
+
+It lives in ``actors`` because brokers and the controller (actors) depend on it; the
+implementations live in ``cluster.store`` (embedded, served over the network, ZooKeeper).
+
+A ``MetadataStore`` opens sessions; a ``StoreSession`` is what a broker holds (one each,
+as one ZooKeeper client per broker). Paths are absolute within the store's chroot.
+
+Semantics every implementation keeps (the contract suite in tests/contract checks them):
+
+* ``create`` of an existing path raises ``NodeExistsError``; of a path whose parent is
+  missing raises ``NoNodeError`` unless ``make_parents`` (parents are created persistent,
+  empty); under an ephemeral parent raises ``NoChildrenForEphemeralsError``. Sequential
+  nodes get a 10-digit zero-padded suffix counting the creates under the parent (as
+  ZooKeeper does; not Stat.cversion, which also counts deletes).
+* ``set``/``delete`` with ``version`` >= 0 are conditional (``BadVersionError``); -1 means
+  any version. ``delete`` of a node with children raises ``NotEmptyError`` unless
+  ``recursive`` (children first, not atomic, as ZooKeeper's ``deleteall``).
+* ``children`` returns names sorted.
+* ``multi`` is all or nothing: it returns one result per op, or raises
+  ``TransactionFailedError`` whose ``results`` name the failing op.
+* Watches are one-shot per (session, path, kind), armed by ``get``/``exists`` (data watch:
+  fires ``created``, ``deleted``, ``data_changed``) and ``children`` (child watch: fires
+  ``children_changed``, or ``deleted`` when the node goes). They are delivered, in order,
+  on the session's ``events`` stream, together with ``SessionEvent``s.
+* When a session expires its ephemerals vanish (firing the watches of other sessions), its
+  watches are dropped, its owner gets ``SessionEvent(EXPIRED)``, and every later call
+  raises ``SessionExpiredError``. Calls while the store is unreachable raise
+  ``ConnectionLossError`` after a bounded wait; nothing hangs.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from protocol.store import OpResult, Stat, StoreEvent, StoreOp
+
+
+def new_event_stream() -> tuple[
+    MemoryObjectSendStream[StoreEvent], MemoryObjectReceiveStream[StoreEvent]
+]:
+    """The events stream of a session. Unbounded on purpose: the store never waits on a
+    slow owner (as ZooKeeper's client queues watch events); its depth is observable via
+    ``statistics().current_buffer_used``."""
+    return anyio.create_memory_object_stream[StoreEvent](max_buffer_size=math.inf)
+
+
+class StoreSession(ABC):
+    """One session on the store. Every call may raise a ``StoreError`` subclass."""
+
+    @property
+    @abstractmethod
+    def session_id(self) -> int: ...
+
+    @property
+    @abstractmethod
+    def timeout(self) -> float:
+        """The negotiated session timeout in seconds."""
+
+    @property
+    @abstractmethod
+    def events(self) -> MemoryObjectReceiveStream[StoreEvent]:
+        """Watch and session events for this session, in the order they happened."""
+
+    @abstractmethod
+    async def create(
+        self,
+        path: str,
+        data: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        sequential: bool = False,
+        make_parents: bool = False,
+    ) -> str:
+        """Create a node; return its path (with the sequence suffix if sequential)."""
+
+    @abstractmethod
+    async def get(self, path: str, *, watch: bool = False) -> tuple[bytes, Stat]: ...
+
+    @abstractmethod
+    async def set(self, path: str, data: bytes, *, version: int = -1) -> Stat: ...
+
+    @abstractmethod
+    async def delete(self, path: str, *, version: int = -1, recursive: bool = False) -> None: ...
+
+    @abstractmethod
+    async def exists(self, path: str, *, watch: bool = False) -> Stat | None: ...
+
+    @abstractmethod
+    async def children(self, path: str, *, watch: bool = False) -> tuple[str, ...]: ...
+
+    @abstractmethod
+    async def multi(self, ops: Sequence[StoreOp]) -> tuple[OpResult, ...]: ...
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Close the session: its ephemerals vanish at once. Idempotent."""
+
+    async def __aenter__(self) -> StoreSession:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+class MetadataStore(ABC):
+    """Opens sessions on one store (embedded or ZooKeeper), within an optional chroot."""
+
+    @abstractmethod
+    async def open_session(
+        self,
+        *,
+        timeout: float = 18.0,
+        name: str = "",
+    ) -> StoreSession:
+        """Open a new session. ``name`` labels it in traces (e.g. ``broker-1``)."""
+
+    @abstractmethod
+    async def expire_session(self, session_id: int) -> None:
+        """Expire a session now, as ZooKeeper does when its timeout passes (fault injection)."""
+
+    @abstractmethod
+    async def aclose(self) -> None:
+        """Close every session opened here and release resources."""
