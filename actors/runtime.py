@@ -91,12 +91,43 @@ class Mailbox:
 class Context:
     """What a handler knows about the message it is handling."""
 
-    __slots__ = ("corr", "kind", "sender")
+    __slots__ = ("_deferred", "_envelope", "corr", "kind", "sender")
 
-    def __init__(self, sender: ActorRef, corr: int, kind: EnvelopeKind) -> None:
-        self.sender = sender
-        self.corr = corr
-        self.kind = kind
+    def __init__(self, envelope: Envelope) -> None:
+        self._envelope = envelope
+        self.sender = envelope.src
+        self.corr = envelope.corr
+        self.kind = envelope.kind
+        self._deferred: DeferredReply | None = None
+
+    def defer(self) -> DeferredReply:
+        """Answer this ask later (e.g. once a purgatory condition holds) instead of with
+        the handler's return value, so the actor can go on handling other messages."""
+        if self.kind is not EnvelopeKind.ASK:
+            raise RuntimeError("only an ask can be answered later")
+        if self._deferred is None:
+            self._deferred = DeferredReply(self._envelope)
+        return self._deferred
+
+
+class DeferredReply:
+    """A promise to answer one ask; ``send`` it exactly once, from the owning actor."""
+
+    __slots__ = ("_envelope", "sent")
+
+    def __init__(self, envelope: Envelope) -> None:
+        self._envelope = envelope
+        self.sent = False
+
+    @property
+    def request(self) -> Message:
+        return self._envelope.payload
+
+    def send(self, actor: Actor, reply: Message) -> None:
+        if self.sent:
+            raise RuntimeError("a deferred reply is sent once")
+        self.sent = True
+        actor.node._reply(self._envelope, reply)
 
 
 class Actor:
@@ -290,7 +321,7 @@ class Node:
             await self._handle(actor, env)
 
     async def _handle(self, actor: Actor, env: Envelope) -> None:
-        ctx = Context(env.src, env.corr, env.kind)
+        ctx = Context(env)
         try:
             reply = await actor.receive(env.payload, ctx)
         except FatalNodeError as exc:
@@ -305,7 +336,7 @@ class Node:
                 code = error_code_for(exc)
                 self._reply(env, ErrorReply(code=int(code), message=str(exc) or type(exc).__name__))
             return
-        if env.kind is EnvelopeKind.ASK:
+        if env.kind is EnvelopeKind.ASK and ctx._deferred is None:
             if reply is None:
                 reply = ErrorReply(
                     code=int(ErrorCode.UNKNOWN_SERVER_ERROR),

@@ -6,7 +6,7 @@ import anyio
 import pytest
 
 from actors.clock import VirtualClock, run_virtual
-from actors.runtime import Actor, Context, Node
+from actors.runtime import Actor, Context, DeferredReply, Node
 from actors.trace import MemorySink, Tracer
 from protocol.base import ActorRef, Message
 from protocol.errors import AskTimeoutError, ErrorCode, FatalNodeError, RemoteError
@@ -205,3 +205,55 @@ def test_node_rng_is_seeded_per_node() -> None:
     y = Node("n1", attach=wire.attach, seed=7).rng.random()
     z = Node("n2", attach=wire.attach, seed=7).rng.random()
     assert x == y != z
+
+
+class RtLater(Message, frozen=True, kw_only=True):
+    pass
+
+
+class RtRelease(Message, frozen=True, kw_only=True):
+    pass
+
+
+class Deferring(Actor):
+    """Parks RtLater asks and answers them all when RtRelease arrives."""
+
+    def __init__(self) -> None:
+        super().__init__("deferring")
+        self.parked: list[DeferredReply] = []
+
+    async def receive(self, msg: Message, ctx: Context) -> Message | None:
+        if isinstance(msg, RtLater):
+            self.parked.append(ctx.defer())
+            return None
+        if isinstance(msg, RtRelease):
+            for i, parked in enumerate(self.parked):
+                parked.send(self, RtCount(n=i))
+            self.parked.clear()
+        return None
+
+
+def test_a_deferred_reply_lets_the_actor_serve_other_messages_first() -> None:
+    """An ask answered later does not block the actor; the asker gets the later answer."""
+
+    async def body() -> None:
+        wire = DirectWire()
+        node = Node("n1", attach=wire.attach, clock=VirtualClock())
+        actor = Deferring()
+        results: list[Message] = []
+
+        async def ask_later() -> None:
+            results.append(await node.ask(actor.ref, RtLater(), timeout=5.0))
+
+        async with anyio.create_task_group() as tg:
+            await tg.start(node.run, [actor])
+            async with anyio.create_task_group() as askers:
+                askers.start_soon(ask_later)
+                askers.start_soon(ask_later)
+                await anyio.sleep(1.0)
+                assert results == []
+                node.tell(actor.ref, RtRelease())
+            assert sorted(r.n for r in results if isinstance(r, RtCount)) == [0, 1]
+            node.stop()
+
+    _sim(body)

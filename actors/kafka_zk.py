@@ -1,0 +1,314 @@
+"""Kafka's ZooKeeper operations (``KafkaZkClient``) over a ``StoreSession``.
+
+Typed reads and writes of the znodes of spec §1.2: broker registration with its epoch,
+the controller election multi-op, fenced controller writes (every write checks the
+``/controller_epoch`` version, §7.3), topic assignments, partition states and topic
+configs. Payload formats live in ``protocol.zkdata``; this module only does the I/O.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import random
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from actors.store import StoreSession
+from protocol import zkdata
+from protocol.control import TopicPartition
+from protocol.errors import (
+    BadVersionError,
+    KemuError,
+    NodeExistsError,
+    NoNodeError,
+    TransactionFailedError,
+)
+from protocol.ids import BrokerId, ControllerEpoch, TopicName
+from protocol.store import CheckOp, CreateOp, DeleteOp, OpResult, SetDataOp, SetDataResult, StoreOp
+
+
+class ControllerMovedError(KemuError):
+    """A fenced write failed its ``/controller_epoch`` check: another controller took over.
+    The controller resigns when it sees this (spec §7.3)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RegisteredBroker:
+    registration: zkdata.BrokerRegistration
+    epoch: int  # czxid of the ephemeral node
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    state: zkdata.LeaderIsrAndControllerEpoch
+    zk_version: int
+
+
+# ----------------------------------------------------------------------- start-up
+
+
+async def create_top_level_paths(session: StoreSession) -> None:
+    """Make sure every persistent path a broker expects exists (KafkaZkClient)."""
+    for path in zkdata.PERSISTENT_PATHS:
+        if await session.exists(path) is None:
+            with contextlib.suppress(NodeExistsError):  # another broker was first
+                await session.create(path, make_parents=True)
+
+
+async def get_or_create_cluster_id(session: StoreSession, rng: random.Random) -> str:
+    """Read ``/cluster/id``, creating it once with a fresh id (Kafka: base64 of a UUID)."""
+    try:
+        data, _ = await session.get(zkdata.CLUSTER_ID_PATH)
+        return zkdata.ClusterId.decode(data).cluster_id
+    except NoNodeError:
+        pass
+    raw = uuid.UUID(int=rng.getrandbits(128)).bytes
+    cluster_id = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    try:
+        await session.create(
+            zkdata.CLUSTER_ID_PATH,
+            zkdata.ClusterId(cluster_id=cluster_id).encode(),
+            make_parents=True,
+        )
+        return cluster_id
+    except NodeExistsError:
+        data, _ = await session.get(zkdata.CLUSTER_ID_PATH)
+        return zkdata.ClusterId.decode(data).cluster_id
+
+
+async def register_broker(
+    session: StoreSession, broker_id: BrokerId, registration: zkdata.BrokerRegistration
+) -> int:
+    """Create ``/brokers/ids/<id>`` (ephemeral) as Kafka does, a multi-op "create empty +
+    set data": return the node's czxid, the broker epoch. A node left by a previous
+    session of ours is replaced; one owned by another live session is fatal."""
+    path = zkdata.broker_path(broker_id)
+    ops: list[StoreOp] = [
+        CreateOp(path=path, data=b"", ephemeral=True),
+        SetDataOp(path=path, data=registration.encode(), version=0),
+    ]
+    try:
+        results = await session.multi(ops)
+    except TransactionFailedError as exc:
+        if not isinstance(exc.results[0], NodeExistsError):
+            raise
+        stat = await session.exists(path)
+        if stat is not None and stat.ephemeral_owner == session.session_id:
+            return stat.czxid
+        raise NodeExistsError(f"broker {broker_id} is already registered at {path}") from None
+    set_result = results[1]
+    assert isinstance(set_result, SetDataResult)
+    return set_result.stat.czxid
+
+
+async def get_brokers(
+    session: StoreSession, *, watch: bool = False
+) -> dict[BrokerId, RegisteredBroker]:
+    """Every registered broker with its epoch; ``watch`` arms the child watch."""
+    brokers: dict[BrokerId, RegisteredBroker] = {}
+    for child in await session.children(zkdata.BROKER_IDS_PATH, watch=watch):
+        broker_id = zkdata.parse_broker_id(child)
+        try:
+            data, stat = await session.get(zkdata.broker_path(broker_id))
+        except NoNodeError:
+            continue  # gone between listing and reading
+        brokers[broker_id] = RegisteredBroker(zkdata.BrokerRegistration.decode(data), stat.czxid)
+    return dict(sorted(brokers.items()))
+
+
+# ----------------------------------------------------------------------- controller
+
+
+async def get_controller_id(session: StoreSession, *, watch: bool = False) -> BrokerId | None:
+    """The active controller's id, or None. ``watch`` arms a data watch (fires on create)."""
+    if watch:
+        stat = await session.exists(zkdata.CONTROLLER_PATH, watch=True)
+        if stat is None:
+            return None
+    try:
+        data, _ = await session.get(zkdata.CONTROLLER_PATH, watch=watch)
+    except NoNodeError:
+        if watch:  # deleted between exists and get: re-arm on the missing node
+            await session.exists(zkdata.CONTROLLER_PATH, watch=True)
+        return None
+    return zkdata.ControllerRegistration.decode(data).broker_id
+
+
+async def read_or_create_controller_epoch(session: StoreSession) -> tuple[ControllerEpoch, int]:
+    """``(epoch, zkVersion)`` of ``/controller_epoch``, created with ``0`` if absent."""
+    try:
+        data, stat = await session.get(zkdata.CONTROLLER_EPOCH_PATH)
+        return zkdata.decode_controller_epoch(data), stat.version
+    except NoNodeError:
+        pass
+    try:
+        await session.create(
+            zkdata.CONTROLLER_EPOCH_PATH, zkdata.encode_controller_epoch(ControllerEpoch(0))
+        )
+        return ControllerEpoch(0), 0
+    except NodeExistsError:
+        data, stat = await session.get(zkdata.CONTROLLER_EPOCH_PATH)
+        return zkdata.decode_controller_epoch(data), stat.version
+
+
+async def try_become_controller(
+    session: StoreSession, broker_id: BrokerId, timestamp_ms: int
+) -> tuple[ControllerEpoch, int]:
+    """The election multi-op of spec §7.1: create ``/controller`` (ephemeral) and bump
+    ``/controller_epoch`` conditionally. Returns ``(new epoch, new epoch zkVersion)``;
+    raises ``ControllerMovedError`` when another broker won."""
+    epoch, zk_version = await read_or_create_controller_epoch(session)
+    new_epoch = ControllerEpoch(epoch + 1)
+    registration = zkdata.ControllerRegistration(broker_id=broker_id, timestamp=timestamp_ms)
+    ops: list[StoreOp] = [
+        CreateOp(path=zkdata.CONTROLLER_PATH, data=registration.encode(), ephemeral=True),
+        SetDataOp(
+            path=zkdata.CONTROLLER_EPOCH_PATH,
+            data=zkdata.encode_controller_epoch(new_epoch),
+            version=zk_version,
+        ),
+    ]
+    try:
+        results = await session.multi(ops)
+    except TransactionFailedError as exc:
+        failure = next((r for r in exc.results if r is not None), None)
+        if not isinstance(failure, NodeExistsError | BadVersionError):
+            raise
+        # A retried multi after a connection loss may have succeeded for us already.
+        current = await get_controller_id(session)
+        data, stat = await session.get(zkdata.CONTROLLER_EPOCH_PATH)
+        if current == broker_id and zkdata.decode_controller_epoch(data) == new_epoch:
+            return new_epoch, stat.version
+        raise ControllerMovedError(f"broker {broker_id} lost the controller election") from None
+    return new_epoch, _set_stat_version(results[1])
+
+
+def _set_stat_version(result: OpResult) -> int:
+    assert isinstance(result, SetDataResult)
+    return result.stat.version
+
+
+async def fenced(
+    session: StoreSession, epoch_zk_version: int, ops: Sequence[StoreOp]
+) -> tuple[OpResult, ...]:
+    """Run ``ops`` in one multi-op guarded by the controller-epoch zkVersion (spec §7.3).
+    A failed guard raises ``ControllerMovedError``; a failed op raises its own error."""
+    guarded: list[StoreOp] = [CheckOp(path=zkdata.CONTROLLER_EPOCH_PATH, version=epoch_zk_version)]
+    guarded.extend(ops)
+    try:
+        results = await session.multi(guarded)
+    except TransactionFailedError as exc:
+        if exc.results and isinstance(exc.results[0], BadVersionError | NoNodeError):
+            raise ControllerMovedError(
+                "controller epoch changed: another controller is active"
+            ) from None
+        failure = next((r for r in exc.results if r is not None), None)
+        assert failure is not None
+        raise failure from None
+    return results[1:]
+
+
+async def delete_controller_fenced(session: StoreSession, epoch_zk_version: int) -> None:
+    """Resign: remove ``/controller`` if we still hold the epoch."""
+    with contextlib.suppress(ControllerMovedError, NoNodeError):
+        await fenced(session, epoch_zk_version, [DeleteOp(path=zkdata.CONTROLLER_PATH)])
+
+
+# ----------------------------------------------------------------------- topics
+
+
+async def get_all_topics(session: StoreSession, *, watch: bool = False) -> tuple[TopicName, ...]:
+    return tuple(TopicName(t) for t in await session.children(zkdata.TOPICS_PATH, watch=watch))
+
+
+async def get_topic_assignment(
+    session: StoreSession, topic: TopicName, *, watch: bool = False
+) -> dict[int, zkdata.ReplicaAssignment] | None:
+    """A topic's replica assignment (None if the topic znode does not exist)."""
+    try:
+        if watch:
+            await session.exists(zkdata.topic_path(topic), watch=True)
+        data, _ = await session.get(zkdata.topic_path(topic), watch=watch)
+    except NoNodeError:
+        return None
+    return dict(sorted(zkdata.TopicAssignment.decode(data).partitions.items()))
+
+
+async def get_assignments(
+    session: StoreSession, topics: Iterable[TopicName]
+) -> dict[TopicName, dict[int, zkdata.ReplicaAssignment]]:
+    out: dict[TopicName, dict[int, zkdata.ReplicaAssignment]] = {}
+    for topic in topics:
+        assignment = await get_topic_assignment(session, topic)
+        if assignment is not None:
+            out[topic] = assignment
+    return out
+
+
+async def get_partition_state(session: StoreSession, tp: TopicPartition) -> PartitionState | None:
+    try:
+        data, stat = await session.get(
+            zkdata.partition_state_path(TopicName(tp.topic), tp.partition)
+        )
+    except NoNodeError:
+        return None
+    if not data:
+        return None
+    return PartitionState(zkdata.LeaderIsrAndControllerEpoch.decode(data), stat.version)
+
+
+async def get_partition_states(
+    session: StoreSession, partitions: Iterable[TopicPartition]
+) -> dict[TopicPartition, PartitionState]:
+    out: dict[TopicPartition, PartitionState] = {}
+    for tp in partitions:
+        state = await get_partition_state(session, tp)
+        if state is not None:
+            out[tp] = state
+    return out
+
+
+async def get_topic_config(session: StoreSession, topic: TopicName) -> dict[str, str]:
+    try:
+        data, _ = await session.get(zkdata.topic_config_path(topic))
+    except NoNodeError:
+        return {}
+    return dict(zkdata.EntityConfig.decode(data).config)
+
+
+def assignment_payload(assignment: Mapping[int, Sequence[int]]) -> bytes:
+    """The v2 JSON of ``/brokers/topics/<t>`` for a plain assignment (no reassignment)."""
+    return zkdata.TopicAssignment(
+        partitions={
+            p: zkdata.ReplicaAssignment(replicas=tuple(BrokerId(b) for b in replicas))
+            for p, replicas in sorted(assignment.items())
+        }
+    ).encode()
+
+
+async def write_topic(
+    session: StoreSession,
+    topic: TopicName,
+    assignment: Mapping[int, Sequence[int]],
+    config: Mapping[str, str],
+) -> None:
+    """AdminZkClient.createTopicWithAssignment: write the config (create or set, always),
+    then create the assignment znode (``NodeExistsError`` if the topic exists)."""
+    config_path = zkdata.topic_config_path(topic)
+    payload = zkdata.EntityConfig(config=dict(config)).encode()
+    try:
+        await session.create(config_path, payload, make_parents=True)
+    except NodeExistsError:
+        await session.set(config_path, payload)
+    await session.create(
+        zkdata.topic_path(topic), assignment_payload(assignment), make_parents=True
+    )
+
+
+async def set_topic_assignment(
+    session: StoreSession, topic: TopicName, assignment: Mapping[int, Sequence[int]]
+) -> None:
+    """Overwrite ``/brokers/topics/<t>`` (partition addition: any version, not fenced)."""
+    await session.set(zkdata.topic_path(topic), assignment_payload(assignment))
