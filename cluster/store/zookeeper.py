@@ -1,0 +1,1126 @@
+"""The metadata store on a real ZooKeeper ensemble, through aiozk.
+
+``ZooKeeperStore(hosts, chroot=...)`` opens one ZooKeeper session (one aiozk ``Session``,
+hence one TCP connection) per ``StoreSession``, as Kafka gives each broker its own client.
+This is the only module that imports aiozk: everything foreign is translated here (aiozk's
+exceptions into ``StoreError`` subclasses, its ``Stat`` into ours, its watch notifications
+into ``WatchEvent``s, its connection states into ``SessionEvent``s).
+
+How aiozk 0.32 is used, and every place where it is patched or bypassed (see
+``/work/shared/notes/zookeeper-and-aiozk.md`` for the measurements behind them):
+
+1. **Requests are built here and sent with ``Session.send``**, not through ``ZKClient``:
+   conditional ``set``/``delete`` always carry our explicit version (``ZKClient`` fills
+   in versions from a hidden, never-pruned stat cache), ``exists`` uses an
+   ``ExistsRequest`` to get the ``Stat``, children are sorted, and the chroot is handled
+   here (``ZKClient.start`` would create the chroot as *container* nodes, which the
+   server deletes once they have had children and become empty).
+2. **Retry policy ``RetryPolicy.n_times(1)``**: aiozk's default resends a request after a
+   reconnect, which turns our own successful create into ``NodeExists``; here a request
+   whose connection dies fails with ``ConnectionLossError`` (outcome unknown, as with
+   ZooKeeper's own clients). Every call is also bounded (two thirds of the session
+   timeout, as the Java client's read timeout), so nothing waits forever on a dead server.
+3. **Read loop** (``_Connection.read_loop``): aiozk returns silently when the server
+   closes the socket, leaving the session "connected" until a heartbeat times out
+   seconds later. Here the loss is noticed at once: pending requests fail and the session
+   goes ``SUSPENDED``. Whatever suspends the session (this, a failed write, a heartbeat
+   timeout), its connection is dropped there and then, so no request waits on it.
+4. **Reconnection** (``_AiozkSession.repair_loop``/``find_server``/``establish_session``):
+   backoff from 50 ms to 0.5 s instead of aiozk's 2**n up to ``MAX_FIND_WAIT`` (60 s),
+   bounded connection attempts (aiozk's ``srvr`` handshake read has no timeout), and a
+   handshake that fails or times out is retried with the *same* session instead of
+   silently starting a new one. A session the server calls expired is never replaced by
+   a new one behind the owner's back: the owner gets ``EXPIRED`` and opens a new session.
+5. **Watches are our own** (``_AiozkSession.event_dispatch``/``set_existing_watches``):
+   a watch is recorded when the server's *reply* to the arming request is read, in wire
+   order with notifications (as the Java client's ``WatchRegistration``), so no
+   notification can overtake its registration; each is one-shot, and a notification
+   fires it once (a deleted node watched for data and children sends one ``deleted``, as
+   the server suppresses the duplicate). After a reconnect the armed watches are re-sent
+   with ``SetWatches`` relative to the last zxid *we* saw (aiozk resets it to ``None``
+   on reconnect, which would fire every data watch again), in batches under the
+   server's buffer size.
+6. **Session expiry.** aiozk never reports expiry. Here the owner gets
+   ``SessionEvent(EXPIRED)`` when the server refuses to resume the session, when the server
+   answers ``SESSIONEXPIRED``, or when the session has been ``SUSPENDED`` for longer than
+   its timeout (as Curator does: a standalone server restarted after a long outage would
+   resume the session, but the owner cannot know that and must behave as if it expired).
+   In the last case the old session, if the server still has it, is closed as soon as
+   the server is reachable again, so its ephemerals vanish. The states come from a
+   subclass of aiozk's state machine that calls a hook after each transition; the
+   timeout is a loop timer, cancelled when the connection comes back.
+7. **Shutdown** does not use aiozk's ``close`` (on a dead server it waits a whole session
+   timeout, then raises with its heartbeat still scheduled): a ``CloseRequest`` is sent
+   only while connected, with a deadline, then aiozk's tasks are cancelled and its
+   sockets closed. aiozk's own watch-callback table is never used (patch 5), so no
+   watcher is left registered to hold the shutdown up.
+8. **Sizes**: a node's data over 1 MiB, or a request over the server's ``jute.maxbuffer``
+   (0xfffff bytes), is refused with ``BadArgumentsError`` before it is sent (the server
+   would drop the connection).
+9. The ``aiozk`` logger is quieted: it logs ordinary connection loss at ERROR with
+   tracebacks. What matters is traced by us and raised as typed errors.
+
+``expire_session`` performs a real expiry, ZooKeeper's classic test trick: a second
+connection takes over the session with its id and password and closes it, so the server
+deletes its ephemerals (firing other sessions' watches) exactly as on expiry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from enum import Enum
+from typing import Any, assert_never
+
+import anyio
+from aiozk import exc as zk_exc
+from aiozk import protocol as zk_proto
+from aiozk.connection import Connection
+from aiozk.features import Features
+from aiozk.retry import RetryPolicy
+from aiozk.session import Session
+from aiozk.states import SessionStateMachine, States
+from anyio import BrokenResourceError, ClosedResourceError
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from actors.clock import Clock, RealClock
+from actors.store import MetadataStore, StoreSession, new_event_stream
+from actors.trace import Tracer
+from cluster.store.embedded import validate_path
+from protocol.errors import (
+    BadArgumentsError,
+    BadVersionError,
+    ConnectionLossError,
+    NoChildrenForEphemeralsError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    SessionExpiredError,
+    StoreClosedError,
+    StoreError,
+    TransactionFailedError,
+)
+from protocol.store import (
+    CheckOp,
+    CheckResult,
+    CreateOp,
+    CreateResult,
+    DeleteOp,
+    DeleteResult,
+    OpResult,
+    SessionEvent,
+    SessionState,
+    SetDataOp,
+    SetDataResult,
+    Stat,
+    StoreEvent,
+    StoreOp,
+    WatchEvent,
+    WatchKind,
+)
+from protocol.trace import TraceKind
+
+# Patch 9: aiozk logs every connection loss at ERROR with a traceback.
+logging.getLogger("aiozk").setLevel(logging.CRITICAL)
+
+ROOT = "/"
+MAX_DATA = 1024 * 1024  # a node's data, as the embedded store and ZooKeeper's docs say
+MAX_PACKET = 0xFFFFF  # the server's jute.maxbuffer: a longer request drops the connection
+_SET_WATCHES_BATCH = 128 * 1024  # path bytes per SetWatches (as the Java client)
+_CONNECT_TIMEOUT = 2.0  # one connection attempt: TCP connect, srvr handshake, reconnect
+_RETRY_FIRST = 0.05  # reconnect backoff: first pause, doubling up to ...
+_RETRY_MAX = 0.5  # ... this (aiozk: 2**n seconds up to 60)
+_CLOSE_TIMEOUT = 2.0  # the CloseRequest of a clean close
+_CALL_FRACTION = 2 / 3  # a call's bound, as a fraction of the session timeout
+
+_OPEN_ACL = [zk_proto.UNRESTRICTED_ACCESS]
+
+# aiozk's response errors -> ours (CONVENTIONS #3: translated once, here).
+_ERRORS: dict[type[Any], type[StoreError]] = {
+    zk_exc.NoNode: NoNodeError,
+    zk_exc.NodeExists: NodeExistsError,
+    zk_exc.BadVersion: BadVersionError,
+    zk_exc.NotEmpty: NotEmptyError,
+    zk_exc.NoChildrenForEphemerals: NoChildrenForEphemeralsError,
+    zk_exc.BadArguments: BadArgumentsError,
+    zk_exc.SessionExpired: SessionExpiredError,
+    zk_exc.ConnectionLoss: ConnectionLossError,
+    zk_exc.OperationTimeout: ConnectionLossError,
+    zk_exc.SessionMoved: ConnectionLossError,
+}
+# Everything that means "the connection failed; the outcome is unknown".
+_CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    zk_exc.ConnectError,
+    zk_exc.FailedRetry,
+    zk_exc.TimeoutError,
+    zk_exc.SessionLost,
+    zk_exc.UnfinishedRead,
+    OSError,
+    TimeoutError,
+    EOFError,
+)
+# Multi-op replies of the ops that did not fail themselves.
+_MULTI_BYSTANDERS = (zk_exc.RolledBack, zk_exc.RuntimeInconsistency)
+
+
+def _translate(err: BaseException, path: str) -> StoreError:
+    """A foreign exception as one of ours."""
+    if isinstance(err, StoreError):
+        return err
+    mapped = _ERRORS.get(type(err))
+    if mapped is not None:
+        return mapped(path)
+    if isinstance(err, _CONNECTION_ERRORS):
+        return ConnectionLossError(f"{path}: {type(err).__name__}: {err}")
+    return StoreError(f"{path}: zookeeper error {type(err).__name__}: {err}")
+
+
+def _stat(s: Any) -> Stat:
+    return Stat(
+        czxid=s.created_zxid,
+        mzxid=s.last_modified_zxid,
+        pzxid=s.last_modified_children,
+        ctime=s.created,
+        mtime=s.modified,
+        version=s.version,
+        cversion=s.child_version,
+        aversion=s.acl_version,
+        ephemeral_owner=s.ephemeral_owner,
+        data_length=s.data_length,
+        num_children=s.num_children,
+    )
+
+
+def _parse_hosts(hosts: str) -> tuple[str, str]:
+    """'h1:p1,h2:p2/chroot' -> ('h1:p1,h2:p2', '/chroot'), Kafka's connect-string form."""
+    servers, slash, chroot = hosts.partition("/")
+    if not servers.strip():
+        raise BadArgumentsError(f"no ZooKeeper server in {hosts!r}")
+    return servers, (slash + chroot if chroot else "")
+
+
+def _normalize_chroot(chroot: str) -> str:
+    """'' for no chroot; otherwise a valid absolute path without a trailing slash."""
+    if chroot in ("", ROOT):
+        return ""
+    validate_path(chroot)
+    return chroot
+
+
+def _ancestors(full: str) -> list[str]:
+    """'/a/b/c' -> ['/a', '/a/b'] (not the root, not the path itself)."""
+    parts = full.strip("/").split("/")[:-1]
+    return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def _check_size(data: bytes) -> None:
+    if len(data) > MAX_DATA:
+        raise BadArgumentsError(f"data of {len(data)} bytes is over the {MAX_DATA}-byte limit")
+
+
+def _check_packet(request: Any) -> None:
+    size = len(request.serialize(0))
+    if size > MAX_PACKET:
+        raise BadArgumentsError(f"request of {size} bytes is over ZooKeeper's {MAX_PACKET}")
+
+
+def _discard(conn: Any) -> None:
+    """Drop an aiozk connection now: pending requests fail with ``ConnectError``, its read
+    loop is cancelled and its socket closed. Synchronous, idempotent."""
+    if conn is None:
+        return
+    conn.closing = True
+    task = conn.read_loop_task
+    if task is not None and not task.done() and task is not asyncio.current_task():
+        task.cancel()
+    conn.abort()
+    if conn.writer is not None:
+        conn.writer.close()
+
+
+# ----------------------------------------------------------------------------- aiozk patches
+
+
+class _Connection(Connection):  # type: ignore[misc]  # aiozk is untyped
+    """An aiozk connection that reports its own death (patch 3), records the last zxid the
+    server replied with, and runs watch registrations in wire order (patch 5)."""
+
+    def __init__(self, host: str, port: int, session: _AiozkSession) -> None:
+        super().__init__(
+            host, port, watch_handler=session.event_dispatch, read_timeout=session.read_timeout
+        )
+        self._session = session
+        self._on_reply: dict[int, Callable[[Any], None]] = {}
+
+    def send(self, request: Any, xid: int | None = None) -> Any:
+        future = super().send(request, xid=xid)
+        on_reply = getattr(request, "kemu_on_reply", None)
+        if on_reply is not None and xid is not None and not future.done():
+            self._on_reply[xid] = on_reply
+        return future
+
+    async def read_response(self, initial_connect: bool = False) -> Any:
+        xid, zxid, response = await super().read_response(initial_connect=initial_connect)
+        if xid is not None and xid > 0:
+            if zxid is not None and zxid > self._session.kemu_last_zxid:
+                self._session.kemu_last_zxid = zxid
+            on_reply = self._on_reply.pop(xid, None)
+            if on_reply is not None:
+                on_reply(response)
+        return xid, zxid, response
+
+    async def read_loop(self) -> None:
+        # aiozk's loop returns on EOF without a word; an exception out of it (a reply it
+        # cannot match, a bug in our notification handling) ends the connection too.
+        try:
+            await super().read_loop()
+        except Exception as err:
+            self._session.kemu_owner.kemu_read_loop_failed(err)
+        if not self.closing:
+            self.abort()
+            self._session.kemu_connection_lost(self)
+
+
+class _StateMachine(SessionStateMachine):  # type: ignore[misc]  # aiozk is untyped
+    """aiozk's session states, with a hook called after every transition."""
+
+    def __init__(self, session: Any, hook: Callable[[str, str], None]) -> None:
+        super().__init__(session=session)
+        self._hook = hook
+
+    def transition_to(self, state: str) -> None:
+        previous = self.current_state
+        super().transition_to(state)
+        self._hook(previous, state)
+
+
+class _Retry(Exception):
+    """The session handshake failed without a verdict on the session: try again."""
+
+
+class _AiozkSession(Session):  # type: ignore[misc]  # aiozk is untyped
+    """aiozk's session with the reconnection, watch and expiry behaviour described in the
+    module docstring (patches 2, 4, 5, 6). ``owner`` decides; this class only reports."""
+
+    # Set by aiozk's __init__; declared for mypy.
+    conn: Any
+    timeout: Any
+    session_id: Any
+    password: Any
+
+    def __init__(self, servers: str, timeout: float, owner: ZooKeeperSession) -> None:
+        super().__init__(
+            servers,
+            timeout,
+            RetryPolicy.n_times(1),  # patch 2
+            False,  # allow_read_only
+            None,  # read_timeout: aiozk's default (3 s per partial read)
+        )
+        self.state = _StateMachine(self, owner.kemu_transition)
+        self.kemu_owner = owner
+        self.kemu_last_zxid = 0
+        self._next_host = 0
+        self._failures = 0
+
+    # -- connecting (patch 4)
+
+    async def repair_loop(self) -> None:
+        owner = self.kemu_owner
+        while not self.closing:
+            await self.state.wait_for(States.SUSPENDED, States.LOST)
+            if self.closing or not owner.kemu_wants_connection():
+                return
+            await self.find_server(allow_read_only=False)
+            try:
+                await asyncio.wait_for(self.establish_session(), self.timeout)
+            except zk_exc.SessionLost:  # the server has no such session: owner notified
+                _discard(self.conn)
+                continue
+            except (TimeoutError, _Retry, OSError, zk_exc.ZKError):
+                _discard(self.conn)
+                self._failures += 1
+                continue
+            self._failures = 0
+            self.state.transition_to(States.CONNECTED)
+            self.conn.start_read_loop()
+            await self.set_existing_watches()
+
+    async def find_server(self, allow_read_only: bool) -> None:
+        """Try each server in turn (round robin, no global RNG) with a short backoff."""
+        delay = _RETRY_FIRST
+        if self._failures:
+            await self.kemu_owner.kemu_clock.sleep(min(_RETRY_MAX, delay * 2**self._failures))
+        while True:
+            for _ in range(len(self.hosts)):
+                host, port = self.hosts[self._next_host % len(self.hosts)]
+                self._next_host += 1
+                conn = await self.make_connection(host, port)
+                if conn is not None:
+                    old, self.conn = self.conn, conn
+                    if old is not conn:
+                        _discard(old)
+                    return
+            await self.kemu_owner.kemu_clock.sleep(delay)
+            delay = min(delay * 2, _RETRY_MAX)
+
+    async def make_connection(self, host: str, port: Any) -> Any:
+        conn = _Connection(host, int(port), self)
+        try:
+            await asyncio.wait_for(conn.connect(), _CONNECT_TIMEOUT)
+        except (TimeoutError, OSError, zk_exc.ZKError):
+            _discard(conn)
+            return None
+        return conn
+
+    async def establish_session(self) -> None:
+        owner = self.kemu_owner
+        reply = await self.conn.send_connect(
+            zk_proto.ConnectRequest(
+                protocol_version=0,
+                # an old session is only being closed: any zxid will do (patch 6)
+                last_seen_zxid=0 if owner.kemu_expiring() else self.kemu_last_zxid,
+                timeout=int(self.timeout * 1000),
+                session_id=self.session_id or 0,
+                password=self.password,
+                read_only=False,
+            )
+        )
+        if reply is None:  # aiozk: read error; it would give up the session here
+            raise _Retry
+        _, response = reply
+        if response.session_id == 0:  # the server has no such session (any more)
+            if self.state != States.LOST:
+                self.state.transition_to(States.LOST)
+            raise zk_exc.SessionLost
+        self.session_id = response.session_id
+        self.password = response.password
+        self.timeout = response.timeout / 1000
+
+    def kemu_connection_lost(self, conn: Any) -> None:
+        """Patch 3: the read loop of ``conn`` ended without being asked to."""
+        if conn is self.conn and not self.closing and self.state == States.CONNECTED:
+            self.state.transition_to(States.SUSPENDED)
+
+    # -- watches (patch 5)
+
+    def event_dispatch(self, event: Any) -> None:
+        self.kemu_owner.kemu_notification(event)
+
+    async def set_existing_watches(self) -> None:
+        await self.kemu_owner.kemu_reconnected()
+
+
+# ----------------------------------------------------------------------------- sessions
+
+
+class _Life(Enum):
+    CONNECTING = "connecting"  # opening: no session id yet
+    ALIVE = "alive"  # connected or suspended
+    EXPIRING = "expiring"  # expired for the owner; the server may still have it
+    EXPIRED = "expired"  # gone on the server too (or the server cannot be told)
+    CLOSED = "closed"  # closed by the owner
+
+
+class ZooKeeperSession(StoreSession):
+    """One ZooKeeper session. Calls are safe from several tasks at once."""
+
+    def __init__(self, store: ZooKeeperStore, timeout: float, name: str) -> None:
+        self._store = store
+        self._chroot = store.chroot
+        self.kemu_clock = store.clock
+        self._requested_timeout = timeout
+        self.name = name
+        self._id = 0
+        self._life = _Life.CONNECTING
+        self._send: MemoryObjectSendStream[StoreEvent]
+        self._recv: MemoryObjectReceiveStream[StoreEvent]
+        self._send, self._recv = new_event_stream()
+        # Armed watches by full path. Data watches remember whether the node existed when
+        # armed (a data watch) or not (an exist watch): SetWatches sends them apart.
+        self._data_watches: dict[str, bool] = {}
+        self._child_watches: set[str] = set()
+        self._calls: set[anyio.CancelScope] = set()
+        self._expiry: asyncio.TimerHandle | None = None
+        self._zk = _AiozkSession(store.servers, timeout, self)
+
+    # -- the StoreSession interface
+
+    @property
+    def session_id(self) -> int:
+        return self._id
+
+    @property
+    def timeout(self) -> float:
+        return float(self._zk.timeout)
+
+    @property
+    def events(self) -> MemoryObjectReceiveStream[StoreEvent]:
+        return self._recv
+
+    async def create(
+        self,
+        path: str,
+        data: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        sequential: bool = False,
+        make_parents: bool = False,
+    ) -> str:
+        with self._traced("create", path):
+            validate_path(path, sequential=sequential)
+            _check_size(data)
+            full = self._full(path)
+            request = self._create_request(full, data, ephemeral=ephemeral, sequential=sequential)
+            _check_packet(request)
+            try:
+                response = await self._call(request, path)
+            except NoNodeError:
+                if not make_parents:
+                    raise
+                # As Kafka's createRecursive: parents persistent and empty, then retry.
+                for parent in _ancestors(full):
+                    with suppress(NodeExistsError):
+                        await self._call(self._create_request(parent, b""), parent)
+                response = await self._call(
+                    self._create_request(full, data, ephemeral=ephemeral, sequential=sequential),
+                    path,
+                )
+            return self._own(response.path)
+
+    async def get(self, path: str, *, watch: bool = False) -> tuple[bytes, Stat]:
+        with self._traced("get", path):
+            validate_path(path)
+            full = self._full(path)
+            request = zk_proto.GetDataRequest(path=full, watch=watch)
+            if watch:
+                request.kemu_on_reply = self._arms_data(full)
+            response = await self._call(request, path)
+            return response.data or b"", _stat(response.stat)
+
+    async def set(self, path: str, data: bytes, *, version: int = -1) -> Stat:
+        with self._traced("set", path):
+            validate_path(path)
+            _check_size(data)
+            request = zk_proto.SetDataRequest(path=self._full(path), data=data, version=version)
+            _check_packet(request)
+            response = await self._call(request, path)
+            return _stat(response.stat)
+
+    async def delete(self, path: str, *, version: int = -1, recursive: bool = False) -> None:
+        with self._traced("delete", path):
+            validate_path(path)
+            if path == ROOT:
+                raise BadArgumentsError("the root node cannot be deleted")
+            full = self._full(path)
+            if recursive:
+                # As ZooKeeper's deleteall: children first, not atomic; the version (if
+                # any) is checked before anything is deleted, and again on the node itself.
+                if version != -1:
+                    await self._call(zk_proto.CheckVersionRequest(path=full, version=version), path)
+                await self._delete_children(full)
+            await self._call(zk_proto.DeleteRequest(path=full, version=version), path)
+
+    async def exists(self, path: str, *, watch: bool = False) -> Stat | None:
+        with self._traced("exists", path):
+            validate_path(path)
+            full = self._full(path)
+            request = zk_proto.ExistsRequest(path=full, watch=watch)
+            if watch:
+                request.kemu_on_reply = self._arms_data(full, or_exist=True)
+            try:
+                response = await self._call(request, path)
+            except NoNodeError:
+                return None
+            return _stat(response.stat)
+
+    async def children(self, path: str, *, watch: bool = False) -> tuple[str, ...]:
+        with self._traced("children", path):
+            validate_path(path)
+            full = self._full(path)
+            request = zk_proto.GetChildrenRequest(path=full, watch=watch)
+            if watch:
+                request.kemu_on_reply = self._arms_child(full)
+            response = await self._call(request, path)
+            return tuple(sorted(response.children))
+
+    async def multi(self, ops: Sequence[StoreOp]) -> tuple[OpResult, ...]:
+        ops = tuple(ops)
+        # Traced under the first op's path (in Kafka: the /controller_epoch check).
+        with self._traced("multi", ops[0].path if ops else "", ops=len(ops)):
+            request = zk_proto.TransactionRequest()
+            for index, op in enumerate(ops):
+                try:
+                    request.add(self._op_request(op))
+                except StoreError as err:
+                    errors: list[StoreError | None] = [None] * len(ops)
+                    errors[index] = err
+                    raise TransactionFailedError(tuple(errors)) from err
+            _check_packet(request)
+            response = await self._call(request, ops[0].path if ops else ROOT)
+            replies = list(response.responses)
+            if any(isinstance(r, Exception) for r in replies):
+                raise TransactionFailedError(self._multi_errors(ops, replies))
+            return tuple(self._op_result(op, r) for op, r in zip(ops, replies, strict=True))
+
+    async def close(self) -> None:
+        """Close the session: the server deletes its ephemerals before it answers. Runs to
+        completion (bounded) even from a cancelled scope; idempotent."""
+        life = self._life
+        if life is _Life.CLOSED:
+            return
+        self._life = _Life.CLOSED
+        self._stop_expiry_timer()
+        self._cancel_calls()
+        with anyio.CancelScope(shield=True):
+            if life is _Life.ALIVE and self._zk.state == States.CONNECTED:
+                with anyio.move_on_after(_CLOSE_TIMEOUT), suppress(Exception):
+                    await self._zk.send(zk_proto.CloseRequest())
+            await self._teardown()
+        self._store.forget(self)
+        if life is _Life.ALIVE:
+            self.trace("close", "", "ok")
+            self._finish(SessionState.CLOSED)
+
+    # -- what the store calls
+
+    async def kemu_open(self) -> None:
+        """Connect and get a session id, or raise ``ConnectionLossError`` after the
+        requested timeout."""
+        try:
+            with anyio.fail_after(self._requested_timeout):
+                await self._zk.start()
+        except BaseException as err:
+            with anyio.CancelScope(shield=True):
+                await self._teardown()
+            self._life = _Life.CLOSED
+            self._send.close()
+            self._recv.close()
+            if isinstance(err, TimeoutError):
+                raise ConnectionLossError(
+                    f"no ZooKeeper session from {self._store.servers} "
+                    f"within {self._requested_timeout} s"
+                ) from None
+            raise
+        self.name = self.name or f"session-{self._id}"
+
+    async def kemu_ensure_path(self, full: str) -> None:
+        """Create ``full`` and its ancestors (persistent, empty) by absolute path."""
+        for each in [*_ancestors(full), full]:
+            with suppress(NodeExistsError):
+                await self._call(self._create_request(each, b""), each)
+
+    async def kemu_expire(self) -> None:
+        """Expire now, for real: tell the owner, then have the server close the session."""
+        if self._life not in (_Life.ALIVE, _Life.EXPIRING):
+            return
+        self.trace("session_expired", "", "ok", cause="forced")
+        self._expire(server_dead=False)
+        with anyio.move_on_after(max(self.timeout, _CLOSE_TIMEOUT)):
+            gone = await _kill_server_session(
+                self._store.servers, self._id, self._zk.password, self.timeout, self.kemu_clock
+            )
+            if gone and self._life is _Life.EXPIRING:
+                self._life = _Life.EXPIRED
+
+    def release(self) -> None:
+        """Close the receiving end of the events stream too (the store shuts down)."""
+        self._recv.close()
+
+    # -- what the aiozk session calls (in its own tasks, or in the read loop)
+
+    def kemu_read_loop_failed(self, err: Exception) -> None:
+        self._store.tracer.emit(
+            TraceKind.ERROR,
+            node=self._store.name,
+            actor=self.name,
+            type="zookeeper_read_loop",
+            error=repr(err),
+            session=self._id,
+        )
+
+    def kemu_wants_connection(self) -> bool:
+        return self._life in (_Life.CONNECTING, _Life.ALIVE, _Life.EXPIRING)
+
+    def kemu_expiring(self) -> bool:
+        return self._life is _Life.EXPIRING
+
+    def kemu_transition(self, previous: str, state: str) -> None:
+        """aiozk's session state changed (patch 6)."""
+        zk = self._zk
+        if state == States.SUSPENDED:
+            _discard(zk.conn)  # its pending requests fail now: ConnectionLossError
+            if self._life is _Life.ALIVE:
+                self.trace("session_state", "", "ok", state=SessionState.SUSPENDED.value)
+                self._deliver(SessionEvent(session_id=self._id, state=SessionState.SUSPENDED))
+                self._stop_expiry_timer()
+                loop = asyncio.get_running_loop()
+                self._expiry = loop.call_later(
+                    zk.timeout / self.kemu_clock.rate, self._expire_suspended
+                )
+        elif state == States.CONNECTED:
+            if self._life is _Life.CONNECTING:
+                self._id = zk.session_id
+                self._life = _Life.ALIVE
+            elif self._life is _Life.ALIVE:
+                self._stop_expiry_timer()
+                self.trace("session_state", "", "ok", state=SessionState.CONNECTED.value)
+                self._deliver(SessionEvent(session_id=self._id, state=SessionState.CONNECTED))
+        elif state == States.LOST and self._life in (_Life.ALIVE, _Life.EXPIRING):
+            if self._life is _Life.ALIVE:
+                self.trace("session_expired", "", "ok", cause="server")
+            self._expire(server_dead=True)
+
+    def kemu_notification(self, event: Any) -> None:
+        """A watch notification, read off the wire in order (patch 5)."""
+        if self._life is not _Life.ALIVE or event.type == -1:  # -1: a state event; unused
+            return
+        full = event.path
+        kind: WatchKind | None = None
+        if event.type == zk_proto.WatchEvent.CREATED:
+            if self._data_watches.pop(full, None) is not None:
+                kind = WatchKind.CREATED
+        elif event.type == zk_proto.WatchEvent.DATA_CHANGED:
+            if self._data_watches.pop(full, None) is not None:
+                kind = WatchKind.DATA_CHANGED
+        elif event.type == zk_proto.WatchEvent.CHILDREN_CHANGED:
+            if full in self._child_watches:
+                self._child_watches.discard(full)
+                kind = WatchKind.CHILDREN_CHANGED
+        elif event.type == zk_proto.WatchEvent.DELETED:
+            data = self._data_watches.pop(full, None) is not None
+            if data or full in self._child_watches:
+                self._child_watches.discard(full)
+                kind = WatchKind.DELETED
+        if kind is None:
+            return
+        path = self._relative(full)
+        if path is None:
+            return
+        self.trace("watch", path, "ok", event=kind.value)
+        self._deliver(WatchEvent(session_id=self._id, path=path, kind=kind))
+
+    async def kemu_reconnected(self) -> None:
+        """Runs in aiozk's repair loop right after a (re)connection: re-arm the watches,
+        or close the session on the server if it has expired for its owner (patch 6)."""
+        zk = self._zk
+        if self._life is _Life.EXPIRING:
+            with suppress(Exception):
+                await asyncio.wait_for(zk.send(zk_proto.CloseRequest()), _CLOSE_TIMEOUT)
+            self._life = _Life.EXPIRED
+            zk.closing = True  # ends the repair loop and the heartbeat
+            _discard(zk.conn)
+            return
+        if self._life is not _Life.ALIVE:
+            return
+        try:
+            for request in self._set_watches_requests():
+                try:
+                    await asyncio.wait_for(zk.send(request), zk.timeout)
+                finally:
+                    zk.retry_policy.clear(request)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the new connection failed already: the next one re-arms
+            zk.kemu_connection_lost(zk.conn)
+
+    # -- internals: calls
+
+    async def _call(self, request: Any, path: str) -> Any:
+        """Send one request and translate the outcome. Bounded; a call in flight when the
+        session expires or is closed raises at once."""
+        self._ensure_usable()
+        zk = self._zk
+        scope = anyio.CancelScope()
+        self._calls.add(scope)
+        try:
+            with scope:
+                try:
+                    with anyio.fail_after(zk.timeout * _CALL_FRACTION):
+                        return await zk.send(request)
+                except TimeoutError:
+                    raise ConnectionLossError(
+                        f"{path}: no answer from ZooKeeper within "
+                        f"{zk.timeout * _CALL_FRACTION:.1f} s"
+                    ) from None
+                except zk_exc.SessionExpired:
+                    self.trace("session_expired", "", "ok", cause="server")
+                    self._expire(server_dead=True)
+                    raise SessionExpiredError(path) from None
+                except (zk_exc.ZKError, OSError, EOFError) as err:
+                    raise _translate(err, path) from None
+            self._ensure_usable()  # the scope was cancelled: the session is over
+            raise ConnectionLossError(path)  # pragma: no cover - unreachable
+        finally:
+            self._calls.discard(scope)
+            zk.retry_policy.clear(request)
+
+    def _ensure_usable(self) -> None:
+        if self._life is _Life.ALIVE:
+            return
+        if self._life is _Life.CLOSED:
+            raise StoreClosedError(f"session {self._id:#x} is closed")
+        raise SessionExpiredError(f"session {self._id:#x} has expired")
+
+    def _cancel_calls(self) -> None:
+        for scope in self._calls:
+            scope.cancel()
+
+    async def _delete_children(self, full: str) -> None:
+        try:
+            response = await self._call(zk_proto.GetChildrenRequest(path=full, watch=False), full)
+        except NoNodeError:
+            return
+        for name in sorted(response.children, reverse=True):
+            child = f"{full}/{name}"
+            await self._delete_children(child)
+            with suppress(NoNodeError):
+                await self._call(zk_proto.DeleteRequest(path=child, version=-1), child)
+
+    def _create_request(
+        self, full: str, data: bytes, *, ephemeral: bool = False, sequential: bool = False
+    ) -> Any:
+        conn = self._zk.conn
+        version = conn.version_info if conn is not None else None
+        with_stat = version is None or Features(version).create_with_stat
+        cls = zk_proto.Create2Request if with_stat else zk_proto.CreateRequest
+        request = cls(path=full, data=data, acl=_OPEN_ACL)
+        request.set_flags(ephemeral=ephemeral, sequential=sequential, container=False)
+        return request
+
+    def _op_request(self, op: StoreOp) -> Any:
+        match op:
+            case CheckOp(path=path, version=version):
+                validate_path(path)
+                return zk_proto.CheckVersionRequest(path=self._full(path), version=version)
+            case CreateOp(path=path, data=data, ephemeral=ephemeral, sequential=sequential):
+                validate_path(path, sequential=sequential)
+                _check_size(data)
+                return self._create_request(
+                    self._full(path), data, ephemeral=ephemeral, sequential=sequential
+                )
+            case SetDataOp(path=path, data=data, version=version):
+                validate_path(path)
+                _check_size(data)
+                return zk_proto.SetDataRequest(path=self._full(path), data=data, version=version)
+            case DeleteOp(path=path, version=version):
+                validate_path(path)
+                if path == ROOT:
+                    raise BadArgumentsError("the root node cannot be deleted")
+                return zk_proto.DeleteRequest(path=self._full(path), version=version)
+            case _:
+                assert_never(op)
+
+    def _op_result(self, op: StoreOp, reply: Any) -> OpResult:
+        match op:
+            case CheckOp(path=path):
+                return CheckResult(path=path)
+            case CreateOp():
+                return CreateResult(path=self._own(reply.path))
+            case SetDataOp(path=path):
+                return SetDataResult(path=path, stat=_stat(reply.stat))
+            case DeleteOp(path=path):
+                return DeleteResult(path=path)
+            case _:
+                assert_never(op)
+
+    @staticmethod
+    def _multi_errors(
+        ops: tuple[StoreOp, ...], replies: list[Any]
+    ) -> tuple[StoreError | None, ...]:
+        """The server answers a failed multi with RolledBack for the ops before the failing
+        one, its error, then RuntimeInconsistency: keep only the real error."""
+        failed = next(
+            (
+                i
+                for i, r in enumerate(replies)
+                if isinstance(r, Exception) and not isinstance(r, _MULTI_BYSTANDERS)
+            ),
+            next(i for i, r in enumerate(replies) if isinstance(r, Exception)),
+        )
+        errors: list[StoreError | None] = [None] * len(ops)
+        errors[failed] = _translate(replies[failed], ops[failed].path)
+        return tuple(errors)
+
+    # -- internals: watches
+
+    def _arms_data(self, full: str, *, or_exist: bool = False) -> Callable[[Any], None]:
+        """What the reply to a get/exists with a watch does when it is read."""
+
+        def on_reply(reply: Any) -> None:
+            if self._life is not _Life.ALIVE:
+                return
+            if not isinstance(reply, Exception):
+                self._data_watches[full] = True
+            elif or_exist and isinstance(reply, zk_exc.NoNode):
+                self._data_watches[full] = False
+
+        return on_reply
+
+    def _arms_child(self, full: str) -> Callable[[Any], None]:
+        def on_reply(reply: Any) -> None:
+            if self._life is _Life.ALIVE and not isinstance(reply, Exception):
+                self._child_watches.add(full)
+
+        return on_reply
+
+    def _set_watches_requests(self) -> Iterator[Any]:
+        """SetWatches requests for every armed watch, each under the batch size."""
+        lists: dict[str, list[str]] = {"data": [], "exist": [], "child": []}
+        size = 0
+
+        def request() -> Any:
+            return zk_proto.SetWatchesRequest(
+                relative_zxid=self._zk.kemu_last_zxid,
+                data_watches=lists["data"],
+                exist_watches=lists["exist"],
+                child_watches=lists["child"],
+            )
+
+        armed = [("data" if existed else "exist", p) for p, existed in self._data_watches.items()]
+        armed += [("child", p) for p in sorted(self._child_watches)]
+        for kind, path in armed:
+            if size + len(path) > _SET_WATCHES_BATCH and size:
+                yield request()
+                lists = {"data": [], "exist": [], "child": []}
+                size = 0
+            lists[kind].append(path)
+            size += len(path.encode())
+        if size:
+            yield request()
+
+    # -- internals: session life
+
+    def _expire_suspended(self) -> None:
+        """Timer: suspended for a whole session timeout (patch 6)."""
+        self._expiry = None
+        if self._life is _Life.ALIVE:
+            self.trace("session_expired", "", "ok", cause="suspended")
+            self._expire(server_dead=False)
+
+    def _expire(self, *, server_dead: bool) -> None:
+        """The session is over for its owner: calls fail, watches are dropped, the owner
+        gets EXPIRED and its stream ends. Unless the server is known to have dropped it,
+        the repair loop keeps going, to close it on the server when it can."""
+        was_alive = self._life is _Life.ALIVE
+        self._life = _Life.EXPIRED if server_dead else _Life.EXPIRING
+        if server_dead:
+            self._zk.closing = True  # ends the repair loop and the heartbeat
+        self._stop_expiry_timer()
+        self._cancel_calls()
+        self._data_watches.clear()
+        self._child_watches.clear()
+        if was_alive:
+            self._finish(SessionState.EXPIRED)
+
+    def _finish(self, state: SessionState) -> None:
+        self._deliver(SessionEvent(session_id=self._id, state=state))
+        self._send.close()
+
+    def _stop_expiry_timer(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+
+    async def _teardown(self) -> None:
+        """Stop aiozk without its ``close`` (patch 7): cancel its tasks, close its socket."""
+        zk = self._zk
+        zk.closing = True
+        conn = zk.conn
+        tasks = [
+            t
+            for t in (zk.repair_loop_task, zk.heartbeat_task, conn and conn.read_loop_task)
+            if t is not None and not t.done() and t is not asyncio.current_task()
+        ]
+        for task in tasks:
+            task.cancel()
+        _discard(conn)
+        if tasks:
+            await asyncio.wait(tasks, timeout=1.0)
+        if zk.heartbeat_handle is not None:
+            zk.heartbeat_handle.cancel()
+            zk.heartbeat_handle = None
+        zk.started = False
+
+    # -- internals: paths, events, traces
+
+    def _full(self, path: str) -> str:
+        if not self._chroot:
+            return path
+        return self._chroot if path == ROOT else self._chroot + path
+
+    def _relative(self, full: str) -> str | None:
+        """A server path as the owner sees it; None if outside the chroot."""
+        if not self._chroot:
+            return full
+        if full == self._chroot:
+            return ROOT
+        if full.startswith(self._chroot + "/"):
+            return full[len(self._chroot) :]
+        return None
+
+    def _own(self, full: str) -> str:
+        """A path the server returned for one of our requests, under our chroot."""
+        path = self._relative(full)
+        if path is None:
+            raise StoreError(f"ZooKeeper returned {full!r}, outside the chroot {self._chroot!r}")
+        return path
+
+    def _deliver(self, event: StoreEvent) -> None:
+        # If the owner closed its end of the stream, it no longer listens.
+        with suppress(BrokenResourceError, ClosedResourceError):
+            self._send.send_nowait(event)
+
+    def trace(self, op: str, path: str, result: str, **fields: Any) -> None:
+        self._store.tracer.emit(
+            TraceKind.STORE,
+            node=self._store.name,
+            actor=self.name,
+            type=op,
+            path=path,
+            result=result,
+            session=self._id,
+            **fields,
+        )
+
+    @contextmanager
+    def _traced(self, op: str, path: str, **fields: Any) -> Iterator[None]:
+        try:
+            yield
+        except StoreError as err:
+            self.trace(op, path, type(err).__name__, **fields)
+            raise
+        self.trace(op, path, "ok", **fields)
+
+
+async def _kill_server_session(
+    servers: str, session_id: int, password: bytes, session_timeout: float, clock: Clock
+) -> bool:
+    """ZooKeeper's classic expiry trick: connect with the session's id and password (the
+    server moves the session to this connection), then close it. Returns True once the
+    server has no such session; retries while it cannot tell (the caller bounds it)."""
+    hosts = [h.rsplit(":", 1) for h in servers.split(",")]
+    while True:
+        for host, port in hosts:
+            conn = Connection(host, int(port), watch_handler=lambda _: None, read_timeout=None)
+            try:
+                await asyncio.wait_for(conn.connect(), _CONNECT_TIMEOUT)
+                reply = await asyncio.wait_for(
+                    conn.send_connect(
+                        zk_proto.ConnectRequest(
+                            protocol_version=0,
+                            last_seen_zxid=0,
+                            timeout=int(session_timeout * 1000),
+                            session_id=session_id,
+                            password=password,
+                            read_only=False,
+                        )
+                    ),
+                    _CONNECT_TIMEOUT,
+                )
+                if reply is None:
+                    continue
+                if reply[1].session_id != 0:  # the session is ours now: close it
+                    conn.start_read_loop()
+                    await asyncio.wait_for(
+                        conn.send(zk_proto.CloseRequest(), xid=1), _CLOSE_TIMEOUT
+                    )
+            except (TimeoutError, OSError, zk_exc.ZKError):
+                continue
+            finally:
+                _discard(conn)
+            return True
+        await clock.sleep(_RETRY_FIRST)
+
+
+# ----------------------------------------------------------------------------- store
+
+
+class ZooKeeperStore(MetadataStore):
+    """Sessions on a ZooKeeper ensemble (``hosts`` as 'h1:p1,h2:p2', optionally followed
+    by '/chroot' as in Kafka's ``zookeeper.connect``), within ``chroot``."""
+
+    def __init__(
+        self,
+        hosts: str,
+        *,
+        chroot: str = "",
+        tracer: Tracer | None = None,
+        clock: Clock | None = None,
+        name: str = "zk",
+    ) -> None:
+        servers, suffix = _parse_hosts(hosts)
+        self.servers = servers
+        self.chroot = _normalize_chroot(suffix + _normalize_chroot(chroot))
+        self.tracer = tracer or Tracer()
+        self.clock = clock or RealClock()
+        self.name = name
+        self._sessions: dict[int, ZooKeeperSession] = {}  # open or expired, not closed
+        self._opened: list[ZooKeeperSession] = []  # every session, to release its stream
+        self._chroot_ready = not self.chroot
+        self._closed = False
+
+    async def open_session(
+        self,
+        *,
+        timeout: float = 18.0,
+        name: str = "",
+    ) -> ZooKeeperSession:
+        """Open a session (creating the chroot, with parents, if it is missing). The server
+        may negotiate another timeout (``session.timeout`` tells). Raises
+        ``ConnectionLossError`` if no server gives a session within ``timeout``."""
+        if self._closed:
+            raise StoreClosedError("the store is closed")
+        if not timeout > 0:
+            raise BadArgumentsError(f"session timeout must be positive, not {timeout}")
+        session = ZooKeeperSession(self, timeout, name)
+        try:
+            await session.kemu_open()
+            if not self._chroot_ready:
+                await session.kemu_ensure_path(self.chroot)
+                self._chroot_ready = True
+        except StoreError as err:
+            await session.close()
+            session.release()
+            self.tracer.emit(
+                TraceKind.STORE,
+                node=self.name,
+                actor=name,
+                type="open_session",
+                path="",
+                result=type(err).__name__,
+                session=0,
+            )
+            raise
+        self._sessions[session.session_id] = session
+        self._opened.append(session)
+        session.trace("open_session", "", "ok", timeout=session.timeout)
+        return session
+
+    async def expire_session(self, session_id: int) -> None:
+        """Expire a session opened here, for real (a no-op if it is already gone): its owner
+        gets EXPIRED at once; when this returns the server has deleted its ephemerals
+        (unless the server could not be reached within the session timeout). Runs to
+        completion even from a cancelled scope."""
+        session = self._sessions.get(session_id)
+        if session is None:
+            await anyio.lowlevel.cancel_shielded_checkpoint()
+            return
+        with anyio.CancelScope(shield=True):
+            await session.kemu_expire()
+
+    async def aclose(self) -> None:
+        """Close every session opened here and release their event streams. Idempotent."""
+        self._closed = True
+        for session in list(self._sessions.values()):
+            await session.close()
+        await anyio.lowlevel.cancel_shielded_checkpoint()  # let readers see EndOfStream
+        for session in self._opened:
+            session.release()
+        self._opened.clear()
+
+    def forget(self, session: ZooKeeperSession) -> None:
+        """A session closed: it is no longer the store's to close or expire."""
+        if self._sessions.get(session.session_id) is session:
+            del self._sessions[session.session_id]
