@@ -32,13 +32,48 @@ Semantics every implementation keeps (the contract suite in tests/contract check
 from __future__ import annotations
 
 import math
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from protocol.errors import BadArgumentsError
 from protocol.store import OpResult, Stat, StoreEvent, StoreOp
+
+ROOT = "/"
+
+MAX_DATA_BYTES = 1024 * 1024
+"""A node's data limit (ZooKeeper's ``jute.maxbuffer`` default): larger is BadArguments."""
+
+# Characters ZooKeeper's PathUtils.validatePath refuses (besides NUL).
+_BAD_PATH_CHARS = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\uf8ff\ufff0-\uffff]")
+
+
+def validate_path(path: str, *, sequential: bool = False) -> None:
+    """Refuse what ZooKeeper's client refuses: relative paths, a trailing '/' (allowed only
+    before a sequence suffix), empty, '.' or '..' components, and control characters."""
+    if not path.startswith("/"):
+        raise BadArgumentsError(f"path must start with '/': {path!r}")
+    checked = path + "1" if sequential else path
+    if checked == ROOT:
+        return
+    if checked.endswith("/"):
+        raise BadArgumentsError(f"path must not end with '/': {path!r}")
+    if "//" in checked:
+        raise BadArgumentsError(f"empty path component: {path!r}")
+    if "/." in checked and any(c in (".", "..") for c in checked.split("/")):
+        raise BadArgumentsError(f"relative path component: {path!r}")
+    if _BAD_PATH_CHARS.search(checked):
+        raise BadArgumentsError(f"invalid character in path: {path!r}")
+
+
+def check_data_size(data: bytes) -> None:
+    if len(data) > MAX_DATA_BYTES:
+        raise BadArgumentsError(
+            f"data of {len(data)} bytes is over the {MAX_DATA_BYTES}-byte limit"
+        )
 
 
 def new_event_stream() -> tuple[

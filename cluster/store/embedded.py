@@ -28,7 +28,6 @@ different chroots share one ensemble.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from enum import Enum
@@ -39,7 +38,13 @@ from anyio import BrokenResourceError, ClosedResourceError
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from actors.clock import Clock, RealClock
-from actors.store import MetadataStore, StoreSession, new_event_stream
+from actors.store import (
+    MetadataStore,
+    StoreSession,
+    check_data_size,
+    new_event_stream,
+    validate_path,
+)
 from actors.trace import Tracer
 from protocol.errors import (
     BadArgumentsError,
@@ -78,8 +83,6 @@ R = TypeVar("R")
 
 ROOT = "/"
 
-# Characters ZooKeeper's PathUtils.validatePath refuses (besides NUL).
-_BAD_PATH_CHARS = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\uf8ff\ufff0-\uffff]")
 
 _CREATED = WatchKind.CREATED
 _DELETED = WatchKind.DELETED
@@ -91,24 +94,6 @@ _Trigger = tuple[str, WatchKind]
 
 
 # ----------------------------------------------------------------------------- paths
-
-
-def validate_path(path: str, *, sequential: bool = False) -> None:
-    """Refuse what ZooKeeper's client refuses: relative paths, a trailing '/' (allowed only
-    before a sequence suffix), empty, '.' or '..' components, and control characters."""
-    if not path.startswith("/"):
-        raise BadArgumentsError(f"path must start with '/': {path!r}")
-    checked = path + "1" if sequential else path
-    if checked == ROOT:
-        return
-    if checked.endswith("/"):
-        raise BadArgumentsError(f"path must not end with '/': {path!r}")
-    if "//" in checked:
-        raise BadArgumentsError(f"empty path component: {path!r}")
-    if "/." in checked and any(c in (".", "..") for c in checked.split("/")):
-        raise BadArgumentsError(f"relative path component: {path!r}")
-    if _BAD_PATH_CHARS.search(checked):
-        raise BadArgumentsError(f"invalid character in path: {path!r}")
 
 
 def _normalize_chroot(chroot: str) -> str:
@@ -615,6 +600,7 @@ class EmbeddedSession(StoreSession):
         self, path: str, data: bytes, ephemeral: bool, sequential: bool, make_parents: bool
     ) -> str:
         validate_path(path, sequential=sequential)
+        check_data_size(data)
         full = self._full(path, sequential=sequential)
         server = self._server
         if make_parents:
@@ -639,6 +625,7 @@ class EmbeddedSession(StoreSession):
 
     def _set(self, path: str, data: bytes, version: int) -> Stat:
         validate_path(path)
+        check_data_size(data)
         tree = self._server.tree
         node = tree.set(
             self._full(path), data, version=version, zxid=tree.next_zxid(), now=self._now()
@@ -705,6 +692,7 @@ class EmbeddedSession(StoreSession):
                 return CheckResult(path=path)
             case CreateOp(path=path, data=data, ephemeral=ephemeral, sequential=sequential):
                 validate_path(path, sequential=sequential)
+                check_data_size(data)
                 owner = self._id if ephemeral else 0
                 full = tree.create(
                     self._full(path, sequential=sequential),
@@ -717,6 +705,7 @@ class EmbeddedSession(StoreSession):
                 return CreateResult(path=self.relative(full))
             case SetDataOp(path=path, data=data, version=version):
                 validate_path(path)
+                check_data_size(data)
                 node = tree.set(self._full(path), data, version=version, zxid=zxid, now=now)
                 return SetDataResult(path=path, stat=node.stat())
             case DeleteOp(path=path, version=version):

@@ -86,9 +86,8 @@ from anyio import BrokenResourceError, ClosedResourceError
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from actors.clock import Clock, RealClock
-from actors.store import MetadataStore, StoreSession, new_event_stream
+from actors.store import MetadataStore, StoreSession, new_event_stream, validate_path
 from actors.trace import Tracer
-from cluster.store.embedded import validate_path
 from protocol.errors import (
     BadArgumentsError,
     BadVersionError,

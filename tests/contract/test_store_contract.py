@@ -280,6 +280,22 @@ async def test_invalid_paths_raise_bad_arguments(open_session: SessionFactory, p
 
 
 @pytest.mark.asyncio
+async def test_data_over_one_mebibyte_is_refused_and_nothing_is_written(
+    open_session: SessionFactory,
+) -> None:
+    """A node's data is limited to 1 MiB, as ZooKeeper's jute.maxbuffer: more is refused."""
+    s = await open_session()
+    too_big = b"x" * (1024 * 1024 + 1)
+    with pytest.raises(BadArgumentsError):
+        await s.create("/big", too_big)
+    assert await s.exists("/big") is None
+    await s.create("/big", b"small")
+    with pytest.raises(BadArgumentsError):
+        await s.set("/big", too_big)
+    assert (await s.get("/big"))[0] == b"small"
+
+
+@pytest.mark.asyncio
 async def test_the_root_cannot_be_deleted(open_session: SessionFactory) -> None:
     """Deleting '/' (the chroot) raises BadArgumentsError and leaves the tree alone."""
     s = await open_session()
