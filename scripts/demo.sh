@@ -6,5 +6,5 @@ cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
 ensure_venv
-"$VENV/bin/pip" install -q -e .
+pip_install -e .
 exec "$VENV/bin/kemu" demo "$@"

@@ -26,3 +26,15 @@ ensure_venv() {
     "$VENV/bin/pip" install -q --upgrade pip
   fi
 }
+
+# pip install quietly (setuptools' editable-install notice is noise); on failure, show why.
+pip_install() {
+  local log
+  log="$(mktemp)"
+  if ! "$VENV/bin/pip" install -q "$@" >"$log" 2>&1; then
+    cat "$log" >&2
+    rm -f "$log"
+    return 1
+  fi
+  rm -f "$log"
+}
