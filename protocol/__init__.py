@@ -2,9 +2,11 @@
 
 The public face of the package. Implementation lives in one-concept modules behind it:
 ``base`` (the ``Message`` root), ``ids``, ``errors``, ``codec``/``envelope`` (frames),
-``store`` (metadata-store values), ``control`` (controller-to-broker APIs 4-7) and
-``zkdata`` (every ZooKeeper path and payload). Path helpers stay in ``protocol.zkdata``
-(e.g. ``zkdata.partition_state_path``) so that this namespace holds types, not strings.
+``store`` (metadata-store values), ``control`` (controller-to-broker APIs 4-7), ``log``
+(a broker's log manager), ``controller`` (asking a broker's controller about itself) and
+``zkdata`` (every ZooKeeper path and payload). Path helpers
+stay in ``protocol.zkdata`` (e.g. ``zkdata.partition_state_path``) so that this namespace
+holds types, not strings.
 
 Importing ``protocol`` registers every message type with the frame codec.
 """
@@ -38,7 +40,24 @@ from protocol.control import (
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
+from protocol.controller import ControllerStatus, ControllerStatusRequest
 from protocol.errors import ZkDataError
+from protocol.log import (
+    DeleteLog,
+    GetLogDirStatus,
+    GetOrCreateLog,
+    HostedLog,
+    ListLogs,
+    LogCreated,
+    LogDeleted,
+    LogDeletionSweep,
+    LogDirFailed,
+    LogDirInfo,
+    LogDirsAllFailed,
+    LogDirStatus,
+    LogListing,
+    PendingLogDeletion,
+)
 from protocol.zkdata import (
     PERSISTENT_PATHS,
     BrokerRegistration,
@@ -78,22 +97,38 @@ __all__ = [
     "ControlledShutdownRequest",
     "ControlledShutdownResponse",
     "ControllerRegistration",
+    "ControllerStatus",
+    "ControllerStatusRequest",
+    "DeleteLog",
     "Endpoint",
     "EntityConfig",
     "FeatureNode",
     "FeatureStatus",
     "FinalizedVersionRange",
+    "GetLogDirStatus",
+    "GetOrCreateLog",
+    "HostedLog",
     "IsrChangeNotification",
     "Jdk",
     "LeaderAndIsrPartitionState",
     "LeaderAndIsrRequest",
     "LeaderAndIsrResponse",
     "LeaderIsrAndControllerEpoch",
+    "ListLogs",
     "LiveLeader",
+    "LogCreated",
+    "LogDeleted",
+    "LogDeletionSweep",
     "LogDirEvent",
+    "LogDirFailed",
+    "LogDirInfo",
+    "LogDirStatus",
+    "LogDirsAllFailed",
+    "LogListing",
     "PartitionError",
     "PartitionReassignment",
     "PartitionReplicas",
+    "PendingLogDeletion",
     "PreferredReplicaElection",
     "ReplicaAssignment",
     "SecurityProtocol",

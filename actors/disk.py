@@ -1,0 +1,173 @@
+"""The filesystem as a log manager sees it, and a disk that fails on purpose.
+
+Every filesystem operation of ``actors.log_manager`` goes through a ``Disk``. The
+operations are synchronous and small (a ``mkdir``, a checkpoint of a few lines, a rename,
+removing a directory of empty segment files): they run on the log manager's own task with
+no worker thread, so that a run on the virtual clock stays deterministic (a thread would
+finish at a real-time moment the simulation cannot order). OS errors are not translated
+here: the log manager meets them and turns them into storage errors.
+
+``FaultyDisk`` wraps a disk and makes chosen operations under a chosen directory raise
+``OSError``: chaos scenarios and tests use it to break one log directory of one broker.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from collections.abc import Iterable
+from enum import StrEnum
+from pathlib import Path
+
+__all__ = ["MUTATING_OPS", "Disk", "DiskFault", "DiskOp", "FaultyDisk"]
+
+
+class DiskOp(StrEnum):
+    """The operations a ``Disk`` offers, by name (also used in traces and fault rules)."""
+
+    MKDIR = "mkdir"
+    WRITE_FILE = "write_file"
+    RENAME = "rename"
+    RMTREE = "rmtree"
+    LISTDIR = "listdir"
+    IS_DIR = "is_dir"
+
+
+MUTATING_OPS = frozenset({DiskOp.MKDIR, DiskOp.WRITE_FILE, DiskOp.RENAME, DiskOp.RMTREE})
+"""What an unwritable (read-only) directory refuses."""
+
+
+class Disk:
+    """The real filesystem, one small synchronous call per operation."""
+
+    def mkdir(self, path: Path) -> None:
+        """Create ``path`` and its missing parents; an existing directory is fine."""
+        path.mkdir(parents=True, exist_ok=True)
+
+    def write_file(self, path: Path, data: bytes) -> None:
+        """Replace ``path``'s content atomically: write a ``.tmp`` sibling, then rename it
+        over (as Kafka's checkpoint files are written)."""
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+
+    def rename(self, src: Path, dst: Path) -> None:
+        os.rename(src, dst)
+
+    def rmtree(self, path: Path) -> None:
+        shutil.rmtree(path)
+
+    def listdir(self, path: Path) -> tuple[str, ...]:
+        """The names in ``path``, sorted (directory order is the filesystem's whim)."""
+        return tuple(sorted(os.listdir(path)))
+
+    def is_dir(self, path: Path) -> bool:
+        return path.is_dir()
+
+
+class DiskFault:
+    """One fault rule: ``ops`` on any path at or under ``where`` raise ``OSError(err)``;
+    ``remaining`` failures left (``None``: until healed)."""
+
+    __slots__ = ("err", "ops", "remaining", "where")
+
+    def __init__(
+        self, where: Path, ops: frozenset[DiskOp], err: int, remaining: int | None
+    ) -> None:
+        self.where = where
+        self.ops = ops
+        self.err = err
+        self.remaining = remaining
+
+    def applies(self, op: DiskOp, path: Path) -> bool:
+        if op not in self.ops or (self.remaining is not None and self.remaining <= 0):
+            return False
+        return path == self.where or path.is_relative_to(self.where)
+
+    def __repr__(self) -> str:
+        ops = ",".join(sorted(self.ops))
+        left = "" if self.remaining is None else f", remaining={self.remaining}"
+        return f"DiskFault({self.where}, {ops}, {errno.errorcode.get(self.err, self.err)}{left})"
+
+
+class FaultyDisk(Disk):
+    """A ``Disk`` whose operations fail under chosen directories until healed.
+
+    Paths are compared as the log manager names them (its configured log directories
+    joined with entry names), without resolving symlinks. ``injected`` records every
+    failure raised, in order, as ``(op, path)``.
+    """
+
+    def __init__(self, inner: Disk | None = None) -> None:
+        self._inner = inner or Disk()
+        self._faults: list[DiskFault] = []
+        self.injected: list[tuple[DiskOp, Path]] = []
+
+    # -- rules
+
+    def fail(
+        self,
+        where: Path,
+        ops: Iterable[DiskOp] | None = None,
+        *,
+        times: int | None = None,
+        err: int = errno.EIO,
+    ) -> DiskFault:
+        """Make ``ops`` (every operation when ``None``) under ``where`` raise
+        ``OSError(err)``, ``times`` times or until healed."""
+        if times is not None and times < 1:
+            raise ValueError(f"times must be at least 1, not {times}")
+        fault = DiskFault(where, frozenset(DiskOp) if ops is None else frozenset(ops), err, times)
+        self._faults.append(fault)
+        return fault
+
+    def unwritable(self, where: Path) -> DiskFault:
+        """Make ``where`` read-only: every mutating operation fails with ``EROFS``."""
+        return self.fail(where, MUTATING_OPS, err=errno.EROFS)
+
+    def heal(self, fault: DiskFault | None = None) -> None:
+        """Remove one fault rule, or all of them."""
+        if fault is None:
+            self._faults.clear()
+        else:
+            self._faults.remove(fault)
+
+    @property
+    def faults(self) -> tuple[DiskFault, ...]:
+        return tuple(self._faults)
+
+    def _check(self, op: DiskOp, *paths: Path) -> None:
+        for fault in self._faults:
+            for path in paths:
+                if fault.applies(op, path):
+                    if fault.remaining is not None:
+                        fault.remaining -= 1
+                    self.injected.append((op, path))
+                    raise OSError(fault.err, f"injected fault: {op} failed", str(path))
+
+    # -- operations
+
+    def mkdir(self, path: Path) -> None:
+        self._check(DiskOp.MKDIR, path)
+        self._inner.mkdir(path)
+
+    def write_file(self, path: Path, data: bytes) -> None:
+        self._check(DiskOp.WRITE_FILE, path)
+        self._inner.write_file(path, data)
+
+    def rename(self, src: Path, dst: Path) -> None:
+        self._check(DiskOp.RENAME, src, dst)
+        self._inner.rename(src, dst)
+
+    def rmtree(self, path: Path) -> None:
+        self._check(DiskOp.RMTREE, path)
+        self._inner.rmtree(path)
+
+    def listdir(self, path: Path) -> tuple[str, ...]:
+        self._check(DiskOp.LISTDIR, path)
+        return self._inner.listdir(path)
+
+    def is_dir(self, path: Path) -> bool:
+        self._check(DiskOp.IS_DIR, path)
+        return self._inner.is_dir(path)

@@ -1,0 +1,670 @@
+"""The log manager on real temporary directories, on the virtual clock.
+
+Each test runs a node with a ``LogManager`` over ``tmp_path`` log dirs, wired through the
+direct in-memory wire, and talks to it with ``node.ask``. Time only moves when the test
+sleeps on the node's virtual clock or waits for a traced event with a deadline.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from actors.clock import VirtualClock, run_virtual
+from actors.disk import DiskOp, FaultyDisk
+from actors.log_manager import (
+    LogDirKind,
+    LogManager,
+    checkpoint_file,
+    delete_delay_resolver,
+    delete_dir_name,
+    meta_properties,
+    parse_log_dir_name,
+)
+from actors.runtime import Actor, Context, Node
+from actors.trace import MemorySink, Tracer
+from protocol.base import ActorRef, Message
+from protocol.control import TopicPartition
+from protocol.errors import ErrorCode, FatalNodeError, RemoteError
+from protocol.ids import BrokerId, TopicName
+from protocol.log import (
+    DeleteLog,
+    GetLogDirStatus,
+    GetOrCreateLog,
+    ListLogs,
+    LogCreated,
+    LogDeleted,
+    LogDirFailed,
+    LogDirStatus,
+    LogListing,
+)
+from protocol.trace import TraceEvent
+from tests.support.wire import DirectWire
+
+CLUSTER_ID = "Nk018hRAQFytWskYqtQduw"
+DELETE_NAME = re.compile(r"^(?P<tp>.+)\.(?P<id>[0-9a-f]{32})-delete$")
+
+Body = Callable[["Harness"], Awaitable[None]]
+
+
+class Recorder(Actor):
+    """Keeps every message it is told (the log manager's failure listener)."""
+
+    def __init__(self) -> None:
+        super().__init__("recorder")
+        self.seen: list[Message] = []
+
+    async def receive(self, msg: Message, ctx: Context) -> Message | None:
+        self.seen.append(msg)
+        return None
+
+
+class Harness:
+    """What a test body gets: the node, its log manager, the trace and a few shortcuts."""
+
+    def __init__(self, node: Node, lm: LogManager, sink: MemorySink, recorder: Recorder) -> None:
+        self.node = node
+        self.lm = lm
+        self.sink = sink
+        self.recorder = recorder
+
+    def now(self) -> float:
+        return self.node.clock.now()
+
+    async def sleep_until(self, t: float) -> None:
+        await self.node.clock.sleep(t - self.now())
+
+    async def create(self, topic: str, partition: int = 0, *, is_new: bool = True) -> LogCreated:
+        reply = await self.node.ask(
+            self.lm.ref, GetOrCreateLog(topic=TopicName(topic), partition=partition, is_new=is_new)
+        )
+        assert isinstance(reply, LogCreated)
+        return reply
+
+    async def delete(self, topic: str, partition: int = 0) -> LogDeleted:
+        reply = await self.node.ask(
+            self.lm.ref, DeleteLog(topic=TopicName(topic), partition=partition)
+        )
+        assert isinstance(reply, LogDeleted)
+        return reply
+
+    async def listing(self) -> LogListing:
+        reply = await self.node.ask(self.lm.ref, ListLogs())
+        assert isinstance(reply, LogListing)
+        return reply
+
+    async def dir_status(self) -> LogDirStatus:
+        reply = await self.node.ask(self.lm.ref, GetLogDirStatus())
+        assert isinstance(reply, LogDirStatus)
+        return reply
+
+    def log_dir_events(self, op: str) -> list[TraceEvent]:
+        return self.sink.of("log_dir", op)
+
+    async def removed(self, name: str, timeout: float = 600.0) -> TraceEvent:
+        """Wait (virtual time) for the successful removal of the ``-delete`` dir ``name``."""
+        return await self.sink.wait_for(
+            lambda e: (
+                e.kind == "log_dir"
+                and e.type == "remove"
+                and e.fields["result"] == "ok"
+                and Path(e.fields["dir"]).name == name
+            ),
+            timeout,
+        )
+
+
+async def run_broker(
+    dirs: Sequence[Path], body: Body, *, seed: int = 0, node_id: str = "broker-0", **config: Any
+) -> None:
+    """Start a node with a recorder and a log manager over ``dirs``, run ``body``, stop."""
+    wire = DirectWire()
+    sink = MemorySink()
+    tracer = Tracer()
+    tracer.add_sink(sink)
+    node = Node(node_id, attach=wire.attach, clock=VirtualClock(), tracer=tracer, seed=seed)
+    recorder = Recorder()
+    config.setdefault("failure_listener", ActorRef(node_id, recorder.name))
+    lm = LogManager(dirs, broker_id=BrokerId(0), cluster_id=CLUSTER_ID, **config)
+    async with anyio.create_task_group() as tg:
+        await tg.start(node.run, [recorder, lm])
+        await body(Harness(node, lm, sink, recorder))
+        node.stop()
+
+
+def log_dirs(tmp_path: Path, n: int = 3) -> list[Path]:
+    return [tmp_path / f"data{i}" for i in range(n)]
+
+
+def sim(fn: Callable[[], Awaitable[None]]) -> None:
+    run_virtual(fn)
+
+
+async def storage_error(broker: Harness, msg: Message) -> RemoteError:
+    with pytest.raises(RemoteError) as info:
+        await broker.node.ask(broker.lm.ref, msg)
+    assert info.value.code is ErrorCode.KAFKA_STORAGE_ERROR
+    return info.value
+
+
+# ------------------------------------------------------------------------- creation
+
+
+def test_each_log_goes_to_the_log_dir_with_the_fewest_logs(tmp_path: Path) -> None:
+    """A new log lands in the dir hosting the fewest logs, ties going to the first configured."""
+    dirs = log_dirs(tmp_path)
+
+    async def body(b: Harness) -> None:
+        placed = [Path((await b.create("t", p)).log_dir) for p in range(3)]
+        assert placed == dirs  # all empty, then one each: configured order breaks the ties
+        await b.create("u", 0)  # tie again: first dir
+        await b.delete("t", 1)  # the second dir is now the emptiest
+        assert Path((await b.create("v", 0)).log_dir) == dirs[1]
+        assert Path((await b.create("w", 0)).log_dir) == dirs[1]  # ties with the third
+        assert Path((await b.create("x", 0)).log_dir) == dirs[2]
+        again = await b.create("t", 0, is_new=False)
+        assert again == LogCreated(
+            topic=TopicName("t"), partition=0, log_dir=str(dirs[0]), created=False
+        )
+        status = await b.dir_status()
+        assert [d.log_count for d in status.dirs] == [2, 2, 2]
+        assert status.offline == ()
+
+    sim(lambda: run_broker(dirs, body))
+
+
+def test_a_new_log_and_its_log_dir_hold_the_files_kafka_writes(tmp_path: Path) -> None:
+    """A log dir has Kafka's segment, epoch, offset checkpoint and meta.properties files."""
+    dirs = log_dirs(tmp_path, 1)
+    d = dirs[0]
+
+    async def body(b: Harness) -> None:
+        await b.create("orders", 1)
+        await b.create("orders", 0)
+        log = d / "orders-0"
+        assert sorted(p.name for p in log.iterdir()) == [
+            "00000000000000000000.index",
+            "00000000000000000000.log",
+            "00000000000000000000.timeindex",
+            "leader-epoch-checkpoint",
+        ]
+        for name in ("log", "index", "timeindex"):
+            assert (log / f"00000000000000000000.{name}").read_bytes() == b""
+        assert (log / "leader-epoch-checkpoint").read_text() == "0\n0\n"
+        offsets = "0\n2\norders 0 0\norders 1 0\n"
+        assert (d / "recovery-point-offset-checkpoint").read_text() == offsets
+        assert (d / "replication-offset-checkpoint").read_text() == offsets
+        # Kafka lists a log here only once its start offset passed its first segment's base.
+        assert (d / "log-start-offset-checkpoint").read_text() == "0\n0\n"
+        # Virtual time starts at 2021-01-01T00:00:00Z, a Friday.
+        assert (d / "meta.properties").read_text() == (
+            f"#\n#Fri Jan 01 00:00:00 UTC 2021\nbroker.id=0\nversion=0\ncluster.id={CLUSTER_ID}\n"
+        )
+        assert not list(d.glob("**/*.tmp"))
+        created = b.log_dir_events("create")
+        assert [e.fields["result"] for e in created] == ["ok", "ok"]
+        assert created[1].fields == {
+            "dir": str(log),
+            "log_dir": str(d),
+            "topic": "orders",
+            "partition": 0,
+            "result": "ok",
+        }
+
+    sim(lambda: run_broker(dirs, body))
+
+
+def test_logs_on_disk_are_loaded_at_start_up(tmp_path: Path) -> None:
+    """A restarted log manager hosts the logs it finds on disk, in the dirs they are in."""
+    dirs = log_dirs(tmp_path)
+
+    async def first(b: Harness) -> None:
+        for p in range(4):
+            await b.create("t", p)
+
+    async def second(b: Harness) -> None:
+        listing = await b.listing()
+        assert [(h.topic, h.partition, Path(h.log_dir), h.online) for h in listing.logs] == [
+            ("t", 0, dirs[0], True),
+            ("t", 1, dirs[1], True),
+            ("t", 2, dirs[2], True),
+            ("t", 3, dirs[0], True),
+        ]
+        assert listing.pending_deletion == ()
+        assert (await b.create("t", 2, is_new=False)).created is False
+        assert len(b.log_dir_events("load")) == 4
+
+    async def both() -> None:
+        await run_broker(dirs, first)
+        await run_broker(dirs, second)
+
+    sim(both)
+
+
+def test_checkpoints_are_rewritten_only_in_the_affected_log_dir(tmp_path: Path) -> None:
+    """Deleting a log rewrites the checkpoints of its own log dir and no other."""
+    dirs = log_dirs(tmp_path)
+
+    async def body(b: Harness) -> None:
+        for p in range(6):
+            await b.create("test-a", p)
+        before = len(b.sink.events)
+        await b.delete("test-a", 1)
+        rewritten = [e.fields["dir"] for e in b.sink.events[before:] if e.type == "checkpoint"]
+        assert rewritten == [str(dirs[1])]
+        assert (dirs[1] / "recovery-point-offset-checkpoint").read_text() == ("0\n1\ntest-a 4 0\n")
+        assert (dirs[0] / "recovery-point-offset-checkpoint").read_text() == (
+            "0\n2\ntest-a 0 0\ntest-a 3 0\n"
+        )
+
+    sim(lambda: run_broker(dirs, body))
+
+
+# ------------------------------------------------------------------------- deletion
+
+
+def test_delete_renames_at_once_and_removes_exactly_after_the_delay(tmp_path: Path) -> None:
+    """DeleteLog renames to <t>-<p>.<uuid>-delete now and removes it file.delete.delay.ms later."""
+    dirs = log_dirs(tmp_path, 1)
+    d = dirs[0]
+
+    async def body(b: Harness) -> None:
+        await b.create("t", 0)
+        await b.sleep_until(5.0)
+        deleted = await b.delete("t", 0)
+        assert deleted.log_dir == str(d)
+        assert deleted.renamed_to is not None
+        match = DELETE_NAME.match(deleted.renamed_to)
+        assert match is not None
+        assert match["tp"] == "t-0"
+        assert not (d / "t-0").exists()
+        assert (d / deleted.renamed_to / "00000000000000000000.log").exists()
+        assert (d / "recovery-point-offset-checkpoint").read_text() == "0\n0\n"
+        listing = await b.listing()
+        assert listing.logs == ()
+        assert [(p.name, p.due) for p in listing.pending_deletion] == [(deleted.renamed_to, 65.0)]
+
+        await b.sleep_until(64.999)
+        assert (d / deleted.renamed_to).exists()
+        removed = await b.removed(deleted.renamed_to)
+        assert removed.ts == pytest.approx(65.0, abs=1e-6)
+        assert not (d / deleted.renamed_to).exists()
+        assert sorted(p.name for p in d.iterdir() if p.is_dir()) == []
+        assert (await b.listing()).pending_deletion == ()
+        assert b.lm.pending_deletions == 0
+
+        # Deleting a log that is not hosted is a no-op, as Kafka's asyncDelete.
+        assert await b.delete("t", 0) == LogDeleted(topic=TopicName("t"), partition=0)
+
+    sim(lambda: run_broker(dirs, body))
+
+
+def test_with_a_zero_delay_removal_waits_only_for_the_first_sweep(tmp_path: Path) -> None:
+    """With file.delete.delay.ms 0 a log goes 30 s after start-up, or at once after that."""
+    dirs = log_dirs(tmp_path, 1)
+    d = dirs[0]
+
+    async def body(b: Harness) -> None:
+        await b.create("a", 0)
+        await b.create("b", 0)
+        first = (await b.delete("a", 0)).renamed_to
+        assert first is not None
+        await b.sleep_until(29.9)
+        assert (d / first).exists()
+        assert (await b.removed(first)).ts == pytest.approx(30.0, abs=1e-6)
+
+        await b.sleep_until(40.0)
+        second = (await b.delete("b", 0)).renamed_to
+        assert second is not None
+        assert (await b.removed(second)).ts == pytest.approx(40.0, abs=1e-6)
+        assert not (d / second).exists()
+
+    sim(lambda: run_broker(dirs, body, segment_delete_delay=0.0))
+
+
+def test_a_topic_override_of_the_delay_applies_to_that_topic_only(tmp_path: Path) -> None:
+    """A topic's file.delete.delay.ms override decides its removal; others use the broker's."""
+    dirs = log_dirs(tmp_path, 2)
+
+    async def body(b: Harness) -> None:
+        await b.create("fast", 0)
+        await b.create("slow", 0)
+        fast = (await b.delete("fast", 0)).renamed_to
+        slow = (await b.delete("slow", 0)).renamed_to
+        assert fast is not None
+        assert slow is not None
+        assert (await b.removed(fast)).ts == pytest.approx(5.0, abs=1e-6)
+        assert (await b.removed(slow)).ts == pytest.approx(60.0, abs=1e-6)
+
+    sim(lambda: run_broker(dirs, body, file_delete_delay={"fast": 5.0}, initial_task_delay=0.0))
+
+
+def test_a_failed_removal_moves_to_the_end_of_the_queue_and_is_retried(tmp_path: Path) -> None:
+    """A removal that fails is traced, queued behind the others and done on a later sweep."""
+    dirs = log_dirs(tmp_path, 1)
+    d = dirs[0]
+    disk = FaultyDisk()
+
+    async def body(b: Harness) -> None:
+        await b.create("t", 0)
+        await b.create("u", 0)
+        first = (await b.delete("t", 0)).renamed_to
+        assert first is not None
+        disk.fail(d / first, [DiskOp.RMTREE], times=1)
+        await b.sleep_until(30.0)
+        second = (await b.delete("u", 0)).renamed_to
+        assert second is not None
+
+        failed = await b.sink.wait_for(
+            lambda e: e.type == "remove" and e.fields["result"] == "OSError", 600.0
+        )
+        assert failed.ts == pytest.approx(60.0, abs=1e-6)
+        assert failed.fields["attempts"] == 1
+        assert failed.fields["retry_at"] == pytest.approx(120.0)
+        queue = (await b.listing()).pending_deletion
+        assert [(p.name, p.attempts) for p in queue] == [(second, 0), (first, 1)]
+        assert (d / first).exists()
+        assert (await b.dir_status()).offline == ()  # a failed removal is retried, not fatal
+
+        assert (await b.removed(second)).ts == pytest.approx(90.0, abs=1e-6)
+        assert (await b.removed(first)).ts == pytest.approx(120.0, abs=1e-6)
+        assert not (d / first).exists()
+        assert disk.injected == [(DiskOp.RMTREE, d / first)]
+
+    sim(lambda: run_broker(dirs, body, disk=disk))
+
+
+def test_delete_dirs_found_at_start_up_are_removed_after_the_delay(tmp_path: Path) -> None:
+    """A -delete dir left by a previous run is queued again, its delay counted from start-up."""
+    dirs = log_dirs(tmp_path, 2)
+    names: list[str] = []
+
+    async def first(b: Harness) -> None:
+        await b.create("t", 0)
+        await b.create("t", 1)
+        for p in (0, 1):
+            renamed = (await b.delete("t", p)).renamed_to
+            assert renamed is not None
+            names.append(renamed)
+        await b.sleep_until(10.0)  # stop long before they are due (60 s)
+
+    async def second(b: Harness) -> None:
+        started = b.now()
+        assert started == pytest.approx(10.0)
+        loaded = b.log_dir_events("load_deleted")
+        assert sorted(Path(e.fields["dir"]).name for e in loaded) == sorted(names)
+        assert [e.fields["due"] for e in loaded] == [pytest.approx(70.0)] * 2
+        listing = await b.listing()
+        assert listing.logs == ()
+        assert len(listing.pending_deletion) == 2
+        await b.sleep_until(69.9)
+        assert all((d / n).exists() for d, n in zip(dirs, names, strict=True))
+        for d, n in zip(dirs, names, strict=True):
+            assert (await b.removed(n)).ts == pytest.approx(70.0, abs=1e-6)
+            assert not (d / n).exists()
+
+    async def both() -> None:
+        await run_broker(dirs, first)
+        await run_broker(dirs, second)
+
+    sim(both)
+
+
+def test_an_overly_long_topic_is_cut_to_fit_the_delete_dir_name(tmp_path: Path) -> None:
+    """A 253-char topic's log can be created, renamed within 255 chars, reloaded and removed."""
+    dirs = log_dirs(tmp_path, 1)
+    d = dirs[0]
+    topic = "x" * 253
+    renamed: list[str] = []
+
+    async def first(b: Harness) -> None:
+        await b.create(topic, 0)
+        assert (d / f"{topic}-0").is_dir()  # 255 characters, the limit
+        name = (await b.delete(topic, 0)).renamed_to
+        assert name is not None
+        assert len(name) == 255
+        assert name.startswith("x" * 213 + "-0.")
+        assert (d / name).is_dir()
+        renamed.append(name)
+
+    async def second(b: Harness) -> None:
+        (name,) = renamed
+        [loaded] = b.log_dir_events("load_deleted")
+        assert loaded.fields["topic"] == "x" * 213
+        assert (await b.removed(name)).ts == pytest.approx(60.0, abs=1e-6)
+
+    async def both() -> None:
+        await run_broker(dirs, first)
+        await run_broker(dirs, second)
+
+    sim(both)
+
+
+# ---------------------------------------------------------------------- disk faults
+
+
+def test_a_failed_rename_answers_storage_error_and_takes_the_dir_offline(tmp_path: Path) -> None:
+    """A rename that fails answers KAFKA_STORAGE_ERROR, and its log dir goes offline."""
+    dirs = log_dirs(tmp_path)
+    disk = FaultyDisk()
+
+    async def body(b: Harness) -> None:
+        for p in range(3):
+            await b.create("t", p)
+        disk.fail(dirs[1], [DiskOp.RENAME])
+        error = await storage_error(b, DeleteLog(topic=TopicName("t"), partition=1))
+        assert str(dirs[1]) in error.detail
+        assert (dirs[1] / "t-1").is_dir()  # nothing renamed
+
+        status = await b.dir_status()
+        assert status.offline == (str(dirs[1]),)
+        assert "renaming" in (status.dirs[1].error or "")
+        [offline] = b.log_dir_events("offline")
+        assert offline.fields["log_dir"] == str(dirs[1])
+        assert offline.fields["result"] == "OSError"
+        [rename] = b.log_dir_events("rename")
+        assert rename.fields["result"] == "OSError"
+        assert rename.fields["topic"] == "t"
+        assert rename.fields["partition"] == 1
+        assert b.recorder.seen == [
+            LogDirFailed(log_dir=str(dirs[1]), reason=status.dirs[1].error or "")
+        ]
+
+        hosted = {(h.partition, h.online) for h in (await b.listing()).logs}
+        assert hosted == {(0, True), (1, False), (2, True)}
+        # The log in the offline dir, and any log that might be there, are storage errors.
+        await storage_error(b, GetOrCreateLog(topic=TopicName("t"), partition=1, is_new=True))
+        await storage_error(b, DeleteLog(topic=TopicName("t"), partition=1))
+        await storage_error(b, GetOrCreateLog(topic=TopicName("u"), partition=0, is_new=False))
+        await storage_error(b, DeleteLog(topic=TopicName("u"), partition=0))
+        # A new log still finds an online dir; the others keep working.
+        assert Path((await b.create("u", 0)).log_dir) in (dirs[0], dirs[2])
+        assert (await b.delete("t", 2)).renamed_to is not None
+        assert b.node.running
+
+    sim(lambda: run_broker(dirs, body, disk=disk))
+
+
+def test_a_failed_mkdir_takes_the_dir_offline_and_the_next_dir_is_used(tmp_path: Path) -> None:
+    """When mkdir fails in the least-loaded dir, that dir goes offline and the next one is used."""
+    dirs = log_dirs(tmp_path)
+    disk = FaultyDisk()
+
+    async def body(b: Harness) -> None:
+        disk.fail(dirs[0], [DiskOp.MKDIR])
+        created = await b.create("t", 0)
+        assert Path(created.log_dir) == dirs[1]
+        assert not (dirs[0] / "t-0").exists()
+        assert (dirs[1] / "t-0").is_dir()
+        assert (await b.dir_status()).offline == (str(dirs[0]),)
+        attempts = [(e.fields["log_dir"], e.fields["result"]) for e in b.log_dir_events("create")]
+        assert attempts == [(str(dirs[0]), "OSError"), (str(dirs[1]), "ok")]
+        assert b.log_dir_events("create")[0].fields["step"] == "mkdir"
+        assert Path((await b.create("t", 1)).log_dir) == dirs[2]
+
+    sim(lambda: run_broker(dirs, body, disk=disk))
+
+
+def test_failed_checkpoint_or_segment_writes_take_the_dir_offline(tmp_path: Path) -> None:
+    """A failed checkpoint write after a rename, or a failed new segment, takes its dir offline."""
+    dirs = log_dirs(tmp_path, 3)
+    disk = FaultyDisk()
+
+    async def body(b: Harness) -> None:
+        for p in range(3):
+            await b.create("t", p)
+        disk.fail(dirs[0] / "recovery-point-offset-checkpoint", [DiskOp.WRITE_FILE])
+        deleted = await b.delete("t", 0)  # renamed: the delete itself succeeded, as in Kafka
+        assert deleted.renamed_to is not None
+        assert (dirs[0] / deleted.renamed_to).is_dir()
+        [offline] = b.log_dir_events("offline")
+        assert offline.fields["log_dir"] == str(dirs[0])
+        assert (await b.listing()).pending_deletion == ()  # nothing is removed from a failed dir
+
+        disk.fail(dirs[1], [DiskOp.WRITE_FILE])
+        error = await storage_error(
+            b, GetOrCreateLog(topic=TopicName("u"), partition=0, is_new=True)
+        )
+        assert str(dirs[1]) in error.detail
+        assert (await b.dir_status()).offline == (str(dirs[0]), str(dirs[1]))
+        assert [e.fields.get("step") for e in b.log_dir_events("create")][-1] == "files"
+        assert Path((await b.create("u", 0)).log_dir) == dirs[2]
+
+    sim(lambda: run_broker(dirs, body, disk=disk))
+
+
+def test_when_every_log_dir_fails_the_request_gets_a_storage_error_and_the_broker_halts(
+    tmp_path: Path,
+) -> None:
+    """With its last log dir failed, the broker answers KAFKA_STORAGE_ERROR, then halts."""
+    dirs = log_dirs(tmp_path, 1)
+    disk = FaultyDisk()
+
+    async def body(b: Harness) -> None:
+        disk.fail(dirs[0], [DiskOp.MKDIR])
+        error = await storage_error(
+            b, GetOrCreateLog(topic=TopicName("t"), partition=0, is_new=True)
+        )
+        assert "No log directories available" in error.detail
+        await b.sink.wait_for(lambda e: e.type == "node_crashed", 1.0)
+        [fatal] = b.sink.of("error", "fatal_error")
+        assert "all log dirs" in fatal.fields["detail"]
+
+    async def run() -> None:
+        await run_broker(dirs, body, disk=disk)
+
+    sim(run)
+
+
+def test_an_unwritable_log_dir_at_start_up_is_offline(tmp_path: Path) -> None:
+    """A log dir that cannot be written at start-up is offline: new logs avoid it, old ones fail."""
+    dirs = log_dirs(tmp_path, 2)
+    disk = FaultyDisk()
+    disk.unwritable(dirs[0])
+
+    async def body(b: Harness) -> None:
+        status = await b.dir_status()
+        assert status.offline == (str(dirs[0]),)
+        assert not dirs[0].exists()
+        assert Path((await b.create("t", 0)).log_dir) == dirs[1]
+        assert Path((await b.create("t", 1)).log_dir) == dirs[1]
+        await storage_error(b, GetOrCreateLog(topic=TopicName("t"), partition=2, is_new=False))
+        [init_failed] = [e for e in b.log_dir_events("init") if e.fields["result"] != "ok"]
+        assert init_failed.fields["result"] == "OSError"
+
+    sim(lambda: run_broker(dirs, body, disk=disk))
+
+
+def test_a_directory_that_is_not_a_log_stops_the_broker_at_start_up(tmp_path: Path) -> None:
+    """A stray directory such as lost+found in a log dir makes start-up fail, as in Kafka."""
+    dirs = log_dirs(tmp_path, 1)
+    (dirs[0] / "lost+found").mkdir(parents=True)
+
+    async def body(b: Harness) -> None:
+        raise AssertionError("the broker must not start")
+
+    async def run() -> None:
+        with pytest.RaisesGroup(
+            pytest.RaisesExc(FatalNodeError, match="lost\\+found"), flatten_subgroups=True
+        ):
+            await run_broker(dirs, body)
+
+    sim(run)
+
+
+# ---------------------------------------------------------------------- determinism
+
+
+def test_the_same_seed_gives_the_same_delete_dir_names(tmp_path: Path) -> None:
+    """Two runs with the same seed rename logs to the same -delete names; another seed does not."""
+
+    def names_for(seed: int, root: Path) -> list[str]:
+        out: list[str] = []
+
+        async def body(b: Harness) -> None:
+            for p in range(3):
+                await b.create("t", p)
+            for p in range(3):
+                renamed = (await b.delete("t", p)).renamed_to
+                assert renamed is not None
+                out.append(renamed)
+
+        sim(lambda: run_broker(log_dirs(root), body, seed=seed))
+        return out
+
+    first = names_for(7, tmp_path / "a")
+    assert first == names_for(7, tmp_path / "b")
+    assert first != names_for(8, tmp_path / "c")
+    assert len(set(first)) == 3
+
+
+# ---------------------------------------------------------------------- pure parts
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("t-0", (TopicPartition(TopicName("t"), 0), LogDirKind.LIVE)),
+        ("my-topic-12", (TopicPartition(TopicName("my-topic"), 12), LogDirKind.LIVE)),
+        (
+            "a.b-3." + "f" * 32 + "-delete",
+            (TopicPartition(TopicName("a.b"), 3), LogDirKind.DELETED),
+        ),
+        ("t-1." + "0" * 32 + "-future", (TopicPartition(TopicName("t"), 1), LogDirKind.FUTURE)),
+        ("lost+found", None),
+        ("t", None),
+        ("-1", None),
+        ("t-x", None),
+        ("t-0-delete", None),
+        ("t-0.id with space-delete", None),
+    ],
+)
+def test_log_dir_names_parse_as_kafka_parses_them(
+    name: str, expected: tuple[TopicPartition, LogDirKind] | None
+) -> None:
+    """Directory names parse like Log.parseTopicPartitionName, and others are refused."""
+    if expected is None:
+        with pytest.raises(ValueError, match="is not"):
+            parse_log_dir_name(name)
+    else:
+        assert parse_log_dir_name(name) == expected
+
+
+def test_helpers_build_kafkas_names_and_formats() -> None:
+    """Delete-dir names, checkpoint text, meta.properties and delay lookup follow Kafka."""
+    tp = TopicPartition(TopicName("t"), 4)
+    assert delete_dir_name(tp, "ab" * 16) == "t-4." + "ab" * 16 + "-delete"
+    assert checkpoint_file(["a 0 5"]) == b"0\n1\na 0 5\n"
+    assert (
+        meta_properties(3, None, 0) == b"#\n#Thu Jan 01 00:00:00 UTC 1970\nbroker.id=3\nversion=0\n"
+    )
+    by_dict = delete_delay_resolver({"fast": 1.0}, 60.0)
+    assert (by_dict("fast"), by_dict("other")) == (1.0, 60.0)
+    by_fn = delete_delay_resolver(lambda topic: float(len(topic)), 60.0)
+    assert by_fn("abc") == 3.0
+    assert delete_delay_resolver(None, 9.0)("any") == 9.0
