@@ -74,6 +74,8 @@ def strategy_for(t: mi.Type) -> st.SearchStrategy[Any]:
         return st.binary(max_size=32)
     if isinstance(t, mi.NoneType):
         return st.none()
+    if isinstance(t, mi.UUIDType):
+        return st.uuids()
     if isinstance(t, mi.EnumType):
         return st.sampled_from(list(t.cls))
     if isinstance(t, mi.LiteralType):

@@ -1,0 +1,397 @@
+"""The client-facing Kafka admin APIs as kemu's own typed values.
+
+Real Kafka clients (kcat, kafka-python, confluent-kafka, aiokafka) talk to a broker over the
+Kafka wire protocol. ``cluster.kafka_wire`` decodes their requests with the wire codec library
+and turns them into the plain values below; the broker answers with the values below and
+the adapter encodes them into the response of the version the client asked for. Nothing
+outside that adapter sees the codec's types.
+
+Each request type holds what every version of its API can carry; fields a version lacks
+take their Kafka default. Each response type holds what the newest supported version can
+carry; the adapter drops what an older version cannot say (error messages before they
+existed, topic ids before Metadata v10 and CreateTopics v7, partition counts and configs in
+CreateTopics before v5).
+
+=========================  =======  ===================================================
+API                        key      request / response values
+=========================  =======  ===================================================
+Metadata                   3        ``MetadataRequestData`` / ``MetadataResponseData``
+CreateTopics               19       ``CreateTopicsRequestData`` / ``CreateTopicsResponseData``
+DeleteTopics               20       ``DeleteTopicsRequestData`` / ``DeleteTopicsResponseData``
+DescribeConfigs            32       ``DescribeConfigsRequestData`` / ``...ResponseData``
+CreatePartitions           37       ``CreatePartitionsRequestData`` / ``...ResponseData``
+DescribeCluster            60       ``DescribeClusterRequestData`` / ``...ResponseData``
+=========================  =======  ===================================================
+
+The request and response values are ``Message`` subclasses, so a broker can forward an
+admin request to the controller over kemu's own network unchanged.
+"""
+
+from __future__ import annotations
+
+import uuid
+from enum import IntEnum
+from typing import Final
+
+import msgspec
+
+from protocol.base import Message
+from protocol.errors import ErrorCode
+from protocol.ids import BrokerId, TopicName
+
+__all__ = [
+    "NO_AUTHORIZED_OPERATIONS",
+    "BrokerEndpoint",
+    "ClientApiKey",
+    "ConfigEntry",
+    "ConfigResource",
+    "ConfigResourceType",
+    "ConfigSource",
+    "ConfigSynonym",
+    "ConfigValueType",
+    "CreatableTopic",
+    "CreatePartitionsRequestData",
+    "CreatePartitionsResponseData",
+    "CreatePartitionsTopic",
+    "CreateTopicResult",
+    "CreateTopicsRequestData",
+    "CreateTopicsResponseData",
+    "DeleteTopicResult",
+    "DeleteTopicsRequestData",
+    "DeleteTopicsResponseData",
+    "DescribeClusterRequestData",
+    "DescribeClusterResponseData",
+    "DescribeConfigsRequestData",
+    "DescribeConfigsResponseData",
+    "DescribeConfigsResult",
+    "KafkaApiRequestData",
+    "KafkaApiResponseData",
+    "MetadataRequestData",
+    "MetadataResponseData",
+    "PartitionAssignment",
+    "PartitionMetadata",
+    "TopicConfig",
+    "TopicErrorResult",
+    "TopicMetadata",
+    "TopicRef",
+]
+
+NO_AUTHORIZED_OPERATIONS: Final = -(2**31)
+"""Kafka's ``authorized_operations`` value when the client did not ask for them."""
+
+
+class ClientApiKey(IntEnum):
+    """The API keys of the client-facing requests kemu's brokers answer (``ApiKeys.java``)."""
+
+    METADATA = 3
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DESCRIBE_CONFIGS = 32
+    CREATE_PARTITIONS = 37
+    DESCRIBE_CLUSTER = 60
+
+
+class ConfigResourceType(IntEnum):
+    """``ConfigResource.Type`` wire ids (DescribeConfigs ``resource_type``)."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
+class ConfigSource(IntEnum):
+    """``DescribeConfigsResponse.ConfigSource`` wire ids."""
+
+    UNKNOWN = 0
+    TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+
+
+class ConfigValueType(IntEnum):
+    """``DescribeConfigsResponse.ConfigType`` wire ids (DescribeConfigs v3+)."""
+
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+class _Value(msgspec.Struct, frozen=True, kw_only=True):
+    """Base of the plain values nested inside requests and responses."""
+
+
+# ------------------------------------------------------------------------ shared pieces
+
+
+class TopicRef(_Value, frozen=True, kw_only=True):
+    """A topic named by name, by id (Metadata v10+, DeleteTopics v6+), or both."""
+
+    name: TopicName | None = None
+    topic_id: uuid.UUID | None = None
+
+
+class TopicErrorResult(_Value, frozen=True, kw_only=True):
+    """The outcome for one topic (CreatePartitions)."""
+
+    name: TopicName
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+
+
+class BrokerEndpoint(_Value, frozen=True, kw_only=True):
+    """A live broker as clients see it: where to connect, and its rack."""
+
+    broker_id: BrokerId
+    host: str
+    port: int
+    rack: str | None = None
+
+
+class ConfigSynonym(_Value, frozen=True, kw_only=True):
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
+class ConfigEntry(_Value, frozen=True, kw_only=True):
+    """One config as DescribeConfigs and CreateTopics (v5+) describe it."""
+
+    name: str
+    value: str | None
+    read_only: bool = False
+    source: ConfigSource = ConfigSource.DEFAULT_CONFIG
+    is_sensitive: bool = False
+    synonyms: tuple[ConfigSynonym, ...] = ()
+    value_type: ConfigValueType = ConfigValueType.UNKNOWN
+    documentation: str | None = None
+
+
+# ------------------------------------------------------------------------ Metadata (3)
+
+
+class MetadataRequestData(Message, frozen=True, kw_only=True):
+    """``topics`` is ``None`` for every topic (v0: an empty list; v1+: null); an empty tuple
+    (v1+) asks for brokers and the controller only."""
+
+    topics: tuple[TopicRef, ...] | None
+    allow_auto_topic_creation: bool = True
+    include_cluster_authorized_operations: bool = False
+    include_topic_authorized_operations: bool = False
+
+
+class PartitionMetadata(_Value, frozen=True, kw_only=True):
+    partition: int
+    leader: BrokerId
+    leader_epoch: int = -1
+    replicas: tuple[BrokerId, ...] = ()
+    isr: tuple[BrokerId, ...] = ()
+    offline_replicas: tuple[BrokerId, ...] = ()
+    error_code: ErrorCode = ErrorCode.NONE
+
+
+class TopicMetadata(_Value, frozen=True, kw_only=True):
+    name: TopicName
+    topic_id: uuid.UUID | None = None
+    error_code: ErrorCode = ErrorCode.NONE
+    is_internal: bool = False
+    partitions: tuple[PartitionMetadata, ...] = ()
+    authorized_operations: int = NO_AUTHORIZED_OPERATIONS
+
+
+class MetadataResponseData(Message, frozen=True, kw_only=True):
+    """``cluster_id`` is never null: confluent-kafka's ``describe_cluster`` crashes on one.
+    ``controller_id`` must be a live, advertised broker, or admin clients give up."""
+
+    brokers: tuple[BrokerEndpoint, ...]
+    cluster_id: str
+    controller_id: BrokerId
+    topics: tuple[TopicMetadata, ...] = ()
+    cluster_authorized_operations: int = NO_AUTHORIZED_OPERATIONS
+    throttle_time_ms: int = 0
+
+
+# -------------------------------------------------------------------- CreateTopics (19)
+
+
+class PartitionAssignment(_Value, frozen=True, kw_only=True):
+    partition: int
+    broker_ids: tuple[BrokerId, ...]
+
+
+class TopicConfig(_Value, frozen=True, kw_only=True):
+    """A config a client asks to set; a null value is a request error (spec §4.2)."""
+
+    name: str
+    value: str | None
+
+
+class CreatableTopic(_Value, frozen=True, kw_only=True):
+    """-1/-1 for ``num_partitions``/``replication_factor`` means the broker defaults, or
+    that ``assignments`` is given."""
+
+    name: TopicName
+    num_partitions: int
+    replication_factor: int
+    assignments: tuple[PartitionAssignment, ...] = ()
+    configs: tuple[TopicConfig, ...] = ()
+
+
+class CreateTopicsRequestData(Message, frozen=True, kw_only=True):
+    topics: tuple[CreatableTopic, ...]
+    timeout_ms: int
+    validate_only: bool = False
+
+
+class CreateTopicResult(_Value, frozen=True, kw_only=True):
+    """On success (v5+) the resolved partition count, replication factor and configs; on
+    error -1, -1 and no configs (spec §4.2 step 6)."""
+
+    name: TopicName
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    topic_id: uuid.UUID | None = None
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: tuple[ConfigEntry, ...] | None = None
+
+
+class CreateTopicsResponseData(Message, frozen=True, kw_only=True):
+    topics: tuple[CreateTopicResult, ...]
+    throttle_time_ms: int = 0
+
+
+# -------------------------------------------------------------------- DeleteTopics (20)
+
+
+class DeleteTopicsRequestData(Message, frozen=True, kw_only=True):
+    """Topics by name (every version) or by id (v6+)."""
+
+    topics: tuple[TopicRef, ...]
+    timeout_ms: int
+
+    @property
+    def names(self) -> tuple[TopicName, ...]:
+        return tuple(t.name for t in self.topics if t.name is not None)
+
+    @property
+    def topic_ids(self) -> tuple[uuid.UUID, ...]:
+        return tuple(t.topic_id for t in self.topics if t.name is None and t.topic_id)
+
+
+class DeleteTopicResult(_Value, frozen=True, kw_only=True):
+    name: TopicName | None
+    topic_id: uuid.UUID | None = None
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+
+
+class DeleteTopicsResponseData(Message, frozen=True, kw_only=True):
+    topics: tuple[DeleteTopicResult, ...]
+    throttle_time_ms: int = 0
+
+
+# ----------------------------------------------------------------- DescribeConfigs (32)
+
+
+class ConfigResource(_Value, frozen=True, kw_only=True):
+    """``resource_type`` is a ``ConfigResourceType`` id, kept as sent so that an unknown one
+    can be echoed back. ``configuration_keys`` ``None`` asks for every config."""
+
+    resource_type: int
+    resource_name: str
+    configuration_keys: tuple[str, ...] | None = None
+
+
+class DescribeConfigsRequestData(Message, frozen=True, kw_only=True):
+    resources: tuple[ConfigResource, ...]
+    include_synonyms: bool = False
+    include_documentation: bool = False
+
+
+class DescribeConfigsResult(_Value, frozen=True, kw_only=True):
+    resource_type: int
+    resource_name: str
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    configs: tuple[ConfigEntry, ...] = ()
+
+
+class DescribeConfigsResponseData(Message, frozen=True, kw_only=True):
+    results: tuple[DescribeConfigsResult, ...]
+    throttle_time_ms: int = 0
+
+
+# ---------------------------------------------------------------- CreatePartitions (37)
+
+
+class CreatePartitionsTopic(_Value, frozen=True, kw_only=True):
+    """``count`` is the new total; ``assignments`` (one replica list per new partition)
+    is ``None`` to let the broker assign."""
+
+    name: TopicName
+    count: int
+    assignments: tuple[tuple[BrokerId, ...], ...] | None = None
+
+
+class CreatePartitionsRequestData(Message, frozen=True, kw_only=True):
+    topics: tuple[CreatePartitionsTopic, ...]
+    timeout_ms: int
+    validate_only: bool = False
+
+
+class CreatePartitionsResponseData(Message, frozen=True, kw_only=True):
+    results: tuple[TopicErrorResult, ...]
+    throttle_time_ms: int = 0
+
+
+# ----------------------------------------------------------------- DescribeCluster (60)
+
+
+class DescribeClusterRequestData(Message, frozen=True, kw_only=True):
+    include_cluster_authorized_operations: bool = False
+    endpoint_type: int = 1  # 1 = brokers (v1+); 2 = controllers, which a ZK cluster lacks
+
+
+class DescribeClusterResponseData(Message, frozen=True, kw_only=True):
+    cluster_id: str
+    controller_id: BrokerId
+    brokers: tuple[BrokerEndpoint, ...]
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    endpoint_type: int = 1
+    cluster_authorized_operations: int = NO_AUTHORIZED_OPERATIONS
+    throttle_time_ms: int = 0
+
+
+KafkaApiRequestData = (
+    MetadataRequestData
+    | CreateTopicsRequestData
+    | DeleteTopicsRequestData
+    | DescribeConfigsRequestData
+    | CreatePartitionsRequestData
+    | DescribeClusterRequestData
+)
+"""Every client request kemu's brokers answer, as ``cluster.kafka_wire.request_data``
+returns it."""
+
+KafkaApiResponseData = (
+    MetadataResponseData
+    | CreateTopicsResponseData
+    | DeleteTopicsResponseData
+    | DescribeConfigsResponseData
+    | CreatePartitionsResponseData
+    | DescribeClusterResponseData
+)
+"""Every answer ``cluster.kafka_wire.build_response`` turns into a wire response."""

@@ -1,0 +1,342 @@
+"""The Kafka listener on raw sockets: ApiVersions fallback, ordering, and failure paths.
+
+Every failure must cost the one connection it happened on: the listener keeps serving, and
+a new connection (or another open one) still gets answers.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import pytest
+from anyio.abc import SocketStream
+from anyio.streams.buffered import BufferedByteReceiveStream
+from kafka.protocol.admin import (  # type: ignore[import-untyped]
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
+from kafka.protocol.metadata import (  # type: ignore[import-untyped]
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+from kafka.protocol.producer import ProduceRequest  # type: ignore[import-untyped]
+
+from actors.trace import MemorySink, Tracer
+from cluster.kafka_wire import KafkaRequest, KafkaWireServer
+from protocol.errors import NetworkError
+from protocol.ids import BrokerId, TopicName
+from protocol.kafka_api import CreatableTopic
+from protocol.trace import TraceEvent
+from tests.wire.support import (
+    HOST,
+    WAIT,
+    CodecFakeHandler,
+    FakeCluster,
+    FakeHandler,
+    fake_cluster,
+    kp_decode,
+    kp_frame,
+)
+
+pytestmark = pytest.mark.asyncio
+
+
+class Conn:
+    """A raw client connection: whole frames out, whole frames in."""
+
+    def __init__(self, stream: SocketStream) -> None:
+        self.stream = stream
+        self.reader = BufferedByteReceiveStream(stream)
+
+    async def send(self, *frames: bytes) -> None:
+        await self.stream.send(b"".join(frames))
+
+    async def frame(self) -> bytes:
+        """The next response frame, size prefix included."""
+        with anyio.fail_after(WAIT):
+            head = await self.reader.receive_exactly(4)
+            (size,) = struct.unpack(">i", head)
+            return head + await self.reader.receive_exactly(size)
+
+    async def closed_by_server(self) -> bool:
+        """Whether the server ends this connection (end of stream or reset) in time."""
+        with anyio.fail_after(WAIT):
+            try:
+                await self.stream.receive()
+            except (anyio.EndOfStream, anyio.BrokenResourceError):
+                return True
+        return False
+
+
+@asynccontextmanager
+async def connect(cluster: FakeCluster, broker: int = 0) -> AsyncIterator[Conn]:
+    stream = await anyio.connect_tcp(HOST, cluster.brokers[broker].port)
+    async with stream:
+        yield Conn(stream)
+
+
+def metadata_request(correlation_id: int) -> bytes:
+    return kp_frame(MetadataRequest(version=12, topics=None), correlation_id=correlation_id)
+
+
+async def still_serves(cluster: FakeCluster) -> None:
+    """A fresh connection gets its ApiVersions and Metadata answered."""
+    async with connect(cluster) as conn:
+        await conn.send(kp_frame(ApiVersionsRequest(version=3), correlation_id=70))
+        assert (await kp_api_versions(conn, 3))[0] == 70
+        await conn.send(metadata_request(71))
+        correlation_id, body = kp_decode(MetadataResponse, 12, await conn.frame())
+        assert (correlation_id, len(body["brokers"])) == (71, 3)
+
+
+async def kp_api_versions(conn: Conn, version: int) -> tuple[int, dict[str, Any]]:
+    return kp_decode(ApiVersionsResponse, version, await conn.frame())
+
+
+def of_type(name: str) -> Any:
+    def match(event: TraceEvent) -> bool:
+        return event.type == name
+
+    return match
+
+
+# ---------------------------------------------------------------------- ApiVersions
+
+
+async def test_api_versions_newer_than_ours_gets_a_v0_error_reply() -> None:
+    """ApiVersions v4 is answered with a v0 body, UNSUPPORTED_VERSION and our table."""
+    async with fake_cluster() as cluster, connect(cluster) as conn:
+        await conn.send(
+            kp_frame(
+                ApiVersionsRequest(
+                    version=4, client_software_name="t", client_software_version="1"
+                ),
+                correlation_id=5,
+            )
+        )
+        frame = await conn.frame()
+        assert frame[4:10] == b"\x00\x00\x00\x05\x00\x23"  # header v0, then error 35
+        correlation_id, body = kp_decode(ApiVersionsResponse, 0, frame)
+        table = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}
+        assert (correlation_id, body["error_code"]) == (5, 35)
+        assert table == dict(cluster.servers[0].api_versions)
+        assert (table[18], table[3]) == ((0, 3), (0, 12))
+        # the client retries lower on the same connection, as kafka-python does
+        await conn.send(kp_frame(ApiVersionsRequest(version=3), correlation_id=6))
+        frame = await conn.frame()
+        assert frame[4:10] == b"\x00\x00\x00\x06\x00\x00"  # header v0 even for flexible v3
+        correlation_id, body = kp_decode(ApiVersionsResponse, 3, frame)
+        assert (correlation_id, body["error_code"], len(body["api_keys"])) == (6, 0, len(table))
+
+
+# ---------------------------------------------------------------------- bad requests
+
+
+async def test_malformed_frame_closes_only_that_connection() -> None:
+    """A request the codec cannot decode closes its connection; others keep being served."""
+    async with fake_cluster() as cluster, connect(cluster) as bystander, connect(cluster) as bad:
+        header = metadata_request(9)[4:24]  # a whole Metadata v12 request header (v2)
+        assert header.endswith(b"wire-test\x00")  # the client id, then no tagged fields
+        body = header + b"\xff" * 7  # then a topics count whose varint never ends
+        await bad.send(struct.pack(">i", len(body)) + body)
+        assert await bad.closed_by_server()
+        event = await cluster.sink.wait_for(of_type("bad_frame"), WAIT)
+        assert event.node == "broker-1"
+        assert "cannot decode API 3 v12" in event.fields["detail"]
+        await bystander.send(metadata_request(10))
+        assert kp_decode(MetadataResponse, 12, await bystander.frame())[0] == 10
+        await still_serves(cluster)
+
+
+async def test_oversized_frame_closes_the_connection() -> None:
+    """A frame longer than the limit closes the connection before it is buffered."""
+    async with fake_cluster(max_frame_bytes=4096) as cluster:
+        async with connect(cluster) as conn:
+            await conn.send(struct.pack(">i", 1 << 20) + b"\x00" * 64)
+            assert await conn.closed_by_server()
+        event = await cluster.sink.wait_for(of_type("bad_frame"), WAIT)
+        assert "exceeds the limit of 4096" in event.fields["detail"]
+        await still_serves(cluster)
+
+
+async def test_truncated_frame_is_traced() -> None:
+    """A client leaving in the middle of a frame is traced as a bad frame."""
+    async with fake_cluster() as cluster:
+        async with connect(cluster) as conn:
+            await conn.send(metadata_request(3)[:10])
+        event = await cluster.sink.wait_for(of_type("bad_frame"), WAIT)
+        assert event.fields["detail"].startswith("truncated")
+        await still_serves(cluster)
+
+
+@pytest.mark.parametrize(
+    ("api_key", "api_version"),
+    [(999, 0), (3, 13), (19, 1), (4, 0)],
+    ids=["unknown-key", "metadata-v13", "create-topics-v1", "leader-and-isr"],
+)
+async def test_unadvertised_api_or_version_closes_the_connection(
+    api_key: int, api_version: int
+) -> None:
+    """An API key or version we do not advertise closes the connection, as in Kafka."""
+    async with fake_cluster() as cluster:
+        async with connect(cluster) as conn:
+            body = struct.pack(">hhih", api_key, api_version, 77, -1) + b"\x00" * 8
+            await conn.send(struct.pack(">i", len(body)) + body)
+            assert await conn.closed_by_server()
+        event = await cluster.sink.wait_for(of_type("unsupported_request"), WAIT)
+        assert (event.corr, event.fields["api_key"], event.fields["api_version"]) == (
+            77,
+            api_key,
+            api_version,
+        )
+        await still_serves(cluster)
+
+
+# ---------------------------------------------------------------------- ordering
+
+
+class SlowFirst(FakeHandler):
+    """Holds the request with correlation id 1 until the one with id 2 has been answered."""
+
+    def __init__(self, cluster: FakeCluster, broker_id: BrokerId) -> None:
+        super().__init__(cluster, broker_id)
+        self.second_done = anyio.Event()
+        self.completed: list[int] = []
+
+    async def handle(self, request: KafkaRequest) -> Any:
+        if request.correlation_id == 1:
+            await self.second_done.wait()
+        response = await super().handle(request)
+        self.completed.append(request.correlation_id)
+        if request.correlation_id == 2:
+            self.second_done.set()
+        return response
+
+
+async def test_pipelined_requests_are_answered_in_request_order() -> None:
+    """Responses follow request order on a connection even when handlers finish out of order."""
+    handlers: list[SlowFirst] = []
+
+    def factory(cluster: FakeCluster, broker_id: BrokerId) -> SlowFirst:
+        handlers.append(SlowFirst(cluster, broker_id))
+        return handlers[-1]
+
+    async with fake_cluster(factory) as cluster, connect(cluster) as conn:
+        await conn.send(metadata_request(1), metadata_request(2))
+        first, second = await conn.frame(), await conn.frame()
+        assert handlers[0].completed == [2, 1]
+        assert kp_decode(MetadataResponse, 12, first)[0] == 1
+        assert kp_decode(MetadataResponse, 12, second)[0] == 2
+
+
+# ---------------------------------------------------------------------- handler outcomes
+
+
+@pytest.mark.parametrize("handler", [FakeHandler, CodecFakeHandler], ids=["plain", "codec"])
+async def test_handler_answers_with_plain_values_or_codec_objects(handler: Any) -> None:
+    """A handler may return plain response values or the codec's object; clients see the same."""
+    async with fake_cluster(handler) as cluster, connect(cluster) as conn:
+        seed = CreatableTopic(name=TopicName("orders"), num_partitions=2, replication_factor=3)
+        FakeHandler(cluster, BrokerId(1)).create(seed, validate_only=False)
+        await conn.send(metadata_request(1))
+        _, body = kp_decode(MetadataResponse, 12, await conn.frame())
+        (topic,) = body["topics"]
+        assert (topic["name"], len(topic["partitions"]), body["controller_id"]) == ("orders", 2, 2)
+        assert topic["topic_id"] == cluster.topics[TopicName("orders")].topic_id
+
+
+async def test_metadata_answers_are_encoded_once_until_they_change() -> None:
+    """Identical Metadata answers reuse their encoding; a changed one is encoded afresh."""
+    async with fake_cluster() as cluster, connect(cluster) as conn:
+        server = cluster.servers[0]
+        frames = []
+        for correlation_id in (1, 2):
+            await conn.send(metadata_request(correlation_id))
+            frames.append(await conn.frame())
+        assert server.cached_metadata_responses == 1
+        assert frames[0][8:] == frames[1][8:]  # same body, own correlation ids
+        assert [kp_decode(MetadataResponse, 12, f)[0] for f in frames] == [1, 2]
+        seed = CreatableTopic(name=TopicName("orders"), num_partitions=1, replication_factor=1)
+        FakeHandler(cluster, BrokerId(1)).create(seed, validate_only=False)
+        await conn.send(metadata_request(3))
+        _, body = kp_decode(MetadataResponse, 12, await conn.frame())
+        assert [t["name"] for t in body["topics"]] == ["orders"]
+        assert server.cached_metadata_responses == 2
+
+
+class Failing(FakeHandler):
+    """Raises on CreateTopics; answers nothing for the advertised APIs it lacks."""
+
+    async def handle(self, request: KafkaRequest) -> Any:
+        if request.api_key == 19:
+            raise RuntimeError("the broker broke")
+        if request.api_key not in self.supported:
+            return None
+        return await super().handle(request)
+
+
+async def test_handler_failure_answers_unknown_server_error() -> None:
+    """A handler that raises gets Kafka's error response, traced; the connection stays open."""
+    async with fake_cluster(Failing) as cluster, connect(cluster) as conn:
+        creatable = CreateTopicsRequest.CreatableTopic
+        request = CreateTopicsRequest(
+            version=7,
+            topics=[creatable(name="a", num_partitions=1, replication_factor=1)],
+            timeout_ms=1000,
+        )
+        await conn.send(kp_frame(request, correlation_id=3))
+        correlation_id, body = kp_decode(CreateTopicsResponse, 7, await conn.frame())
+        assert (correlation_id, body["topics"][0]["error_code"]) == (3, -1)
+        event = await cluster.sink.wait_for(of_type("handler_failed"), WAIT)
+        assert "the broker broke" in event.fields["detail"]
+        await conn.send(metadata_request(4))
+        assert kp_decode(MetadataResponse, 12, await conn.frame())[0] == 4
+
+
+async def test_advertised_but_unimplemented_api_gets_unsupported_version() -> None:
+    """An advertised API the handler lacks is answered UNSUPPORTED_VERSION where it can be."""
+    async with fake_cluster(Failing) as cluster:
+        async with connect(cluster) as conn:
+            await conn.send(kp_frame(ListGroupsRequest(version=3), correlation_id=8))
+            correlation_id, body = kp_decode(ListGroupsResponse, 3, await conn.frame())
+            assert (correlation_id, body["error_code"]) == (8, 35)
+            assert (await cluster.sink.wait_for(of_type("kafka_unimplemented_api"), WAIT)).corr == 8
+        async with connect(cluster) as conn:  # Produce has no error field to say it with
+            produce = ProduceRequest(version=8, acks=1, timeout_ms=100, topic_data=[])
+            await conn.send(kp_frame(produce, correlation_id=9))
+            assert await conn.closed_by_server()
+        event = await cluster.sink.wait_for(of_type("unanswerable_request"), WAIT)
+        assert (event.corr, event.fields["api_key"]) == (9, 0)
+        await still_serves(cluster)
+
+
+# ---------------------------------------------------------------------- life cycle
+
+
+async def test_stopping_the_listener_closes_its_connections() -> None:
+    """Cancelling the listener's task closes every connection it accepted, traced."""
+    sink = MemorySink()
+    tracer = Tracer()
+    tracer.add_sink(sink)
+    cluster = FakeCluster()
+    server = KafkaWireServer(FakeHandler(cluster, BrokerId(1)), node="broker-1", tracer=tracer)
+    async with anyio.create_task_group() as tg:
+        port = await tg.start(server.serve)
+        assert server.port == port
+        stream = await anyio.connect_tcp(HOST, port)
+        await sink.wait_for(of_type("kafka_connection_opened"), WAIT)
+        tg.cancel_scope.cancel()
+    async with stream:
+        assert await Conn(stream).closed_by_server()
+    (closed,) = sink.of(type="kafka_connection_closed")
+    assert closed.fields["reason"] == "listener_stopped"
+    with pytest.raises(NetworkError):
+        _ = server.port
