@@ -1,0 +1,740 @@
+"""The broker actor: registration, control requests, metadata cache, admin APIs.
+
+One ``Broker`` (actor ``broker`` on node ``broker-<id>``) per emulated Kafka broker. At
+start-up it follows Kafka's order (spec §8.5): store session, top-level paths, cluster
+id, log manager, **registration of ``/brokers/ids/<id>``** (its czxid is the broker
+epoch), then the controller component. It then serves:
+
+* the controller's LeaderAndIsr / UpdateMetadata / StopReplica, rejecting a stale
+  controller epoch (STALE_CONTROLLER_EPOCH) or a request meant for an older incarnation
+  of itself (STALE_BROKER_EPOCH) — spec §4.4;
+* the admin APIs (Metadata, CreateTopics, CreatePartitions, DescribeConfigs,
+  DescribeCluster) as typed ``protocol.kafka_api`` messages, with Kafka's validation
+  order and the purgatory wait for leaders in this broker's metadata cache (spec §4.2,
+  §5.1). Admin requests reaching a broker that is not the controller are forwarded to
+  the controller (real clients do not all retry NOT_CONTROLLER).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from actors import kafka_zk
+from actors.admin import (
+    AdminOperationError,
+    BrokerConfig,
+    BrokerMetadata,
+    ConfigError,
+    RackMode,
+    is_internal,
+    plan_create_topic,
+    topic_config_entries,
+    validate_create_partitions,
+)
+from actors.admin import topics as topic_rules
+from actors.broker.metadata_cache import MetadataCache
+from actors.log_manager import LogManager
+from actors.runtime import Actor, Context, DeferredReply
+from actors.store import MetadataStore, StoreSession
+from protocol import zkdata
+from protocol.base import ActorRef, Message
+from protocol.broker import BrokerStatus, BrokerStatusRequest, PurgatoryExpired
+from protocol.control import (
+    NO_LEADER,
+    Endpoint,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    PartitionError,
+    SecurityProtocol,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    TopicPartition,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+)
+from protocol.controller import ControllerStatus, ControllerStatusRequest
+from protocol.errors import (
+    AskTimeoutError,
+    ErrorCode,
+    KafkaApiError,
+    NodeExistsError,
+    RemoteError,
+    StoreError,
+    error_code_for,
+)
+from protocol.ids import BrokerId, ControllerEpoch, TopicName
+from protocol.kafka_api import (
+    BrokerEndpoint,
+    ConfigResourceType,
+    CreatePartitionsRequestData,
+    CreatePartitionsResponseData,
+    CreateTopicResult,
+    CreateTopicsRequestData,
+    CreateTopicsResponseData,
+    DescribeClusterRequestData,
+    DescribeClusterResponseData,
+    DescribeConfigsRequestData,
+    DescribeConfigsResponseData,
+    DescribeConfigsResult,
+    MetadataRequestData,
+    MetadataResponseData,
+    PartitionMetadata,
+    TopicErrorResult,
+    TopicMetadata,
+)
+from protocol.kafka_api import ConfigEntry as WireConfigEntry
+from protocol.kafka_api import ConfigSource as WireConfigSource
+from protocol.kafka_api import ConfigValueType as WireConfigValueType
+from protocol.log import DeleteLog, GetOrCreateLog
+
+BROKER_ACTOR = "broker"
+CONTROLLER_ACTOR = "controller"
+LOG_MANAGER_ACTOR = "log_manager"
+_TOPIC_ID_NAMESPACE = uuid.UUID("6b656d75-0000-4000-8000-746f70696373")  # "kemu" … "topics"
+
+
+def broker_node_id(broker_id: int) -> str:
+    return f"broker-{broker_id}"
+
+
+def broker_ref(broker_id: int) -> ActorRef:
+    return ActorRef(broker_node_id(broker_id), BROKER_ACTOR)
+
+
+@dataclass(frozen=True)
+class BrokerSettings:
+    broker_id: BrokerId
+    log_dirs: tuple[Path, ...]
+    host: str = "127.0.0.1"
+    port: int = 9092
+    rack: str | None = None
+    config: BrokerConfig = field(default_factory=BrokerConfig)
+
+
+@dataclass
+class _Parked:
+    """An admin operation waiting for leaders in this broker's metadata cache."""
+
+    reply: DeferredReply
+    waiting: dict[TopicName, int]  # topic -> partition count it must reach, with leaders
+    finish: Callable[[set[TopicName]], Message]  # timed-out topics -> the response
+
+
+ControllerFactory = Callable[["Broker", StoreSession], Actor]
+
+
+class Broker(Actor):
+    def __init__(
+        self,
+        settings: BrokerSettings,
+        store: MetadataStore,
+        *,
+        controller_factory: ControllerFactory | None = None,
+    ) -> None:
+        super().__init__(BROKER_ACTOR)
+        self.settings = settings
+        self.broker_id = settings.broker_id
+        self.config = settings.config
+        self.store = store
+        self._controller_factory = controller_factory
+        self.session: StoreSession | None = None
+        self.cluster_id = ""
+        self.broker_epoch = -1
+        self.controller_epoch = ControllerEpoch(0)  # highest seen in a control request
+        self.cache = MetadataCache()
+        self.leader_epochs: dict[TopicPartition, int] = {}
+        self._parked: dict[int, _Parked] = {}
+        self._next_op = 0
+
+    # ------------------------------------------------------------------ start-up
+
+    @property
+    def log_manager_ref(self) -> ActorRef:
+        return ActorRef(self.node.node_id, LOG_MANAGER_ACTOR)
+
+    @property
+    def controller_ref(self) -> ActorRef:
+        return ActorRef(self.node.node_id, CONTROLLER_ACTOR)
+
+    def registration(self) -> zkdata.BrokerRegistration:
+        endpoint = Endpoint(
+            host=self.settings.host,
+            port=self.settings.port,
+            listener="PLAINTEXT",
+            security_protocol=SecurityProtocol.PLAINTEXT,
+        )
+        return zkdata.BrokerRegistration(
+            endpoints=(endpoint,), rack=self.settings.rack, timestamp=self.clock.wall_ms()
+        )
+
+    async def on_start(self) -> None:
+        timeout = self.config.zookeeper_session_timeout_ms / 1000
+        self.session = await self.store.open_session(timeout=timeout, name=self.node.node_id)
+        await kafka_zk.create_top_level_paths(self.session)
+        self.cluster_id = await kafka_zk.get_or_create_cluster_id(self.session, self.rng)
+        await self.node.spawn(
+            LogManager(
+                self.settings.log_dirs,
+                broker_id=self.broker_id,
+                cluster_id=self.cluster_id,
+                segment_delete_delay=self.config.log_segment_delete_delay_ms / 1000,
+                name=LOG_MANAGER_ACTOR,
+            )
+        )
+        await self.register()
+        if self._controller_factory is not None:
+            await self.node.spawn(self._controller_factory(self, self.session))
+
+    async def register(self) -> None:
+        """Create ``/brokers/ids/<id>``; its czxid becomes the broker epoch."""
+        assert self.session is not None
+        self.broker_epoch = await kafka_zk.register_broker(
+            self.session, self.broker_id, self.registration()
+        )
+        self.trace("event", "broker_registered", broker=self.broker_id, epoch=self.broker_epoch)
+
+    async def on_stop(self) -> None:
+        if self.session is not None:
+            await self.session.close()
+
+    # ------------------------------------------------------------------ dispatch
+
+    async def receive(self, msg: Message, ctx: Context) -> Message | None:
+        match msg:
+            case LeaderAndIsrRequest():
+                return await self._leader_and_isr(msg)
+            case UpdateMetadataRequest():
+                return self._update_metadata(msg)
+            case StopReplicaRequest():
+                return await self._stop_replica(msg)
+            case MetadataRequestData():
+                return await self._metadata(msg)
+            case DescribeClusterRequestData():
+                return self._describe_cluster()
+            case DescribeConfigsRequestData():
+                return await self._describe_configs(msg)
+            case CreateTopicsRequestData() | CreatePartitionsRequestData():
+                return await self._admin(msg, ctx)
+            case PurgatoryExpired(operation=op):
+                self._expire(op)
+                return None
+            case BrokerStatusRequest():
+                return self._status()
+        raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"broker cannot handle {type(msg).__name__}")
+
+    def _status(self) -> BrokerStatus:
+        return BrokerStatus(
+            broker_id=self.broker_id,
+            registered=self.broker_epoch >= 0,
+            broker_epoch=self.broker_epoch,
+            cluster_id=self.cluster_id,
+            controller_id=BrokerId(
+                -1 if self.cache.controller_id is None else self.cache.controller_id
+            ),
+            live_brokers=tuple(self.cache.alive_broker_ids()),
+            topics=tuple(self.cache.topic_names()),
+        )
+
+    # ------------------------------------------------------------------ control plane
+
+    def _stale(self, controller_epoch: int, broker_epoch: int) -> ErrorCode | None:
+        """Spec §4.4 / §7.3: the fencing checks shared by the three control requests."""
+        if broker_epoch != -1 and broker_epoch < self.broker_epoch:
+            return ErrorCode.STALE_BROKER_EPOCH
+        if controller_epoch < self.controller_epoch:
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        self.controller_epoch = ControllerEpoch(controller_epoch)
+        return None
+
+    async def _leader_and_isr(self, req: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
+        stale = self._stale(req.controller_epoch, req.broker_epoch)
+        if stale is not None:
+            self.trace("event", "stale_request_rejected", request="LeaderAndIsr", error=stale.name)
+            return LeaderAndIsrResponse(error_code=stale)
+        errors: list[PartitionError] = []
+        for state in req.partition_states:
+            tp = TopicPartition(state.topic, state.partition)
+            code = ErrorCode.NONE
+            current = self.leader_epochs.get(tp, -1)
+            if state.leader_epoch <= current:
+                code = ErrorCode.STALE_CONTROLLER_EPOCH  # ignored, as Kafka does
+            elif self.broker_id not in state.replicas:
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                try:
+                    await self.ask(
+                        self.log_manager_ref,
+                        GetOrCreateLog(
+                            topic=state.topic, partition=state.partition, is_new=state.is_new
+                        ),
+                    )
+                    self.leader_epochs[tp] = state.leader_epoch
+                except RemoteError as exc:
+                    code = exc.code
+            errors.append(
+                PartitionError(topic=state.topic, partition=state.partition, error_code=code)
+            )
+        return LeaderAndIsrResponse(error_code=ErrorCode.NONE, partition_errors=tuple(errors))
+
+    def _update_metadata(self, req: UpdateMetadataRequest) -> UpdateMetadataResponse:
+        stale = self._stale(req.controller_epoch, req.broker_epoch)
+        if stale is not None:
+            self.trace(
+                "event", "stale_request_rejected", request="UpdateMetadata", error=stale.name
+            )
+            return UpdateMetadataResponse(error_code=stale)
+        touched = self.cache.update(req)
+        if touched:
+            self._poke(touched)
+        return UpdateMetadataResponse(error_code=ErrorCode.NONE)
+
+    async def _stop_replica(self, req: StopReplicaRequest) -> StopReplicaResponse:
+        stale = self._stale(req.controller_epoch, req.broker_epoch)
+        if stale is not None:
+            return StopReplicaResponse(error_code=stale)
+        errors: list[PartitionError] = []
+        for p in req.partitions:
+            tp = TopicPartition(p.topic, p.partition)
+            current = self.leader_epochs.get(tp, -1)
+            code = ErrorCode.NONE
+            if p.leader_epoch >= 0 and p.leader_epoch < current:
+                code = ErrorCode.FENCED_LEADER_EPOCH
+            elif p.delete_partition:
+                self.leader_epochs.pop(tp, None)
+                try:
+                    await self.ask(
+                        self.log_manager_ref, DeleteLog(topic=p.topic, partition=p.partition)
+                    )
+                except RemoteError as exc:
+                    code = exc.code
+            errors.append(PartitionError(topic=p.topic, partition=p.partition, error_code=code))
+        return StopReplicaResponse(error_code=ErrorCode.NONE, partition_errors=tuple(errors))
+
+    # ------------------------------------------------------------------ metadata
+
+    def topic_id(self, topic: str) -> uuid.UUID:
+        """ZooKeeper-mode Kafka 2.7 has no topic ids; clients of Metadata v10+ need one, so
+        each topic gets a stable name-based UUID within its cluster."""
+        return uuid.uuid5(_TOPIC_ID_NAMESPACE, f"{self.cluster_id}/{topic}")
+
+    def _brokers(self) -> tuple[BrokerEndpoint, ...]:
+        out = []
+        for b in self.cache.alive_brokers():
+            endpoint = b.endpoints[0]
+            out.append(
+                BrokerEndpoint(broker_id=b.id, host=endpoint.host, port=endpoint.port, rack=b.rack)
+            )
+        return tuple(out)
+
+    def _topic_metadata(self, topic: TopicName) -> TopicMetadata:
+        alive = set(self.cache.alive_broker_ids())
+        partitions = []
+        for p, state in sorted(self.cache.partitions(topic).items()):
+            code = ErrorCode.NONE
+            if state.leader == NO_LEADER or state.leader not in alive:
+                code = ErrorCode.LEADER_NOT_AVAILABLE
+            partitions.append(
+                PartitionMetadata(
+                    partition=p,
+                    leader=state.leader,
+                    leader_epoch=state.leader_epoch,
+                    replicas=state.replicas,
+                    isr=state.isr,
+                    offline_replicas=state.offline_replicas,
+                    error_code=code,
+                )
+            )
+        return TopicMetadata(
+            name=topic,
+            topic_id=self.topic_id(topic),
+            is_internal=is_internal(topic),
+            partitions=tuple(partitions),
+        )
+
+    async def _metadata(self, req: MetadataRequestData) -> MetadataResponseData:
+        if req.topics is None:
+            names = self.cache.topic_names()
+            topics = [self._topic_metadata(t) for t in names]
+        else:
+            topics = []
+            for ref in req.topics:
+                name = ref.name
+                if name is None:
+                    topics.append(
+                        TopicMetadata(
+                            name=TopicName(""),
+                            topic_id=ref.topic_id,
+                            error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                        )
+                    )
+                elif self.cache.contains(name):
+                    topics.append(self._topic_metadata(name))
+                else:
+                    topics.append(await self._unknown_topic(name, req.allow_auto_topic_creation))
+        return MetadataResponseData(
+            brokers=self._brokers(),
+            cluster_id=self.cluster_id,
+            controller_id=self._controller_id(),
+            topics=tuple(topics),
+        )
+
+    def _controller_id(self) -> BrokerId:
+        return BrokerId(-1 if self.cache.controller_id is None else self.cache.controller_id)
+
+    async def _unknown_topic(self, name: TopicName, allow_auto_create: bool) -> TopicMetadata:
+        """Spec §4.5: metadata auto-creation writes the store directly and answers
+        LEADER_NOT_AVAILABLE; without it, UNKNOWN_TOPIC_OR_PARTITION."""
+        if not (allow_auto_create and self.config.auto_create_topics_enable):
+            return TopicMetadata(name=name, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        assert self.session is not None
+        try:
+            existing = await kafka_zk.get_all_topics(self.session)
+            registered = await kafka_zk.get_brokers(self.session)
+            brokers = [BrokerMetadata(b, r.registration.rack) for b, r in registered.items()]
+            plan = plan_create_topic(
+                name,
+                metadata_topics=self.cache.topic_names(),
+                existing_topics=existing,
+                alive_brokers=brokers,
+                broker_config=self.config,
+                rng=self.rng,
+                rack_mode=RackMode.SAFE,
+            )
+            await kafka_zk.write_topic(self.session, name, plan.assignment, plan.config)
+        except NodeExistsError:
+            pass
+        except (KafkaApiError, AdminOperationError, ConfigError, StoreError) as exc:
+            code = error_code_for(exc)
+            if code is ErrorCode.TOPIC_ALREADY_EXISTS:
+                code = ErrorCode.LEADER_NOT_AVAILABLE
+            return TopicMetadata(name=name, error_code=code)
+        return TopicMetadata(
+            name=name, topic_id=self.topic_id(name), error_code=ErrorCode.LEADER_NOT_AVAILABLE
+        )
+
+    def _describe_cluster(self) -> DescribeClusterResponseData:
+        return DescribeClusterResponseData(
+            cluster_id=self.cluster_id, controller_id=self._controller_id(), brokers=self._brokers()
+        )
+
+    async def _describe_configs(
+        self, req: DescribeConfigsRequestData
+    ) -> DescribeConfigsResponseData:
+        assert self.session is not None
+        results = []
+        for res in req.resources:
+            if res.resource_type != ConfigResourceType.TOPIC:
+                results.append(
+                    DescribeConfigsResult(
+                        resource_type=res.resource_type,
+                        resource_name=res.resource_name,
+                        error_code=ErrorCode.INVALID_REQUEST,
+                        error_message="kemu describes topic configs only, not resource type"
+                        f" {res.resource_type}",
+                    )
+                )
+                continue
+            topic = TopicName(res.resource_name)
+            if await self.session.exists(zkdata.topic_path(topic)) is None:
+                results.append(
+                    DescribeConfigsResult(
+                        resource_type=res.resource_type,
+                        resource_name=res.resource_name,
+                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        error_message=f"Topic {topic} does not exist",
+                    )
+                )
+                continue
+            overrides = await kafka_zk.get_topic_config(self.session, topic)
+            entries = [
+                WireConfigEntry(
+                    name=e.name,
+                    value=e.text,
+                    source=WireConfigSource(int(e.source)),
+                    value_type=_wire_type(e.type),
+                )
+                for e in topic_config_entries(overrides, self.config)
+                if res.configuration_keys is None or e.name in res.configuration_keys
+            ]
+            results.append(
+                DescribeConfigsResult(
+                    resource_type=res.resource_type,
+                    resource_name=res.resource_name,
+                    configs=tuple(entries),
+                )
+            )
+        return DescribeConfigsResponseData(results=tuple(results))
+
+    # ------------------------------------------------------------------ admin (controller)
+
+    async def _is_active_controller(self) -> bool:
+        try:
+            status = await self.ask(self.controller_ref, ControllerStatusRequest(), timeout=5.0)
+        except (RemoteError, AskTimeoutError):
+            return False
+        return isinstance(status, ControllerStatus) and status.active
+
+    async def _admin(
+        self, msg: CreateTopicsRequestData | CreatePartitionsRequestData, ctx: Context
+    ) -> Message | None:
+        if not await self._is_active_controller():
+            controller = self.cache.controller_id
+            if (
+                controller is None
+                or controller == self.broker_id
+                or ctx.sender.node.startswith("broker-")
+            ):
+                return _not_controller(msg)
+            reply = ctx.defer()
+            self.start_soon(self._forward, broker_ref(controller), msg, reply)
+            return None
+        if isinstance(msg, CreateTopicsRequestData):
+            return await self._create_topics(msg, ctx)
+        return await self._create_partitions(msg, ctx)
+
+    async def _forward(self, target: ActorRef, msg: Message, reply: DeferredReply) -> None:
+        """Runs as a helper task: waits for the controller's answer and relays it. It
+        touches no broker state."""
+        timeout = getattr(msg, "timeout_ms", 30_000) / 1000 + 5.0
+        try:
+            answer = await self.ask(target, msg, timeout=max(timeout, 5.0))
+        except (RemoteError, AskTimeoutError):
+            answer = _not_controller(msg)  # type: ignore[arg-type]
+        reply.send(self, answer)
+
+    async def _create_topics(self, req: CreateTopicsRequestData, ctx: Context) -> Message | None:
+        assert self.session is not None
+        duplicates = topic_rules.duplicate_topics(t.name for t in req.topics)
+        existing = set(await kafka_zk.get_all_topics(self.session))
+        alive = [BrokerMetadata(b.id, b.rack) for b in self.cache.alive_brokers()]
+        results: dict[TopicName, CreateTopicResult] = {}
+        written: dict[TopicName, int] = {}
+        for topic in req.topics:
+            if topic.name in duplicates:
+                results[topic.name] = CreateTopicResult(
+                    name=topic.name,
+                    error_code=ErrorCode.INVALID_REQUEST,
+                    error_message=topic_rules.DUPLICATE_CREATE_TOPIC_MESSAGE,
+                )
+                continue
+            try:
+                plan = plan_create_topic(
+                    topic.name,
+                    num_partitions=topic.num_partitions,
+                    replication_factor=topic.replication_factor,
+                    assignment={a.partition: a.broker_ids for a in topic.assignments} or None,
+                    config={c.name: c.value for c in topic.configs},
+                    metadata_topics=self.cache.topic_names(),
+                    existing_topics=existing,
+                    alive_brokers=alive,
+                    broker_config=self.config,
+                    rng=self.rng,
+                )
+                self._check_policy(topic.name)
+                if not req.validate_only:
+                    await kafka_zk.write_topic(
+                        self.session, topic.name, plan.assignment, plan.config
+                    )
+                    existing.add(topic.name)
+                    written[topic.name] = len(plan.assignment)
+            except NodeExistsError:
+                results[topic.name] = _topic_error(
+                    topic.name,
+                    ErrorCode.TOPIC_ALREADY_EXISTS,
+                    f"Topic '{topic.name}' already exists.",
+                )
+                continue
+            except (KafkaApiError, AdminOperationError, ConfigError, StoreError) as exc:
+                code = (
+                    error_code_for(exc)
+                    if not isinstance(exc, ConfigError)
+                    else ErrorCode.INVALID_CONFIG
+                )
+                message = None if code is ErrorCode.UNKNOWN_SERVER_ERROR else str(exc)
+                results[topic.name] = _topic_error(topic.name, code, message)
+                continue
+            rf = len(next(iter(plan.assignment.values()), ()))
+            results[topic.name] = CreateTopicResult(
+                name=topic.name,
+                topic_id=self.topic_id(topic.name),
+                num_partitions=len(plan.assignment),
+                replication_factor=rf,
+                configs=self._created_configs(plan.config),
+            )
+            self.trace("event", "topic_written", topic=topic.name, partitions=len(plan.assignment))
+
+        def finish(timed_out: set[TopicName]) -> CreateTopicsResponseData:
+            out = []
+            for topic in req.topics:
+                result = results[topic.name]
+                if topic.name in timed_out:
+                    result = _topic_error(
+                        topic.name,
+                        ErrorCode.REQUEST_TIMED_OUT,
+                        "Timed out waiting for the topic's partitions to get leaders.",
+                    )
+                out.append(result)
+            return CreateTopicsResponseData(topics=tuple(out))
+
+        return self._complete_or_park(ctx, req.timeout_ms, req.validate_only, written, finish)
+
+    async def _create_partitions(
+        self, req: CreatePartitionsRequestData, ctx: Context
+    ) -> Message | None:
+        assert self.session is not None
+        duplicates = topic_rules.duplicate_topics(t.name for t in req.topics)
+        registered = [
+            BrokerMetadata(b, r.registration.rack)
+            for b, r in (await kafka_zk.get_brokers(self.session)).items()
+        ]
+        results: dict[TopicName, TopicErrorResult] = {}
+        written: dict[TopicName, int] = {}
+        for topic in req.topics:
+            if topic.name in duplicates:
+                results[topic.name] = TopicErrorResult(
+                    name=topic.name,
+                    error_code=ErrorCode.INVALID_REQUEST,
+                    error_message=topic_rules.DUPLICATE_CREATE_PARTITIONS_MESSAGE,
+                )
+                continue
+            try:
+                existing = await kafka_zk.get_topic_assignment(self.session, topic.name) or {}
+                added = validate_create_partitions(
+                    topic.name, existing, topic.count, topic.assignments, registered
+                )
+                if not req.validate_only:
+                    full = {p: a.replicas for p, a in existing.items()}
+                    full.update(added)
+                    await kafka_zk.set_topic_assignment(self.session, topic.name, full)
+                    written[topic.name] = len(full)
+                results[topic.name] = TopicErrorResult(name=topic.name)
+            except (KafkaApiError, AdminOperationError, StoreError) as exc:
+                code = error_code_for(exc)
+                message = None if code is ErrorCode.UNKNOWN_SERVER_ERROR else str(exc)
+                results[topic.name] = TopicErrorResult(
+                    name=topic.name, error_code=code, error_message=message
+                )
+
+        def finish(timed_out: set[TopicName]) -> CreatePartitionsResponseData:
+            out = []
+            for topic in req.topics:
+                result = results[topic.name]
+                if topic.name in timed_out:
+                    result = TopicErrorResult(
+                        name=topic.name,
+                        error_code=ErrorCode.REQUEST_TIMED_OUT,
+                        error_message="Timed out waiting for the new partitions to get leaders.",
+                    )
+                out.append(result)
+            return CreatePartitionsResponseData(results=tuple(out))
+
+        return self._complete_or_park(ctx, req.timeout_ms, req.validate_only, written, finish)
+
+    def _check_policy(self, topic: str) -> None:
+        """``create.topic.policy.class.name``: kemu knows no Java classes; a configured
+        policy name refuses every creation with POLICY_VIOLATION naming it, so that the
+        hook's place in the validation order is observable."""
+        policy = self.config.create_topic_policy_class_name
+        if policy:
+            raise KafkaApiError(
+                ErrorCode.POLICY_VIOLATION, f"Topic {topic} rejected by policy {policy}"
+            )
+
+    def _created_configs(self, overrides: dict[str, str]) -> tuple[WireConfigEntry, ...]:
+        return tuple(
+            WireConfigEntry(
+                name=e.name,
+                value=e.text,
+                source=WireConfigSource(int(e.source)),
+                value_type=_wire_type(e.type),
+            )
+            for e in topic_config_entries(overrides, self.config)
+        )
+
+    # ------------------------------------------------------------------ purgatory
+
+    def _complete_or_park(
+        self,
+        ctx: Context,
+        timeout_ms: int,
+        validate_only: bool,
+        written: dict[TopicName, int],
+        finish: Callable[[set[TopicName]], Message],
+    ) -> Message | None:
+        """Spec §4.2 step 5: answer now (timeout <= 0, validateOnly, nothing written:
+        written topics reported REQUEST_TIMED_OUT), or park until every written topic has
+        all its partitions with a leader in this broker's metadata cache."""
+        if validate_only or not written:
+            return finish(set())
+        if timeout_ms <= 0:
+            return finish(set(written))
+        waiting = {
+            t: n for t, n in written.items() if not self.cache.all_partitions_have_leaders(t, n)
+        }
+        if not waiting:
+            return finish(set())
+        self._next_op += 1
+        op = self._next_op
+        self._parked[op] = _Parked(ctx.defer(), waiting, finish)
+        self.start_soon(self._purgatory_timer, op, timeout_ms / 1000)
+        return None
+
+    async def _purgatory_timer(self, op: int, seconds: float) -> None:
+        await self.clock.sleep(seconds)
+        self.send_self(PurgatoryExpired(operation=op))
+
+    def _poke(self, topics: set[TopicName]) -> None:
+        for op in sorted(self._parked):
+            parked = self._parked[op]
+            for topic in [t for t in parked.waiting if t in topics]:
+                if self.cache.all_partitions_have_leaders(topic, parked.waiting[topic]):
+                    del parked.waiting[topic]
+            if not parked.waiting:
+                del self._parked[op]
+                parked.reply.send(self, parked.finish(set()))
+
+    def _expire(self, op: int) -> None:
+        parked = self._parked.pop(op, None)
+        if parked is not None:
+            parked.reply.send(self, parked.finish(set(parked.waiting)))
+
+
+def _topic_error(name: TopicName, code: ErrorCode, message: str | None) -> CreateTopicResult:
+    return CreateTopicResult(name=name, error_code=code, error_message=message)
+
+
+def _not_controller(msg: CreateTopicsRequestData | CreatePartitionsRequestData) -> Message:
+    text = "This is not the correct controller for this cluster."
+    if isinstance(msg, CreateTopicsRequestData):
+        return CreateTopicsResponseData(
+            topics=tuple(_topic_error(t.name, ErrorCode.NOT_CONTROLLER, text) for t in msg.topics)
+        )
+    return CreatePartitionsResponseData(
+        results=tuple(
+            TopicErrorResult(name=t.name, error_code=ErrorCode.NOT_CONTROLLER, error_message=text)
+            for t in msg.topics
+        )
+    )
+
+
+def _wire_type(type_: object) -> WireConfigValueType:
+    if type_ is None:
+        return WireConfigValueType.UNKNOWN
+    try:
+        return WireConfigValueType[str(type_).upper()]
+    except KeyError:
+        return WireConfigValueType.UNKNOWN
+
+
+__all__ = [
+    "BROKER_ACTOR",
+    "Broker",
+    "BrokerSettings",
+    "BrokerStatus",
+    "BrokerStatusRequest",
+    "broker_node_id",
+    "broker_ref",
+]

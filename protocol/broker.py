@@ -1,0 +1,28 @@
+"""Messages between a broker and the rest of kemu that are not Kafka APIs."""
+
+from __future__ import annotations
+
+from protocol.base import Message
+from protocol.ids import BrokerId, TopicName
+
+__all__ = ["BrokerStatus", "BrokerStatusRequest", "PurgatoryExpired"]
+
+
+class BrokerStatusRequest(Message, frozen=True, kw_only=True):
+    """Ask a broker whether it is registered, and what it knows."""
+
+
+class BrokerStatus(Message, frozen=True, kw_only=True):
+    broker_id: BrokerId
+    registered: bool
+    broker_epoch: int
+    cluster_id: str
+    controller_id: BrokerId
+    live_brokers: tuple[BrokerId, ...]
+    topics: tuple[TopicName, ...]
+
+
+class PurgatoryExpired(Message, frozen=True, kw_only=True):
+    """Timer event: a parked admin operation ran out of time."""
+
+    operation: int
