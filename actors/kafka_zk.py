@@ -312,3 +312,122 @@ async def set_topic_assignment(
 ) -> None:
     """Overwrite ``/brokers/topics/<t>`` (partition addition: any version, not fenced)."""
     await session.set(zkdata.topic_path(topic), assignment_payload(assignment))
+
+
+# ----------------------------------------------------------------------- controller writes
+#
+# Every write the controller makes goes through ``fenced`` (spec §7.3): a failed
+# ``/controller_epoch`` check raises ``ControllerMovedError`` and the controller resigns.
+
+
+async def get_broker(session: StoreSession, broker_id: BrokerId) -> RegisteredBroker | None:
+    """One registered broker with its epoch (arms a data watch when the session does)."""
+    try:
+        data, stat = await session.get(zkdata.broker_path(broker_id))
+    except NoNodeError:
+        return None
+    return RegisteredBroker(zkdata.BrokerRegistration.decode(data), stat.czxid)
+
+
+async def create_partition_paths(
+    session: StoreSession, epoch_zk_version: int, partitions: Iterable[TopicPartition]
+) -> None:
+    """``createTopicPartitions`` + ``createTopicPartition``: the persistent parents of the
+    state znodes, fenced. A parent that exists is fine; one whose topic vanished is left
+    for the state creation to report (Kafka ignores these results too)."""
+    partitions = sorted(set(partitions))
+    parents = [zkdata.topic_partitions_path(t) for t in sorted({tp.topic for tp in partitions})]
+    parents += [zkdata.partition_path(tp.topic, tp.partition) for tp in partitions]
+    for path in parents:
+        with contextlib.suppress(NodeExistsError, NoNodeError):
+            await fenced(session, epoch_zk_version, [CreateOp(path=path)])
+
+
+async def create_partition_state(
+    session: StoreSession,
+    epoch_zk_version: int,
+    tp: TopicPartition,
+    state: zkdata.LeaderIsrAndControllerEpoch,
+) -> int:
+    """Create ``.../partitions/<p>/state`` (fenced); returns its zkVersion (0). Raises
+    ``NodeExistsError`` if it exists, ``NoNodeError`` if its parents do not."""
+    path = zkdata.partition_state_path(TopicName(tp.topic), tp.partition)
+    await fenced(session, epoch_zk_version, [CreateOp(path=path, data=state.encode())])
+    return 0
+
+
+async def update_partition_state(
+    session: StoreSession,
+    epoch_zk_version: int,
+    tp: TopicPartition,
+    state: zkdata.LeaderIsrAndControllerEpoch,
+    expected_zk_version: int,
+) -> int:
+    """Conditionally overwrite a state znode (fenced); returns its new zkVersion. Raises
+    ``BadVersionError`` when someone else wrote it since ``expected_zk_version``."""
+    path = zkdata.partition_state_path(TopicName(tp.topic), tp.partition)
+    results = await fenced(
+        session,
+        epoch_zk_version,
+        [SetDataOp(path=path, data=state.encode(), version=expected_zk_version)],
+    )
+    return _set_stat_version(results[0])
+
+
+async def set_topic_assignment_fenced(
+    session: StoreSession,
+    epoch_zk_version: int,
+    topic: TopicName,
+    assignment: Mapping[int, zkdata.ReplicaAssignment],
+) -> None:
+    """Overwrite ``/brokers/topics/<t>`` with a full assignment, as the controller does
+    (restoring an assignment during deletion, reassignment), fenced."""
+    payload = zkdata.TopicAssignment(partitions=dict(sorted(assignment.items()))).encode()
+    await fenced(
+        session, epoch_zk_version, [SetDataOp(path=zkdata.topic_path(topic), data=payload)]
+    )
+
+
+async def delete_children_fenced(session: StoreSession, epoch_zk_version: int, parent: str) -> int:
+    """Delete every child of ``parent`` (notification nodes), each fenced; returns how
+    many were deleted. A missing parent or child is fine."""
+    try:
+        children = await session.children(parent)
+    except NoNodeError:
+        return 0
+    deleted = 0
+    for child in children:
+        with contextlib.suppress(NoNodeError):
+            await fenced(session, epoch_zk_version, [DeleteOp(path=f"{parent}/{child}")])
+            deleted += 1
+    return deleted
+
+
+async def get_feature_node(session: StoreSession) -> tuple[zkdata.FeatureNode, int] | None:
+    """``/feature`` and its zkVersion, or None."""
+    try:
+        data, stat = await session.get(zkdata.FEATURE_PATH)
+    except NoNodeError:
+        return None
+    return zkdata.FeatureNode.decode(data), stat.version
+
+
+async def ensure_feature_versioning_enabled(session: StoreSession) -> zkdata.FeatureNode:
+    """``enableFeatureVersioning`` (IBP >= 2.7-IV0): create ``/feature`` enabled if absent,
+    or switch a disabled one to enabled (Kafka writes these unfenced)."""
+    current = await get_feature_node(session)
+    enabled = zkdata.FeatureNode(status=zkdata.FeatureStatus.ENABLED, features={})
+    if current is None:
+        try:
+            await session.create(zkdata.FEATURE_PATH, enabled.encode())
+            return enabled
+        except NodeExistsError:
+            current = await get_feature_node(session)
+            if current is None:  # pragma: no cover - created and deleted in between
+                return enabled
+    node, _ = current
+    if node.status is zkdata.FeatureStatus.ENABLED:
+        return node
+    updated = zkdata.FeatureNode(status=zkdata.FeatureStatus.ENABLED, features=node.features)
+    await session.set(zkdata.FEATURE_PATH, updated.encode())
+    return updated

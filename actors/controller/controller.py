@@ -1,0 +1,762 @@
+"""``KafkaController``: the controller module of one broker (spec §2, §4.3, §5.2, §7, §8).
+
+Every broker runs one, as the actor ``controller`` on its node; only the one that wins the
+``/controller`` election is *active*. All controller state lives in the event task of its
+``ControllerEventManager``: store watches, broker responses and session changes only
+enqueue events, and ``process`` is the one dispatch over the closed event union. The
+actor's own mailbox only answers ``ControllerStatusRequest`` from a status snapshot that
+the event task publishes.
+
+Construction, inside a broker node (after the broker registered itself)::
+
+    zk = ZkConnection(store, name=f"broker-{id}", clock=node.clock)
+    await node.task_group.start(zk.run)      # or let the controller start it (below)
+    epoch = await kafka_zk.register_broker(zk.session, id, registration)
+    controller = KafkaController(ControllerConfig(broker_id=id), zk,
+                                 registration=registration, broker_epoch=epoch,
+                                 on_broker_epoch=...)
+    await node.spawn(controller)       # on_start queues Startup: the election attempt
+
+A broker that already holds a session can wrap it: ``ZkConnection(store, session=s)``;
+if that connection is not running yet, the controller's ``on_start`` starts its
+dispatcher (the watches of the session must be read by someone). After a session expiry
+the connection opens a new session (``zk.session``) and the controller re-registers the
+broker on it, reporting the new broker epoch through ``on_broker_epoch`` (called on the
+controller's event task: hand it to the broker as a message).
+
+Every write to the store is fenced by the controller epoch's zkVersion; a failed fence
+(``ControllerMovedError``) makes the controller re-read ``/controller`` and resign.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import typing
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import assert_never
+
+import structlog
+
+from actors import kafka_zk
+from actors.controller.channel import ControllerChannelManager, broker_actor_ref
+from actors.controller.context import Broker, ControllerContext, is_being_reassigned
+from actors.controller.election import OfflineElection
+from actors.controller.errors import IllegalControllerStateError
+from actors.controller.event_manager import ControllerEventManager
+from actors.controller.events import (
+    BrokerChange,
+    BrokerModifications,
+    ControllerChange,
+    ControllerEvent,
+    ControllerEventUnion,
+    Expire,
+    LeaderAndIsrResponseReceived,
+    PartitionModifications,
+    Reelect,
+    RegisterBrokerAndReelect,
+    Startup,
+    TopicChange,
+    UpdateMetadataResponseReceived,
+)
+from actors.controller.model import Leadership, PartitionAndReplica
+from actors.controller.partition_state_machine import PartitionStateMachine
+from actors.controller.replica_state_machine import ReplicaStateMachine
+from actors.controller.request_batch import ControllerBrokerRequestBatch
+from actors.controller.state_change_log import StateChangeLogger
+from actors.controller.states import PartitionState, ReplicaState
+from actors.kafka_zk import ControllerMovedError
+from actors.runtime import Actor, Context
+from actors.store import StoreSession
+from actors.zk_watch import ChildWatch, DataWatch, StateCallbacks, ZkConnection
+from protocol import zkdata
+from protocol.base import ActorRef, Message
+from protocol.control import LeaderAndIsrResponse, TopicPartition, UpdateMetadataResponse
+from protocol.controller import ControllerStatus, ControllerStatusRequest
+from protocol.errors import ErrorCode, NoNodeError, StoreError
+from protocol.ids import BrokerEpoch, BrokerId, ControllerEpoch, TopicName
+
+log = structlog.get_logger("kemu.controller")
+
+_EVENT_TYPES: tuple[type[ControllerEvent], ...] = typing.get_args(ControllerEventUnion)
+_STATE_HANDLER = "controller"
+NO_CONTROLLER = BrokerId(-1)
+"""``/controller`` names nobody (Kafka's ``activeControllerId = -1``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerConfig:
+    """The broker configuration the controller reads (Kafka 2.7 defaults)."""
+
+    broker_id: BrokerId
+    unclean_leader_election_enable: bool = False
+    controller_socket_timeout_ms: int = 30_000
+    """How long one control request may wait for its answer before it is retried."""
+    retry_backoff_ms: int = 100
+    inter_broker_listener: str = "PLAINTEXT"
+    delete_topic_enable: bool = True
+    """Read by topic deletion (issue 4)."""
+    auto_leader_rebalance_enable: bool = True
+    """Read by the auto preferred-leader election (issue 4)."""
+
+
+class KafkaController(Actor):
+    """The controller actor of one broker. See the module docstring for how to start it."""
+
+    def __init__(
+        self,
+        config: ControllerConfig,
+        zk: ZkConnection,
+        *,
+        registration: zkdata.BrokerRegistration,
+        broker_epoch: int,
+        on_broker_epoch: Callable[[BrokerEpoch], None] | None = None,
+        broker_ref: Callable[[BrokerId], ActorRef] = broker_actor_ref,
+        name: str = "controller",
+    ) -> None:
+        super().__init__(name)
+        self.config = config
+        self.broker_id = config.broker_id
+        self.zk = zk
+        self.registration = registration
+        self.broker_epoch = BrokerEpoch(broker_epoch)
+        self._on_broker_epoch = on_broker_epoch
+        self._broker_ref = broker_ref
+        self.context = ControllerContext()
+        self._active_id: BrokerId = NO_CONTROLLER
+        self._status = ControllerStatus(
+            broker_id=self.broker_id,
+            active=False,
+            controller_id=NO_CONTROLLER,
+            epoch=ControllerEpoch(0),
+        )
+        self._broker_modification_watches: set[BrokerId] = set()
+        self._partition_modification_watches: set[TopicName] = set()
+        self.gauges: dict[str, int] = {}
+        self._started = False
+
+    # ------------------------------------------------------------------ actor lifecycle
+
+    async def on_start(self) -> None:
+        trace = self.trace
+        self.events: ControllerEventManager[ControllerEventUnion] = ControllerEventManager(
+            self, clock=self.clock, trace=trace
+        )
+        self.channel = ControllerChannelManager(
+            self.node,
+            source=self.ref,
+            emit=self._emit_event,
+            request_timeout=self.config.controller_socket_timeout_ms / 1000,
+            retry_backoff=self.config.retry_backoff_ms / 1000,
+            broker_ref=self._broker_ref,
+            trace=trace,
+        )
+
+        def new_batch() -> ControllerBrokerRequestBatch:
+            return ControllerBrokerRequestBatch(
+                self.broker_id,
+                self.context,
+                self.channel,
+                inter_broker_listener=self.config.inter_broker_listener,
+            )
+
+        # One batch each, as in Kafka: the state machines' batches are flushed by their
+        # own state changes, this one by the controller's UpdateMetadata sends.
+        self.request_batch = new_batch()
+        state_log = StateChangeLogger(self.broker_id, trace)
+        self.partition_state_machine = PartitionStateMachine(
+            self.broker_id,
+            self.context,
+            self._session,
+            new_batch(),
+            state_log,
+            unclean_leader_election_enable=self.config.unclean_leader_election_enable,
+        )
+        self.replica_state_machine = ReplicaStateMachine(
+            self.broker_id, self.context, self._session, new_batch(), state_log
+        )
+        self._controller_watch = DataWatch(
+            on_create=self._enqueuer(ControllerChange()),
+            on_change=self._enqueuer(ControllerChange()),
+            on_delete=self._enqueuer(Reelect()),
+        )
+        self._broker_change_watch = ChildWatch(self._enqueuer(BrokerChange()))
+        self._topic_change_watch = ChildWatch(self._enqueuer(TopicChange()))
+        self.zk.register_state(
+            _STATE_HANDLER,
+            StateCallbacks(
+                before=self._before_initializing_session,
+                after=self._enqueuer(RegisterBrokerAndReelect()),
+            ),
+        )
+        if not self.zk.running:  # nobody dispatches this connection's watches yet: we do
+            await self.node.task_group.start(self.zk.run)
+        await self.node.task_group.start(self.events.run)
+        self._started = True
+        self.events.put(Startup())
+
+    async def on_stop(self) -> None:
+        """Kafka's ``shutdown``: close the event queue (pending events are preempted), then
+        resign locally. ``/controller`` goes with the broker's session."""
+        if not self._started:
+            return
+        self.zk.unregister_state(_STATE_HANDLER)
+        await self.events.close()
+        self._on_controller_resignation()
+        self._set_active(NO_CONTROLLER)
+
+    async def receive(self, msg: Message, ctx: Context) -> Message | None:
+        match msg:
+            case ControllerStatusRequest():
+                return self._status
+            case _:
+                return None
+
+    async def _before_initializing_session(self) -> None:
+        """Before a new session: queue ``Expire`` ahead of everything (the rest is
+        preempted) and wait until it starts, so every earlier event is done first."""
+        queued = self.events.clear_and_put(Expire())
+        await queued.await_processing()
+
+    # ------------------------------------------------------------------ status
+
+    @property
+    def is_active(self) -> bool:
+        return self._active_id == self.broker_id
+
+    @property
+    def status(self) -> ControllerStatus:
+        return self._status
+
+    def _set_active(self, controller_id: BrokerId) -> None:
+        self._active_id = controller_id
+        self._publish_status()
+
+    def _publish_status(self) -> None:
+        status = ControllerStatus(
+            broker_id=self.broker_id,
+            active=self.is_active,
+            controller_id=self._active_id,
+            epoch=self.context.epoch,
+        )
+        self._status = status
+
+    def _update_metrics(self) -> None:
+        ctx = self.context
+        active = self.is_active
+        self.gauges = {
+            "active_controller_count": 1 if active else 0,
+            "offline_partitions_count": ctx.offline_partition_count if active else 0,
+            "preferred_replica_imbalance_count": (
+                ctx.preferred_replica_imbalance_count if active else 0
+            ),
+            "global_topic_count": len(ctx.all_topics) if active else 0,
+            "global_partition_count": len(ctx.partition_states) if active else 0,
+            "controller_state": int(self.events.state),
+            "event_queue_depth": self.events.depth,
+        }
+        self._publish_status()
+
+    # ------------------------------------------------------------------ events
+
+    def _session(self) -> StoreSession:
+        return self.zk.session
+
+    def _enqueuer(self, event: ControllerEventUnion) -> Callable[[], None]:
+        """A watch callback that only enqueues ``event`` (events are immutable values)."""
+
+        def enqueue() -> None:
+            self.events.put(event)
+
+        return enqueue
+
+    def _emit_event(self, event: ControllerEvent) -> None:
+        """Put an event made outside the event task (a broker response) on the queue."""
+        if not isinstance(event, _EVENT_TYPES):
+            raise TypeError(f"not a controller event: {event!r}")
+        self.events.put(typing.cast(ControllerEventUnion, event))
+
+    def preempt(self, event: ControllerEventUnion) -> None:
+        event.preempt()
+
+    async def process(self, event: ControllerEventUnion) -> None:
+        """Kafka's ``KafkaController.process``: one dispatch; a moved controller resigns;
+        other errors go to the event manager's error boundary; gauges always updated."""
+        try:
+            await self._dispatch(event)
+        except ControllerMovedError:
+            log.info("controller_moved", controller_event=event.name)
+            self.trace("event", "controller_moved", event=event.name)
+            await self._maybe_resign()
+        finally:
+            self._update_metrics()
+
+    async def _dispatch(self, event: ControllerEventUnion) -> None:
+        match event:
+            case Startup():
+                await self._process_startup()
+            case ControllerChange():
+                await self._maybe_resign()
+            case Reelect():
+                await self._process_reelect()
+            case RegisterBrokerAndReelect():
+                await self._process_register_broker_and_reelect()
+            case Expire():
+                self._process_expire()
+            case BrokerChange():
+                await self._process_broker_change()
+            case BrokerModifications(broker_id=broker_id):
+                await self._process_broker_modification(broker_id)
+            case TopicChange():
+                await self._process_topic_change()
+            case PartitionModifications(topic=topic):
+                await self._process_partition_modifications(topic)
+            case LeaderAndIsrResponseReceived(broker_id=broker_id, response=response):
+                await self._process_leader_and_isr_response(broker_id, response)
+            case UpdateMetadataResponseReceived(broker_id=broker_id, response=response):
+                self._process_update_metadata_response(broker_id, response)
+            case _:
+                assert_never(event)
+
+    # ------------------------------------------------------------------ election (§7.1, §7.2)
+
+    async def _process_startup(self) -> None:
+        await self.zk.register_data_and_check_existence(
+            zkdata.CONTROLLER_PATH, self._controller_watch
+        )
+        await self._elect()
+
+    async def _process_reelect(self) -> None:
+        await self._maybe_resign()
+        await self._elect()
+
+    async def _process_register_broker_and_reelect(self) -> None:
+        epoch = await kafka_zk.register_broker(self.zk.session, self.broker_id, self.registration)
+        self.broker_epoch = BrokerEpoch(epoch)
+        self.trace("event", "broker_reregistered", broker_epoch=epoch)
+        if self._on_broker_epoch is not None:
+            self._on_broker_epoch(self.broker_epoch)
+        await self._process_reelect()
+
+    def _process_expire(self) -> None:
+        self._set_active(NO_CONTROLLER)
+        self._on_controller_resignation()
+
+    async def _read_controller_id(self) -> BrokerId:
+        controller_id = await kafka_zk.get_controller_id(self.zk.session)
+        return NO_CONTROLLER if controller_id is None else controller_id
+
+    async def _elect(self) -> None:
+        self._set_active(await self._read_controller_id())
+        if self._active_id != NO_CONTROLLER:
+            return  # someone (maybe us) is already the controller
+        try:
+            epoch, epoch_zk_version = await kafka_zk.try_become_controller(
+                self.zk.session, self.broker_id, self.clock.wall_ms()
+            )
+            self.context.epoch = epoch
+            self.context.epoch_zk_version = epoch_zk_version
+            self._set_active(self.broker_id)
+            log.info("controller_elected", epoch=epoch, epoch_zk_version=epoch_zk_version)
+            self.trace(
+                "event", "controller_elected", epoch=epoch, epoch_zk_version=epoch_zk_version
+            )
+            await self._on_controller_failover()
+        except ControllerMovedError:
+            await self._maybe_resign()
+        except Exception as exc:
+            log.exception("controller_failover_failed")
+            self.trace(
+                "error", "controller_failover_failed", error=type(exc).__name__, detail=str(exc)
+            )
+            await self._trigger_controller_move()
+
+    async def _maybe_resign(self) -> None:
+        was_active = self.is_active
+        await self.zk.register_data_and_check_existence(
+            zkdata.CONTROLLER_PATH, self._controller_watch
+        )
+        self._set_active(await self._read_controller_id())
+        if was_active and not self.is_active:
+            self._on_controller_resignation()
+
+    async def _trigger_controller_move(self) -> None:
+        """Resign and delete ``/controller`` (fenced) so that another election happens."""
+        self._set_active(await self._read_controller_id())
+        if not self.is_active:
+            log.warning("controller_already_moved")
+            return
+        expected = self.context.epoch_zk_version
+        self._set_active(NO_CONTROLLER)
+        self._on_controller_resignation()
+        try:
+            await kafka_zk.delete_controller_fenced(self.zk.session, expected)
+        except StoreError as exc:
+            log.warning("delete_controller_failed", error=repr(exc))
+
+    async def _handle_illegal_state(self, exc: IllegalControllerStateError) -> None:
+        """A batch could not be built or flushed: clear it, resign, re-raise (§3.5)."""
+        log.error("forcing_controller_resignation", detail=str(exc))
+        self.request_batch.clear()
+        await self._trigger_controller_move()
+        raise exc
+
+    def _on_controller_resignation(self) -> None:
+        """§7.2: unregister the controller's handlers, drop queued requests, forget all.
+        The ``/controller`` handler stays: every broker watches it."""
+        zk = self.zk
+        # ISR-change, reassignment, preferred-election and log-dir handlers belong to
+        # issue 4 (they are not registered yet); unregistering is harmless.
+        zk.unregister_children(zkdata.ISR_CHANGE_NOTIFICATION_PATH)
+        zk.unregister_data(zkdata.REASSIGN_PARTITIONS_PATH)
+        zk.unregister_data(zkdata.PREFERRED_REPLICA_ELECTION_PATH)
+        zk.unregister_children(zkdata.LOG_DIR_EVENT_NOTIFICATION_PATH)
+        self._unregister_broker_modifications(list(self._broker_modification_watches))
+        # (Issue 4: stop the controller scheduler here: auto-rebalance task.)
+        zk.unregister_children(zkdata.TOPICS_PATH)
+        for topic in sorted(self._partition_modification_watches):
+            zk.unregister_data(zkdata.topic_path(topic))
+        self._partition_modification_watches.clear()
+        zk.unregister_children(zkdata.DELETE_TOPICS_PATH)
+        zk.unregister_children(zkdata.BROKER_IDS_PATH)
+        self.channel.shutdown()
+        self.request_batch.clear()
+        self.partition_state_machine.batch.clear()
+        self.replica_state_machine.batch.clear()
+        was_epoch = self.context.epoch
+        self.context.reset()
+        self._publish_status()
+        log.info("controller_resigned", epoch=was_epoch)
+        self.trace("event", "controller_resigned", epoch=was_epoch)
+
+    # ------------------------------------------------------------------ failover (§7.4)
+
+    async def _on_controller_failover(self) -> None:
+        session = self.zk.session
+        ctx = self.context
+        # 1. Feature versioning (IBP 2.7-IV2: enabled).
+        await kafka_zk.ensure_feature_versioning_enabled(session)
+        # 2. Handlers, registered before the source of truth is read.
+        self.zk.register_children(zkdata.BROKER_IDS_PATH, self._broker_change_watch)
+        self.zk.register_children(zkdata.TOPICS_PATH, self._topic_change_watch)
+        # (Issue 4: child handler on /admin/delete_topics -> TopicDeletion; existence
+        # handlers on /admin/preferred_replica_election and /admin/reassign_partitions.
+        # Log-dir and ISR-change notifications are not emulated: IBP 2.7-IV2 uses AlterIsr.)
+        # 3. Stale notifications.
+        await kafka_zk.delete_children_fenced(
+            session, ctx.epoch_zk_version, zkdata.LOG_DIR_EVENT_NOTIFICATION_PATH
+        )
+        await kafka_zk.delete_children_fenced(
+            session, ctx.epoch_zk_version, zkdata.ISR_CHANGE_NOTIFICATION_PATH
+        )
+        # 4. The context, from the store.
+        await self._initialize_controller_context()
+        # 5. (Issue 4: topic deletions in progress -> TopicDeletionManager.init.)
+        # 6. Live brokers first, so that brokers know them before any LeaderAndIsr.
+        await self._send_update_metadata(sorted(ctx.live_or_shutting_down_broker_ids), ())
+        # 7, 8. The state machines (resends LeaderAndIsr for every led partition).
+        await self.replica_state_machine.startup()
+        await self.partition_state_machine.startup()
+        log.info("controller_ready", epoch=ctx.epoch)
+        self.trace("event", "controller_ready", epoch=ctx.epoch)
+        # 9. (Issue 4: resume reassignments, ZK path first, then API ones.)
+        # 10. (Issue 4: tryTopicDeletion -> resumeDeletions.)
+        # 11. (Issue 4: pending preferred replica elections from the store.)
+        # 12. (Issue 4: start the scheduler; auto-rebalance after 5 s if enabled.)
+
+    async def _initialize_controller_context(self) -> None:
+        session = self.zk.session
+        ctx = self.context
+        brokers = await kafka_zk.get_brokers(session)
+        ctx.set_live_brokers({b: (Broker(b, r.registration), r.epoch) for b, r in brokers.items()})
+        topics = await kafka_zk.get_all_topics(session)
+        ctx.set_all_topics(topics)
+        self._register_partition_modifications(topics)
+        for topic, partitions in (await kafka_zk.get_assignments(session, sorted(topics))).items():
+            for partition, assignment in partitions.items():
+                tp = TopicPartition(topic, partition)
+                ctx.update_partition_full_replica_assignment(tp, assignment)
+                if is_being_reassigned(assignment):
+                    ctx.partitions_being_reassigned.add(tp)
+        ctx.clear_leadership()
+        ctx.shutting_down_broker_ids.clear()
+        await self._register_broker_modifications(sorted(ctx.live_or_shutting_down_broker_ids))
+        await self._update_leader_and_isr_cache(ctx.all_partitions)
+        self.channel.startup(ctx.live_or_shutting_down_broker_ids)
+        log.info(
+            "controller_context_initialized",
+            live_brokers=sorted(ctx.live_broker_ids),
+            topics=sorted(ctx.all_topics),
+        )
+
+    async def _update_leader_and_isr_cache(self, partitions: Iterable[TopicPartition]) -> None:
+        states = await kafka_zk.get_partition_states(self.zk.session, partitions)
+        for tp, state in states.items():
+            self.context.put_leadership(tp, Leadership.from_znode(state))
+
+    async def _register_broker_modifications(self, broker_ids: Iterable[BrokerId]) -> None:
+        for broker_id in broker_ids:
+            watch = DataWatch(on_change=self._enqueuer(BrokerModifications(broker_id=broker_id)))
+            await self.zk.register_data_and_check_existence(zkdata.broker_path(broker_id), watch)
+            self._broker_modification_watches.add(broker_id)
+
+    def _unregister_broker_modifications(self, broker_ids: Iterable[BrokerId]) -> None:
+        for broker_id in broker_ids:
+            if broker_id in self._broker_modification_watches:
+                self._broker_modification_watches.discard(broker_id)
+                self.zk.unregister_data(zkdata.broker_path(broker_id))
+
+    def _register_partition_modifications(self, topics: Iterable[TopicName]) -> None:
+        for topic in sorted(topics):
+            self.zk.register_data(
+                zkdata.topic_path(topic),
+                DataWatch(on_change=self._enqueuer(PartitionModifications(topic=topic))),
+            )
+            self._partition_modification_watches.add(topic)
+
+    async def _send_update_metadata(
+        self, broker_ids: Iterable[BrokerId], partitions: Iterable[TopicPartition]
+    ) -> None:
+        try:
+            self.request_batch.new_batch()
+            self.request_batch.add_update_metadata(broker_ids, partitions)
+            self.request_batch.send_requests_to_brokers(self.context.epoch)
+        except IllegalControllerStateError as exc:
+            await self._handle_illegal_state(exc)
+
+    # ------------------------------------------------------------------ brokers (§8)
+
+    async def _process_broker_change(self) -> None:
+        if not self.is_active:
+            return
+        ctx = self.context
+        current = await kafka_zk.get_brokers(self.zk.session)
+        known = ctx.live_or_shutting_down_broker_ids
+        new = sorted(set(current) - known)
+        dead = sorted(known - set(current))
+        bounced = sorted(
+            b for b in set(current) & known if current[b].epoch > ctx.live_broker_epochs[b]
+        )
+        log.info(
+            "broker_change",
+            new=new,
+            dead=dead,
+            bounced=bounced,
+            live=sorted(current),
+        )
+        self.trace("event", "broker_change", new=new, dead=dead, bounced=bounced)
+        for b in new:
+            self.channel.add_broker(b)
+        for b in bounced:
+            self.channel.remove_broker(b)
+            self.channel.add_broker(b)
+        for b in dead:
+            self.channel.remove_broker(b)
+        if new:
+            ctx.add_live_brokers(
+                {b: (Broker(b, current[b].registration), current[b].epoch) for b in new}
+            )
+            await self._on_broker_startup(new)
+        if bounced:
+            ctx.remove_live_brokers(bounced)
+            await self._on_broker_failure(bounced)
+            ctx.add_live_brokers(
+                {b: (Broker(b, current[b].registration), current[b].epoch) for b in bounced}
+            )
+            await self._on_broker_startup(bounced)
+        if dead:
+            ctx.remove_live_brokers(dead)
+            await self._on_broker_failure(dead)
+
+    async def _on_broker_startup(self, new_brokers: list[BrokerId]) -> None:
+        """§8.2."""
+        ctx = self.context
+        for b in new_brokers:
+            ctx.replicas_on_offline_dirs.pop(b, None)
+        existing = sorted(ctx.live_or_shutting_down_broker_ids - set(new_brokers))
+        await self._send_update_metadata(existing, ())
+        await self._send_update_metadata(new_brokers, ctx.partitions_with_leaders)
+        replicas = ctx.replicas_on_brokers(new_brokers)
+        await self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE)
+        await self.partition_state_machine.trigger_online_partition_state_change()
+        # (Issue 4: resume reassignments whose target includes a new broker; resume the
+        # deletion of queued topics with a replica on a new broker.)
+        await self._register_broker_modifications(new_brokers)
+
+    async def _on_broker_failure(self, dead_brokers: list[BrokerId]) -> None:
+        """§8.3."""
+        ctx = self.context
+        for b in dead_brokers:
+            ctx.replicas_on_offline_dirs.pop(b, None)
+            ctx.shutting_down_broker_ids.discard(b)
+        await self._on_replicas_become_offline(ctx.replicas_on_brokers(dead_brokers))
+        self._unregister_broker_modifications(dead_brokers)
+
+    async def _on_replicas_become_offline(self, replicas: list[PartitionAndReplica]) -> None:
+        ctx = self.context
+        for_deletion = [r for r in replicas if ctx.is_topic_queued_for_deletion(r.topic)]
+        not_for_deletion = [r for r in replicas if not ctx.is_topic_queued_for_deletion(r.topic)]
+        offline_leader = ctx.partitions_with_offline_leader
+        await self.partition_state_machine.handle_state_changes(
+            offline_leader, PartitionState.OFFLINE
+        )
+        await self.partition_state_machine.trigger_online_partition_state_change()
+        await self.replica_state_machine.handle_state_changes(
+            not_for_deletion, ReplicaState.OFFLINE
+        )
+        if for_deletion:
+            # Issue 4: TopicDeletionManager.failReplicaDeletion (replicas -> Ineligible, the
+            # topics ineligible, resume deletions). No topic is queued for deletion yet.
+            log.warning("offline_replicas_of_topics_being_deleted", count=len(for_deletion))
+        if not offline_leader:
+            await self._send_update_metadata(sorted(ctx.live_or_shutting_down_broker_ids), ())
+
+    async def _process_broker_modification(self, broker_id: BrokerId) -> None:
+        if not self.is_active:
+            return
+        ctx = self.context
+        current = await kafka_zk.get_broker(self.zk.session, broker_id)
+        cached = ctx.live_or_shutting_down_broker(broker_id)
+        if current is None or cached is None:
+            return
+        new, old = current.registration, cached.registration
+        if new.endpoints != old.endpoints or new.features != old.features:
+            log.info("broker_metadata_updated", broker=broker_id)
+            ctx.update_broker_metadata(Broker(broker_id, new))
+            await self._send_update_metadata(sorted(ctx.live_or_shutting_down_broker_ids), ())
+
+    # ------------------------------------------------------------------ topics (§4.3, §5.2)
+
+    async def _process_topic_change(self) -> None:
+        if not self.is_active:
+            return
+        ctx = self.context
+        session = self.zk.session
+        topics = set(await kafka_zk.get_all_topics(session))
+        new_topics = sorted(topics - ctx.all_topics)
+        deleted_topics = sorted(ctx.all_topics - topics)
+        ctx.set_all_topics(topics)
+        self._register_partition_modifications(new_topics)
+        added = await kafka_zk.get_assignments(session, new_topics)
+        for topic in deleted_topics:
+            ctx.remove_topic(topic)
+            if topic in self._partition_modification_watches:
+                self._partition_modification_watches.discard(topic)
+                self.zk.unregister_data(zkdata.topic_path(topic))
+        new_partitions: list[TopicPartition] = []
+        for topic, partitions in added.items():
+            for partition, assignment in partitions.items():
+                tp = TopicPartition(topic, partition)
+                ctx.update_partition_full_replica_assignment(tp, assignment)
+                new_partitions.append(tp)
+        log.info("topic_change", new=new_topics, deleted=deleted_topics)
+        self.trace("event", "topic_change", new=new_topics, deleted=deleted_topics)
+        if new_partitions:
+            await self._on_new_partition_creation(new_partitions)
+
+    async def _process_partition_modifications(self, topic: TopicName) -> None:
+        if not self.is_active:
+            return
+        ctx = self.context
+        session = self.zk.session
+        full = await kafka_zk.get_topic_assignment(session, topic) or {}
+        to_add = {
+            p: a
+            for p, a in full.items()
+            if not ctx.partition_replica_assignment(TopicPartition(topic, p))
+        }
+        if ctx.is_topic_queued_for_deletion(topic):
+            if to_add:
+                log.warning(
+                    "skipping_partition_addition_during_deletion",
+                    topic=topic,
+                    partitions=sorted(to_add),
+                )
+                await self._restore_partition_replica_assignment(topic, full)
+            else:
+                log.info("ignoring_partition_change_during_deletion", topic=topic)
+            return
+        if not to_add:
+            return
+        added = [TopicPartition(topic, p) for p in sorted(to_add)]
+        for tp in added:
+            ctx.update_partition_full_replica_assignment(tp, to_add[tp.partition])
+        log.info("partitions_added", topic=topic, partitions=sorted(to_add))
+        await self._on_new_partition_creation(added)
+
+    async def _restore_partition_replica_assignment(
+        self, topic: TopicName, full: dict[int, zkdata.ReplicaAssignment]
+    ) -> None:
+        """Keep only partitions that have a ``partitions/<p>`` znode, with the assignment
+        the controller knows (fenced)."""
+        session = self.zk.session
+        existing: tuple[str, ...] = ()
+        with contextlib.suppress(NoNodeError):
+            existing = await session.children(zkdata.topic_partitions_path(topic))
+        kept = {
+            p: self.context.partition_full_replica_assignment(TopicPartition(topic, p))
+            for p in full
+            if str(p) in existing
+        }
+        await kafka_zk.set_topic_assignment_fenced(
+            session, self.context.epoch_zk_version, topic, kept
+        )
+
+    async def _on_new_partition_creation(self, partitions: list[TopicPartition]) -> None:
+        """§4.3 step 3."""
+        ctx = self.context
+        partitions = sorted(set(partitions))
+        psm = self.partition_state_machine
+        rsm = self.replica_state_machine
+        log.info("new_partition_creation", partitions=[str(tp) for tp in partitions])
+        await psm.handle_state_changes(partitions, PartitionState.NEW)
+        await rsm.handle_state_changes(ctx.replicas_for_partitions(partitions), ReplicaState.NEW)
+        await psm.handle_state_changes(partitions, PartitionState.ONLINE, OfflineElection(False))
+        await rsm.handle_state_changes(ctx.replicas_for_partitions(partitions), ReplicaState.ONLINE)
+
+    # ------------------------------------------------------------------ responses
+
+    async def _process_leader_and_isr_response(
+        self, broker_id: BrokerId, response: LeaderAndIsrResponse
+    ) -> None:
+        if not self.is_active:
+            return
+        if response.error_code is not ErrorCode.NONE:
+            log.error(
+                "leader_and_isr_response_error", broker=broker_id, error=response.error_code.name
+            )
+            return
+        ctx = self.context
+        offline = {
+            pe.topic_partition
+            for pe in response.partition_errors
+            if pe.error_code is ErrorCode.KAFKA_STORAGE_ERROR
+        }
+        online = {
+            pe.topic_partition
+            for pe in response.partition_errors
+            if pe.error_code is ErrorCode.NONE
+        }
+        previous = set(ctx.replicas_on_offline_dirs.get(broker_id, ()))
+        current = (previous - online) | offline
+        ctx.replicas_on_offline_dirs[broker_id] = current
+        newly_offline = sorted(current - previous)
+        if newly_offline:
+            log.info(
+                "replicas_marked_offline",
+                broker=broker_id,
+                partitions=[str(tp) for tp in newly_offline],
+            )
+            await self._on_replicas_become_offline(
+                [PartitionAndReplica(tp, broker_id) for tp in newly_offline]
+            )
+
+    def _process_update_metadata_response(
+        self, broker_id: BrokerId, response: UpdateMetadataResponse
+    ) -> None:
+        if not self.is_active:
+            return
+        if response.error_code is not ErrorCode.NONE:
+            log.error(
+                "update_metadata_response_error", broker=broker_id, error=response.error_code.name
+            )

@@ -1,0 +1,18 @@
+"""The controller's own failures (the actors layer of kemu's exception tree)."""
+
+from __future__ import annotations
+
+from protocol.errors import KemuError
+
+
+class ControllerError(KemuError):
+    """Root of the controller's exceptions."""
+
+
+class IllegalControllerStateError(ControllerError):
+    """Kafka's ``IllegalStateException`` in the controller: a request batch was not flushed
+    before a new one started, or flushing failed. The controller resigns (spec §3.5)."""
+
+
+class StateChangeFailedError(ControllerError):
+    """One partition's or replica's state change could not be made (logged, not fatal)."""

@@ -1,0 +1,346 @@
+"""The replica state machine (Kafka's ``ZkReplicaStateMachine``, spec §3.1, §3.3, §3.4).
+
+``handle_state_changes`` starts a fresh request batch, handles the replicas grouped by
+broker (in broker id order), and flushes the batch. A replica whose current state is not
+a valid previous state of the target is refused (logged and traced) and left alone. The
+side effects are those of §3.3: LeaderAndIsr to a new or re-onlined replica, StopReplica
+and the ISR shrink of §3.3.1 for an offline one, StopReplica(delete) when its deletion
+starts, and removal from the assignment once it no longer exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from itertools import groupby
+from typing import assert_never
+
+import msgspec
+import structlog
+
+from actors import kafka_zk
+from actors.controller.context import ControllerContext, remove_replica
+from actors.controller.election import remove_replica_from_isr
+from actors.controller.errors import StateChangeFailedError
+from actors.controller.model import LeaderAndIsr, Leadership, PartitionAndReplica
+from actors.controller.request_batch import ControllerBrokerRequestBatch
+from actors.controller.state_change_log import StateChangeLogger
+from actors.controller.states import (
+    REPLICA_VALID_PREVIOUS,
+    ReplicaState,
+    replica_transition_valid,
+)
+from actors.kafka_zk import ControllerMovedError
+from actors.store import StoreSession
+from protocol.control import TopicPartition
+from protocol.errors import BadVersionError, StoreError
+from protocol.ids import BrokerId
+
+log = structlog.get_logger("kemu.controller.replica_state_machine")
+
+_MACHINE = "replica"
+
+
+class ReplicaStateMachine:
+    def __init__(
+        self,
+        controller_id: BrokerId,
+        context: ControllerContext,
+        session: Callable[[], StoreSession],
+        batch: ControllerBrokerRequestBatch,
+        state_log: StateChangeLogger,
+    ) -> None:
+        self.controller_id = controller_id
+        self.context = context
+        self._session = session
+        self.batch = batch
+        self.state_log = state_log
+
+    # ------------------------------------------------------------------ startup
+
+    async def startup(self) -> None:
+        """§3.4: replicas on live brokers Online, others DeletionIneligible; then move the
+        online ones to Online (LeaderAndIsr to each) and the others to Offline."""
+        self.initialize_replica_state()
+        online, offline = self.context.online_and_offline_replicas()
+        await self.handle_state_changes(online, ReplicaState.ONLINE)
+        await self.handle_state_changes(offline, ReplicaState.OFFLINE)
+
+    def initialize_replica_state(self) -> None:
+        ctx = self.context
+        for tp in ctx.all_partitions:
+            for replica in ctx.partition_replica_assignment(tp):
+                state = (
+                    ReplicaState.ONLINE
+                    if ctx.is_replica_online(replica, tp)
+                    else ReplicaState.DELETION_INELIGIBLE
+                )
+                ctx.put_replica_state(PartitionAndReplica(tp, replica), state)
+
+    # ------------------------------------------------------------------ transitions
+
+    async def handle_state_changes(
+        self, replicas: Iterable[PartitionAndReplica], target: ReplicaState
+    ) -> None:
+        todo = sorted(set(replicas), key=lambda r: (r.replica, r.topic_partition))
+        if not todo:
+            return
+        try:
+            self.batch.new_batch()
+            for replica_id, group in groupby(todo, key=lambda r: r.replica):
+                await self._do_handle_state_changes(replica_id, list(group), target)
+            self.batch.send_requests_to_brokers(self.context.epoch)
+        except ControllerMovedError:
+            log.warning("controller_moved", target=target.label)
+            self.batch.clear()
+            raise
+        except Exception:
+            # Logged as Kafka does; the batch is cleared so the next change can start one.
+            log.exception("replica_state_change_error", target=target.label)
+            self.batch.clear()
+
+    async def _do_handle_state_changes(
+        self, replica_id: BrokerId, replicas: list[PartitionAndReplica], target: ReplicaState
+    ) -> None:
+        ctx = self.context
+        batch = self.batch
+        for replica in replicas:
+            ctx.put_replica_state_if_absent(replica, ReplicaState.NON_EXISTENT)
+        valid = self._valid(replicas, target)
+        match target:
+            case ReplicaState.NEW:
+                for replica in valid:
+                    tp = replica.topic_partition
+                    leadership = ctx.leadership(tp)
+                    if leadership is None:
+                        self._change_state(replica, target)
+                    elif leadership.leader == replica_id:
+                        self._failed(
+                            replica,
+                            target,
+                            f"Replica {replica_id} for partition {tp} cannot be moved to "
+                            "NewReplica state as it is being requested to become leader",
+                        )
+                    else:
+                        batch.add_leader_and_isr(
+                            (replica_id,),
+                            tp,
+                            leadership,
+                            ctx.partition_full_replica_assignment(tp),
+                            is_new=True,
+                        )
+                        self._change_state(replica, target)
+            case ReplicaState.ONLINE:
+                for replica in valid:
+                    tp = replica.topic_partition
+                    if ctx.replica_state(replica) is ReplicaState.NEW:
+                        assignment = ctx.partition_full_replica_assignment(tp)
+                        if replica_id not in assignment.replicas:
+                            log.error(
+                                "adding_replica_not_in_assignment",
+                                replica=replica_id,
+                                partition=str(tp),
+                            )
+                            ctx.update_partition_full_replica_assignment(
+                                tp,
+                                msgspec.structs.replace(
+                                    assignment, replicas=(*assignment.replicas, replica_id)
+                                ),
+                            )
+                    else:
+                        leadership = ctx.leadership(tp)
+                        if leadership is not None:
+                            batch.add_leader_and_isr(
+                                (replica_id,),
+                                tp,
+                                leadership,
+                                ctx.partition_full_replica_assignment(tp),
+                                is_new=False,
+                            )
+                    self._change_state(replica, target)
+            case ReplicaState.OFFLINE:
+                for replica in valid:
+                    batch.add_stop_replica(
+                        (replica_id,), replica.topic_partition, delete_partition=False
+                    )
+                with_info = [r for r in valid if ctx.leadership(r.topic_partition) is not None]
+                without_info = [r for r in valid if ctx.leadership(r.topic_partition) is None]
+                updated = await self._remove_replicas_from_isr(
+                    replica_id, [r.topic_partition for r in with_info]
+                )
+                for tp, leadership in updated.items():
+                    if not ctx.is_topic_queued_for_deletion(tp.topic):
+                        recipients = [
+                            r for r in ctx.partition_replica_assignment(tp) if r != replica_id
+                        ]
+                        batch.add_leader_and_isr(
+                            recipients,
+                            tp,
+                            leadership,
+                            ctx.partition_full_replica_assignment(tp),
+                            is_new=False,
+                        )
+                    self._change_state(PartitionAndReplica(tp, replica_id), target)
+                for replica in without_info:
+                    batch.add_update_metadata(
+                        sorted(ctx.live_or_shutting_down_broker_ids), (replica.topic_partition,)
+                    )
+                    self._change_state(replica, target)
+            case ReplicaState.DELETION_STARTED:
+                for replica in valid:
+                    self._change_state(replica, target)
+                    batch.add_stop_replica(
+                        (replica_id,), replica.topic_partition, delete_partition=True
+                    )
+            case ReplicaState.DELETION_INELIGIBLE | ReplicaState.DELETION_SUCCESSFUL:
+                for replica in valid:
+                    self._change_state(replica, target)
+            case ReplicaState.NON_EXISTENT:
+                for replica in valid:
+                    tp = replica.topic_partition
+                    ctx.update_partition_full_replica_assignment(
+                        tp, remove_replica(ctx.partition_full_replica_assignment(tp), replica_id)
+                    )
+                    self._change_state(replica, target)
+            case _:
+                assert_never(target)
+
+    def _valid(
+        self, replicas: Sequence[PartitionAndReplica], target: ReplicaState
+    ) -> list[PartitionAndReplica]:
+        valid: list[PartitionAndReplica] = []
+        for replica in replicas:
+            current = self.context.replica_state(replica)
+            if replica_transition_valid(current, target):
+                valid.append(replica)
+            else:
+                self._invalid(replica, current, target)
+        return valid
+
+    def _invalid(
+        self, replica: PartitionAndReplica, current: ReplicaState, target: ReplicaState
+    ) -> None:
+        self.state_log.invalid(
+            _MACHINE,
+            replica.topic_partition,
+            replica.replica,
+            current.label,
+            target.label,
+            controller_epoch=self.context.epoch,
+            valid_previous=sorted(s.label for s in REPLICA_VALID_PREVIOUS[target]),
+        )
+
+    def _change_state(self, replica: PartitionAndReplica, target: ReplicaState) -> bool:
+        """The one place a replica's state changes: validate, apply, trace. NonExistent
+        drops the replica's entry."""
+        ctx = self.context
+        current = ctx.replica_state(replica)
+        if not replica_transition_valid(current, target):
+            self._invalid(replica, current, target)
+            return False
+        if target is ReplicaState.NON_EXISTENT:
+            ctx.remove_replica_state(replica)
+        else:
+            ctx.put_replica_state(replica, target)
+        leadership = ctx.leadership(replica.topic_partition)
+        self.state_log.transition(
+            _MACHINE,
+            replica.topic_partition,
+            replica.replica,
+            current.label,
+            target.label,
+            controller_epoch=ctx.epoch,
+            leader=leadership.leader if leadership is not None else None,
+            leader_epoch=leadership.leader_epoch if leadership is not None else None,
+        )
+        return True
+
+    def _failed(
+        self, replica: PartitionAndReplica, target: ReplicaState, error: BaseException | str
+    ) -> None:
+        self.state_log.failed(
+            _MACHINE,
+            replica.topic_partition,
+            replica.replica,
+            self.context.replica_state(replica).label,
+            target.label,
+            controller_epoch=self.context.epoch,
+            error=error,
+        )
+
+    # ------------------------------------------------------------------ ISR shrink
+
+    async def _remove_replicas_from_isr(
+        self, replica_id: BrokerId, partitions: list[TopicPartition]
+    ) -> dict[TopicPartition, Leadership]:
+        """§3.3.1, retrying partitions whose conditional update lost a race; returns the
+        new leadership of every partition it handled (also those already without it)."""
+        results: dict[TopicPartition, Leadership] = {}
+        remaining = partitions
+        while remaining:
+            finished, remaining = await self._do_remove_replicas_from_isr(replica_id, remaining)
+            for tp, outcome in finished.items():
+                if isinstance(outcome, Exception):
+                    self._failed(PartitionAndReplica(tp, replica_id), ReplicaState.OFFLINE, outcome)
+                else:
+                    results[tp] = outcome
+        return results
+
+    async def _do_remove_replicas_from_isr(
+        self, replica_id: BrokerId, partitions: list[TopicPartition]
+    ) -> tuple[dict[TopicPartition, Leadership | Exception], list[TopicPartition]]:
+        ctx = self.context
+        session = self._session()
+        outcome: dict[TopicPartition, Leadership | Exception] = {}
+        try:
+            states = {tp: await kafka_zk.get_partition_state(session, tp) for tp in partitions}
+        except Exception as exc:
+            return dict.fromkeys(partitions, exc), []
+        unchanged: dict[TopicPartition, LeaderAndIsr] = {}
+        adjusted: dict[TopicPartition, LeaderAndIsr] = {}
+        for tp in partitions:
+            state = states[tp]
+            if state is None:
+                if not ctx.is_topic_queued_for_deletion(tp.topic):
+                    outcome[tp] = StateChangeFailedError(
+                        f"Failed to change state of replica {replica_id} for partition {tp} "
+                        "since the leader and isr path in zookeeper is empty"
+                    )
+                continue
+            if state.state.controller_epoch > ctx.epoch:
+                outcome[tp] = StateChangeFailedError(
+                    "Leader and isr path written by another controller. This probably means "
+                    f"the current controller with epoch {ctx.epoch} went through a soft "
+                    "failure and another controller was elected with epoch "
+                    f"{state.state.controller_epoch}. Aborting state change by this controller"
+                )
+                continue
+            current = Leadership.from_znode(state).leader_and_isr
+            if replica_id in current.isr:
+                adjusted[tp] = remove_replica_from_isr(current, replica_id)
+            else:
+                unchanged[tp] = current
+        retry: list[TopicPartition] = []
+        written: dict[TopicPartition, LeaderAndIsr] = {}
+        for tp, new in adjusted.items():
+            znode = Leadership(leader_and_isr=new, controller_epoch=ctx.epoch).to_znode()
+            try:
+                zk_version = await kafka_zk.update_partition_state(
+                    session, ctx.epoch_zk_version, tp, znode, new.zk_version
+                )
+            except BadVersionError:
+                retry.append(tp)
+                continue
+            except ControllerMovedError:
+                raise
+            except StoreError as exc:
+                outcome[tp] = exc
+                continue
+            written[tp] = new.with_zk_version(zk_version)
+        for tp in partitions:
+            lai = written.get(tp) or unchanged.get(tp)
+            if lai is None:
+                continue
+            leadership = Leadership(leader_and_isr=lai, controller_epoch=ctx.epoch)
+            ctx.put_leadership(tp, leadership)
+            outcome[tp] = leadership
+        return outcome, retry

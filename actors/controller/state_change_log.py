@@ -1,0 +1,126 @@
+"""The state-change log (Kafka's ``StateChangeLogger``): one traced event per transition.
+
+``transition`` is the only way the state machines record a state change; ``invalid`` and
+``failed`` record a refused or failed one (traced as errors, the state left unchanged).
+Trace fields are stable: ``machine`` (partition|replica), ``topic``, ``partition``,
+``replica`` (None for partitions), ``from_state``, ``to_state``, ``leader``,
+``leader_epoch``, ``controller_epoch``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from protocol.control import TopicPartition
+
+log = structlog.get_logger("kemu.controller.state_change")
+
+TraceFn = Callable[..., None]
+
+
+class StateChangeLogger:
+    def __init__(self, controller_id: int, trace: TraceFn | None) -> None:
+        self.controller_id = controller_id
+        self._trace = trace
+
+    def transition(
+        self,
+        machine: str,
+        tp: TopicPartition,
+        replica: int | None,
+        from_state: str,
+        to_state: str,
+        *,
+        controller_epoch: int,
+        leader: int | None = None,
+        leader_epoch: int | None = None,
+    ) -> None:
+        if self._trace is not None:
+            self._trace(
+                "transition",
+                machine,
+                topic=tp.topic,
+                partition=tp.partition,
+                replica=replica,
+                from_state=from_state,
+                to_state=to_state,
+                leader=leader,
+                leader_epoch=leader_epoch,
+                controller_epoch=controller_epoch,
+            )
+
+    def invalid(
+        self,
+        machine: str,
+        tp: TopicPartition,
+        replica: int | None,
+        from_state: str,
+        to_state: str,
+        *,
+        controller_epoch: int,
+        valid_previous: list[str],
+    ) -> None:
+        """Kafka's IllegalStateException in the state-change log: nothing changes."""
+        log.error(
+            "invalid_state_transition",
+            machine=machine,
+            partition=str(tp),
+            replica=replica,
+            from_state=from_state,
+            to_state=to_state,
+            valid_previous=valid_previous,
+            controller_epoch=controller_epoch,
+        )
+        self._error(
+            "invalid_transition",
+            machine=machine,
+            topic=tp.topic,
+            partition=tp.partition,
+            replica=replica,
+            from_state=from_state,
+            to_state=to_state,
+            controller_epoch=controller_epoch,
+            valid_previous=valid_previous,
+        )
+
+    def failed(
+        self,
+        machine: str,
+        tp: TopicPartition,
+        replica: int | None,
+        from_state: str,
+        to_state: str,
+        *,
+        controller_epoch: int,
+        error: BaseException | str,
+    ) -> None:
+        """A state change that could not be made (no live replica, store error, ...)."""
+        detail = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        log.error(
+            "state_change_failed",
+            machine=machine,
+            partition=str(tp),
+            replica=replica,
+            from_state=from_state,
+            to_state=to_state,
+            controller_epoch=controller_epoch,
+            detail=detail,
+        )
+        self._error(
+            "state_change_failed",
+            machine=machine,
+            topic=tp.topic,
+            partition=tp.partition,
+            replica=replica,
+            from_state=from_state,
+            to_state=to_state,
+            controller_epoch=controller_epoch,
+            detail=detail,
+        )
+
+    def _error(self, type_: str, **fields: Any) -> None:
+        if self._trace is not None:
+            self._trace("error", type_, **fields)

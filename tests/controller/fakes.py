@@ -1,0 +1,365 @@
+"""Fakes for the controller tests: brokers that answer control requests, and a cluster of
+them, each with a real controller, on the virtual clock with the embedded store.
+
+A ``FakeBroker`` is the actor ``broker`` of node ``broker-<id>``: it answers LeaderAndIsr,
+UpdateMetadata and StopReplica as a Kafka broker would at the protocol level (rejecting a
+stale controller epoch or a stale broker epoch), records every request and keeps the
+leadership and metadata it was told, so tests can assert what each broker believes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import anyio
+from anyio.abc import TaskGroup
+
+from actors import kafka_zk
+from actors.clock import VirtualClock
+from actors.controller import ControllerConfig, KafkaController
+from actors.controller.invariants import (
+    controller_election_violations,
+    leader_epoch_regressions,
+    leadership_violations,
+)
+from actors.controller.request_batch import ControlRequest, ResponseToEvent
+from actors.runtime import Actor, Context, Node
+from actors.store import StoreSession
+from actors.trace import MemorySink, Tracer
+from actors.zk_watch import ZkConnection
+from cluster.store.embedded import EmbeddedStore
+from protocol import zkdata
+from protocol.base import Message
+from protocol.control import (
+    LEADER_DURING_DELETE,
+    Endpoint,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    PartitionError,
+    SecurityProtocol,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    TopicPartition,
+    UpdateMetadataPartitionState,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+)
+from protocol.controller import ControllerStatus, ControllerStatusRequest
+from protocol.errors import ErrorCode
+from protocol.ids import BrokerEpoch, BrokerId, TopicName
+from protocol.trace import TraceEvent
+
+
+class FakeBroker(Actor):
+    """Answers control requests; ``broker_epoch`` is its registration's czxid."""
+
+    def __init__(self, broker_id: BrokerId, broker_epoch: int) -> None:
+        super().__init__("broker")
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self.controller_epoch = -1
+        self.requests: list[Message] = []
+        self.partitions: dict[TopicPartition, LeaderAndIsrPartitionState] = {}
+        self.metadata: dict[TopicPartition, UpdateMetadataPartitionState] = {}
+        self.live_brokers: tuple[BrokerId, ...] = ()
+        self.stopped: list[tuple[TopicPartition, bool]] = []
+        self.fail_storage: set[TopicPartition] = set()
+
+    def of_type(self, kind: type[Message]) -> list[Message]:
+        return [r for r in self.requests if isinstance(r, kind)]
+
+    def leader_and_isr(self) -> list[LeaderAndIsrRequest]:
+        return [r for r in self.requests if isinstance(r, LeaderAndIsrRequest)]
+
+    def update_metadata(self) -> list[UpdateMetadataRequest]:
+        return [r for r in self.requests if isinstance(r, UpdateMetadataRequest)]
+
+    def _stale(self, controller_epoch: int, broker_epoch: int) -> ErrorCode | None:
+        if controller_epoch < self.controller_epoch:
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        if broker_epoch != -1 and broker_epoch < self.broker_epoch:
+            return ErrorCode.STALE_BROKER_EPOCH
+        return None
+
+    async def receive(self, msg: Message, ctx: Context) -> Message | None:
+        self.requests.append(msg)
+        self.trace("event", "fake_broker_request", request=type(msg).__name__)
+        match msg:
+            case LeaderAndIsrRequest():
+                stale = self._stale(msg.controller_epoch, msg.broker_epoch)
+                if stale is not None:
+                    return LeaderAndIsrResponse(error_code=stale)
+                self.controller_epoch = msg.controller_epoch
+                errors = []
+                for ps in msg.partition_states:
+                    tp = ps.topic_partition
+                    current = self.partitions.get(tp)
+                    if tp in self.fail_storage:
+                        code = ErrorCode.KAFKA_STORAGE_ERROR
+                    elif current is not None and ps.leader_epoch <= current.leader_epoch:
+                        code = ErrorCode.STALE_CONTROLLER_EPOCH
+                    elif self.broker_id not in ps.replicas:
+                        code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    else:
+                        self.partitions[tp] = ps
+                        code = ErrorCode.NONE
+                    errors.append(
+                        PartitionError(topic=ps.topic, partition=ps.partition, error_code=code)
+                    )
+                return LeaderAndIsrResponse(
+                    error_code=ErrorCode.NONE, partition_errors=tuple(errors)
+                )
+            case UpdateMetadataRequest():
+                stale = self._stale(msg.controller_epoch, msg.broker_epoch)
+                if stale is not None:
+                    return UpdateMetadataResponse(error_code=stale)
+                self.controller_epoch = msg.controller_epoch
+                self.live_brokers = tuple(b.id for b in msg.live_brokers)
+                for um in msg.partition_states:
+                    if um.leader == LEADER_DURING_DELETE:
+                        self.metadata.pop(um.topic_partition, None)
+                    else:
+                        self.metadata[um.topic_partition] = um
+                return UpdateMetadataResponse(error_code=ErrorCode.NONE)
+            case StopReplicaRequest():
+                stale = self._stale(msg.controller_epoch, msg.broker_epoch)
+                if stale is not None:
+                    return StopReplicaResponse(error_code=stale)
+                self.controller_epoch = msg.controller_epoch
+                for sp in msg.partitions:
+                    self.stopped.append((sp.topic_partition, sp.delete_partition))
+                    if sp.delete_partition:
+                        self.partitions.pop(sp.topic_partition, None)
+                return StopReplicaResponse(
+                    error_code=ErrorCode.NONE,
+                    partition_errors=tuple(
+                        PartitionError(
+                            topic=sp.topic, partition=sp.partition, error_code=ErrorCode.NONE
+                        )
+                        for sp in msg.partitions
+                    ),
+                )
+            case _:
+                return None
+
+
+class RecordingSender:
+    def __init__(self) -> None:
+        self.sent: list[tuple[BrokerId, ControlRequest, ResponseToEvent | None]] = []
+
+    def send_request(
+        self, broker_id: BrokerId, request: ControlRequest, on_response: ResponseToEvent | None
+    ) -> None:
+        self.sent.append((broker_id, request, on_response))
+
+    def kinds(self) -> list[tuple[int, str]]:
+        return [(b, type(r).__name__) for b, r, _ in self.sent]
+
+
+def registration(broker_id: int, timestamp: int) -> zkdata.BrokerRegistration:
+    return zkdata.BrokerRegistration(
+        endpoints=(
+            Endpoint(
+                host="127.0.0.1",
+                port=9092 + broker_id,
+                listener="PLAINTEXT",
+                security_protocol=SecurityProtocol.PLAINTEXT,
+            ),
+        ),
+        timestamp=timestamp,
+    )
+
+
+@dataclass
+class BrokerHandle:
+    broker_id: BrokerId
+    node: Node
+    zk: ZkConnection
+    broker: FakeBroker
+    controller: KafkaController
+    epochs: list[BrokerEpoch] = field(default_factory=list)
+
+    @property
+    def session_id(self) -> int:
+        return self.zk.session.session_id
+
+
+class ControllerCluster:
+    """N brokers (fake broker + real controller each) sharing one embedded store."""
+
+    def __init__(
+        self,
+        tg: TaskGroup,
+        *,
+        unclean_leader_election_enable: bool = False,
+    ) -> None:
+        from tests.support.wire import DirectWire
+
+        self.tg = tg
+        self.sink = MemorySink()
+        self.tracer = Tracer()
+        self.tracer.add_sink(self.sink)
+        self.clock = VirtualClock()
+        self.wire = DirectWire()
+        self.store = EmbeddedStore(tracer=self.tracer, clock=self.clock)
+        self.unclean = unclean_leader_election_enable
+        self.brokers: dict[int, BrokerHandle] = {}
+        self._admin: StoreSession | None = None
+        self._client: Node | None = None
+
+    async def admin(self) -> StoreSession:
+        """A session of our own, to write topics as an admin tool would."""
+        if self._admin is None:
+            self._admin = await self.store.open_session(name="admin")
+            await kafka_zk.create_top_level_paths(self._admin)
+        return self._admin
+
+    async def client(self) -> Node:
+        """A node to ask controllers from."""
+        if self._client is None:
+            self._client = Node(
+                "client", attach=self.wire.attach, clock=self.clock, tracer=self.tracer
+            )
+            await self.tg.start(self._client.run)
+        return self._client
+
+    async def start_broker(self, broker_id: int, *, raw_session: bool = False) -> BrokerHandle:
+        """KafkaServer.startup's relevant order: store session, top-level paths, register
+        ``/brokers/ids/<id>``, then the broker's request handler and the controller. With
+        ``raw_session`` the broker opens a plain session and the controller starts the
+        watch dispatcher itself."""
+        bid = BrokerId(broker_id)
+        node = Node(
+            f"broker-{broker_id}", attach=self.wire.attach, clock=self.clock, tracer=self.tracer
+        )
+        await self.tg.start(node.run)
+        if raw_session:
+            session = await self.store.open_session(name=f"broker-{broker_id}")
+            zk = ZkConnection(self.store, name=f"broker-{broker_id}", session=session)
+        else:
+            zk = ZkConnection(self.store, name=f"broker-{broker_id}", clock=self.clock)
+            await node.task_group.start(zk.run)
+        await kafka_zk.create_top_level_paths(zk.session)
+        reg = registration(broker_id, self.clock.wall_ms())
+        epoch = await kafka_zk.register_broker(zk.session, bid, reg)
+        broker = FakeBroker(bid, epoch)
+        await node.spawn(broker)
+        handle = BrokerHandle(bid, node, zk, broker, None)  # type: ignore[arg-type]
+
+        def on_epoch(new_epoch: BrokerEpoch) -> None:
+            handle.epochs.append(new_epoch)
+            broker.broker_epoch = new_epoch
+
+        controller = KafkaController(
+            ControllerConfig(broker_id=bid, unclean_leader_election_enable=self.unclean),
+            zk,
+            registration=reg,
+            broker_epoch=epoch,
+            on_broker_epoch=on_epoch,
+        )
+        handle.controller = controller
+        await node.spawn(controller)
+        self.brokers[broker_id] = handle
+        return handle
+
+    async def crash_broker(self, broker_id: int) -> None:
+        """Kill the node and let its session time out (its ephemerals vanish)."""
+        handle = self.brokers.pop(broker_id)
+        session_id = handle.session_id
+        handle.node.crash()
+        await self.store.expire_session(session_id)
+
+    async def stop_broker(self, broker_id: int) -> None:
+        """Stop gracefully (controller resigns locally) and close the session."""
+        handle = self.brokers.pop(broker_id)
+        handle.node.stop()
+        with anyio.fail_after(30):
+            while handle.node.running:  # noqa: ASYNC110 - the node offers no stopped event
+                await anyio.sleep(0.001)
+        await handle.zk.session.close()
+
+    async def expire_session(self, broker_id: int) -> None:
+        await self.store.expire_session(self.brokers[broker_id].session_id)
+
+    async def status(self, broker_id: int) -> ControllerStatus:
+        client = await self.client()
+        handle = self.brokers[broker_id]
+        reply = await client.ask(handle.controller.ref, ControllerStatusRequest(), timeout=5.0)
+        assert isinstance(reply, ControllerStatus)
+        return reply
+
+    async def active_controller(self, timeout: float = 30.0) -> BrokerHandle:
+        """Wait until exactly one live broker's controller is active and ready."""
+        with anyio.fail_after(timeout):
+            while True:
+                active = [h for h in self.brokers.values() if h.controller.is_active]
+                if len(active) == 1 and await self.idle():
+                    return active[0]
+                await anyio.sleep(0.01)
+
+    async def idle(self) -> bool:
+        """No controller event queued or running, and no control request in flight."""
+        for h in self.brokers.values():
+            c = h.controller
+            if c.events.depth or c.events.state != 0:
+                return False
+            if any(c.channel.queue_depth(b) for b in c.channel.brokers):
+                return False
+        return True
+
+    async def settle(self, timeout: float = 30.0) -> None:
+        """Wait (on virtual time) until every controller is idle twice in a row."""
+        with anyio.fail_after(timeout):
+            quiet = 0
+            while quiet < 2:
+                await anyio.sleep(0.01)
+                quiet = quiet + 1 if await self.idle() else 0
+
+    async def wait_for(
+        self, pred: Callable[[TraceEvent], bool], timeout: float = 30.0
+    ) -> TraceEvent:
+        return await self.sink.wait_for(pred, timeout)
+
+    async def create_topic(
+        self, topic: str, assignment: dict[int, list[int]], config: dict[str, str] | None = None
+    ) -> None:
+        await kafka_zk.write_topic(await self.admin(), TopicName(topic), assignment, config or {})
+
+    async def partition_state(self, topic: str, partition: int) -> kafka_zk.PartitionState | None:
+        return await kafka_zk.get_partition_state(
+            await self.admin(), TopicPartition(TopicName(topic), partition)
+        )
+
+    async def invariant_violations(self) -> list[str]:
+        """Appendix A over the store and the trace: every state znode's leader is in its
+        non-empty ISR within the replicas; leader epochs never go down; one controller per
+        epoch, epochs increasing."""
+        admin = await self.admin()
+        problems: list[str] = []
+        for topic in await kafka_zk.get_all_topics(admin):
+            assignment = await kafka_zk.get_topic_assignment(admin, topic) or {}
+            for partition, replicas in assignment.items():
+                state = await kafka_zk.get_partition_state(admin, TopicPartition(topic, partition))
+                if state is not None:
+                    problems += leadership_violations(
+                        f"{topic}-{partition}",
+                        replicas.replicas,
+                        state.state.leader,
+                        state.state.isr,
+                    )
+        problems += leader_epoch_regressions(
+            e.fields for e in self.sink.of("transition", "partition")
+        )
+        problems += controller_election_violations(
+            (e.node, int(e.fields["epoch"])) for e in self.sink.of("event", "controller_elected")
+        )
+        return problems
+
+    async def aclose(self) -> None:
+        for handle in list(self.brokers.values()):
+            handle.node.crash()
+        if self._client is not None:
+            self._client.crash()
+        await self.store.aclose()

@@ -1,0 +1,640 @@
+"""Partition and replica state machines (PartitionStateMachineTest, ReplicaStateMachineTest)
+against the embedded store: valid transitions with their side effects, invalid ones refused."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import pytest
+
+from actors import kafka_zk
+from actors.clock import VirtualClock, run_virtual
+from actors.controller.context import Broker, ControllerContext
+from actors.controller.election import (
+    ControlledShutdownElection,
+    OfflineElection,
+    PreferredReplicaElection,
+)
+from actors.controller.model import LeaderAndIsr, Leadership, PartitionAndReplica
+from actors.controller.partition_state_machine import PartitionStateMachine
+from actors.controller.replica_state_machine import ReplicaStateMachine
+from actors.controller.request_batch import ControllerBrokerRequestBatch
+from actors.controller.state_change_log import StateChangeLogger
+from actors.controller.states import (
+    PARTITION_VALID_PREVIOUS,
+    REPLICA_VALID_PREVIOUS,
+    PartitionState,
+    ReplicaState,
+)
+from actors.store import StoreSession
+from cluster.store.embedded import EmbeddedStore
+from protocol import zkdata
+from protocol.control import (
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+    TopicPartition,
+    UpdateMetadataRequest,
+)
+from protocol.ids import BrokerId, ControllerEpoch, LeaderEpoch, TopicName
+from tests.controller.fakes import RecordingSender, registration
+
+P = PartitionState
+R = ReplicaState
+T0 = TopicPartition(TopicName("t"), 0)
+
+
+def ids(*values: int) -> tuple[BrokerId, ...]:
+    return tuple(BrokerId(v) for v in values)
+
+
+@dataclass
+class Rig:
+    store: EmbeddedStore
+    session: StoreSession
+    ctx: ControllerContext
+    sender: RecordingSender
+    psm: PartitionStateMachine
+    rsm: ReplicaStateMachine
+    traced: list[tuple[str, str, dict[str, Any]]]
+
+    def errors(self, type_: str) -> list[dict[str, Any]]:
+        return [f for k, t, f in self.traced if k == "error" and t == type_]
+
+    def transitions(self) -> list[tuple[str, str, str]]:
+        return [(t, f["from_state"], f["to_state"]) for k, t, f in self.traced if k == "transition"]
+
+    def requests(self, kind: type) -> list[tuple[int, Any]]:
+        return [(b, r) for b, r, _ in self.sender.sent if isinstance(r, kind)]
+
+    async def create_topic(
+        self, replicas: tuple[int, ...], partitions: int = 1, config: dict[str, str] | None = None
+    ) -> None:
+        await kafka_zk.write_topic(
+            self.session,
+            TopicName("t"),
+            {p: list(replicas) for p in range(partitions)},
+            config or {},
+        )
+        for p in range(partitions):
+            self.ctx.update_partition_full_replica_assignment(
+                TopicPartition(TopicName("t"), p), zkdata.ReplicaAssignment(replicas=ids(*replicas))
+            )
+
+    async def seed_leadership(
+        self, tp: TopicPartition, leader: int, isr: tuple[int, ...], epoch: int = 0
+    ) -> None:
+        """Write a state znode (as a previous controller would) and cache it."""
+        leadership = Leadership(
+            leader_and_isr=LeaderAndIsr(
+                leader=BrokerId(leader), leader_epoch=LeaderEpoch(epoch), isr=ids(*isr)
+            ),
+            controller_epoch=self.ctx.epoch,
+        )
+        await kafka_zk.create_partition_paths(self.session, self.ctx.epoch_zk_version, [tp])
+        await kafka_zk.create_partition_state(
+            self.session, self.ctx.epoch_zk_version, tp, leadership.to_znode()
+        )
+        self.ctx.put_leadership(tp, leadership)
+
+    async def zk_state(self, tp: TopicPartition = T0) -> kafka_zk.PartitionState | None:
+        return await kafka_zk.get_partition_state(self.session, tp)
+
+
+def rig_test(
+    live: tuple[int, ...] = (0, 1, 2), unclean: bool = False
+) -> Callable[[Callable[[Rig], Awaitable[None]]], Callable[[], None]]:
+    """Run a test body with a fresh rig on the virtual clock."""
+
+    def wrap(fn: Callable[[Rig], Awaitable[None]]) -> Callable[[], None]:
+        def test() -> None:
+            async def body() -> None:
+                store = EmbeddedStore(clock=VirtualClock())
+                session = await store.open_session(name="controller")
+                await kafka_zk.create_top_level_paths(session)
+                epoch, zk_version = await kafka_zk.try_become_controller(session, BrokerId(0), 0)
+                ctx = ControllerContext()
+                ctx.epoch, ctx.epoch_zk_version = epoch, zk_version
+                ctx.set_live_brokers(
+                    {BrokerId(b): (Broker(BrokerId(b), registration(b, 0)), 10 + b) for b in live}
+                )
+                sender = RecordingSender()
+                traced: list[tuple[str, str, dict[str, Any]]] = []
+
+                def trace(kind: str, type_: str, **fields: Any) -> None:
+                    traced.append((kind, type_, fields))
+
+                log = StateChangeLogger(0, trace)
+                psm = PartitionStateMachine(
+                    BrokerId(0),
+                    ctx,
+                    lambda: session,
+                    ControllerBrokerRequestBatch(BrokerId(0), ctx, sender),
+                    log,
+                    unclean_leader_election_enable=unclean,
+                )
+                rsm = ReplicaStateMachine(
+                    BrokerId(0),
+                    ctx,
+                    lambda: session,
+                    ControllerBrokerRequestBatch(BrokerId(0), ctx, sender),
+                    log,
+                )
+                try:
+                    await fn(Rig(store, session, ctx, sender, psm, rsm, traced))
+                finally:
+                    await store.aclose()
+
+            run_virtual(body)
+
+        test.__doc__ = fn.__doc__
+        test.__name__ = fn.__name__
+        return test
+
+    return wrap
+
+
+# ============================================================== partition state machine
+
+
+@rig_test()
+async def test_nonexistent_to_new_is_valid_and_nonexistent_to_online_or_offline_is_not(
+    rig: Rig,
+) -> None:
+    """NonExistent -> New is valid; NonExistent -> Online/Offline are refused, state unchanged."""
+    await rig.create_topic((0,))
+    await rig.psm.handle_state_changes([T0], P.ONLINE, OfflineElection())
+    await rig.psm.handle_state_changes([T0], P.OFFLINE)
+    assert rig.ctx.partition_state(T0) is P.NON_EXISTENT
+    assert [(e["from_state"], e["to_state"]) for e in rig.errors("invalid_transition")] == [
+        ("NonExistentPartition", "OnlinePartition"),
+        ("NonExistentPartition", "OfflinePartition"),
+    ]
+    await rig.psm.handle_state_changes([T0], P.NEW)
+    assert rig.ctx.partition_state(T0) is P.NEW
+    assert rig.sender.sent == []
+
+
+@rig_test()
+async def test_new_to_online_creates_the_state_znode_and_sends_leader_and_isr_is_new(
+    rig: Rig,
+) -> None:
+    """New -> Online: leader = first live replica, epoch 0, ISR = live ones; LeaderAndIsr(isNew)."""
+    await rig.create_topic((1, 0, 2))
+    rig.ctx.remove_live_brokers(ids(2))
+    await rig.psm.handle_state_changes([T0], P.NEW)
+    await rig.psm.handle_state_changes([T0], P.ONLINE, OfflineElection())
+    assert rig.ctx.partition_state(T0) is P.ONLINE
+    state = await rig.zk_state()
+    assert state is not None
+    assert state.state == zkdata.LeaderIsrAndControllerEpoch(
+        leader=BrokerId(1),
+        leader_epoch=LeaderEpoch(0),
+        isr=ids(1, 0),
+        controller_epoch=ControllerEpoch(1),
+    )
+    lair = rig.requests(LeaderAndIsrRequest)
+    assert [b for b, _ in lair] == [0, 1]
+    assert all(r.partition_states[0].is_new for _, r in lair)
+    assert [b for b, _ in rig.requests(UpdateMetadataRequest)] == [0, 1]
+    assert ("partition", "NewPartition", "OnlinePartition") in rig.transitions()
+
+
+@rig_test()
+async def test_new_to_online_stays_new_when_the_state_znode_exists(rig: Rig) -> None:
+    """A NODEEXISTS on the state znode leaves the partition New and sends nothing."""
+    await rig.create_topic((0,))
+    await rig.seed_leadership(T0, 0, (0,))
+    await rig.psm.handle_state_changes([T0], P.NEW)
+    rig.sender.sent.clear()
+    await rig.psm.handle_state_changes([T0], P.ONLINE, OfflineElection())
+    assert rig.ctx.partition_state(T0) is P.NEW
+    assert rig.requests(LeaderAndIsrRequest) == []
+    assert "NodeExistsError" in rig.errors("state_change_failed")[0]["detail"]
+
+
+@rig_test()
+async def test_new_to_online_stays_new_on_a_store_failure(rig: Rig) -> None:
+    """A store exception while creating the znode leaves the partition New."""
+    await rig.create_topic((0,))
+    await rig.psm.handle_state_changes([T0], P.NEW)
+    await rig.session.close()
+    await rig.psm.handle_state_changes([T0], P.ONLINE, OfflineElection())
+    assert rig.ctx.partition_state(T0) is P.NEW
+    assert rig.sender.sent == []
+
+
+@rig_test(live=(1,))
+async def test_new_to_online_without_a_live_replica_stays_new(rig: Rig) -> None:
+    """No assigned replica alive: the partition stays New, no znode, no request."""
+    await rig.create_topic((0, 2))
+    await rig.psm.handle_state_changes([T0], P.NEW)
+    await rig.psm.handle_state_changes([T0], P.ONLINE, OfflineElection())
+    assert rig.ctx.partition_state(T0) is P.NEW
+    assert await rig.zk_state() is None
+    assert "No assigned replica is alive" in rig.errors("state_change_failed")[0]["detail"]
+
+
+@rig_test()
+async def test_new_to_offline_is_valid_and_new_to_nonexistent_is_not(rig: Rig) -> None:
+    """New -> Offline is valid; New -> NonExistent is refused."""
+    await rig.psm.handle_state_changes([T0], P.NEW)
+    await rig.psm.handle_state_changes([T0], P.NON_EXISTENT)
+    assert rig.ctx.partition_state(T0) is P.NEW
+    await rig.psm.handle_state_changes([T0], P.OFFLINE)
+    assert rig.ctx.partition_state(T0) is P.OFFLINE
+
+
+@rig_test()
+async def test_online_to_online_preferred_election_bumps_the_epoch(rig: Rig) -> None:
+    """Online -> Online (preferred): the znode is re-read and updated with epoch+1."""
+    await rig.create_topic((0, 1))
+    await rig.seed_leadership(T0, 1, (1, 0), epoch=3)
+    rig.ctx.put_partition_state(T0, P.ONLINE)
+    results = await rig.psm.handle_state_changes([T0], P.ONLINE, PreferredReplicaElection())
+    assert results[T0] == LeaderAndIsr(
+        leader=BrokerId(0), leader_epoch=LeaderEpoch(4), isr=ids(1, 0), zk_version=1
+    )
+    state = await rig.zk_state()
+    assert state is not None
+    assert (state.state.leader, state.state.leader_epoch, state.zk_version) == (0, 4, 1)
+    assert [b for b, _ in rig.requests(LeaderAndIsrRequest)] == [0, 1]
+    leadership = rig.ctx.leadership(T0)
+    assert leadership is not None
+    assert leadership.zk_version == 1
+
+
+@rig_test()
+async def test_online_to_online_for_controlled_shutdown_moves_leadership(rig: Rig) -> None:
+    """Controlled shutdown: the other replica leads, the ISR drops the shutting-down broker,
+    and both brokers hear about it."""
+    await rig.create_topic((0, 1))
+    await rig.seed_leadership(T0, 0, (0, 1))
+    rig.ctx.put_partition_state(T0, P.ONLINE)
+    rig.ctx.shutting_down_broker_ids.add(BrokerId(0))
+    await rig.psm.handle_state_changes([T0], P.ONLINE, ControlledShutdownElection())
+    state = await rig.zk_state()
+    assert state is not None
+    assert (state.state.leader, state.state.isr, state.state.leader_epoch) == (1, ids(1), 1)
+    assert [b for b, _ in rig.requests(LeaderAndIsrRequest)] == [0, 1]
+
+
+@rig_test()
+async def test_online_to_offline_is_valid_and_online_to_nonexistent_or_new_is_not(rig: Rig) -> None:
+    """Online -> Offline is valid; Online -> NonExistent and Online -> New are refused."""
+    rig.ctx.put_partition_state(T0, P.ONLINE)
+    await rig.psm.handle_state_changes([T0], P.NON_EXISTENT)
+    await rig.psm.handle_state_changes([T0], P.NEW)
+    assert rig.ctx.partition_state(T0) is P.ONLINE
+    assert len(rig.errors("invalid_transition")) == 2
+    await rig.psm.handle_state_changes([T0], P.OFFLINE)
+    assert rig.ctx.partition_state(T0) is P.OFFLINE
+
+
+@rig_test(live=(1, 2))
+async def test_offline_to_online_elects_a_live_isr_replica(rig: Rig) -> None:
+    """Offline -> Online: the first live ISR replica becomes leader, ISR = live part."""
+    await rig.create_topic((0, 1, 2))
+    await rig.seed_leadership(T0, 0, (0, 2))
+    rig.ctx.put_partition_state(T0, P.OFFLINE)
+    await rig.psm.handle_state_changes([T0], P.ONLINE, OfflineElection())
+    assert rig.ctx.partition_state(T0) is P.ONLINE
+    state = await rig.zk_state()
+    assert state is not None
+    assert (state.state.leader, state.state.isr, state.state.leader_epoch) == (2, ids(2), 1)
+    assert [b for b, _ in rig.requests(LeaderAndIsrRequest)] == [1, 2]
+
+
+@rig_test(live=(1,))
+async def test_offline_to_online_unclean_by_topic_config(rig: Rig) -> None:
+    """ISR [dead], a live non-ISR replica: leader only when the topic enables unclean election."""
+    await rig.create_topic((0, 1), config={"unclean.leader.election.enable": "true"})
+    await rig.seed_leadership(T0, 0, (0,))
+    rig.ctx.put_partition_state(T0, P.OFFLINE)
+    await rig.psm.handle_state_changes([T0], P.ONLINE, OfflineElection())
+    state = await rig.zk_state()
+    assert state is not None
+    assert (state.state.leader, state.state.isr) == (1, ids(1))
+    assert rig.ctx.partition_state(T0) is P.ONLINE
+
+
+@rig_test(live=(1,))
+async def test_offline_to_online_without_unclean_election_stays_offline(rig: Rig) -> None:
+    """ISR [dead] and unclean election disabled: no leader, the partition stays Offline."""
+    await rig.create_topic((0, 1))
+    await rig.seed_leadership(T0, 0, (0,))
+    rig.ctx.put_partition_state(T0, P.OFFLINE)
+    results = await rig.psm.handle_state_changes([T0], P.ONLINE, OfflineElection())
+    assert isinstance(results[T0], Exception)
+    assert rig.ctx.partition_state(T0) is P.OFFLINE
+    assert "Failed to elect leader" in rig.errors("state_change_failed")[0]["detail"]
+
+
+@rig_test()
+async def test_offline_to_online_without_a_state_znode_stays_offline(rig: Rig) -> None:
+    """NONODE on the state read: the election fails and the partition stays Offline."""
+    await rig.create_topic((0,))
+    rig.ctx.put_partition_state(T0, P.OFFLINE)
+    await rig.psm.handle_state_changes([T0], P.ONLINE, OfflineElection())
+    assert rig.ctx.partition_state(T0) is P.OFFLINE
+    assert "doesn't exist" in rig.errors("state_change_failed")[0]["detail"]
+
+
+@rig_test()
+async def test_an_election_aborts_when_a_newer_controller_wrote_the_state(rig: Rig) -> None:
+    """A state znode written by a higher controller epoch aborts the election."""
+    await rig.create_topic((0, 1))
+    await rig.seed_leadership(T0, 0, (0, 1))
+    rig.ctx.put_partition_state(T0, P.OFFLINE)
+    newer = zkdata.LeaderIsrAndControllerEpoch(
+        leader=BrokerId(1),
+        leader_epoch=LeaderEpoch(5),
+        isr=ids(1),
+        controller_epoch=ControllerEpoch(9),
+    )
+    await rig.session.set(zkdata.partition_state_path(TopicName("t"), 0), newer.encode())
+    await rig.psm.handle_state_changes([T0], P.ONLINE, OfflineElection())
+    assert rig.ctx.partition_state(T0) is P.OFFLINE
+    assert "another controller" in rig.errors("state_change_failed")[0]["detail"]
+
+
+@rig_test()
+async def test_an_election_that_loses_a_write_race_is_retried(rig: Rig) -> None:
+    """BADVERSION (someone wrote between read and update): the partition is re-read and retried."""
+    await rig.create_topic((0, 1))
+    await rig.seed_leadership(T0, 0, (0, 1))
+    rig.ctx.put_partition_state(T0, P.ONLINE)
+    other = await rig.store.open_session(name="leader")
+    rig.store.set_latency(1.0)
+
+    async def racing_write() -> None:
+        await anyio.sleep(0.5)  # lands at t=1.5, between the read (t=1) and the update (t=2)
+        bumped = zkdata.LeaderIsrAndControllerEpoch(
+            leader=BrokerId(0),
+            leader_epoch=LeaderEpoch(0),
+            isr=ids(0),
+            controller_epoch=ControllerEpoch(1),
+        )
+        await other.set(zkdata.partition_state_path(TopicName("t"), 0), bumped.encode())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(racing_write)
+        results = await rig.psm.handle_state_changes([T0], P.ONLINE, PreferredReplicaElection())
+    state = await rig.zk_state()
+    assert state is not None
+    assert state.zk_version == 2  # the racing write, then ours
+    assert (state.state.leader, state.state.isr, state.state.leader_epoch) == (0, ids(0), 1)
+    assert results[T0] == LeaderAndIsr(
+        leader=BrokerId(0), leader_epoch=LeaderEpoch(1), isr=ids(0), zk_version=2
+    )
+
+
+@rig_test()
+async def test_offline_to_nonexistent_is_valid_and_offline_to_new_is_not(rig: Rig) -> None:
+    """Offline -> NonExistent is valid; Offline -> New is refused."""
+    rig.ctx.put_partition_state(T0, P.OFFLINE)
+    await rig.psm.handle_state_changes([T0], P.NEW)
+    assert rig.ctx.partition_state(T0) is P.OFFLINE
+    await rig.psm.handle_state_changes([T0], P.NON_EXISTENT)
+    assert rig.ctx.partition_state(T0) is P.NON_EXISTENT
+
+
+@rig_test()
+async def test_offline_partition_count_follows_offline_transitions(rig: Rig) -> None:
+    """The offline count rises on Offline and falls when the partitions come back Online."""
+    await rig.create_topic((0,), partitions=3)
+    partitions = [TopicPartition(TopicName("t"), p) for p in range(3)]
+    await rig.psm.handle_state_changes(partitions, P.NEW)
+    await rig.psm.handle_state_changes(partitions, P.OFFLINE)
+    assert rig.ctx.offline_partition_count == 3
+    await rig.psm.handle_state_changes(partitions, P.ONLINE, OfflineElection())
+    assert rig.ctx.offline_partition_count == 3  # no state znode yet: elections fail
+    for tp in partitions:
+        await rig.seed_leadership(tp, 0, (0,))
+    await rig.psm.handle_state_changes(partitions, P.ONLINE, OfflineElection())
+    assert rig.ctx.offline_partition_count == 0
+
+
+@rig_test()
+async def test_no_offline_count_change_for_topics_whose_deletion_started(rig: Rig) -> None:
+    """Partitions of a topic being deleted do not move the offline count."""
+    rig.ctx.topics_with_deletion_started.add(TopicName("t"))
+    await rig.psm.handle_state_changes([T0], P.NEW)
+    await rig.psm.handle_state_changes([T0], P.OFFLINE)
+    assert rig.ctx.offline_partition_count == 0
+
+
+@rig_test(live=(0, 2))
+async def test_partition_startup_classifies_then_brings_partitions_online(rig: Rig) -> None:
+    """Startup: no leadership -> New, dead leader -> Offline, then both elected Online."""
+    await rig.create_topic((1, 2), partitions=2)
+    t1 = TopicPartition(TopicName("t"), 1)
+    await rig.seed_leadership(t1, 1, (1, 2))
+    rig.psm.initialize_partition_state()
+    assert (rig.ctx.partition_state(T0), rig.ctx.partition_state(t1)) == (P.NEW, P.OFFLINE)
+    await rig.psm.trigger_online_partition_state_change()
+    assert (rig.ctx.partition_state(T0), rig.ctx.partition_state(t1)) == (P.ONLINE, P.ONLINE)
+    s0, s1 = await rig.zk_state(T0), await rig.zk_state(t1)
+    assert s0 is not None
+    assert s1 is not None
+    assert (s0.state.leader, s0.state.leader_epoch) == (2, 0)
+    assert (s1.state.leader, s1.state.isr, s1.state.leader_epoch) == (2, ids(2), 1)
+
+
+# ============================================================== replica state machine
+
+R0 = PartitionAndReplica(T0, BrokerId(0))
+R1 = PartitionAndReplica(T0, BrokerId(1))
+
+
+@rig_test(live=(0,))
+async def test_replica_startup_marks_live_replicas_online_and_dead_ones_offline(rig: Rig) -> None:
+    """Startup: a replica on a live broker is Online, on a dead one Offline (leader or not)."""
+    await rig.create_topic((0, 1), partitions=2)
+    await rig.seed_leadership(T0, 0, (0, 1))
+    await rig.rsm.startup()
+    t1 = TopicPartition(TopicName("t"), 1)
+    assert rig.ctx.replica_state(R0) is R.ONLINE
+    assert rig.ctx.replica_state(R1) is R.OFFLINE
+    assert rig.ctx.replica_state(PartitionAndReplica(t1, BrokerId(1))) is R.OFFLINE
+    # Online sends the leadership to broker 0; the ISR shrink for 1 tells broker 0 again.
+    assert [b for b, _ in rig.requests(LeaderAndIsrRequest)] == [0, 0]
+    state = await rig.zk_state()
+    assert state is not None
+    assert (state.state.leader, state.state.isr) == (0, ids(0))
+
+
+@rig_test()
+async def test_replica_new_then_online_sends_nothing_without_leadership(rig: Rig) -> None:
+    """NonExistent -> New -> Online of a brand-new partition changes state only."""
+    await rig.create_topic((0, 1))
+    await rig.rsm.handle_state_changes([R0, R1], R.NEW)
+    await rig.rsm.handle_state_changes([R0, R1], R.ONLINE)
+    assert rig.ctx.replica_state(R0) is R.ONLINE
+    assert rig.sender.sent == []
+
+
+@rig_test()
+async def test_replica_new_with_leadership_gets_leader_and_isr_but_not_the_leader(rig: Rig) -> None:
+    """-> New with leadership: LeaderAndIsr(isNew) to a follower; the current leader is refused."""
+    await rig.create_topic((0, 1))
+    await rig.seed_leadership(T0, 0, (0,))
+    await rig.rsm.handle_state_changes([R0, R1], R.NEW)
+    assert rig.ctx.replica_state(R0) is R.NON_EXISTENT
+    assert rig.ctx.replica_state(R1) is R.NEW
+    ((broker, request),) = rig.requests(LeaderAndIsrRequest)
+    assert broker == 1
+    assert request.partition_states[0].is_new
+
+
+@rig_test()
+async def test_replica_new_to_online_appends_a_replica_missing_from_the_assignment(
+    rig: Rig,
+) -> None:
+    """New -> Online of a replica outside the assignment appends it (logged as an error)."""
+    await rig.create_topic((0,))
+    extra = PartitionAndReplica(T0, BrokerId(2))
+    await rig.rsm.handle_state_changes([extra], R.NEW)
+    await rig.rsm.handle_state_changes([extra], R.ONLINE)
+    assert rig.ctx.partition_replica_assignment(T0) == ids(0, 2)
+
+
+@rig_test()
+async def test_replica_online_to_online_sends_leader_and_isr(rig: Rig) -> None:
+    """Online -> Online resends the current leadership to that replica."""
+    await rig.create_topic((0, 1))
+    await rig.seed_leadership(T0, 0, (0, 1))
+    rig.ctx.put_replica_state(R1, R.ONLINE)
+    await rig.rsm.handle_state_changes([R1], R.ONLINE)
+    ((broker, request),) = rig.requests(LeaderAndIsrRequest)
+    assert broker == 1
+    assert not request.partition_states[0].is_new
+
+
+@rig_test()
+async def test_replica_online_to_offline_shrinks_the_isr_and_tells_the_others(rig: Rig) -> None:
+    """Online -> Offline: StopReplica(false) to it, ISR without it (leader -1 if it led),
+    LeaderAndIsr to the remaining replica, leadership cache updated."""
+    await rig.create_topic((0, 1))
+    await rig.seed_leadership(T0, 0, (0, 1))
+    rig.ctx.put_replica_state(R0, R.ONLINE)
+    await rig.rsm.handle_state_changes([R0], R.OFFLINE)
+    assert rig.ctx.replica_state(R0) is R.OFFLINE
+    state = await rig.zk_state()
+    assert state is not None
+    assert (state.state.leader, state.state.isr, state.state.leader_epoch) == (-1, ids(1), 1)
+    ((broker, lair),) = rig.requests(LeaderAndIsrRequest)
+    assert broker == 1
+    assert (lair.partition_states[0].leader, lair.partition_states[0].isr) == (-1, ids(1))
+    ((stop_broker, stop),) = rig.requests(StopReplicaRequest)
+    assert stop_broker == 0
+    assert not stop.partitions[0].delete_partition
+    leadership = rig.ctx.leadership(T0)
+    assert leadership is not None
+    assert (leadership.leader, leadership.zk_version) == (-1, 1)
+
+
+@rig_test(live=(1,))
+async def test_the_last_isr_member_going_offline_keeps_the_isr(rig: Rig) -> None:
+    """RF1: the ISR never becomes empty; the leader becomes -1 and the epoch moves on."""
+    await rig.create_topic((0,))
+    await rig.seed_leadership(T0, 0, (0,))
+    rig.ctx.put_replica_state(R0, R.ONLINE)
+    await rig.rsm.handle_state_changes([R0], R.OFFLINE)
+    state = await rig.zk_state()
+    assert state is not None
+    assert (state.state.leader, state.state.isr, state.state.leader_epoch) == (-1, ids(0), 1)
+
+
+@rig_test()
+async def test_replica_deletion_path_and_removal_from_the_assignment(rig: Rig) -> None:
+    """Offline -> DeletionStarted (StopReplica delete) -> Successful -> NonExistent (assignment
+    emptied, state removed); Offline -> Ineligible and Started -> Ineligible are valid."""
+    await rig.create_topic((0, 1))
+    rig.ctx.put_replica_state(R0, R.OFFLINE)
+    rig.ctx.put_replica_state(R1, R.OFFLINE)
+    await rig.rsm.handle_state_changes([R0, R1], R.DELETION_STARTED)
+    stops = rig.requests(StopReplicaRequest)
+    assert [(b, r.partitions[0].delete_partition) for b, r in stops] == [(0, True), (1, True)]
+    await rig.rsm.handle_state_changes([R1], R.DELETION_INELIGIBLE)
+    assert rig.ctx.replica_state(R1) is R.DELETION_INELIGIBLE
+    await rig.rsm.handle_state_changes([R0], R.DELETION_SUCCESSFUL)
+    await rig.rsm.handle_state_changes([R0], R.NON_EXISTENT)
+    assert R0 not in rig.ctx.replica_states
+    assert rig.ctx.partition_replica_assignment(T0) == ids(1)
+    rig.ctx.put_replica_state(R1, R.OFFLINE)
+    await rig.rsm.handle_state_changes([R1], R.DELETION_INELIGIBLE)
+    assert rig.ctx.replica_state(R1) is R.DELETION_INELIGIBLE
+
+
+@rig_test()
+async def test_ineligible_and_offline_replicas_can_come_back_online(rig: Rig) -> None:
+    """Ineligible -> Online and Offline -> Online send LeaderAndIsr to the replica."""
+    await rig.create_topic((0, 1))
+    await rig.seed_leadership(T0, 0, (0, 1))
+    rig.ctx.put_replica_state(R0, R.DELETION_INELIGIBLE)
+    rig.ctx.put_replica_state(R1, R.OFFLINE)
+    await rig.rsm.handle_state_changes([R0, R1], R.ONLINE)
+    assert (rig.ctx.replica_state(R0), rig.ctx.replica_state(R1)) == (R.ONLINE, R.ONLINE)
+    assert [b for b, _ in rig.requests(LeaderAndIsrRequest)] == [0, 1]
+
+
+_INVALID_REPLICA_TRANSITIONS = [
+    (current, target)
+    for current, target in itertools.product(R, R)
+    if current not in REPLICA_VALID_PREVIOUS[target]
+]
+
+
+@pytest.mark.parametrize(("current", "target"), _INVALID_REPLICA_TRANSITIONS, ids=lambda s: s.label)
+def test_every_invalid_replica_transition_is_refused(
+    current: ReplicaState, target: ReplicaState
+) -> None:
+    """An invalid replica transition is traced as an error and changes nothing, sends nothing."""
+
+    @rig_test()
+    async def check(rig: Rig) -> None:
+        await rig.create_topic((0, 1))
+        await rig.seed_leadership(T0, 0, (0, 1))
+        if current is not R.NON_EXISTENT:
+            rig.ctx.put_replica_state(R1, current)
+        await rig.rsm.handle_state_changes([R1], target)
+        assert rig.ctx.replica_state(R1) is current
+        assert rig.sender.sent == []
+        (error,) = rig.errors("invalid_transition")
+        assert (error["from_state"], error["to_state"]) == (current.label, target.label)
+        assert not [t for t in rig.transitions() if t[0] == "replica"]
+
+    check()
+
+
+_INVALID_PARTITION_TRANSITIONS = [
+    (current, target)
+    for current, target in itertools.product(P, P)
+    if current not in PARTITION_VALID_PREVIOUS[target]
+]
+
+
+@pytest.mark.parametrize(
+    ("current", "target"), _INVALID_PARTITION_TRANSITIONS, ids=lambda s: s.label
+)
+def test_every_invalid_partition_transition_is_refused(
+    current: PartitionState, target: PartitionState
+) -> None:
+    """An invalid partition transition is traced as an error and changes nothing, sends nothing."""
+
+    @rig_test()
+    async def check(rig: Rig) -> None:
+        await rig.create_topic((0, 1))
+        await rig.seed_leadership(T0, 0, (0, 1))
+        rig.ctx.put_partition_state(T0, current)
+        await rig.psm.handle_state_changes([T0], target, OfflineElection())
+        assert rig.ctx.partition_state(T0) is current
+        assert rig.sender.sent == []
+        (error,) = rig.errors("invalid_transition")
+        assert (error["from_state"], error["to_state"]) == (current.label, target.label)
+
+    check()
