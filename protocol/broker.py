@@ -5,7 +5,7 @@ from __future__ import annotations
 from protocol.base import Message
 from protocol.ids import BrokerId, TopicName
 
-__all__ = ["BrokerStatus", "BrokerStatusRequest", "PurgatoryExpired"]
+__all__ = ["BrokerEpochChanged", "BrokerStatus", "BrokerStatusRequest", "PurgatoryExpired"]
 
 
 class BrokerStatusRequest(Message, frozen=True, kw_only=True):
@@ -26,3 +26,10 @@ class PurgatoryExpired(Message, frozen=True, kw_only=True):
     """Timer event: a parked admin operation ran out of time."""
 
     operation: int
+
+
+class BrokerEpochChanged(Message, frozen=True, kw_only=True):
+    """The controller component re-registered this broker after a store session expiry:
+    its new broker epoch (the new znode's czxid)."""
+
+    epoch: int

@@ -36,12 +36,19 @@ from actors.admin import (
 )
 from actors.admin import topics as topic_rules
 from actors.broker.metadata_cache import MetadataCache
+from actors.controller.controller import ControllerConfig, KafkaController
 from actors.log_manager import LogManager
 from actors.runtime import Actor, Context, DeferredReply
 from actors.store import MetadataStore, StoreSession
+from actors.zk_watch import ZkConnection
 from protocol import zkdata
 from protocol.base import ActorRef, Message
-from protocol.broker import BrokerStatus, BrokerStatusRequest, PurgatoryExpired
+from protocol.broker import (
+    BrokerEpochChanged,
+    BrokerStatus,
+    BrokerStatusRequest,
+    PurgatoryExpired,
+)
 from protocol.control import (
     NO_LEADER,
     Endpoint,
@@ -123,24 +130,21 @@ class _Parked:
     finish: Callable[[set[TopicName]], Message]  # timed-out topics -> the response
 
 
-ControllerFactory = Callable[["Broker", StoreSession], Actor]
-
-
 class Broker(Actor):
     def __init__(
         self,
         settings: BrokerSettings,
         store: MetadataStore,
         *,
-        controller_factory: ControllerFactory | None = None,
+        with_controller: bool = True,
     ) -> None:
         super().__init__(BROKER_ACTOR)
         self.settings = settings
         self.broker_id = settings.broker_id
         self.config = settings.config
         self.store = store
-        self._controller_factory = controller_factory
-        self.session: StoreSession | None = None
+        self._with_controller = with_controller
+        self.zk: ZkConnection | None = None
         self.cluster_id = ""
         self.broker_epoch = -1
         self.controller_epoch = ControllerEpoch(0)  # highest seen in a control request
@@ -170,9 +174,22 @@ class Broker(Actor):
             endpoints=(endpoint,), rack=self.settings.rack, timestamp=self.clock.wall_ms()
         )
 
+    @property
+    def session(self) -> StoreSession:
+        """The current store session (a new one after an expiry), shared with the
+        controller through the broker's ``ZkConnection``."""
+        if self.zk is None:
+            raise RuntimeError(f"broker {self.broker_id} has no store connection yet")
+        return self.zk.session
+
     async def on_start(self) -> None:
-        timeout = self.config.zookeeper_session_timeout_ms / 1000
-        self.session = await self.store.open_session(timeout=timeout, name=self.node.node_id)
+        self.zk = ZkConnection(
+            self.store,
+            name=self.node.node_id,
+            session_timeout=self.config.zookeeper_session_timeout_ms / 1000,
+            clock=self.clock,
+        )
+        await self.node.task_group.start(self.zk.run)
         await kafka_zk.create_top_level_paths(self.session)
         self.cluster_id = await kafka_zk.get_or_create_cluster_id(self.session, self.rng)
         await self.node.spawn(
@@ -184,21 +201,41 @@ class Broker(Actor):
                 name=LOG_MANAGER_ACTOR,
             )
         )
-        await self.register()
-        if self._controller_factory is not None:
-            await self.node.spawn(self._controller_factory(self, self.session))
+        registration = self.registration()
+        await self.register(registration)
+        if self._with_controller:
+            config = ControllerConfig(
+                broker_id=self.broker_id,
+                unclean_leader_election_enable=self.config.unclean_leader_election_enable,
+                controller_socket_timeout_ms=self.config.controller_socket_timeout_ms,
+                delete_topic_enable=self.config.delete_topic_enable,
+                auto_leader_rebalance_enable=self.config.auto_leader_rebalance_enable,
+            )
+            await self.node.spawn(
+                KafkaController(
+                    config,
+                    self.zk,
+                    registration=registration,
+                    broker_epoch=self.broker_epoch,
+                    on_broker_epoch=self._epoch_changed,
+                    name=CONTROLLER_ACTOR,
+                )
+            )
 
-    async def register(self) -> None:
+    def _epoch_changed(self, epoch: int) -> None:
+        """Called on the controller's event task: hand the new epoch over as a message."""
+        self.send_self(BrokerEpochChanged(epoch=epoch))
+
+    async def register(self, registration: zkdata.BrokerRegistration) -> None:
         """Create ``/brokers/ids/<id>``; its czxid becomes the broker epoch."""
-        assert self.session is not None
         self.broker_epoch = await kafka_zk.register_broker(
-            self.session, self.broker_id, self.registration()
+            self.session, self.broker_id, registration
         )
         self.trace("event", "broker_registered", broker=self.broker_id, epoch=self.broker_epoch)
 
     async def on_stop(self) -> None:
-        if self.session is not None:
-            await self.session.close()
+        if self.zk is not None:
+            await self.zk.session.close()
 
     # ------------------------------------------------------------------ dispatch
 
@@ -223,6 +260,10 @@ class Broker(Actor):
                 return None
             case BrokerStatusRequest():
                 return self._status()
+            case BrokerEpochChanged(epoch=epoch):
+                self.broker_epoch = epoch
+                self.trace("event", "broker_reregistered", broker=self.broker_id, epoch=epoch)
+                return None
         raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"broker cannot handle {type(msg).__name__}")
 
     def _status(self) -> BrokerStatus:
@@ -389,7 +430,6 @@ class Broker(Actor):
         LEADER_NOT_AVAILABLE; without it, UNKNOWN_TOPIC_OR_PARTITION."""
         if not (allow_auto_create and self.config.auto_create_topics_enable):
             return TopicMetadata(name=name, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        assert self.session is not None
         try:
             existing = await kafka_zk.get_all_topics(self.session)
             registered = await kafka_zk.get_brokers(self.session)
@@ -423,7 +463,6 @@ class Broker(Actor):
     async def _describe_configs(
         self, req: DescribeConfigsRequestData
     ) -> DescribeConfigsResponseData:
-        assert self.session is not None
         results = []
         for res in req.resources:
             if res.resource_type != ConfigResourceType.TOPIC:
@@ -506,7 +545,6 @@ class Broker(Actor):
         reply.send(self, answer)
 
     async def _create_topics(self, req: CreateTopicsRequestData, ctx: Context) -> Message | None:
-        assert self.session is not None
         duplicates = topic_rules.duplicate_topics(t.name for t in req.topics)
         existing = set(await kafka_zk.get_all_topics(self.session))
         alive = [BrokerMetadata(b.id, b.rack) for b in self.cache.alive_brokers()]
@@ -584,7 +622,6 @@ class Broker(Actor):
     async def _create_partitions(
         self, req: CreatePartitionsRequestData, ctx: Context
     ) -> Message | None:
-        assert self.session is not None
         duplicates = topic_rules.duplicate_topics(t.name for t in req.topics)
         registered = [
             BrokerMetadata(b, r.registration.rack)

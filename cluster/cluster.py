@@ -1,0 +1,259 @@
+"""A local N-broker cluster in one process: network, metadata store, broker nodes, and a
+Kafka listener per broker.
+
+``Cluster`` puts the actors together. Each broker ``i`` is a node ``broker-i`` holding the
+``Broker`` actor (which starts its log manager and controller) and, when listeners are
+enabled, a ``KafkaWireServer`` on ``base_port + i`` whose requests become typed asks to
+that broker. The store is the embedded one by default, or a real ZooKeeper. Brokers can
+be stopped gracefully, crashed and restarted while the cluster runs.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from actors.admin import BrokerConfig
+from actors.broker.broker import Broker, BrokerSettings, broker_node_id, broker_ref
+from actors.clock import Clock, RealClock
+from actors.runtime import Node
+from actors.store import MetadataStore
+from actors.trace import Tracer
+from cluster.kafka_wire import KafkaRequest, KafkaWireServer, request_data
+from cluster.network import InProcessTransport, Network, TcpTransport
+from cluster.store.embedded import EmbeddedStore
+from protocol.broker import BrokerStatus, BrokerStatusRequest
+from protocol.errors import AskTimeoutError, KemuError, RemoteError
+from protocol.ids import BrokerId
+from protocol.kafka_api import KafkaApiResponseData
+
+SUPPORTED_APIS: Mapping[int, tuple[int, int]] = {
+    3: (0, 12),  # Metadata
+    19: (2, 7),  # CreateTopics
+    32: (1, 4),  # DescribeConfigs
+    37: (0, 3),  # CreatePartitions
+    60: (0, 1),  # DescribeCluster
+}
+"""The Kafka APIs a kemu broker answers (DeleteTopics comes with topic deletion)."""
+
+
+class ClusterError(KemuError):
+    """The cluster could not be started or did not become ready."""
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    brokers: int = 3
+    base_port: int = 9092  # broker i listens on base_port + i; 0 = any free port
+    host: str = "127.0.0.1"
+    log_dir: Path = Path(".kemu/logs")
+    zookeeper: str | None = None  # HOST:PORT[/chroot]; None = the embedded store
+    transport: str = "inproc"  # or "tcp"
+    racks: Mapping[int, str] = field(default_factory=dict)
+    config: Mapping[str, str] = field(default_factory=dict)
+    seed: int = 0
+    listeners: bool = True
+
+    def broker_config(self) -> BrokerConfig:
+        return BrokerConfig.from_overrides(dict(self.config))
+
+
+class BrokerWireHandler:
+    """Turns Kafka requests into typed asks to one broker actor."""
+
+    def __init__(self, cluster: Cluster, broker_id: int, timeout: float) -> None:
+        self._cluster = cluster
+        self._broker_id = broker_id
+        self._timeout = timeout
+
+    @property
+    def supported(self) -> Mapping[int, tuple[int, int]]:
+        return SUPPORTED_APIS
+
+    async def handle(self, request: KafkaRequest) -> Any:
+        data = request_data(request)
+        node = self._cluster.nodes[self._broker_id]
+        wait = self._timeout + getattr(data, "timeout_ms", 0) / 1000
+        reply = await node.ask(broker_ref(self._broker_id), data, timeout=wait)
+        return typing_cast_response(reply)
+
+
+def typing_cast_response(reply: object) -> KafkaApiResponseData:
+    """The broker answers a ``*RequestData`` with the matching ``*ResponseData``."""
+    return reply  # type: ignore[return-value]
+
+
+class Cluster:
+    def __init__(
+        self,
+        spec: ClusterSpec,
+        *,
+        tracer: Tracer | None = None,
+        clock: Clock | None = None,
+        store: MetadataStore | None = None,
+    ) -> None:
+        self.spec = spec
+        self.config = spec.broker_config()
+        self.tracer = tracer or Tracer()
+        self.clock = clock or RealClock()
+        self.store = store
+        self.network: Network | None = None
+        self.nodes: dict[int, Node] = {}
+        self.listeners: dict[int, KafkaWireServer] = {}
+        self.ports: dict[int, int] = {}
+        self._tg: TaskGroup | None = None
+        self._broker_scopes: dict[int, anyio.CancelScope] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _make_store(self) -> MetadataStore:
+        if self.spec.zookeeper:
+            from cluster.store.zookeeper import ZooKeeperStore
+
+            return ZooKeeperStore(self.spec.zookeeper, tracer=self.tracer, clock=self.clock)
+        return EmbeddedStore(tracer=self.tracer, clock=self.clock)
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[Cluster] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Start everything, report readiness, run until cancelled."""
+        self.store = self.store or self._make_store()
+        transport = TcpTransport() if self.spec.transport == "tcp" else InProcessTransport()
+        self.network = Network(
+            transport, tracer=self.tracer, rng=random.Random(self.spec.seed), clock=self.clock
+        )
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                await tg.start(self.network.run)
+                for broker_id in range(self.spec.brokers):
+                    await self.start_broker(broker_id)
+                await self.wait_ready()
+                task_status.started(self)
+                await anyio.sleep_forever()
+        finally:
+            self._tg = None
+            with anyio.CancelScope(shield=True):
+                await self.store.aclose()
+
+    async def start_broker(self, broker_id: int) -> None:
+        """Start (or restart) broker ``broker_id``: its node, actors and listener."""
+        if self._tg is None or self.network is None or self.store is None:
+            raise ClusterError("the cluster is not running")
+        if broker_id in self.nodes and self.nodes[broker_id].running:
+            raise ClusterError(f"broker {broker_id} is already running")
+        port = self.ports.get(broker_id, self._port_for(broker_id))
+        settings = BrokerSettings(
+            broker_id=BrokerId(broker_id),
+            log_dirs=(self.spec.log_dir / f"broker-{broker_id}",),
+            host=self.spec.host,
+            port=port,
+            rack=self.spec.racks.get(broker_id),
+            config=self.config,
+        )
+        node = Node(
+            broker_node_id(broker_id),
+            attach=self.network.attach,
+            tracer=self.tracer,
+            clock=self.clock,
+            seed=self.spec.seed,
+        )
+        self.nodes[broker_id] = node
+        if self.spec.listeners:
+            server = KafkaWireServer(
+                BrokerWireHandler(self, broker_id, self.config.request_timeout_ms / 1000),
+                node=node.node_id,
+                host=self.spec.host,
+                port=port,
+                tracer=self.tracer,
+            )
+            scope = anyio.CancelScope()
+            self._broker_scopes[broker_id] = scope
+            bound = await self._tg.start(self._serve, server, scope)
+            self.listeners[broker_id] = server
+            self.ports[broker_id] = bound
+            settings = BrokerSettings(
+                broker_id=settings.broker_id,
+                log_dirs=settings.log_dirs,
+                host=settings.host,
+                port=bound,
+                rack=settings.rack,
+                config=settings.config,
+            )
+        await self._tg.start(node.run, [Broker(settings, self.store)])
+
+    @staticmethod
+    async def _serve(
+        server: KafkaWireServer,
+        scope: anyio.CancelScope,
+        *,
+        task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        with scope:
+            async with anyio.create_task_group() as tg:
+                port = await tg.start(server.serve)
+                task_status.started(port)
+
+    def _port_for(self, broker_id: int) -> int:
+        return 0 if self.spec.base_port == 0 else self.spec.base_port + broker_id
+
+    def stop_broker(self, broker_id: int) -> None:
+        """Graceful stop: the broker closes its store session (its znode goes at once)."""
+        self._stop_listener(broker_id)
+        self.nodes[broker_id].stop()
+
+    def crash_broker(self, broker_id: int) -> None:
+        """Crash: no graceful step; the store session expires after its timeout."""
+        self._stop_listener(broker_id)
+        self.nodes[broker_id].crash()
+
+    def _stop_listener(self, broker_id: int) -> None:
+        scope = self._broker_scopes.pop(broker_id, None)
+        if scope is not None:
+            scope.cancel()
+
+    # ------------------------------------------------------------------ observation
+
+    async def status(self, broker_id: int, *, timeout: float = 5.0) -> BrokerStatus | None:
+        node = self.nodes.get(broker_id)
+        if node is None or not node.running:
+            return None
+        try:
+            reply = await node.ask(broker_ref(broker_id), BrokerStatusRequest(), timeout=timeout)
+        except (AskTimeoutError, RemoteError):
+            return None
+        return reply if isinstance(reply, BrokerStatus) else None
+
+    async def wait_ready(self, *, timeout: float = 30.0) -> None:
+        """Until every running broker is registered and knows the same live controller
+        and every running broker (so clients asking any of them see the whole cluster)."""
+        running = sorted(b for b, n in self.nodes.items() if n.running)
+        try:
+            with anyio.fail_after(timeout):
+                while True:
+                    statuses = [await self.status(b) for b in running]
+                    if all(s is not None for s in statuses):
+                        ready = [s for s in statuses if s is not None]
+                        controllers = {s.controller_id for s in ready}
+                        if (
+                            len(controllers) == 1
+                            and next(iter(controllers)) in running
+                            and all(sorted(s.live_brokers) == running for s in ready)
+                        ):
+                            return
+                    await self.clock.sleep(0.005)
+        except TimeoutError:
+            raise ClusterError(f"the cluster was not ready within {timeout}s") from None
+
+    async def controller_id(self) -> int:
+        for broker_id in sorted(self.nodes):
+            status = await self.status(broker_id)
+            if status is not None and status.controller_id >= 0:
+                return int(status.controller_id)
+        return -1
