@@ -11,6 +11,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import anyio
+
 from cluster.logging import configure_logging
 from protocol.errors import KemuError
 
@@ -23,6 +25,52 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from cluster.demo import run_demo
 
     return run_demo(brokers=args.brokers, seed=args.seed, virtual=args.virtual)
+
+
+def _key_values(items: list[str], what: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"{what} must be KEY=VALUE, got {item!r}")
+        out[key] = value
+    return out
+
+
+def _cmd_up(args: argparse.Namespace) -> int:
+    from actors.admin import ConfigError
+    from cluster.cluster import ClusterSpec
+    from cluster.up import run_up
+
+    if args.brokers < 1:
+        raise UsageError("--brokers must be at least 1")
+    racks: dict[int, str] = {}
+    for key, value in _key_values(args.rack, "--rack").items():
+        if not key.isdigit() or int(key) >= args.brokers:
+            raise UsageError(f"--rack {key}={value}: no broker {key}")
+        racks[int(key)] = value
+    spec = ClusterSpec(
+        brokers=args.brokers,
+        base_port=args.port,
+        log_dir=Path(args.log_dir),
+        zookeeper=args.zookeeper,
+        racks=racks,
+        config=_key_values(args.config, "--config"),
+        seed=args.seed,
+        store_port=None if args.zookeeper else args.store_port,
+    )
+    try:
+        spec.broker_config()
+    except ConfigError as exc:
+        raise UsageError(str(exc).split(". Known names")[0]) from None
+    return anyio.run(
+        lambda: run_up(
+            spec,
+            cluster_file=Path(args.cluster_file),
+            trace=Path(args.trace) if args.trace else None,
+        ),
+        backend_options={"use_uvloop": True},
+    )
 
 
 def _cmd_trace_export(args: argparse.Namespace) -> int:
@@ -50,6 +98,30 @@ def build_parser() -> argparse.ArgumentParser:
         "--virtual", action="store_true", help="run on the virtual clock (deterministic)"
     )
     demo.set_defaults(func=_cmd_demo)
+
+    up = sub.add_parser("up", help="launch a local cluster and run it until Ctrl-C")
+    up.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
+    up.add_argument("--port", type=int, default=9092, help="broker i listens on PORT+i (0: any)")
+    up.add_argument("--zookeeper", metavar="HOST:PORT[/chroot]", help="use a real ZooKeeper")
+    up.add_argument("--log-dir", default=".kemu/logs", help="root of the brokers' log dirs")
+    up.add_argument("--rack", action="append", default=[], metavar="ID=RACK")
+    up.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker config by its Kafka name (repeatable)",
+    )
+    up.add_argument("--trace", metavar="FILE", help="write the trace (JSON lines) here")
+    up.add_argument("--seed", type=int, default=0, help="seed of the cluster's randomness")
+    up.add_argument("--cluster-file", default=".kemu/cluster.json", metavar="PATH")
+    up.add_argument(
+        "--store-port",
+        type=int,
+        default=0,
+        help="port serving the embedded store to other processes (default: any)",
+    )
+    up.set_defaults(func=_cmd_up)
 
     trace = sub.add_parser("trace", help="work with trace files")
     trace_sub = trace.add_subparsers(dest="trace_command", required=True, metavar="ACTION")

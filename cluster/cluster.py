@@ -25,9 +25,11 @@ from actors.clock import Clock, RealClock
 from actors.runtime import Node
 from actors.store import MetadataStore
 from actors.trace import Tracer
+from cluster.connect import EMBEDDED_SCHEME, STORE_NODE
 from cluster.kafka_wire import KafkaRequest, KafkaWireServer, request_data
 from cluster.network import InProcessTransport, Network, TcpTransport
 from cluster.store.embedded import EmbeddedStore
+from cluster.store.remote import StoreServer
 from protocol.broker import BrokerStatus, BrokerStatusRequest
 from protocol.errors import AskTimeoutError, KemuError, RemoteError
 from protocol.ids import BrokerId
@@ -59,6 +61,9 @@ class ClusterSpec:
     config: Mapping[str, str] = field(default_factory=dict)
     seed: int = 0
     listeners: bool = True
+    store_port: int | None = None
+    """Serve the embedded store over TCP on this port (0 = any) so that other processes
+    (``kemu topics --zookeeper embedded://...``, ``kemu zk``) can reach it."""
 
     def broker_config(self) -> BrokerConfig:
         return BrokerConfig.from_overrides(dict(self.config))
@@ -109,6 +114,7 @@ class Cluster:
         self.ports: dict[int, int] = {}
         self._tg: TaskGroup | None = None
         self._broker_scopes: dict[int, anyio.CancelScope] = {}
+        self.store_address: str | None = spec.zookeeper
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -132,6 +138,8 @@ class Cluster:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
                 await tg.start(self.network.run)
+                if isinstance(self.store, EmbeddedStore) and self.spec.store_port is not None:
+                    await tg.start(self._serve_store, self.store)
                 for broker_id in range(self.spec.brokers):
                     await self.start_broker(broker_id)
                 await self.wait_ready()
@@ -141,6 +149,24 @@ class Cluster:
             self._tg = None
             with anyio.CancelScope(shield=True):
                 await self.store.aclose()
+
+    async def _serve_store(
+        self,
+        store: EmbeddedStore,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """The embedded store as an actor on its own TCP network, for other processes."""
+        port = self.spec.store_port or 0
+        transport = TcpTransport(host=self.spec.host, ports={STORE_NODE: port})
+        network = Network(transport, tracer=self.tracer, rng=random.Random(0), clock=self.clock)
+        async with anyio.create_task_group() as tg:
+            await tg.start(network.run)
+            node = Node(STORE_NODE, attach=network.attach, tracer=self.tracer, clock=self.clock)
+            await tg.start(node.run, [StoreServer(store, owns_store=False)])
+            host, bound = transport.address_of(STORE_NODE)
+            self.store_address = f"{EMBEDDED_SCHEME}{host}:{bound}"
+            task_status.started()
 
     async def start_broker(self, broker_id: int) -> None:
         """Start (or restart) broker ``broker_id``: its node, actors and listener."""

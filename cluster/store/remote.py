@@ -77,9 +77,17 @@ class _Served:
 class StoreServer(Actor):
     """Serves an ``EmbeddedStore`` to sessions on other nodes."""
 
-    def __init__(self, store: EmbeddedStore, name: str = STORE_ACTOR, *, tick: float = 0.5) -> None:
+    def __init__(
+        self,
+        store: EmbeddedStore,
+        name: str = STORE_ACTOR,
+        *,
+        tick: float = 0.5,
+        owns_store: bool = True,
+    ) -> None:
         super().__init__(name)
         self.store = store
+        self._owns_store = owns_store
         self._tick = tick
         self._served: dict[int, _Served] = {}
 
@@ -87,7 +95,8 @@ class StoreServer(Actor):
         self.start_soon(self._ticker)
 
     async def on_stop(self) -> None:
-        await self.store.aclose()
+        if self._owns_store:
+            await self.store.aclose()
 
     async def _ticker(self) -> None:
         while True:
