@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import struct
 
 import anyio
@@ -10,7 +11,7 @@ from anyio.abc import SocketAttribute, SocketStream
 
 from actors.trace import Tracer
 from cluster.network import TcpTransport
-from protocol.codec import frame
+from protocol.codec import FrameReader, decode_envelope, frame
 from protocol.errors import NetworkError
 from tests.network.support import Cluster, NetTestBulk, envelope, ping, running
 
@@ -170,6 +171,41 @@ async def test_a_full_send_queue_drops_instead_of_blocking() -> None:
         assert len(delivered) + len(dropped) == 100
         firsts = [p.data[0] for p in delivered if isinstance(p, NetTestBulk)]
         assert firsts == sorted(firsts)
+
+
+async def test_a_peer_that_stops_reading_pauses_then_drops() -> None:
+    """When the destination stops reading, the connection's buffers fill up: later messages
+    wait in the bounded queue and, past its limit, are dropped as send_buffer_full. Once the
+    destination reads again, every message not dropped arrives, in the order posted."""
+    limit = 1 << 20
+    with socket.create_server(("127.0.0.1", 0)) as listener:  # accepted only to read, later
+        port = listener.getsockname()[1]
+        async with running(TcpTransport(max_queued_bytes=limit), ["a"]) as c:
+            tcp(c).add_peer("z", "127.0.0.1", port)
+            posted = 1
+            c.post(envelope("a", "z", NetTestBulk(data=b""), corr=posted))
+            await c.wait_event(lambda e: e.type == "connected")
+            while not c.events("drop"):  # nobody reads: the socket buffers fill, then the queue
+                await anyio.sleep(0.001)
+                for _ in range(16):
+                    posted += 1
+                    c.post(envelope("a", "z", NetTestBulk(data=b"x" * 65536), corr=posted))
+                assert tcp(c).queued_bytes("z") <= limit
+                assert posted < 10_000, "never dropped"
+            assert tcp(c).queued_bytes("z") > 0  # queued behind the paused connection
+            assert {e.fields["reason"] for e in c.events("drop")} == {"send_buffer_full"}
+            dropped = {e.corr for e in c.events("drop")}
+            expected = [n for n in range(1, posted + 1) if n not in dropped]
+
+            connection, _ = listener.accept()
+            reader, corrs = FrameReader(), list[int]()
+            async with await SocketStream.from_socket(connection) as stream:
+                with anyio.fail_after(10):
+                    while len(corrs) < len(expected):
+                        for body in reader.feed(await stream.receive()):
+                            corrs.append(decode_envelope(body).corr)
+            assert corrs == expected
+            assert tcp(c).queued_bytes("z") == 0
 
 
 async def test_listening_on_a_taken_port_fails_cleanly() -> None:
