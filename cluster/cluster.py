@@ -234,10 +234,22 @@ class Cluster:
         self._stop_listener(broker_id)
         self.nodes[broker_id].stop()
 
-    def crash_broker(self, broker_id: int) -> None:
-        """Crash: no graceful step; the store session expires after its timeout."""
+    async def crash_broker(self, broker_id: int) -> None:
+        """Crash: no graceful step. As with a killed process, the broker's store session
+        is left to expire: once its timeout passes without the broker, the store expires
+        it (ZooKeeper's server does this for a dead client; in one process the client's
+        own heartbeats would outlive the crash, so the cluster plays the server's part)."""
+        status = await self.status(broker_id)
         self._stop_listener(broker_id)
         self.nodes[broker_id].crash()
+        if status is not None and self._tg is not None:
+            timeout = self.config.zookeeper_session_timeout_ms / 1000
+            self._tg.start_soon(self._expire_later, status.session_id, timeout)
+
+    async def _expire_later(self, session_id: int, timeout: float) -> None:
+        await self.clock.sleep(timeout)
+        assert self.store is not None
+        await self.store.expire_session(session_id)
 
     def _stop_listener(self, broker_id: int) -> None:
         scope = self._broker_scopes.pop(broker_id, None)

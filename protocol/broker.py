@@ -16,6 +16,7 @@ class BrokerStatus(Message, frozen=True, kw_only=True):
     broker_id: BrokerId
     registered: bool
     broker_epoch: int
+    session_id: int
     cluster_id: str
     controller_id: BrokerId
     live_brokers: tuple[BrokerId, ...]

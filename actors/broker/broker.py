@@ -271,6 +271,7 @@ class Broker(Actor):
             broker_id=self.broker_id,
             registered=self.broker_epoch >= 0,
             broker_epoch=self.broker_epoch,
+            session_id=self.session.session_id if self.zk is not None else 0,
             cluster_id=self.cluster_id,
             controller_id=BrokerId(
                 -1 if self.cache.controller_id is None else self.cache.controller_id
@@ -524,7 +525,7 @@ class Broker(Actor):
             if (
                 controller is None
                 or controller == self.broker_id
-                or ctx.sender.node.startswith("broker-")
+                or ctx.sender.name == BROKER_ACTOR  # forwarded once already: no loops
             ):
                 return _not_controller(msg)
             reply = ctx.defer()
