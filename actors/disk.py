@@ -47,7 +47,11 @@ class Disk:
 
     def write_file(self, path: Path, data: bytes) -> None:
         """Replace ``path``'s content atomically: write a ``.tmp`` sibling, then rename it
-        over (as Kafka's checkpoint files are written)."""
+        over (as Kafka's checkpoint files are written). An empty file is simply created
+        (a new segment or index: nothing to tear)."""
+        if not data:
+            with open(path, "wb"):
+                return
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_bytes(data)
         os.replace(tmp, path)

@@ -75,9 +75,11 @@ from protocol.control import TopicPartition
 from protocol.errors import ErrorCode, FatalNodeError, KafkaApiError
 from protocol.ids import BrokerId, TopicName
 from protocol.log import (
+    CheckpointFlush,
     DeleteLog,
     GetLogDirStatus,
     GetOrCreateLog,
+    GetOrCreateLogs,
     HostedLog,
     ListLogs,
     LogCreated,
@@ -88,6 +90,8 @@ from protocol.log import (
     LogDirsAllFailed,
     LogDirStatus,
     LogListing,
+    LogOutcome,
+    LogsCreated,
     PendingLogDeletion,
 )
 from protocol.trace import TraceKind
@@ -240,9 +244,18 @@ def delete_delay_resolver(
 # ------------------------------------------------------------------------ the actor
 
 LogManagerMessage: TypeAlias = (
-    GetOrCreateLog | DeleteLog | ListLogs | GetLogDirStatus | LogDeletionSweep | LogDirsAllFailed
+    GetOrCreateLog
+    | DeleteLog
+    | ListLogs
+    | GetLogDirStatus
+    | LogDeletionSweep
+    | LogDirsAllFailed
+    | CheckpointFlush
+    | GetOrCreateLogs
 )
 _HANDLED: Final = (
+    CheckpointFlush,
+    GetOrCreateLogs,
     GetOrCreateLog,
     DeleteLog,
     ListLogs,
@@ -316,6 +329,9 @@ class LogManager(Actor):
         self.failure_listener = failure_listener
         self._delete_delay = delete_delay_resolver(file_delete_delay, segment_delete_delay)
         self._logs: dict[TopicPartition, Path] = {}
+        self._counts: dict[Path, int] = dict.fromkeys(self.log_dirs, 0)
+        self._dirty: set[Path] = set()
+        self._flush_queued = False
         self._offline: dict[Path, str] = {}
         self._pending: deque[_PendingDelete] = deque()
         self._timers: dict[int, float] = {}
@@ -353,6 +369,10 @@ class LogManager(Actor):
         self._started = True
         self._schedule_sweep()
 
+    async def on_stop(self) -> None:
+        """A clean shutdown writes the checkpoints still owed (Kafka does at shutdown)."""
+        self._flush_checkpoints()
+
     def _load_dir(self, log_dir: Path) -> None:
         try:
             self.disk.mkdir(log_dir)
@@ -383,7 +403,7 @@ class LogManager(Actor):
                             f"Duplicate log directories for {tp} are found in both "
                             f"{other / name} and {path}."
                         )
-                    self._logs[tp] = log_dir
+                    self._add_log(tp, log_dir)
                     self._trace_op("load", path, log_dir=log_dir, tp=tp)
                 case LogDirKind.DELETED:
                     entry = self._enqueue(tp, log_dir, name, now)
@@ -417,10 +437,32 @@ class LogManager(Actor):
                 return None
             case LogDirsAllFailed(reason=reason):
                 raise FatalNodeError(reason)
+            case CheckpointFlush():
+                self._flush_checkpoints()
+                return None
+            case GetOrCreateLogs(logs=logs):
+                return self._get_or_create_batch(logs)
             case _:
                 assert_never(msg)
 
     # -- getOrCreateLog
+
+    def _get_or_create_batch(self, logs: tuple[GetOrCreateLog, ...]) -> LogsCreated:
+        results = []
+        for request in logs:
+            tp = request.topic_partition
+            try:
+                created = self._get_or_create(tp, is_new=request.is_new)
+            except KafkaApiError as exc:
+                results.append(
+                    LogOutcome(topic=tp.topic, partition=tp.partition, error_code=exc.code)
+                )
+            else:
+                results.append(
+                    LogOutcome(topic=tp.topic, partition=tp.partition, log_dir=created.log_dir)
+                )
+        self._flush_checkpoints()
+        return LogsCreated(results=tuple(results))
 
     def _get_or_create(self, tp: TopicPartition, *, is_new: bool) -> LogCreated:
         log_dir = self._logs.get(tp)
@@ -462,10 +504,9 @@ class LogManager(Actor):
             message = f"Error while creating log for {tp} in dir {log_dir}"
             self._mark_offline(log_dir, message, exc)
             raise _storage_error(message) from exc
-        self._logs[tp] = log_dir
+        self._add_log(tp, log_dir)
         self._trace_op("create", path, log_dir=log_dir, tp=tp)
-        if not self._checkpoint(log_dir):
-            raise _storage_error(f"Log for partition {tp} is in offline log dir {log_dir}")
+        self._checkpoint_soon(log_dir)
         return LogCreated(
             topic=tp.topic, partition=tp.partition, log_dir=str(log_dir), created=True
         )
@@ -493,7 +534,8 @@ class LogManager(Actor):
             message = f"Error while renaming dir for {tp} in log dir {log_dir}"
             self._mark_offline(log_dir, message, exc)
             raise _storage_error(message) from exc
-        del self._logs[tp]
+        self._remove_log(tp)
+        self._dirty.discard(log_dir)  # rewritten right now
         now = self.clock.now()
         self._trace_op("rename", src, log_dir=log_dir, tp=tp, to=name)
         if self._checkpoint(log_dir):
@@ -601,10 +643,31 @@ class LogManager(Actor):
         return [d for d in self.log_dirs if d not in self._offline]
 
     def _log_counts(self) -> dict[Path, int]:
-        counts = dict.fromkeys(self.log_dirs, 0)
-        for log_dir in self._logs.values():
-            counts[log_dir] += 1
-        return counts
+        return dict(self._counts)
+
+    def _add_log(self, tp: TopicPartition, log_dir: Path) -> None:
+        self._logs[tp] = log_dir
+        self._counts[log_dir] = self._counts.get(log_dir, 0) + 1
+
+    def _remove_log(self, tp: TopicPartition) -> None:
+        log_dir = self._logs.pop(tp)
+        self._counts[log_dir] -= 1
+
+    def _checkpoint_soon(self, log_dir: Path) -> None:
+        """Creations rewrite their dir's checkpoints once per burst, not once per log: a
+        ``CheckpointFlush`` queued behind the messages already waiting does it (Kafka
+        itself writes checkpoints on a timer, never per creation)."""
+        self._dirty.add(log_dir)
+        if not self._flush_queued:
+            self._flush_queued = True
+            self.send_self(CheckpointFlush())
+
+    def _flush_checkpoints(self) -> None:
+        self._flush_queued = False
+        dirty, self._dirty = sorted(self._dirty), set()
+        for log_dir in dirty:
+            if log_dir not in self._offline:
+                self._checkpoint(log_dir)
 
     def _mark_offline(self, log_dir: Path, reason: str, exc: OSError) -> None:
         """Kafka's LogDirFailureChannel: the directory is offline until restart."""

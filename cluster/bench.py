@@ -187,6 +187,122 @@ def raw_aiozk_create_get(hosts: str) -> Callable[[int], Awaitable[None]]:
     return run
 
 
+# ----------------------------------------------------------------- cluster
+
+
+def _fast_tmp() -> str | None:
+    """Log dirs on tmpfs when there is one: the benchmarks measure kemu, not the disk
+    (on these machines /tmp can cost 2 ms per mkdir+create, /dev/shm 20 µs)."""
+    import os
+
+    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+
+
+async def cluster_ready_seconds(zookeeper: str | None = None) -> float:
+    """Wall time from nothing to a ready 3-broker cluster (every broker registered and
+    knowing the controller and each other), as ``kemu up`` waits for it."""
+    import tempfile
+    from pathlib import Path
+
+    from cluster.cluster import Cluster, ClusterSpec
+
+    with tempfile.TemporaryDirectory(dir=_fast_tmp()) as tmp:
+        spec = ClusterSpec(brokers=3, base_port=0, log_dir=Path(tmp), zookeeper=zookeeper)
+        t0 = _now()
+        async with anyio.create_task_group() as tg:
+            await tg.start(Cluster(spec).run)
+            elapsed = _now() - t0
+            tg.cancel_scope.cancel()
+    return elapsed
+
+
+async def create_topics_seconds(
+    topics: int, partitions: int, rf: int, zookeeper: str | None = None
+) -> float:
+    """Wall time for one CreateTopics of ``topics`` topics to be answered, i.e. until every
+    partition has a leader in the answering broker's metadata cache."""
+    import tempfile
+    from pathlib import Path
+
+    from actors.broker.broker import broker_ref
+    from cluster.cluster import Cluster, ClusterSpec
+    from protocol.ids import TopicName
+    from protocol.kafka_api import CreatableTopic, CreateTopicsRequestData, CreateTopicsResponseData
+
+    with tempfile.TemporaryDirectory(dir=_fast_tmp()) as tmp:
+        spec = ClusterSpec(
+            brokers=3, base_port=0, log_dir=Path(tmp), zookeeper=zookeeper, listeners=False
+        )
+        async with anyio.create_task_group() as tg:
+            cluster = await tg.start(Cluster(spec).run)
+            controller = await cluster.controller_id()
+            request = CreateTopicsRequestData(
+                topics=tuple(
+                    CreatableTopic(
+                        name=TopicName(f"bench-{i}"),
+                        num_partitions=partitions,
+                        replication_factor=rf,
+                    )
+                    for i in range(topics)
+                ),
+                timeout_ms=600_000,
+            )
+            t0 = _now()
+            reply = await cluster.nodes[controller].ask(
+                broker_ref(controller), request, timeout=600
+            )
+            elapsed = _now() - t0
+            assert isinstance(reply, CreateTopicsResponseData)
+            failed = [t for t in reply.topics if t.error_code != 0]
+            if failed:
+                raise RuntimeError(f"{len(failed)} topics failed, e.g. {failed[0]}")
+            tg.cancel_scope.cancel()
+    return elapsed
+
+
+def raw_aiozk_topic_writes(
+    hosts: str, topics: int, partitions: int
+) -> Callable[[int], Awaitable[None]]:
+    """The same znodes a creation writes (config, assignment, partitions parent, and per
+    partition its node and state), written with raw aiozk, 100 at a time concurrently."""
+
+    async def run(_: int) -> None:
+        import aiozk
+
+        client = aiozk.ZKClient(hosts, chroot=f"/bench-floor-{uuid.uuid4().hex}")
+        await client.start()
+        await client.ensure_path("/config/topics")
+        await client.ensure_path("/brokers/topics")
+        for start in range(0, topics, 100):
+            batch = range(start, min(start + 100, topics))
+            await asyncio.gather(*(client.create(f"/config/topics/t{i}", b"{}") for i in batch))
+            await asyncio.gather(*(client.create(f"/brokers/topics/t{i}", b"{}") for i in batch))
+            await asyncio.gather(
+                *(client.create(f"/brokers/topics/t{i}/partitions", b"") for i in batch)
+            )
+            for p in range(partitions):
+                await asyncio.gather(
+                    *(client.create(f"/brokers/topics/t{i}/partitions/{p}", b"") for i in batch)
+                )
+                await asyncio.gather(
+                    *(
+                        client.create(f"/brokers/topics/t{i}/partitions/{p}/state", b"{}")
+                        for i in batch
+                    )
+                )
+        await client.close()
+
+    return run
+
+
+async def controller_events_per_second(events: int) -> float:
+    from actors.controller.bench import run_event_benchmark
+
+    t0 = _now()
+    await run_event_benchmark(events)
+    return events / (_now() - t0)
+
+
 # ----------------------------------------------------------------- report
 
 
@@ -241,7 +357,36 @@ async def main_async(args: argparse.Namespace) -> int:
         )
     else:
         print("  (no --zookeeper HOST:PORT given: ZooKeeper rates skipped)")
+
+    print("\n[4] kemu up --brokers 3: time to a ready cluster (goal < 0.3 s, embedded)")
+    ready = min([await cluster_ready_seconds() for _ in range(args.repeat)])
+    print(f"  embedded store                     {ready:>8.3f} s")
+    if args.zookeeper:
+        zk_ready = min([await cluster_ready_seconds(_chroot(args.zookeeper)) for _ in range(2)])
+        print(f"  real ZooKeeper                     {zk_ready:>8.3f} s")
+
+    n, parts = args.topics, 10
+    print(
+        f"\n[5] create {n} topics x {parts} partitions x RF 3 on 3 brokers"
+        " (goal < 3 s embedded; ZooKeeper within 2x of the raw aiozk floor)"
+    )
+    emb_create = await create_topics_seconds(n, parts, 3)
+    print(f"  embedded store                     {emb_create:>8.3f} s")
+    if args.zookeeper:
+        zk_create = await create_topics_seconds(n, parts, 3, _chroot(args.zookeeper))
+        floor = await best_of(1, "floor", n, raw_aiozk_topic_writes(args.zookeeper, n, parts))
+        print(f"  real ZooKeeper                     {zk_create:>8.3f} s")
+        print(f"  raw aiozk, same znodes             {floor.seconds:>8.3f} s")
+        print(f"  ratio {zk_create / floor.seconds:.2f}x of the floor")
+
+    print("\n[6] controller event manager throughput (goal >= 20k events/s)")
+    rate = max([await controller_events_per_second(args.ops) for _ in range(args.repeat)])
+    print(f"  {rate:>11,.0f} events/s")
     return 0
+
+
+def _chroot(hosts: str) -> str:
+    return f"{hosts}/kemu-bench-{uuid.uuid4().hex}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -250,6 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store-ops", type=int, default=20_000, help="create+get per store run")
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement (best kept)")
     parser.add_argument("--zookeeper", metavar="HOST:PORT", help="a local ZooKeeper to compare")
+    parser.add_argument("--topics", type=int, default=1000, help="topics in the creation bench")
     parser.add_argument("--no-uvloop", action="store_true", help="measure on asyncio's own loop")
     args = parser.parse_args(argv)
     return anyio.run(

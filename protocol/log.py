@@ -19,12 +19,15 @@ import msgspec
 
 from protocol.base import Message
 from protocol.control import TopicPartition
+from protocol.errors import ErrorCode
 from protocol.ids import TopicName
 
 __all__ = [
+    "CheckpointFlush",
     "DeleteLog",
     "GetLogDirStatus",
     "GetOrCreateLog",
+    "GetOrCreateLogs",
     "HostedLog",
     "ListLogs",
     "LogCreated",
@@ -35,6 +38,8 @@ __all__ = [
     "LogDirStatus",
     "LogDirsAllFailed",
     "LogListing",
+    "LogOutcome",
+    "LogsCreated",
     "PendingLogDeletion",
 ]
 
@@ -169,6 +174,29 @@ class LogDeletionSweep(Message, frozen=True, kw_only=True):
     """A deletion timer fired (``timer`` identifies it): remove every renamed log now due."""
 
     timer: int
+
+
+class GetOrCreateLogs(Message, frozen=True, kw_only=True):
+    """``GetOrCreateLog`` for every partition of one LeaderAndIsr request, answered at once
+    with ``LogsCreated``: one checkpoint write per log dir for the whole batch."""
+
+    logs: tuple[GetOrCreateLog, ...]
+
+
+class LogOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    topic: TopicName
+    partition: int
+    error_code: ErrorCode = ErrorCode.NONE
+    log_dir: str | None = None
+
+
+class LogsCreated(Message, frozen=True, kw_only=True):
+    results: tuple[LogOutcome, ...]
+
+
+class CheckpointFlush(Message, frozen=True, kw_only=True):
+    """The log manager's own reminder: rewrite the checkpoints of the log dirs whose set
+    of logs changed since the last flush (one write per dir for a burst of creations)."""
 
 
 class LogDirsAllFailed(Message, frozen=True, kw_only=True):

@@ -52,6 +52,7 @@ from protocol.broker import (
 from protocol.control import (
     NO_LEADER,
     Endpoint,
+    LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
     PartitionError,
@@ -95,7 +96,7 @@ from protocol.kafka_api import (
 from protocol.kafka_api import ConfigEntry as WireConfigEntry
 from protocol.kafka_api import ConfigSource as WireConfigSource
 from protocol.kafka_api import ConfigValueType as WireConfigValueType
-from protocol.log import DeleteLog, GetOrCreateLog
+from protocol.log import DeleteLog, GetOrCreateLog, GetOrCreateLogs, LogsCreated
 
 BROKER_ACTOR = "broker"
 CONTROLLER_ACTOR = "controller"
@@ -296,29 +297,38 @@ class Broker(Actor):
         if stale is not None:
             self.trace("event", "stale_request_rejected", request="LeaderAndIsr", error=stale.name)
             return LeaderAndIsrResponse(error_code=stale)
-        errors: list[PartitionError] = []
+        codes: dict[TopicPartition, ErrorCode] = {}
+        accepted: list[LeaderAndIsrPartitionState] = []
         for state in req.partition_states:
             tp = TopicPartition(state.topic, state.partition)
-            code = ErrorCode.NONE
-            current = self.leader_epochs.get(tp, -1)
-            if state.leader_epoch <= current:
-                code = ErrorCode.STALE_CONTROLLER_EPOCH  # ignored, as Kafka does
+            if state.leader_epoch <= self.leader_epochs.get(tp, -1):
+                codes[tp] = ErrorCode.STALE_CONTROLLER_EPOCH  # ignored, as Kafka does
             elif self.broker_id not in state.replicas:
-                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                codes[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
-                try:
-                    await self.ask(
-                        self.log_manager_ref,
-                        GetOrCreateLog(
-                            topic=state.topic, partition=state.partition, is_new=state.is_new
-                        ),
-                    )
-                    self.leader_epochs[tp] = state.leader_epoch
-                except RemoteError as exc:
-                    code = exc.code
-            errors.append(
-                PartitionError(topic=state.topic, partition=state.partition, error_code=code)
+                accepted.append(state)
+        if accepted:
+            batch = GetOrCreateLogs(
+                logs=tuple(
+                    GetOrCreateLog(topic=s.topic, partition=s.partition, is_new=s.is_new)
+                    for s in accepted
+                )
             )
+            reply = await self.ask(self.log_manager_ref, batch)
+            assert isinstance(reply, LogsCreated)
+            for outcome, state in zip(reply.results, accepted, strict=True):
+                tp = TopicPartition(state.topic, state.partition)
+                codes[tp] = outcome.error_code
+                if outcome.error_code is ErrorCode.NONE:
+                    self.leader_epochs[tp] = state.leader_epoch
+        errors = [
+            PartitionError(
+                topic=s.topic,
+                partition=s.partition,
+                error_code=codes[TopicPartition(s.topic, s.partition)],
+            )
+            for s in req.partition_states
+        ]
         return LeaderAndIsrResponse(error_code=ErrorCode.NONE, partition_errors=tuple(errors))
 
     def _update_metadata(self, req: UpdateMetadataRequest) -> UpdateMetadataResponse:
