@@ -9,21 +9,50 @@ in kemu: ``data_received`` decodes frames and hands each envelope over synchrono
 ``send`` writes the frame into the connection at once, with no task hop per frame either
 way. Background work (connecting, backing off) still runs in the transport's task group.
 
-Sending: one outbound connection per destination node, opened by a connector task when the
-first message for it is sent. ``send`` encodes and never blocks: while the connection is up
-it writes the frame straight into it (the transport's and the kernel's buffers coalesce);
-it queues frames only while the connection is being opened, or while the connection's write
-buffer is over its high-water mark (``pause_writing``) until it drains (``resume_writing``).
-That queue is bounded in bytes per destination. When a connection cannot be opened the queued
-messages are dropped as ``unreachable`` and the destination is left alone for a back-off
-(50 ms doubling to 1 s, like Kafka's ``reconnect.backoff.ms``), during which messages to it
-are dropped at once. When a connection breaks, a frame whose write fails is dropped as
-``connection_lost`` (frames already accepted into the connection's buffers are lost with it,
-as bytes in a socket buffer always are), frames still queued go out on the next connection,
-and the next message reconnects. The remote side never writes on our outbound connection, so
-whatever arrives on it (end of stream, bytes, an error) means the connection is over.
+Connections are two-way. Frames go both ways on every connection, with the same framing:
+when a frame arrives on a connection another process (or this one) opened to us, the node
+it comes from (``envelope.src.node``) becomes reachable over that connection, so a node
+that is in nobody's address book here (a CLI process's node calling our store) still gets
+its replies, and an ask/reply pays for one connection, not two.
 
-Receiving: every accepted connection splits the stream into frames and decodes them as they
+Routes: ``send`` picks the connection towards a destination node, in this order:
+
+1. our outbound connection to it, while it is up or being opened with frames waiting for
+   it (frames queued behind a connection being opened never get overtaken);
+2. else a live connection that node opened to us (the first one its frames arrived on;
+   while it lives every frame to the node goes on it);
+3. else its address-book entry: open an outbound connection (below);
+4. else drop it as ``unknown_destination``.
+
+Since an outbound connection is only opened under rule 3, a node's frames never go on two
+connections at once: the route of a destination changes only when the connection in use
+died, or was left idle (an outbound connection that is up stays preferred while it lives).
+Together with one outbound connection per destination, this keeps FIFO order per (source
+node, destination node) link. When a connection the node opened to us closes, the route is
+forgotten (traced as a ``route_lost`` event, its learning as ``route_learned``): another
+connection of that node takes over, or later messages use the address book, or are dropped.
+
+Sending on an outbound connection: one per destination node, opened by a connector task
+when the first message for it is sent. ``send`` encodes and never blocks: while the
+connection is up it writes the frame straight into it (the transport's and the kernel's
+buffers coalesce); it queues frames only while the connection is being opened, or while
+the connection's write buffer is over its high-water mark (``pause_writing``) until it
+drains (``resume_writing``). That queue is bounded in bytes per destination. When a
+connection cannot be opened the queued messages are dropped as ``unreachable`` and the
+destination is left alone for a back-off (50 ms doubling to 1 s, like Kafka's
+``reconnect.backoff.ms``), during which messages to it are dropped at once (unless it is
+connected to us: then they go over that connection). When a connection breaks, a frame
+whose write fails is dropped as ``connection_lost`` (frames already accepted into the
+connection's buffers are lost with it, as bytes in a socket buffer always are), frames
+still queued go out on the next connection, and the next message reconnects. Whatever the
+other end writes on it is delivered like frames on any connection; its end of stream or an
+error ends it.
+
+Sending on a connection a node opened to us works the same way without the connecting:
+the frames queued while it is paused are bounded in bytes per connection; when it ends,
+they are sent again by the rules above.
+
+Receiving: every connection splits the stream into frames and decodes them as they
 arrive. A malformed, oversized or truncated frame closes that connection only, traced as an
 ``error`` of type ``bad_frame``; the listener keeps serving.
 
@@ -101,6 +130,10 @@ def _lost(exc: Exception | None) -> str:
     return f"connection lost: {exc!r}" if exc else "closed by the peer"
 
 
+def _truncated(pending: int) -> str:
+    return f"truncated frame: the connection closed {pending} bytes into a frame"
+
+
 def _remote(transport: asyncio.BaseTransport) -> str:
     address = transport.get_extra_info("peername")
     if isinstance(address, tuple) and len(address) >= 2:
@@ -111,30 +144,72 @@ def _remote(transport: asyncio.BaseTransport) -> str:
 # ---------------------------------------------------------------------- connections
 
 
-class _Inbound(asyncio.Protocol):
-    """One accepted connection: frames are cut out and handed over as the bytes arrive."""
+class _Backlog:
+    """Frames waiting to be written, with their envelopes (to account for each one)."""
 
-    __slots__ = ("_arrived", "_owner", "_reader", "_server", "transport")
+    __slots__ = ("envelopes", "frames", "queued_bytes")
+
+    def __init__(self) -> None:
+        self.envelopes: list[Envelope] = []
+        self.frames: list[bytes] = []
+        self.queued_bytes = 0
+
+    def push(self, envelope: Envelope, data: bytes) -> None:
+        self.envelopes.append(envelope)
+        self.frames.append(data)
+        self.queued_bytes += len(data)
+
+    def take(self) -> tuple[list[Envelope], list[bytes]]:
+        envelopes, frames = self.envelopes, self.frames
+        self.envelopes, self.frames, self.queued_bytes = [], [], 0
+        return envelopes, frames
+
+
+class _Inbound(_Backlog, asyncio.Protocol):
+    """One accepted connection: frames are cut out and handed over as the bytes arrive, and
+    the nodes they come from are reachable over it (``sources``). Its backlog holds what
+    waits for it to drain while it is paused."""
+
+    __slots__ = (
+        "_arrived",
+        "_owner",
+        "_reader",
+        "gone",
+        "paused",
+        "server",
+        "sources",
+        "transport",
+        "why",
+    )
     transport: asyncio.Transport  # from connection_made on
 
     def __init__(self, owner: TcpTransport, server: _Server) -> None:
+        super().__init__()
         self._owner = owner
-        self._server = server
+        self.server = server
         self._arrived = owner._arrived
         self._reader = FrameReader(max_bytes=owner._max_frame_bytes)
+        self.sources: set[str] = set()  # nodes whose frames arrived here
+        self.paused = False  # the write buffer is over its high-water mark
+        self.gone = False  # no longer a route: closing or closed
+        self.why = ""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
-        if self._server.closed:  # accepted just as the listener closed
+        if self.server.closed:  # accepted just as the listener closed
+            self.gone = True
             self.transport.abort()
         else:
-            self._server.connections.add(self)
+            self.server.connections.add(self)
 
     def data_received(self, data: bytes) -> None:
-        arrived = self._arrived
+        arrived, sources = self._arrived, self.sources
         try:
             for body in self._reader.feed(data):
-                arrived(decode_envelope(body))
+                envelope = decode_envelope(body)
+                if envelope.src.node not in sources:  # before delivering: it may reply at once
+                    self._owner._learn(self, envelope.src.node)
+                arrived(envelope)
         except FrameError as exc:
             self._fail("bad_frame", str(exc))
         except Exception as exc:  # a bug must cost this connection only, not the listener
@@ -142,20 +217,32 @@ class _Inbound(asyncio.Protocol):
 
     def eof_received(self) -> bool:
         if self._reader.pending:
-            self._fail(
-                "bad_frame",
-                f"truncated frame: the connection closed {self._reader.pending} bytes into a frame",
-            )
+            self._fail("bad_frame", _truncated(self._reader.pending))
+        else:
+            self._owner._forget(self, "closed by the peer")
         return False  # close our side too
 
     def connection_lost(self, exc: Exception | None) -> None:
-        # An error here means the sender went away; it accounts for what it lost.
-        self._server.connections.discard(self)
+        self.server.connections.discard(self)
+        self._owner._forget(self, _lost(exc))
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        self._owner._flush_inbound(self)
+
+    def abort(self, why: str) -> None:
+        """Close now; nothing more is delivered from it or written to it."""
+        self.transport.abort()
+        self._owner._forget(self, why)
 
     def _fail(self, what: str, detail: str) -> None:
         peer = _remote(self.transport)
         self.transport.abort()
-        self._owner._report(TraceKind.ERROR, what, node=self._server.node, peer=peer, detail=detail)
+        self._owner._report(TraceKind.ERROR, what, node=self.server.node, peer=peer, detail=detail)
+        self._owner._forget(self, f"{what}: {detail}")
 
 
 class _Server:
@@ -172,24 +259,36 @@ class _Server:
 
     def close(self) -> None:
         """Stop listening and drop every accepted connection, now (no frame of them is
-        delivered after this)."""
+        delivered after this, and they are no one's route any more)."""
         self.closed = True
         if self.listener is not None:
             self.listener.close()  # closes the listening socket at once, on both loops
         for connection in list(self.connections):
-            connection.transport.abort()
+            connection.abort(f"node {self.node!r} stopped listening")
         self.connections.clear()
 
 
 class _Link(asyncio.Protocol):
-    """Our outbound connection towards one destination node. The other end never writes on
-    it: whatever arrives means it is over."""
+    """Our outbound connection towards one destination node. Frames the other end writes on
+    it are delivered as they arrive; its end of stream or an error ends it."""
 
-    __slots__ = ("_owner", "address", "closed", "paused", "peer", "transport", "why")
+    __slots__ = (
+        "_arrived",
+        "_owner",
+        "_reader",
+        "address",
+        "closed",
+        "paused",
+        "peer",
+        "transport",
+        "why",
+    )
     transport: asyncio.Transport  # from connection_made on (before create_connection returns)
 
     def __init__(self, owner: TcpTransport, peer: _Peer, address: Address) -> None:
         self._owner = owner
+        self._arrived = owner._arrived
+        self._reader = FrameReader(max_bytes=owner._max_frame_bytes)
         self.peer = peer
         self.address = address
         self.paused = False  # the write buffer is over its high-water mark
@@ -200,10 +299,18 @@ class _Link(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
-        self.why = self.why or "unexpected bytes from the peer"
-        self.transport.abort()
+        arrived = self._arrived
+        try:
+            for body in self._reader.feed(data):
+                arrived(decode_envelope(body))
+        except FrameError as exc:
+            self._fail("bad_frame", str(exc))
+        except Exception as exc:  # a bug must cost this connection only
+            self._fail("connection_failed", repr(exc))
 
     def eof_received(self) -> bool:
+        if self._reader.pending:
+            self._fail("bad_frame", _truncated(self._reader.pending))
         self.why = self.why or "closed by the peer"
         return False
 
@@ -219,8 +326,15 @@ class _Link(asyncio.Protocol):
         self.paused = False
         self._owner._flush(self.peer, self)
 
+    def _fail(self, what: str, detail: str) -> None:
+        self.why = self.why or f"{what}: {detail}"
+        self.transport.abort()
+        self._owner._report(
+            TraceKind.ERROR, what, node=self.peer.node, address=_fmt(self.address), detail=detail
+        )
 
-class _Peer:
+
+class _Peer(_Backlog):
     """The outbound side towards one destination node: its connection, the frames queued
     while there is none (or it is paused), and the connector's state."""
 
@@ -229,21 +343,16 @@ class _Peer:
         "broken",
         "connecting",
         "down",
-        "envelopes",
-        "frames",
         "link",
         "node",
-        "queued_bytes",
         "retry",
         "unreachable",
     )
 
     def __init__(self, node: str, backoff: float) -> None:
+        super().__init__()
         self.node = node
         self.link: _Link | None = None  # the connection, while it is up
-        self.envelopes: list[Envelope] = []
-        self.frames: list[bytes] = []
-        self.queued_bytes = 0
         self.connecting = False  # a connector task runs (connecting or backing off)
         self.broken = ""  # why the connection being opened must be given up ("" = it need not)
         self.down = False  # backing off after a failed connect: drop at once
@@ -251,15 +360,11 @@ class _Peer:
         self.backoff = backoff
         self.retry: anyio.CancelScope | None = None  # the back-off sleep, to cut it short
 
-    def push(self, envelope: Envelope, data: bytes) -> None:
-        self.envelopes.append(envelope)
-        self.frames.append(data)
-        self.queued_bytes += len(data)
-
-    def take(self) -> tuple[list[Envelope], list[bytes]]:
-        envelopes, frames = self.envelopes, self.frames
-        self.envelopes, self.frames, self.queued_bytes = [], [], 0
-        return envelopes, frames
+    @property
+    def in_use(self) -> bool:
+        """Whether the outbound connection is this node's route: it is up, or frames wait
+        for it to open (or to reopen)."""
+        return self.link is not None or bool(self.frames)
 
 
 def _not_running(*args: Any, **kwargs: Any) -> None:
@@ -295,6 +400,7 @@ class TcpTransport(Transport):
         self._book: dict[str, Address] = {}
         self._servers: dict[str, _Server] = {}
         self._peers: dict[str, _Peer] = {}
+        self._routes: dict[str, _Inbound] = {}  # nodes reachable over a connection they opened
         self._tg: TaskGroup | None = None
         self._clock: Clock | None = None
         self._arrived: Callable[[Envelope], None] = _not_running
@@ -317,7 +423,9 @@ class TcpTransport(Transport):
             self._interrupt(node_id, f"address changed to {host}:{port}")
 
     def remove_peer(self, node_id: str) -> None:
-        """Forget a remote node: messages to it are dropped as ``unknown_destination``."""
+        """Forget the address of a remote node: messages to it are dropped as
+        ``unknown_destination``, unless it is connected to us (then they go over that
+        connection while it lasts)."""
         if node_id in self._servers:
             raise NetworkError(f"node {node_id!r} is attached here, not a remote peer")
         if self._book.pop(node_id, None) is not None:
@@ -325,8 +433,13 @@ class TcpTransport(Transport):
 
     @property
     def addresses(self) -> Mapping[str, Address]:
-        """The address book: every reachable node, local or remote."""
+        """The address book: every node with a known address, local or remote."""
         return MappingProxyType(self._book)
+
+    @property
+    def connected(self) -> frozenset[str]:
+        """The nodes reachable over a connection they opened to us (learned routes)."""
+        return frozenset(self._routes)
 
     def address_of(self, node_id: str) -> Address:
         """Where a node listens (its bound port, for a local node started on port 0)."""
@@ -336,9 +449,13 @@ class TcpTransport(Transport):
             raise UnreachableError(f"no address for node {node_id!r}") from None
 
     def queued_bytes(self, node_id: str) -> int:
-        """Bytes waiting to be written towards a node (queue depth, for metrics)."""
+        """Bytes waiting to be written towards a node (queue depth, for metrics); for a node
+        reached over a connection it opened, those waiting on that connection."""
         peer = self._peers.get(node_id)
-        return 0 if peer is None else peer.queued_bytes
+        if peer is not None and peer.queued_bytes:
+            return peer.queued_bytes
+        route = self._routes.get(node_id)
+        return 0 if route is None else route.queued_bytes
 
     # -------------------------------------------------------------- life cycle
 
@@ -366,6 +483,7 @@ class TcpTransport(Transport):
                     link.transport.abort()
                 self._drop_queued(peer, DropReason.NETWORK_STOPPED, "")
             self._peers.clear()
+            self._routes.clear()  # closing the servers below drops what waits on them
             for node_id, server in self._servers.items():
                 server.close()
                 self._book.pop(node_id, None)
@@ -408,12 +526,71 @@ class TcpTransport(Transport):
         self._interrupt(node_id, "destination detached")
         server.close()  # the listener and every connection it accepted
 
+    def _learn(self, connection: _Inbound, node: str) -> None:
+        """A frame from ``node`` arrived on ``connection``: it can be reached over it."""
+        if connection.gone:
+            return
+        connection.sources.add(node)
+        if node not in self._routes:
+            self._routes[node] = connection
+            self._report(
+                TraceKind.EVENT,
+                "route_learned",
+                node=node,
+                via=connection.server.node,
+                peer=_remote(connection.transport),
+            )
+
+    def _forget(self, connection: _Inbound, why: str) -> None:
+        """A connection a node opened to us is going away: it is no one's route any more
+        (another connection of the same node takes over, if there is one), and the frames
+        waiting on it are sent again (or dropped, when the transport stops)."""
+        if connection.gone:
+            return
+        connection.gone = True
+        connection.why = why
+        routes = self._routes
+        for node in connection.sources:
+            if routes.get(node) is not connection:
+                continue
+            other = self._another_route(node)
+            if other is not None:
+                routes[node] = other
+                continue
+            del routes[node]
+            self._report(
+                TraceKind.EVENT, "route_lost", node=node, via=connection.server.node, detail=why
+            )
+        envelopes, _ = connection.take()
+        for envelope in envelopes:
+            if self._tg is None:
+                self._dropped(envelope, DropReason.NETWORK_STOPPED, "")
+            else:
+                self.send(envelope)
+
+    def _another_route(self, node: str) -> _Inbound | None:
+        """A live connection, other than the one in use, that ``node``'s frames came on."""
+        for server in self._servers.values():
+            for connection in server.connections:
+                if (
+                    not connection.gone
+                    and node in connection.sources
+                    and not connection.transport.is_closing()
+                ):
+                    return connection
+        return None
+
     # -------------------------------------------------------------- sending side
 
     def send(self, envelope: Envelope) -> None:
         peer = self._peers.get(envelope.dst.node)
-        if peer is not None and (link := peer.link) is not None and not link.paused:
-            transport = link.transport
+        connection: _Link | _Inbound | None
+        if peer is not None and (peer.link is not None or peer.frames):
+            connection = peer.link  # the outbound connection is in use: stay on it
+        else:
+            connection = self._routes.get(envelope.dst.node)  # one the node opened to us
+        if connection is not None and not connection.paused:
+            transport = connection.transport
             if not transport.is_closing():  # the hot path: straight into the connection
                 try:
                     data = frame(envelope, max_bytes=self._max_frame_bytes)
@@ -422,34 +599,48 @@ class TcpTransport(Transport):
                     return
                 transport.write(data)
                 if transport.is_closing():  # the write failed: the connection broke under it
-                    self._dropped(envelope, DropReason.CONNECTION_LOST, link.why or _WRITE_FAILED)
+                    detail = connection.why or _WRITE_FAILED
+                    self._dropped(envelope, DropReason.CONNECTION_LOST, detail)
                 return
-        self._send_queued(envelope)
+        self._send_queued(envelope, peer)
 
-    def _send_queued(self, envelope: Envelope) -> None:
+    def _send_queued(self, envelope: Envelope, peer: _Peer | None) -> None:
         """``send`` when the frame cannot be written at once: no connection (yet), or one
         that is paused or going away."""
         node = envelope.dst.node
+        if peer is None or not peer.in_use:
+            route = self._routes.get(node)
+            if route is not None:
+                if route.transport.is_closing():  # going away: forget it, take the next route
+                    self._forget(route, route.why or _WRITE_FAILED)
+                    self.send(envelope)
+                else:  # paused: wait for it to drain
+                    self._enqueue(route, envelope)
+                return
         if node not in self._book:
             self._dropped(envelope, DropReason.UNKNOWN_DESTINATION, "")
             return
-        peer = self._peers.get(node)
         if peer is None:
             peer = self._peers[node] = _Peer(node, self._backoff_min)
         if peer.down:
             self._dropped(envelope, DropReason.UNREACHABLE, peer.unreachable)
             return
+        if self._enqueue(peer, envelope) and peer.link is None:
+            self._start_connector(peer)
+
+    def _enqueue(self, backlog: _Backlog, envelope: Envelope) -> bool:
+        """Queue a frame to be written later, within the bound; whether it was queued."""
         try:
             data = frame(envelope, max_bytes=self._max_frame_bytes)
         except FrameError as exc:
             self._dropped(envelope, DropReason.FRAME_TOO_LARGE, str(exc))
-            return
-        if peer.queued_bytes and peer.queued_bytes + len(data) > self._max_queued_bytes:
-            self._dropped(envelope, DropReason.SEND_BUFFER_FULL, f"{peer.queued_bytes} queued")
-            return
-        peer.push(envelope, data)
-        if peer.link is None:
-            self._start_connector(peer)
+            return False
+        queued = backlog.queued_bytes
+        if queued and queued + len(data) > self._max_queued_bytes:
+            self._dropped(envelope, DropReason.SEND_BUFFER_FULL, f"{queued} queued")
+            return False
+        backlog.push(envelope, data)
+        return True
 
     def _start_connector(self, peer: _Peer) -> None:
         if not peer.connecting:
@@ -516,14 +707,24 @@ class TcpTransport(Transport):
 
     def _flush(self, peer: _Peer, link: _Link) -> None:
         """Write the queued frames into the connection, if it is (still) writable."""
-        transport = link.transport
-        if peer.link is not link or not peer.frames or link.paused or transport.is_closing():
+        if peer.link is link:
+            self._write_backlog(peer, link.transport, link.paused, link.why)
+
+    def _flush_inbound(self, connection: _Inbound) -> None:
+        """Write what waits on a connection a node opened to us, now that it drained."""
+        if not connection.gone:
+            self._write_backlog(connection, connection.transport, connection.paused, "")
+
+    def _write_backlog(
+        self, backlog: _Backlog, transport: asyncio.Transport, paused: bool, why: str
+    ) -> None:
+        if not backlog.frames or paused or transport.is_closing():
             return
-        envelopes, frames = peer.take()
+        envelopes, frames = backlog.take()
         transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
         if transport.is_closing():  # the write failed: the connection broke under it
             for envelope in envelopes:
-                self._dropped(envelope, DropReason.CONNECTION_LOST, link.why or _WRITE_FAILED)
+                self._dropped(envelope, DropReason.CONNECTION_LOST, why or _WRITE_FAILED)
 
     def _interrupt(self, node_id: str, reason: str) -> None:
         """Give up the connection towards a node (or its back-off): the address changed or

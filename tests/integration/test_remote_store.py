@@ -1,15 +1,21 @@
-"""The embedded store shared over the network: silent sessions expire like ZooKeeper's."""
+"""The embedded store shared over the network: silent sessions expire like ZooKeeper's, and
+another process reaches the store of a running ``kemu up``."""
 
 from __future__ import annotations
 
 import random
+import signal
+import sys
+from pathlib import Path
 
 import anyio
 import pytest
+from anyio.abc import Process
 
 from actors.clock import VirtualClock, run_virtual
 from actors.runtime import Node
 from actors.trace import MemorySink, Tracer
+from cluster.connect import EMBEDDED_SCHEME, ClusterFile, open_store
 from cluster.network import InProcessTransport, Network
 from cluster.store.embedded import EmbeddedStore
 from cluster.store.remote import RemoteStore, StoreServer
@@ -92,3 +98,65 @@ def test_calls_fail_with_connection_loss_when_the_server_is_gone() -> None:
             tg.cancel_scope.cancel()
 
     run_virtual(body)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+STARTUP = 30.0  # seconds for a fresh interpreter to import everything and start the cluster
+
+
+async def _store_address(up: Process, log: Path) -> str:
+    """The store address ``kemu up`` prints in its readiness table."""
+    assert up.stdout is not None
+    seen = ""
+    with anyio.fail_after(STARTUP):
+        async for chunk in up.stdout:
+            seen += chunk.decode(errors="replace")
+            complete = seen[: seen.rfind("\n") + 1]
+            for line in complete.splitlines():
+                if line.startswith("store: "):
+                    return line.removeprefix("store: ")
+    errors = await anyio.Path(log).read_text()
+    raise AssertionError(f"kemu up ended without a store address: {seen!r}, stderr {errors!r}")
+
+
+@pytest.mark.asyncio
+async def test_another_process_reads_the_store_of_a_running_cluster(tmp_path: Path) -> None:
+    """A client process's node, in no address book of the cluster, opens a session on the
+    embedded store of ``kemu up`` (running in its own process) and reads the brokers'
+    registrations: the store answers over the connection the client opened."""
+    cluster_file = tmp_path / "cluster.json"
+    log = tmp_path / "up.log"
+    command = [
+        sys.executable,
+        "-m",
+        "cluster.cli",
+        "up",
+        "--port",
+        "0",
+        "--log-dir",
+        str(tmp_path / "logs"),
+        "--cluster-file",
+        str(cluster_file),
+    ]
+    with log.open("wb") as stderr:
+        up = await anyio.open_process(command, cwd=ROOT, stderr=stderr)
+    async with up:
+        try:
+            address = await _store_address(up, log)
+            assert address.startswith(EMBEDDED_SCHEME)
+            assert ClusterFile.read(cluster_file).store == address
+            with anyio.fail_after(10):
+                async with open_store(address) as store:
+                    session = await store.open_session(timeout=5)
+                    assert sorted(await session.children("/brokers/ids")) == ["0", "1", "2"]
+                    assert await session.exists("/controller") is not None
+                    await session.close()
+            up.send_signal(signal.SIGTERM)
+            with anyio.fail_after(10):
+                assert await up.wait() == 0, await anyio.Path(log).read_text()
+            assert not await anyio.Path(cluster_file).exists()  # removed on the way out
+        finally:
+            if up.returncode is None:
+                up.kill()
+                with anyio.CancelScope(shield=True):
+                    await up.wait()

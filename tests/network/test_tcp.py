@@ -1,19 +1,35 @@
-"""The TCP transport's failure paths: bad frames, restarts, unreachable and oversized."""
+"""The TCP transport: failure paths (bad frames, restarts, unreachable and oversized) and
+two-way connections (replies over the connection the asker opened, FIFO per link)."""
 
 from __future__ import annotations
 
 import socket
 import struct
+from typing import Any
 
 import anyio
 import pytest
 from anyio.abc import SocketAttribute, SocketStream
 
+from actors.runtime import Actor, Context, Node
 from actors.trace import Tracer
-from cluster.network import TcpTransport
+from cluster.network import Endpoint, TcpTransport
+from cluster.network import tcp as tcp_module
+from protocol.base import Message
 from protocol.codec import FrameReader, decode_envelope, frame
+from protocol.envelope import Envelope
 from protocol.errors import NetworkError
-from tests.network.support import Cluster, NetTestBulk, envelope, ping, running
+from tests.network.support import (
+    WAIT,
+    Cluster,
+    Inbox,
+    NetTestBulk,
+    NetTestPing,
+    NetTestPong,
+    envelope,
+    ping,
+    running,
+)
 
 pytestmark = pytest.mark.asyncio
 
@@ -230,3 +246,277 @@ async def test_address_book_rejects_confusing_local_and_remote() -> None:
         tcp(c).remove_peer("z")
         c.post(ping("a", "z", 1))
         await c.wait_drop("unknown_destination")
+
+
+# ---------------------------------------------------------------------- two-way connections
+
+
+class _Echo(Actor):
+    """Answers every request with the request itself."""
+
+    async def receive(self, msg: Message, ctx: Context) -> Message | None:
+        return msg
+
+
+class _EchoInbox(Inbox):
+    """A node that answers every ping with a pong as it arrives, from within the delivery
+    (the reply is posted before the connection has handed over the next frame), and posts
+    a ping of its own after every ``every`` of them; it records what it posts to whom."""
+
+    def __init__(self, every: int = 0) -> None:
+        super().__init__()
+        self.every = every
+        self.endpoint: Endpoint | None = None
+        self.posted: dict[str, list[tuple[str, int]]] = {}
+
+    def __call__(self, env: Envelope) -> None:
+        super().__call__(env)
+        assert self.endpoint is not None
+        if isinstance(env.payload, NetTestPing):
+            self._post(env.src.node, NetTestPong(seq=env.payload.seq))
+            if self.every and len(self.received) % self.every == 0:
+                self._post(env.src.node, NetTestPing(seq=10_000 + len(self.received)))
+
+    def _post(self, dst: str, payload: NetTestPing | NetTestPong) -> None:
+        assert self.endpoint is not None
+        self.posted.setdefault(dst, []).append((type(payload).__name__, payload.seq))
+        self.endpoint.post(envelope(self.endpoint.node_id, dst, payload))
+
+
+def _typed(inbox: Inbox, src: str) -> list[tuple[str, int]]:
+    """What a node received from ``src``: payload type and seq, in arrival order."""
+    return [
+        (type(e.payload).__name__, e.payload.seq)
+        for e in inbox.received
+        if e.src.node == src and isinstance(e.payload, NetTestPing | NetTestPong)
+    ]
+
+
+def _introduce(client: Cluster, server: Cluster, node: str) -> None:
+    """Put ``server``'s node in ``client``'s address book (one way only)."""
+    host, port = tcp(server).address_of(node)
+    tcp(client).add_peer(node, host, port)
+
+
+async def test_a_node_nobody_knows_gets_replies_over_its_own_connection() -> None:
+    """A node of another process (network) that is in no address book of the server asks
+    an actor there: the replies come back over the connection the asker opened, and the
+    server opens no connection of its own."""
+    async with (
+        running(TcpTransport(), name="server") as server,
+        running(TcpTransport(), name="client") as client,
+        anyio.create_task_group() as tg,
+    ):
+        echo = _Echo("echo")
+        await tg.start(Node("store", attach=server.network.attach).run, [echo])
+        _introduce(client, server, "store")
+        caller: Node = await tg.start(Node("kemu-cli-1234", attach=client.network.attach).run)
+        for seq in range(3):
+            reply = await caller.ask(echo.ref, NetTestPing(seq=seq), timeout=WAIT)
+            assert reply == NetTestPing(seq=seq)
+
+        assert "kemu-cli-1234" not in tcp(server).addresses
+        assert tcp(server).connected == {"kemu-cli-1234"}
+        (learned,) = server.events("event", "route_learned")
+        assert (learned.node, learned.fields["via"]) == ("kemu-cli-1234", "store")
+        assert server.events("event", "connected") == []  # it answered on the client's
+        assert len(client.events("event", "connected")) == 1
+        assert server.events("drop") == client.events("drop") == []
+        tg.cancel_scope.cancel()
+
+
+async def test_after_the_connected_node_goes_away_sends_to_it_are_dropped() -> None:
+    """When the process of a node that reached us over its own connection stops, the route
+    is forgotten: a later message to that node is dropped and traced at once."""
+    async with running(TcpTransport(), ["srv"], name="server") as server:
+        async with running(TcpTransport(), ["cli"], name="client") as client:
+            _introduce(client, server, "srv")
+            client.post(ping("cli", "srv", 1))
+            await server.inboxes["srv"].wait_for(1)
+            server.post(ping("srv", "cli", 2))
+            await client.inboxes["cli"].wait_for(1)
+            assert client.inboxes["cli"].seqs == [2]
+
+        lost = await server.wait_event(lambda e: e.type == "route_lost")
+        assert lost.node == "cli"
+        assert tcp(server).connected == frozenset()
+        server.post(ping("srv", "cli", 3))
+        drop = await server.wait_drop("unknown_destination")
+        assert drop.fields["dst"] == "cli/actor"
+        await server.wait_settled()
+        assert server.events("event", "connected") == []
+
+
+async def test_a_closed_route_falls_back_to_the_address_book() -> None:
+    """A node reachable both ways is answered over its own connection while that lives;
+    once it closes, the address book is used and a connection of our own is opened."""
+    async with (
+        running(TcpTransport(), ["srv"], name="server") as server,
+        running(TcpTransport(), ["cli"], name="client") as client,
+    ):
+        _introduce(client, server, "srv")
+        _introduce(server, client, "cli")
+        client.post(ping("cli", "srv", 1))
+        await server.inboxes["srv"].wait_for(1)
+        server.post(ping("srv", "cli", 2))
+        await client.inboxes["cli"].wait_for(1)
+        assert server.events("event", "connected") == []  # the route comes first
+
+        tcp(client).remove_peer("srv")  # closes the client's connection
+        await server.wait_event(lambda e: e.type == "route_lost")
+        server.post(ping("srv", "cli", 3))
+        await client.inboxes["cli"].wait_for(2)
+        assert client.inboxes["cli"].seqs == [2, 3]
+        assert [e.node for e in server.events("event", "connected")] == ["cli"]
+
+
+@pytest.mark.parametrize("server_knows_client", [False, True], ids=["one-way", "both-ways"])
+async def test_round_trips_keep_fifo_order_both_ways(server_knows_client: bool) -> None:
+    """Many requests from two nodes of another process, each answered from within its
+    delivery, with messages of the server's own in between: every link keeps its order,
+    and the server answers over the connection the clients opened (it opens none)."""
+    count = 1500
+    async with (
+        running(TcpTransport(), name="server") as server,
+        running(TcpTransport(), ["c1", "c2"], name="client") as client,
+    ):
+        echo = _EchoInbox(every=7)
+        echo.endpoint = await server.network.attach("srv", echo)
+        _introduce(client, server, "srv")
+        if server_knows_client:
+            _introduce(server, client, "c1")
+            _introduce(server, client, "c2")
+        for seq in range(count):
+            client.post(ping("c1", "srv", seq))
+            client.post(ping("c2", "srv", count + seq))
+        await echo.wait_for(2 * count)
+        for node in ("c1", "c2"):
+            expected = len(echo.posted[node])  # all posted: every request was answered
+            await client.inboxes[node].wait_for(expected)
+        assert echo.seqs_from("c1") == list(range(count))
+        assert echo.seqs_from("c2") == list(range(count, 2 * count))
+        for node in ("c1", "c2"):
+            assert _typed(client.inboxes[node], "srv") == echo.posted[node]
+        assert len(echo.posted["c1"]) + len(echo.posted["c2"]) > 2 * count  # its own too
+        assert server.events("event", "connected") == []
+        assert server.events("drop") == client.events("drop") == []
+
+
+async def test_a_connected_node_that_stops_reading_pauses_then_drops() -> None:
+    """Back-pressure on a connection a node opened to us: when it stops reading, later
+    messages to it wait in a bounded queue and, past its limit, are dropped as
+    send_buffer_full; once it reads again every message not dropped arrives, in order."""
+    limit = 1 << 20
+    async with (
+        running(TcpTransport(max_queued_bytes=limit), ["b"]) as c,
+        await _raw_connection(c, "b") as stream,
+    ):
+        await stream.send(frame(ping("z", "b", 0)))  # z is known by its connection only
+        await c.wait_event(lambda e: e.type == "route_learned" and e.node == "z")
+        posted = 0
+        while not c.events("drop"):  # z does not read: the socket buffers fill, then the queue
+            await anyio.sleep(0.001)
+            for _ in range(16):
+                posted += 1
+                c.post(envelope("b", "z", NetTestBulk(data=b"x" * 65536), corr=posted))
+            assert tcp(c).queued_bytes("z") <= limit
+            assert posted < 10_000, "never dropped"
+        assert tcp(c).queued_bytes("z") > 0  # queued behind the paused connection
+        assert {e.fields["reason"] for e in c.events("drop")} == {"send_buffer_full"}
+        dropped = {e.corr for e in c.events("drop")}
+        expected = [n for n in range(1, posted + 1) if n not in dropped]
+
+        reader, corrs = FrameReader(), list[int]()
+        with anyio.fail_after(10):
+            while len(corrs) < len(expected):
+                for body in reader.feed(await stream.receive()):
+                    corrs.append(decode_envelope(body).corr)
+        assert corrs == expected
+        assert tcp(c).queued_bytes("z") == 0
+
+
+async def test_a_bad_frame_on_our_own_connection_closes_it() -> None:
+    """Bytes the destination writes back on our connection are frames like any: a bad one
+    closes that connection with a traced bad_frame error, and the next message to the
+    destination opens a new one."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        async with running(TcpTransport(), ["a"]) as c:
+            tcp(c).add_peer("z", "127.0.0.1", port)
+            c.post(ping("a", "z", 1))
+            await c.wait_event(lambda e: e.type == "connected")
+            connection, _ = listener.accept()
+            with connection:
+                connection.sendall(struct.pack(">I", 2**31))
+                error = await c.wait_event(lambda e: e.type == "bad_frame")
+                await c.wait_event(lambda e: e.type == "disconnected")
+            assert error.node == "z"
+            assert "exceeds the limit" in error.fields["detail"]
+            c.post(ping("a", "z", 2))
+            await c.wait_event(lambda e: len(c.events("event", "connected")) == 2)
+            second, _ = listener.accept()  # waiting in the backlog already
+            reader, received = FrameReader(), list[Envelope]()
+            async with await SocketStream.from_socket(second) as stream:
+                with anyio.fail_after(5):
+                    while not received:
+                        received += map(decode_envelope, reader.feed(await stream.receive()))
+            assert received == [ping("a", "z", 2)]
+
+
+async def test_messages_waiting_for_our_connection_are_not_overtaken(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Messages queued while our connection to a node is being opened stay ahead of later
+    ones even if that node connects to us meanwhile: the link keeps the connection it was
+    given until that connection dies."""
+    gate = anyio.Event()
+    real_connect = tcp_module._connect
+
+    async def slow_connect(factory: Any, address: tuple[str, int]) -> Any:
+        if address == gated:
+            await gate.wait()
+        return await real_connect(factory, address)
+
+    monkeypatch.setattr(tcp_module, "_connect", slow_connect)
+    async with (
+        running(TcpTransport(), ["srv"], name="server") as server,
+        running(TcpTransport(), ["cli"], name="client") as client,
+    ):
+        _introduce(server, client, "cli")
+        _introduce(client, server, "srv")
+        gated = tcp(client).address_of("cli")
+        server.post(ping("srv", "cli", 1))
+        server.post(ping("srv", "cli", 2))  # both wait for the connection being opened
+        client.post(ping("cli", "srv", 100))
+        await server.wait_event(lambda e: e.type == "route_learned" and e.node == "cli")
+        server.post(ping("srv", "cli", 3))  # the route exists now, but 1 and 2 wait
+        assert tcp(server).queued_bytes("cli") > 0
+        gate.set()
+        await client.inboxes["cli"].wait_for(3)
+        server.post(ping("srv", "cli", 4))  # our connection is up: it stays in use
+        await client.inboxes["cli"].wait_for(4)
+        assert client.inboxes["cli"].seqs == [1, 2, 3, 4]
+        assert len(server.events("event", "connected")) == 1
+
+
+async def test_a_connected_node_is_reached_while_we_back_off() -> None:
+    """When our connection to a node cannot be opened, messages to it are dropped as
+    unreachable during the back-off, unless the node connected to us meanwhile: then they
+    go over its connection."""
+    async with (
+        running(TcpTransport(reconnect_backoff=30), ["srv"], name="server") as server,
+        running(TcpTransport(), ["cli"], name="client") as client,
+    ):
+        tcp(server).add_peer("cli", "127.0.0.1", await _free_port())  # a wrong address
+        server.post(ping("srv", "cli", 1))
+        await server.wait_drop("unreachable")
+        server.post(ping("srv", "cli", 2))  # backing off: dropped at once
+        assert [e.fields["reason"] for e in server.events("drop")] == ["unreachable"] * 2
+
+        _introduce(client, server, "srv")
+        client.post(ping("cli", "srv", 100))
+        await server.inboxes["srv"].wait_for(1)
+        server.post(ping("srv", "cli", 3))
+        await client.inboxes["cli"].wait_for(1)
+        assert client.inboxes["cli"].seqs == [3]
+        assert len(server.events("drop")) == 2
