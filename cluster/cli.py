@@ -84,6 +84,20 @@ def _cmd_trace_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_topics(args: argparse.Namespace) -> int:
+    from cluster.topics_cli import main as topics_main
+
+    return topics_main(args.args)
+
+
+def _cmd_zk(args: argparse.Namespace) -> int:
+    from cluster.zk_cli import zk_main
+
+    return zk_main(
+        args.zk_command, args.path, zookeeper=args.zookeeper, cluster_file=args.cluster_file
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kemu", description="Emulate a ZooKeeper-mode Apache Kafka control plane."
@@ -122,6 +136,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="port serving the embedded store to other processes (default: any)",
     )
     up.set_defaults(func=_cmd_up)
+
+    topics = sub.add_parser(
+        "topics",
+        help="kafka-topics.sh: create, list, describe, alter, delete topics (--help for options)",
+        add_help=False,
+        prefix_chars="\0",  # every argument goes to the command's own jopt-style parser
+    )
+    topics.add_argument("args", nargs=argparse.REMAINDER)
+    topics.set_defaults(func=_cmd_topics)
+
+    zk = sub.add_parser("zk", help="look into the metadata store: ls, get, tree")
+    zk.add_argument("zk_command", choices=("ls", "get", "tree"), metavar="{ls,get,tree}")
+    zk.add_argument("path", help="an absolute znode path, e.g. /brokers/topics")
+    where = zk.add_mutually_exclusive_group()
+    where.add_argument(
+        "--zookeeper", metavar="ADDRESS", help="HOST:PORT[/chroot] or embedded://HOST:PORT"
+    )
+    where.add_argument(
+        "--cluster-file",
+        metavar="PATH",
+        help="the cluster file of a running `kemu up` (default .kemu/cluster.json)",
+    )
+    zk.set_defaults(func=_cmd_zk)
 
     trace = sub.add_parser("trace", help="work with trace files")
     trace_sub = trace.add_subparsers(dest="trace_command", required=True, metavar="ACTION")

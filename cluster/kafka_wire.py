@@ -67,11 +67,14 @@ from protocol.codec import FrameReader
 from protocol.errors import ErrorCode, FrameError, NetworkError
 from protocol.ids import BrokerId, TopicName
 from protocol.kafka_api import (
+    NO_AUTHORIZED_OPERATIONS,
     BrokerEndpoint,
     ClientApiKey,
     ConfigEntry,
     ConfigResource,
+    ConfigSource,
     ConfigSynonym,
+    ConfigValueType,
     CreatableTopic,
     CreatePartitionsRequestData,
     CreatePartitionsResponseData,
@@ -92,6 +95,7 @@ from protocol.kafka_api import (
     MetadataRequestData,
     MetadataResponseData,
     PartitionAssignment,
+    PartitionMetadata,
     TopicConfig,
     TopicErrorResult,
     TopicMetadata,
@@ -106,13 +110,20 @@ __all__ = [
     "KAFKA_2_7_API_VERSIONS",
     "MAX_IN_FLIGHT",
     "METADATA_CACHE_SIZE",
+    "ApiVersionsAnswer",
     "KafkaApiHandler",
     "KafkaRequest",
     "KafkaWireServer",
     "UnsupportedApiError",
     "advertised_api_versions",
+    "api_key_of",
     "build_response",
+    "codec_api_versions",
+    "decode_api_versions_response",
     "decode_request",
+    "decode_response",
+    "encode_api_versions_request",
+    "encode_request",
     "encode_response",
     "error_response",
     "request_data",
@@ -773,6 +784,391 @@ def _config_values(entry: ConfigEntry, asked: DescribeConfigsRequestData) -> dic
         "config_type": entry.value_type,
         "documentation": entry.documentation if asked.include_documentation else None,
     }
+
+
+# ---------------------------------------------------------------------- the client side
+#
+# ``cluster.kafka_client`` talks to brokers as a Kafka admin client does. It builds kemu's
+# plain request values; these turn them into frames and the response frames back into
+# plain values, so the client never touches codec types either.
+
+
+@dataclass(frozen=True, slots=True)
+class ApiVersionsAnswer:
+    """A decoded ApiVersions response: its error and the broker's version table."""
+
+    correlation_id: int
+    error_code: ErrorCode
+    api_versions: Mapping[int, tuple[int, int]]
+
+
+def codec_api_versions(api_key: int) -> tuple[int, int] | None:
+    """The versions of an API the codec can encode and decode (None: an unknown key)."""
+    return _codec_versions(api_key)
+
+
+def api_key_of(data: KafkaApiRequestData) -> ClientApiKey:
+    """The API a plain request value belongs to."""
+    match data:
+        case MetadataRequestData():
+            return ClientApiKey.METADATA
+        case CreateTopicsRequestData():
+            return ClientApiKey.CREATE_TOPICS
+        case DeleteTopicsRequestData():
+            return ClientApiKey.DELETE_TOPICS
+        case DescribeConfigsRequestData():
+            return ClientApiKey.DESCRIBE_CONFIGS
+        case CreatePartitionsRequestData():
+            return ClientApiKey.CREATE_PARTITIONS
+        case DescribeClusterRequestData():
+            return ClientApiKey.DESCRIBE_CLUSTER
+        case _:
+            typing.assert_never(data)
+
+
+def _request_frame(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, values: Any
+) -> bytes:
+    """Size prefix, the request header of the version the API's schema says, the body."""
+    cls = _request_schema(api_key, api_version)
+    header_cls = cls.__header_schema__
+    header_values = {
+        "request_api_key": api_key,
+        "request_api_version": api_version,
+        "correlation_id": correlation_id,
+        "client_id": client_id,
+    }
+    buffer = io.BytesIO()
+    buffer.write(bytes(_SIZE.size))
+    entity_writer(header_cls)(buffer, _build(header_cls, header_values))
+    entity_writer(cls)(buffer, _build(cls, values))
+    data = bytearray(buffer.getvalue())
+    _SIZE.pack_into(data, 0, len(data) - _SIZE.size)
+    return bytes(data)
+
+
+def encode_api_versions_request(
+    *,
+    api_version: int,
+    correlation_id: int,
+    client_id: str | None,
+    software_name: str = "kemu",
+    software_version: str = "0",
+) -> bytes:
+    """A whole ApiVersions request frame (size prefix included)."""
+    return _request_frame(
+        _API_VERSIONS,
+        api_version,
+        correlation_id,
+        client_id,
+        {"client_software_name": software_name, "client_software_version": software_version},
+    )
+
+
+def encode_request(
+    data: KafkaApiRequestData, *, api_version: int, correlation_id: int, client_id: str | None
+) -> bytes:
+    """A whole request frame (size prefix included) carrying ``data`` as ``api_version``
+    of its API. What the version cannot carry is dropped; raises ``TypeError`` when the
+    version lacks something the request needs (e.g. topic ids before DeleteTopics v6)."""
+    return _request_frame(
+        int(api_key_of(data)), api_version, correlation_id, client_id, _request_values(data)
+    )
+
+
+def _request_values(data: KafkaApiRequestData) -> dict[str, Any]:
+    """The inverse of ``request_data``: field values by the schema's names."""
+    match data:
+        case MetadataRequestData():
+            return {
+                "topics": (
+                    None
+                    if data.topics is None
+                    else [{"name": t.name, "topic_id": t.topic_id} for t in data.topics]
+                ),
+                "allow_auto_topic_creation": data.allow_auto_topic_creation,
+                "include_cluster_authorized_operations": data.include_cluster_authorized_operations,
+                "include_topic_authorized_operations": data.include_topic_authorized_operations,
+            }
+        case CreateTopicsRequestData():
+            return {
+                "topics": [
+                    {
+                        "name": t.name,
+                        "num_partitions": t.num_partitions,
+                        "replication_factor": t.replication_factor,
+                        "assignments": [
+                            {"partition_index": a.partition, "broker_ids": a.broker_ids}
+                            for a in t.assignments
+                        ],
+                        "configs": [{"name": c.name, "value": c.value} for c in t.configs],
+                    }
+                    for t in data.topics
+                ],
+                "timeout": data.timeout_ms,
+                "validate_only": data.validate_only,
+            }
+        case DeleteTopicsRequestData():
+            return {
+                "topic_names": data.names,
+                "topics": [{"name": t.name, "topic_id": t.topic_id} for t in data.topics],
+                "timeout": data.timeout_ms,
+            }
+        case DescribeConfigsRequestData():
+            return {
+                "resources": [
+                    {
+                        "resource_type": r.resource_type,
+                        "resource_name": r.resource_name,
+                        "configuration_keys": r.configuration_keys,
+                    }
+                    for r in data.resources
+                ],
+                "include_synonyms": data.include_synonyms,
+                "include_documentation": data.include_documentation,
+            }
+        case CreatePartitionsRequestData():
+            return {
+                "topics": [
+                    {
+                        "name": t.name,
+                        "count": t.count,
+                        "assignments": (
+                            None
+                            if t.assignments is None
+                            else [{"broker_ids": a} for a in t.assignments]
+                        ),
+                    }
+                    for t in data.topics
+                ],
+                "timeout": data.timeout_ms,
+                "validate_only": data.validate_only,
+            }
+        case DescribeClusterRequestData():
+            return {
+                "include_cluster_authorized_operations": data.include_cluster_authorized_operations,
+                "endpoint_type": data.endpoint_type,
+            }
+        case _:
+            typing.assert_never(data)
+
+
+def _read_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, Any]:
+    """The correlation id and the codec's body of a response frame (no size prefix)."""
+    cls = _response_schema(api_key, api_version)
+    try:
+        header, used = entity_reader(cls.__header_schema__)(frame, 0)
+        body, _ = entity_reader(cls)(frame, used)
+    except Exception as exc:  # the codec's errors
+        raise FrameError(
+            f"cannot decode a response of API {api_key} v{api_version}: {exc!r}"
+        ) from exc
+    return int(header.correlation_id), body
+
+
+def decode_api_versions_response(api_version: int, frame: bytes) -> ApiVersionsAnswer:
+    """An ApiVersions response frame (no size prefix). A broker that does not know
+    ``api_version`` answers UNSUPPORTED_VERSION in a v0 body, read as such."""
+    if len(frame) >= 6 and struct.unpack_from(">h", frame, 4)[0] == ErrorCode.UNSUPPORTED_VERSION:
+        api_version = 0
+    correlation_id, body = _read_response(_API_VERSIONS, api_version, frame)
+    return ApiVersionsAnswer(
+        correlation_id=correlation_id,
+        error_code=_error_code(body.error_code),
+        api_versions=types.MappingProxyType(
+            {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in body.api_keys}
+        ),
+    )
+
+
+def decode_response(
+    api_key: int, api_version: int, frame: bytes
+) -> tuple[int, KafkaApiResponseData]:
+    """The correlation id and plain values of a response frame (no size prefix) to a
+    request of ``api_key`` and ``api_version``; raises ``FrameError`` if it cannot be read."""
+    correlation_id, body = _read_response(api_key, api_version, frame)
+    try:
+        return correlation_id, _response_data(api_key, body)
+    except (TypeError, ValueError) as exc:
+        raise FrameError(f"unexpected response of API {api_key} v{api_version}: {exc!r}") from exc
+
+
+def _error_code(value: Any) -> ErrorCode:
+    try:
+        return ErrorCode(int(value))
+    except ValueError:  # a code newer than our table: what Kafka's clients do with it
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def _response_data(api_key: int, body: Any) -> KafkaApiResponseData:
+    """The inverse of ``build_response``: fields a version lacks take their defaults."""
+    throttle = _millis(getattr(body, "throttle_time", 0))
+    match api_key:
+        case ClientApiKey.METADATA:
+            return MetadataResponseData(
+                brokers=tuple(_broker_endpoint(b) for b in body.brokers),
+                cluster_id=getattr(body, "cluster_id", None) or "",
+                controller_id=BrokerId(int(getattr(body, "controller_id", -1))),
+                topics=tuple(_topic_metadata(t) for t in body.topics),
+                throttle_time_ms=throttle,
+            )
+        case ClientApiKey.CREATE_TOPICS:
+            return CreateTopicsResponseData(
+                topics=tuple(_create_topic_result(t) for t in body.topics),
+                throttle_time_ms=throttle,
+            )
+        case ClientApiKey.DELETE_TOPICS:
+            return DeleteTopicsResponseData(
+                topics=tuple(
+                    DeleteTopicResult(
+                        name=None if r.name is None else TopicName(r.name),
+                        topic_id=_topic_id(getattr(r, "topic_id", None)),
+                        error_code=_error_code(r.error_code),
+                        error_message=getattr(r, "error_message", None),
+                    )
+                    for r in body.responses
+                ),
+                throttle_time_ms=throttle,
+            )
+        case ClientApiKey.DESCRIBE_CONFIGS:
+            return DescribeConfigsResponseData(
+                results=tuple(
+                    DescribeConfigsResult(
+                        resource_type=int(r.resource_type),
+                        resource_name=r.resource_name,
+                        error_code=_error_code(r.error_code),
+                        error_message=r.error_message,
+                        configs=tuple(_config_entry(c) for c in r.configs),
+                    )
+                    for r in body.results
+                ),
+                throttle_time_ms=throttle,
+            )
+        case ClientApiKey.CREATE_PARTITIONS:
+            return CreatePartitionsResponseData(
+                results=tuple(
+                    TopicErrorResult(
+                        name=TopicName(r.name),
+                        error_code=_error_code(r.error_code),
+                        error_message=getattr(r, "error_message", None),
+                    )
+                    for r in body.results
+                ),
+                throttle_time_ms=throttle,
+            )
+        case ClientApiKey.DESCRIBE_CLUSTER:
+            return DescribeClusterResponseData(
+                cluster_id=body.cluster_id,
+                controller_id=BrokerId(int(body.controller_id)),
+                brokers=tuple(
+                    BrokerEndpoint(
+                        broker_id=BrokerId(int(b.broker_id)),
+                        host=b.host,
+                        port=int(b.port),
+                        rack=b.rack,
+                    )
+                    for b in body.brokers
+                ),
+                error_code=_error_code(body.error_code),
+                error_message=body.error_message,
+                endpoint_type=int(getattr(body, "endpoint_type", 1)),
+                cluster_authorized_operations=int(body.cluster_authorized_operations),
+                throttle_time_ms=throttle,
+            )
+    raise ValueError(f"API {api_key} has no plain response values")
+
+
+def _broker_endpoint(broker: Any) -> BrokerEndpoint:
+    return BrokerEndpoint(
+        broker_id=BrokerId(int(broker.node_id)),
+        host=broker.host,
+        port=int(broker.port),
+        rack=getattr(broker, "rack", None),
+    )
+
+
+def _topic_metadata(topic: Any) -> TopicMetadata:
+    return TopicMetadata(
+        name=TopicName(topic.name or ""),
+        topic_id=_topic_id(getattr(topic, "topic_id", None)),
+        error_code=_error_code(topic.error_code),
+        is_internal=bool(getattr(topic, "is_internal", False)),
+        partitions=tuple(
+            PartitionMetadata(
+                partition=int(p.partition_index),
+                leader=BrokerId(int(p.leader_id)),
+                leader_epoch=int(getattr(p, "leader_epoch", -1)),
+                replicas=_broker_ids(p.replica_nodes),
+                isr=_broker_ids(p.isr_nodes),
+                offline_replicas=_broker_ids(getattr(p, "offline_replicas", ())),
+                error_code=_error_code(p.error_code),
+            )
+            for p in topic.partitions
+        ),
+        authorized_operations=int(
+            getattr(topic, "topic_authorized_operations", NO_AUTHORIZED_OPERATIONS)
+        ),
+    )
+
+
+def _create_topic_result(result: Any) -> CreateTopicResult:
+    configs = getattr(result, "configs", None)
+    return CreateTopicResult(
+        name=TopicName(result.name),
+        error_code=_error_code(result.error_code),
+        error_message=getattr(result, "error_message", None),
+        topic_id=_topic_id(getattr(result, "topic_id", None)),
+        num_partitions=int(getattr(result, "num_partitions", -1)),
+        replication_factor=int(getattr(result, "replication_factor", -1)),
+        configs=(
+            None
+            if configs is None
+            else tuple(
+                ConfigEntry(
+                    name=c.name,
+                    value=c.value,
+                    read_only=bool(c.read_only),
+                    source=_config_source(getattr(c, "config_source", -1)),
+                    is_sensitive=bool(c.is_sensitive),
+                )
+                for c in configs
+            )
+        ),
+    )
+
+
+def _config_source(value: Any) -> ConfigSource:
+    try:
+        return ConfigSource(int(value))
+    except ValueError:
+        return ConfigSource.UNKNOWN
+
+
+def _config_entry(entry: Any) -> ConfigEntry:
+    """One DescribeConfigs entry. Before v1 there was no source, only ``is_default``."""
+    if hasattr(entry, "config_source"):
+        source = _config_source(entry.config_source)
+    elif getattr(entry, "is_default", False):
+        source = ConfigSource.DEFAULT_CONFIG
+    else:
+        source = ConfigSource.UNKNOWN
+    try:
+        value_type = ConfigValueType(int(getattr(entry, "config_type", 0)))
+    except ValueError:
+        value_type = ConfigValueType.UNKNOWN
+    return ConfigEntry(
+        name=entry.name,
+        value=entry.value,
+        read_only=bool(entry.read_only),
+        source=source,
+        is_sensitive=bool(entry.is_sensitive),
+        synonyms=tuple(
+            ConfigSynonym(name=s.name, value=s.value, source=_config_source(s.source))
+            for s in getattr(entry, "synonyms", ())
+        ),
+        value_type=value_type,
+        documentation=getattr(entry, "documentation", None),
+    )
 
 
 # ---------------------------------------------------------------------- the listener

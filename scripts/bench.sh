@@ -8,7 +8,7 @@ source scripts/lib.sh
 
 ensure_apt_packages zookeeper
 ensure_venv
-pip_install -e ".[test,wire]"
+pip_install -e ".[test]"
 
 port="${KEMU_BENCH_ZK_PORT:-21810}"
 dir="$(mktemp -d)"

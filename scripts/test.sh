@@ -9,7 +9,7 @@ source scripts/lib.sh
 
 ensure_apt_packages zookeeper kcat
 ensure_venv
-pip_install -e ".[test,wire]"
+pip_install -e ".[test]"
 
 export PYTHONHASHSEED=0  # determinism tests compare traces byte for byte across runs
 step "ruff check";         "$VENV/bin/ruff" check .
