@@ -1,10 +1,53 @@
 #!/usr/bin/env bash
-# README command 1: install kemu into .venv and run the live demo.
-# Usage: scripts/demo.sh [kemu demo options, e.g. --virtual --seed 7]
+# README command 1: install kemu into .venv and run the live demo — a 3-broker cluster on
+# the embedded store (`kemu up`), administered with `kemu topics` like kafka-topics.sh:
+# a topic with automatic and one with manual replica assignment, described, partitions
+# added, then the znodes and the log directories the cluster wrote.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
 ensure_venv
 pip_install -e .
-exec "$VENV/bin/kemu" demo "$@"
+kemu="$VENV/bin/kemu"
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/kemu-demo.XXXXXX")"
+cluster_file="$work/cluster.json"
+cleanup() {
+  if [ -n "${up_pid:-}" ] && kill -0 "$up_pid" 2>/dev/null; then
+    kill -INT "$up_pid" 2>/dev/null || true
+    wait "$up_pid" 2>/dev/null || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+run() { printf '\n$ kemu %s\n' "$*"; "$kemu" "$@"; }
+
+printf '$ kemu up --brokers 3 --port 0 --log-dir %s/logs\n' "$work"
+"$kemu" up --brokers 3 --port 0 --log-dir "$work/logs" --cluster-file "$cluster_file" &
+up_pid=$!
+for _ in $(seq 1 200); do   # up to 20 s for the readiness table
+  [ -s "$cluster_file" ] && break
+  kill -0 "$up_pid" 2>/dev/null || { echo "kemu up failed" >&2; exit 1; }
+  sleep 0.1
+done
+[ -s "$cluster_file" ] || { echo "kemu up did not become ready" >&2; exit 1; }
+store="$("$VENV/bin/python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["store"])' "$cluster_file")"
+cf=(--cluster-file "$cluster_file")
+
+run topics "${cf[@]}" --create --topic orders --partitions 3 --replication-factor 2
+run topics "${cf[@]}" --create --topic audit.log --replica-assignment 0:1,1:2,2:0 --config retention.ms=3600000
+run topics "${cf[@]}" --list
+run topics "${cf[@]}" --describe
+run topics "${cf[@]}" --alter --topic orders --partitions 6
+run topics "${cf[@]}" --describe --topic orders
+run topics --zookeeper "$store" --describe --topic audit.log
+run zk "${cf[@]}" get /brokers/topics/orders
+run zk "${cf[@]}" get /brokers/topics/orders/partitions/4/state
+printf '\n$ ls %s/logs/broker-0\n' "$work"
+ls "$work/logs/broker-0"
+printf '\n$ kill -INT <kemu up>\n'
+kill -INT "$up_pid"
+wait "$up_pid"
+up_pid=""
