@@ -49,6 +49,7 @@ from typing import Any, Final, Self, TypeAlias
 
 import msgspec
 
+from protocol import jvm
 from protocol.control import Endpoint, SecurityProtocol, TopicPartition
 from protocol.errors import ZkDataError
 from protocol.ids import BrokerId, ControllerEpoch, LeaderEpoch, TopicName
@@ -334,192 +335,6 @@ def _dumps(value: _Json) -> bytes:
         raise ZkDataError(f"cannot encode a string with a lone surrogate: {exc}") from None
 
 
-# ============================================= iteration orders of the JVM collections
-
-
-def _signed32(value: int) -> int:
-    value &= 0xFFFFFFFF
-    return value - (1 << 32) if value & 0x80000000 else value
-
-
-def _java_string_hash(text: str) -> int:
-    """``java.lang.String.hashCode``: over UTF-16 code units, as a signed 32-bit int."""
-    units = text.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for i in range(0, len(units), 2):
-        h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
-    return _signed32(h)
-
-
-def _scala_mutable_map_order(keys: Sequence[str], *, initial_capacity: int = 16) -> list[str]:
-    """Iteration order of a Scala 2.13 ``mutable.HashMap`` after inserting ``keys``.
-
-    Buckets are walked in index order; a bucket is kept sorted by improved hash
-    (``h ^ (h >>> 16)``, signed), ties in insertion order; growing splits buckets without
-    reordering. So the order is a sort by (bucket at the final size, hash, insertion).
-    ``mutable.Map(kv*)`` sizes its table from its argument count, ``mutable.Map()`` from 16.
-    """
-    table = min(_highest_one_bit(max(initial_capacity - 1, 4)) * 2, 1 << 30)  # tableSizeFor
-    threshold = int(table * 0.75)
-    for size in range(len(keys)):
-        if size + 1 >= threshold:  # put0: grow before inserting
-            table *= 2
-            threshold = int(table * 0.75)
-    hashes = [_signed32(h ^ ((h & 0xFFFFFFFF) >> 16)) for h in map(_java_string_hash, keys)]
-    ranked = sorted(range(len(keys)), key=lambda i: (hashes[i] & (table - 1), hashes[i], i))
-    return [keys[i] for i in ranked]
-
-
-def _highest_one_bit(value: int) -> int:
-    return 1 << (value.bit_length() - 1) if value > 0 else 0
-
-
-def _scala_improve(h: int) -> int:
-    """``scala.collection.Hashing.improve`` (Scala 2.13), the CHAMP map's hash mixer."""
-    h = _signed32(h + ~_signed32(h << 9))
-    h = _signed32(h ^ ((h & 0xFFFFFFFF) >> 14))
-    h = _signed32(h + _signed32(h << 4))
-    return _signed32(h ^ ((h & 0xFFFFFFFF) >> 10))
-
-
-def _scala_immutable_map_order(keys: Sequence[str]) -> list[str]:
-    """Iteration order of the Scala 2.13 ``immutable.Map`` built from ``keys``.
-
-    Up to four entries it is a ``Map1``..``Map4``: insertion order. From five it is a CHAMP
-    trie keyed by 5-bit slices of the improved hash: a node yields its own entries (by
-    slice) before descending into its sub-nodes (by slice). Equal hashes keep insertion
-    order (a collision node appends).
-    """
-    if len(keys) <= 4:
-        return list(keys)
-    hashes = {key: _scala_improve(_java_string_hash(key)) & 0xFFFFFFFF for key in keys}
-
-    def walk(group: list[str], shift: int) -> list[str]:
-        if shift >= 35:  # below the last level: a hash-collision node
-            return group
-        slices: dict[int, list[str]] = {}
-        for key in group:
-            slices.setdefault((hashes[key] >> shift) & 31, []).append(key)
-        ordered = sorted(slices.items())
-        out = [members[0] for _, members in ordered if len(members) == 1]
-        for _, members in ordered:
-            if len(members) > 1:
-                out.extend(walk(members, shift + 5))
-        return out
-
-    return walk(list(keys), 0)
-
-
-def _java_hash_map_order(keys: Sequence[str]) -> list[str]:
-    """Iteration order of a ``java.util.HashMap`` after inserting ``keys``.
-
-    Bins in index order (``(h ^ (h >>> 16)) & (n - 1)``), each in insertion order; a resize
-    (when the size passes 0.75 n, or when a bin of a table smaller than 64 reaches 9 nodes)
-    splits bins without reordering them. Tree bins (9+ nodes in one bin of a table of 64+,
-    which only colliding hashes produce) are not modelled: no payload comes near them.
-    """
-    n, threshold = 16, 12
-    bins: list[list[tuple[int, str]]] = [[] for _ in range(n)]
-
-    def resize() -> None:
-        nonlocal n, threshold, bins
-        new_bins: list[list[tuple[int, str]]] = [[] for _ in range(2 * n)]
-        for nodes in bins:
-            for node in nodes:
-                new_bins[node[0] & (2 * n - 1)].append(node)
-        n, threshold, bins = 2 * n, 2 * threshold, new_bins
-
-    for size, key in enumerate(keys, start=1):
-        h = _java_string_hash(key)
-        h = (h ^ ((h & 0xFFFFFFFF) >> 16)) & 0xFFFFFFFF
-        nodes = bins[h & (n - 1)]
-        nodes.append((h, key))
-        if len(nodes) > 8 and n < 64:  # treeifyBin on a small table resizes instead
-            resize()
-        if size > threshold:
-            resize()
-    return [key for nodes in bins for _, key in nodes]
-
-
-def _java_concurrent_hash_map_order(keys: Sequence[str]) -> list[str]:
-    """Iteration order of ``java.util.Properties`` on JDK 9+, whose entries live in a
-    ``ConcurrentHashMap(8)``: a 16-bin table, appends at a bin's tail, a resize when the
-    count reaches 0.75 n. A resize moves each bin's trailing run of same-side nodes as is
-    and *prepends* the nodes before it one by one, reversing them; a bin reaching 9 nodes
-    grows a small table (``tryPresize``) or becomes a tree bin, where new nodes go first.
-    """
-    n, size_ctl = 16, 12
-    bins: list[list[tuple[int, str]]] = [[] for _ in range(n)]
-    trees = [False] * n
-
-    def transfer() -> None:
-        nonlocal n, size_ctl, bins, trees
-        new_bins: list[list[tuple[int, str]]] = [[] for _ in range(2 * n)]
-        new_trees = [False] * (2 * n)
-        for i, nodes in enumerate(bins):
-            if not nodes:
-                continue
-            if trees[i]:
-                low = [node for node in nodes if not node[0] & n]
-                high = [node for node in nodes if node[0] & n]
-                new_trees[i], new_trees[i + n] = len(low) > 6, len(high) > 6
-            else:
-                run_bit, last_run = nodes[0][0] & n, 0
-                for j in range(1, len(nodes)):
-                    if (nodes[j][0] & n) != run_bit:
-                        run_bit, last_run = nodes[j][0] & n, j
-                low = [] if run_bit else nodes[last_run:]
-                high = nodes[last_run:] if run_bit else []
-                for node in nodes[:last_run]:
-                    if node[0] & n:
-                        high = [node, *high]
-                    else:
-                        low = [node, *low]
-            new_bins[i], new_bins[i + n] = low, high
-        size_ctl = 2 * n - n // 2
-        n, bins, trees = 2 * n, new_bins, new_trees
-
-    for count, key in enumerate(keys, start=1):
-        h = _java_string_hash(key)
-        h = (h ^ ((h & 0xFFFFFFFF) >> 16)) & 0x7FFFFFFF
-        i = h & (n - 1)
-        if trees[i]:
-            bins[i].insert(0, (h, key))
-        else:
-            already = len(bins[i])
-            bins[i].append((h, key))
-            if already >= 8:  # treeifyBin
-                if n < 64:
-                    wanted = 2 * n + n + 1  # tryPresize(n << 1): tableSizeFor(s + s/2 + 1)
-                    wanted = 1 << (wanted - 1).bit_length()
-                    while wanted > size_ctl:
-                        transfer()
-                else:
-                    trees[i] = True
-        while count >= size_ctl:
-            transfer()
-    return [key for nodes in bins for _, key in nodes]
-
-
-def _java_hashtable_order(keys: Sequence[str]) -> list[str]:
-    """Iteration order of ``java.util.Properties`` on JDK 8, a ``Hashtable(11)``: new
-    entries go to the head of bin ``(h & 0x7FFFFFFF) % n``; a rehash (when the count has
-    reached 0.75 n) to ``2n + 1`` walks old bins from the top, re-inserting at heads; the
-    iterator walks bins from the top down."""
-    capacity, threshold = 11, 8
-    bins: list[list[str]] = [[] for _ in range(capacity)]
-    for count, key in enumerate(keys):
-        if count >= threshold:
-            new_capacity = 2 * capacity + 1
-            new_bins: list[list[str]] = [[] for _ in range(new_capacity)]
-            for nodes in reversed(bins):
-                for old in nodes:
-                    new_bins[(_java_string_hash(old) & 0x7FFFFFFF) % new_capacity].insert(0, old)
-            capacity, bins, threshold = new_capacity, new_bins, int(new_capacity * 0.75)
-        bins[(_java_string_hash(key) & 0x7FFFFFFF) % capacity].insert(0, key)
-    return [key for nodes in reversed(bins) for key in nodes]
-
-
 def _reorder(mapping: Mapping[str, _Json], order: Iterable[str]) -> dict[str, _Json]:
     return {key: mapping[key] for key in order}
 
@@ -528,7 +343,7 @@ def _scala_mutable_map(
     mapping: Mapping[str, _Json], *, initial_capacity: int = 16
 ) -> dict[str, _Json]:
     return _reorder(
-        mapping, _scala_mutable_map_order(list(mapping), initial_capacity=initial_capacity)
+        mapping, jvm.scala_mutable_map_order(list(mapping), initial_capacity=initial_capacity)
     )
 
 
@@ -751,7 +566,7 @@ def _features_json(
 ) -> dict[str, _Json]:
     # Features.toMap: Collectors.toMap -> java.util.HashMap; each range is a LinkedHashMap.
     ranges = {name: {labels[0]: low, labels[1]: high} for name, (low, high) in features.items()}
-    return _reorder(ranges, _java_hash_map_order(list(ranges)))
+    return _reorder(ranges, jvm.java_hash_map_order(list(ranges)))
 
 
 def _read_features(obj: _Object, key: str, labels: tuple[str, str]) -> dict[str, tuple[int, int]]:
@@ -822,7 +637,7 @@ class BrokerRegistration(msgspec.Struct, frozen=True, kw_only=True):
             # advertisedEndpoints.map(...).toMap: an immutable Map (insertion order up to 4).
             protocols = {e.listener: e.security_protocol.name for e in self.endpoints}
             fields["listener_security_protocol_map"] = _reorder(
-                protocols, _scala_immutable_map_order(list(protocols))
+                protocols, jvm.scala_immutable_map_order(list(protocols))
             )
         if self.version >= 5:
             fields["features"] = _features_json(
@@ -969,7 +784,7 @@ class LeaderIsrAndControllerEpoch(msgspec.Struct, frozen=True, kw_only=True):
             "controller_epoch": self.controller_epoch,
             "isr": list(self.isr),
         }
-        return _dumps(_reorder(fields, _scala_immutable_map_order(list(fields))))
+        return _dumps(_reorder(fields, jvm.scala_immutable_map_order(list(fields))))
 
     @classmethod
     def decode(cls, data: bytes) -> Self:
@@ -1000,9 +815,9 @@ class EntityConfig(msgspec.Struct, frozen=True, kw_only=True):
         # config is a Properties, iterated as the JDK iterates it (see Jdk).
         keys = list(self.config)
         order = (
-            _java_hashtable_order(keys)
+            jvm.java_hashtable_order(keys)
             if jdk is Jdk.JDK8
-            else _java_concurrent_hash_map_order(keys)
+            else jvm.java_concurrent_hash_map_order(keys)
         )
         return _dumps({"version": 1, "config": {key: self.config[key] for key in order}})
 

@@ -13,20 +13,10 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 
+from protocol.jvm import scala_improve as _improve
+from protocol.jvm import signed32 as _signed32
+
 _MASK32 = 0xFFFFFFFF
-
-
-def _signed32(value: int) -> int:
-    value &= _MASK32
-    return value - (1 << 32) if value & 0x80000000 else value
-
-
-def _improve(h: int) -> int:
-    """``scala.collection.Hashing.improve``: the hash mixer of Scala 2.13's CHAMP sets/maps."""
-    h = _signed32(h + ~_signed32(h << 9))
-    h = _signed32(h ^ ((h & _MASK32) >> 14))
-    h = _signed32(h + _signed32(h << 4))
-    return _signed32(h ^ ((h & _MASK32) >> 10))
 
 
 def scala_immutable_order(items: Sequence[int]) -> list[int]:

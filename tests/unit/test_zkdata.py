@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol import zkdata
+from protocol import jvm, zkdata
 from protocol.control import Endpoint, SecurityProtocol, TopicPartition
 from protocol.errors import ZkDataError
 from protocol.ids import BrokerId, ControllerEpoch, LeaderEpoch, TopicName
@@ -788,6 +788,6 @@ def test_jdk_collection_orders_match_this_machines_jvm(tmp_path: Path) -> None:
         properties, table, hash_map = (
             [k for k in part.split("\t") if k] for part in line.split("|")
         )
-        assert zkdata._java_concurrent_hash_map_order(keys) == properties
-        assert zkdata._java_hashtable_order(keys) == table
-        assert zkdata._java_hash_map_order(keys) == hash_map
+        assert jvm.java_concurrent_hash_map_order(keys) == properties
+        assert jvm.java_hashtable_order(keys) == table
+        assert jvm.java_hash_map_order(keys) == hash_map
