@@ -63,14 +63,51 @@ def _cmd_up(args: argparse.Namespace) -> int:
         spec.broker_config()
     except ConfigError as exc:
         raise UsageError(str(exc).split(". Known names")[0]) from None
+    if args.processes:
+        from cluster.processes import run_up_processes
+
+        run = run_up_processes
+    else:
+        run = run_up
     return anyio.run(
-        lambda: run_up(
+        lambda: run(
             spec,
             cluster_file=Path(args.cluster_file),
             trace=Path(args.trace) if args.trace else None,
         ),
         backend_options={"use_uvloop": True},
     )
+
+
+def _cmd_broker(args: argparse.Namespace) -> int:
+    from actors.admin import BrokerConfig, ConfigError
+    from cluster.connect import parse_host_port
+    from cluster.processes import BrokerProcessSpec, run_broker_process
+
+    peers: dict[int, tuple[str, int]] = {}
+    for node, address in _key_values(args.peer, "--peer").items():
+        prefix, _, broker_id = node.rpartition("-")
+        if prefix != "broker" or not broker_id.isdigit():
+            raise UsageError(f"--peer {node}={address}: expected broker-ID=HOST:PORT")
+        peers[int(broker_id)] = parse_host_port(address)
+    spec = BrokerProcessSpec(
+        broker_id=args.id,
+        store=args.store,
+        network_port=args.network_port,
+        peers=peers,
+        port=args.port,
+        log_dir=Path(args.log_dir),
+        host=args.host,
+        rack=args.rack,
+        config=_key_values(args.config, "--config"),
+        seed=args.seed,
+        parent_pid=args.parent_pid,
+    )
+    try:
+        BrokerConfig.from_overrides(dict(spec.config))
+    except ConfigError as exc:
+        raise UsageError(str(exc).split(". Known names")[0]) from None
+    return anyio.run(lambda: run_broker_process(spec), backend_options={"use_uvloop": True})
 
 
 def _cmd_trace_export(args: argparse.Namespace) -> int:
@@ -135,7 +172,33 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         help="port serving the embedded store to other processes (default: any)",
     )
+    up.add_argument(
+        "--processes",
+        action="store_true",
+        help="run each broker in a process of its own (the store stays in this one)",
+    )
     up.set_defaults(func=_cmd_up)
+
+    # One broker of `kemu up --processes`, started by it (not listed in the help).
+    broker = sub.add_parser("broker", description="one broker process of `kemu up --processes`")
+    broker.add_argument("--id", type=int, required=True, help="the broker id")
+    broker.add_argument(
+        "--store", required=True, help="embedded://HOST:PORT or HOST:PORT[/chroot] (ZooKeeper)"
+    )
+    broker.add_argument("--host", default="127.0.0.1", help="the host to listen on")
+    broker.add_argument(
+        "--network-port", type=int, required=True, help="the inter-node (actor) port"
+    )
+    broker.add_argument(
+        "--peer", action="append", default=[], metavar="broker-ID=HOST:PORT", help="another broker"
+    )
+    broker.add_argument("--port", type=int, default=9092, help="the Kafka listener (0: any)")
+    broker.add_argument("--log-dir", default=".kemu/logs", help="root of the brokers' log dirs")
+    broker.add_argument("--rack")
+    broker.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    broker.add_argument("--seed", type=int, default=0)
+    broker.add_argument("--parent-pid", type=int, help="stop once this process is gone")
+    broker.set_defaults(func=_cmd_broker)
 
     topics = sub.add_parser(
         "topics",

@@ -10,8 +10,9 @@ be stopped gracefully, crashed and restarted while the cluster runs.
 
 from __future__ import annotations
 
+import functools
 import random
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from anyio.abc import TaskGroup
 from actors.admin import BrokerConfig
 from actors.broker.broker import Broker, BrokerSettings, broker_node_id, broker_ref
 from actors.clock import Clock, RealClock
-from actors.runtime import Node
+from actors.runtime import Attach, Node
 from actors.store import MetadataStore
 from actors.trace import Tracer
 from cluster.connect import EMBEDDED_SCHEME, STORE_NODE
@@ -72,8 +73,8 @@ class ClusterSpec:
 class BrokerWireHandler:
     """Turns Kafka requests into typed asks to one broker actor."""
 
-    def __init__(self, cluster: Cluster, broker_id: int, timeout: float) -> None:
-        self._cluster = cluster
+    def __init__(self, node: Node, broker_id: int, timeout: float) -> None:
+        self._node = node
         self._broker_id = broker_id
         self._timeout = timeout
 
@@ -83,15 +84,132 @@ class BrokerWireHandler:
 
     async def handle(self, request: KafkaRequest) -> Any:
         data = request_data(request)
-        node = self._cluster.nodes[self._broker_id]
         wait = self._timeout + getattr(data, "timeout_ms", 0) / 1000
-        reply = await node.ask(broker_ref(self._broker_id), data, timeout=wait)
+        reply = await self._node.ask(broker_ref(self._broker_id), data, timeout=wait)
         return typing_cast_response(reply)
 
 
 def typing_cast_response(reply: object) -> KafkaApiResponseData:
     """The broker answers a ``*RequestData`` with the matching ``*ResponseData``."""
     return reply  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class BrokerSpec:
+    """One broker's assembly: what ``start_broker_node`` needs, in either launch mode
+    (all brokers in one process, or one process per broker)."""
+
+    broker_id: int
+    host: str
+    port: int  # its Kafka listener; 0 = any free port
+    log_dir: Path  # the root: the broker's log dir is ``log_dir/broker-<id>``
+    config: BrokerConfig
+    rack: str | None = None
+    seed: int = 0
+    listener: bool = True
+
+
+async def start_broker_node(
+    tg: TaskGroup,
+    spec: BrokerSpec,
+    *,
+    attach: Attach,
+    store: MetadataStore,
+    tracer: Tracer,
+    clock: Clock,
+    listener_scope: anyio.CancelScope | None = None,
+) -> tuple[Node, KafkaWireServer | None, int]:
+    """Start node ``broker-<id>`` with its ``Broker`` actor in ``tg`` and, if wanted, its
+    Kafka listener (in ``listener_scope``). Returns once the broker has registered: the
+    node, the listener and the listener's bound port (``spec.port`` without one)."""
+    node = Node(
+        broker_node_id(spec.broker_id), attach=attach, tracer=tracer, clock=clock, seed=spec.seed
+    )
+    server: KafkaWireServer | None = None
+    port = spec.port
+    if spec.listener:
+        server = KafkaWireServer(
+            BrokerWireHandler(node, spec.broker_id, spec.config.request_timeout_ms / 1000),
+            node=node.node_id,
+            host=spec.host,
+            port=spec.port,
+            tracer=tracer,
+        )
+        port = await tg.start(_serve_listener, server, listener_scope or anyio.CancelScope())
+    settings = BrokerSettings(
+        broker_id=BrokerId(spec.broker_id),
+        log_dirs=(spec.log_dir / f"broker-{spec.broker_id}",),
+        host=spec.host,
+        port=port,
+        rack=spec.rack,
+        config=spec.config,
+    )
+    await tg.start(node.run, [Broker(settings, store)])
+    return node, server, port
+
+
+async def _serve_listener(
+    server: KafkaWireServer,
+    scope: anyio.CancelScope,
+    *,
+    task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    with scope:
+        async with anyio.create_task_group() as tg:
+            port = await tg.start(server.serve)
+            task_status.started(port)
+
+
+async def serve_store(
+    store: EmbeddedStore,
+    *,
+    host: str,
+    port: int,
+    tracer: Tracer,
+    clock: Clock,
+    task_status: anyio.abc.TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """The embedded store as an actor (node ``store``) on its own TCP network, for other
+    processes; reports its ``embedded://HOST:PORT`` address, serves until cancelled."""
+    transport = TcpTransport(host=host, ports={STORE_NODE: port})
+    network = Network(transport, tracer=tracer, rng=random.Random(0), clock=clock)
+    async with anyio.create_task_group() as tg:
+        await tg.start(network.run)
+        node = Node(STORE_NODE, attach=network.attach, tracer=tracer, clock=clock)
+        await tg.start(node.run, [StoreServer(store, owns_store=False)])
+        bound_host, bound = transport.address_of(STORE_NODE)
+        task_status.started(f"{EMBEDDED_SCHEME}{bound_host}:{bound}")
+
+
+def is_ready(statuses: Sequence[BrokerStatus | None], running: Sequence[int]) -> bool:
+    """Every running broker answered, is registered, and knows the same live controller
+    and every running broker (so clients asking any of them see the whole cluster)."""
+    if not all(s is not None for s in statuses):
+        return False
+    ready = [s for s in statuses if s is not None]
+    controllers = {s.controller_id for s in ready}
+    return (
+        len(controllers) == 1
+        and next(iter(controllers)) in running
+        and all(sorted(s.live_brokers) == sorted(running) for s in ready)
+    )
+
+
+async def wait_until_ready(
+    status: Callable[[int], Awaitable[BrokerStatus | None]],
+    running: Sequence[int],
+    *,
+    clock: Clock,
+    timeout: float = 30.0,
+) -> None:
+    """Poll ``status`` of every running broker until ``is_ready``; ``ClusterError`` after
+    ``timeout`` seconds."""
+    try:
+        with anyio.fail_after(timeout):
+            while not is_ready([await status(b) for b in running], running):
+                await clock.sleep(0.005)
+    except TimeoutError:
+        raise ClusterError(f"the cluster was not ready within {timeout}s") from None
 
 
 class Cluster:
@@ -157,15 +275,17 @@ class Cluster:
         task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         """The embedded store as an actor on its own TCP network, for other processes."""
-        port = self.spec.store_port or 0
-        transport = TcpTransport(host=self.spec.host, ports={STORE_NODE: port})
-        network = Network(transport, tracer=self.tracer, rng=random.Random(0), clock=self.clock)
         async with anyio.create_task_group() as tg:
-            await tg.start(network.run)
-            node = Node(STORE_NODE, attach=network.attach, tracer=self.tracer, clock=self.clock)
-            await tg.start(node.run, [StoreServer(store, owns_store=False)])
-            host, bound = transport.address_of(STORE_NODE)
-            self.store_address = f"{EMBEDDED_SCHEME}{host}:{bound}"
+            self.store_address = await tg.start(
+                functools.partial(
+                    serve_store,
+                    store,
+                    host=self.spec.host,
+                    port=self.spec.store_port or 0,
+                    tracer=self.tracer,
+                    clock=self.clock,
+                )
+            )
             task_status.started()
 
     async def start_broker(self, broker_id: int) -> None:
@@ -174,57 +294,30 @@ class Cluster:
             raise ClusterError("the cluster is not running")
         if broker_id in self.nodes and self.nodes[broker_id].running:
             raise ClusterError(f"broker {broker_id} is already running")
-        port = self.ports.get(broker_id, self._port_for(broker_id))
-        settings = BrokerSettings(
-            broker_id=BrokerId(broker_id),
-            log_dirs=(self.spec.log_dir / f"broker-{broker_id}",),
-            host=self.spec.host,
-            port=port,
-            rack=self.spec.racks.get(broker_id),
-            config=self.config,
-        )
-        node = Node(
-            broker_node_id(broker_id),
+        scope = anyio.CancelScope()
+        self._broker_scopes[broker_id] = scope
+        node, server, port = await start_broker_node(
+            self._tg,
+            BrokerSpec(
+                broker_id=broker_id,
+                host=self.spec.host,
+                port=self.ports.get(broker_id, self._port_for(broker_id)),
+                log_dir=self.spec.log_dir,
+                config=self.config,
+                rack=self.spec.racks.get(broker_id),
+                seed=self.spec.seed,
+                listener=self.spec.listeners,
+            ),
             attach=self.network.attach,
+            store=self.store,
             tracer=self.tracer,
             clock=self.clock,
-            seed=self.spec.seed,
+            listener_scope=scope,
         )
         self.nodes[broker_id] = node
-        if self.spec.listeners:
-            server = KafkaWireServer(
-                BrokerWireHandler(self, broker_id, self.config.request_timeout_ms / 1000),
-                node=node.node_id,
-                host=self.spec.host,
-                port=port,
-                tracer=self.tracer,
-            )
-            scope = anyio.CancelScope()
-            self._broker_scopes[broker_id] = scope
-            bound = await self._tg.start(self._serve, server, scope)
+        if server is not None:
             self.listeners[broker_id] = server
-            self.ports[broker_id] = bound
-            settings = BrokerSettings(
-                broker_id=settings.broker_id,
-                log_dirs=settings.log_dirs,
-                host=settings.host,
-                port=bound,
-                rack=settings.rack,
-                config=settings.config,
-            )
-        await self._tg.start(node.run, [Broker(settings, self.store)])
-
-    @staticmethod
-    async def _serve(
-        server: KafkaWireServer,
-        scope: anyio.CancelScope,
-        *,
-        task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
-    ) -> None:
-        with scope:
-            async with anyio.create_task_group() as tg:
-                port = await tg.start(server.serve)
-                task_status.started(port)
+            self.ports[broker_id] = port
 
     def _port_for(self, broker_id: int) -> int:
         return 0 if self.spec.base_port == 0 else self.spec.base_port + broker_id
@@ -269,25 +362,9 @@ class Cluster:
         return reply if isinstance(reply, BrokerStatus) else None
 
     async def wait_ready(self, *, timeout: float = 30.0) -> None:
-        """Until every running broker is registered and knows the same live controller
-        and every running broker (so clients asking any of them see the whole cluster)."""
+        """Until the running brokers are ready (``is_ready``)."""
         running = sorted(b for b, n in self.nodes.items() if n.running)
-        try:
-            with anyio.fail_after(timeout):
-                while True:
-                    statuses = [await self.status(b) for b in running]
-                    if all(s is not None for s in statuses):
-                        ready = [s for s in statuses if s is not None]
-                        controllers = {s.controller_id for s in ready}
-                        if (
-                            len(controllers) == 1
-                            and next(iter(controllers)) in running
-                            and all(sorted(s.live_brokers) == running for s in ready)
-                        ):
-                            return
-                    await self.clock.sleep(0.005)
-        except TimeoutError:
-            raise ClusterError(f"the cluster was not ready within {timeout}s") from None
+        await wait_until_ready(self.status, running, clock=self.clock, timeout=timeout)
 
     async def controller_id(self) -> int:
         for broker_id in sorted(self.nodes):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import anyio
@@ -17,20 +18,29 @@ from cluster.trace import JsonlTraceWriter
 from protocol.trace import TraceHeader
 
 
-def render_table(cluster: Cluster, controller: int, elapsed: float) -> str:
-    spec = cluster.spec
+def render_table(
+    spec: ClusterSpec,
+    *,
+    ports: Mapping[int, int],
+    pids: Mapping[int, int],
+    controller: int,
+    elapsed: float,
+    store_address: str | None,
+) -> str:
+    """The readiness table of ``kemu up``: one line per broker (its Kafka endpoint, the
+    process it runs in, its log dir), the controller and the store."""
     store = "ZooKeeper at " + spec.zookeeper if spec.zookeeper else "the embedded store"
     lines = [
         f"kemu: {spec.brokers} brokers ready in {elapsed:.2f}s on {store}",
         f"{'BROKER':<7}{'ENDPOINT':<22}{'PID':<9}LOG DIR",
     ]
-    for broker_id in sorted(cluster.nodes):
-        endpoint = f"{spec.host}:{cluster.ports.get(broker_id, '-')}"
+    for broker_id in sorted(pids):
+        endpoint = f"{spec.host}:{ports.get(broker_id, '-')}"
         log_dir = spec.log_dir / f"broker-{broker_id}"
-        lines.append(f"{broker_id:<7}{endpoint:<22}{os.getpid():<9}{log_dir}")
+        lines.append(f"{broker_id:<7}{endpoint:<22}{pids[broker_id]:<9}{log_dir}")
     lines.append(f"controller: broker {controller}")
-    if cluster.store_address:
-        lines.append(f"store: {cluster.store_address}")
+    if store_address:
+        lines.append(f"store: {store_address}")
     return "\n".join(lines)
 
 
@@ -66,7 +76,17 @@ async def run_up(spec: ClusterSpec, *, cluster_file: Path, trace: Path | None) -
                     cluster_id=status.cluster_id if status else "",
                     pid=os.getpid(),
                 ).write(cluster_file)
-                print(render_table(cluster, controller, elapsed), flush=True)
+                print(
+                    render_table(
+                        spec,
+                        ports=cluster.ports,
+                        pids={b: os.getpid() for b in cluster.nodes},
+                        controller=controller,
+                        elapsed=elapsed,
+                        store_address=cluster.store_address,
+                    ),
+                    flush=True,
+                )
                 print(f"cluster file: {cluster_file}\nCtrl-C stops the cluster.", flush=True)
                 async for signum in signals:
                     print(f"\nkemu: {signal.Signals(signum).name}: stopping", flush=True)
