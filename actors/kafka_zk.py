@@ -23,6 +23,7 @@ from protocol.errors import (
     KemuError,
     NodeExistsError,
     NoNodeError,
+    StoreError,
     TransactionFailedError,
 )
 from protocol.ids import BrokerId, ControllerEpoch, TopicName
@@ -210,6 +211,31 @@ async def fenced(
     return results[1:]
 
 
+def _fenced_outcome(
+    outcome: tuple[OpResult, ...] | StoreError,
+) -> tuple[OpResult, ...] | StoreError:
+    """One ``multi_each`` outcome of a guarded multi, as ``fenced`` reports it: the ops'
+    results, or the error of the failed op; a failed guard raises ``ControllerMovedError``."""
+    if not isinstance(outcome, TransactionFailedError):
+        return outcome if isinstance(outcome, StoreError) else outcome[1:]
+    if outcome.results and isinstance(outcome.results[0], BadVersionError | NoNodeError):
+        raise ControllerMovedError("controller epoch changed: another controller is active")
+    failure = next((r for r in outcome.results if r is not None), None)
+    assert failure is not None
+    return failure
+
+
+async def fenced_each(
+    session: StoreSession, epoch_zk_version: int, batches: Sequence[Sequence[StoreOp]]
+) -> list[tuple[OpResult, ...] | StoreError]:
+    """``fenced`` for each of ``batches``, pipelined as Kafka sends a batch of guarded
+    requests: every batch is its own guarded multi; the outcome of each is its results or
+    its error. ``ControllerMovedError`` is raised, in order, at the first failed guard."""
+    guard = CheckOp(path=zkdata.CONTROLLER_EPOCH_PATH, version=epoch_zk_version)
+    outcomes = await session.multi_each([[guard, *ops] for ops in batches])
+    return [_fenced_outcome(outcome) for outcome in outcomes]
+
+
 async def delete_controller_fenced(session: StoreSession, epoch_zk_version: int) -> None:
     """Resign: remove ``/controller`` if we still hold the epoch."""
     with contextlib.suppress(ControllerMovedError, NoNodeError):
@@ -338,9 +364,40 @@ async def create_partition_paths(
     partitions = sorted(set(partitions))
     parents = [zkdata.topic_partitions_path(t) for t in sorted({tp.topic for tp in partitions})]
     parents += [zkdata.partition_path(tp.topic, tp.partition) for tp in partitions]
-    for path in parents:
-        with contextlib.suppress(NodeExistsError, NoNodeError):
-            await fenced(session, epoch_zk_version, [CreateOp(path=path)])
+    outcomes = await fenced_each(session, epoch_zk_version, [[CreateOp(path=p)] for p in parents])
+    for outcome in outcomes:
+        if isinstance(outcome, StoreError) and not isinstance(
+            outcome, NodeExistsError | NoNodeError
+        ):
+            raise outcome
+
+
+async def create_partition_states(
+    session: StoreSession,
+    epoch_zk_version: int,
+    states: Mapping[TopicPartition, zkdata.LeaderIsrAndControllerEpoch],
+) -> dict[TopicPartition, StoreError | None]:
+    """``createTopicPartitionStatesRaw``: ``create_partition_state`` of every partition,
+    pipelined (one guarded create each); maps each partition to its error, or None when
+    its state znode was created (zkVersion 0). A failed guard raises
+    ``ControllerMovedError``."""
+    outcomes = await fenced_each(
+        session,
+        epoch_zk_version,
+        [
+            [
+                CreateOp(
+                    path=zkdata.partition_state_path(TopicName(tp.topic), tp.partition),
+                    data=state.encode(),
+                )
+            ]
+            for tp, state in states.items()
+        ],
+    )
+    return {
+        tp: outcome if isinstance(outcome, StoreError) else None
+        for tp, outcome in zip(states, outcomes, strict=True)
+    }
 
 
 async def create_partition_state(

@@ -57,6 +57,7 @@ log is concerned, and ``result``: ``ok`` or the exception's class name (with ``d
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import re
 import uuid
@@ -199,6 +200,36 @@ def offsets_checkpoint(offsets: Iterable[tuple[TopicPartition, int]]) -> bytes:
     return checkpoint_file(f"{tp.topic} {tp.partition} {offset}" for tp, offset in sorted(offsets))
 
 
+class _CheckpointRows:
+    """One log dir's offset-checkpoint rows (``topic partition 0``, every log being empty),
+    kept sorted as logs come and go, so that rewriting the checkpoints after each burst of
+    creations does not format and sort every hosted log again: ``render`` is
+    ``offsets_checkpoint`` of them."""
+
+    __slots__ = ("_keys", "_rows")
+
+    def __init__(self) -> None:
+        self._keys: list[tuple[str, int]] = []
+        self._rows: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def add(self, tp: TopicPartition) -> None:
+        key = (tp.topic, tp.partition)
+        index = bisect.bisect_left(self._keys, key)
+        self._keys.insert(index, key)
+        self._rows.insert(index, f"{tp.topic} {tp.partition} 0\n")
+
+    def remove(self, tp: TopicPartition) -> None:
+        index = bisect.bisect_left(self._keys, (tp.topic, tp.partition))
+        del self._keys[index]
+        del self._rows[index]
+
+    def render(self) -> bytes:
+        return f"0\n{len(self._rows)}\n{''.join(self._rows)}".encode()
+
+
 _DAYS: Final = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTHS: Final = (
     "Jan",
@@ -330,6 +361,7 @@ class LogManager(Actor):
         self._delete_delay = delete_delay_resolver(file_delete_delay, segment_delete_delay)
         self._logs: dict[TopicPartition, Path] = {}
         self._counts: dict[Path, int] = dict.fromkeys(self.log_dirs, 0)
+        self._rows: dict[Path, _CheckpointRows] = {d: _CheckpointRows() for d in self.log_dirs}
         self._dirty: set[Path] = set()
         self._flush_queued = False
         self._offline: dict[Path, str] = {}
@@ -339,6 +371,11 @@ class LogManager(Actor):
         self._started_at = 0.0
         self._started = False
         self._halting = False
+        # A new log's files, in the order written: the segment files, then the checkpoint.
+        self._new_log_files: tuple[tuple[str, bytes], ...] = (
+            *((file_name, b"") for file_name in SEGMENT_FILES),
+            (LEADER_EPOCH_CHECKPOINT, checkpoint_file(())),
+        )
 
     # -- read-only views (tests, metrics)
 
@@ -496,9 +533,7 @@ class LogManager(Actor):
 
     def _create_log(self, tp: TopicPartition, log_dir: Path, path: Path) -> LogCreated:
         try:
-            for file_name in SEGMENT_FILES:
-                self.disk.write_file(path / file_name, b"")
-            self.disk.write_file(path / LEADER_EPOCH_CHECKPOINT, checkpoint_file(()))
+            self.disk.write_files(path, self._new_log_files)
         except OSError as exc:
             self._trace_op("create", path, log_dir=log_dir, tp=tp, error=exc, step="files")
             message = f"Error while creating log for {tp} in dir {log_dir}"
@@ -610,15 +645,11 @@ class LogManager(Actor):
         in ``log-start-offset-checkpoint`` only once its start offset passed its first
         segment's base offset, which never happens here (no records), so that file is empty.
         """
-        hosted = [tp for tp, d in self._logs.items() if d == log_dir]
+        hosted = self._rows[log_dir]
+        data = hosted.render()  # offsets_checkpoint((tp, 0) for every hosted tp)
         try:
-            self.disk.write_file(
-                log_dir / RECOVERY_POINT_CHECKPOINT, offsets_checkpoint((tp, 0) for tp in hosted)
-            )
-            self.disk.write_file(
-                log_dir / REPLICATION_OFFSET_CHECKPOINT,
-                offsets_checkpoint((tp, 0) for tp in hosted),
-            )
+            self.disk.write_file(log_dir / RECOVERY_POINT_CHECKPOINT, data)
+            self.disk.write_file(log_dir / REPLICATION_OFFSET_CHECKPOINT, data)
             self.disk.write_file(log_dir / LOG_START_OFFSET_CHECKPOINT, offsets_checkpoint(()))
         except OSError as exc:
             self._trace_op("checkpoint", log_dir, log_dir=log_dir, error=exc)
@@ -648,10 +679,12 @@ class LogManager(Actor):
     def _add_log(self, tp: TopicPartition, log_dir: Path) -> None:
         self._logs[tp] = log_dir
         self._counts[log_dir] = self._counts.get(log_dir, 0) + 1
+        self._rows[log_dir].add(tp)
 
     def _remove_log(self, tp: TopicPartition) -> None:
         log_dir = self._logs.pop(tp)
         self._counts[log_dir] -= 1
+        self._rows[log_dir].remove(tp)
 
     def _checkpoint_soon(self, log_dir: Path) -> None:
         """Creations rewrite their dir's checkpoints once per burst, not once per log: a

@@ -39,7 +39,7 @@ from collections.abc import Sequence
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from protocol.errors import BadArgumentsError
+from protocol.errors import BadArgumentsError, StoreError
 from protocol.store import OpResult, Stat, StoreEvent, StoreOp
 
 ROOT = "/"
@@ -131,6 +131,21 @@ class StoreSession(ABC):
 
     @abstractmethod
     async def multi(self, ops: Sequence[StoreOp]) -> tuple[OpResult, ...]: ...
+
+    async def multi_each(
+        self, batches: Sequence[Sequence[StoreOp]]
+    ) -> list[tuple[OpResult, ...] | StoreError]:
+        """Several independent multi-ops, in order, each its own transaction, as Kafka
+        pipelines a batch of requests (``retryRequestsUntilConnected``): the outcome of
+        each is its results or the ``StoreError`` it raised. A store may send them all at
+        once; this default runs them one after the other."""
+        outcomes: list[tuple[OpResult, ...] | StoreError] = []
+        for ops in batches:
+            try:
+                outcomes.append(await self.multi(ops))
+            except StoreError as exc:
+                outcomes.append(exc)
+        return outcomes
 
     @abstractmethod
     async def close(self) -> None:

@@ -241,6 +241,11 @@ class WatchedSession(StoreSession):
     async def multi(self, ops: Sequence[StoreOp]) -> tuple[OpResult, ...]:
         return await self._session.multi(ops)
 
+    async def multi_each(
+        self, batches: Sequence[Sequence[StoreOp]]
+    ) -> list[tuple[OpResult, ...] | StoreError]:
+        return await self._session.multi_each(batches)
+
     async def close(self) -> None:
         await self._session.close()
 

@@ -11,6 +11,7 @@ used by ``protocol.zkdata``, ``actors.admin`` and the CLI.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 
 def signed32(value: int) -> int:
@@ -18,8 +19,10 @@ def signed32(value: int) -> int:
     return value - (1 << 32) if value & 0x80000000 else value
 
 
+@lru_cache(maxsize=1 << 16)
 def java_string_hash(text: str) -> int:
-    """``java.lang.String.hashCode``: over UTF-16 code units, as a signed 32-bit int."""
+    """``java.lang.String.hashCode``: over UTF-16 code units, as a signed 32-bit int
+    (memoised: the same keys and names are hashed over and over)."""
     units = text.encode("utf-16-be", "surrogatepass")
     h = 0
     for i in range(0, len(units), 2):
@@ -68,6 +71,12 @@ def scala_immutable_map_order(keys: Sequence[str]) -> list[str]:
     """
     if len(keys) <= 4:
         return list(keys)
+    return list(_champ_order(tuple(keys)))
+
+
+@lru_cache(maxsize=1024)
+def _champ_order(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """``scala_immutable_map_order`` from five keys, memoised (a znode's keys recur)."""
     hashes = {key: scala_improve(java_string_hash(key)) & 0xFFFFFFFF for key in keys}
 
     def walk(group: list[str], shift: int) -> list[str]:
@@ -83,7 +92,7 @@ def scala_immutable_map_order(keys: Sequence[str]) -> list[str]:
                 out.extend(walk(members, shift + 5))
         return out
 
-    return walk(list(keys), 0)
+    return tuple(walk(list(keys), 0))
 
 
 def table_size_for(capacity: int) -> int:

@@ -765,6 +765,9 @@ class TopicAssignment(msgspec.Struct, frozen=True, kw_only=True):
 # ========================================== /brokers/topics/<t>/partitions/<p>/state
 
 
+_PARTITION_STATE_KEYS: Final = ("version", "leader", "leader_epoch", "controller_epoch", "isr")
+
+
 class LeaderIsrAndControllerEpoch(msgspec.Struct, frozen=True, kw_only=True):
     """A partition's state znode: its leader (``NO_LEADER`` = -1 for none), leader epoch,
     ISR, and the epoch of the controller that wrote it. The znode's zkVersion, which Kafka
@@ -777,14 +780,17 @@ class LeaderIsrAndControllerEpoch(msgspec.Struct, frozen=True, kw_only=True):
 
     def encode(self) -> bytes:
         # TopicPartitionStateZNode.encode: a five-entry immutable Map, i.e. a CHAMP HashMap.
-        fields: dict[str, _Json] = {
-            "version": 1,
-            "leader": self.leader,
-            "leader_epoch": self.leader_epoch,
-            "controller_epoch": self.controller_epoch,
-            "isr": list(self.isr),
+        # Every value is an int or a list of ints, so the JSON is formatted directly (the
+        # same bytes ``_dumps`` writes): one is written per partition state change.
+        fields = {
+            "version": "1",
+            "leader": str(int(self.leader)),
+            "leader_epoch": str(int(self.leader_epoch)),
+            "controller_epoch": str(int(self.controller_epoch)),
+            "isr": "[" + ",".join([str(int(b)) for b in self.isr]) + "]",
         }
-        return _dumps(_reorder(fields, jvm.scala_immutable_map_order(list(fields))))
+        order = jvm.scala_immutable_map_order(_PARTITION_STATE_KEYS)
+        return ("{" + ",".join([f'"{key}":{fields[key]}' for key in order]) + "}").encode()
 
     @classmethod
     def decode(cls, data: bytes) -> Self:

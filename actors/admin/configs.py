@@ -782,6 +782,16 @@ def topic_config_entry(
 
     Raises ``ConfigError`` if the stored override is not a valid value.
     """
+    return _topic_config_entry(name, overrides, broker, None)
+
+
+def _topic_config_entry(
+    name: str,
+    overrides: Mapping[str, str],
+    broker: BrokerConfig,
+    defaults: Mapping[str, ConfigValue] | None,
+) -> ConfigEntry:
+    """``topic_config_entry``, given ``broker.topic_defaults()`` if already computed."""
     key = TOPIC_CONFIGS.get(name)
     if key is None:
         if name not in overrides:
@@ -792,7 +802,7 @@ def topic_config_entry(
         value = key.parse(overrides[name])
         source = ConfigSource.TOPIC_CONFIG
     elif name in TOPIC_CONFIG_SYNONYMS:
-        value = broker.topic_defaults()[name]
+        value = (broker.topic_defaults() if defaults is None else defaults)[name]
         explicit = TOPIC_CONFIG_SYNONYMS[name] in broker.explicit
         source = ConfigSource.STATIC_BROKER_CONFIG if explicit else ConfigSource.DEFAULT_CONFIG
     else:
@@ -807,4 +817,5 @@ def topic_config_entries(
     """Every topic config (definition order), then any stored override that is not a
     topic config (Kafka's DescribeConfigs reports those too, as given)."""
     names = [*TOPIC_CONFIGS, *(n for n in overrides if n not in TOPIC_CONFIGS)]
-    return tuple(topic_config_entry(name, overrides, broker) for name in names)
+    defaults = broker.topic_defaults()  # once, not once per config
+    return tuple(_topic_config_entry(name, overrides, broker, defaults) for name in names)

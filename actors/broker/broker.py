@@ -737,7 +737,14 @@ class Broker(Actor):
     def _poke(self, topics: set[TopicName]) -> None:
         for op in sorted(self._parked):
             parked = self._parked[op]
-            for topic in [t for t in parked.waiting if t in topics]:
+            waiting = parked.waiting
+            # Scan the smaller side: an UpdateMetadata of a few topics must not walk every
+            # topic a big CreateTopics still waits for (nor the reverse).
+            if len(topics) < len(waiting):
+                poked = [t for t in topics if t in waiting]
+            else:
+                poked = [t for t in waiting if t in topics]
+            for topic in poked:
                 if self.cache.all_partitions_have_leaders(topic, parked.waiting[topic]):
                     del parked.waiting[topic]
             if not parked.waiting:

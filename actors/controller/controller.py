@@ -132,7 +132,8 @@ class KafkaController(Actor):
         )
         self._broker_modification_watches: set[BrokerId] = set()
         self._partition_modification_watches: set[TopicName] = set()
-        self.gauges: dict[str, int] = {}
+        self._gauges: dict[str, int] = {}
+        self._imbalance_stale = False
         self._started = False
 
     # ------------------------------------------------------------------ actor lifecycle
@@ -241,15 +242,26 @@ class KafkaController(Actor):
         )
         self._status = status
 
+    @property
+    def gauges(self) -> dict[str, int]:
+        """The controller's gauges as of its last event. The preferred-replica imbalance,
+        a scan of every partition, is counted when first read rather than after every
+        event (a creation of thousands of partitions runs thousands of events)."""
+        if self._imbalance_stale:
+            self._imbalance_stale = False
+            self._gauges["preferred_replica_imbalance_count"] = (
+                self.context.preferred_replica_imbalance_count
+            )
+        return self._gauges
+
     def _update_metrics(self) -> None:
         ctx = self.context
         active = self.is_active
-        self.gauges = {
+        self._imbalance_stale = active
+        self._gauges = {
             "active_controller_count": 1 if active else 0,
             "offline_partitions_count": ctx.offline_partition_count if active else 0,
-            "preferred_replica_imbalance_count": (
-                ctx.preferred_replica_imbalance_count if active else 0
-            ),
+            "preferred_replica_imbalance_count": 0,  # counted on demand when active
             "global_topic_count": len(ctx.all_topics) if active else 0,
             "global_partition_count": len(ctx.partition_states) if active else 0,
             "controller_state": int(self.events.state),

@@ -279,16 +279,16 @@ class PartitionStateMachine:
             for tp in initial:
                 self._failed(tp, PartitionState.ONLINE, exc)
             return []
+        errors = await kafka_zk.create_partition_states(
+            session,
+            ctx.epoch_zk_version,
+            {tp: leadership.to_znode() for tp, leadership in initial.items()},
+        )
         created: list[TopicPartition] = []
         for tp, leadership in initial.items():
-            try:
-                await kafka_zk.create_partition_state(
-                    session, ctx.epoch_zk_version, tp, leadership.to_znode()
-                )
-            except ControllerMovedError:
-                raise
-            except StoreError as exc:
-                self._failed(tp, PartitionState.ONLINE, exc)
+            error = errors[tp]
+            if error is not None:
+                self._failed(tp, PartitionState.ONLINE, error)
                 continue
             ctx.put_leadership(tp, leadership)
             self.batch.add_leader_and_isr(

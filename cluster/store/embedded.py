@@ -490,6 +490,24 @@ class EmbeddedSession(StoreSession):
         # Traced under the first op's path: in Kafka that is the /controller_epoch check.
         return self._run("multi", ops[0].path if ops else "", self._multi, ops)
 
+    async def multi_each(
+        self, batches: Sequence[Sequence[StoreOp]]
+    ) -> list[tuple[OpResult, ...] | StoreError]:
+        """Pipelined: without a configured latency, one scheduling point for the whole
+        batch, then each multi as its own transaction (and trace), in order; with one,
+        each waits it as a lone ``multi`` does."""
+        if self._server.latency > 0:
+            return await super().multi_each(batches)
+        await anyio.lowlevel.checkpoint()
+        outcomes: list[tuple[OpResult, ...] | StoreError] = []
+        for each in batches:
+            ops = tuple(each)
+            try:
+                outcomes.append(self._run("multi", ops[0].path if ops else "", self._multi, ops))
+            except StoreError as exc:
+                outcomes.append(exc)
+        return outcomes
+
     async def close(self) -> None:
         """Close at once, without waiting the latency and even from a cancelled scope: a
         node stopping gracefully must not leave its ephemerals behind (nothing here would
