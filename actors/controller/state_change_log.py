@@ -64,24 +64,14 @@ class StateChangeLogger:
         valid_previous: list[str],
     ) -> None:
         """Kafka's IllegalStateException in the state-change log: nothing changes."""
-        log.error(
-            "invalid_state_transition",
-            machine=machine,
-            partition=str(tp),
-            replica=replica,
-            from_state=from_state,
-            to_state=to_state,
-            valid_previous=valid_previous,
-            controller_epoch=controller_epoch,
-        )
-        self._error(
+        self._refused(
             "invalid_transition",
-            machine=machine,
-            topic=tp.topic,
-            partition=tp.partition,
-            replica=replica,
-            from_state=from_state,
-            to_state=to_state,
+            "invalid_state_transition",
+            machine,
+            tp,
+            replica,
+            from_state,
+            to_state,
             controller_epoch=controller_epoch,
             valid_previous=valid_previous,
         )
@@ -99,27 +89,41 @@ class StateChangeLogger:
     ) -> None:
         """A state change that could not be made (no live replica, store error, ...)."""
         detail = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-        log.error(
+        self._refused(
             "state_change_failed",
-            machine=machine,
-            partition=str(tp),
-            replica=replica,
-            from_state=from_state,
-            to_state=to_state,
+            "state_change_failed",
+            machine,
+            tp,
+            replica,
+            from_state,
+            to_state,
             controller_epoch=controller_epoch,
             detail=detail,
         )
-        self._error(
-            "state_change_failed",
-            machine=machine,
-            topic=tp.topic,
-            partition=tp.partition,
-            replica=replica,
-            from_state=from_state,
-            to_state=to_state,
-            controller_epoch=controller_epoch,
-            detail=detail,
-        )
+
+    def _refused(
+        self,
+        trace_type: str,
+        log_event: str,
+        machine: str,
+        tp: TopicPartition,
+        replica: int | None,
+        from_state: str,
+        to_state: str,
+        *,
+        controller_epoch: int,
+        **extra: Any,
+    ) -> None:
+        """One refused or failed change: logged for people, traced as an error."""
+        common = {
+            "machine": machine,
+            "replica": replica,
+            "from_state": from_state,
+            "to_state": to_state,
+            "controller_epoch": controller_epoch,
+        }
+        log.error(log_event, partition=str(tp), **common, **extra)
+        self._error(trace_type, topic=tp.topic, partition=tp.partition, **common, **extra)
 
     def _error(self, type_: str, **fields: Any) -> None:
         if self._trace is not None:
