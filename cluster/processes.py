@@ -64,7 +64,7 @@ from cluster.trace import JsonlTraceWriter
 from cluster.up import render_table
 from protocol.base import ActorRef
 from protocol.broker import BrokerStatus, BrokerStatusRequest
-from protocol.errors import AskTimeoutError, KemuError, RemoteError
+from protocol.errors import AskTimeoutError, KemuError, RemoteError, sole_error
 from protocol.trace import TraceHeader
 
 READY_LINE = "broker {id} ready pid {pid} port {port}"
@@ -102,7 +102,7 @@ async def run_broker_process(spec: BrokerProcessSpec) -> int:
     try:
         return await _run_broker(spec)
     except BaseExceptionGroup as group:  # the task groups wrap what fails in them
-        leaf = _sole_error(group)
+        leaf = sole_error(group)
         if isinstance(leaf, KemuError):
             raise leaf from None
         raise
@@ -470,7 +470,7 @@ async def run_up_processes(spec: ClusterSpec, *, cluster_file: Path, trace: Path
     try:
         await _launch(spec, cluster, cluster_file, started)
     except BaseExceptionGroup as group:  # the task groups wrap what fails in them
-        leaf = _sole_error(group)
+        leaf = sole_error(group)
         if isinstance(leaf, KemuError):
             raise leaf from None
         raise
@@ -480,13 +480,6 @@ async def run_up_processes(spec: ClusterSpec, *, cluster_file: Path, trace: Path
             writer.close()
     print("kemu: stopped", flush=True)
     return 0
-
-
-def _sole_error(error: BaseException) -> BaseException:
-    """The one error inside nested single-error groups."""
-    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-        error = error.exceptions[0]
-    return error
 
 
 async def _launch(

@@ -69,6 +69,7 @@ from protocol.errors import (
     NodeExistsError,
     NoNodeError,
     StoreError,
+    sole_error,
 )
 from protocol.ids import BrokerId, TopicName
 from protocol.kafka_api import (
@@ -1193,18 +1194,11 @@ async def run_topic_command(
         err.write(f"{exc}\n")
         return 1
     except BaseExceptionGroup as group:  # open_store's task group wraps what its body raises
-        leaf = _sole_error(group)
+        leaf = sole_error(group)
         if not isinstance(leaf, KemuError):
             raise
         err.write(f"{leaf}\n")
         return 1
-
-
-def _sole_error(error: BaseException) -> BaseException:
-    """The one error inside nested single-error groups."""
-    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-        error = error.exceptions[0]
-    return error
 
 
 async def _with_store(

@@ -26,7 +26,7 @@ import anyio
 
 from actors.store import MetadataStore, StoreSession, validate_path
 from cluster.connect import load_cluster_file, open_store
-from protocol.errors import KemuError, NoNodeError
+from protocol.errors import KemuError, NoNodeError, sole_error
 from protocol.store import Stat
 
 __all__ = ["COMMANDS", "format_data", "format_stat", "run_zk_command", "zk_main"]
@@ -124,7 +124,7 @@ async def run_zk_command(
                     await session.close()
                 session.events.close()
     except BaseExceptionGroup as group:  # open_store's task group wraps what its body raises
-        leaf = _sole_error(group)
+        leaf = sole_error(group)
         if isinstance(leaf, KemuError):
             raise leaf from None
         raise
@@ -154,10 +154,3 @@ def zk_main(
         err.write(f"Error: {exc}\n")
         return 1
     return 0
-
-
-def _sole_error(error: BaseException) -> BaseException:
-    """The one error inside nested single-error groups."""
-    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-        error = error.exceptions[0]
-    return error

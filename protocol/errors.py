@@ -244,6 +244,14 @@ class KafkaApiError(KemuError):
         self.detail = message
 
 
+def sole_error(error: BaseException) -> BaseException:
+    """The one error inside nested single-error groups (anyio task groups wrap what fails
+    in them), or ``error`` itself: how a command finds the ``KemuError`` to print."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
+
+
 def error_code_for(exc: BaseException) -> ErrorCode:
     """The single mapping from an exception to the Kafka error code put in a response."""
     if isinstance(exc, KafkaApiError | RemoteError):
