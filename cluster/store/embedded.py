@@ -1,6 +1,6 @@
 """The embedded metadata store: an in-memory ZooKeeper inside the process.
 
-It keeps ZooKeeper's semantics (see ``cluster.store.api``) down to the details Kafka's
+It keeps ZooKeeper's semantics (see ``actors.store``) down to the details Kafka's
 controller can observe:
 
 * every write request takes one zxid, as ZooKeeper's transaction log does: a ``multi`` is
