@@ -15,7 +15,6 @@ import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -82,16 +81,16 @@ class BrokerWireHandler:
     def supported(self) -> Mapping[int, tuple[int, int]]:
         return SUPPORTED_APIS
 
-    async def handle(self, request: KafkaRequest) -> Any:
+    async def handle(self, request: KafkaRequest) -> KafkaApiResponseData:
         data = request_data(request)
         wait = self._timeout + getattr(data, "timeout_ms", 0) / 1000
         reply = await self._node.ask(broker_ref(self._broker_id), data, timeout=wait)
-        return typing_cast_response(reply)
-
-
-def typing_cast_response(reply: object) -> KafkaApiResponseData:
-    """The broker answers a ``*RequestData`` with the matching ``*ResponseData``."""
-    return reply  # type: ignore[return-value]
+        if not isinstance(reply, KafkaApiResponseData):
+            # The listener turns a handler failure into UNKNOWN_SERVER_ERROR for the client.
+            raise TypeError(
+                f"broker {self._broker_id} answered {type(data).__name__} with {reply!r}"
+            )
+        return reply
 
 
 @dataclass(frozen=True)
