@@ -488,3 +488,49 @@ async def ensure_feature_versioning_enabled(session: StoreSession) -> zkdata.Fea
     updated = zkdata.FeatureNode(status=zkdata.FeatureStatus.ENABLED, features=node.features)
     await session.set(zkdata.FEATURE_PATH, updated.encode())
     return updated
+
+
+# ----------------------------------------------------------------------- topic deletion
+
+
+async def get_topic_deletions(session: StoreSession) -> tuple[TopicName, ...]:
+    """The topics marked under ``/admin/delete_topics`` (none when the path is missing)."""
+    try:
+        return tuple(TopicName(t) for t in await session.children(zkdata.DELETE_TOPICS_PATH))
+    except NoNodeError:
+        return ()
+
+
+async def delete_recursive_fenced(session: StoreSession, epoch_zk_version: int, path: str) -> None:
+    """Kafka's ``deleteRecursive`` for the controller: children first (in name order), each
+    node deleted by its own fenced multi-op. A node already gone is fine."""
+    try:
+        children = await session.children(path)
+    except NoNodeError:
+        return
+    for child in sorted(children):
+        await delete_recursive_fenced(session, epoch_zk_version, f"{path}/{child}")
+    with contextlib.suppress(NoNodeError):
+        await fenced(session, epoch_zk_version, [DeleteOp(path=path)])
+
+
+async def delete_topic_deletions_fenced(
+    session: StoreSession, epoch_zk_version: int, topics: Iterable[TopicName]
+) -> None:
+    """Remove the ``/admin/delete_topics/<t>`` markers of ``topics`` (fenced)."""
+    for topic in topics:
+        with contextlib.suppress(NoNodeError):
+            await fenced(
+                session, epoch_zk_version, [DeleteOp(path=zkdata.delete_topic_path(topic))]
+            )
+
+
+async def delete_topic_fenced(
+    session: StoreSession, epoch_zk_version: int, topic: TopicName
+) -> None:
+    """The end of a deletion (spec §6.3 ``completeDeleteTopic``), in Kafka's order: the
+    topic znode and its partitions, its config, then its marker; every write fenced."""
+    await delete_recursive_fenced(session, epoch_zk_version, zkdata.topic_path(topic))
+    with contextlib.suppress(NoNodeError):
+        await fenced(session, epoch_zk_version, [DeleteOp(path=zkdata.topic_config_path(topic))])
+    await delete_topic_deletions_fenced(session, epoch_zk_version, (topic,))

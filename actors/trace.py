@@ -17,6 +17,8 @@ import msgspec
 from protocol.trace import TraceEvent, TraceKind
 
 TraceSink = Callable[[TraceEvent], None]
+TraceFn = Callable[..., None]
+"""An actor's ``trace`` method (``kind, type, **fields``), handed to helpers it owns."""
 
 
 def _loop_time() -> float:

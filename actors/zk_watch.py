@@ -30,6 +30,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from actors.clock import Clock, RealClock
 from actors.store import MetadataStore, StoreSession
+from actors.trace import TraceFn
 from protocol.errors import StoreError
 from protocol.store import (
     OpResult,
@@ -248,9 +249,6 @@ class WatchedSession(StoreSession):
 
     async def close(self) -> None:
         await self._session.close()
-
-
-TraceFn = Callable[..., None]
 
 
 class ZkConnection:

@@ -201,7 +201,11 @@ class ControllerContext:
         self.topics_ineligible_for_deletion.discard(topic)
         self.all_topics.discard(topic)
         for partition in self.partition_assignments.pop(topic, {}):
-            self._leadership.pop(TopicPartition(topic, partition), None)
+            tp = TopicPartition(topic, partition)
+            self._leadership.pop(tp, None)
+            # NonExistent is the absence of an entry (a deleted topic's partitions end there).
+            if self.partition_states.get(tp) is PartitionState.NON_EXISTENT:
+                del self.partition_states[tp]
 
     # ------------------------------------------------------------------ deletion bookkeeping
 

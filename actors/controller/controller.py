@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import assert_never
 
@@ -57,6 +57,8 @@ from actors.controller.events import (
     RegisterBrokerAndReelect,
     Startup,
     TopicChange,
+    TopicDeletion,
+    TopicDeletionStopReplicaResponseReceived,
     UpdateMetadataResponseReceived,
 )
 from actors.controller.model import Leadership, PartitionAndReplica
@@ -65,13 +67,19 @@ from actors.controller.replica_state_machine import ReplicaStateMachine
 from actors.controller.request_batch import ControllerBrokerRequestBatch
 from actors.controller.state_change_log import StateChangeLogger
 from actors.controller.states import PartitionState, ReplicaState
+from actors.controller.topic_deletion import REASON_REASSIGNMENT, TopicDeletionManager
 from actors.kafka_zk import ControllerMovedError
 from actors.runtime import Actor, Context
 from actors.store import StoreSession
 from actors.zk_watch import ChildWatch, DataWatch, StateCallbacks, ZkConnection
 from protocol import zkdata
 from protocol.base import ActorRef, Message
-from protocol.control import LeaderAndIsrResponse, TopicPartition, UpdateMetadataResponse
+from protocol.control import (
+    LeaderAndIsrResponse,
+    StopReplicaResponse,
+    TopicPartition,
+    UpdateMetadataResponse,
+)
 from protocol.controller import ControllerStatus, ControllerStatusRequest
 from protocol.errors import ErrorCode, NoNodeError, StoreError
 from protocol.ids import BrokerEpoch, BrokerId, ControllerEpoch, TopicName
@@ -159,6 +167,7 @@ class KafkaController(Actor):
                 self.context,
                 self.channel,
                 inter_broker_listener=self.config.inter_broker_listener,
+                stop_replica_event=self._stop_replica_event,
             )
 
         # One batch each, as in Kafka: the state machines' batches are flushed by their
@@ -176,6 +185,14 @@ class KafkaController(Actor):
         self.replica_state_machine = ReplicaStateMachine(
             self.broker_id, self.context, self._session, new_batch(), state_log
         )
+        self.topic_deletion_manager = TopicDeletionManager(
+            self.context,
+            self.replica_state_machine,
+            self.partition_state_machine,
+            _ControllerDeletionClient(self),
+            delete_topic_enable=self.config.delete_topic_enable,
+            trace=trace,
+        )
         self._controller_watch = DataWatch(
             on_create=self._enqueuer(ControllerChange()),
             on_change=self._enqueuer(ControllerChange()),
@@ -183,6 +200,7 @@ class KafkaController(Actor):
         )
         self._broker_change_watch = ChildWatch(self._enqueuer(BrokerChange()))
         self._topic_change_watch = ChildWatch(self._enqueuer(TopicChange()))
+        self._topic_deletion_watch = ChildWatch(self._enqueuer(TopicDeletion()))
         self.zk.register_state(
             _STATE_HANDLER,
             StateCallbacks(
@@ -327,6 +345,10 @@ class KafkaController(Actor):
                 await self._process_leader_and_isr_response(broker_id, response)
             case UpdateMetadataResponseReceived(broker_id=broker_id, response=response):
                 self._process_update_metadata_response(broker_id, response)
+            case TopicDeletion():
+                await self._process_topic_deletion()
+            case TopicDeletionStopReplicaResponseReceived():
+                await self._process_topic_deletion_stop_replica_response(event)
             case _:
                 assert_never(event)
 
@@ -451,9 +473,10 @@ class KafkaController(Actor):
         # 2. Handlers, registered before the source of truth is read.
         self.zk.register_children(zkdata.BROKER_IDS_PATH, self._broker_change_watch)
         self.zk.register_children(zkdata.TOPICS_PATH, self._topic_change_watch)
-        # (Issue 4: child handler on /admin/delete_topics -> TopicDeletion; existence
-        # handlers on /admin/preferred_replica_election and /admin/reassign_partitions.
-        # Log-dir and ISR-change notifications are not emulated: IBP 2.7-IV2 uses AlterIsr.)
+        self.zk.register_children(zkdata.DELETE_TOPICS_PATH, self._topic_deletion_watch)
+        # (Issue 4: existence handlers on /admin/preferred_replica_election and
+        # /admin/reassign_partitions. Log-dir and ISR-change notifications are not
+        # emulated: IBP 2.7-IV2 uses AlterIsr.)
         # 3. Stale notifications.
         await kafka_zk.delete_children_fenced(
             session, ctx.epoch_zk_version, zkdata.LOG_DIR_EVENT_NOTIFICATION_PATH
@@ -463,7 +486,9 @@ class KafkaController(Actor):
         )
         # 4. The context, from the store.
         await self._initialize_controller_context()
-        # 5. (Issue 4: topic deletions in progress -> TopicDeletionManager.init.)
+        # 5. Topic deletions in progress.
+        to_delete, ineligible = await self._fetch_topic_deletions_in_progress()
+        await self.topic_deletion_manager.init(to_delete, ineligible)
         # 6. Live brokers first, so that brokers know them before any LeaderAndIsr.
         await self._send_update_metadata(sorted(ctx.live_or_shutting_down_broker_ids), ())
         # 7, 8. The state machines (resends LeaderAndIsr for every led partition).
@@ -472,7 +497,8 @@ class KafkaController(Actor):
         log.info("controller_ready", epoch=ctx.epoch)
         self.trace("event", "controller_ready", epoch=ctx.epoch)
         # 9. (Issue 4: resume reassignments, ZK path first, then API ones.)
-        # 10. (Issue 4: tryTopicDeletion -> resumeDeletions.)
+        # 10. Restart the deletions that can progress.
+        await self.topic_deletion_manager.try_topic_deletion()
         # 11. (Issue 4: pending preferred replica elections from the store.)
         # 12. (Issue 4: start the scheduler; auto-rebalance after 5 s if enabled.)
 
@@ -591,8 +617,13 @@ class KafkaController(Actor):
         replicas = ctx.replicas_on_brokers(new_brokers)
         await self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE)
         await self.partition_state_machine.trigger_online_partition_state_change()
-        # (Issue 4: resume reassignments whose target includes a new broker; resume the
-        # deletion of queued topics with a replica on a new broker.)
+        # (Issue 4: resume reassignments whose target includes a new broker.)
+        # 7. Resume the deletion of queued topics with a replica on a new broker.
+        hosted = {r.topic for r in replicas if ctx.is_topic_queued_for_deletion(r.topic)}
+        if hosted:
+            await self.topic_deletion_manager.resume_deletion_for_topics(
+                {TopicName(t) for t in hosted}
+            )
         await self._register_broker_modifications(new_brokers)
 
     async def _on_broker_failure(self, dead_brokers: list[BrokerId]) -> None:
@@ -617,9 +648,7 @@ class KafkaController(Actor):
             not_for_deletion, ReplicaState.OFFLINE
         )
         if for_deletion:
-            # Issue 4: TopicDeletionManager.failReplicaDeletion (replicas -> Ineligible, the
-            # topics ineligible, resume deletions). No topic is queued for deletion yet.
-            log.warning("offline_replicas_of_topics_being_deleted", count=len(for_deletion))
+            await self.topic_deletion_manager.fail_replica_deletion(for_deletion)
         if not offline_leader:
             await self._send_update_metadata(sorted(ctx.live_or_shutting_down_broker_ids), ())
 
@@ -726,6 +755,97 @@ class KafkaController(Actor):
         await psm.handle_state_changes(partitions, PartitionState.ONLINE, OfflineElection(False))
         await rsm.handle_state_changes(ctx.replicas_for_partitions(partitions), ReplicaState.ONLINE)
 
+    # ------------------------------------------------------------------ topic deletion (§6)
+
+    async def _fetch_topic_deletions_in_progress(
+        self,
+    ) -> tuple[set[TopicName], set[TopicName]]:
+        """Failover step 5: the marked topics, and those that cannot progress now (a replica
+        offline, or a partition being reassigned)."""
+        ctx = self.context
+        to_delete = set(await kafka_zk.get_topic_deletions(self.zk.session))
+        offline = {
+            TopicName(r.topic)
+            for topic in ctx.all_topics
+            for r in ctx.replicas_for_topic(topic)
+            if not ctx.is_replica_online(r.replica, r.topic_partition)
+        }
+        reassigning = {TopicName(tp.topic) for tp in ctx.partitions_being_reassigned}
+        return to_delete, offline | reassigning
+
+    async def _process_topic_deletion(self) -> None:
+        """§6.2: markers of unknown topics are removed; with deletion disabled every marker
+        is; the rest are queued (a topic with a partition being reassigned, paused)."""
+        if not self.is_active:
+            return
+        ctx = self.context
+        session = self.zk.session
+        marked = set(await kafka_zk.get_topic_deletions(session))
+        unknown = sorted(marked - ctx.all_topics)
+        if unknown:
+            log.warning("ignoring_deletion_of_non_existing_topics", topics=unknown)
+            self.trace("event", "topic_deletion_ignored", topics=unknown)
+            await kafka_zk.delete_topic_deletions_fenced(session, ctx.epoch_zk_version, unknown)
+        to_delete = sorted(marked & ctx.all_topics)
+        if not to_delete:
+            return
+        if not self.config.delete_topic_enable:
+            log.info("topic_deletion_disabled_removing_markers", topics=to_delete)
+            self.trace("event", "topic_deletion_disabled", topics=to_delete)
+            await kafka_zk.delete_topic_deletions_fenced(session, ctx.epoch_zk_version, to_delete)
+            return
+        reassigning = {TopicName(tp.topic) for tp in ctx.partitions_being_reassigned}
+        log.info("starting_topic_deletion", topics=to_delete)
+        await self.topic_deletion_manager.enqueue_topics_for_deletion(
+            to_delete, ineligible=reassigning & set(to_delete), reason=REASON_REASSIGNMENT
+        )
+
+    def _stop_replica_event(
+        self, broker_id: BrokerId, response: StopReplicaResponse, deleted: frozenset[TopicPartition]
+    ) -> TopicDeletionStopReplicaResponseReceived | None:
+        """Runs when a StopReplica answer arrives: only the partitions sent with delete=true
+        whose topic's deletion has started produce an event (§6.5). A request-level error
+        counts against all of them (the broker reports no partitions then)."""
+        ctx = self.context
+        errors: list[tuple[TopicPartition, ErrorCode]]
+        if response.error_code is not ErrorCode.NONE:
+            errors = [(tp, response.error_code) for tp in sorted(deleted)]
+        else:
+            errors = [
+                (TopicPartition(pe.topic, pe.partition), pe.error_code)
+                for pe in response.partition_errors
+                if TopicPartition(pe.topic, pe.partition) in deleted
+            ]
+        errors = [(tp, code) for tp, code in errors if ctx.is_topic_deletion_in_progress(tp.topic)]
+        if not errors:
+            return None
+        return TopicDeletionStopReplicaResponseReceived(
+            broker_id=broker_id, error_code=response.error_code, partition_errors=tuple(errors)
+        )
+
+    async def _process_topic_deletion_stop_replica_response(
+        self, event: TopicDeletionStopReplicaResponseReceived
+    ) -> None:
+        if not self.is_active:
+            return
+        broker_id = event.broker_id
+        failed_all = event.error_code is not ErrorCode.NONE
+        codes = {
+            tp: event.error_code if failed_all else code for tp, code in event.partition_errors
+        }
+        in_error = sorted(tp for tp, code in codes.items() if code is not ErrorCode.NONE)
+        done = sorted(tp for tp, code in codes.items() if code is ErrorCode.NONE)
+        tdm = self.topic_deletion_manager
+        if in_error:
+            log.warning(
+                "stop_replica_for_deletion_failed",
+                broker=broker_id,
+                errors={str(tp): codes[tp].name for tp in in_error},
+            )
+            await tdm.fail_replica_deletion(PartitionAndReplica(tp, broker_id) for tp in in_error)
+        if done:
+            await tdm.complete_replica_deletion(PartitionAndReplica(tp, broker_id) for tp in done)
+
     # ------------------------------------------------------------------ responses
 
     async def _process_leader_and_isr_response(
@@ -772,3 +892,33 @@ class KafkaController(Actor):
             log.error(
                 "update_metadata_response_error", broker=broker_id, error=response.error_code.name
             )
+
+
+class _ControllerDeletionClient:
+    """The store and broker side effects the deletion manager asks for (Kafka's
+    ``ControllerDeletionClient``), done with the controller's session, epoch and batch."""
+
+    def __init__(self, controller: KafkaController) -> None:
+        self._controller = controller
+
+    async def delete_topic(self, topic: TopicName) -> None:
+        c = self._controller
+        await kafka_zk.delete_topic_fenced(c.zk.session, c.context.epoch_zk_version, topic)
+
+    async def delete_topic_deletions(self, topics: Sequence[TopicName]) -> None:
+        c = self._controller
+        await kafka_zk.delete_topic_deletions_fenced(
+            c.zk.session, c.context.epoch_zk_version, topics
+        )
+
+    def mute_partition_modifications(self, topic: TopicName) -> None:
+        c = self._controller
+        if topic in c._partition_modification_watches:
+            c._partition_modification_watches.discard(topic)
+            c.zk.unregister_data(zkdata.topic_path(topic))
+
+    async def send_metadata_update(self, partitions: Sequence[TopicPartition]) -> None:
+        c = self._controller
+        await c._send_update_metadata(
+            sorted(c.context.live_or_shutting_down_broker_ids), partitions
+        )

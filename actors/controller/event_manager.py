@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import deque
-from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
@@ -35,6 +34,7 @@ from anyio.abc import TaskStatus
 from actors.clock import Clock
 from actors.controller.events import ControllerEvent
 from actors.controller.states import ControllerState
+from actors.trace import TraceFn
 
 log = structlog.get_logger("kemu.controller.events")
 
@@ -43,8 +43,6 @@ E_contra = TypeVar("E_contra", bound=ControllerEvent, contravariant=True)
 
 IDLE_TIMEOUT = 300.0
 """Seconds of empty queue after which the queue-time histogram is cleared."""
-
-TraceFn = Callable[..., None]
 
 
 class EventProcessor(Protocol[E_contra]):

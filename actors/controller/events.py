@@ -20,7 +20,8 @@ from typing import ClassVar
 import msgspec
 
 from actors.controller.states import ControllerState
-from protocol.control import LeaderAndIsrResponse, UpdateMetadataResponse
+from protocol.control import LeaderAndIsrResponse, TopicPartition, UpdateMetadataResponse
+from protocol.errors import ErrorCode
 from protocol.ids import BrokerId, TopicName
 
 
@@ -113,6 +114,23 @@ class UpdateMetadataResponseReceived(ControllerEvent, frozen=True, kw_only=True)
     response: UpdateMetadataResponse
 
 
+class TopicDeletion(ControllerEvent, frozen=True, kw_only=True):
+    """The children of ``/admin/delete_topics`` changed: topics marked for deletion (§6.2)."""
+
+    state: ClassVar[ControllerState] = ControllerState.TOPIC_DELETION
+
+
+class TopicDeletionStopReplicaResponseReceived(ControllerEvent, frozen=True, kw_only=True):
+    """A broker answered a StopReplica(delete=true) for partitions of topics whose deletion
+    started (§6.5): ``partition_errors`` holds only those partitions."""
+
+    state: ClassVar[ControllerState] = ControllerState.TOPIC_DELETION
+
+    broker_id: BrokerId
+    error_code: ErrorCode
+    partition_errors: tuple[tuple[TopicPartition, ErrorCode], ...]
+
+
 ControllerEventUnion = (
     Startup
     | ControllerChange
@@ -125,5 +143,7 @@ ControllerEventUnion = (
     | PartitionModifications
     | LeaderAndIsrResponseReceived
     | UpdateMetadataResponseReceived
+    | TopicDeletion
+    | TopicDeletionStopReplicaResponseReceived
 )
 """Every event the controller processes."""

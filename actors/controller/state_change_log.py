@@ -9,16 +9,14 @@ Trace fields are stable: ``machine`` (partition|replica), ``topic``, ``partition
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import structlog
 
+from actors.trace import TraceFn
 from protocol.control import TopicPartition
 
 log = structlog.get_logger("kemu.controller.state_change")
-
-TraceFn = Callable[..., None]
 
 
 class StateChangeLogger:

@@ -24,7 +24,7 @@ from actors.controller.invariants import (
     leadership_violations,
 )
 from actors.controller.request_batch import ControlRequest, ResponseToEvent
-from actors.runtime import Actor, Context, Node
+from actors.runtime import Actor, Context, DeferredReply, Node
 from actors.store import StoreSession
 from actors.trace import MemorySink, Tracer
 from actors.zk_watch import ZkConnection
@@ -66,6 +66,10 @@ class FakeBroker(Actor):
         self.live_brokers: tuple[BrokerId, ...] = ()
         self.stopped: list[tuple[TopicPartition, bool]] = []
         self.fail_storage: set[TopicPartition] = set()
+        self.fail_delete: set[TopicPartition] = set()
+        self.hold_delete = False
+        """Never answer a StopReplica with a delete=true partition (the broker hangs)."""
+        self.held: list[DeferredReply] = []
 
     def of_type(self, kind: type[Message]) -> list[Message]:
         return [r for r in self.requests if isinstance(r, kind)]
@@ -128,18 +132,25 @@ class FakeBroker(Actor):
                 if stale is not None:
                     return StopReplicaResponse(error_code=stale)
                 self.controller_epoch = msg.controller_epoch
+                if self.hold_delete and any(sp.delete_partition for sp in msg.partitions):
+                    self.stopped.extend((sp.topic_partition, True) for sp in msg.partitions)
+                    self.trace("event", "fake_broker_holds_stop_replica")
+                    self.held.append(ctx.defer())
+                    return None
+                stop_errors = []
                 for sp in msg.partitions:
                     self.stopped.append((sp.topic_partition, sp.delete_partition))
+                    code = ErrorCode.NONE
                     if sp.delete_partition:
-                        self.partitions.pop(sp.topic_partition, None)
+                        if sp.topic_partition in self.fail_delete:
+                            code = ErrorCode.KAFKA_STORAGE_ERROR
+                        else:
+                            self.partitions.pop(sp.topic_partition, None)
+                    stop_errors.append(
+                        PartitionError(topic=sp.topic, partition=sp.partition, error_code=code)
+                    )
                 return StopReplicaResponse(
-                    error_code=ErrorCode.NONE,
-                    partition_errors=tuple(
-                        PartitionError(
-                            topic=sp.topic, partition=sp.partition, error_code=ErrorCode.NONE
-                        )
-                        for sp in msg.partitions
-                    ),
+                    error_code=ErrorCode.NONE, partition_errors=tuple(stop_errors)
                 )
             case _:
                 return None
@@ -194,6 +205,7 @@ class ControllerCluster:
         tg: TaskGroup,
         *,
         unclean_leader_election_enable: bool = False,
+        delete_topic_enable: bool = True,
     ) -> None:
         from tests.support.wire import DirectWire
 
@@ -205,6 +217,10 @@ class ControllerCluster:
         self.wire = DirectWire()
         self.store = EmbeddedStore(tracer=self.tracer, clock=self.clock)
         self.unclean = unclean_leader_election_enable
+        self.delete_topic_enable = delete_topic_enable
+        self.fail_storage: dict[int, set[TopicPartition]] = {}
+        """Partitions whose StopReplica(delete=true) fails on a broker (a disk fault),
+        kept across restarts of that broker."""
         self.brokers: dict[int, BrokerHandle] = {}
         self._admin: StoreSession | None = None
         self._client: Node | None = None
@@ -245,6 +261,7 @@ class ControllerCluster:
         reg = registration(broker_id, self.clock.wall_ms())
         epoch = await kafka_zk.register_broker(zk.session, bid, reg)
         broker = FakeBroker(bid, epoch)
+        broker.fail_delete = self.fail_storage.setdefault(broker_id, set())
         await node.spawn(broker)
         handle = BrokerHandle(bid, node, zk, broker, None)  # type: ignore[arg-type]
 
@@ -253,7 +270,11 @@ class ControllerCluster:
             broker.broker_epoch = new_epoch
 
         controller = KafkaController(
-            ControllerConfig(broker_id=bid, unclean_leader_election_enable=self.unclean),
+            ControllerConfig(
+                broker_id=bid,
+                unclean_leader_election_enable=self.unclean,
+                delete_topic_enable=self.delete_topic_enable,
+            ),
             zk,
             registration=reg,
             broker_epoch=epoch,
