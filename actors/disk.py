@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import stat
 from collections.abc import Iterable
 from enum import StrEnum
 from pathlib import Path
@@ -41,15 +42,17 @@ MUTATING_OPS = frozenset({DiskOp.MKDIR, DiskOp.WRITE_FILE, DiskOp.RENAME, DiskOp
 class Disk:
     """The real filesystem, one small synchronous call per operation."""
 
-    def mkdir(self, path: Path) -> None:
-        """Create ``path`` and its missing parents; an existing directory is fine."""
+    def mkdir(self, path: Path | str) -> None:
+        """Create ``path`` and its missing parents; an existing directory is fine. (This
+        and ``write_files`` also take a plain string: a new log's path, made for every
+        creation, costs ten times more as a ``Path``.)"""
         try:
             os.mkdir(path)  # the common case, without pathlib's overhead
         except FileExistsError:
             if not os.path.isdir(path):
                 raise
         except FileNotFoundError:
-            path.mkdir(parents=True, exist_ok=True)
+            Path(path).mkdir(parents=True, exist_ok=True)
 
     def write_file(self, path: Path, data: bytes) -> None:
         """Replace ``path``'s content atomically: write a ``.tmp`` sibling, then rename it
@@ -57,12 +60,20 @@ class Disk:
         (a new segment or index: nothing to tear)."""
         _write(os.fspath(path), data)
 
-    def write_files(self, directory: Path, files: Iterable[tuple[str, bytes]]) -> None:
-        """``write_file`` of each ``(name, data)`` under ``directory``, in order, stopping
-        at the first failure (one call for the few files of a new log)."""
+    def write_files(self, directory: Path | str, files: Iterable[tuple[str, bytes]]) -> None:
+        """The files of a new log, each ``(name, data)`` under ``directory`` (just made),
+        in order, stopping at the first failure. They are written in place, not through a
+        ``.tmp`` sibling: in a new directory there is no previous content to keep whole
+        (Kafka creates a new log's files one by one too)."""
         prefix = os.fspath(directory) + os.sep
         for name, data in files:
-            _write(prefix + name, data)
+            if data:
+                _create(prefix + name, data)
+                continue
+            try:  # _create's common case, inline: a few of these per new log
+                os.mknod(prefix + name, _EMPTY_FILE)
+            except OSError:
+                _create(prefix + name, data)
 
     def rename(self, src: Path, dst: Path) -> None:
         os.rename(src, dst)
@@ -81,21 +92,38 @@ class Disk:
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
 
 
+_EMPTY_FILE = stat.S_IFREG | 0o666  # as os.open's mode, the umask applies alike
+
+
 def _write(path: str, data: bytes) -> None:
     """``Disk.write_file`` on a string path, with plain ``os`` calls (``open(path, "wb")``
     and ``Path.write_bytes`` cost several times the system calls themselves)."""
     if not data:
-        os.close(os.open(path, _CREATE_FLAGS, 0o666))
+        _create(path, data)
         return
     tmp = path + ".tmp"
-    fd = os.open(tmp, _CREATE_FLAGS, 0o666)
+    _create(tmp, data)
+    os.replace(tmp, path)
+
+
+def _create(path: str, data: bytes) -> None:
+    """Write ``path`` in place. An empty file is one ``mknod`` (no descriptor to open and
+    close: a third of the cost); where that is refused (an existing file, a system that
+    keeps ``mknod`` for root) it is opened and truncated instead."""
+    if not data:
+        try:
+            os.mknod(path, _EMPTY_FILE)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EEXIST, errno.EPERM):
+                raise
+    fd = os.open(path, _CREATE_FLAGS, 0o666)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
-    os.replace(tmp, path)
 
 
 class DiskFault:
@@ -180,17 +208,18 @@ class FaultyDisk(Disk):
 
     # -- operations
 
-    def mkdir(self, path: Path) -> None:
-        self._check(DiskOp.MKDIR, path)
+    def mkdir(self, path: Path | str) -> None:
+        self._check(DiskOp.MKDIR, Path(path))
         self._inner.mkdir(path)
 
     def write_file(self, path: Path, data: bytes) -> None:
         self._check(DiskOp.WRITE_FILE, path)
         self._inner.write_file(path, data)
 
-    def write_files(self, directory: Path, files: Iterable[tuple[str, bytes]]) -> None:
-        for name, data in files:
-            self.write_file(directory / name, data)
+    def write_files(self, directory: Path | str, files: Iterable[tuple[str, bytes]]) -> None:
+        for name, data in files:  # each file checked on its own, as the real disk stops
+            self._check(DiskOp.WRITE_FILE, Path(directory) / name)
+            self._inner.write_files(directory, ((name, data),))
 
     def rename(self, src: Path, dst: Path) -> None:
         self._check(DiskOp.RENAME, src, dst)

@@ -265,11 +265,18 @@ async def get_topic_assignment(
 async def get_assignments(
     session: StoreSession, topics: Iterable[TopicName]
 ) -> dict[TopicName, dict[int, zkdata.ReplicaAssignment]]:
+    """The assignments of ``topics`` that exist, read as one pipelined batch (Kafka's
+    ``getReplicaAssignmentForTopics``); any other failure than a missing topic raises."""
+    topics = list(topics)
+    outcomes = await session.get_each([(zkdata.topic_path(t), False) for t in topics])
     out: dict[TopicName, dict[int, zkdata.ReplicaAssignment]] = {}
-    for topic in topics:
-        assignment = await get_topic_assignment(session, topic)
-        if assignment is not None:
-            out[topic] = assignment
+    for topic, outcome in zip(topics, outcomes, strict=True):
+        if isinstance(outcome, NoNodeError):
+            continue
+        if isinstance(outcome, StoreError):
+            raise outcome
+        data, _ = outcome
+        out[topic] = dict(sorted(zkdata.TopicAssignment.decode(data).partitions.items()))
     return out
 
 
@@ -288,11 +295,24 @@ async def get_partition_state(session: StoreSession, tp: TopicPartition) -> Part
 async def get_partition_states(
     session: StoreSession, partitions: Iterable[TopicPartition]
 ) -> dict[TopicPartition, PartitionState]:
+    """The states of ``partitions`` that have one, read as one pipelined batch (Kafka's
+    ``getTopicPartitionStatesRaw``); any other failure than a missing znode raises."""
+    partitions = list(partitions)
+    outcomes = await session.get_each(
+        [
+            (zkdata.partition_state_path(TopicName(tp.topic), tp.partition), False)
+            for tp in partitions
+        ]
+    )
     out: dict[TopicPartition, PartitionState] = {}
-    for tp in partitions:
-        state = await get_partition_state(session, tp)
-        if state is not None:
-            out[tp] = state
+    for tp, outcome in zip(partitions, outcomes, strict=True):
+        if isinstance(outcome, NoNodeError):
+            continue
+        if isinstance(outcome, StoreError):
+            raise outcome
+        data, stat = outcome
+        if data:
+            out[tp] = PartitionState(zkdata.LeaderIsrAndControllerEpoch.decode(data), stat.version)
     return out
 
 
@@ -534,3 +554,84 @@ async def delete_topic_fenced(
     with contextlib.suppress(NoNodeError):
         await fenced(session, epoch_zk_version, [DeleteOp(path=zkdata.topic_config_path(topic))])
     await delete_topic_deletions_fenced(session, epoch_zk_version, (topic,))
+
+
+# ----------------------------------------------------------------------- reassignment and
+# preferred replica election (the legacy admin znodes, spec §1.2)
+
+
+async def get_partition_reassignment(
+    session: StoreSession,
+) -> zkdata.PartitionReassignment | None:
+    """``/admin/reassign_partitions`` as written, or None when there is none. A payload
+    that is not a reassignment raises ``ZkDataError`` (Kafka logs it and ignores it)."""
+    try:
+        data, _ = await session.get(zkdata.REASSIGN_PARTITIONS_PATH)
+    except NoNodeError:
+        return None
+    return zkdata.PartitionReassignment.decode(data)
+
+
+async def create_partition_reassignment(
+    session: StoreSession, reassignment: zkdata.PartitionReassignment
+) -> None:
+    """The admin tool's write (``createPartitionReassignment``): create the znode, and its
+    parents if needed. ``NodeExistsError`` while another reassignment is pending."""
+    await session.create(zkdata.REASSIGN_PARTITIONS_PATH, reassignment.encode(), make_parents=True)
+
+
+async def set_or_create_partition_reassignment_fenced(
+    session: StoreSession, epoch_zk_version: int, reassignment: zkdata.PartitionReassignment
+) -> None:
+    """The controller's rewrite of the pending partitions (any version; created if it
+    vanished), fenced."""
+    payload = reassignment.encode()
+    try:
+        await fenced(
+            session,
+            epoch_zk_version,
+            [SetDataOp(path=zkdata.REASSIGN_PARTITIONS_PATH, data=payload)],
+        )
+    except NoNodeError:
+        await fenced(
+            session,
+            epoch_zk_version,
+            [CreateOp(path=zkdata.REASSIGN_PARTITIONS_PATH, data=payload)],
+        )
+
+
+async def delete_partition_reassignment_fenced(
+    session: StoreSession, epoch_zk_version: int
+) -> None:
+    """Remove ``/admin/reassign_partitions`` once nothing in it is pending (fenced; a node
+    already gone is fine)."""
+    with contextlib.suppress(NoNodeError):
+        await fenced(session, epoch_zk_version, [DeleteOp(path=zkdata.REASSIGN_PARTITIONS_PATH)])
+
+
+async def get_preferred_replica_election(session: StoreSession) -> tuple[TopicPartition, ...]:
+    """The partitions listed in ``/admin/preferred_replica_election`` (none when absent)."""
+    try:
+        data, _ = await session.get(zkdata.PREFERRED_REPLICA_ELECTION_PATH)
+    except NoNodeError:
+        return ()
+    return zkdata.PreferredReplicaElection.decode(data).partitions
+
+
+async def create_preferred_replica_election(
+    session: StoreSession, election: zkdata.PreferredReplicaElection
+) -> None:
+    """The admin tool's write; ``NodeExistsError`` while another election is pending."""
+    await session.create(
+        zkdata.PREFERRED_REPLICA_ELECTION_PATH, election.encode(), make_parents=True
+    )
+
+
+async def delete_preferred_replica_election_fenced(
+    session: StoreSession, epoch_zk_version: int
+) -> None:
+    """Remove ``/admin/preferred_replica_election`` (fenced; already gone is fine)."""
+    with contextlib.suppress(NoNodeError):
+        await fenced(
+            session, epoch_zk_version, [DeleteOp(path=zkdata.PREFERRED_REPLICA_ELECTION_PATH)]
+        )

@@ -7,8 +7,14 @@ What Kafka 2.7's ``LogManager`` does with directories, minus the records:
   ``replication-offset-checkpoint`` and ``log-start-offset-checkpoint`` files (version line
   ``0``, a count line, then ``topic partition offset`` lines), and one ``<topic>-<partition>/``
   directory per hosted log with an empty first segment (``00000000000000000000.log``,
-  ``.index``, ``.timeindex``) and a ``leader-epoch-checkpoint``. The checkpoints of a log
-  directory are rewritten whenever a log comes or goes in it, and only in it.
+  ``.index``, ``.timeindex``) and a ``leader-epoch-checkpoint``.
+* **Checkpoints.** The offset checkpoints of a log directory are rewritten at once when a
+  log leaves it (as ``asyncDelete`` does), and, for the logs that came, on a timer as
+  Kafka does (``checkpoint_interval``, by default Kafka's 5 s of
+  ``replica.high.watermark.checkpoint.interval.ms``; Kafka writes the recovery-point and
+  log-start files every 60 s, here all three go together): a burst of creations costs
+  one write per changed log directory per interval, not one per request. A clean stop
+  writes what is still owed; a crash loses it, as in Kafka.
 * **Creation** (``getOrCreateLog``, spec §4.4): an existing log is returned; else, with
   ``is_new`` false and some log directory offline, KAFKA_STORAGE_ERROR (the log may be in
   the failed directory); else the online directories are tried fewest-logs first (ties in
@@ -59,6 +65,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import os
 import re
 import uuid
 from collections import deque
@@ -98,6 +105,7 @@ from protocol.log import (
 from protocol.trace import TraceKind
 
 __all__ = [
+    "DEFAULT_CHECKPOINT_INTERVAL",
     "DEFAULT_DELETE_RETRY_BACKOFF",
     "DEFAULT_FILE_DELETE_DELAY",
     "INITIAL_TASK_DELAY",
@@ -119,6 +127,9 @@ INITIAL_TASK_DELAY: Final = 30.0
 """Kafka's ``LogManager.InitialTaskDelayMs``: no deletion sweep before this after start-up."""
 DEFAULT_DELETE_RETRY_BACKOFF: Final = 1.0
 """The least wait before a failed removal is tried again (a zero delay must not spin)."""
+DEFAULT_CHECKPOINT_INTERVAL: Final = 5.0
+"""Seconds between a log's creation and the rewrite of its dir's offset checkpoints
+(Kafka's ``replica.high.watermark.checkpoint.interval.ms``)."""
 
 MAX_DIR_NAME: Final = 255
 DELETE_SUFFIX: Final = "-delete"
@@ -201,32 +212,40 @@ def offsets_checkpoint(offsets: Iterable[tuple[TopicPartition, int]]) -> bytes:
 
 
 class _CheckpointRows:
-    """One log dir's offset-checkpoint rows (``topic partition 0``, every log being empty),
-    kept sorted as logs come and go, so that rewriting the checkpoints after each burst of
-    creations does not format and sort every hosted log again: ``render`` is
-    ``offsets_checkpoint`` of them."""
+    """One log dir's offset-checkpoint rows (``topic partition 0``, every log being empty):
+    ``render`` is ``offsets_checkpoint`` of them. A new log's row is only noted (O(1): a
+    burst of creations costs nothing until the next checkpoint); the sorted rows are built
+    on the next render and then kept sorted as logs go, so that each deletion's rewrite
+    does not sort every hosted log again."""
 
-    __slots__ = ("_keys", "_rows")
+    __slots__ = ("_added", "_keys", "_rows")
 
     def __init__(self) -> None:
-        self._keys: list[tuple[str, int]] = []
+        self._keys: list[tuple[str, int]] = []  # sorted, with _rows alike
         self._rows: list[str] = []
+        self._added: dict[tuple[str, int], None] = {}  # not yet in _keys
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self._rows) + len(self._added)
 
     def add(self, tp: TopicPartition) -> None:
-        key = (tp.topic, tp.partition)
-        index = bisect.bisect_left(self._keys, key)
-        self._keys.insert(index, key)
-        self._rows.insert(index, f"{tp.topic} {tp.partition} 0\n")
+        self._added[(tp.topic, tp.partition)] = None
 
     def remove(self, tp: TopicPartition) -> None:
-        index = bisect.bisect_left(self._keys, (tp.topic, tp.partition))
+        key = (tp.topic, tp.partition)
+        if key in self._added:
+            del self._added[key]
+            return
+        index = bisect.bisect_left(self._keys, key)
         del self._keys[index]
         del self._rows[index]
 
     def render(self) -> bytes:
+        if self._added:
+            keys = sorted([*self._keys, *self._added])
+            self._added.clear()
+            self._keys = keys
+            self._rows = [f"{topic} {partition} 0\n" for topic, partition in keys]
         return f"0\n{len(self._rows)}\n{''.join(self._rows)}".encode()
 
 
@@ -321,8 +340,9 @@ class LogManager(Actor):
 
     Timers are one-shot helper tasks started with ``start_soon`` (owned by the node's task
     group, so stopping or crashing the node ends them): each sleeps on the node's clock and
-    then sends ``LogDeletionSweep`` to the actor. The deletion queue is bounded by the logs
-    this broker deleted; at most one timer is armed per distinct earliest deadline.
+    then sends ``LogDeletionSweep`` (or ``CheckpointFlush``) to the actor. The deletion
+    queue is bounded by the logs this broker deleted; at most one deletion timer is armed
+    per distinct earliest deadline, and one checkpoint timer at a time.
     """
 
     def __init__(
@@ -336,20 +356,24 @@ class LogManager(Actor):
         segment_delete_delay: float = DEFAULT_FILE_DELETE_DELAY,
         initial_task_delay: float = INITIAL_TASK_DELAY,
         delete_retry_backoff: float = DEFAULT_DELETE_RETRY_BACKOFF,
+        checkpoint_interval: float = DEFAULT_CHECKPOINT_INTERVAL,
         failure_listener: ActorRef | None = None,
         name: str = "log_manager",
     ) -> None:
         """``log_dirs``: the broker's ``log.dirs``, in order. ``file_delete_delay``: per-topic
         delays (a callable, or overrides by topic name) over ``segment_delete_delay``, the
-        broker's ``log.segment.delete.delay.ms``; all in seconds. ``failure_listener`` is
-        told ``LogDirFailed`` when a log directory goes offline."""
+        broker's ``log.segment.delete.delay.ms``; all in seconds. ``checkpoint_interval``:
+        seconds from a creation to its checkpoint write (0: right after the request).
+        ``failure_listener`` is told ``LogDirFailed`` when a log directory goes offline."""
         super().__init__(name)
         dirs = tuple(Path(d) for d in log_dirs)
         if not dirs:
             raise ValueError("a log manager needs at least one log dir")
         if len(set(dirs)) != len(dirs):
             raise ValueError(f"duplicate log dir in {', '.join(map(str, dirs))}")
-        if min(segment_delete_delay, initial_task_delay) < 0 or delete_retry_backoff <= 0:
+        if min(segment_delete_delay, initial_task_delay, checkpoint_interval) < 0 or (
+            delete_retry_backoff <= 0
+        ):
             raise ValueError("delays must not be negative, the retry backoff must be positive")
         self.log_dirs = dirs
         self.broker_id = broker_id
@@ -357,13 +381,16 @@ class LogManager(Actor):
         self.disk = disk or Disk()
         self.initial_task_delay = initial_task_delay
         self.delete_retry_backoff = delete_retry_backoff
+        self.checkpoint_interval = checkpoint_interval
         self.failure_listener = failure_listener
         self._delete_delay = delete_delay_resolver(file_delete_delay, segment_delete_delay)
         self._logs: dict[TopicPartition, Path] = {}
         self._counts: dict[Path, int] = dict.fromkeys(self.log_dirs, 0)
         self._rows: dict[Path, _CheckpointRows] = {d: _CheckpointRows() for d in self.log_dirs}
         self._dirty: set[Path] = set()
-        self._flush_queued = False
+        self._flush_armed = False  # a CheckpointFlush is queued or its timer is running
+        self._dir_names = {d: str(d) for d in dirs}
+        self._online: list[Path] = list(dirs)  # in the configured order
         self._offline: dict[Path, str] = {}
         self._pending: deque[_PendingDelete] = deque()
         self._timers: dict[int, float] = {}
@@ -489,35 +516,45 @@ class LogManager(Actor):
         for request in logs:
             tp = request.topic_partition
             try:
-                created = self._get_or_create(tp, is_new=request.is_new)
+                log_dir, _ = self._get_or_create_dir(tp, is_new=request.is_new)
             except KafkaApiError as exc:
                 results.append(
                     LogOutcome(topic=tp.topic, partition=tp.partition, error_code=exc.code)
                 )
             else:
                 results.append(
-                    LogOutcome(topic=tp.topic, partition=tp.partition, log_dir=created.log_dir)
+                    LogOutcome(
+                        topic=tp.topic, partition=tp.partition, log_dir=self._dir_names[log_dir]
+                    )
                 )
-        self._flush_checkpoints()
         return LogsCreated(results=tuple(results))
 
     def _get_or_create(self, tp: TopicPartition, *, is_new: bool) -> LogCreated:
+        log_dir, created = self._get_or_create_dir(tp, is_new=is_new)
+        return LogCreated(
+            topic=tp.topic,
+            partition=tp.partition,
+            log_dir=self._dir_names[log_dir],
+            created=created,
+        )
+
+    def _get_or_create_dir(self, tp: TopicPartition, *, is_new: bool) -> tuple[Path, bool]:
+        """The log dir of ``tp``'s log, and whether the log was created just now."""
         log_dir = self._logs.get(tp)
         if log_dir is not None:
             if log_dir in self._offline:
                 raise _storage_error(f"Log for partition {tp} is in offline log dir {log_dir}")
-            return LogCreated(
-                topic=tp.topic, partition=tp.partition, log_dir=str(log_dir), created=False
-            )
+            return log_dir, False
         if not is_new and self._offline:
             raise _storage_error(
                 f"Can not create log for {tp} because log directories "
                 f"{', '.join(map(str, self.offline_dirs))} are offline"
             )
-        tried = next_log_dirs(self._online_dirs(), self._log_counts())
+        online = self._online
+        tried = online if len(online) == 1 else next_log_dirs(online, self._counts)
         name = str(tp)
         for candidate in tried:
-            path = candidate / name
+            path = f"{self._dir_names[candidate]}{os.sep}{name}"
             try:
                 self.disk.mkdir(path)
             except OSError as exc:
@@ -526,12 +563,13 @@ class LogManager(Actor):
                     candidate, f"Error while creating log for {name} in dir {candidate}", exc
                 )
                 continue
-            return self._create_log(tp, candidate, path)
+            self._create_log(tp, candidate, path)
+            return candidate, True
         raise _storage_error(
             f"No log directories available. Tried {', '.join(map(str, tried)) or 'none'}"
         )
 
-    def _create_log(self, tp: TopicPartition, log_dir: Path, path: Path) -> LogCreated:
+    def _create_log(self, tp: TopicPartition, log_dir: Path, path: str) -> None:
         try:
             self.disk.write_files(path, self._new_log_files)
         except OSError as exc:
@@ -542,9 +580,6 @@ class LogManager(Actor):
         self._add_log(tp, log_dir)
         self._trace_op("create", path, log_dir=log_dir, tp=tp)
         self._checkpoint_soon(log_dir)
-        return LogCreated(
-            topic=tp.topic, partition=tp.partition, log_dir=str(log_dir), created=True
-        )
 
     # -- asyncDelete
 
@@ -671,7 +706,7 @@ class LogManager(Actor):
     # -- offline log directories
 
     def _online_dirs(self) -> list[Path]:
-        return [d for d in self.log_dirs if d not in self._offline]
+        return list(self._online)
 
     def _log_counts(self) -> dict[Path, int]:
         return dict(self._counts)
@@ -687,16 +722,25 @@ class LogManager(Actor):
         self._rows[log_dir].remove(tp)
 
     def _checkpoint_soon(self, log_dir: Path) -> None:
-        """Creations rewrite their dir's checkpoints once per burst, not once per log: a
-        ``CheckpointFlush`` queued behind the messages already waiting does it (Kafka
-        itself writes checkpoints on a timer, never per creation)."""
+        """A creation rewrites its dir's checkpoints on the checkpoint timer, as Kafka's
+        scheduled checkpoint tasks do, together with every other creation until then (with
+        no interval: right after the messages already waiting)."""
         self._dirty.add(log_dir)
-        if not self._flush_queued:
-            self._flush_queued = True
+        if self._flush_armed:
+            return
+        self._flush_armed = True
+        if self.checkpoint_interval > 0:
+            self.start_soon(self._checkpoint_alarm, self.checkpoint_interval)
+        else:
             self.send_self(CheckpointFlush())
 
+    async def _checkpoint_alarm(self, delay: float) -> None:
+        """The checkpoint timer, a one-shot helper task: only feeds the actor's mailbox."""
+        await self.clock.sleep(delay)
+        self.send_self(CheckpointFlush())
+
     def _flush_checkpoints(self) -> None:
-        self._flush_queued = False
+        self._flush_armed = False
         dirty, self._dirty = sorted(self._dirty), set()
         for log_dir in dirty:
             if log_dir not in self._offline:
@@ -708,6 +752,7 @@ class LogManager(Actor):
             return
         detail = f"{reason}: {exc}"
         self._offline[log_dir] = detail
+        self._online.remove(log_dir)
         abandoned = [entry.name for entry in self._pending if entry.log_dir == log_dir]
         self._pending = deque(entry for entry in self._pending if entry.log_dir != log_dir)
         self._trace_op(
@@ -775,7 +820,7 @@ class LogManager(Actor):
     def _trace_op(
         self,
         op: str,
-        path: Path,
+        path: Path | str,
         *,
         log_dir: Path,
         tp: TopicPartition | None = None,
@@ -784,7 +829,10 @@ class LogManager(Actor):
         **fields: Any,
     ) -> None:
         """One ``log_dir`` trace event for one directory operation."""
-        where: dict[str, Any] = {"dir": str(path), "log_dir": str(log_dir)}
+        if not self.tracer.enabled:  # numbered all the same, without building its fields
+            self.trace(TraceKind.LOG_DIR, op)
+            return
+        where: dict[str, Any] = {"dir": str(path), "log_dir": self._dir_names[log_dir]}
         if tp is not None:
             where.update(topic=tp.topic, partition=tp.partition)
         if result is None:

@@ -32,6 +32,7 @@ from protocol.errors import (
     AskTimeoutError,
     ErrorCode,
     FatalNodeError,
+    NodeStoppedError,
     RemoteError,
     error_code_for,
 )
@@ -231,6 +232,8 @@ class Node:
         self._stop_requested: anyio.Event | None = None
         self.running = False
         self.crashed = False
+        self.ended = anyio.Event()
+        """Set when ``run`` has returned (a stop, a crash, or a crash of its own)."""
 
     # -- lifecycle
 
@@ -268,6 +271,7 @@ class Node:
             close = getattr(self._postman, "close", None)
             if close is not None:
                 close()
+            self.ended.set()
 
     async def spawn(self, actor: Actor) -> ActorRef:
         """Start ``actor`` on this node; returns once its ``on_start`` has run."""
@@ -304,9 +308,12 @@ class Node:
         self.tracer.emit(TraceKind.EVENT, node=self.node_id, type="node_stopped")
 
     def _fail_pending(self) -> None:
+        """Fail the asks still waiting for a reply: ``NodeStoppedError``, not a
+        cancellation (an asker outside the node, e.g. a test or a CLI adapter, must not see
+        a ``CancelledError`` it did not ask for)."""
         for fut in self._pending.values():
             if not fut.done():
-                fut.cancel()
+                fut.set_exception(NodeStoppedError(f"node {self.node_id} stopped"))
         self._pending.clear()
 
     # -- the actor loop

@@ -147,6 +147,20 @@ class StoreSession(ABC):
                 outcomes.append(exc)
         return outcomes
 
+    async def get_each(
+        self, reads: Sequence[tuple[str, bool]]
+    ) -> list[tuple[bytes, Stat] | StoreError]:
+        """``get`` of each ``(path, watch)``, in order, as Kafka pipelines a batch of reads:
+        the outcome of each is its data and stat or the ``StoreError`` it raised. A store
+        may send them all at once; this default reads them one after the other."""
+        outcomes: list[tuple[bytes, Stat] | StoreError] = []
+        for path, watch in reads:
+            try:
+                outcomes.append(await self.get(path, watch=watch))
+            except StoreError as exc:
+                outcomes.append(exc)
+        return outcomes
+
     @abstractmethod
     async def close(self) -> None:
         """Close the session: its ephemerals vanish at once. Idempotent."""

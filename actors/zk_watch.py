@@ -247,6 +247,13 @@ class WatchedSession(StoreSession):
     ) -> list[tuple[OpResult, ...] | StoreError]:
         return await self._session.multi_each(batches)
 
+    async def get_each(
+        self, reads: Sequence[tuple[str, bool]]
+    ) -> list[tuple[bytes, Stat] | StoreError]:
+        return await self._session.get_each(
+            [(path, watch or self._router.has_data(path)) for path, watch in reads]
+        )
+
     async def close(self) -> None:
         await self._session.close()
 

@@ -80,6 +80,14 @@ def _cmd_up(args: argparse.Namespace) -> int:
 
 
 def _cmd_broker(args: argparse.Namespace) -> int:
+    from cluster.broker_cli import broker_main
+
+    return broker_main(
+        args.broker_command, getattr(args, "id", None), cluster_file=args.cluster_file
+    )
+
+
+def _cmd_broker_process(args: argparse.Namespace) -> int:
     from actors.admin import BrokerConfig, ConfigError
     from cluster.connect import parse_host_port
     from cluster.processes import BrokerProcessSpec, run_broker_process
@@ -100,6 +108,7 @@ def _cmd_broker(args: argparse.Namespace) -> int:
         host=args.host,
         rack=args.rack,
         config=_key_values(args.config, "--config"),
+        incarnation=args.incarnation,
         seed=args.seed,
         parent_pid=args.parent_pid,
     )
@@ -133,6 +142,69 @@ def _cmd_zk(args: argparse.Namespace) -> int:
     return zk_main(
         args.zk_command, args.path, zookeeper=args.zookeeper, cluster_file=args.cluster_file
     )
+
+
+# --- kemu chaos (cluster/chaos) ---------------------------------------------------------
+def _cmd_chaos(args: argparse.Namespace) -> int:
+    from cluster.chaos.cli import chaos_main
+
+    return chaos_main(args)
+
+
+def _add_chaos_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    chaos = sub.add_parser("chaos", help="run chaos scenarios: faults, invariants, replays")
+    chaos_sub = chaos.add_subparsers(dest="chaos_command", required=True, metavar="ACTION")
+    run = chaos_sub.add_parser("run", help="run scenario files (docs/chaos.md) over seeds")
+    check = chaos_sub.add_parser("check", help="validate scenario files without running them")
+    for one in (run, check):
+        one.add_argument("scenarios", nargs="+", metavar="SCENARIO", help="a scenario YAML file")
+        one.set_defaults(func=_cmd_chaos)
+    seeds = run.add_mutually_exclusive_group()
+    seeds.add_argument("--seed", type=int, help="the seed of the run (default 0)")
+    seeds.add_argument("--seeds", metavar="A..B", help="every seed from A to B, inclusive")
+    run.add_argument("--deterministic", action="store_true", help="virtual clock, one trace")
+    run.add_argument(
+        "--check-determinism", action="store_true", help="run twice, compare the traces"
+    )
+    run.add_argument("--out", metavar="DIR", help="run directories go here (.kemu/chaos)")
+    run.add_argument("--verbose", action="store_true", help="print every step as it runs")
+
+
+# --- end of kemu chaos -------------------------------------------------------------------
+
+
+# --- kemu reassign-partitions / leader-election (issue 4) --------------------------------
+def _cmd_reassign(args: argparse.Namespace) -> int:
+    from cluster.reassign_cli import main as reassign_main
+
+    return reassign_main(args.args)
+
+
+def _cmd_leader_election(args: argparse.Namespace) -> int:
+    from cluster.leader_election_cli import main as leader_election_main
+
+    return leader_election_main(args.args)
+
+
+def _add_reassignment_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    for name, text, func in (
+        (
+            "reassign-partitions",
+            "kafka-reassign-partitions.sh --execute|--verify (ZooKeeper path; --help)",
+            _cmd_reassign,
+        ),
+        (
+            "leader-election",
+            "kafka-leader-election.sh --election-type preferred (ZooKeeper path; --help)",
+            _cmd_leader_election,
+        ),
+    ):
+        one = sub.add_parser(name, help=text, add_help=False, prefix_chars="\0")
+        one.add_argument("args", nargs=argparse.REMAINDER)  # the command's jopt-style parser
+        one.set_defaults(func=func)
+
+
+# --- end of kemu reassign-partitions / leader-election ----------------------------------
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -179,26 +251,48 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.set_defaults(func=_cmd_up)
 
-    # One broker of `kemu up --processes`, started by it (not listed in the help).
-    broker = sub.add_parser("broker", description="one broker process of `kemu up --processes`")
-    broker.add_argument("--id", type=int, required=True, help="the broker id")
-    broker.add_argument(
+    broker = sub.add_parser(
+        "broker", help="stop, kill or start a broker of a running `kemu up`; show them all"
+    )
+    broker_sub = broker.add_subparsers(dest="broker_command", required=True, metavar="ACTION")
+    for action, text in (
+        ("stop", "graceful stop (controlled shutdown, session closed)"),
+        ("kill", "crash: SIGKILL with --processes; its session is left to expire"),
+        ("start", "start a stopped or killed broker again (a new broker epoch)"),
+        ("status", "every broker's state, pid, endpoint and epoch, and the controller"),
+    ):
+        one = broker_sub.add_parser(action, help=text, description=text)
+        if action != "status":
+            one.add_argument("id", type=int, metavar="ID", help="the broker id")
+        one.add_argument(
+            "--cluster-file",
+            metavar="PATH",
+            help="the cluster file of a running `kemu up` (default .kemu/cluster.json)",
+        )
+        one.set_defaults(func=_cmd_broker)
+
+    # One broker process of `kemu up --processes`, started by it (not listed in the help;
+    # the name is cluster.processes.BROKER_PROCESS_COMMAND).
+    process = sub.add_parser("_broker", description="one broker process of `kemu up --processes`")
+    process.add_argument("--id", type=int, required=True, help="the broker id")
+    process.add_argument(
         "--store", required=True, help="embedded://HOST:PORT or HOST:PORT[/chroot] (ZooKeeper)"
     )
-    broker.add_argument("--host", default="127.0.0.1", help="the host to listen on")
-    broker.add_argument(
+    process.add_argument("--host", default="127.0.0.1", help="the host to listen on")
+    process.add_argument(
         "--network-port", type=int, required=True, help="the inter-node (actor) port"
     )
-    broker.add_argument(
+    process.add_argument(
         "--peer", action="append", default=[], metavar="broker-ID=HOST:PORT", help="another broker"
     )
-    broker.add_argument("--port", type=int, default=9092, help="the Kafka listener (0: any)")
-    broker.add_argument("--log-dir", default=".kemu/logs", help="root of the brokers' log dirs")
-    broker.add_argument("--rack")
-    broker.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
-    broker.add_argument("--seed", type=int, default=0)
-    broker.add_argument("--parent-pid", type=int, help="stop once this process is gone")
-    broker.set_defaults(func=_cmd_broker)
+    process.add_argument("--port", type=int, default=9092, help="the Kafka listener (0: any)")
+    process.add_argument("--log-dir", default=".kemu/logs", help="root of the brokers' log dirs")
+    process.add_argument("--rack")
+    process.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    process.add_argument("--seed", type=int, default=0)
+    process.add_argument("--incarnation", type=int, default=0, help="earlier runs of this broker")
+    process.add_argument("--parent-pid", type=int, help="stop once this process is gone")
+    process.set_defaults(func=_cmd_broker_process)
 
     topics = sub.add_parser(
         "topics",
@@ -229,6 +323,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("trace", help="the JSONL trace file")
     export.add_argument("output", help="the Parquet file to write")
     export.set_defaults(func=_cmd_trace_export)
+    _add_chaos_parser(sub)  # kemu chaos
+    _add_reassignment_parsers(sub)  # kemu reassign-partitions, kemu leader-election
     return parser
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import random
+import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,8 +21,9 @@ import anyio
 from anyio.abc import TaskGroup
 
 from actors.admin import BrokerConfig
-from actors.broker.broker import Broker, BrokerSettings, broker_node_id, broker_ref
+from actors.broker.broker import BROKER_ACTOR, Broker, BrokerSettings, broker_node_id, broker_ref
 from actors.clock import Clock, RealClock
+from actors.disk import Disk
 from actors.runtime import Attach, Node
 from actors.store import MetadataStore
 from actors.trace import Tracer
@@ -31,18 +33,20 @@ from cluster.network import InProcessTransport, Network, TcpTransport
 from cluster.store.embedded import EmbeddedStore
 from cluster.store.remote import StoreServer
 from protocol.broker import BrokerStatus, BrokerStatusRequest
-from protocol.errors import AskTimeoutError, KemuError, RemoteError
+from protocol.errors import ActorError, KemuError
 from protocol.ids import BrokerId
 from protocol.kafka_api import KafkaApiResponseData
+from protocol.trace import TraceKind
 
 SUPPORTED_APIS: Mapping[int, tuple[int, int]] = {
     3: (0, 12),  # Metadata
     19: (2, 7),  # CreateTopics
+    20: (1, 6),  # DeleteTopics (v0 is not in the codec: Kafka 4 dropped it)
     32: (1, 4),  # DescribeConfigs
     37: (0, 3),  # CreatePartitions
     60: (0, 1),  # DescribeCluster
 }
-"""The Kafka APIs a kemu broker answers (DeleteTopics comes with topic deletion)."""
+"""The Kafka APIs a kemu broker answers."""
 
 
 class ClusterError(KemuError):
@@ -61,6 +65,7 @@ class ClusterSpec:
     config: Mapping[str, str] = field(default_factory=dict)
     seed: int = 0
     listeners: bool = True
+    log_dirs_per_broker: int = 1  # see ``BrokerSpec.log_dirs``
     store_port: int | None = None
     """Serve the embedded store over TCP on this port (0 = any) so that other processes
     (``kemu topics --zookeeper embedded://...``, ``kemu zk``) can reach it."""
@@ -105,7 +110,14 @@ class BrokerSpec:
     config: BrokerConfig
     rack: str | None = None
     seed: int = 0
+    incarnation: int = 0
+    """How many times this broker ran before: each run draws from its own random stream
+    (a restarted broker must not draw the same ``-delete`` directory names again)."""
     listener: bool = True
+    disk: Disk | None = None  # the log manager's filesystem (None: the real one)
+    log_dirs: int = 1
+    """How many log dirs (``log.dirs``) the broker has: ``log_dir/broker-<id>``, then
+    ``log_dir/broker-<id>.<k>`` for k = 1, 2 ... (tests fail one and keep the broker up)."""
 
 
 async def start_broker_node(
@@ -121,8 +133,9 @@ async def start_broker_node(
     """Start node ``broker-<id>`` with its ``Broker`` actor in ``tg`` and, if wanted, its
     Kafka listener (in ``listener_scope``). Returns once the broker has registered: the
     node, the listener and the listener's bound port (``spec.port`` without one)."""
+    seed: int | str = spec.seed if spec.incarnation == 0 else f"{spec.seed}.{spec.incarnation}"
     node = Node(
-        broker_node_id(spec.broker_id), attach=attach, tracer=tracer, clock=clock, seed=spec.seed
+        broker_node_id(spec.broker_id), attach=attach, tracer=tracer, clock=clock, seed=seed
     )
     server: KafkaWireServer | None = None
     port = spec.port
@@ -137,11 +150,15 @@ async def start_broker_node(
         port = await tg.start(_serve_listener, server, listener_scope or anyio.CancelScope())
     settings = BrokerSettings(
         broker_id=BrokerId(spec.broker_id),
-        log_dirs=(spec.log_dir / f"broker-{spec.broker_id}",),
+        log_dirs=tuple(
+            spec.log_dir / (f"broker-{spec.broker_id}" + (f".{k}" if k else ""))
+            for k in range(spec.log_dirs)
+        ),
         host=spec.host,
         port=port,
         rack=spec.rack,
         config=spec.config,
+        disk=spec.disk,
     )
     await tg.start(node.run, [Broker(settings, store)])
     return node, server, port
@@ -219,8 +236,12 @@ class Cluster:
         tracer: Tracer | None = None,
         clock: Clock | None = None,
         store: MetadataStore | None = None,
+        disks: Mapping[int, Disk] | None = None,
     ) -> None:
+        """``disks``: the filesystem of a broker's log manager, by broker id, kept across its
+        restarts (tests hand in an ``actors.disk.FaultyDisk``); the others use the real one."""
         self.spec = spec
+        self._disks = dict(disks or {})
         self.config = spec.broker_config()
         self.tracer = tracer or Tracer()
         self.clock = clock or RealClock()
@@ -231,6 +252,8 @@ class Cluster:
         self.ports: dict[int, int] = {}
         self._tg: TaskGroup | None = None
         self._broker_scopes: dict[int, anyio.CancelScope] = {}
+        self._stopped: dict[int, anyio.Event] = {}  # per broker: its last run has ended
+        self._incarnations: dict[int, int] = {}  # per broker: how many runs it started
         self.store_address: str | None = spec.zookeeper
 
     # ------------------------------------------------------------------ lifecycle
@@ -288,43 +311,104 @@ class Cluster:
             task_status.started()
 
     async def start_broker(self, broker_id: int) -> None:
-        """Start (or restart) broker ``broker_id``: its node, actors and listener."""
+        """Start (or restart) broker ``broker_id``: a new node with its actors, and its
+        listener on the port it had before. A restarted broker opens a new store session,
+        registers again (so it gets a new broker epoch) and its log manager re-opens its
+        log dir. If it fails to start (e.g. its previous session still holds its
+        registration), the error propagates and nothing of it is left running."""
         if self._tg is None or self.network is None or self.store is None:
             raise ClusterError("the cluster is not running")
         if broker_id in self.nodes and self.nodes[broker_id].running:
             raise ClusterError(f"broker {broker_id} is already running")
         scope = anyio.CancelScope()
         self._broker_scopes[broker_id] = scope
-        node, server, port = await start_broker_node(
-            self._tg,
-            BrokerSpec(
-                broker_id=broker_id,
-                host=self.spec.host,
-                port=self.ports.get(broker_id, self._port_for(broker_id)),
-                log_dir=self.spec.log_dir,
-                config=self.config,
-                rack=self.spec.racks.get(broker_id),
-                seed=self.spec.seed,
-                listener=self.spec.listeners,
-            ),
-            attach=self.network.attach,
-            store=self.store,
-            tracer=self.tracer,
-            clock=self.clock,
-            listener_scope=scope,
-        )
+        try:
+            node, server, port = await self._tg.start(self._run_broker, broker_id, scope)
+        except BaseException:
+            if self._broker_scopes.get(broker_id) is scope:
+                del self._broker_scopes[broker_id]
+            raise
         self.nodes[broker_id] = node
         if server is not None:
             self.listeners[broker_id] = server
             self.ports[broker_id] = port
 
+    async def _run_broker(
+        self,
+        broker_id: int,
+        scope: anyio.CancelScope,
+        *,
+        task_status: anyio.abc.TaskStatus[tuple[Node, KafkaWireServer | None, int]],
+    ) -> None:
+        """One run of a broker, from its start to its stop or crash: its node and listener
+        in a task group of their own, so that ``wait_stopped`` knows when both are gone."""
+        assert self.network is not None
+        assert self.store is not None
+        stopped = anyio.Event()
+        self._stopped[broker_id] = stopped
+        incarnation = self._incarnations.get(broker_id, 0)
+        self._incarnations[broker_id] = incarnation + 1
+        try:
+            async with anyio.create_task_group() as tg:
+                started = await start_broker_node(
+                    tg,
+                    BrokerSpec(
+                        broker_id=broker_id,
+                        host=self.spec.host,
+                        port=self.ports.get(broker_id, self._port_for(broker_id)),
+                        log_dir=self.spec.log_dir,
+                        config=self.config,
+                        rack=self.spec.racks.get(broker_id),
+                        seed=self.spec.seed,
+                        incarnation=incarnation,
+                        listener=self.spec.listeners,
+                        disk=self._disks.get(broker_id),
+                        log_dirs=self.spec.log_dirs_per_broker,
+                    ),
+                    attach=self.network.attach,
+                    store=self.store,
+                    tracer=self.tracer,
+                    clock=self.clock,
+                    listener_scope=scope,
+                )
+                task_status.started(started)
+                await self._after_node_ended(broker_id, started[0], scope)
+        finally:
+            stopped.set()
+
+    async def _after_node_ended(self, broker_id: int, node: Node, scope: anyio.CancelScope) -> None:
+        """A broker that halts by itself (e.g. its last log dir failed) is a crashed
+        process: its listener goes, and its store session is left to expire, as
+        ``crash_broker`` does (a crash we were asked for has already done both)."""
+        await node.ended.wait()
+        if not node.crashed or self._broker_scopes.get(broker_id) is not scope:
+            return
+        self._stop_listener(broker_id)
+        try:
+            session_id = typing.cast(Broker, node.actor(BROKER_ACTOR)).session.session_id
+        except (KeyError, RuntimeError):  # it halted before it had a session
+            return
+        self.tracer.emit(TraceKind.EVENT, node=node.node_id, type="broker_halted")
+        await self._expire_later(session_id, self.config.zookeeper_session_timeout_ms / 1000)
+
     def _port_for(self, broker_id: int) -> int:
         return 0 if self.spec.base_port == 0 else self.spec.base_port + broker_id
 
     def stop_broker(self, broker_id: int) -> None:
-        """Graceful stop: the broker closes its store session (its znode goes at once)."""
+        """Graceful stop: the broker's own shutdown steps run (it closes its store session,
+        so its znode goes at once); ``wait_stopped`` waits for them to finish."""
         self._stop_listener(broker_id)
         self.nodes[broker_id].stop()
+
+    async def wait_stopped(self, broker_id: int, *, timeout: float) -> bool:
+        """Wait until broker ``broker_id``'s node and listener have ended (after a stop or
+        a crash); False if they still run after ``timeout`` seconds."""
+        stopped = self._stopped.get(broker_id)
+        if stopped is None:
+            return True
+        with anyio.move_on_after(timeout):
+            await stopped.wait()
+        return stopped.is_set()
 
     async def crash_broker(self, broker_id: int) -> None:
         """Crash: no graceful step. As with a killed process, the broker's store session
@@ -356,7 +440,7 @@ class Cluster:
             return None
         try:
             reply = await node.ask(broker_ref(broker_id), BrokerStatusRequest(), timeout=timeout)
-        except (AskTimeoutError, RemoteError):
+        except ActorError:  # no answer, a failed handler, or the node went down meanwhile
             return None
         return reply if isinstance(reply, BrokerStatus) else None
 

@@ -1,10 +1,12 @@
-"""Reaching a running cluster from another process: its cluster file and its store.
+"""Reaching a running cluster from another process: its cluster file, its store and its
+launcher.
 
 ``kemu up`` writes a cluster file (default ``.kemu/cluster.json``) describing the brokers,
-their Kafka listeners and the metadata store. A store address is either a real ZooKeeper
-connection string (``HOST:PORT[,HOST:PORT...][/chroot]``) or, for the embedded store that
-``kemu up`` serves over TCP, ``embedded://HOST:PORT``. ``open_store`` gives a
-``MetadataStore`` for either.
+their Kafka listeners, the metadata store and the launcher's control endpoint. A store
+address is either a real ZooKeeper connection string (``HOST:PORT[,HOST:PORT...][/chroot]``)
+or, for the embedded store that ``kemu up`` serves over TCP, ``embedded://HOST:PORT``.
+``open_store`` gives a ``MetadataStore`` for either; ``connect_launcher`` asks the launcher
+(``kemu broker``; the endpoint itself is ``cluster.control``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
@@ -26,12 +28,16 @@ from actors.store import MetadataStore
 from actors.trace import Tracer
 from cluster.network import Network, TcpTransport
 from cluster.store.remote import STORE_ACTOR, RemoteStore
-from protocol.base import ActorRef
+from protocol.base import ActorRef, Message
 from protocol.errors import KemuError
+from protocol.launcher import LauncherStatusRequest
 
 DEFAULT_CLUSTER_FILE = Path(".kemu/cluster.json")
 EMBEDDED_SCHEME = "embedded://"
 STORE_NODE = "store"
+CONTROL_NODE = "launcher"  # the node of a launcher's control endpoint (``cluster.control``)
+CONTROL_ACTOR = "control"  # carries out ``kemu broker`` commands, one at a time
+STATUS_ACTOR = "status"  # answers status requests meanwhile
 CLUSTER_FILE_VERSION = 1
 
 
@@ -47,22 +53,30 @@ class BrokerEntry:
     pid: int
     log_dir: str
     rack: str | None = None
+    running: bool = True  # False once stopped or killed (``kemu broker``), until started
 
 
 @dataclass(frozen=True)
 class ClusterFile:
+    """What ``kemu up`` tells other processes about the cluster it runs. The launcher
+    rewrites it after every ``kemu broker`` command (who is up, their pids, the controller
+    at that moment) and removes it when it stops."""
+
     store: str  # embedded://HOST:PORT or a ZooKeeper connection string
     brokers: tuple[BrokerEntry, ...]
     controller: int
     cluster_id: str
     pid: int
     processes: bool = False
+    control: str = ""  # HOST:PORT of the launcher's control endpoint (``kemu broker``)
     version: int = CLUSTER_FILE_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def bootstrap_servers(self) -> str:
-        return ",".join(f"{b.host}:{b.port}" for b in self.brokers)
+        """The running brokers' listeners (every broker's if none is marked running)."""
+        running = [b for b in self.brokers if b.running] or list(self.brokers)
+        return ",".join(f"{b.host}:{b.port}" for b in running)
 
     def write(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -90,6 +104,7 @@ class ClusterFile:
                 cluster_id=str(raw["cluster_id"]),
                 pid=int(raw["pid"]),
                 processes=bool(raw.get("processes", False)),
+                control=str(raw.get("control", "")),
                 version=int(raw.get("version", CLUSTER_FILE_VERSION)),
                 extra=dict(raw.get("extra", {})),
             )
@@ -151,5 +166,47 @@ async def open_store(address: str, *, name: str = "kemu-cli") -> AsyncIterator[M
         finally:
             with anyio.CancelScope(shield=True):
                 await remote.aclose()
+            node.stop()
+            tg.cancel_scope.cancel()
+
+
+class LauncherAsk(Protocol):
+    """Ask the launcher: its reply to ``msg``, within ``timeout`` seconds."""
+
+    async def __call__(self, msg: Message, *, timeout: float) -> Message: ...
+
+
+@asynccontextmanager
+async def connect_launcher(address: str) -> AsyncIterator[LauncherAsk]:
+    """For the life of the context, ``ask(msg, timeout=...)`` sends ``msg`` to the
+    launcher's control endpoint at ``address`` (``HOST:PORT``) and returns its reply: a
+    status request goes to the status actor, anything else to the control actor. Raises
+    ``ClusterFileError`` at once if nothing listens there."""
+    host, port = parse_host_port(address)
+    try:  # fail fast: an ask to an unreachable node would only end with its timeout
+        probe = await anyio.connect_tcp(host, port)
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        raise ClusterFileError(
+            f"the launcher's control endpoint {address} does not answer: {why}"
+        ) from None
+    await probe.aclose()
+    tracer = Tracer()
+    clock = RealClock()
+    transport = TcpTransport()
+    transport.add_peer(CONTROL_NODE, host, port)
+    network = Network(transport, tracer=tracer, rng=random.Random(0), clock=clock)
+    async with anyio.create_task_group() as tg:
+        await tg.start(network.run)
+        node = Node(f"kemu-broker-{os.getpid()}", attach=network.attach, tracer=tracer, clock=clock)
+        await tg.start(node.run)
+
+        async def ask(msg: Message, *, timeout: float) -> Message:
+            actor = STATUS_ACTOR if isinstance(msg, LauncherStatusRequest) else CONTROL_ACTOR
+            return await node.ask(ActorRef(CONTROL_NODE, actor), msg, timeout=timeout)
+
+        try:
+            yield ask
+        finally:
             node.stop()
             tg.cancel_scope.cancel()

@@ -11,7 +11,8 @@ needs, behaving as Kafka 2.7's ``KafkaAdminClient`` does where the CLI can tell.
   Metadata and DescribeConfigs go to any broker.
 * Every call has a deadline (``default.api.timeout.ms``), every request a timeout
   (``request.timeout.ms``). Connection failures and a missing controller are retried with
-  ``retry.backoff.ms`` between tries until the deadline.
+  ``retry.backoff.ms`` between tries until the deadline; after a connection failure the
+  controller is looked up again (it may be the broker that went away).
 * Errors are kemu's: ``KafkaApiError(code, message)`` with the broker's message or, when
   it sent none, the default message of the code (Kafka's ``Errors``);
   ``KafkaTimeoutError``, ``UnsupportedVersionError`` and ``ClientConfigError``. Socket
@@ -601,6 +602,9 @@ class KafkaAdminClient:
             except (TimeoutError, _ConnectionError, _Retry) as exc:
                 if isinstance(exc, TimeoutError | _ConnectionError):
                     await self._drop_connections()
+                    # As Kafka's client after a disconnect: refresh the metadata before the
+                    # next try, so a controller that died is not tried until the deadline.
+                    self._controller = None
                 await self._backoff(deadline)
                 continue
             if not isinstance(response, expected):

@@ -64,7 +64,7 @@ from kio.serial import entity_reader, entity_writer
 
 from actors.trace import Tracer
 from protocol.codec import FrameReader
-from protocol.errors import ErrorCode, FrameError, NetworkError
+from protocol.errors import ErrorCode, FrameError, NetworkError, NodeStoppedError
 from protocol.ids import BrokerId, TopicName
 from protocol.kafka_api import (
     NO_AUTHORIZED_OPERATIONS,
@@ -641,7 +641,7 @@ def build_response(request: KafkaRequest, data: KafkaApiResponseData) -> Any:
                     {
                         "name": t.name,
                         "topic_id": t.topic_id,
-                        "error_code": t.error_code,
+                        "error_code": _deletion_error(t.error_code, version),
                         "error_message": t.error_message,
                     }
                     for t in data.topics
@@ -694,6 +694,14 @@ def build_response(request: KafkaRequest, data: KafkaApiResponseData) -> Any:
         case _:
             typing.assert_never(data)
     return _build(cls, values)
+
+
+def _deletion_error(code: ErrorCode, version: int) -> ErrorCode:
+    """TOPIC_DELETION_DISABLED came with DeleteTopics v3: Kafka tells older clients
+    INVALID_REQUEST instead (``handleDeleteTopicsRequest``)."""
+    if code is ErrorCode.TOPIC_DELETION_DISABLED and version < 3:
+        return ErrorCode.INVALID_REQUEST
+    return code
 
 
 _RESPONSE_TYPES: Final[Mapping[int, type]] = {
@@ -1425,6 +1433,12 @@ class KafkaWireServer:
         """Run the handler for one request and fill its slot; never raises (but cancels)."""
         try:
             response = await self._handler.handle(request)
+        except NodeStoppedError:
+            # The broker went down while the request waited: its connections drop, as a
+            # stopped Kafka broker's do, and the client retries elsewhere.
+            slot.close_reason = "broker_stopped"
+            slot.done.set()
+            return
         except Exception as exc:  # the handler's bug: answer as Kafka would, and trace it
             self._trace(
                 TraceKind.ERROR,

@@ -2,7 +2,7 @@
 
 The launcher (``run_up_processes``) runs the metadata store (the embedded one, served over
 TCP as node ``store``, or a real ZooKeeper), picks every broker's inter-node port up front
-and spawns ``python -m cluster.cli broker ...`` once per broker, each with the full address
+and spawns ``python -m cluster.cli _broker ...`` once per broker, each with the full address
 book. A broker process (``run_broker_process``) runs node ``broker-<id>`` with its
 ``Broker`` actor on a TCP network, a ``RemoteStore`` (or ``ZooKeeperStore``) session and a
 Kafka listener, assembled by ``cluster.cluster.start_broker_node`` as in ``kemu up``. It
@@ -11,11 +11,18 @@ prints ``broker <id> ready pid <pid> port <kafka port>`` once registered.
 The launcher waits for every child's line, then for the cluster to be ready (asking every
 broker for its status over the network from a launcher node), prints the readiness table,
 writes the cluster file (``processes: true``) and runs until SIGINT/SIGTERM: then it sends
-SIGTERM to the children (a graceful stop, closing their store sessions), waits for them
+SIGINT to the children (a graceful stop closing their store sessions, without controlled
+shutdown: the whole cluster goes, there is nowhere to move leaders), waits for them
 (SIGKILL after a deadline) and stops the store. A child that dies meanwhile is reported
 on stderr; the store expires its session after its timeout and the cluster carries on.
 Children run in their own sessions (a terminal's Ctrl-C reaches the launcher only, which
 stops them in order) and stop by themselves if the launcher disappears.
+
+The launcher owns the children, so ``kemu broker stop|kill|start ID`` reaches it, through
+the control endpoint of ``cluster.control``: kill is a SIGKILL of the broker's process,
+stop a SIGTERM (the broker's own graceful stop, controlled shutdown first), start a new
+process for the same id with the same ports, log dir and config, once the killed one's
+registration has expired.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from actors.admin import BrokerConfig
 from actors.broker.broker import broker_node_id, broker_ref
+from actors.broker.controlled_shutdown import CONTROLLED_SHUTDOWN_ACTOR, ControlledShutdownActor
 from actors.clock import Clock, RealClock
 from actors.runtime import Node
 from actors.store import MetadataStore
@@ -50,12 +58,16 @@ from cluster.cluster import (
     start_broker_node,
     wait_until_ready,
 )
-from cluster.connect import (
-    EMBEDDED_SCHEME,
-    STORE_NODE,
-    BrokerEntry,
-    ClusterFile,
-    parse_host_port,
+from cluster.connect import EMBEDDED_SCHEME, STORE_NODE, open_store, parse_host_port
+from cluster.control import (
+    EXPIRY_MARGIN,
+    SETTLE_TIMEOUT,
+    LauncherError,
+    Publisher,
+    expiry_timeout,
+    serve_control,
+    settle,
+    wait_unregistered,
 )
 from cluster.network import Network, TcpTransport
 from cluster.store.embedded import EmbeddedStore
@@ -65,8 +77,11 @@ from cluster.up import render_table
 from protocol.base import ActorRef
 from protocol.broker import BrokerStatus, BrokerStatusRequest
 from protocol.errors import AskTimeoutError, KemuError, RemoteError, sole_error
+from protocol.ids import BrokerEpoch, BrokerId
+from protocol.launcher import BrokerState, LaunchedBroker, LauncherStatus
 from protocol.trace import TraceHeader
 
+BROKER_PROCESS_COMMAND = "_broker"  # the hidden `kemu _broker` that runs one broker process
 READY_LINE = "broker {id} ready pid {pid} port {port}"
 CHILD_READY_TIMEOUT = 60.0  # seconds for every child to print its ready line
 CLUSTER_READY_TIMEOUT = 30.0  # then for the cluster to agree on its controller and brokers
@@ -81,7 +96,7 @@ PARENT_POLL = 0.5  # how often a child checks that its launcher still lives
 
 @dataclass(frozen=True)
 class BrokerProcessSpec:
-    """What one broker process runs (the arguments of ``kemu broker``)."""
+    """What one broker process runs (the arguments of ``kemu _broker``)."""
 
     broker_id: int
     store: str  # embedded://HOST:PORT or a ZooKeeper connection string
@@ -93,6 +108,7 @@ class BrokerProcessSpec:
     rack: str | None = None
     config: Mapping[str, str] = field(default_factory=dict)
     seed: int = 0
+    incarnation: int = 0  # how many times this broker's process ran before (BrokerSpec)
     parent_pid: int | None = None  # stop when this process is no longer our parent
 
 
@@ -123,7 +139,8 @@ async def _run_broker(spec: BrokerProcessSpec) -> int:
     orphaned = anyio.Event()  # the launcher is gone, and with it the embedded store
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_set_on_signal, signals, stop)
+            received: list[int] = []
+            tg.start_soon(_set_on_signal, signals, stop, received)
             if spec.parent_pid is not None:
                 tg.start_soon(_watch_parent, spec.parent_pid, stop, orphaned)
             listener = anyio.CancelScope()
@@ -145,6 +162,7 @@ async def _run_broker(spec: BrokerProcessSpec) -> int:
                                 config=BrokerConfig.from_overrides(dict(spec.config)),
                                 rack=spec.rack,
                                 seed=spec.seed,
+                                incarnation=spec.incarnation,
                             ),
                             attach=network.attach,
                             store=store,
@@ -156,6 +174,8 @@ async def _run_broker(spec: BrokerProcessSpec) -> int:
                         print(line, flush=True)
                         ready.set()
                         await stop.wait()
+                        if received[:1] == [signal.SIGINT]:
+                            _skip_controlled_shutdown(node)
                         stopping.deadline = anyio.current_time() + CHILD_STOP_TIMEOUT
                         listener.cancel()
                         if orphaned.is_set() and isinstance(store, RemoteStore):
@@ -191,9 +211,21 @@ async def _broker_store(
     return RemoteStore(client, ActorRef(STORE_NODE, STORE_ACTOR))
 
 
-async def _set_on_signal(signals: AsyncIterator[int], stop: anyio.Event) -> None:
-    async for _ in signals:
+async def _set_on_signal(
+    signals: AsyncIterator[int], stop: anyio.Event, received: list[int]
+) -> None:
+    async for signum in signals:
+        received.append(signum)
         stop.set()
+
+
+def _skip_controlled_shutdown(node: Node) -> None:
+    """SIGINT from the launcher: the whole cluster stops, so there is no broker to move
+    leaderships to (the last one would retry for ``max.retries`` x backoff for nothing);
+    SIGTERM (``kemu broker stop``) keeps the controlled shutdown."""
+    actor = node.actor(CONTROLLED_SHUTDOWN_ACTOR)
+    if isinstance(actor, ControlledShutdownActor):
+        actor.enable = False
 
 
 async def _abort_start_up(stop: anyio.Event, ready: anyio.Event, scope: anyio.CancelScope) -> None:
@@ -227,19 +259,30 @@ def free_ports(count: int, host: str) -> list[int]:
 
 @dataclass
 class _Child:
+    """One run of a broker process (a restart is a new ``_Child``)."""
+
     broker_id: int
     process: Process
     ready: anyio.Event = field(default_factory=anyio.Event)
-    port: int = 0
+    exited: anyio.Event = field(default_factory=anyio.Event)
     output: list[str] = field(default_factory=list)
+    commanded: bool = False  # stopped or killed on purpose: its exit is no surprise
 
     @property
     def pid(self) -> int:
         return self.process.pid
 
+    @property
+    def running(self) -> bool:
+        return self.process.returncode is None
+
 
 class ProcessCluster:
-    """The launcher's view of a cluster of broker processes."""
+    """The launcher's view of a cluster of broker processes; also the ``Launcher`` that
+    ``kemu broker`` drives (``cluster.control``): ``kill_broker`` is a SIGKILL of the
+    broker's process, ``stop_broker`` a SIGTERM (the broker's graceful stop: controlled
+    shutdown, then its store session closed), ``start_broker`` a new process for the same
+    id with the same ports, log dir and config."""
 
     def __init__(self, spec: ClusterSpec, *, tracer: Tracer, clock: Clock) -> None:
         self.spec = spec
@@ -247,16 +290,29 @@ class ProcessCluster:
         self.clock = clock
         self.network_ports: dict[int, int] = {}
         self.children: dict[int, _Child] = {}
+        self._incarnations: dict[int, int] = {}  # per broker: how many processes it had
+        self.kafka_ports: dict[int, int] = {}  # where each broker listens, kept for restarts
         self.store_address = spec.zookeeper or ""
-        self.stopping = False  # the children are being stopped
+        self.on_exit: Callable[[int], Awaitable[None]] | None = None
+        """Called when a broker process exits without being told to."""
+        self._stopping_children = False
+        self._launched = False  # every first child was ready: later failures are a command's
+        self._down: dict[int, BrokerState] = {}  # how each broker that is down went down
         self._node: Node | None = None
+        self._tg: TaskGroup | None = None
+        self._store: EmbeddedStore | None = None
         self._stop = anyio.Event()
         self._starting = anyio.CancelScope()
         self._failure: ClusterError | None = None
 
     @property
+    def stopping(self) -> bool:
+        """The whole cluster is stopping (or its children are being stopped)."""
+        return self._stop.is_set() or self._stopping_children
+
+    @property
     def ports(self) -> dict[int, int]:
-        return {b: c.port for b, c in self.children.items()}
+        return dict(self.kafka_ports)
 
     @property
     def pids(self) -> dict[int, int]:
@@ -265,8 +321,9 @@ class ProcessCluster:
     def child_args(self, broker_id: int) -> list[str]:
         spec = self.spec
         port = 0 if spec.base_port == 0 else spec.base_port + broker_id
+        port = self.kafka_ports.get(broker_id, port)  # a restart: where clients know it is
         args = [
-            sys.executable, "-m", "cluster.cli", "broker",
+            sys.executable, "-m", "cluster.cli", BROKER_PROCESS_COMMAND,
             "--id", str(broker_id),
             "--store", self.store_address,
             "--host", spec.host,
@@ -274,6 +331,7 @@ class ProcessCluster:
             "--port", str(port),
             "--log-dir", str(spec.log_dir),
             "--seed", str(spec.seed),
+            "--incarnation", str(self._incarnations.get(broker_id, 0)),
             "--parent-pid", str(os.getpid()),
         ]  # fmt: skip
         for peer, peer_port in sorted(self.network_ports.items()):
@@ -296,16 +354,16 @@ class ProcessCluster:
         run until ``stop``; then stop the children (SIGTERM, SIGKILL after a deadline)
         while the store still serves them (so they close their sessions), then the store.
         Raises ``ClusterError`` if the cluster did not start."""
-        store: EmbeddedStore | None = None
         async with anyio.create_task_group() as tg:
+            self._tg = tg
             try:
                 with self._starting:
                     if self.spec.zookeeper is None:
-                        store = EmbeddedStore(tracer=self.tracer, clock=self.clock)
+                        self._store = EmbeddedStore(tracer=self.tracer, clock=self.clock)
                         self.store_address = await tg.start(
                             functools.partial(
                                 serve_store,
-                                store,
+                                self._store,
                                 host=self.spec.host,
                                 port=self.spec.store_port or 0,
                                 tracer=self.tracer,
@@ -316,7 +374,7 @@ class ProcessCluster:
                     self.network_ports = dict(enumerate(ports))
                     await self._start_status_node(tg)
                     for broker_id in range(self.spec.brokers):
-                        await self._spawn(tg, broker_id)
+                        await self._spawn(broker_id)
                     try:
                         await self._wait_children_ready()
                         await wait_until_ready(
@@ -327,14 +385,16 @@ class ProcessCluster:
                         )
                     except ClusterError as exc:
                         self._fail(exc)
+                    self._launched = True
                 if not self._stop.is_set():
                     await on_ready()
                     await self._stop.wait()
             finally:
                 with anyio.CancelScope(shield=True):
                     await self._stop_children()
-                    if store is not None:
-                        await store.aclose()
+                    if self._store is not None:
+                        await self._store.aclose()
+                self._tg = None
                 tg.cancel_scope.cancel()
         if self._failure is not None:
             raise self._failure
@@ -366,9 +426,13 @@ class ProcessCluster:
         )
         await tg.start(self._node.run)
 
-    async def _spawn(self, tg: TaskGroup, broker_id: int) -> None:
+    async def _spawn(self, broker_id: int) -> _Child:
+        if self._tg is None:
+            raise ClusterError("the cluster is not running")
+        args = self.child_args(broker_id)
+        self._incarnations[broker_id] = self._incarnations.get(broker_id, 0) + 1
         process = await anyio.open_process(
-            self.child_args(broker_id),
+            args,
             stdin=None,
             stdout=-1,  # subprocess.PIPE
             stderr=None,
@@ -376,8 +440,12 @@ class ProcessCluster:
         )
         child = _Child(broker_id, process)
         self.children[broker_id] = child
-        tg.start_soon(self._read, child)
-        tg.start_soon(self._watch, child)
+        self._tg.start_soon(self._read, child)
+        self._tg.start_soon(self._watch, child)
+        if self._stopping_children:  # spawned while the others were being stopped
+            child.commanded = True
+            _signal(process, signal.SIGINT)
+        return child
 
     async def _read(self, child: _Child) -> None:
         """The child's stdout: its ready line, then whatever else it prints."""
@@ -390,11 +458,11 @@ class ProcessCluster:
             except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError):
                 break
             if not child.ready.is_set() and line.startswith(expected):
-                child.port = int(line[len(expected) :])
+                self.kafka_ports[child.broker_id] = int(line[len(expected) :])
                 child.ready.set()
             else:
                 child.output.append(line)
-        if not child.ready.is_set() and not self.stopping:
+        if not child.ready.is_set() and not self.stopping and not self._launched:
             status = await child.process.wait()
             self._fail(
                 ClusterError(
@@ -405,24 +473,31 @@ class ProcessCluster:
 
     async def _watch(self, child: _Child) -> None:
         status = await child.process.wait()
-        if not self.stopping and child.ready.is_set():
-            print(
-                f"kemu: broker {child.broker_id} (pid {child.pid}) exited unexpectedly"
-                f" with status {status}",
-                file=sys.stderr,
-                flush=True,
-            )
+        child.exited.set()
+        if self.stopping or child.commanded or not child.ready.is_set():
+            return
+        self._down[child.broker_id] = BrokerState.EXITED
+        print(
+            f"kemu: broker {child.broker_id} (pid {child.pid}) exited unexpectedly"
+            f" with status {status}",
+            file=sys.stderr,
+            flush=True,
+        )
+        if self.on_exit is not None:
+            await self.on_exit(child.broker_id)
 
     async def _stop_children(self) -> None:
-        self.stopping = True
-        running = [c for c in self.children.values() if c.process.returncode is None]
+        """The whole cluster stops: SIGINT, a graceful stop without controlled shutdown
+        (see ``_skip_controlled_shutdown``)."""
+        self._stopping_children = True
+        running = [c for c in self.children.values() if c.running]
         for child in running:
-            _signal(child.process, signal.SIGTERM)
+            _signal(child.process, signal.SIGINT)
         with anyio.move_on_after(STOP_TIMEOUT):
             for child in running:
                 await child.process.wait()
         for child in running:
-            if child.process.returncode is None:
+            if child.running:
                 print(
                     f"kemu: broker {child.broker_id} (pid {child.pid}) did not stop within"
                     f" {STOP_TIMEOUT}s: killing it",
@@ -435,7 +510,7 @@ class ProcessCluster:
     async def status(self, broker_id: int, *, timeout: float = 2.0) -> BrokerStatus | None:
         """The status of a broker, asked over the network; None if it does not answer."""
         child = self.children.get(broker_id)
-        if self._node is None or child is None or child.process.returncode is not None:
+        if self._node is None or child is None or not child.running:
             return None
         try:
             reply = await self._node.ask(
@@ -451,6 +526,118 @@ class ProcessCluster:
             if status is not None and status.controller_id >= 0:
                 return int(status.controller_id)
         return -1
+
+    # ------------------------------------------------------------ kemu broker (Launcher)
+
+    def broker_states(self) -> Mapping[int, BrokerState]:
+        return {
+            b: BrokerState.RUNNING if c.running else self._down.get(b, BrokerState.EXITED)
+            for b, c in sorted(self.children.items())
+        }
+
+    def _running(self) -> list[int]:
+        return sorted(b for b, c in self.children.items() if c.running)
+
+    async def stop_broker(self, broker_id: int) -> str:
+        child = self.children[broker_id]
+        child.commanded = True
+        self._down[broker_id] = BrokerState.STOPPED
+        _signal(child.process, signal.SIGTERM)
+        with anyio.move_on_after(STOP_TIMEOUT):
+            await child.process.wait()
+        if child.running:
+            self._down[broker_id] = BrokerState.KILLED
+            _signal(child.process, signal.SIGKILL)
+            await child.process.wait()
+            return (
+                f"broker {broker_id} (pid {child.pid}) did not stop within {STOP_TIMEOUT:g}s"
+                " of SIGTERM: killed it"
+            )
+        note = (
+            f"broker {broker_id} stopped (SIGTERM to pid {child.pid}: graceful shutdown,"
+            f" exit status {child.process.returncode})"
+        )
+        return note + await self._settled()
+
+    async def kill_broker(self, broker_id: int) -> str:
+        child = self.children[broker_id]
+        child.commanded = True
+        self._down[broker_id] = BrokerState.KILLED
+        _signal(child.process, signal.SIGKILL)
+        await child.process.wait()
+        return (
+            f"broker {broker_id} killed (SIGKILL to pid {child.pid}): its session expires"
+            f" after {expiry_timeout(self.spec):g}s, then the controller sees it gone"
+        )
+
+    async def start_broker(self, broker_id: int) -> str:
+        timeout = expiry_timeout(self.spec) + EXPIRY_MARGIN
+        if self._store is not None:
+            await wait_unregistered(self._store, broker_id, timeout=timeout, clock=self.clock)
+        else:
+            async with open_store(self.store_address, name="kemu-launcher") as store:
+                await wait_unregistered(store, broker_id, timeout=timeout, clock=self.clock)
+        if self.stopping:
+            raise LauncherError("the cluster is stopping")
+        child = await self._spawn(broker_id)
+        with anyio.move_on_after(CHILD_READY_TIMEOUT):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_set_when, child.ready, tg.cancel_scope)
+                tg.start_soon(_set_when, child.exited, tg.cancel_scope)
+        if not child.ready.is_set():
+            child.commanded = True
+            if child.running:
+                _signal(child.process, signal.SIGKILL)
+                await child.process.wait()
+                why = f"was not ready within {CHILD_READY_TIMEOUT:g}s"
+            else:
+                why = f"exited with status {child.process.returncode} before it was ready"
+            raise LauncherError(f"broker {broker_id} (pid {child.pid}) {why}")
+        self._down.pop(broker_id, None)
+        settled = await self._settled()
+        status = await self.status(broker_id)
+        epoch = status.broker_epoch if status is not None else -1
+        return f"broker {broker_id} started (pid {child.pid}, broker epoch {epoch})" + settled
+
+    async def _settled(self) -> str:
+        """Wait for the running brokers to agree again; a note if they did not."""
+        if await settle(self.status, self._running(), clock=self.clock):
+            return ""
+        return f"; the brokers did not agree on the cluster within {SETTLE_TIMEOUT:g}s"
+
+    async def cluster_status(self) -> LauncherStatus:
+        brokers: list[LaunchedBroker] = []
+        controller = -1
+        cluster_id = ""
+        for broker_id, state in self.broker_states().items():
+            child = self.children[broker_id]
+            status = await self.status(broker_id) if state is BrokerState.RUNNING else None
+            if status is not None:
+                cluster_id = status.cluster_id
+                if controller < 0:
+                    controller = status.controller_id
+            brokers.append(
+                LaunchedBroker(
+                    broker_id=BrokerId(broker_id),
+                    state=state,
+                    pid=child.pid,
+                    host=self.spec.host,
+                    port=self.kafka_ports.get(broker_id, 0),
+                    broker_epoch=BrokerEpoch(status.broker_epoch if status else -1),
+                )
+            )
+        return LauncherStatus(
+            brokers=tuple(brokers),
+            controller_id=BrokerId(controller),
+            cluster_id=cluster_id,
+            processes=True,
+        )
+
+
+async def _set_when(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    """Cancel ``scope`` once ``event`` is set (the first of several events to wait for)."""
+    await event.wait()
+    scope.cancel()
 
 
 def _signal(process: Process, signum: signal.Signals) -> None:
@@ -485,34 +672,29 @@ async def run_up_processes(spec: ClusterSpec, *, cluster_file: Path, trace: Path
 async def _launch(
     spec: ClusterSpec, cluster: ProcessCluster, cluster_file: Path, started: float
 ) -> None:
-    async def announce() -> None:
+    publisher = Publisher(cluster_file, spec, store="")
+
+    async def announce(control_tg: TaskGroup) -> None:
         elapsed = time.perf_counter() - started
-        controller = await cluster.controller_id()
-        status = await cluster.status(controller)
-        ClusterFile(
-            store=cluster.store_address,
-            brokers=tuple(
-                BrokerEntry(
-                    id=b,
-                    host=spec.host,
-                    port=cluster.ports[b],
-                    pid=cluster.pids[b],
-                    log_dir=str(spec.log_dir / f"broker-{b}"),
-                    rack=spec.racks.get(b),
-                )
-                for b in sorted(cluster.children)
-            ),
-            controller=controller,
-            cluster_id=status.cluster_id if status else "",
-            pid=os.getpid(),
-            processes=True,
-        ).write(cluster_file)
+        publisher.store = cluster.store_address
+        publisher.control = await control_tg.start(
+            functools.partial(
+                serve_control,
+                cluster,
+                publisher,
+                host=spec.host,
+                tracer=cluster.tracer,
+                clock=cluster.clock,
+            )
+        )
+        status = await cluster.cluster_status()
+        publisher(status, None)
         print(
             render_table(
                 spec,
                 ports=cluster.ports,
                 pids=cluster.pids,
-                controller=controller,
+                controller=status.controller_id,
                 elapsed=elapsed,
                 store_address=cluster.store_address,
             ),
@@ -520,12 +702,19 @@ async def _launch(
         )
         print(f"cluster file: {cluster_file}\nCtrl-C stops the cluster.", flush=True)
 
+    async def exited(broker_id: int) -> None:
+        if publisher.control and not cluster.stopping:
+            publisher(await cluster.cluster_status(), None)
+
+    cluster.on_exit = exited
     # The receiver stays open until the end: a second Ctrl-C must not kill the launcher
     # half-way through stopping its children.
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_stop_on_signal, signals, cluster)  # even while starting
-            await cluster.run(announce)
+            async with anyio.create_task_group() as control_tg:
+                await cluster.run(functools.partial(announce, control_tg))
+                control_tg.cancel_scope.cancel()
             tg.cancel_scope.cancel()
 
 

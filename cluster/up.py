@@ -1,8 +1,10 @@
 """``kemu up``: launch a local cluster, print its readiness table, write the cluster file,
-run until SIGINT/SIGTERM, then shut down cleanly."""
+serve the control endpoint of ``kemu broker`` (``cluster.control``), run until
+SIGINT/SIGTERM, then shut down cleanly."""
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import time
@@ -13,7 +15,7 @@ import anyio
 
 from actors.trace import Tracer
 from cluster.cluster import Cluster, ClusterSpec
-from cluster.connect import BrokerEntry, ClusterFile
+from cluster.control import ClusterLauncher, Publisher, serve_control
 from cluster.trace import JsonlTraceWriter
 from protocol.trace import TraceHeader
 
@@ -52,45 +54,43 @@ async def run_up(spec: ClusterSpec, *, cluster_file: Path, trace: Path | None) -
         tracer.add_sink(writer)
     started = time.perf_counter()  # wall time of the launch, for the user
     cluster = Cluster(spec, tracer=tracer)
+    launcher = ClusterLauncher(cluster)
     try:
         async with anyio.create_task_group() as tg:
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 await tg.start(cluster.run)
                 elapsed = time.perf_counter() - started
-                controller = await cluster.controller_id()
-                status = await cluster.status(controller)
-                ClusterFile(
-                    store=cluster.store_address or "",
-                    brokers=tuple(
-                        BrokerEntry(
-                            id=b,
+                publisher = Publisher(cluster_file, spec, store=cluster.store_address or "")
+                async with anyio.create_task_group() as control_tg:
+                    publisher.control = await control_tg.start(
+                        functools.partial(
+                            serve_control,
+                            launcher,
+                            publisher,
                             host=spec.host,
-                            port=cluster.ports.get(b, 0),
-                            pid=os.getpid(),
-                            log_dir=str(spec.log_dir / f"broker-{b}"),
-                            rack=spec.racks.get(b),
+                            tracer=tracer,
+                            clock=cluster.clock,
                         )
-                        for b in sorted(cluster.nodes)
-                    ),
-                    controller=controller,
-                    cluster_id=status.cluster_id if status else "",
-                    pid=os.getpid(),
-                ).write(cluster_file)
-                print(
-                    render_table(
-                        spec,
-                        ports=cluster.ports,
-                        pids={b: os.getpid() for b in cluster.nodes},
-                        controller=controller,
-                        elapsed=elapsed,
-                        store_address=cluster.store_address,
-                    ),
-                    flush=True,
-                )
-                print(f"cluster file: {cluster_file}\nCtrl-C stops the cluster.", flush=True)
-                async for signum in signals:
-                    print(f"\nkemu: {signal.Signals(signum).name}: stopping", flush=True)
-                    break
+                    )
+                    status = await launcher.cluster_status()
+                    publisher(status, None)
+                    print(
+                        render_table(
+                            spec,
+                            ports=cluster.ports,
+                            pids={b: os.getpid() for b in cluster.nodes},
+                            controller=status.controller_id,
+                            elapsed=elapsed,
+                            store_address=cluster.store_address,
+                        ),
+                        flush=True,
+                    )
+                    print(f"cluster file: {cluster_file}\nCtrl-C stops the cluster.", flush=True)
+                    async for signum in signals:
+                        print(f"\nkemu: {signal.Signals(signum).name}: stopping", flush=True)
+                        break
+                    launcher.stopping = True  # no more `kemu broker` commands
+                    control_tg.cancel_scope.cancel()
                 for broker_id in sorted(cluster.nodes, reverse=True):
                     if cluster.nodes[broker_id].running:
                         cluster.stop_broker(broker_id)

@@ -139,6 +139,10 @@ class AskTimeoutError(ActorError):
     """An ``ask`` got no reply within its timeout."""
 
 
+class NodeStoppedError(ActorError):
+    """The node an ``ask`` was made from stopped or crashed before the reply came."""
+
+
 class ActorNotFoundError(ActorError):
     """A message was addressed to an actor that does not exist (or no longer does)."""
 

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 def signed32(value: int) -> int:
@@ -93,6 +96,36 @@ def _champ_order(keys: tuple[str, ...]) -> tuple[str, ...]:
         return out
 
     return tuple(walk(list(keys), 0))
+
+
+def scala_champ_order(items: Sequence[T], hash_codes: Sequence[int]) -> list[T]:
+    """Iteration order of a Scala 2.13 CHAMP ``immutable.HashSet``/``HashMap`` whose
+    elements (keys) are ``items``, distinct and in insertion order, with the JVM
+    ``hashCode``s ``hash_codes``. The trie is canonical: a node yields its own entries by
+    5-bit slice of the improved hash, then descends into its sub-nodes by slice; elements
+    whose hashes are equal keep their insertion order (a collision node appends)."""
+    improved = [scala_improve(h) & 0xFFFFFFFF for h in hash_codes]
+
+    def walk(group: list[int], shift: int) -> list[int]:
+        if shift >= 35:
+            return group
+        slices: dict[int, list[int]] = {}
+        for i in group:
+            slices.setdefault((improved[i] >> shift) & 31, []).append(i)
+        ordered = sorted(slices.items())
+        out = [members[0] for _, members in ordered if len(members) == 1]
+        for _, members in ordered:
+            if len(members) > 1:
+                out.extend(walk(members, shift + 5))
+        return out
+
+    return [items[i] for i in walk(list(range(len(items))), 0)]
+
+
+def java_topic_partition_hash(topic: str, partition: int) -> int:
+    """``org.apache.kafka.common.TopicPartition.hashCode``: ``31 * (31 + partition) +
+    topic.hashCode()``, as a signed 32-bit int."""
+    return signed32(31 * (31 + partition) + java_string_hash(topic))
 
 
 def table_size_for(capacity: int) -> int:

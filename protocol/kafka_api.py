@@ -10,7 +10,8 @@ Each request type holds what every version of its API can carry; fields a versio
 take their Kafka default. Each response type holds what the newest supported version can
 carry; the adapter drops what an older version cannot say (error messages before they
 existed, topic ids before Metadata v10 and CreateTopics v7, partition counts and configs in
-CreateTopics before v5).
+CreateTopics before v5) and, as Kafka does, answers INVALID_REQUEST where DeleteTopics
+before v3 cannot say TOPIC_DELETION_DISABLED.
 
 =========================  =======  ===================================================
 API                        key      request / response values
@@ -276,7 +277,8 @@ class CreateTopicsResponseData(Message, frozen=True, kw_only=True):
 
 
 class DeleteTopicsRequestData(Message, frozen=True, kw_only=True):
-    """Topics by name (every version) or by id (v6+)."""
+    """Topics by name (every version) or by id (v6+; an entry with both is an invalid
+    request). A topic may be named more than once."""
 
     topics: tuple[TopicRef, ...]
     timeout_ms: int
@@ -291,6 +293,9 @@ class DeleteTopicsRequestData(Message, frozen=True, kw_only=True):
 
 
 class DeleteTopicResult(_Value, frozen=True, kw_only=True):
+    """One entry's outcome, in the request's order: its name (``None`` for an id that
+    names no topic) and the id it was asked by (v6+), else ``None``."""
+
     name: TopicName | None
     topic_id: uuid.UUID | None = None
     error_code: ErrorCode = ErrorCode.NONE

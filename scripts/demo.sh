@@ -2,7 +2,7 @@
 # README command 1: install kemu into .venv and run the live demo — a 3-broker cluster on
 # the embedded store (`kemu up`), administered with `kemu topics` like kafka-topics.sh:
 # a topic with automatic and one with manual replica assignment, described, partitions
-# added, then the znodes and the log directories the cluster wrote.
+# added, the znodes and the log directories the cluster wrote, then one topic deleted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -45,6 +45,17 @@ run topics "${cf[@]}" --describe --topic orders
 run topics --zookeeper "$store" --describe --topic audit.log
 run zk "${cf[@]}" get /brokers/topics/orders
 run zk "${cf[@]}" get /brokers/topics/orders/partitions/4/state
+printf '\n$ ls %s/logs/broker-0\n' "$work"
+ls "$work/logs/broker-0"
+# Deletion: the answer waits until the brokers dropped the topic; its log directories are
+# renamed <topic>-<p>.<uuid>-delete at once and removed after log.segment.delete.delay.ms.
+run topics "${cf[@]}" --delete --topic audit.log
+run topics "${cf[@]}" --list
+for _ in $(seq 1 100); do  # the controller removes the znodes right after the StopReplicas
+  "$kemu" zk "${cf[@]}" ls /brokers/topics | grep -q '^audit.log$' || break
+  sleep 0.1
+done
+run zk "${cf[@]}" ls /brokers/topics
 printf '\n$ ls %s/logs/broker-0\n' "$work"
 ls "$work/logs/broker-0"
 printf '\n$ kill -INT <kemu up>\n'

@@ -531,6 +531,9 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigKey]] = _table(
     _broker("reserved.broker.max.id", _T.INT, 1000, Range(0)),
     _broker("broker.id.generation.enable", _T.BOOLEAN, True),
     _broker("create.topic.policy.class.name", _T.CLASS, None),
+    # Kafka 3.8's internal config (KAFKA-16552): the least wait, after start-up, before the
+    # log manager's first sweep of deleted logs (Kafka 2.7 hard-codes 30 s). For tests.
+    _broker("log.initial.task.delay.ms", _T.LONG, 30_000, Range(0)),
     # The defaults of topic configs (KafkaServer.copyKafkaConfigToLog).
     _broker("log.segment.bytes", _T.INT, 1 << 30, Range(_RECORD_OVERHEAD_V0)),
     _broker("log.roll.ms", _T.LONG, None),
@@ -594,6 +597,7 @@ class BrokerConfig:
     reserved_broker_max_id: int = 1000
     broker_id_generation_enable: bool = True
     create_topic_policy_class_name: str | None = None
+    log_initial_task_delay_ms: int = 30_000
     log_segment_bytes: int = 1 << 30
     log_roll_ms: int | None = None
     log_roll_hours: int = 24 * 7

@@ -8,19 +8,24 @@ epoch), then the controller component. It then serves:
 * the controller's LeaderAndIsr / UpdateMetadata / StopReplica, rejecting a stale
   controller epoch (STALE_CONTROLLER_EPOCH) or a request meant for an older incarnation
   of itself (STALE_BROKER_EPOCH) — spec §4.4;
-* the admin APIs (Metadata, CreateTopics, CreatePartitions, DescribeConfigs,
-  DescribeCluster) as typed ``protocol.kafka_api`` messages, with Kafka's validation
-  order and the purgatory wait for leaders in this broker's metadata cache (spec §4.2,
-  §5.1). Admin requests reaching a broker that is not the controller are forwarded to
-  the controller (real clients do not all retry NOT_CONTROLLER).
+* the admin APIs (Metadata, CreateTopics, CreatePartitions, DeleteTopics,
+  DescribeConfigs, DescribeCluster) as typed ``protocol.kafka_api`` messages, with
+  Kafka's validation order and the purgatory wait on this broker's metadata cache: for
+  leaders after a creation (spec §4.2, §5.1), for the topics to leave it after a
+  deletion is marked (spec §6.1). Admin requests reaching a broker that is not the
+  controller are forwarded to the controller (real clients do not all retry
+  NOT_CONTROLLER).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import assert_never
+
+import msgspec
 
 from actors import kafka_zk
 from actors.admin import (
@@ -35,8 +40,10 @@ from actors.admin import (
     validate_create_partitions,
 )
 from actors.admin import topics as topic_rules
+from actors.broker.controlled_shutdown import ControlledShutdownActor
 from actors.broker.metadata_cache import MetadataCache
 from actors.controller.controller import ControllerConfig, KafkaController
+from actors.disk import Disk
 from actors.log_manager import LogManager
 from actors.runtime import Actor, Context, DeferredReply
 from actors.store import MetadataStore, StoreSession
@@ -82,6 +89,9 @@ from protocol.kafka_api import (
     CreateTopicResult,
     CreateTopicsRequestData,
     CreateTopicsResponseData,
+    DeleteTopicResult,
+    DeleteTopicsRequestData,
+    DeleteTopicsResponseData,
     DescribeClusterRequestData,
     DescribeClusterResponseData,
     DescribeConfigsRequestData,
@@ -92,6 +102,7 @@ from protocol.kafka_api import (
     PartitionMetadata,
     TopicErrorResult,
     TopicMetadata,
+    TopicRef,
 )
 from protocol.kafka_api import ConfigEntry as WireConfigEntry
 from protocol.kafka_api import ConfigSource as WireConfigSource
@@ -120,14 +131,22 @@ class BrokerSettings:
     port: int = 9092
     rack: str | None = None
     config: BrokerConfig = field(default_factory=BrokerConfig)
+    disk: Disk | None = None  # what the log manager's file operations go through (tests: faults)
+
+
+_AdminRequest = CreateTopicsRequestData | CreatePartitionsRequestData | DeleteTopicsRequestData
+"""The admin requests only the active controller handles (others forward them)."""
 
 
 @dataclass
 class _Parked:
-    """An admin operation waiting for leaders in this broker's metadata cache."""
+    """An admin operation waiting until this broker's metadata cache shows each of its
+    topics done: Kafka's DelayedCreatePartitions (every partition has a leader) or
+    DelayedDeleteTopics (the topic is gone)."""
 
     reply: DeferredReply
-    waiting: dict[TopicName, int]  # topic -> partition count it must reach, with leaders
+    waiting: set[TopicName]  # the topics not done yet
+    done: Callable[[TopicName], bool]  # is this topic done, as the cache now says?
     finish: Callable[[set[TopicName]], Message]  # timed-out topics -> the response
 
 
@@ -198,7 +217,9 @@ class Broker(Actor):
                 self.settings.log_dirs,
                 broker_id=self.broker_id,
                 cluster_id=self.cluster_id,
+                disk=self.settings.disk,
                 segment_delete_delay=self.config.log_segment_delete_delay_ms / 1000,
+                initial_task_delay=self.config.log_initial_task_delay_ms / 1000,
                 name=LOG_MANAGER_ACTOR,
             )
         )
@@ -211,6 +232,12 @@ class Broker(Actor):
                 controller_socket_timeout_ms=self.config.controller_socket_timeout_ms,
                 delete_topic_enable=self.config.delete_topic_enable,
                 auto_leader_rebalance_enable=self.config.auto_leader_rebalance_enable,
+                leader_imbalance_check_interval_seconds=(
+                    self.config.leader_imbalance_check_interval_seconds
+                ),
+                leader_imbalance_per_broker_percentage=(
+                    self.config.leader_imbalance_per_broker_percentage
+                ),
             )
             await self.node.spawn(
                 KafkaController(
@@ -222,6 +249,20 @@ class Broker(Actor):
                     name=CONTROLLER_ACTOR,
                 )
             )
+        # (Issue 4) Spawned last, so that on a graceful stop its controlled shutdown runs
+        # first, while the controller, the log manager and this broker still serve.
+        await self.node.spawn(
+            ControlledShutdownActor(
+                self.broker_id,
+                session=lambda: self.session,
+                broker_epoch=lambda: self.broker_epoch,
+                controller_ref=lambda c: ActorRef(broker_node_id(c), CONTROLLER_ACTOR),
+                enable=self.config.controlled_shutdown_enable,
+                max_retries=self.config.controlled_shutdown_max_retries,
+                retry_backoff_ms=self.config.controlled_shutdown_retry_backoff_ms,
+                request_timeout_ms=self.config.request_timeout_ms,
+            )
+        )
 
     def _epoch_changed(self, epoch: int) -> None:
         """Called on the controller's event task: hand the new epoch over as a message."""
@@ -254,7 +295,11 @@ class Broker(Actor):
                 return self._describe_cluster()
             case DescribeConfigsRequestData():
                 return await self._describe_configs(msg)
-            case CreateTopicsRequestData() | CreatePartitionsRequestData():
+            case (
+                CreateTopicsRequestData()
+                | CreatePartitionsRequestData()
+                | DeleteTopicsRequestData()
+            ):
                 return await self._admin(msg, ctx)
             case PurgatoryExpired(operation=op):
                 self._expire(op)
@@ -527,9 +572,7 @@ class Broker(Actor):
             return False
         return isinstance(status, ControllerStatus) and status.active
 
-    async def _admin(
-        self, msg: CreateTopicsRequestData | CreatePartitionsRequestData, ctx: Context
-    ) -> Message | None:
+    async def _admin(self, msg: _AdminRequest, ctx: Context) -> Message | None:
         if not await self._is_active_controller():
             controller = self.cache.controller_id
             if (
@@ -541,18 +584,24 @@ class Broker(Actor):
             reply = ctx.defer()
             self.start_soon(self._forward, broker_ref(controller), msg, reply)
             return None
-        if isinstance(msg, CreateTopicsRequestData):
-            return await self._create_topics(msg, ctx)
-        return await self._create_partitions(msg, ctx)
+        match msg:
+            case CreateTopicsRequestData():
+                return await self._create_topics(msg, ctx)
+            case CreatePartitionsRequestData():
+                return await self._create_partitions(msg, ctx)
+            case DeleteTopicsRequestData():
+                return await self._delete_topics(msg, ctx)
+            case _:
+                assert_never(msg)
 
-    async def _forward(self, target: ActorRef, msg: Message, reply: DeferredReply) -> None:
+    async def _forward(self, target: ActorRef, msg: _AdminRequest, reply: DeferredReply) -> None:
         """Runs as a helper task: waits for the controller's answer and relays it. It
         touches no broker state."""
-        timeout = getattr(msg, "timeout_ms", 30_000) / 1000 + 5.0
+        timeout = msg.timeout_ms / 1000 + 5.0
         try:
             answer = await self.ask(target, msg, timeout=max(timeout, 5.0))
         except (RemoteError, AskTimeoutError):
-            answer = _not_controller(msg)  # type: ignore[arg-type]
+            answer = _not_controller(msg)
         reply.send(self, answer)
 
     async def _create_topics(self, req: CreateTopicsRequestData, ctx: Context) -> Message | None:
@@ -628,7 +677,9 @@ class Broker(Actor):
                 out.append(result)
             return CreateTopicsResponseData(topics=tuple(out))
 
-        return self._complete_or_park(ctx, req.timeout_ms, req.validate_only, written, finish)
+        return self._complete_or_park(
+            ctx, req.timeout_ms, written, self._has_leaders(written), finish
+        )
 
     async def _create_partitions(
         self, req: CreatePartitionsRequestData, ctx: Context
@@ -679,7 +730,88 @@ class Broker(Actor):
                 out.append(result)
             return CreatePartitionsResponseData(results=tuple(out))
 
-        return self._complete_or_park(ctx, req.timeout_ms, req.validate_only, written, finish)
+        return self._complete_or_park(
+            ctx, req.timeout_ms, written, self._has_leaders(written), finish
+        )
+
+    async def _delete_topics(self, req: DeleteTopicsRequestData, ctx: Context) -> Message | None:
+        """Spec §6.1, in the order of Kafka's ``handleDeleteTopicsRequest`` (the controller
+        check is ``_admin``'s) and ``AdminManager.deleteTopics``: deletion disabled →
+        TOPIC_DELETION_DISABLED for every topic (the wire adapter says INVALID_REQUEST to
+        clients older than v3); an entry with both a name and an id → INVALID_REQUEST for
+        every topic; per topic: an id naming no topic → UNKNOWN_TOPIC_ID, a topic not in
+        this broker's metadata cache or without ``/brokers/topics/<t>`` →
+        UNKNOWN_TOPIC_OR_PARTITION, a store failure → UNKNOWN_SERVER_ERROR; the others are
+        marked for deletion (an existing marker is fine: several callers can wait for the
+        same deletion) and the answer waits until they leave the cache. Internal topics
+        may be deleted this way. Kafka sends error codes only, no messages.
+
+        A topic named twice is marked once; as in Kafka 2.7 (whose result collection keeps
+        duplicates and sets each outcome on the first entry only), its first entry gets
+        the outcome and later ones stay NONE."""
+        if not self.config.delete_topic_enable:
+            return _delete_refused(req, ErrorCode.TOPIC_DELETION_DISABLED)
+        if any(t.name is not None and t.topic_id is not None for t in req.topics):
+            return _delete_refused(req, ErrorCode.INVALID_REQUEST)
+        try:
+            names = await self._topic_names(req.topics)
+        except StoreError as exc:
+            self.trace("error", "topic_ids_unresolved", detail=repr(exc))
+            return _delete_refused(req, ErrorCode.UNKNOWN_SERVER_ERROR)
+        entries: list[DeleteTopicResult] = []
+        first: dict[TopicName, int] = {}  # each topic to delete -> its first entry
+        for ref, name in zip(req.topics, names, strict=True):
+            code = ErrorCode.NONE
+            if name is None:
+                code = ErrorCode.UNKNOWN_TOPIC_ID
+            elif not self.cache.contains(name):
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                first.setdefault(name, len(entries))
+            entries.append(DeleteTopicResult(name=name, topic_id=ref.topic_id, error_code=code))
+        outcomes = {topic: await self._mark_for_deletion(topic) for topic in first}
+
+        def finish(timed_out: set[TopicName]) -> DeleteTopicsResponseData:
+            out = list(entries)
+            for topic, code in outcomes.items():
+                if topic in timed_out:
+                    code = ErrorCode.REQUEST_TIMED_OUT
+                out[first[topic]] = msgspec.structs.replace(out[first[topic]], error_code=code)
+            return DeleteTopicsResponseData(topics=tuple(out))
+
+        marked = [t for t, code in outcomes.items() if code is ErrorCode.NONE]
+        return self._complete_or_park(
+            ctx, req.timeout_ms, marked, lambda topic: not self.cache.contains(topic), finish
+        )
+
+    async def _topic_names(self, refs: Iterable[TopicRef]) -> list[TopicName | None]:
+        """Each entry's topic: its name, or the topic its id names among the topics the
+        store holds (the controller's view), None if none. Raises ``StoreError``."""
+        refs = list(refs)
+        by_id: dict[uuid.UUID, TopicName] = {}
+        if any(ref.name is None for ref in refs):
+            topics = await kafka_zk.get_all_topics(self.session)
+            by_id = {self.topic_id(t): t for t in topics}
+        return [
+            ref.name if ref.name is not None else by_id.get(ref.topic_id or uuid.UUID(int=0))
+            for ref in refs
+        ]
+
+    async def _mark_for_deletion(self, topic: TopicName) -> ErrorCode:
+        """``AdminZkClient.deleteTopic``: ``/admin/delete_topics/<t>`` for a topic whose
+        ``/brokers/topics/<t>`` exists; an existing marker is success."""
+        try:
+            if await self.session.exists(zkdata.topic_path(topic)) is None:
+                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            await self.session.create(zkdata.delete_topic_path(topic), make_parents=True)
+        except NodeExistsError:
+            self.trace("event", "topic_already_marked_for_deletion", topic=topic)
+            return ErrorCode.NONE
+        except StoreError as exc:
+            self.trace("error", "topic_deletion_marking_failed", topic=topic, detail=repr(exc))
+            return ErrorCode.UNKNOWN_SERVER_ERROR
+        self.trace("event", "topic_marked_for_deletion", topic=topic)
+        return ErrorCode.NONE
 
     def _check_policy(self, topic: str) -> None:
         """``create.topic.policy.class.name``: kemu knows no Java classes; a configured
@@ -704,29 +836,37 @@ class Broker(Actor):
 
     # ------------------------------------------------------------------ purgatory
 
+    def _has_leaders(self, written: dict[TopicName, int]) -> Callable[[TopicName], bool]:
+        """DelayedCreatePartitions' condition: the topic has, in this broker's metadata
+        cache, all of its ``written[topic]`` partitions, each with a leader."""
+        return lambda topic: self.cache.all_partitions_have_leaders(topic, written[topic])
+
     def _complete_or_park(
         self,
         ctx: Context,
         timeout_ms: int,
-        validate_only: bool,
-        written: dict[TopicName, int],
+        succeeded: Iterable[TopicName],
+        done: Callable[[TopicName], bool],
         finish: Callable[[set[TopicName]], Message],
     ) -> Message | None:
-        """Spec §4.2 step 5: answer now (timeout <= 0, validateOnly, nothing written:
-        written topics reported REQUEST_TIMED_OUT), or park until every written topic has
-        all its partitions with a leader in this broker's metadata cache."""
-        if validate_only or not written:
+        """Spec §4.2 step 5 and §6.1: answer now when nothing succeeded (validateOnly
+        writes nothing, so it lands here) or ``timeout_ms <= 0`` (every succeeded topic
+        then reported REQUEST_TIMED_OUT; the work goes on), or when every succeeded topic
+        is already ``done``; otherwise park the request until ``done`` holds for each of
+        them (``_poke``, on every UpdateMetadata) or the timeout passes (those still not
+        done: REQUEST_TIMED_OUT)."""
+        topics = set(succeeded)
+        if not topics:
             return finish(set())
         if timeout_ms <= 0:
-            return finish(set(written))
-        waiting = {
-            t: n for t, n in written.items() if not self.cache.all_partitions_have_leaders(t, n)
-        }
+            return finish(topics)
+        waiting = {t for t in topics if not done(t)}
         if not waiting:
             return finish(set())
         self._next_op += 1
         op = self._next_op
-        self._parked[op] = _Parked(ctx.defer(), waiting, finish)
+        self._parked[op] = _Parked(ctx.defer(), waiting, done, finish)
+        self.trace("event", "admin_request_parked", operation=op, topics=len(waiting))
         self.start_soon(self._purgatory_timer, op, timeout_ms / 1000)
         return None
 
@@ -738,22 +878,18 @@ class Broker(Actor):
         for op in sorted(self._parked):
             parked = self._parked[op]
             waiting = parked.waiting
-            # Scan the smaller side: an UpdateMetadata of a few topics must not walk every
-            # topic a big CreateTopics still waits for (nor the reverse).
-            if len(topics) < len(waiting):
-                poked = [t for t in topics if t in waiting]
-            else:
-                poked = [t for t in waiting if t in topics]
-            for topic in poked:
-                if self.cache.all_partitions_have_leaders(topic, parked.waiting[topic]):
-                    del parked.waiting[topic]
-            if not parked.waiting:
+            # A set intersection walks the smaller side: an UpdateMetadata of a few topics
+            # does not walk every topic a big request still waits for (nor the reverse).
+            waiting -= {topic for topic in topics & waiting if parked.done(topic)}
+            if not waiting:
                 del self._parked[op]
+                self.trace("event", "admin_request_completed", operation=op)
                 parked.reply.send(self, parked.finish(set()))
 
     def _expire(self, op: int) -> None:
         parked = self._parked.pop(op, None)
         if parked is not None:
+            self.trace("event", "admin_request_expired", operation=op, topics=len(parked.waiting))
             parked.reply.send(self, parked.finish(set(parked.waiting)))
 
 
@@ -761,16 +897,35 @@ def _topic_error(name: TopicName, code: ErrorCode, message: str | None) -> Creat
     return CreateTopicResult(name=name, error_code=code, error_message=message)
 
 
-def _not_controller(msg: CreateTopicsRequestData | CreatePartitionsRequestData) -> Message:
+def _not_controller(msg: _AdminRequest) -> Message:
     text = "This is not the correct controller for this cluster."
-    if isinstance(msg, CreateTopicsRequestData):
-        return CreateTopicsResponseData(
-            topics=tuple(_topic_error(t.name, ErrorCode.NOT_CONTROLLER, text) for t in msg.topics)
-        )
-    return CreatePartitionsResponseData(
-        results=tuple(
-            TopicErrorResult(name=t.name, error_code=ErrorCode.NOT_CONTROLLER, error_message=text)
-            for t in msg.topics
+    match msg:
+        case CreateTopicsRequestData():
+            return CreateTopicsResponseData(
+                topics=tuple(
+                    _topic_error(t.name, ErrorCode.NOT_CONTROLLER, text) for t in msg.topics
+                )
+            )
+        case CreatePartitionsRequestData():
+            return CreatePartitionsResponseData(
+                results=tuple(
+                    TopicErrorResult(
+                        name=t.name, error_code=ErrorCode.NOT_CONTROLLER, error_message=text
+                    )
+                    for t in msg.topics
+                )
+            )
+        case DeleteTopicsRequestData():
+            return _delete_refused(msg, ErrorCode.NOT_CONTROLLER)
+        case _:
+            assert_never(msg)
+
+
+def _delete_refused(req: DeleteTopicsRequestData, code: ErrorCode) -> DeleteTopicsResponseData:
+    """The same error for every entry, as sent (name and id), nothing done."""
+    return DeleteTopicsResponseData(
+        topics=tuple(
+            DeleteTopicResult(name=t.name, topic_id=t.topic_id, error_code=code) for t in req.topics
         )
     )
 

@@ -162,6 +162,10 @@ class ControllerChannelManager:
             while True:
                 item = await channel.take()
                 response = await self._deliver(channel, dst, item)
+                if channel.scope.cancel_called:
+                    # Removed while the answer was on its way (the queue is cleared): the
+                    # answer resumed this task before the cancellation could; drop it.
+                    return
                 channel.queue.popleft()
                 channel.sent += 1
                 if item.on_response is not None:

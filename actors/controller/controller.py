@@ -34,19 +34,22 @@ import contextlib
 import typing
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import assert_never
+from typing import Any, assert_never
 
 import structlog
 
 from actors import kafka_zk
 from actors.controller.channel import ControllerChannelManager, broker_actor_ref
 from actors.controller.context import Broker, ControllerContext, is_being_reassigned
+from actors.controller.controlled_shutdown import ControlledShutdowns
 from actors.controller.election import OfflineElection
 from actors.controller.errors import IllegalControllerStateError
 from actors.controller.event_manager import ControllerEventManager
 from actors.controller.events import (
+    AutoPreferredReplicaLeaderElection,
     BrokerChange,
     BrokerModifications,
+    ControlledShutdown,
     ControllerChange,
     ControllerEvent,
     ControllerEventUnion,
@@ -55,16 +58,22 @@ from actors.controller.events import (
     PartitionModifications,
     Reelect,
     RegisterBrokerAndReelect,
+    ReplicaLeaderElection,
     Startup,
     TopicChange,
     TopicDeletion,
     TopicDeletionStopReplicaResponseReceived,
     UpdateMetadataResponseReceived,
+    ZkPartitionReassignment,
 )
+from actors.controller.isr_expansion import IsrExpansion
+from actors.controller.leader_election import AUTO_REBALANCE_FIRST_DELAY, LeaderElections
 from actors.controller.model import Leadership, PartitionAndReplica
 from actors.controller.partition_state_machine import PartitionStateMachine
+from actors.controller.reassignment import PartitionReassignments
 from actors.controller.replica_state_machine import ReplicaStateMachine
 from actors.controller.request_batch import ControllerBrokerRequestBatch
+from actors.controller.scheduler import ControllerScheduler
 from actors.controller.state_change_log import StateChangeLogger
 from actors.controller.states import PartitionState, ReplicaState
 from actors.controller.topic_deletion import REASON_REASSIGNMENT, TopicDeletionManager
@@ -75,6 +84,8 @@ from actors.zk_watch import ChildWatch, DataWatch, StateCallbacks, ZkConnection
 from protocol import zkdata
 from protocol.base import ActorRef, Message
 from protocol.control import (
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
     LeaderAndIsrResponse,
     StopReplicaResponse,
     TopicPartition,
@@ -106,6 +117,8 @@ class ControllerConfig:
     """Read by topic deletion (issue 4)."""
     auto_leader_rebalance_enable: bool = True
     """Read by the auto preferred-leader election (issue 4)."""
+    leader_imbalance_check_interval_seconds: int = 300
+    leader_imbalance_per_broker_percentage: int = 10
 
 
 class KafkaController(Actor):
@@ -193,6 +206,42 @@ class KafkaController(Actor):
             delete_topic_enable=self.config.delete_topic_enable,
             trace=trace,
         )
+        # -- (Issue 4) reassignment, leader elections, controlled shutdown: see their modules.
+        ops = _ControllerOps(self)
+        self.scheduler = ControllerScheduler(self.node, self.clock)
+        self.reassignments = PartitionReassignments(
+            self.context,
+            self.partition_state_machine,
+            self.replica_state_machine,
+            self.topic_deletion_manager,
+            ops,
+        )
+        self.isr_expansion = IsrExpansion(self.context, self.reassignments, ops)
+        self.leader_elections = LeaderElections(
+            self.context,
+            self.partition_state_machine,
+            self.topic_deletion_manager,
+            self.scheduler,
+            ops,
+            imbalance_check_interval=self.config.leader_imbalance_check_interval_seconds,
+            imbalance_percentage=self.config.leader_imbalance_per_broker_percentage,
+        )
+        self.controlled_shutdowns = ControlledShutdowns(
+            self.context,
+            self.partition_state_machine,
+            self.replica_state_machine,
+            self.topic_deletion_manager,
+            ops,
+        )
+        self._admin_watches = {
+            zkdata.REASSIGN_PARTITIONS_PATH: DataWatch(
+                on_create=self._enqueuer(ZkPartitionReassignment())
+            ),
+            zkdata.PREFERRED_REPLICA_ELECTION_PATH: DataWatch(
+                on_create=self._enqueuer(ReplicaLeaderElection())
+            ),
+        }
+        # -- (end issue 4)
         self._controller_watch = DataWatch(
             on_create=self._enqueuer(ControllerChange()),
             on_change=self._enqueuer(ControllerChange()),
@@ -228,6 +277,17 @@ class KafkaController(Actor):
         match msg:
             case ControllerStatusRequest():
                 return self._status
+            case ControlledShutdownRequest(broker_id=broker_id, broker_epoch=broker_epoch):
+                # (Issue 4) answered once the event has run (or been preempted).
+                reply = ctx.defer()
+
+                def answer(response: ControlledShutdownResponse) -> None:
+                    reply.send(self, response)
+
+                self.events.put(
+                    ControlledShutdown(broker_id=broker_id, broker_epoch=broker_epoch, reply=answer)
+                )
+                return None
             case _:
                 return None
 
@@ -349,8 +409,36 @@ class KafkaController(Actor):
                 await self._process_topic_deletion()
             case TopicDeletionStopReplicaResponseReceived():
                 await self._process_topic_deletion_stop_replica_response(event)
+            # -- (Issue 4) reassignment, leader elections, controlled shutdown.
+            case ZkPartitionReassignment():
+                if self.is_active:
+                    await self.reassignments.process_zk_partition_reassignment()
+            case ReplicaLeaderElection():
+                await self.leader_elections.process_replica_leader_election(
+                    event, active=self.is_active
+                )
+            case AutoPreferredReplicaLeaderElection():
+                await self.leader_elections.process_auto_preferred_replica_leader_election(
+                    active=self.is_active
+                )
+            case ControlledShutdown():
+                await self._process_controlled_shutdown(event)
             case _:
                 assert_never(event)
+
+    async def _process_controlled_shutdown(self, event: ControlledShutdown) -> None:
+        """(Issue 4) The broker is answered in every case, also when this fails."""
+        try:
+            response = await self.controlled_shutdowns.process(
+                event.broker_id, event.broker_epoch, active=self.is_active
+            )
+        except ControllerMovedError:
+            event.preempt()  # answered STALE_CONTROLLER_EPOCH, as Kafka's callback
+            raise
+        except Exception:
+            event.reply(ControlledShutdownResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR))
+            raise
+        event.reply(response)
 
     # ------------------------------------------------------------------ election (§7.1, §7.2)
 
@@ -446,7 +534,7 @@ class KafkaController(Actor):
         zk.unregister_data(zkdata.PREFERRED_REPLICA_ELECTION_PATH)
         zk.unregister_children(zkdata.LOG_DIR_EVENT_NOTIFICATION_PATH)
         self._unregister_broker_modifications(list(self._broker_modification_watches))
-        # (Issue 4: stop the controller scheduler here: auto-rebalance task.)
+        self.scheduler.shutdown()  # (Issue 4) the auto-rebalance task
         zk.unregister_children(zkdata.TOPICS_PATH)
         for topic in sorted(self._partition_modification_watches):
             zk.unregister_data(zkdata.topic_path(topic))
@@ -474,9 +562,11 @@ class KafkaController(Actor):
         self.zk.register_children(zkdata.BROKER_IDS_PATH, self._broker_change_watch)
         self.zk.register_children(zkdata.TOPICS_PATH, self._topic_change_watch)
         self.zk.register_children(zkdata.DELETE_TOPICS_PATH, self._topic_deletion_watch)
-        # (Issue 4: existence handlers on /admin/preferred_replica_election and
+        # (Issue 4) Existence handlers on /admin/preferred_replica_election and
         # /admin/reassign_partitions. Log-dir and ISR-change notifications are not
-        # emulated: IBP 2.7-IV2 uses AlterIsr.)
+        # emulated: IBP 2.7-IV2 uses AlterIsr.
+        for path in (zkdata.PREFERRED_REPLICA_ELECTION_PATH, zkdata.REASSIGN_PARTITIONS_PATH):
+            await self.zk.register_data_and_check_existence(path, self._admin_watches[path])
         # 3. Stale notifications.
         await kafka_zk.delete_children_fenced(
             session, ctx.epoch_zk_version, zkdata.LOG_DIR_EVENT_NOTIFICATION_PATH
@@ -496,11 +586,16 @@ class KafkaController(Actor):
         await self.partition_state_machine.startup()
         log.info("controller_ready", epoch=ctx.epoch)
         self.trace("event", "controller_ready", epoch=ctx.epoch)
-        # 9. (Issue 4: resume reassignments, ZK path first, then API ones.)
+        # 9. (Issue 4) Resume reassignments: the ZK path first, then those in topic znodes.
+        await self.reassignments.initialize()
         # 10. Restart the deletions that can progress.
         await self.topic_deletion_manager.try_topic_deletion()
-        # 11. (Issue 4: pending preferred replica elections from the store.)
-        # 12. (Issue 4: start the scheduler; auto-rebalance after 5 s if enabled.)
+        # 11. (Issue 4) Pending preferred replica elections from the store.
+        await self.leader_elections.resume_pending_preferred_replica_elections()
+        # 12. (Issue 4) The scheduler; the auto-rebalance task after 5 s if enabled.
+        self.scheduler.startup()
+        if self.config.auto_leader_rebalance_enable:
+            self.leader_elections.schedule_auto_rebalance(AUTO_REBALANCE_FIRST_DELAY)
 
     async def _initialize_controller_context(self) -> None:
         session = self.zk.session
@@ -617,7 +712,8 @@ class KafkaController(Actor):
         replicas = ctx.replicas_on_brokers(new_brokers)
         await self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE)
         await self.partition_state_machine.trigger_online_partition_state_change()
-        # (Issue 4: resume reassignments whose target includes a new broker.)
+        # 6. (Issue 4) Resume the reassignments whose targets include a new broker.
+        await self.reassignments.resume_for_new_brokers(new_brokers)
         # 7. Resume the deletion of queued topics with a replica on a new broker.
         hosted = {r.topic for r in replicas if ctx.is_topic_queued_for_deletion(r.topic)}
         if hosted:
@@ -882,6 +978,8 @@ class KafkaController(Actor):
             await self._on_replicas_become_offline(
                 [PartitionAndReplica(tp, broker_id) for tp in newly_offline]
             )
+        # (Issue 4) The broker has these logs: it is caught up and joins their ISRs.
+        await self.isr_expansion.on_replicas_caught_up(broker_id, online)
 
     def _process_update_metadata_response(
         self, broker_id: BrokerId, response: UpdateMetadataResponse
@@ -922,3 +1020,38 @@ class _ControllerDeletionClient:
         await c._send_update_metadata(
             sorted(c.context.live_or_shutting_down_broker_ids), partitions
         )
+
+
+class _ControllerOps:
+    """(Issue 4) What reassignment, leader elections and controlled shutdown ask of the
+    controller (``controller_ops.ControllerOps``), with its session, epoch and batch."""
+
+    def __init__(self, controller: KafkaController) -> None:
+        self._controller = controller
+
+    def session(self) -> StoreSession:
+        return self._controller.zk.session
+
+    async def send_requests(self, fill: Callable[[ControllerBrokerRequestBatch], None]) -> None:
+        c = self._controller
+        try:
+            c.request_batch.new_batch()
+            fill(c.request_batch)
+            c.request_batch.send_requests_to_brokers(c.context.epoch)
+        except IllegalControllerStateError as exc:
+            await c._handle_illegal_state(exc)
+
+    async def send_update_metadata(
+        self, broker_ids: Iterable[BrokerId], partitions: Iterable[TopicPartition]
+    ) -> None:
+        await self._controller._send_update_metadata(broker_ids, partitions)
+
+    async def watch_existence(self, path: str) -> bool:
+        c = self._controller
+        return await c.zk.register_data_and_check_existence(path, c._admin_watches[path])
+
+    def enqueue(self, event: ControllerEventUnion) -> None:
+        self._controller.events.put(event)
+
+    def trace(self, kind: str, type_: str, **fields: Any) -> None:
+        self._controller.trace(kind, type_, **fields)

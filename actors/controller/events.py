@@ -10,19 +10,28 @@ Adding an event: define it here, add it to ``ControllerEventUnion``, and give it
 in ``KafkaController.process`` (mypy's ``assert_never`` check fails until it has one).
 Topic deletion, controlled shutdown, leader elections and reassignment (TopicDeletion,
 TopicDeletionStopReplicaResponseReceived, ControlledShutdown, ReplicaLeaderElection,
-ZkPartitionReassignment, AutoPreferredReplicaLeaderElection) slot in that way.
+ZkPartitionReassignment, AutoPreferredReplicaLeaderElection) were added that way. The two
+with a caller (ControlledShutdown, ReplicaLeaderElection with ``on_result``) answer it
+when preempted: STALE_CONTROLLER_EPOCH, and NOT_CONTROLLER per partition.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from enum import IntEnum, StrEnum
 from typing import ClassVar
 
 import msgspec
 
 from actors.controller.states import ControllerState
-from protocol.control import LeaderAndIsrResponse, TopicPartition, UpdateMetadataResponse
+from protocol.control import (
+    ControlledShutdownResponse,
+    LeaderAndIsrResponse,
+    TopicPartition,
+    UpdateMetadataResponse,
+)
 from protocol.errors import ErrorCode
-from protocol.ids import BrokerId, TopicName
+from protocol.ids import BrokerEpoch, BrokerId, TopicName
 
 
 class ControllerEvent(msgspec.Struct, frozen=True, kw_only=True, tag=True):
@@ -131,6 +140,89 @@ class TopicDeletionStopReplicaResponseReceived(ControllerEvent, frozen=True, kw_
     partition_errors: tuple[tuple[TopicPartition, ErrorCode], ...]
 
 
+# ------------------------------------------------------------------ issue 4: reassignment,
+# leader elections, controlled shutdown
+
+
+class ZkPartitionReassignment(ControllerEvent, frozen=True, kw_only=True):
+    """``/admin/reassign_partitions`` was created (or must be looked at again after the
+    controller removed it): start the reassignments it lists."""
+
+    state: ClassVar[ControllerState] = ControllerState.ALTER_PARTITION_REASSIGNMENT
+
+
+class ElectionType(IntEnum):
+    """Kafka's ``ElectionType`` (its byte values on the wire)."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
+
+
+class ElectionTrigger(StrEnum):
+    """Who asked for a leader election (Kafka's ``ElectionTrigger``)."""
+
+    AUTO = "AutoTriggered"
+    ZK = "ZkTriggered"
+    ADMIN_CLIENT = "AdminClientTriggered"
+
+
+class PartitionElectionResult(msgspec.Struct, frozen=True, kw_only=True):
+    """One partition's outcome of a ``ReplicaLeaderElection``: its new leader, or why
+    there is none (ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE, ...)."""
+
+    partition: TopicPartition
+    error_code: ErrorCode = ErrorCode.NONE
+    message: str | None = None
+    leader: BrokerId | None = None
+
+
+ElectionCallback = Callable[[tuple[PartitionElectionResult, ...]], None]
+
+
+class ReplicaLeaderElection(ControllerEvent, frozen=True, kw_only=True):
+    """Elect leaders for ``partitions`` (None: those listed in
+    ``/admin/preferred_replica_election``, for a ZooKeeper-triggered election). An
+    ElectLeaders caller gets its ``on_result``; preempted, every partition is answered
+    NOT_CONTROLLER."""
+
+    state: ClassVar[ControllerState] = ControllerState.MANUAL_LEADER_BALANCE
+
+    partitions: tuple[TopicPartition, ...] | None = None
+    election_type: ElectionType = ElectionType.PREFERRED
+    trigger: ElectionTrigger = ElectionTrigger.ZK
+    on_result: ElectionCallback | None = None
+
+    def preempt(self) -> None:
+        if self.on_result is not None:
+            self.on_result(
+                tuple(
+                    PartitionElectionResult(partition=tp, error_code=ErrorCode.NOT_CONTROLLER)
+                    for tp in self.partitions or ()
+                )
+            )
+
+
+class AutoPreferredReplicaLeaderElection(ControllerEvent, frozen=True, kw_only=True):
+    """The scheduler's leader-imbalance check (every ``leader.imbalance.check.interval
+    .seconds``, first after 5 s)."""
+
+    state: ClassVar[ControllerState] = ControllerState.AUTO_LEADER_BALANCE
+
+
+class ControlledShutdown(ControllerEvent, frozen=True, kw_only=True):
+    """A broker asks to stop cleanly (§8.4): move its leaderships away. ``reply`` gets the
+    answer; preempted, it gets STALE_CONTROLLER_EPOCH (Kafka's ControllerMovedException)."""
+
+    state: ClassVar[ControllerState] = ControllerState.CONTROLLED_SHUTDOWN
+
+    broker_id: BrokerId
+    broker_epoch: BrokerEpoch
+    reply: Callable[[ControlledShutdownResponse], None]
+
+    def preempt(self) -> None:
+        self.reply(ControlledShutdownResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH))
+
+
 ControllerEventUnion = (
     Startup
     | ControllerChange
@@ -145,5 +237,9 @@ ControllerEventUnion = (
     | UpdateMetadataResponseReceived
     | TopicDeletion
     | TopicDeletionStopReplicaResponseReceived
+    | ZkPartitionReassignment
+    | ReplicaLeaderElection
+    | AutoPreferredReplicaLeaderElection
+    | ControlledShutdown
 )
 """Every event the controller processes."""

@@ -138,6 +138,9 @@ class TopicDeletionManager:
         if not self.enabled:
             return
         resumed = set(topics) & self.context.topics_to_be_deleted
+        # (Issue 4) A topic with a partition still being reassigned stays paused until its
+        # reassignment completes (spec §6.4), even when a broker hosting it restarts.
+        resumed -= {TopicName(tp.topic) for tp in self.context.partitions_being_reassigned}
         if resumed:
             self.context.topics_ineligible_for_deletion -= resumed
             self._event("topic_deletion_resumed", topics=sorted(resumed))

@@ -42,6 +42,9 @@ from protocol.trace import TraceKind
 Deliver: TypeAlias = Callable[[Envelope], None]
 """A node's delivery callback: synchronous, never blocks (mailbox put or ask resolution)."""
 
+Observer: TypeAlias = Callable[[Envelope], None]
+"""Sees every envelope posted (``Network.add_observer``): synchronous, never posts."""
+
 Link: TypeAlias = tuple[str, str]  # (source node, destination node)
 
 
@@ -121,6 +124,7 @@ class Network:
         self._nodes: dict[str, Deliver] = {}
         self._endpoints: dict[str, Endpoint] = {}
         self._rules: dict[int, Rule] = {}
+        self._observers: list[Observer] = []
         self._rule_ids = itertools.count(1)
         self._timers: list[_Timer] = []  # a heap; entries of released messages linger
         self._timer_seq = itertools.count()
@@ -262,11 +266,25 @@ class Network:
     def _trace_fault(self, what: str, **fields: Any) -> None:
         self._tracer.emit(TraceKind.FAULT, node=self.name, actor=self.name, type=what, **fields)
 
+    # ------------------------------------------------------------------ observers
+
+    def add_observer(self, observer: Observer) -> None:
+        """Show ``observer`` every envelope posted from now on, before its fate is settled:
+        chaos runs read the payloads the trace leaves out (controller epochs, delete
+        flags, error codes). It must not block, and must not post."""
+        self._observers.append(observer)
+
+    def remove_observer(self, observer: Observer) -> None:
+        self._observers.remove(observer)
+
     # ------------------------------------------------------------------ sending
 
     def post(self, envelope: Envelope) -> None:
         """Send an envelope: traced, subject to the fault rules unless source and
         destination are on the same node, then handed to the transport. Never blocks."""
+        if self._observers:
+            for observer in self._observers:
+                observer(envelope)
         if not self._running:
             self._refuse(envelope, DropReason.NETWORK_STOPPED)
             return

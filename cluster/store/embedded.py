@@ -508,6 +508,21 @@ class EmbeddedSession(StoreSession):
                 outcomes.append(exc)
         return outcomes
 
+    async def get_each(
+        self, reads: Sequence[tuple[str, bool]]
+    ) -> list[tuple[bytes, Stat] | StoreError]:
+        """Pipelined as ``multi_each``: each read its own request (and trace), in order."""
+        if self._server.latency > 0:
+            return await super().get_each(reads)
+        await anyio.lowlevel.checkpoint()
+        outcomes: list[tuple[bytes, Stat] | StoreError] = []
+        for path, watch in reads:
+            try:
+                outcomes.append(self._run("get", path, self._get, path, watch))
+            except StoreError as exc:
+                outcomes.append(exc)
+        return outcomes
+
     async def close(self) -> None:
         """Close at once, without waiting the latency and even from a cancelled scope: a
         node stopping gracefully must not leave its ephemerals behind (nothing here would

@@ -59,6 +59,16 @@ How aiozk 0.32 is used, and every place where it is patched or bypassed (see
    would drop the connection).
 9. The ``aiozk`` logger is quieted: it logs ordinary connection loss at ERROR with
    tracebacks. What matters is traced by us and raised as typed errors.
+10. **Pipelining** (``multi_each``, ``_Connection.send_pipelined``): a batch of multi-ops
+    (the controller's fenced writes of a bulk creation) is written many requests per
+    socket write, up to ``_PIPELINE_WINDOW`` in flight, instead of one round trip each
+    through ``Session.send``; the server runs a session's requests in order, so each
+    outcome is the same. Replies are cut from chunks read off the socket (aiozk reads
+    each one in three reads, each bounded by ``asyncio.wait_for``, a task per read).
+11. **Multi-ops are encoded and parsed here** (``cluster.store._jute``), byte for byte as
+    aiozk does, with precompiled structs instead of its generic ``Part`` classes, which
+    cost more client CPU per multi than the server spends on it; so is the reply to a
+    child listing. Everything else keeps aiozk's request and response classes.
 
 ``expire_session`` performs a real expiry, ZooKeeper's classic test trick: a second
 connection takes over the session with its id and password and closes it, so the server
@@ -69,8 +79,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterator, Sequence
+import struct
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any, assert_never
 
@@ -88,6 +101,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from actors.clock import Clock, RealClock
 from actors.store import MetadataStore, StoreSession, new_event_stream, validate_path
 from actors.trace import Tracer
+from cluster.store import _jute
 from protocol.errors import (
     BadArgumentsError,
     BadVersionError,
@@ -127,12 +141,18 @@ logging.getLogger("aiozk").setLevel(logging.CRITICAL)
 ROOT = "/"
 MAX_DATA = 1024 * 1024  # a node's data, as the embedded store and ZooKeeper's docs say
 MAX_PACKET = 0xFFFFF  # the server's jute.maxbuffer: a longer request drops the connection
+_REQUEST_OVERHEAD = 1024  # more than a create's or set's bytes besides its path and data
 _SET_WATCHES_BATCH = 128 * 1024  # path bytes per SetWatches (as the Java client)
 _CONNECT_TIMEOUT = 2.0  # one connection attempt: TCP connect, srvr handshake, reconnect
 _RETRY_FIRST = 0.05  # reconnect backoff: first pause, doubling up to ...
 _RETRY_MAX = 0.5  # ... this (aiozk: 2**n seconds up to 60)
 _CLOSE_TIMEOUT = 2.0  # the CloseRequest of a clean close
 _CALL_FRACTION = 2 / 3  # a call's bound, as a fraction of the session timeout
+_PIPELINE_WINDOW = 256  # pipelined multi-ops in flight on one connection (patch 10)
+_SIZE = struct.Struct("!i")  # the length prefix of every frame
+_READ_CHUNK = 256 * 1024  # bytes asked of the socket at once (many pipelined replies)
+_REPLY_HEADER = struct.Struct("!iqi")  # xid, zxid, error code
+_REPLY_HEADER_SIZE = _REPLY_HEADER.size
 
 _OPEN_ACL = [zk_proto.UNRESTRICTED_ACCESS]
 
@@ -160,8 +180,9 @@ _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     TimeoutError,
     EOFError,
 )
-# Multi-op replies of the ops that did not fail themselves.
-_MULTI_BYSTANDERS = (zk_exc.RolledBack, zk_exc.RuntimeInconsistency)
+# Multi-op reply codes of the ops that did not fail themselves (rolled back, and
+# ZooKeeper's RUNTIMEINCONSISTENCY for the ops after the failing one).
+_MULTI_BYSTANDER_CODES = (zk_exc.RolledBack.error_code, zk_exc.RuntimeInconsistency.error_code)
 
 
 def _translate(err: BaseException, path: str) -> StoreError:
@@ -219,7 +240,11 @@ def _check_size(data: bytes) -> None:
         raise BadArgumentsError(f"data of {len(data)} bytes is over the {MAX_DATA}-byte limit")
 
 
-def _check_packet(request: Any) -> None:
+def _check_packet(request: Any, *, path: str = "", data: bytes | None = None) -> None:
+    """Refuse a request over the server's buffer. One carrying only ``path`` and ``data``
+    (a create or set) is measured without being serialized when it is far below."""
+    if data is not None and 4 * len(path) + len(data) + _REQUEST_OVERHEAD < MAX_PACKET:
+        return
     size = len(request.serialize(0))
     if size > MAX_PACKET:
         raise BadArgumentsError(f"request of {size} bytes is over ZooKeeper's {MAX_PACKET}")
@@ -252,6 +277,7 @@ class _Connection(Connection):  # type: ignore[misc]  # aiozk is untyped
         )
         self._session = session
         self._on_reply: dict[int, Callable[[Any], None]] = {}
+        self._inbox = bytearray()  # read off the socket, not yet taken as replies
 
     def send(self, request: Any, xid: int | None = None) -> Any:
         future = super().send(request, xid=xid)
@@ -260,8 +286,83 @@ class _Connection(Connection):  # type: ignore[misc]  # aiozk is untyped
             self._on_reply[xid] = on_reply
         return future
 
+    def send_pipelined(self, requests: Sequence[tuple[int, Any, bytes]]) -> list[Any]:
+        """Patch 10: register ``(xid, request, serialized)`` requests, in order, and write
+        them to the socket at once (one write instead of one per request). Returns one
+        future per request, as ``send`` does; on a closing connection they fail at once."""
+        loop = asyncio.get_running_loop()
+        futures = []
+        frames = []
+        for xid, request, payload in requests:
+            future = loop.create_future()
+            futures.append(future)
+            if self.closing:
+                future.set_exception(zk_exc.ConnectError(self.host, self.port))
+                continue
+            self.opcode_xref[xid] = request.opcode
+            self.pending[xid] = future
+            on_reply = getattr(request, "kemu_on_reply", None)
+            if on_reply is not None:
+                self._on_reply[xid] = on_reply
+            frames.append(_SIZE.pack(len(payload)))
+            frames.append(payload)
+        if frames:
+            try:
+                self.writer.write(b"".join(frames))
+            except Exception:  # as aiozk's send: the connection is dropped, futures fail
+                self.abort()
+        return futures
+
+    async def _frame(self) -> bytes:
+        """Patch 10: the next reply (without its length prefix), cut from what was read in
+        chunks (aiozk reads each reply in three bounded reads, a task per read through
+        ``asyncio.wait_for``; pipelined replies come many per chunk). As aiozk: waiting for
+        a reply to start has no bound, the rest of it must come within the read timeout;
+        a closed socket ends the read loop."""
+        inbox = self._inbox
+        while len(inbox) < _SIZE.size:
+            chunk = await self.reader.read(_READ_CHUNK)
+            if not chunk:
+                raise ConnectionAbortedError
+            inbox += chunk
+        (size,) = _SIZE.unpack_from(inbox)
+        end = _SIZE.size + size
+        if len(inbox) < end:
+            try:
+                async with asyncio.timeout(self.read_timeout):
+                    while len(inbox) < end:
+                        chunk = await self.reader.read(max(end - len(inbox), _READ_CHUNK))
+                        if not chunk:
+                            raise zk_exc.UnfinishedRead
+                        inbox += chunk
+            except TimeoutError:
+                raise zk_exc.UnfinishedRead from None
+        frame = bytes(inbox[_SIZE.size : end])
+        del inbox[:end]
+        return frame
+
     async def read_response(self, initial_connect: bool = False) -> Any:
-        xid, zxid, response = await super().read_response(initial_connect=initial_connect)
+        # aiozk's, with replies cut from chunks and a multi's parsed by ``_jute`` (patches
+        # 10, 11); connect and close replies have no reply header.
+        frame = await self._frame()
+        if initial_connect or self.pending_specials[zk_proto.CLOSE_XID]:
+            return None, None, zk_proto.ConnectResponse.deserialize(frame)
+        xid, zxid, error_code = _REPLY_HEADER.unpack_from(frame)
+        response: Any
+        if error_code:
+            self.opcode_xref.pop(xid)
+            response = zk_exc.get_response_error(error_code)
+        elif xid == zk_proto.WATCH_XID:
+            response = zk_proto.WatchEvent.deserialize(frame[_REPLY_HEADER_SIZE:])
+        else:
+            opcode = self.opcode_xref.pop(xid)
+            payload = frame[_REPLY_HEADER_SIZE:]
+            if opcode == _jute.OP_MULTI:
+                response = _jute.parse_multi_reply(payload)
+            elif opcode == _jute.OP_GET_CHILDREN:
+                response = _jute.parse_children_reply(payload)
+            else:
+                response = zk_proto.response_xref[opcode].deserialize(payload)
         if xid is not None and xid > 0:
             if zxid is not None and zxid > self._session.kemu_last_zxid:
                 self._session.kemu_last_zxid = zxid
@@ -280,6 +381,22 @@ class _Connection(Connection):  # type: ignore[misc]  # aiozk is untyped
         if not self.closing:
             self.abort()
             self._session.kemu_connection_lost(self)
+
+
+class _RawMulti:
+    """A multi-op request already encoded (patch 11), sent through aiozk as its own
+    requests are: ``Session.send`` and ``Connection.send`` only use these members."""
+
+    __slots__ = ("_ops",)
+    opcode = _jute.OP_MULTI
+    special_xid = None
+    writes_data = True
+
+    def __init__(self, ops: list[bytes]) -> None:
+        self._ops = ops
+
+    def serialize(self, xid: int | None = None) -> bytes:
+        return _jute.multi_request(xid or 0, self._ops)
 
 
 class _StateMachine(SessionStateMachine):  # type: ignore[misc]  # aiozk is untyped
@@ -414,6 +531,34 @@ class _AiozkSession(Session):  # type: ignore[misc]  # aiozk is untyped
 # ----------------------------------------------------------------------------- sessions
 
 
+@dataclass(frozen=True, slots=True)
+class _Pipeline:
+    """What a pipelined batch is made of (patch 10): how each item is traced (``op``, its
+    ``path`` and extra ``fields``), becomes a request, and turns its reply into its
+    outcome, and how it is run alone while the session is not connected."""
+
+    op: str
+    path: Callable[[Any], str]
+    fields: Callable[[Any], dict[str, Any]]
+    request: Callable[[Any], Any]
+    finish: Callable[[Any, Any], Any]
+    lone: Callable[[Any], Awaitable[Any]]
+
+
+class _Pipelined:
+    """One request of a pipelined batch: its item, then its reply's future and connection
+    once sent, then its outcome."""
+
+    __slots__ = ("conn", "future", "item", "outcome", "path")
+
+    def __init__(self, item: Any, path: str) -> None:
+        self.item = item
+        self.path = path  # where it is traced (a multi: its first op's, the epoch check)
+        self.outcome: Any = None
+        self.future: asyncio.Future[Any] | None = None
+        self.conn: Any = None
+
+
 class _Life(Enum):
     CONNECTING = "connecting"  # opening: no session id yet
     ALIVE = "alive"  # connected or suspended
@@ -442,6 +587,7 @@ class ZooKeeperSession(StoreSession):
         self._child_watches: set[str] = set()
         self._calls: set[anyio.CancelScope] = set()
         self._expiry: asyncio.TimerHandle | None = None
+        self._last_check: tuple[tuple[str, int], bytes] = (("", 0), b"")  # see _op_bytes
         self._zk = _AiozkSession(store.servers, timeout, self)
 
     # -- the StoreSession interface
@@ -472,7 +618,7 @@ class ZooKeeperSession(StoreSession):
             _check_size(data)
             full = self._full(path)
             request = self._create_request(full, data, ephemeral=ephemeral, sequential=sequential)
-            _check_packet(request)
+            _check_packet(request, path=full, data=data)
             try:
                 response = await self._call(request, path)
             except NoNodeError:
@@ -502,8 +648,9 @@ class ZooKeeperSession(StoreSession):
         with self._traced("set", path):
             validate_path(path)
             _check_size(data)
-            request = zk_proto.SetDataRequest(path=self._full(path), data=data, version=version)
-            _check_packet(request)
+            full = self._full(path)
+            request = zk_proto.SetDataRequest(path=full, data=data, version=version)
+            _check_packet(request, path=full, data=data)
             response = await self._call(request, path)
             return _stat(response.stat)
 
@@ -548,20 +695,212 @@ class ZooKeeperSession(StoreSession):
         ops = tuple(ops)
         # Traced under the first op's path (in Kafka: the /controller_epoch check).
         with self._traced("multi", ops[0].path if ops else "", ops=len(ops)):
-            request = zk_proto.TransactionRequest()
-            for index, op in enumerate(ops):
-                try:
-                    request.add(self._op_request(op))
-                except StoreError as err:
-                    errors: list[StoreError | None] = [None] * len(ops)
-                    errors[index] = err
-                    raise TransactionFailedError(tuple(errors)) from err
+            request = self._transaction(ops)
             _check_packet(request)
             response = await self._call(request, ops[0].path if ops else ROOT)
-            replies = list(response.responses)
-            if any(isinstance(r, Exception) for r in replies):
-                raise TransactionFailedError(self._multi_errors(ops, replies))
-            return tuple(self._op_result(op, r) for op, r in zip(ops, replies, strict=True))
+            return self._multi_results(ops, response)
+
+    async def multi_each(
+        self, batches: Sequence[Sequence[StoreOp]]
+    ) -> list[tuple[OpResult, ...] | StoreError]:
+        """Pipelined (patch 10), as Kafka's ``retryRequestsUntilConnected`` sends a batch:
+        the multis are written in order, many per socket write. The server runs a
+        session's requests in the order they were sent, each multi its own transaction,
+        so every outcome is what it would be one multi after the other; each is traced,
+        in order, as a lone ``multi`` is. See ``_pipeline`` for lost connections."""
+        how = _Pipeline(
+            op="multi",
+            path=lambda ops: ops[0].path if ops else "",
+            fields=lambda ops: {"ops": len(ops)},
+            request=self._transaction,
+            finish=self._multi_results,
+            lone=self._lone_multi,
+        )
+        return await self._pipeline([tuple(ops) for ops in batches], how)
+
+    async def get_each(
+        self, reads: Sequence[tuple[str, bool]]
+    ) -> list[tuple[bytes, Stat] | StoreError]:
+        """Pipelined as ``multi_each`` (patch 10): each ``(path, watch)`` read as ``get``
+        reads it, arming its watch when its reply is read; traced as a lone ``get``."""
+        how = _Pipeline(
+            op="get",
+            path=lambda read: read[0],
+            fields=lambda read: {},
+            request=self._get_request,
+            finish=lambda read, response: (response.data or b"", _stat(response.stat)),
+            lone=self._lone_get,
+        )
+        return await self._pipeline(list(reads), how)
+
+    async def _pipeline(self, items: list[Any], how: _Pipeline) -> list[Any]:
+        """Send ``items`` in order, many per socket write, with up to ``_PIPELINE_WINDOW``
+        awaiting their replies, and return their outcomes in order. A request whose
+        connection is lost or whose reply is late fails with ``ConnectionLossError``
+        (outcome unknown), as a lone call does. While the session is not connected the
+        next request goes alone (``how.lone``, which waits for the connection, bounded):
+        if the connection comes back pipelining resumes, if not every request left fails
+        so at once (none was sent). Once the session expires or is closed, the rest fail
+        with that error."""
+        todo = deque(_Pipelined(item, how.path(item)) for item in items)
+        outcomes: list[Any] = []
+        inflight: deque[_Pipelined] = deque()
+        scope = anyio.CancelScope()
+        self._calls.add(scope)
+        try:
+            with scope:
+                while todo or inflight:
+                    if todo and len(inflight) <= _PIPELINE_WINDOW // 2:
+                        if self._life is _Life.ALIVE and self._zk.state == States.CONNECTED:
+                            self._send_pipelined(todo, inflight, how)
+                        elif not inflight:
+                            outcome = await how.lone(todo.popleft().item)
+                            outcomes.append(outcome)
+                            if isinstance(outcome, ConnectionLossError) and (
+                                self._zk.state != States.CONNECTED
+                            ):
+                                while todo:  # not sent: the connection did not come back
+                                    lost = todo.popleft()
+                                    lost.outcome = ConnectionLossError(f"{lost.path}: {outcome}")
+                                    outcomes.append(self._traced_outcome(lost, how))
+                            continue
+                    entry = inflight.popleft()
+                    if entry.outcome is None:
+                        await self._await_pipelined(entry, inflight, how)
+                    outcomes.append(self._traced_outcome(entry, how))
+        finally:
+            self._calls.discard(scope)
+        for entry in (*inflight, *todo):  # the session expired or was closed meanwhile
+            if entry.outcome is None:
+                entry.outcome = self._unusable_error()
+            outcomes.append(self._traced_outcome(entry, how))
+        return outcomes
+
+    async def _lone_multi(self, ops: tuple[StoreOp, ...]) -> tuple[OpResult, ...] | StoreError:
+        try:
+            return await self.multi(ops)
+        except StoreError as err:
+            return err
+
+    async def _lone_get(self, read: tuple[str, bool]) -> tuple[bytes, Stat] | StoreError:
+        path, watch = read
+        try:
+            return await self.get(path, watch=watch)
+        except StoreError as err:
+            return err
+
+    def _get_request(self, read: tuple[str, bool]) -> Any:
+        path, watch = read
+        validate_path(path)
+        full = self._full(path)
+        request = zk_proto.GetDataRequest(path=full, watch=watch)
+        if watch:
+            request.kemu_on_reply = self._arms_data(full)
+        return request
+
+    def _send_pipelined(
+        self, todo: deque[_Pipelined], inflight: deque[_Pipelined], how: _Pipeline
+    ) -> None:
+        """Send the next of ``todo`` up to the window, in one write. A request that cannot
+        be sent (a bad path or op, too big) is decided at once, in its place."""
+        zk = self._zk
+        conn = zk.conn
+        frames: list[tuple[int, Any, bytes]] = []
+        sent: list[_Pipelined] = []
+        while todo and len(inflight) < _PIPELINE_WINDOW:
+            entry = todo.popleft()
+            inflight.append(entry)
+            try:
+                request = how.request(entry.item)
+            except StoreError as err:
+                entry.outcome = err
+                continue
+            zk.xid = zk.xid + 1 if zk.xid < 0x7FFFFFFF else 1  # as aiozk's Session.send
+            payload = request.serialize(zk.xid)
+            if len(payload) > MAX_PACKET:
+                entry.outcome = BadArgumentsError(
+                    f"request of {len(payload)} bytes is over ZooKeeper's {MAX_PACKET}"
+                )
+                continue
+            frames.append((zk.xid, request, payload))
+            sent.append(entry)
+        for entry, future in zip(sent, conn.send_pipelined(frames), strict=True):
+            entry.future = future
+            entry.conn = conn
+        zk.set_heartbeat()  # as aiozk's Session.send after a reply: no ping while busy
+
+    async def _await_pipelined(
+        self, entry: _Pipelined, inflight: deque[_Pipelined], how: _Pipeline
+    ) -> None:
+        """Await one pipelined request's reply, bounded as ``_call`` bounds a call, and
+        decide its outcome. A late reply decides every request in flight behind it too
+        (the server answers in order): lost, without waiting again."""
+        zk = self._zk
+        path = entry.path
+        future = entry.future
+        assert future is not None  # undecided means sent
+        try:
+            if not future.done():  # (replies often come in faster than they are handled)
+                with anyio.fail_after(zk.timeout * _CALL_FRACTION):
+                    await future
+            _, response = future.result()
+        except TimeoutError:
+            late = f"no answer from ZooKeeper within {zk.timeout * _CALL_FRACTION:.1f} s"
+            for each in (entry, *inflight):
+                if each.outcome is None:
+                    each.outcome = ConnectionLossError(f"{each.path}: {late}")
+            return
+        except zk_exc.SessionExpired:
+            self.trace("session_expired", "", "ok", cause="server")
+            self._expire(server_dead=True)
+            entry.outcome = SessionExpiredError(path)
+            return
+        except zk_exc.ConnectError as err:
+            # As aiozk's Session.send: a write on a dead connection suspends the session.
+            if entry.conn is zk.conn and zk.state == States.CONNECTED:
+                zk.state.transition_to(States.SUSPENDED)
+            entry.outcome = _translate(err, path)
+            return
+        except (zk_exc.ZKError, OSError, EOFError) as err:
+            entry.outcome = _translate(err, path)
+            return
+        try:
+            entry.outcome = how.finish(entry.item, response)
+        except StoreError as err:
+            entry.outcome = err
+
+    def _traced_outcome(self, entry: _Pipelined, how: _Pipeline) -> Any:
+        outcome = entry.outcome
+        assert outcome is not None
+        result = type(outcome).__name__ if isinstance(outcome, StoreError) else "ok"
+        self.trace(how.op, entry.path, result, **how.fields(entry.item))
+        return outcome
+
+    def _transaction(self, ops: tuple[StoreOp, ...]) -> _RawMulti:
+        """The multi-op request of ``ops`` (patch 11); ``TransactionFailedError`` naming the
+        op that cannot be sent (a bad path, data too big)."""
+        create = _jute.OP_CREATE2 if self._creates_with_stat() else _jute.OP_CREATE
+        encoded: list[bytes] = []
+        for index, op in enumerate(ops):
+            try:
+                encoded.append(self._op_bytes(op, create))
+            except StoreError as err:
+                errors: list[StoreError | None] = [None] * len(ops)
+                errors[index] = err
+                raise TransactionFailedError(tuple(errors)) from err
+        return _RawMulti(encoded)
+
+    def _multi_results(
+        self, ops: tuple[StoreOp, ...], response: _jute.MultiReply
+    ) -> tuple[OpResult, ...]:
+        replies = response.responses
+        if response.failed:
+            raise TransactionFailedError(self._multi_errors(ops, replies))
+        return tuple(
+            self._op_result(op, r)
+            for op, r in zip(ops, replies, strict=True)
+            if not isinstance(r, int)
+        )
 
     async def close(self) -> None:
         """Close the session: the server deletes its ephemerals before it answers. Runs to
@@ -756,11 +1095,13 @@ class ZooKeeperSession(StoreSession):
             zk.retry_policy.clear(request)
 
     def _ensure_usable(self) -> None:
-        if self._life is _Life.ALIVE:
-            return
+        if self._life is not _Life.ALIVE:
+            raise self._unusable_error()
+
+    def _unusable_error(self) -> StoreError:
         if self._life is _Life.CLOSED:
-            raise StoreClosedError(f"session {self._id:#x} is closed")
-        raise SessionExpiredError(f"session {self._id:#x} has expired")
+            return StoreClosedError(f"session {self._id:#x} is closed")
+        return SessionExpiredError(f"session {self._id:#x} has expired")
 
     def _cancel_calls(self) -> None:
         for scope in self._calls:
@@ -777,47 +1118,55 @@ class ZooKeeperSession(StoreSession):
             with suppress(NoNodeError):
                 await self._call(zk_proto.DeleteRequest(path=child, version=-1), child)
 
+    def _creates_with_stat(self) -> bool:
+        """Whether the server knows ``create2`` (3.5+), which also returns the stat."""
+        conn = self._zk.conn
+        version = conn.version_info if conn is not None else None
+        return version is None or bool(Features(version).create_with_stat)
+
     def _create_request(
         self, full: str, data: bytes, *, ephemeral: bool = False, sequential: bool = False
     ) -> Any:
-        conn = self._zk.conn
-        version = conn.version_info if conn is not None else None
-        with_stat = version is None or Features(version).create_with_stat
-        cls = zk_proto.Create2Request if with_stat else zk_proto.CreateRequest
+        cls = zk_proto.Create2Request if self._creates_with_stat() else zk_proto.CreateRequest
         request = cls(path=full, data=data, acl=_OPEN_ACL)
         request.set_flags(ephemeral=ephemeral, sequential=sequential, container=False)
         return request
 
-    def _op_request(self, op: StoreOp) -> Any:
+    def _op_bytes(self, op: StoreOp, create: int) -> bytes:
+        """One op of a multi, encoded (``create``: the create opcode the server takes)."""
         match op:
             case CheckOp(path=path, version=version):
-                validate_path(path)
-                return zk_proto.CheckVersionRequest(path=self._full(path), version=version)
+                # The same check (the controller epoch's) guards every multi of a batch.
+                if self._last_check[0] != (path, version):
+                    validate_path(path)
+                    self._last_check = ((path, version), _jute.check_op(self._full(path), version))
+                return self._last_check[1]
             case CreateOp(path=path, data=data, ephemeral=ephemeral, sequential=sequential):
                 validate_path(path, sequential=sequential)
                 _check_size(data)
-                return self._create_request(
-                    self._full(path), data, ephemeral=ephemeral, sequential=sequential
-                )
+                flags = (1 if ephemeral else 0) | (2 if sequential else 0)
+                return _jute.create_op(self._full(path), data, flags, opcode=create)
             case SetDataOp(path=path, data=data, version=version):
                 validate_path(path)
                 _check_size(data)
-                return zk_proto.SetDataRequest(path=self._full(path), data=data, version=version)
+                return _jute.set_data_op(self._full(path), data, version)
             case DeleteOp(path=path, version=version):
                 validate_path(path)
                 if path == ROOT:
                     raise BadArgumentsError("the root node cannot be deleted")
-                return zk_proto.DeleteRequest(path=self._full(path), version=version)
+                return _jute.delete_op(self._full(path), version)
             case _:
                 assert_never(op)
 
-    def _op_result(self, op: StoreOp, reply: Any) -> OpResult:
+    def _op_result(self, op: StoreOp, reply: _jute.OpReply) -> OpResult:
         match op:
             case CheckOp(path=path):
                 return CheckResult(path=path)
             case CreateOp():
+                assert reply.path is not None
                 return CreateResult(path=self._own(reply.path))
             case SetDataOp(path=path):
+                assert reply.stat is not None
                 return SetDataResult(path=path, stat=_stat(reply.stat))
             case DeleteOp(path=path):
                 return DeleteResult(path=path)
@@ -826,20 +1175,15 @@ class ZooKeeperSession(StoreSession):
 
     @staticmethod
     def _multi_errors(
-        ops: tuple[StoreOp, ...], replies: list[Any]
+        ops: tuple[StoreOp, ...], replies: tuple[_jute.OpReply | int, ...]
     ) -> tuple[StoreError | None, ...]:
-        """The server answers a failed multi with RolledBack for the ops before the failing
-        one, its error, then RuntimeInconsistency: keep only the real error."""
-        failed = next(
-            (
-                i
-                for i, r in enumerate(replies)
-                if isinstance(r, Exception) and not isinstance(r, _MULTI_BYSTANDERS)
-            ),
-            next(i for i, r in enumerate(replies) if isinstance(r, Exception)),
-        )
+        """The server answers a failed multi with a rolled-back code (0) for the ops before
+        the failing one, its error, then a runtime-inconsistency code (-2) for the ops
+        after it: keep only the real error."""
+        codes = [(i, r) for i, r in enumerate(replies) if isinstance(r, int)]
+        failed, code = next(((i, c) for i, c in codes if c not in _MULTI_BYSTANDER_CODES), codes[0])
         errors: list[StoreError | None] = [None] * len(ops)
-        errors[failed] = _translate(replies[failed], ops[failed].path)
+        errors[failed] = _translate(zk_exc.get_response_error(code), ops[failed].path)
         return tuple(errors)
 
     # -- internals: watches

@@ -16,6 +16,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from actors import kafka_zk
+from actors.broker.controlled_shutdown import ControlledShutdownActor
 from actors.clock import VirtualClock
 from actors.controller import ControllerConfig, KafkaController
 from actors.controller.invariants import (
@@ -30,7 +31,7 @@ from actors.trace import MemorySink, Tracer
 from actors.zk_watch import ZkConnection
 from cluster.store.embedded import EmbeddedStore
 from protocol import zkdata
-from protocol.base import Message
+from protocol.base import ActorRef, Message
 from protocol.control import (
     LEADER_DURING_DELETE,
     Endpoint,
@@ -206,7 +207,13 @@ class ControllerCluster:
         *,
         unclean_leader_election_enable: bool = False,
         delete_topic_enable: bool = True,
+        auto_leader_rebalance_enable: bool = False,
+        leader_imbalance_check_interval_seconds: int = 1,
+        controlled_shutdown: bool = False,
     ) -> None:
+        """As Kafka's ControllerIntegrationTest harness: auto leader rebalance off unless
+        asked for, checked every second when on. With ``controlled_shutdown`` each broker
+        runs the real broker-side controlled shutdown when stopped (``stop_broker``)."""
         from tests.support.wire import DirectWire
 
         self.tg = tg
@@ -218,6 +225,9 @@ class ControllerCluster:
         self.store = EmbeddedStore(tracer=self.tracer, clock=self.clock)
         self.unclean = unclean_leader_election_enable
         self.delete_topic_enable = delete_topic_enable
+        self.auto_leader_rebalance_enable = auto_leader_rebalance_enable
+        self.leader_imbalance_check_interval_seconds = leader_imbalance_check_interval_seconds
+        self.controlled_shutdown = controlled_shutdown
         self.fail_storage: dict[int, set[TopicPartition]] = {}
         """Partitions whose StopReplica(delete=true) fails on a broker (a disk fault),
         kept across restarts of that broker."""
@@ -274,6 +284,8 @@ class ControllerCluster:
                 broker_id=bid,
                 unclean_leader_election_enable=self.unclean,
                 delete_topic_enable=self.delete_topic_enable,
+                auto_leader_rebalance_enable=self.auto_leader_rebalance_enable,
+                leader_imbalance_check_interval_seconds=self.leader_imbalance_check_interval_seconds,
             ),
             zk,
             registration=reg,
@@ -282,6 +294,15 @@ class ControllerCluster:
         )
         handle.controller = controller
         await node.spawn(controller)
+        if self.controlled_shutdown:  # last, so that it runs first on a graceful stop
+            await node.spawn(
+                ControlledShutdownActor(
+                    bid,
+                    session=lambda: zk.session,
+                    broker_epoch=lambda: broker.broker_epoch,
+                    controller_ref=lambda c: ActorRef(f"broker-{c}", "controller"),
+                )
+            )
         self.brokers[broker_id] = handle
         return handle
 

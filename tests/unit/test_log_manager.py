@@ -14,16 +14,21 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from actors.clock import VirtualClock, run_virtual
 from actors.disk import DiskOp, FaultyDisk
 from actors.log_manager import (
+    DEFAULT_CHECKPOINT_INTERVAL,
     LogDirKind,
     LogManager,
+    _CheckpointRows,
     checkpoint_file,
     delete_delay_resolver,
     delete_dir_name,
     meta_properties,
+    offsets_checkpoint,
     parse_log_dir_name,
 )
 from actors.runtime import Actor, Context, Node
@@ -105,6 +110,12 @@ class Harness:
 
     def log_dir_events(self, op: str) -> list[TraceEvent]:
         return self.sink.of("log_dir", op)
+
+    async def checkpointed(self, at: float = DEFAULT_CHECKPOINT_INTERVAL) -> None:
+        """Wait (virtual time) for the checkpoint writes of the timer due at ``at``."""
+        await self.sink.wait_for(
+            lambda e: e.kind == "log_dir" and e.type == "checkpoint" and e.ts >= at, 600.0
+        )
 
     async def removed(self, name: str, timeout: float = 600.0) -> TraceEvent:
         """Wait (virtual time) for the successful removal of the ``-delete`` dir ``name``."""
@@ -196,6 +207,7 @@ def test_a_new_log_and_its_log_dir_hold_the_files_kafka_writes(tmp_path: Path) -
         for name in ("log", "index", "timeindex"):
             assert (log / f"00000000000000000000.{name}").read_bytes() == b""
         assert (log / "leader-epoch-checkpoint").read_text() == "0\n0\n"
+        await b.checkpointed()  # creations are checkpointed on a timer
         offsets = "0\n2\norders 0 0\norders 1 0\n"
         assert (d / "recovery-point-offset-checkpoint").read_text() == offsets
         assert (d / "replication-offset-checkpoint").read_text() == offsets
@@ -253,6 +265,7 @@ def test_checkpoints_are_rewritten_only_in_the_affected_log_dir(tmp_path: Path) 
     async def body(b: Harness) -> None:
         for p in range(6):
             await b.create("test-a", p)
+        await b.checkpointed()
         before = len(b.sink.events)
         await b.delete("test-a", 1)
         rewritten = [e.fields["dir"] for e in b.sink.events[before:] if e.type == "checkpoint"]
@@ -263,6 +276,84 @@ def test_checkpoints_are_rewritten_only_in_the_affected_log_dir(tmp_path: Path) 
         )
 
     sim(lambda: run_broker(dirs, body))
+
+
+def test_creations_are_checkpointed_together_once_per_interval(tmp_path: Path) -> None:
+    """Logs created within one checkpoint interval cost one checkpoint write per log dir,
+    on the node's clock, as Kafka's scheduled checkpoint task does; a clean stop writes
+    what is still owed."""
+    dirs = log_dirs(tmp_path, 2)
+
+    def checkpoints(b: Harness) -> list[tuple[float, str]]:
+        return [(e.ts, e.fields["dir"]) for e in b.log_dir_events("checkpoint")]
+
+    async def body(b: Harness) -> None:
+        at_start = checkpoints(b)  # each dir's checkpoints are written at start-up
+        assert at_start == [(0.0, str(dirs[0])), (0.0, str(dirs[1]))]
+        for p in range(4):
+            await b.create("t", p)
+            await b.sleep_until(b.now() + 1.0)
+        assert checkpoints(b) == at_start
+        assert (dirs[0] / "replication-offset-checkpoint").read_text() == "0\n0\n"
+        await b.checkpointed()
+        flushed = checkpoints(b)[len(at_start) :]
+        assert flushed == [(DEFAULT_CHECKPOINT_INTERVAL, str(d)) for d in dirs]
+        assert (dirs[0] / "replication-offset-checkpoint").read_text() == "0\n2\nt 0 0\nt 2 0\n"
+        assert (dirs[1] / "recovery-point-offset-checkpoint").read_text() == "0\n2\nt 1 0\nt 3 0\n"
+        await b.sleep_until(3 * DEFAULT_CHECKPOINT_INTERVAL)
+        assert len(checkpoints(b)) == len(at_start) + 2  # nothing new: no timer, no write
+        await b.create("u", 0)  # owed at the stop below, before its timer fires
+
+    sim(lambda: run_broker(dirs, body))
+    assert (dirs[0] / "recovery-point-offset-checkpoint").read_text() == (
+        "0\n3\nt 0 0\nt 2 0\nu 0 0\n"
+    )
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["add", "remove", "render"]),
+            st.sampled_from(["a", "b", "a.b", "a-1"]),
+            st.integers(0, 12),
+        ),
+        max_size=60,
+    )
+)
+def test_checkpoint_rows_render_what_offsets_checkpoint_writes(
+    steps: list[tuple[str, str, int]],
+) -> None:
+    """However logs come and go between renders, the rows render as ``offsets_checkpoint``
+    of the hosted logs (sorted by topic, then partition)."""
+    rows = _CheckpointRows()
+    hosted: set[TopicPartition] = set()
+    for action, topic, partition in steps:
+        tp = TopicPartition(TopicName(topic), partition)
+        if action == "add" and tp not in hosted:
+            rows.add(tp)
+            hosted.add(tp)
+        elif action == "remove" and tp in hosted:
+            rows.remove(tp)
+            hosted.discard(tp)
+        elif action == "render":
+            assert rows.render() == offsets_checkpoint((h, 0) for h in hosted)
+        assert len(rows) == len(hosted)
+    assert rows.render() == offsets_checkpoint((h, 0) for h in hosted)
+
+
+def test_with_no_checkpoint_interval_each_request_is_checkpointed_at_once(
+    tmp_path: Path,
+) -> None:
+    """``checkpoint_interval=0`` rewrites a log dir's checkpoints right after the request."""
+    dirs = log_dirs(tmp_path, 1)
+
+    async def body(b: Harness) -> None:
+        await b.create("t", 0)
+        await b.listing()  # answered after the flush queued behind the creation
+        assert (dirs[0] / "recovery-point-offset-checkpoint").read_text() == "0\n1\nt 0 0\n"
+        assert [e.ts for e in b.log_dir_events("checkpoint")] == [0.0, 0.0]
+
+    sim(lambda: run_broker(dirs, body, checkpoint_interval=0.0))
 
 
 # ------------------------------------------------------------------------- deletion

@@ -1,0 +1,174 @@
+"""Admin operations of a scenario: through a broker's Kafka API or kafka-topics' store path.
+
+``via: wire`` sends the typed Kafka request a client's would decode to
+(``protocol.kafka_api``) from the run's client node to one broker, exactly what the
+broker's listener hands it: a broker that is not the controller forwards it, the
+purgatory answers once the metadata has propagated or the request timed out. (The run
+stays in-process, so no socket is involved and a deterministic run stays deterministic.)
+``via: store`` runs ``kemu topics --zookeeper`` (``cluster.topics_cli``) against the
+cluster's store: the ``AdminZkClient`` path, with its own store session.
+
+The outcome is a Kafka error name (``NONE`` on success) for the wire, ``NONE`` or
+``ERROR`` for the store path, with what the command printed as the detail.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from dataclasses import dataclass
+from typing import Final
+
+from actors.broker.broker import broker_ref
+from cluster.chaos.harness import ChaosStepError, Harness
+from cluster.chaos.model import AddPartitions, CreateTopic, DeleteTopic
+from protocol.base import Message
+from protocol.errors import AskTimeoutError, RemoteError
+from protocol.ids import BrokerId, TopicName
+from protocol.kafka_api import (
+    CreatableTopic,
+    CreatePartitionsRequestData,
+    CreatePartitionsResponseData,
+    CreatePartitionsTopic,
+    CreateTopicsRequestData,
+    CreateTopicsResponseData,
+    DeleteTopicsRequestData,
+    DeleteTopicsResponseData,
+    PartitionAssignment,
+    TopicConfig,
+    TopicRef,
+)
+
+__all__ = ["AdminOutcome", "run_admin"]
+
+AdminOp = CreateTopic | DeleteTopic | AddPartitions
+
+RETRY_BACKOFF: Final = 0.1  # retry.backoff.ms of Kafka's admin client
+
+
+@dataclass(frozen=True)
+class AdminOutcome:
+    error: str  # NONE, a Kafka error name, ERROR (store path), or NO_ANSWER
+    detail: str = ""
+    broker: int | None = None
+    attempts: int = 1
+
+    def meets(self, outcome: str) -> bool:
+        """Whether this is the ``outcome`` the step asked for (see ``cluster.chaos.model``)."""
+        if outcome == "any":
+            return True
+        if outcome == "ok":
+            return self.error == "NONE"
+        if outcome == "error":
+            return self.error != "NONE"
+        return self.error == outcome
+
+
+async def run_admin(h: Harness, op: AdminOp) -> AdminOutcome:
+    if op.via == "store":
+        return await _store(h, op)
+    return await _wire(h, op)
+
+
+def _request(op: AdminOp) -> Message:
+    name = TopicName(op.topic)
+    match op:
+        case CreateTopic():
+            assignments = tuple(
+                PartitionAssignment(partition=p, broker_ids=tuple(BrokerId(b) for b in replicas))
+                for p, replicas in sorted((op.assignment or {}).items())
+            )
+            return CreateTopicsRequestData(
+                topics=(
+                    CreatableTopic(
+                        name=name,
+                        num_partitions=-1 if assignments else op.partitions,
+                        replication_factor=-1 if assignments else op.replication_factor,
+                        assignments=assignments,
+                        configs=tuple(TopicConfig(name=k, value=v) for k, v in op.configs.items()),
+                    ),
+                ),
+                timeout_ms=op.timeout_ms,
+            )
+        case DeleteTopic():
+            return DeleteTopicsRequestData(topics=(TopicRef(name=name),), timeout_ms=op.timeout_ms)
+        case AddPartitions():
+            return CreatePartitionsRequestData(
+                topics=(CreatePartitionsTopic(name=name, count=op.count),),
+                timeout_ms=op.timeout_ms,
+            )
+
+
+RETRIABLE: Final = frozenset({"NOT_CONTROLLER", "NO_ANSWER"})
+
+
+async def _wire(h: Harness, op: AdminOp) -> AdminOutcome:
+    attempt = 0
+    while True:
+        outcome = await _send(h, op)
+        if outcome.error not in RETRIABLE or attempt >= op.retries:
+            return dataclasses.replace(outcome, attempts=attempt + 1)
+        attempt += 1
+        await h.clock.sleep(RETRY_BACKOFF)
+
+
+async def _send(h: Harness, op: AdminOp) -> AdminOutcome:
+    broker = await h.resolve(op.broker)
+    if not h.is_running(broker):
+        raise ChaosStepError(f"broker {broker} is not running")
+    try:
+        reply = await h.client.ask(
+            broker_ref(broker), _request(op), timeout=op.timeout_ms / 1000 + 10.0
+        )
+    except AskTimeoutError:
+        return AdminOutcome("NO_ANSWER", "no answer in time", broker)
+    except RemoteError as exc:
+        return AdminOutcome(exc.code.name, exc.detail, broker)
+    match reply:
+        case CreateTopicsResponseData(topics=(result, *_)):
+            return AdminOutcome(result.error_code.name, result.error_message or "", broker)
+        case DeleteTopicsResponseData(topics=(result, *_)):
+            return AdminOutcome(result.error_code.name, result.error_message or "", broker)
+        case CreatePartitionsResponseData(results=(result, *_)):
+            return AdminOutcome(result.error_code.name, result.error_message or "", broker)
+    return AdminOutcome("UNKNOWN_SERVER_ERROR", f"unexpected answer {type(reply).__name__}", broker)
+
+
+def store_command(op: AdminOp) -> list[str]:
+    """The ``kemu topics`` arguments of ``op`` (the store address is not used: the run
+    hands the command its store)."""
+    argv = ["--zookeeper", "embedded://chaos", "--topic", op.topic]
+    match op:
+        case CreateTopic():
+            argv.append("--create")
+            if op.assignment:
+                groups = (
+                    ":".join(str(b) for b in replicas)
+                    for _, replicas in sorted(op.assignment.items())
+                )
+                argv += ["--replica-assignment", ",".join(groups)]
+            else:
+                argv += [
+                    "--partitions",
+                    str(op.partitions),
+                    "--replication-factor",
+                    str(op.replication_factor),
+                ]
+            for key, value in op.configs.items():
+                argv += ["--config", f"{key}={value}"]
+        case DeleteTopic():
+            argv.append("--delete")
+        case AddPartitions():
+            argv += ["--alter", "--partitions", str(op.count)]
+    return argv
+
+
+async def _store(h: Harness, op: AdminOp) -> AdminOutcome:
+    from cluster.topics_cli import run_topic_command
+
+    out, err = io.StringIO(), io.StringIO()
+    status = await run_topic_command(
+        store_command(op), out=out, err=err, store=h.cluster.store, rng=h.rng
+    )
+    detail = " ".join((out.getvalue() + err.getvalue()).split())
+    return AdminOutcome("NONE" if status == 0 else "ERROR", detail)

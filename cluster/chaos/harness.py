@@ -1,0 +1,450 @@
+"""A running cluster as a chaos run sees it: the trace it records, the triggers it arms,
+and the handles through which its steps act on the cluster.
+
+``Recorder`` is the run's one trace sink. It keeps every event (for triggers, conditions
+and the invariant rules), writes it to the run's JSONL file, and counts *activity*: every
+event the run did not cause itself. Conditions are re-evaluated only after activity, so
+polling them adds nothing to a quiet cluster's trace and costs nothing on the virtual
+clock. Log-directory paths are written relative to the run directory (``logs/...``), so
+that the trace of a deterministic run does not depend on where the run directory is.
+
+``Harness`` holds the cluster, a client node ``chaos`` on the cluster's network (for
+Kafka requests and status asks), a store session ``chaos`` (for reads), the run's seeded
+RNG, and the network observer that records the payload fields of every controller
+request and answer as ``control_request`` / ``control_response`` events (docs/chaos.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+from anyio.abc import TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+from actors.broker.broker import LOG_MANAGER_ACTOR, broker_ref
+from actors.clock import Clock
+from actors.disk import FaultyDisk
+from actors.log_manager import LogManager
+from actors.runtime import Node
+from actors.store import StoreSession
+from actors.trace import Tracer
+from cluster.chaos.invariants import CHAOS_NODE
+from cluster.chaos.model import BrokerSel, Pattern
+from cluster.cluster import Cluster
+from protocol import zkdata
+from protocol.base import ErrorReply
+from protocol.broker import BrokerStatus, BrokerStatusRequest
+from protocol.control import (
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+)
+from protocol.envelope import Envelope, EnvelopeKind
+from protocol.errors import AskTimeoutError, ErrorCode, KemuError, RemoteError
+from protocol.ids import BrokerId
+from protocol.trace import TraceEvent, TraceKind
+
+__all__ = ["ChaosStepError", "Harness", "Recorder", "Trigger"]
+
+POLL: Final = 0.05
+"""Seconds a condition waits after activity before it looks again (bursts coalesce)."""
+
+STOP_TIMEOUT: Final = 30.0
+"""Seconds a crashed or stopped broker's node and listener get to end."""
+
+RUNNER_ACTOR: Final = "runner"
+OBSERVER_ACTOR: Final = "network_tap"
+
+
+class ChaosStepError(KemuError):
+    """A step could not be carried out (no such broker running, no controller, ...)."""
+
+
+# ----------------------------------------------------------------------------- triggers
+
+
+class Trigger:
+    """Waits for a sequence of patterns to match, in order, among the events recorded
+    after it was armed; ``fired`` is set with the event that completed it."""
+
+    def __init__(self, patterns: Sequence[Pattern]) -> None:
+        self.patterns = tuple(patterns)
+        self._index = 0
+        self._count = 0
+        self.fired = anyio.Event()
+        self.event: TraceEvent | None = None
+
+    def feed(self, event: TraceEvent) -> None:
+        if self.event is not None:
+            return
+        pattern = self.patterns[self._index]
+        if not pattern.matches(event):
+            return
+        self._count += 1
+        if self._count < pattern.nth:
+            return
+        self._index += 1
+        self._count = 0
+        if self._index == len(self.patterns):
+            self.event = event
+            self.fired.set()
+
+
+# ----------------------------------------------------------------------------- the recorder
+
+
+def is_own(event: TraceEvent) -> bool:
+    """Whether the chaos run caused this event itself (its node, its store session, its
+    messages): such events do not count as cluster activity."""
+    if event.node == CHAOS_NODE:
+        return True
+    if event.kind == "store":
+        return event.actor.startswith(CHAOS_NODE)
+    fields = event.fields
+    src, dst = fields.get("src"), fields.get("dst")
+    return (isinstance(src, str) and src.startswith("chaos/")) or (
+        isinstance(dst, str) and dst.startswith("chaos/")
+    )
+
+
+class Recorder:
+    """The run's trace sink (see the module doc). ``write`` receives each event as it
+    will appear in the trace file."""
+
+    def __init__(self, write: Callable[[TraceEvent], None], log_root: Path) -> None:
+        self.events: list[TraceEvent] = []
+        self.generation = 0  # events the run did not cause, so far
+        self._write = write
+        self._root = str(log_root)
+        self._triggers: list[Trigger] = []
+        self._activity: anyio.Event | None = None
+        self._listeners: list[Callable[[TraceEvent], None]] = []
+
+    def __call__(self, event: TraceEvent) -> None:
+        if event.kind in ("log_dir", "error"):
+            event = self._relative(event)
+        self.events.append(event)
+        self._write(event)
+        for listener in self._listeners:
+            listener(event)
+        if self._triggers:
+            for trigger in list(self._triggers):
+                trigger.feed(event)
+                if trigger.event is not None:
+                    self._triggers.remove(trigger)
+        if not is_own(event):
+            self.generation += 1
+            if self._activity is not None:
+                self._activity.set()
+                self._activity = None
+
+    def _relative(self, event: TraceEvent) -> TraceEvent:
+        root = self._root
+        if not any(isinstance(v, str) and root in v for v in event.fields.values()):
+            return event
+        fields = {
+            k: v.replace(root, "logs") if isinstance(v, str) else v for k, v in event.fields.items()
+        }
+        return TraceEvent(
+            seq=event.seq,
+            ts=event.ts,
+            node=event.node,
+            actor=event.actor,
+            kind=event.kind,
+            type=event.type,
+            corr=event.corr,
+            fields=fields,
+        )
+
+    def listen(self, listener: Callable[[TraceEvent], None]) -> None:
+        """Call ``listener`` with every event recorded from now on (it must not block)."""
+        self._listeners.append(listener)
+
+    def arm(self, patterns: Sequence[Pattern], *, past: bool = False) -> Trigger:
+        """A trigger fed every event recorded from now on (and, with ``past``, every
+        event recorded so far first)."""
+        trigger = Trigger(patterns)
+        if past:
+            for event in self.events:
+                trigger.feed(event)
+                if trigger.event is not None:
+                    return trigger
+        self._triggers.append(trigger)
+        return trigger
+
+    def disarm(self, trigger: Trigger) -> None:
+        if trigger in self._triggers:
+            self._triggers.remove(trigger)
+
+    async def activity_since(self, generation: int) -> None:
+        """Until an event the run did not cause is recorded after ``generation``."""
+        while self.generation == generation:
+            if self._activity is None:
+                self._activity = anyio.Event()
+            await self._activity.wait()
+
+
+# ----------------------------------------------------------------------------- the harness
+
+
+class Harness:
+    """What steps act through (see the module doc)."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        *,
+        client: Node,
+        session: StoreSession,
+        recorder: Recorder,
+        tracer: Tracer,
+        clock: Clock,
+        rng: random.Random,
+        log_root: Path,
+    ) -> None:
+        self.cluster = cluster
+        self.client = client
+        self.session = session
+        self.recorder = recorder
+        self.tracer = tracer
+        self.clock = clock
+        self.rng = rng
+        self.log_root = log_root
+        self.disks: dict[int, FaultyDisk] = {}
+        self.crashing: set[int] = set()  # brokers chaos crashes through the cluster
+        self._pending_control: dict[tuple[str, int], str] = {}
+
+    @property
+    def brokers(self) -> int:
+        return self.cluster.spec.brokers
+
+    def emit(self, kind: TraceKind, type_: str, **fields: Any) -> None:
+        self.tracer.emit(kind, node=CHAOS_NODE, actor=RUNNER_ACTOR, type=type_, **fields)
+
+    # -- who is where
+
+    def running(self) -> list[int]:
+        return sorted(b for b in self.cluster.nodes if self.is_running(b))
+
+    def is_running(self, broker: int) -> bool:
+        """Running and not crashed (a crashed node runs on until its tasks are cancelled)."""
+        node = self.cluster.nodes.get(broker)
+        return node is not None and node.running and not node.crashed
+
+    async def controller(self) -> int | None:
+        """The broker ``/controller`` names, or None."""
+        try:
+            data, _ = await self.session.get(zkdata.CONTROLLER_PATH)
+        except KemuError:
+            return None
+        return int(zkdata.ControllerRegistration.decode(data).broker_id)
+
+    async def resolve(self, selector: BrokerSel) -> int:
+        """A broker id for a selector, now (see ``cluster.chaos.model``)."""
+        if isinstance(selector, int):
+            return selector
+        running = self.running()
+        if selector == "controller":
+            controller = await self.controller()
+            if controller is None or controller not in running:
+                raise ChaosStepError("there is no running controller")
+            return controller
+        if selector == "other":
+            controller = await self.controller()
+            running = [b for b in running if b != controller]
+        if not running:
+            raise ChaosStepError(f"no running broker for {selector!r}")
+        return self.rng.choice(running)
+
+    # -- asking brokers
+
+    async def status(self, broker: int) -> BrokerStatus | None:
+        if not self.is_running(broker):
+            return None
+        try:
+            reply = await self.client.ask(broker_ref(broker), BrokerStatusRequest(), timeout=5.0)
+        except (AskTimeoutError, RemoteError):
+            return None
+        return reply if isinstance(reply, BrokerStatus) else None
+
+    # -- crashes
+
+    async def crash_broker(self, broker: int) -> None:
+        """Crash a broker through the cluster, which leaves its session to expire."""
+        self.crashing.add(broker)
+        try:
+            await self.cluster.crash_broker(broker)
+        finally:
+            self.crashing.discard(broker)
+        if not await self.cluster.wait_stopped(broker, timeout=STOP_TIMEOUT):
+            raise ChaosStepError(f"broker {broker} did not stop after its crash")
+
+    async def reap(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Play the store server's part for a broker that crashed by itself (a fatal
+        error, e.g. its last log directory failed): as ZooKeeper does for a dead process,
+        expire its session once the session timeout has passed. (``Cluster.crash_broker``
+        does this for the crashes it makes.) Runs until cancelled."""
+        # Unbounded: a trace sink must never block; it holds one entry per node crash.
+        crashes, events = anyio.create_memory_object_stream[TraceEvent](float("inf"))
+
+        def crashed(event: TraceEvent) -> None:
+            if event.kind == "event" and event.type == "node_crashed":
+                with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    crashes.send_nowait(event)  # not once the run is over
+
+        self.recorder.listen(crashed)
+        task_status.started()
+        with crashes, events:
+            await self._reap(events)
+
+    async def _reap(self, events: MemoryObjectReceiveStream[TraceEvent]) -> None:
+        async with anyio.create_task_group() as tg:
+            async for event in events:
+                broker = _broker_of(event.node)
+                if broker is None or broker in self.crashing:
+                    continue
+                stat = await self.session.exists(zkdata.broker_path(BrokerId(broker)))
+                if stat is not None and stat.ephemeral_owner:
+                    tg.start_soon(self._expire_later, stat.ephemeral_owner)
+
+    async def _expire_later(self, session_id: int) -> None:
+        await self.clock.sleep(self.cluster.config.zookeeper_session_timeout_ms / 1000)
+        assert self.cluster.store is not None
+        await self.cluster.store.expire_session(session_id)
+
+    # -- starting brokers
+
+    async def start_broker(self, broker: int, *, timeout: float) -> None:
+        """Start a broker that is down, once its previous run has ended and its old
+        registration is gone (a crashed broker's session expires after its timeout)."""
+        if self.is_running(broker):
+            raise ChaosStepError(f"broker {broker} is already running")
+        if not await self.cluster.wait_stopped(broker, timeout=timeout):
+            raise ChaosStepError(f"broker {broker} did not stop within {timeout}s")
+        path = zkdata.broker_path(BrokerId(broker))
+        if not await self.until(self._absent(path), timeout):
+            raise ChaosStepError(f"{path} was still registered after {timeout}s")
+        await self.cluster.start_broker(broker)
+        disk = self.disks.get(broker)
+        if disk is not None:
+            self._install(broker, disk)
+
+    def _absent(self, path: str) -> Callable[[], Awaitable[bool]]:
+        async def check() -> bool:
+            return await self.session.exists(path) is None
+
+        return check
+
+    async def until(self, check: Callable[[], Awaitable[bool]], within: float) -> bool:
+        """Evaluate ``check`` now and again after each burst of cluster activity, until it
+        holds (True) or ``within`` seconds have passed (False)."""
+        deadline = self.clock.now() + within
+        while True:
+            generation = self.recorder.generation
+            if await check():
+                return True
+            remaining = deadline - self.clock.now()
+            if remaining <= 0:
+                return False
+            with anyio.move_on_after(remaining):
+                await self.recorder.activity_since(generation)
+                await self.clock.sleep(min(POLL, max(0.0, deadline - self.clock.now())))
+
+    # -- disks
+
+    def disk(self, broker: int) -> FaultyDisk:
+        """The broker's fault-injecting disk, installed in its log manager (and again in
+        the log manager of each later run of the broker that chaos starts)."""
+        disk = self.disks.get(broker)
+        if disk is None:
+            disk = self.disks[broker] = FaultyDisk()
+        if self.is_running(broker):
+            self._install(broker, disk)
+        return disk
+
+    def _install(self, broker: int, disk: FaultyDisk) -> None:
+        log_manager = self.cluster.nodes[broker].actor(LOG_MANAGER_ACTOR)
+        assert isinstance(log_manager, LogManager)
+        log_manager.disk = disk
+
+    def log_dir(self, broker: int) -> Path:
+        """Broker ``broker``'s log directory, as its log manager names it."""
+        return self.cluster.spec.log_dir / f"broker-{broker}"
+
+    # -- the network observer
+
+    def observe(self, envelope: Envelope) -> None:
+        """Record the payload fields of controller requests and their answers."""
+        payload = envelope.payload
+        if isinstance(payload, LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest):
+            self._pending_control[(envelope.src.node, envelope.corr)] = type(payload).__name__
+            fields: dict[str, Any] = {
+                "request": type(payload).__name__,
+                "src": str(envelope.src),
+                "dst": str(envelope.dst),
+                "corr": envelope.corr,
+                "controller_id": payload.controller_id,
+                "controller_epoch": payload.controller_epoch,
+                "broker_epoch": payload.broker_epoch,
+            }
+            if isinstance(payload, StopReplicaRequest):
+                fields["delete_partition"] = any(p.delete_partition for p in payload.partitions)
+                fields["stops"] = [
+                    [p.topic, p.partition, p.leader_epoch, p.delete_partition]
+                    for p in payload.partitions
+                ]
+            else:
+                fields["states"] = [
+                    [s.topic, s.partition, s.leader, s.leader_epoch, list(s.isr), list(s.replicas)]
+                    for s in payload.partition_states
+                ]
+            self.tracer.emit(
+                TraceKind.EVENT,
+                node=CHAOS_NODE,
+                actor=OBSERVER_ACTOR,
+                type="control_request",
+                **fields,
+            )
+            return
+        if envelope.kind is not EnvelopeKind.REPLY:
+            return
+        request = self._pending_control.pop((envelope.dst.node, envelope.corr), None)
+        if request is None:
+            return
+        if isinstance(payload, LeaderAndIsrResponse | UpdateMetadataResponse | StopReplicaResponse):
+            error = ErrorCode(payload.error_code).name
+        elif isinstance(payload, ErrorReply):
+            error = _code_name(payload.code)
+        else:
+            error = f"unexpected {type(payload).__name__}"
+        self.tracer.emit(
+            TraceKind.EVENT,
+            node=CHAOS_NODE,
+            actor=OBSERVER_ACTOR,
+            type="control_response",
+            request=request,
+            src=str(envelope.src),
+            dst=str(envelope.dst),
+            corr=envelope.corr,
+            error=error,
+        )
+
+
+def _broker_of(node: str) -> int | None:
+    prefix, _, number = node.rpartition("-")
+    return int(number) if prefix == "broker" and number.isdigit() else None
+
+
+def _code_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)

@@ -1,0 +1,580 @@
+"""The scenario vocabulary: typed, frozen values for everything a chaos scenario says.
+
+A ``Scenario`` is a cluster set-up and a list of steps. YAML files (``cluster.chaos.loader``)
+and Python code build the same values; docs/chaos.md documents both. Steps are a closed
+union tagged by ``kind`` (the YAML key naming the step):
+
+* admin operations: ``create_topic``, ``delete_topic``, ``add_partitions`` (through the
+  Kafka API of a broker, ``via: wire``, or the ``kafka-topics --zookeeper`` path on the
+  store, ``via: store``), and ``start_broker``;
+* faults: ``crash_broker``, ``stop_broker``, ``kill_controller``, ``partition``, ``drop``,
+  ``delay``, ``duplicate``, ``reorder``, ``expire_session``, ``slow_store``,
+  ``disk_failure``, ``clock_skew``; and ``heal``;
+* ``sleep`` (let simulated time pass), ``wait`` and ``expect`` (a condition with a
+  deadline: a wait that times out stops the run, an expectation that fails is a violation).
+
+Admin operations, faults and heals are *actions*: by default they run when reached; with
+``at`` (seconds of trace time) or ``after`` (a sequence of trace-event patterns) they are
+armed instead and run in the background when their trigger fires, and the next step
+follows at once. A fault with ``duration`` heals itself that long after it was injected.
+
+Brokers are named by id or by a selector resolved when the action runs: ``controller``
+(the broker ``/controller`` names), ``any`` (a running broker drawn from the run's seeded
+RNG), ``other`` (a running broker that is not the controller, drawn likewise).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal, TypeAlias
+
+import msgspec
+
+from protocol.trace import TraceEvent
+
+__all__ = [
+    "ACTION_TYPES",
+    "CONDITION_TYPES",
+    "FAULT_TYPES",
+    "SELECTORS",
+    "STEP_TYPES",
+    "Action",
+    "AddPartitions",
+    "BrokerRegistered",
+    "BrokerSel",
+    "BrokerUnregistered",
+    "ClockSkew",
+    "ClusterReady",
+    "ClusterSetup",
+    "Condition",
+    "Converged",
+    "CrashBroker",
+    "CreateTopic",
+    "DelayMessages",
+    "DeleteTopic",
+    "DiskFailure",
+    "DropMessages",
+    "DuplicateMessages",
+    "EventSeen",
+    "Expect",
+    "ExpireSession",
+    "Fault",
+    "FinalPhase",
+    "Heal",
+    "KillController",
+    "MarkedForDeletion",
+    "NetworkPartition",
+    "NoPendingDeletions",
+    "Pattern",
+    "ReorderMessages",
+    "Scenario",
+    "Sleep",
+    "SlowStore",
+    "StartBroker",
+    "Step",
+    "StopBroker",
+    "TopicDeleted",
+    "TopicExists",
+    "TopicReady",
+    "Wait",
+]
+
+SELECTORS: Final = ("controller", "any", "other")
+BrokerSel: TypeAlias = int | Literal["controller", "any", "other"]
+"""A broker by id, or a selector resolved when the action runs."""
+
+Via: TypeAlias = Literal["wire", "store"]
+
+
+class _Value(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True
+):
+    """Base of the scenario values: unknown keys are errors, not silently ignored; encoded,
+    a value shows only what differs from the defaults."""
+
+
+# ----------------------------------------------------------------------------- patterns
+
+
+class Pattern(_Value, frozen=True, kw_only=True):
+    """Matches trace events: every given attribute must be equal, and every entry of
+    ``fields`` must equal the event's field of that name (other fields are free).
+    ``nth``: the pattern is met on its n-th matching event."""
+
+    kind: str | None = None
+    type: str | None = None
+    node: str | None = None
+    actor: str | None = None
+    fields: dict[str, Any] = {}
+    nth: int = 1
+
+    def __post_init__(self) -> None:
+        if self.nth < 1:
+            raise ValueError(f"nth must be at least 1, not {self.nth}")
+
+    def matches(self, event: TraceEvent) -> bool:
+        if (
+            (self.kind is not None and event.kind != self.kind)
+            or (self.type is not None and event.type != self.type)
+            or (self.node is not None and event.node != self.node)
+            or (self.actor is not None and event.actor != self.actor)
+        ):
+            return False
+        for name, wanted in self.fields.items():
+            if name not in event.fields:
+                return False
+            if _plain(event.fields[name]) != wanted:
+                return False
+        return True
+
+
+def _plain(value: Any) -> Any:
+    """A trace field as YAML would write it (tuples as lists, enums as values)."""
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return _plain(msgspec.to_builtins(value))
+
+
+# ----------------------------------------------------------------------------- steps
+
+
+class _Step(_Value, frozen=True, kw_only=True, tag_field="kind"):
+    """Base of every step."""
+
+
+class Action(_Step, frozen=True, kw_only=True):
+    """A step that does something; ``at`` or ``after`` arms it instead (see module doc)."""
+
+    id: str | None = None
+    at: float | None = None
+    after: tuple[Pattern, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.at is not None and self.after is not None:
+            raise ValueError("a step has `at` or `after`, not both")
+        if self.at is not None and self.at < 0:
+            raise ValueError(f"at must not be negative, not {self.at}")
+        if self.after is not None and not self.after:
+            raise ValueError("after needs at least one pattern")
+
+    @property
+    def armed(self) -> bool:
+        return self.at is not None or self.after is not None
+
+
+class _AdminOp(Action, frozen=True, kw_only=True):
+    """``via``: ``wire`` (a Kafka request to ``broker``, forwarded to the controller as a
+    real client's would be) or ``store`` (kafka-topics' ``--zookeeper`` path).
+    ``outcome``: what must come back, ``any`` (recorded only), ``ok``, ``error``, or a
+    Kafka error name such as ``TOPIC_ALREADY_EXISTS`` (wire only). ``retries``: as an
+    admin client does, send the request again (to ``broker``, resolved anew) up to that
+    many times while the answer is NOT_CONTROLLER or no answer came (wire only)."""
+
+    via: Via = "wire"
+    broker: BrokerSel = "any"
+    outcome: str = "any"
+    timeout_ms: int = 30_000
+    retries: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.retries < 0:
+            raise ValueError(f"retries must not be negative, not {self.retries}")
+
+
+class CreateTopic(_AdminOp, frozen=True, kw_only=True, tag="create_topic"):
+    topic: str
+    partitions: int = 1
+    replication_factor: int = 1
+    assignment: dict[int, tuple[int, ...]] | None = None
+    configs: dict[str, str] = {}
+
+
+class DeleteTopic(_AdminOp, frozen=True, kw_only=True, tag="delete_topic"):
+    topic: str
+
+
+class AddPartitions(_AdminOp, frozen=True, kw_only=True, tag="add_partitions"):
+    """Raise ``topic``'s partition count to ``count`` (``--alter --partitions``)."""
+
+    topic: str
+    count: int
+
+
+class StartBroker(Action, frozen=True, kw_only=True, tag="start_broker"):
+    """Start a stopped or crashed broker (this heals the fault that took it down). A
+    crashed broker's old session must expire first: the step waits for it."""
+
+    broker: int
+
+
+class Fault(Action, frozen=True, kw_only=True):
+    """Base of the faults. ``duration``: heal automatically that long after injection."""
+
+    duration: float | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.duration is not None and self.duration <= 0:
+            raise ValueError(f"duration must be positive, not {self.duration}")
+
+
+class CrashBroker(Fault, frozen=True, kw_only=True, tag="crash_broker"):
+    """No graceful step; the broker's store session expires after its timeout. Healed
+    by starting the broker again."""
+
+    broker: BrokerSel
+
+
+class StopBroker(Fault, frozen=True, kw_only=True, tag="stop_broker"):
+    """Graceful stop (its session closes, its znode goes at once). Healed by a start."""
+
+    broker: BrokerSel
+
+
+class KillController(Fault, frozen=True, kw_only=True, tag="kill_controller"):
+    """Crash whichever broker is the controller at that moment."""
+
+
+class NetworkPartition(Fault, frozen=True, kw_only=True, tag="partition"):
+    """Nodes in different groups cannot exchange messages (controller requests, their
+    answers, forwarded admin requests); their store sessions are untouched."""
+
+    groups: tuple[tuple[BrokerSel, ...], ...]
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if len(self.groups) < 2:
+            raise ValueError("a partition needs at least two groups")
+        if any(not group for group in self.groups):
+            raise ValueError("a partition group cannot be empty")
+
+
+class _MessageRule(Fault, frozen=True, kw_only=True):
+    """Which inter-broker messages a rule hits: from ``src`` to ``dst`` brokers (every
+    broker when omitted), of the message ``types`` (class names, e.g.
+    ``StopReplicaRequest``; every type when omitted)."""
+
+    src: tuple[BrokerSel, ...] | None = None
+    dst: tuple[BrokerSel, ...] | None = None
+    types: tuple[str, ...] | None = None
+
+
+def _check_probability(p: float) -> None:
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"probability must be within [0, 1], not {p}")
+
+
+class DropMessages(_MessageRule, frozen=True, kw_only=True, tag="drop"):
+    probability: float = 1.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_probability(self.probability)
+
+
+class DelayMessages(_MessageRule, frozen=True, kw_only=True, tag="delay"):
+    seconds: float
+    jitter: float = 0.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.seconds < 0 or self.jitter < 0:
+            raise ValueError("seconds and jitter must not be negative")
+
+
+class DuplicateMessages(_MessageRule, frozen=True, kw_only=True, tag="duplicate"):
+    probability: float = 1.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_probability(self.probability)
+
+
+class ReorderMessages(_MessageRule, frozen=True, kw_only=True, tag="reorder"):
+    probability: float = 1.0
+    window: int = 1
+    max_hold: float = 0.1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_probability(self.probability)
+        if self.window < 1:
+            raise ValueError(f"window must be at least 1, not {self.window}")
+        if self.max_hold < 0:
+            raise ValueError(f"max_hold must not be negative, not {self.max_hold}")
+
+
+class ExpireSession(Fault, frozen=True, kw_only=True, tag="expire_session"):
+    """Expire the broker's store session now (as ZooKeeper does when it hears nothing
+    for the session timeout). Instantaneous: the broker opens a new session by itself,
+    so there is nothing to heal."""
+
+    broker: BrokerSel
+
+
+class SlowStore(Fault, frozen=True, kw_only=True, tag="slow_store"):
+    """Every store call of every session waits ``latency`` seconds first."""
+
+    latency: float
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.latency <= 0:
+            raise ValueError(f"latency must be positive, not {self.latency}")
+
+
+DISK_OPS: Final = ("mkdir", "write_file", "rename", "rmtree", "listdir", "is_dir")
+
+
+class DiskFailure(Fault, frozen=True, kw_only=True, tag="disk_failure"):
+    """The broker's log manager sees ``ops`` fail with EIO (every operation when
+    omitted) under its log dir, or only under the directory ``entry`` of it (e.g.
+    ``t1-0``); ``readonly`` instead makes every mutating operation fail with EROFS.
+    ``times``: fail that many times, then work again (else until healed)."""
+
+    broker: BrokerSel
+    ops: tuple[str, ...] | None = None
+    entry: str | None = None
+    readonly: bool = False
+    times: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        unknown = sorted(set(self.ops or ()) - set(DISK_OPS))
+        if unknown:
+            raise ValueError(f"unknown disk ops {unknown} (known: {', '.join(DISK_OPS)})")
+        if self.readonly and self.ops is not None:
+            raise ValueError("readonly fails every mutating op: give it without ops")
+        if self.times is not None and self.times < 1:
+            raise ValueError(f"times must be at least 1, not {self.times}")
+        if self.entry is not None and ("/" in self.entry or self.entry in {"", ".", ".."}):
+            raise ValueError(f"entry must be one directory name, not {self.entry!r}")
+
+
+class ClockSkew(Fault, frozen=True, kw_only=True, tag="clock_skew"):
+    """The broker's node clock reads ``skew`` seconds off and runs at ``rate`` (2.0:
+    its timers fire twice as early). Reaches what reads the node's clock when it
+    schedules (asks, log-manager timers, purgatory); components that captured the
+    clock at start-up (store connection, controller channel) keep the true one."""
+
+    broker: BrokerSel
+    skew: float = 0.0
+    rate: float = 1.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.rate <= 0:
+            raise ValueError(f"rate must be positive, not {self.rate}")
+
+
+class Heal(Action, frozen=True, kw_only=True, tag="heal"):
+    """End the fault with this ``id`` (``all``: every active fault, newest first)."""
+
+    fault: str = "all"
+
+
+class Sleep(_Step, frozen=True, kw_only=True, tag="sleep"):
+    seconds: float
+
+    def __post_init__(self) -> None:
+        if self.seconds < 0:
+            raise ValueError(f"seconds must not be negative, not {self.seconds}")
+
+
+# ----------------------------------------------------------------------------- conditions
+
+
+class _Condition(_Value, frozen=True, kw_only=True, tag_field="kind"):
+    """Base of the conditions ``wait`` and ``expect`` poll."""
+
+
+class TopicExists(_Condition, frozen=True, kw_only=True, tag="topic_exists"):
+    """``/brokers/topics/<topic>`` exists."""
+
+    topic: str
+
+
+class TopicReady(_Condition, frozen=True, kw_only=True, tag="topic_ready"):
+    """The topic exists, every partition's state has a leader, and every running
+    broker's metadata cache shows all its partitions with leaders."""
+
+    topic: str
+
+
+class TopicDeleted(_Condition, frozen=True, kw_only=True, tag="topic_deleted"):
+    """No topic znode, no deletion marker, in no running broker's cache, and no live
+    (not ``-delete``) log directory of it on a running broker."""
+
+    topic: str
+
+
+class MarkedForDeletion(_Condition, frozen=True, kw_only=True, tag="marked_for_deletion"):
+    topic: str
+
+
+class NoPendingDeletions(_Condition, frozen=True, kw_only=True, tag="no_pending_deletions"):
+    """``/admin/delete_topics`` has no children."""
+
+
+class ClusterReady(_Condition, frozen=True, kw_only=True, tag="cluster_ready"):
+    """Every running broker is registered and they agree on a running controller and on
+    the set of running brokers."""
+
+
+class BrokerRegistered(_Condition, frozen=True, kw_only=True, tag="broker_registered"):
+    broker: int
+
+
+class BrokerUnregistered(_Condition, frozen=True, kw_only=True, tag="broker_unregistered"):
+    broker: int
+
+
+class Converged(_Condition, frozen=True, kw_only=True, tag="converged"):
+    """The end-state invariants hold now: no orphan znodes or log directories, no
+    ``-delete`` directories, no pending deletion, caches equal to the store."""
+
+
+class EventSeen(_Condition, frozen=True, kw_only=True, tag="event"):
+    """A trace event matching ``pattern`` (its ``nth`` match) has been recorded in this run
+    (before the step began, or since)."""
+
+    pattern: Pattern
+
+
+Condition: TypeAlias = (
+    TopicExists
+    | TopicReady
+    | TopicDeleted
+    | MarkedForDeletion
+    | NoPendingDeletions
+    | ClusterReady
+    | BrokerRegistered
+    | BrokerUnregistered
+    | Converged
+    | EventSeen
+)
+CONDITION_TYPES: Final[tuple[type[_Condition], ...]] = (
+    TopicExists,
+    TopicReady,
+    TopicDeleted,
+    MarkedForDeletion,
+    NoPendingDeletions,
+    ClusterReady,
+    BrokerRegistered,
+    BrokerUnregistered,
+    Converged,
+    EventSeen,
+)
+
+
+class Wait(_Step, frozen=True, kw_only=True, tag="wait"):
+    """Poll ``condition`` until it holds; the run stops as failed after ``within``."""
+
+    condition: Condition
+    within: float = 30.0
+
+
+class Expect(_Step, frozen=True, kw_only=True, tag="expect"):
+    """``condition`` must hold within ``within`` seconds (0: right now); if not, it is
+    reported as a violation and the run goes on."""
+
+    condition: Condition
+    within: float = 0.0
+
+
+Step: TypeAlias = (
+    CreateTopic
+    | DeleteTopic
+    | AddPartitions
+    | StartBroker
+    | CrashBroker
+    | StopBroker
+    | KillController
+    | NetworkPartition
+    | DropMessages
+    | DelayMessages
+    | DuplicateMessages
+    | ReorderMessages
+    | ExpireSession
+    | SlowStore
+    | DiskFailure
+    | ClockSkew
+    | Heal
+    | Sleep
+    | Wait
+    | Expect
+)
+FAULT_TYPES: Final[tuple[type[Fault], ...]] = (
+    CrashBroker,
+    StopBroker,
+    KillController,
+    NetworkPartition,
+    DropMessages,
+    DelayMessages,
+    DuplicateMessages,
+    ReorderMessages,
+    ExpireSession,
+    SlowStore,
+    DiskFailure,
+    ClockSkew,
+)
+ACTION_TYPES: Final[tuple[type[Action], ...]] = (
+    CreateTopic,
+    DeleteTopic,
+    AddPartitions,
+    StartBroker,
+    Heal,
+    *FAULT_TYPES,
+)
+STEP_TYPES: Final[tuple[type[_Step], ...]] = (*ACTION_TYPES, Sleep, Wait, Expect)
+
+
+def kind_of(value: _Step | _Condition) -> str:
+    """The YAML key of a step or condition."""
+    tag = type(value).__struct_config__.tag
+    assert isinstance(tag, str)
+    return tag
+
+
+# ----------------------------------------------------------------------------- scenario
+
+
+class ClusterSetup(_Value, frozen=True, kw_only=True):
+    """``store``: ``embedded`` or ``zookeeper``; ``mode``: ``in-process`` or
+    ``processes``. The runner does the embedded, in-process cluster today."""
+
+    brokers: int = 3
+    racks: dict[int, str] = {}
+    store: Literal["embedded", "zookeeper"] = "embedded"
+    mode: Literal["in-process", "processes"] = "in-process"
+    config: dict[str, str] = {}
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.brokers <= 100:
+            raise ValueError(f"brokers must be within [1, 100], not {self.brokers}")
+
+
+class FinalPhase(_Value, frozen=True, kw_only=True):
+    """After the last step: ``heal`` every active fault and start every broker that is
+    down, then wait up to ``settle`` seconds for the cluster to converge before the
+    end-state invariants are checked."""
+
+    heal: bool = True
+    settle: float = 120.0
+
+
+class Scenario(_Value, frozen=True, kw_only=True):
+    """``deletion_bound``: seconds of fault-free time within which a topic marked for
+    deletion must be deleted. ``deadline``: the whole run's bound, in seconds."""
+
+    name: str
+    description: str = ""
+    cluster: ClusterSetup = ClusterSetup()
+    steps: tuple[Step, ...] = ()
+    deletion_bound: float = 60.0
+    deadline: float = 900.0
+    final: FinalPhase = FinalPhase()

@@ -1,0 +1,479 @@
+"""Running one scenario with one seed.
+
+``run_scenario`` starts the scenario's cluster (in-process, embedded store, no Kafka
+listeners) on the virtual clock (deterministic mode) or the real one, carries out the
+steps, then the final phase (heal everything, start every broker that is down, wait
+for the cluster to converge), reads the end state, and checks the invariants over the
+trace and the end state. Everything goes into the run directory:
+
+* ``trace.jsonl``: the trace (docs/trace-schema.md, plus the chaos events of
+  docs/chaos.md); in deterministic mode, the same scenario and seed give the same bytes;
+* ``summary.json``: the outcome, counts, times and the command that reproduces the run;
+* ``invariants.json``: every rule checked, with its violations, and the notices;
+* ``timeline.txt``: the run for people: steps, faults, elections, deletions, violations;
+* ``final_state.json``: what the end-state rules read;
+* ``logs/``: the brokers' log directories.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import anyio
+import msgspec
+from anyio.abc import TaskGroup, TaskStatus
+
+from actors.clock import Clock, RealClock, VirtualClock, run_real, run_virtual
+from actors.runtime import Node
+from actors.trace import Tracer
+from cluster.chaos.admin import AdminOp, run_admin
+from cluster.chaos.conditions import condition_check, converged, read_final
+from cluster.chaos.faults import RESTART_TIMEOUT, ActiveFault, inject
+from cluster.chaos.harness import Harness, Recorder
+from cluster.chaos.invariants import (
+    FINAL_RULES,
+    TRACE_RULES,
+    FinalState,
+    Violation,
+    check_final,
+    check_trace,
+    refused_transitions,
+)
+from cluster.chaos.model import (
+    Action,
+    AddPartitions,
+    Condition,
+    CreateTopic,
+    DeleteTopic,
+    Expect,
+    Fault,
+    Heal,
+    Scenario,
+    Sleep,
+    StartBroker,
+    Step,
+    Wait,
+    kind_of,
+)
+from cluster.chaos.timeline import condition_text, step_label, timeline
+from cluster.cluster import Cluster, ClusterSpec
+from cluster.trace import JsonlTraceWriter
+from protocol.errors import KemuError, sole_error
+from protocol.trace import TraceHeader, TraceKind
+
+__all__ = ["RunOptions", "RunResult", "reproduce_command", "run_scenario"]
+
+Status = Literal["passed", "failed", "error"]
+
+RUN_FILES: Final = (
+    "trace.jsonl",
+    "summary.json",
+    "invariants.json",
+    "timeline.txt",
+    "final_state.json",
+)
+
+
+class RunResult(msgspec.Struct, kw_only=True):
+    """The outcome of one run (``summary.json``)."""
+
+    scenario: str
+    source: str | None
+    seed: int
+    mode: Literal["deterministic", "real"]
+    status: Status = "passed"
+    violations: list[Violation] = msgspec.field(default_factory=list)
+    failures: list[Violation] = msgspec.field(default_factory=list)
+    notices: list[Violation] = msgspec.field(default_factory=list)
+    error: str | None = None
+    events: int = 0
+    simulated_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    run_dir: str = ""
+    trace_sha256: str = ""
+    reproduce: str = ""
+
+    @property
+    def problems(self) -> list[Violation]:
+        return [*self.failures, *self.violations]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """``source``: the scenario file (for the command that reproduces the run);
+    ``progress``: called with one line per step when given."""
+
+    run_dir: Path
+    seed: int = 0
+    deterministic: bool = True
+    source: str | None = None
+    out: Path | None = None
+    progress: Callable[[str], None] | None = field(default=None, compare=False)
+
+
+def reproduce_command(source: str | None, seed: int, deterministic: bool, out: Path | None) -> str:
+    parts = ["kemu", "chaos", "run", source or "SCENARIO.yaml", "--seed", str(seed)]
+    if deterministic:
+        parts.append("--deterministic")
+    if out is not None:
+        parts += ["--out", str(out)]
+    return " ".join(parts)
+
+
+def prepare_run_dir(run_dir: Path) -> None:
+    """Empty ``run_dir`` for a new run; refuse a non-empty directory that is not a run's."""
+    if run_dir.exists():
+        names = {p.name for p in run_dir.iterdir()}
+        if names and not names & set(RUN_FILES):
+            raise KemuError(f"{run_dir} is not empty and holds no chaos run: not touching it")
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True)
+
+
+def run_scenario(scenario: Scenario, options: RunOptions) -> RunResult:
+    """Run ``scenario`` once (see the module doc) and write the run directory."""
+    setup = scenario.cluster
+    if setup.store != "embedded" or setup.mode != "in-process":
+        raise KemuError(
+            f"scenario {scenario.name}: the runner does the embedded, in-process cluster only"
+            " (store: zookeeper and mode: processes come later)"
+        )
+    prepare_run_dir(options.run_dir)
+    run = _Run(scenario, options)
+    started = time.perf_counter()
+    try:
+        if options.deterministic:
+            run_virtual(run.main)
+        else:
+            run_real(run.main)
+    except Exception as exc:  # the run's own boundary: report, never a traceback
+        run.error(sole_error(exc))
+    except BaseExceptionGroup as group:
+        leaf = sole_error(group)
+        if not isinstance(leaf, Exception):
+            raise
+        run.error(leaf)
+    finally:
+        run.writer.close()
+    return run.finish(time.perf_counter() - started)
+
+
+class _Run:
+    def __init__(self, scenario: Scenario, options: RunOptions) -> None:
+        self.scenario = scenario
+        self.options = options
+        self.run_dir = options.run_dir
+        self.log_root = (options.run_dir / "logs").resolve()
+        header = TraceHeader(
+            run=scenario.name,
+            seed=options.seed,
+            clock="virtual" if options.deterministic else "real",
+        )
+        self.writer = JsonlTraceWriter(options.run_dir / "trace.jsonl", header)
+        self.recorder = Recorder(self.writer, self.log_root)
+        self.tracer = Tracer()
+        self.clock: Clock = VirtualClock() if options.deterministic else RealClock()
+        self.result = RunResult(
+            scenario=scenario.name,
+            source=options.source,
+            seed=options.seed,
+            mode="deterministic" if options.deterministic else "real",
+            run_dir=str(options.run_dir),
+            reproduce=reproduce_command(
+                options.source, options.seed, options.deterministic, options.out
+            ),
+        )
+        self.final: FinalState | None = None
+        self.end = 0.0
+        self.active: dict[str, ActiveFault] = {}
+        self.pending: dict[int, Step] = {}  # armed steps not carried out yet
+        self._origin = 0.0
+        self._h: Harness | None = None
+        self._background: TaskGroup | None = None
+
+    # ------------------------------------------------------------------ plumbing
+
+    @property
+    def h(self) -> Harness:
+        assert self._h is not None
+        return self._h
+
+    def now(self) -> float:
+        """Trace time: seconds since the run started."""
+        return self.clock.now() - self._origin
+
+    def fail(self, rule: str, message: str) -> None:
+        """A scenario failure (not an invariant violation): traced, then recorded at the
+        event that traced it."""
+        self.h.emit(TraceKind.EVENT, "scenario_failure", rule=rule, message=message)
+        self.result.failures.append(
+            Violation(rule=rule, message=message, seq=self.tracer.seq, ts=round(self.now(), 6))
+        )
+        self.say(f"FAILED {rule}: {message}")
+
+    def error(self, exc: BaseException) -> None:
+        self.result.error = f"{type(exc).__name__}: {exc}"
+
+    def say(self, text: str) -> None:
+        if self.options.progress is not None:
+            self.options.progress(f"{self.now():9.3f}s  {text}")
+
+    # ------------------------------------------------------------------ the run
+
+    async def main(self) -> None:
+        self._origin = self.clock.now()
+        self.tracer.rebase()
+        self.tracer.add_sink(self.recorder)
+        scenario = self.scenario
+        spec = ClusterSpec(
+            brokers=scenario.cluster.brokers,
+            base_port=0,
+            log_dir=self.log_root,
+            racks=dict(scenario.cluster.racks),
+            config=dict(scenario.cluster.config),
+            seed=self.options.seed,
+            listeners=False,
+        )
+        async with anyio.create_task_group() as tg:
+            cluster = Cluster(spec, tracer=self.tracer, clock=self.clock)
+            await tg.start(cluster.run)
+            assert cluster.network is not None
+            assert cluster.store is not None
+            client = Node(
+                "chaos",
+                attach=cluster.network.attach,
+                tracer=self.tracer,
+                clock=self.clock,
+                seed=self.options.seed,
+            )
+            await tg.start(client.run)
+            session = await cluster.store.open_session(name="chaos")
+            self._h = Harness(
+                cluster,
+                client=client,
+                session=session,
+                recorder=self.recorder,
+                tracer=self.tracer,
+                clock=self.clock,
+                rng=random.Random(f"chaos:{self.options.seed}"),
+                log_root=self.log_root,
+            )
+            cluster.network.add_observer(self.h.observe)
+            await tg.start(self.h.reap)
+            self.say(f"cluster of {spec.brokers} brokers ready")
+            with anyio.move_on_after(scenario.deadline) as deadline:
+                await self._steps()
+                await self._final_phase()
+            if deadline.cancelled_caught:
+                self.fail("deadline", f"the run did not end within {scenario.deadline:g}s")
+            self.final = await read_final(self.h)
+            self.end = self.now()
+            self.tracer.remove_sink(self.recorder)  # the teardown is not part of the run
+            tg.cancel_scope.cancel()
+
+    async def _steps(self) -> None:
+        async with anyio.create_task_group() as background:
+            self._background = background
+            for index, step in enumerate(self.scenario.steps):
+                try:
+                    if isinstance(step, Action) and step.armed:
+                        self.pending[index] = step
+                        await background.start(self._armed, index, step)
+                    elif not await self._step(index, step):
+                        break
+                except KemuError as exc:
+                    self.fail("step_error", f"{step_label(index, step)}: {exc}")
+                    break
+            background.cancel_scope.cancel()
+        self._background = None
+        for index, step in sorted(self.pending.items()):
+            self.fail("trigger", f"{step_label(index, step)} was armed but never triggered")
+
+    async def _armed(
+        self,
+        index: int,
+        step: Step,
+        *,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Wait for the step's trigger, then carry it out (in the background)."""
+        assert isinstance(step, Action)
+        trigger = None if step.after is None else self.recorder.arm(step.after)
+        self.h.emit(TraceKind.EVENT, "step_armed", index=index, step=kind_of(step))
+        self.say(f"armed {step_label(index, step)}")
+        task_status.started()
+        cause: dict[str, Any] = {}
+        if trigger is not None:
+            await trigger.fired.wait()
+            assert trigger.event is not None
+            cause = {"trigger_seq": trigger.event.seq}
+        else:
+            assert step.at is not None
+            await self.clock.sleep(step.at - self.now())
+        del self.pending[index]
+        try:
+            await self._step(index, step, **cause)
+        except KemuError as exc:
+            self.fail("step_error", f"{step_label(index, step)}: {exc}")
+
+    async def _step(self, index: int, step: Step, **cause: Any) -> bool:
+        """Carry out one step; False if the run cannot go on (a wait timed out)."""
+        h = self.h
+        label = step_label(index, step)
+        h.emit(TraceKind.EVENT, "step_started", index=index, step=kind_of(step), **cause)
+        self.say(label)
+        ok = True
+        match step:
+            case Sleep(seconds=seconds):
+                await self.clock.sleep(seconds)
+            case Wait(condition=condition, within=within):
+                ok = await h.until(condition_check(h, condition), within)
+                if not ok:
+                    self.fail(
+                        "wait",
+                        f"{label}: {condition_text(condition)} did not hold within {within:g}s",
+                    )
+            case Expect(condition=condition, within=within):
+                if not await h.until(condition_check(h, condition), within):
+                    self.fail(
+                        "expectation",
+                        f"{label}: {condition_text(condition)} did not hold within {within:g}s",
+                    )
+            case CreateTopic() | DeleteTopic() | AddPartitions():
+                await self._admin(label, step)
+            case StartBroker(broker=broker):
+                await h.start_broker(broker, timeout=RESTART_TIMEOUT)
+                for fault_id, fault in list(self.active.items()):
+                    if fault.broker == broker:
+                        self._healed(fault_id, "start_broker")
+            case Heal(fault=which):
+                await self.heal(which, "heal")
+            case Fault():
+                await self._inject(index, step)
+        h.emit(TraceKind.EVENT, "step_finished", index=index, step=kind_of(step), ok=ok)
+        return ok
+
+    async def _admin(self, label: str, op: AdminOp) -> None:
+        outcome = await run_admin(self.h, op)
+        self.h.emit(
+            TraceKind.EVENT,
+            "admin_result",
+            op=kind_of(op),
+            topic=op.topic,
+            via=op.via,
+            broker=outcome.broker,
+            error=outcome.error,
+            detail=outcome.detail,
+            attempts=outcome.attempts,
+        )
+        self.say(f"  -> {outcome.error} {outcome.detail}".rstrip())
+        if not outcome.meets(op.outcome):
+            self.fail("admin_outcome", f"{label}: {outcome.error}, expected {op.outcome}")
+
+    async def _inject(self, index: int, fault: Fault) -> None:
+        fault_id = fault.id or f"{kind_of(fault)}#{index}"
+        active = await inject(self.h, fault, fault_id)
+        self.h.emit(
+            TraceKind.FAULT,
+            "fault_injected",
+            id=fault_id,
+            fault=kind_of(fault),
+            instant=active.instant,
+            detail=active.description,
+        )
+        self.say(f"  fault {fault_id}: {active.description}")
+        if active.instant:
+            return
+        self.active[fault_id] = active
+        if fault.duration is not None and self._background is not None:
+            self._background.start_soon(self._heal_later, fault_id, fault.duration)
+
+    async def _heal_later(self, fault_id: str, duration: float) -> None:
+        await self.clock.sleep(duration)
+        if fault_id in self.active:
+            await self.heal(fault_id, "duration")
+
+    async def heal(self, which: str, how: str) -> None:
+        ids = list(reversed(self.active)) if which == "all" else [which]
+        for fault_id in ids:
+            fault = self.active.get(fault_id)
+            if fault is None:
+                continue  # healed meanwhile (e.g. its broker was started)
+            await fault.heal()
+            self._healed(fault_id, how)
+
+    def _healed(self, fault_id: str, how: str) -> None:
+        fault = self.active.pop(fault_id)
+        self.h.emit(TraceKind.FAULT, "fault_healed", id=fault_id, fault=fault.kind, how=how)
+        self.say(f"  healed {fault_id} ({how})")
+
+    async def _final_phase(self) -> None:
+        final = self.scenario.final
+        if not final.heal:
+            return
+        self.h.emit(TraceKind.EVENT, "final_phase_started", settle=final.settle)
+        self.say("final phase: heal everything, start every broker, settle")
+        try:
+            await self.heal("all", "final")
+            for broker in range(self.h.brokers):
+                if not self.h.is_running(broker):
+                    await self.h.start_broker(broker, timeout=RESTART_TIMEOUT)
+        except KemuError as exc:
+            self.fail("final_phase", str(exc))
+            return
+        settled = await self.h.until(lambda: converged(self.h), final.settle)
+        self.h.emit(TraceKind.EVENT, "final_phase_finished", converged=settled)
+        self.say("converged" if settled else f"not converged after {final.settle:g}s")
+
+    # ------------------------------------------------------------------ the outcome
+
+    def finish(self, wall: float) -> RunResult:
+        result = self.result
+        events = self.recorder.events
+        result.events = len(events)
+        result.simulated_seconds = round(self.end, 6)
+        result.wall_seconds = round(wall, 3)
+        if result.error is None:
+            result.violations = check_trace(
+                events, deletion_bound=self.scenario.deletion_bound, end=self.end
+            )
+            if self.final is not None:
+                result.violations += check_final(self.final, events)
+                _write_json(self.run_dir / "final_state.json", self.final)
+            result.notices = refused_transitions(events)
+        if result.error is not None:
+            result.status = "error"
+        elif result.problems:
+            result.status = "failed"
+        result.trace_sha256 = hashlib.sha256(
+            (self.run_dir / "trace.jsonl").read_bytes()
+        ).hexdigest()
+        rules = sorted({*TRACE_RULES, *FINAL_RULES, "deletions_complete", "acknowledged_creations"})
+        _write_json(
+            self.run_dir / "invariants.json",
+            {
+                "rules": {rule: [v for v in result.violations if v.rule == rule] for rule in rules},
+                "failures": result.failures,
+                "notices": result.notices,
+            },
+        )
+        (self.run_dir / "timeline.txt").write_text(
+            timeline(self.scenario, result, events), encoding="utf-8"
+        )
+        _write_json(self.run_dir / "summary.json", result)
+        return result
+
+
+def _write_json(path: Path, value: Any) -> None:
+    path.write_bytes(msgspec.json.format(msgspec.json.encode(value), indent=2) + b"\n")
+
+
+def _unmet(condition: Condition, within: float) -> str:
+    return f"{condition_text(condition)} did not hold within {within:g}s"

@@ -1,0 +1,201 @@
+"""The scenario library passes in deterministic mode over several seeds, a run is
+reproducible byte for byte, and deliberately broken brokers and controllers make the
+relevant scenarios fail with the right violation."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from actors.broker.broker import Broker
+from actors.controller.topic_deletion import TopicDeletionManager
+from actors.log_manager import LogManager
+from cluster.chaos import RunOptions, RunResult, Scenario, load_scenario, run_scenario
+from cluster.chaos.model import ClusterSetup, CreateTopic, Expect, FinalPhase, TopicReady
+from cluster.trace import read_trace
+from protocol.control import TopicPartition
+from protocol.ids import ControllerEpoch, TopicName
+from protocol.log import LogDeleted
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIOS = ROOT / "scenarios"
+SEEDS = (1, 7)
+KNOWN_BUG: dict[str, str] = {}
+"""Scenario name -> why it is expected to fail (strict xfail: fixing the bug turns it red)."""
+
+
+def run(path: Path, seed: int, out: Path) -> RunResult:
+    scenario = load_scenario(path)
+    return run_scenario(
+        scenario, RunOptions(run_dir=out / scenario.name / f"seed-{seed}", seed=seed)
+    )
+
+
+def library() -> list[object]:
+    params: list[object] = []
+    for path in sorted(SCENARIOS.glob("*.yaml")):
+        for seed in SEEDS:
+            marks = []
+            if path.stem in KNOWN_BUG:
+                marks.append(pytest.mark.xfail(reason=KNOWN_BUG[path.stem], strict=True))
+            params.append(pytest.param(path, seed, id=f"{path.stem}-{seed}", marks=marks))
+    return params
+
+
+@pytest.mark.parametrize(("path", "seed"), library())
+def test_library_scenario_passes(path: Path, seed: int, tmp_path: Path) -> None:
+    """Every step does what it says, every expectation holds and no invariant breaks."""
+    result = run(path, seed, tmp_path)
+    assert result.error is None
+    assert [p.line() for p in result.problems] == []
+    assert result.status == "passed"
+    run_dir = Path(result.run_dir)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "passed"
+    assert (
+        summary["trace_sha256"]
+        == hashlib.sha256((run_dir / "trace.jsonl").read_bytes()).hexdigest()
+    )
+    rules = json.loads((run_dir / "invariants.json").read_text())["rules"]
+    assert set(rules) >= {"no_stale_epoch_accepted", "legal_transitions", "no_orphan_log_dirs"}
+    assert (run_dir / "timeline.txt").read_text().rstrip().endswith("outcome: passed")
+
+
+def test_the_same_seed_gives_the_same_trace_in_another_directory(tmp_path: Path) -> None:
+    """Two runs of one scenario and seed, in different run directories, write identical
+    traces; another seed writes another trace."""
+    path = SCENARIOS / "controller-killed-mid-deletion.yaml"
+    first = run(path, 3, tmp_path / "a")
+    second = run(path, 3, tmp_path / "b")
+    other = run(path, 4, tmp_path / "a")
+    trace = Path(first.run_dir) / "trace.jsonl"
+    assert trace.read_bytes() == (Path(second.run_dir) / "trace.jsonl").read_bytes()
+    assert first.trace_sha256 != other.trace_sha256
+    header, events = read_trace(trace)
+    assert (header.seed, header.clock) == (3, "virtual")
+    assert any(e.kind == "log_dir" and str(e.fields["dir"]).startswith("logs/") for e in events)
+
+
+def test_the_trace_does_not_depend_on_the_process_or_its_hash_seed(tmp_path: Path) -> None:
+    """``kemu chaos run --deterministic`` in a fresh interpreter with another
+    PYTHONHASHSEED writes the same bytes as a run in this process."""
+    path = SCENARIOS / "message-chaos.yaml"
+    here = run(path, 2, tmp_path / "here")
+    env = {**os.environ, "PYTHONHASHSEED": "4242"}
+    out = tmp_path / "there"
+    command = ["chaos", "run", str(path), "--seed", "2", "--deterministic", "--out", str(out)]
+    subprocess.run(
+        [sys.executable, "-m", "cluster.cli", "--log-level", "CRITICAL", *command],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
+    there = (out / "message-chaos" / "seed-2" / "trace.jsonl").read_bytes()
+    assert there == (Path(here.run_dir) / "trace.jsonl").read_bytes()
+
+
+def test_a_fault_fires_right_after_the_event_it_waits_for(tmp_path: Path) -> None:
+    """The controller is killed right after the first StopReplica(delete=true) is sent:
+    the kill step starts at the first scheduling point after that request."""
+    result = run(SCENARIOS / "controller-killed-mid-deletion.yaml", 1, tmp_path)
+    _, events = read_trace(Path(result.run_dir) / "trace.jsonl")
+    trace = list(events)
+    started = next(
+        e for e in trace if e.type == "step_started" and e.fields["step"] == "kill_controller"
+    )
+    first_delete = next(
+        e
+        for e in trace
+        if e.type == "control_request"
+        and e.fields["request"] == "StopReplicaRequest"
+        and e.fields["delete_partition"]
+    )
+    assert started.fields["trigger_seq"] == first_delete.seq
+    assert started.ts == first_delete.ts
+    between = [e for e in trace if first_delete.seq < e.seq < started.seq]
+    assert not any(e.type == "node_crashed" for e in between)
+    crashed = next(e for e in trace if e.type == "node_crashed" and e.seq > started.seq)
+    assert crashed.node == first_delete.fields["src"].partition("/")[0]
+
+
+def test_a_real_clock_run_works_too(tmp_path: Path) -> None:
+    """Without the virtual clock (real time, in-process) a short scenario passes."""
+    scenario = Scenario(
+        name="real-smoke",
+        cluster=ClusterSetup(brokers=2),
+        steps=(
+            CreateTopic(topic="r", partitions=2, replication_factor=2, outcome="ok"),
+            Expect(condition=TopicReady(topic="r"), within=10),
+        ),
+        final=FinalPhase(settle=10),
+    )
+    result = run_scenario(
+        scenario, RunOptions(run_dir=tmp_path / "real", seed=1, deterministic=False)
+    )
+    assert [p.line() for p in result.problems] == []
+    assert result.mode == "real"
+    header, _ = read_trace(tmp_path / "real" / "trace.jsonl")
+    assert header.clock == "real"
+
+
+# ----------------------------------------------------------------------------- planted bugs
+
+
+def test_a_broker_accepting_stale_epochs_is_caught(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Brokers that never refuse an older controller epoch accept the zombie controller's
+    held-up requests: ``no_stale_epoch_accepted`` names the broker and the epochs."""
+
+    def accept_all(self: Broker, controller_epoch: int, broker_epoch: int) -> None:
+        self.controller_epoch = ControllerEpoch(max(self.controller_epoch, controller_epoch))
+
+    monkeypatch.setattr(Broker, "_stale", accept_all)
+    result = run(SCENARIOS / "stale-controller-requests.yaml", 1, tmp_path)
+    assert result.status == "failed"
+    stale = [v for v in result.violations if v.rule == "no_stale_epoch_accepted"]
+    assert stale
+    assert "with controller epoch 1 after accepting epoch 2" in stale[0].message
+    assert stale[0].seq is not None
+    assert "--seed 1 --deterministic" in result.reproduce
+
+
+def test_a_skipped_stop_replica_delete_phase_is_caught(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Brokers that answer StopReplica(delete=true) without deleting the log leave the
+    logs of deleted topics behind: ``no_orphan_log_dirs``."""
+
+    def keep(self: LogManager, tp: TopicPartition) -> LogDeleted:
+        return LogDeleted(topic=TopicName(tp.topic), partition=tp.partition)
+
+    monkeypatch.setattr(LogManager, "_delete", keep)
+    result = run(SCENARIOS / "create-delete-all-up.yaml", 1, tmp_path)
+    orphans = [v.message for v in result.violations if v.rule == "no_orphan_log_dirs"]
+    assert "broker 0: log alpha-0 is orphaned" in orphans
+    assert result.status == "failed"
+
+
+def test_deletions_not_requeued_at_failover_are_caught(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A controller that forgets the marked topics at failover never finishes a deletion
+    its predecessor started: ``deletions_complete``, during the run and at the end."""
+    original = TopicDeletionManager.init
+
+    async def forgetful(self: TopicDeletionManager, to_delete: object, ineligible: object) -> None:
+        await original(self, (), ())
+
+    monkeypatch.setattr(TopicDeletionManager, "init", forgetful)
+    result = run(SCENARIOS / "controller-killed-mid-deletion.yaml", 1, tmp_path)
+    messages = [v.message for v in result.violations if v.rule == "deletions_complete"]
+    assert any("is not deleted 60s of fault-free time later" in m for m in messages)
+    assert "deletion of events is still pending at the end" in messages

@@ -1,0 +1,229 @@
+"""``kemu leader-election --election-type preferred`` on the ZooKeeper path: a running
+cluster (auto rebalance off) gets its preferred leader back after a broker bounce; on a
+store with no controller, what it writes and prints (Kafka's Set/HashSet orders); bad
+input is one line, exit 1, and nothing written."""
+
+from __future__ import annotations
+
+import io
+import json
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from actors import kafka_zk
+from cluster._jvm import java_string_hash, scala_hash_set_order
+from cluster.cluster import Cluster, ClusterSpec
+from cluster.leader_election_cli import run_leader_election_command
+from protocol import jvm, zkdata
+from protocol.control import TopicPartition
+from protocol.ids import TopicName
+from tests.cli.conftest import STORE, Harness, Result
+from tests.support.waiting import eventually
+from tests.support.zookeeper import ZooKeeperServer
+
+pytestmark = pytest.mark.anyio
+
+PREFERRED = zkdata.PREFERRED_REPLICA_ELECTION_PATH
+WARNINGS = (
+    "Warning: --zookeeper is deprecated and will be removed in a future version of Kafka.\n"
+    "Use --bootstrap-server instead to specify a broker to connect to.\n"
+)
+
+
+async def elect(harness: Harness, *argv: str) -> Result:
+    out, err = io.StringIO(), io.StringIO()
+    full = [*argv, "--zookeeper", harness.zookeeper or "embedded://in-process"]
+    store = harness.store if harness.zookeeper is None else None
+    rc = await run_leader_election_command(full, out=out, err=err, store=store)
+    return Result(rc, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture(params=[pytest.param("zookeeper", marks=pytest.mark.zookeeper), "embedded"])
+async def quiet_cluster(
+    request: pytest.FixtureRequest, tmp_path: Path, anyio_backend: str
+) -> AsyncIterator[Harness]:
+    """3 brokers without auto leader rebalance: only an election asked for moves leaders."""
+    zookeeper = None
+    if request.param == "zookeeper":
+        server: ZooKeeperServer = request.getfixturevalue("zookeeper_server")
+        zookeeper = f"{server.hosts}/kemu-{uuid.uuid4().hex}"
+    spec = ClusterSpec(
+        brokers=3,
+        base_port=0,
+        log_dir=tmp_path / "logs",
+        zookeeper=zookeeper,
+        config={"zookeeper.session.timeout.ms": "6000", "auto.leader.rebalance.enable": "false"},
+    )
+    async with anyio.create_task_group() as tg:
+        cluster: Cluster = await tg.start(Cluster(spec).run)
+        assert cluster.store is not None
+        harness = Harness(cluster.store, zookeeper, cluster)
+        try:
+            yield harness
+        finally:
+            await harness.close()
+            tg.cancel_scope.cancel()
+
+
+async def leader_and_isr(harness: Harness, topic: str, partition: int) -> tuple[int, set[int]]:
+    state = await kafka_zk.get_partition_state(
+        await harness.session(), TopicPartition(TopicName(topic), partition)
+    )
+    if state is None:
+        return -1, set()
+    return state.state.leader, set(state.state.isr)
+
+
+async def test_the_preferred_leader_comes_back_on_request(quiet_cluster: Harness) -> None:
+    """Broker 1 (preferred for t-0 = [1, 0]) stops cleanly (its leadership moves to 0) and
+    starts again (it rejoins the ISR); the command writes the election path, the controller
+    elects broker 1 and removes the path."""
+    cluster = quiet_cluster.cluster
+    assert cluster is not None
+    created = await quiet_cluster.topics(
+        "--create", "--topic", "t", "--replica-assignment", "1:0", via=STORE
+    )
+    assert created.rc == 0
+    await eventually(lambda: leader_and_isr(quiet_cluster, "t", 0), until=lambda s: s[0] == 1)
+    cluster.stop_broker(1)
+    assert await cluster.wait_stopped(1, timeout=30)
+    await eventually(lambda: leader_and_isr(quiet_cluster, "t", 0), until=lambda s: s[0] == 0)
+    await cluster.start_broker(1)
+    await eventually(
+        lambda: leader_and_isr(quiet_cluster, "t", 0), until=lambda s: s == (0, {0, 1})
+    )
+    result = await elect(quiet_cluster, "--election-type", "preferred", "--topic", "t",
+                         "--partition", "0")  # fmt: skip
+    assert result == Result(
+        0,
+        WARNINGS + "Created preferred replica election path with t-0\n"
+        "Successfully started preferred replica election for partitions Set(t-0)\n",
+        "",
+    )
+    await eventually(lambda: leader_and_isr(quiet_cluster, "t", 0), until=lambda s: s[0] == 1)
+
+    async def path_gone() -> bool:
+        return not await quiet_cluster.exists(PREFERRED)
+
+    await eventually(path_gone)
+
+
+async def test_what_is_written_and_printed(bare_store: Harness, tmp_path: Path) -> None:
+    """Up to four partitions: a Set in file order, in the message and the znode. Five or
+    more: a HashSet, printed in TopicPartition hash order, written in the order of the
+    {topic, partition} maps' hashes; unknown partitions are reported and left out."""
+    session = await bare_store.session()
+    await kafka_zk.write_topic(session, TopicName("t"), {p: [0] for p in range(6)}, {})
+    small = tmp_path / "small.json"
+    small.write_text(json.dumps({"partitions": [{"topic": "t", "partition": p} for p in (3, 1)]}))
+    first = await elect(bare_store, "--election-type", "PREFERRED", "--path-to-json-file",
+                        str(small))  # fmt: skip
+    assert first == Result(
+        0,
+        WARNINGS + "Created preferred replica election path with t-3,t-1\n"
+        "Successfully started preferred replica election for partitions Set(t-3, t-1)\n",
+        "",
+    )
+    assert await bare_store.read(PREFERRED) == (
+        b'{"version":1,"partitions":[{"topic":"t","partition":3},{"topic":"t","partition":1}]}'
+    )
+    await session.delete(PREFERRED)
+
+    wanted = [TopicPartition(TopicName("t"), p) for p in (5, 0, 4, 1, 3, 2)]
+    big = tmp_path / "big.json"
+    entries = [{"topic": tp.topic, "partition": tp.partition} for tp in wanted]
+    big.write_text(json.dumps({"partitions": [*entries, {"topic": "t", "partition": 9}]}))
+    second = await elect(bare_store, "--election-type", "preferred", "--path-to-json-file",
+                         str(big))  # fmt: skip
+    assert second.rc == 0
+    by_hash = {jvm.java_topic_partition_hash(tp.topic, tp.partition): tp for tp in wanted}
+    printed = [str(by_hash[h]) for h in scala_hash_set_order(list(by_hash))]
+    assert second.lines[2:] == [
+        "Created preferred replica election path with " + ",".join(printed),
+        "Successfully started preferred replica election for partitions HashSet("
+        + ", ".join(printed)
+        + ")",
+        "Skipping preferred replica leader election for partition t-9 since it doesn't exist.",
+    ]
+    written = zkdata.PreferredReplicaElection.decode(await bare_store.read(PREFERRED))
+    map_hash = {
+        jvm.signed32(
+            (java_string_hash("topic") ^ java_string_hash(tp.topic))
+            + (java_string_hash("partition") ^ tp.partition)
+        ): tp
+        for tp in wanted
+    }
+    assert list(written.partitions) == [map_hash[h] for h in scala_hash_set_order(list(map_hash))]
+
+    before = await bare_store.snapshot()
+    pending = await elect(bare_store, "--election-type", "preferred", "--all-topic-partitions")
+    assert pending.rc == 1
+    assert pending.lines[-1].startswith(
+        "Error: Preferred replica leader election currently in progress for "
+    )
+    assert pending.lines[-1].endswith(". Aborting operation")
+    assert await bare_store.snapshot() == before
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--topic", "t", "--partition", "0"], "Missing required option(s): election-type"),
+        (["--election-type", "preferred"],
+         "One and only one of the following options is required: topic, all-topic-partitions,"
+         " path-to-json-file"),
+        (["--election-type", "preferred", "--topic", "t", "--all-topic-partitions"],
+         "One and only one of the following options is required: topic, all-topic-partitions,"
+         " path-to-json-file"),
+        (["--election-type", "preferred", "--topic", "t"], "Missing required option(s): partition"),
+        (["--election-type", "preferred", "--all-topic-partitions", "--partition", "1"],
+         "Option partition is only allowed if topic is used"),
+        (["--election-type", "sideways", "--all-topic-partitions"],
+         "Value [sideways] is not one of [PREFERRED|UNCLEAN]"),
+        (["--election-type", "unclean", "--all-topic-partitions"],
+         "kemu's brokers do not serve ElectLeaders: a preferred election through"
+         " /admin/preferred_replica_election (--zookeeper, or the cluster file) only"),
+        (["--election-type", "preferred", "--all-topic-partitions", "--bootstrap-server", "h:1"],
+         "kemu's brokers do not serve ElectLeaders: a preferred election through"
+         " /admin/preferred_replica_election (--zookeeper, or the cluster file) only"),
+        (["--election-type", "preferred", "--topic", "t", "--partition", "x"],
+         "Cannot parse argument 'x' of option partition"),
+        (["--election-type"], "Option election-type requires an argument"),
+        (["--election-type", "preferred", "--every"], "every is not a recognized option"),
+    ],
+)  # fmt: skip
+async def test_bad_options_are_one_line_on_stderr(argv: list[str], message: str) -> None:
+    """Option mistakes: Kafka's or jopt's message on stderr, exit 1, nothing run."""
+    out, err = io.StringIO(), io.StringIO()
+    rc = await run_leader_election_command(argv, out=out, err=err)
+    assert (rc, out.getvalue(), err.getvalue()) == (1, "", message + "\n")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("nonsense", "Error: Replica election data is empty"),
+        ('{"version": 1}', 'Error: Replica election data is missing "partitions" field'),
+        ('{"partitions": [{"topic": "t"}]}', "Error: No such field exists: `partition`"),
+        (
+            '{"partitions": [{"topic": "t", "partition": 0}, {"topic": "t", "partition": 0}]}',
+            "Error: Replica election data contains duplicate partitions: t-0",
+        ),
+    ],
+)
+async def test_bad_files_write_nothing(
+    bare_store: Harness, tmp_path: Path, content: str, message: str
+) -> None:
+    """A bad election file: "Error: <Kafka's message>", exit 1, the store untouched."""
+    await kafka_zk.write_topic(await bare_store.session(), TopicName("t"), {0: [0]}, {})
+    path = tmp_path / "e.json"
+    path.write_text(content)
+    before = await bare_store.snapshot()
+    result = await elect(bare_store, "--election-type", "preferred", "--path-to-json-file",
+                         str(path))  # fmt: skip
+    assert result == Result(1, WARNINGS + message + "\n", "")
+    assert await bare_store.snapshot() == before
