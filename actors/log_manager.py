@@ -323,6 +323,8 @@ class _PendingDelete:
     log_dir: Path
     name: str
     due: float
+    delay: float
+    """Its topic's ``file.delete.delay.ms``, in seconds (also the wait before a retry)."""
     attempts: int = 0
 
     @property
@@ -490,8 +492,10 @@ class LogManager(Actor):
         match msg:
             case GetOrCreateLog():
                 return self._get_or_create(msg.topic_partition, is_new=msg.is_new)
-            case DeleteLog():
-                return self._delete(msg.topic_partition)
+            case DeleteLog(file_delete_delay_ms=delay_ms):
+                return self._delete(
+                    msg.topic_partition, None if delay_ms is None else delay_ms / 1000
+                )
             case ListLogs():
                 return self._listing()
             case GetLogDirStatus():
@@ -583,7 +587,7 @@ class LogManager(Actor):
 
     # -- asyncDelete
 
-    def _delete(self, tp: TopicPartition) -> LogDeleted:
+    def _delete(self, tp: TopicPartition, delay: float | None = None) -> LogDeleted:
         log_dir = self._logs.get(tp)
         if log_dir is None:
             if self._offline:
@@ -609,15 +613,20 @@ class LogManager(Actor):
         now = self.clock.now()
         self._trace_op("rename", src, log_dir=log_dir, tp=tp, to=name)
         if self._checkpoint(log_dir):
-            self._enqueue(tp, log_dir, name, now)
+            self._enqueue(tp, log_dir, name, now, delay)
             self._schedule_sweep()
         return LogDeleted(
             topic=tp.topic, partition=tp.partition, log_dir=str(log_dir), renamed_to=name
         )
 
-    def _enqueue(self, tp: TopicPartition, log_dir: Path, name: str, now: float) -> _PendingDelete:
-        due = max(now + self._delete_delay(tp.topic), self._started_at + self.initial_task_delay)
-        entry = _PendingDelete(tp=tp, log_dir=log_dir, name=name, due=due)
+    def _enqueue(
+        self, tp: TopicPartition, log_dir: Path, name: str, now: float, delay: float | None = None
+    ) -> _PendingDelete:
+        """Queue a renamed log; ``delay``: its topic's ``file.delete.delay.ms`` (seconds)
+        when the request carried it, else the configured resolver's."""
+        delay = self._delete_delay(tp.topic) if delay is None else delay
+        due = max(now + delay, self._started_at + self.initial_task_delay)
+        entry = _PendingDelete(tp=tp, log_dir=log_dir, name=name, due=due, delay=delay)
         self._pending.append(entry)
         return entry
 
@@ -638,7 +647,7 @@ class LogManager(Actor):
                 self._trace_op("remove", entry.path, log_dir=entry.log_dir, tp=entry.tp, error=exc)
             except OSError as exc:
                 entry.attempts += 1
-                entry.due = now + max(self._delete_delay(entry.tp.topic), self.delete_retry_backoff)
+                entry.due = now + max(entry.delay, self.delete_retry_backoff)
                 failed.append(entry)
                 self._trace_op(
                     "remove",

@@ -77,6 +77,9 @@ class DeleteLog(Message, frozen=True, kw_only=True):
 
     topic: TopicName
     partition: int
+    file_delete_delay_ms: int | None = None
+    """The topic's ``file.delete.delay.ms`` override, if it has one (else the log manager's
+    default, the broker's ``log.segment.delete.delay.ms``)."""
 
     @property
     def topic_partition(self) -> TopicPartition:

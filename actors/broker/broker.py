@@ -112,6 +112,7 @@ from protocol.log import DeleteLog, GetOrCreateLog, GetOrCreateLogs, LogsCreated
 BROKER_ACTOR = "broker"
 CONTROLLER_ACTOR = "controller"
 LOG_MANAGER_ACTOR = "log_manager"
+FILE_DELETE_DELAY_MS = "file.delete.delay.ms"  # the topic config a deleted log waits for
 _TOPIC_ID_NAMESPACE = uuid.UUID("6b656d75-0000-4000-8000-746f70696373")  # "kemu" … "topics"
 
 
@@ -393,6 +394,9 @@ class Broker(Actor):
         if stale is not None:
             return StopReplicaResponse(error_code=stale)
         errors: list[PartitionError] = []
+        delays = await self._file_delete_delays(
+            {TopicName(p.topic) for p in req.partitions if p.delete_partition}
+        )
         for p in req.partitions:
             tp = TopicPartition(p.topic, p.partition)
             current = self.leader_epochs.get(tp, -1)
@@ -403,12 +407,34 @@ class Broker(Actor):
                 self.leader_epochs.pop(tp, None)
                 try:
                     await self.ask(
-                        self.log_manager_ref, DeleteLog(topic=p.topic, partition=p.partition)
+                        self.log_manager_ref,
+                        DeleteLog(
+                            topic=p.topic,
+                            partition=p.partition,
+                            file_delete_delay_ms=delays.get(TopicName(p.topic)),
+                        ),
                     )
                 except RemoteError as exc:
                     code = exc.code
             errors.append(PartitionError(topic=p.topic, partition=p.partition, error_code=code))
         return StopReplicaResponse(error_code=ErrorCode.NONE, partition_errors=tuple(errors))
+
+    async def _file_delete_delays(self, topics: set[TopicName]) -> dict[TopicName, int]:
+        """The ``file.delete.delay.ms`` overrides of ``topics``, read from their config
+        znodes (still there: the controller removes them once every replica is deleted);
+        Kafka's log has the same value from its LogConfig. A read that fails leaves the
+        broker default in force."""
+        delays: dict[TopicName, int] = {}
+        for topic in sorted(topics):
+            try:
+                value = (await kafka_zk.get_topic_config(self.session, topic)).get(
+                    FILE_DELETE_DELAY_MS
+                )
+            except StoreError:
+                continue
+            if value is not None and value.lstrip("-").isdigit() and int(value) >= 0:
+                delays[topic] = int(value)
+        return delays
 
     # ------------------------------------------------------------------ metadata
 

@@ -16,15 +16,12 @@ request and answer as ``control_request`` / ``control_response`` events (docs/ch
 
 from __future__ import annotations
 
-import contextlib
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 import anyio
-from anyio.abc import TaskStatus
-from anyio.streams.memory import MemoryObjectReceiveStream
 
 from actors.broker.broker import LOG_MANAGER_ACTOR, broker_ref
 from actors.clock import Clock
@@ -219,7 +216,6 @@ class Harness:
         self.rng = rng
         self.log_root = log_root
         self.disks: dict[int, FaultyDisk] = {}
-        self.crashing: set[int] = set()  # brokers chaos crashes through the cluster
         self._pending_control: dict[tuple[str, int], str] = {}
 
     @property
@@ -278,47 +274,11 @@ class Harness:
     # -- crashes
 
     async def crash_broker(self, broker: int) -> None:
-        """Crash a broker through the cluster, which leaves its session to expire."""
-        self.crashing.add(broker)
-        try:
-            await self.cluster.crash_broker(broker)
-        finally:
-            self.crashing.discard(broker)
+        """Crash a broker through the cluster, which leaves its session to expire (so does
+        a broker that halts by itself: ``Cluster`` plays the store server's part)."""
+        await self.cluster.crash_broker(broker)
         if not await self.cluster.wait_stopped(broker, timeout=STOP_TIMEOUT):
             raise ChaosStepError(f"broker {broker} did not stop after its crash")
-
-    async def reap(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Play the store server's part for a broker that crashed by itself (a fatal
-        error, e.g. its last log directory failed): as ZooKeeper does for a dead process,
-        expire its session once the session timeout has passed. (``Cluster.crash_broker``
-        does this for the crashes it makes.) Runs until cancelled."""
-        # Unbounded: a trace sink must never block; it holds one entry per node crash.
-        crashes, events = anyio.create_memory_object_stream[TraceEvent](float("inf"))
-
-        def crashed(event: TraceEvent) -> None:
-            if event.kind == "event" and event.type == "node_crashed":
-                with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                    crashes.send_nowait(event)  # not once the run is over
-
-        self.recorder.listen(crashed)
-        task_status.started()
-        with crashes, events:
-            await self._reap(events)
-
-    async def _reap(self, events: MemoryObjectReceiveStream[TraceEvent]) -> None:
-        async with anyio.create_task_group() as tg:
-            async for event in events:
-                broker = _broker_of(event.node)
-                if broker is None or broker in self.crashing:
-                    continue
-                stat = await self.session.exists(zkdata.broker_path(BrokerId(broker)))
-                if stat is not None and stat.ephemeral_owner:
-                    tg.start_soon(self._expire_later, stat.ephemeral_owner)
-
-    async def _expire_later(self, session_id: int) -> None:
-        await self.clock.sleep(self.cluster.config.zookeeper_session_timeout_ms / 1000)
-        assert self.cluster.store is not None
-        await self.cluster.store.expire_session(session_id)
 
     # -- starting brokers
 

@@ -266,7 +266,6 @@ class _Run:
                 log_root=self.log_root,
             )
             cluster.network.add_observer(self.h.observe)
-            await tg.start(self.h.reap)
             self.say(f"cluster of {spec.brokers} brokers ready")
             with anyio.move_on_after(scenario.deadline) as deadline:
                 await self._steps()

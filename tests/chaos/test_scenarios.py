@@ -174,7 +174,7 @@ def test_a_skipped_stop_replica_delete_phase_is_caught(
     """Brokers that answer StopReplica(delete=true) without deleting the log leave the
     logs of deleted topics behind: ``no_orphan_log_dirs``."""
 
-    def keep(self: LogManager, tp: TopicPartition) -> LogDeleted:
+    def keep(self: LogManager, tp: TopicPartition, delay: float | None = None) -> LogDeleted:
         return LogDeleted(topic=TopicName(tp.topic), partition=tp.partition)
 
     monkeypatch.setattr(LogManager, "_delete", keep)

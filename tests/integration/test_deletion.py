@@ -710,3 +710,39 @@ async def test_many_topics_deleted_at_once(harness: Harness) -> None:
         await h.wait_topic_gone(name)
     assert h.dirs("bulky") == ["broker-0/bulky-0"]
     assert await h.exists("/brokers/topics/bulky")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("backend", EVERY_STORE)
+async def test_a_topics_file_delete_delay_overrides_the_broker_default(
+    request: pytest.FixtureRequest, backend: Backend, tmp_path: Path, anyio_backend: str
+) -> None:
+    """``file.delete.delay.ms`` set on a topic decides when its ``-delete`` directories go
+    (LogManagerTest's per-log delay); a topic without it waits for the broker's
+    ``log.segment.delete.delay.ms`` (a minute here, so its directories are still there)."""
+    config = {"log.segment.delete.delay.ms": "60000"}
+    async with running(request, backend, tmp_path, config) as h:
+        for topic, extra in (("quick", ["--config", "file.delete.delay.ms=100"]), ("slow", [])):
+            rc, _, err = await h.topics(
+                "--create", "--topic", topic, "--replica-assignment", "0:1,1:2", *extra
+            )
+            assert rc == 0, err
+
+        async def logs_made() -> set[str]:
+            return h.live_dirs("quick") | h.live_dirs("slow")
+
+        await eventually(logs_made, until=lambda dirs: len(dirs) == 8)
+        await h.delete("quick", "slow")
+        await h.wait_topic_gone("quick")
+
+        async def slow_renamed() -> list[str]:
+            return h.dirs("slow")
+
+        renamed = await eventually(
+            slow_renamed,
+            until=lambda dirs: len(dirs) == 4 and all(d.endswith("-delete") for d in dirs),
+        )
+        assert len(renamed) == 4
+        removed = h.log_dir_events("quick", "remove")
+        assert len(removed) == 4
+        assert not h.log_dir_events("slow", "remove")

@@ -134,8 +134,13 @@ def test_one_process_per_broker_survives_a_killed_broker_and_stops_on_sigint(
     up._read_until(f"broker {victim} (pid {pids[victim]}) exited unexpectedly", 10)
 
     def moved(listing: dict[str, Any]) -> bool:
+        """The victim is gone from the brokers, the leaders and every ISR (the ISR shrinks
+        of partitions it only followed may reach the metadata after the leader moves)."""
         brokers = sorted(b["id"] for b in listing.get("brokers", []))
-        return brokers == sorted(survivors) and led(listing, survivors)
+        isrs_shrunk = all(
+            sorted(i["id"] for i in p["isrs"]) == sorted(survivors) for p in partitions(listing)
+        )
+        return brokers == sorted(survivors) and led(listing, survivors) and isrs_shrunk
 
     listing = eventually(lambda: metadata(via_controller), moved, EXPIRY_TIMEOUT)
     assert listing["controllerid"] == controller
