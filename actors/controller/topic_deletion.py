@@ -161,7 +161,7 @@ class TopicDeletionManager:
         topic paused."""
         if not self.enabled:
             return
-        failed = sorted(r for r in set(replicas) if self.is_topic_queued_for_deletion(r.topic))
+        failed = sorted(r for r in set(replicas) if self._is_queued_replica(r))
         if not failed:
             return
         topics = {TopicName(r.topic) for r in failed}
@@ -174,7 +174,7 @@ class TopicDeletionManager:
 
     async def complete_replica_deletion(self, replicas: Iterable[PartitionAndReplica]) -> None:
         """A StopReplica(delete=true) succeeded: the replica → ReplicaDeletionSuccessful."""
-        done = sorted(r for r in set(replicas) if self.is_topic_queued_for_deletion(r.topic))
+        done = sorted(r for r in set(replicas) if self._is_queued_replica(r))
         if not done:
             return
         log.debug("replica_deletion_successful", replicas=[str(r) for r in done])
@@ -294,6 +294,14 @@ class TopicDeletionManager:
         self._event("topic_deletion_completed", topic=topic)
 
     # ------------------------------------------------------------------ helpers
+
+    def _is_queued_replica(self, replica: PartitionAndReplica) -> bool:
+        """A replica of a queued topic that is still assigned: a late StopReplica answer
+        for a replica a reassignment already removed (and moved to NonExistent) is not
+        this manager's to record."""
+        return self.is_topic_queued_for_deletion(replica.topic) and (
+            replica.replica in self.context.partition_replica_assignment(replica.topic_partition)
+        )
 
     def _replica_states(self, topic: str) -> list[ReplicaState]:
         ctx = self.context

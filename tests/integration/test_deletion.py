@@ -746,3 +746,53 @@ async def test_a_topics_file_delete_delay_overrides_the_broker_default(
         removed = h.log_dir_events("quick", "remove")
         assert len(removed) == 4
         assert not h.log_dir_events("slow", "remove")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("harness", EVERY_STORE, indirect=True)
+async def test_a_deletion_waits_for_a_running_reassignment_then_completes(
+    harness: Harness,
+) -> None:
+    """Deletion during a reassignment (spec §6.4): a reassignment whose new replica's broker
+    is down holds; the topic marked meanwhile is queued paused, nothing of it is renamed;
+    once the broker is back the reassignment completes, the deletion resumes and the topic,
+    its logs (the new replica's too) and the reassignment znode all go."""
+    h = harness
+    controller = await h.controller_id()
+    target, other = _others(controller)
+    await h.create("moving", {0: [controller, other]})
+    await _stop(h, target)
+    reassignment = zkdata.PartitionReassignment(
+        partitions=(
+            zkdata.PartitionReplicas(
+                topic=TopicName("moving"),
+                partition=0,
+                replicas=(BrokerId(controller), BrokerId(target)),
+            ),
+        )
+    )
+    await h.probe.create(zkdata.REASSIGN_PARTITIONS_PATH, reassignment.encode())
+
+    async def reassigning() -> bool:
+        ctx = h.controller(controller).context
+        return any(tp.topic == "moving" for tp in ctx.partitions_being_reassigned)
+
+    await eventually(reassigning, until=bool, timeout=FAILOVER_TIMEOUT)
+    await h.delete("moving")
+
+    async def held() -> tuple[bool, bool]:
+        ctx = h.controller(controller).context
+        return (
+            "moving" in ctx.topics_to_be_deleted,
+            "moving" in ctx.topics_ineligible_for_deletion,
+        )
+
+    assert await eventually(held, until=lambda s: s == (True, True)) == (True, True)
+    assert not h.log_dir_events("moving", "rename")
+    assert h.live_dirs("moving") == {f"broker-{controller}/moving-0", f"broker-{other}/moving-0"}
+    assert await h.exists(zkdata.REASSIGN_PARTITIONS_PATH)
+
+    await _start(h, target)
+    await h.wait_topic_gone("moving")
+    assert not await h.exists(zkdata.REASSIGN_PARTITIONS_PATH)
+    assert not await h.exists("/admin/delete_topics/moving")
