@@ -218,3 +218,32 @@ def test_deletion_survives_killed_follower_and_controller_processes(up: KemuUp) 
         "/config/topics/paused",
     ]
     eventually(lambda: cached_by(up, "paused"), lambda held: held == [0, 1, 2], DELETION_TIMEOUT)
+
+
+def test_many_topics_deleted_over_the_wire_and_unknown_topics_refused(up: KemuUp) -> None:
+    """DeleteTopicTest.testDeleteNonExistingTopic and many deletions at once, across
+    processes: one `kemu topics --delete` with a regex (DeleteTopics over the wire, through
+    the cluster file) removes ten topics completely and leaves another alone; a missing
+    topic is refused with Kafka's message on both paths and nothing is written."""
+    for i in range(10):
+        create(up, f"bulk{i}", f"{i % 3}:{(i + 1) % 3}")
+    create(up, "kept", "0:1,1:2")
+    done = kemu(
+        "topics", "--delete", "--topic", "bulk.*", "--cluster-file", str(up.cluster_file)
+    )  # fmt: skip
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    for i in range(10):
+        wait_gone(up, f"bulk{i}")
+    assert dirs(up, "kept") == ["broker-0/kept-0", "broker-1/kept-0", "broker-1/kept-1",
+                                "broker-2/kept-1"]  # fmt: skip
+
+    missing = kemu(
+        "topics", "--delete", "--topic", "ghost", "--cluster-file", str(up.cluster_file)
+    )  # fmt: skip
+    assert missing.returncode == 1
+    assert missing.stdout == (
+        "Error while executing topic command : Topic 'ghost' does not exist as expected\n"
+    )
+    marked = topics(up, "--delete", "--topic", "ghost")
+    assert marked.returncode == 1  # the store path refuses it too: nothing is written
+    assert "/admin/delete_topics/ghost" not in znodes(up)
