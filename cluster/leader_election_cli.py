@@ -32,11 +32,12 @@ import anyio
 
 from actors import kafka_zk
 from actors.store import MetadataStore, StoreSession
-from cluster._jopt import Option, OptionError, Options, parse
-from cluster.connect import load_cluster_file, open_store
+from cluster._jopt import Option, OptionError, Options, option_lines, parse
+from cluster._kafka_util import duplicates, json_node
+from cluster._store_command import report_failure, store_address, with_session
 from protocol import jvm, zkdata
 from protocol.control import TopicPartition
-from protocol.errors import KemuError, NodeExistsError, sole_error
+from protocol.errors import KemuError, NodeExistsError
 from protocol.ids import TopicName
 
 __all__ = ["LeaderElectionError", "main", "run_leader_election_command"]
@@ -118,41 +119,32 @@ def parse_election_data(text: str) -> list[TopicPartition]:
     except ValueError:
         raise LeaderElectionError("Replica election data is empty") from None
     if not isinstance(data, dict):
-        raise LeaderElectionError(f"Expected JSON object, received {_node(data)}")
+        raise LeaderElectionError(f"Expected JSON object, received {json_node(data)}")
     if "partitions" not in data:
         raise LeaderElectionError('Replica election data is missing "partitions" field')
     entries = data["partitions"]
     if not isinstance(entries, list):
-        raise LeaderElectionError(f"Expected JSON array, received {_node(entries)}")
+        raise LeaderElectionError(f"Expected JSON array, received {json_node(entries)}")
     partitions: list[TopicPartition] = []
     for entry in entries:
         if not isinstance(entry, dict):
-            raise LeaderElectionError(f"Expected JSON object, received {_node(entry)}")
+            raise LeaderElectionError(f"Expected JSON object, received {json_node(entry)}")
         for name in ("topic", "partition"):
             if name not in entry:
                 raise LeaderElectionError(f"No such field exists: `{name}`")
         topic, partition = entry["topic"], entry["partition"]
         if not isinstance(topic, str):
-            raise LeaderElectionError(f"String expected, received {_node(topic)}")
+            raise LeaderElectionError(f"String expected, received {json_node(topic)}")
         if isinstance(partition, bool) or not isinstance(partition, int):
-            raise LeaderElectionError(f"Int expected, received {_node(partition)}")
+            raise LeaderElectionError(f"Int expected, received {json_node(partition)}")
         partitions.append(TopicPartition(TopicName(topic), partition))
-    seen: set[TopicPartition] = set()
-    duplicates: dict[TopicPartition, None] = {}
-    for tp in partitions:
-        if tp in seen:
-            duplicates[tp] = None
-        seen.add(tp)
-    if duplicates:
+    repeated = duplicates(partitions)
+    if repeated:
         raise LeaderElectionError(
             "Replica election data contains duplicate partitions: "
-            + ",".join(str(tp) for tp in duplicates)
+            + ",".join(str(tp) for tp in repeated)
         )
     return partitions
-
-
-def _node(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 class ScalaSet:
@@ -282,53 +274,24 @@ async def run_leader_election_command(
         out.write(ZOOKEEPER_WARNINGS)
     try:
         requested = _requested(opts)
-        address = zookeeper
-        if address is None:
-            address = load_cluster_file(Path(cluster_file) if cluster_file else None).store
-        if store is not None:
-            await _run(store, requested, out)
-            return 0
-        async with open_store(address, name="kemu-leader-election") as opened:
-            await _run(opened, requested, out)
+        address = store_address(zookeeper, cluster_file)
+        await with_session(
+            address,
+            store,
+            "kemu-leader-election",
+            lambda session: elect_preferred_leaders(session, requested, out),
+        )
         return 0
-    except LeaderElectionError as exc:
-        out.write(f"Error: {exc}\n")
-        return 1
-    except KemuError as exc:  # reaching the cluster failed
-        err.write(f"{exc}\n")
-        return 1
-    except BaseExceptionGroup as group:  # open_store's task group wraps what its body raises
-        leaf = sole_error(group)
-        if isinstance(leaf, LeaderElectionError):
-            out.write(f"Error: {leaf}\n")
-        elif isinstance(leaf, KemuError):
-            err.write(f"{leaf}\n")
-        else:
-            raise
-        return 1
-
-
-async def _run(store: MetadataStore, requested: list[TopicPartition] | None, out: TextIO) -> None:
-    session = await store.open_session(timeout=30.0, name="kemu-leader-election")
-    try:
-        await elect_preferred_leaders(session, requested, out)
-    finally:
-        with anyio.CancelScope(shield=True):
-            await session.close()
-        session.events.close()
+    except (KemuError, BaseExceptionGroup) as exc:
+        return report_failure(exc, out, err, on_stdout=[(LeaderElectionError, "Error: ")])
 
 
 def _usage() -> str:
-    width = max(len(s.name) + (len(s.argument) + 3 if s.argument else 0) for s in _SPECS) + 4
-    lines = [
+    header = (
         "This tool attempts to elect a new leader for a set of topic partitions. The type of"
-        " elections supported are preferred replicas and unclean replicas.",
-        "",
-    ]
-    for spec in sorted(_SPECS, key=lambda s: s.name):
-        left = f"--{spec.name}" + (f" <{spec.argument}>" if spec.argument else "")
-        lines.append(f"{left:<{width}}{spec.description}")
-    return "\n".join(lines) + "\n"
+        " elections supported are preferred replicas and unclean replicas."
+    )
+    return "\n".join([header, "", *option_lines(_SPECS)]) + "\n"
 
 
 def main(argv: Sequence[str], *, out: TextIO | None = None, err: TextIO | None = None) -> int:

@@ -37,11 +37,12 @@ import anyio
 from actors import kafka_zk
 from actors.controller.reassignment import scala_map_entries
 from actors.store import MetadataStore, StoreSession
-from cluster._jopt import Option, OptionError, Options, parse
-from cluster.connect import load_cluster_file, open_store
+from cluster._jopt import Option, OptionError, Options, option_lines, parse
+from cluster._kafka_util import duplicates, json_node
+from cluster._store_command import report_failure, store_address, with_session
 from protocol import jvm, zkdata
 from protocol.control import TopicPartition
-from protocol.errors import KemuError, NodeExistsError, NoNodeError, sole_error
+from protocol.errors import KemuError, NodeExistsError, NoNodeError
 from protocol.ids import BrokerId, TopicName
 
 __all__ = ["ReassignCommandError", "main", "run_reassign_command"]
@@ -206,20 +207,15 @@ def scala_int_set_order(items: Sequence[BrokerId]) -> list[BrokerId]:
 # ============================================================================ JSON
 
 
-def _node(value: Any) -> str:
-    """Jackson's ``JsonNode.toString`` of a parsed value."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
 def _object(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise ReassignCommandError(f"Expected JSON object, received {_node(value)}")
+        raise ReassignCommandError(f"Expected JSON object, received {json_node(value)}")
     return value
 
 
 def _array(value: Any) -> list[Any]:
     if not isinstance(value, list):
-        raise ReassignCommandError(f"Expected JSON array, received {_node(value)}")
+        raise ReassignCommandError(f"Expected JSON array, received {json_node(value)}")
     return value
 
 
@@ -231,25 +227,25 @@ def _field(obj: dict[str, Any], name: str) -> Any:
 
 def _int(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not -(2**31) <= value < 2**31:
-        raise ReassignCommandError(f"Int expected, received {_node(value)}")
+        raise ReassignCommandError(f"Int expected, received {json_node(value)}")
     return value
 
 
 def _str(value: Any) -> str:
     if not isinstance(value, str):
-        raise ReassignCommandError(f"String expected, received {_node(value)}")
+        raise ReassignCommandError(f"String expected, received {json_node(value)}")
     return value
 
 
 def _int_list(value: Any) -> list[int]:
     if not isinstance(value, list):
-        raise ReassignCommandError(f"JSON array expected, received {_node(value)}")
+        raise ReassignCommandError(f"JSON array expected, received {json_node(value)}")
     return [_int(v) for v in value]
 
 
 def _str_list(value: Any) -> list[str]:
     if not isinstance(value, list):
-        raise ReassignCommandError(f"JSON array expected, received {_node(value)}")
+        raise ReassignCommandError(f"JSON array expected, received {json_node(value)}")
     return [_str(v) for v in value]
 
 
@@ -297,17 +293,6 @@ def _scala_list(items: Iterable[object]) -> str:
     return "List(" + ", ".join(str(i) for i in items) + ")"
 
 
-def _duplicates(items: Sequence[object]) -> list[object]:
-    """``CoreUtils.duplicates``: the items seen more than once, each once."""
-    seen: set[object] = set()
-    dup: dict[object, None] = {}
-    for item in items:
-        if item in seen:
-            dup[item] = None
-        seen.add(item)
-    return list(dup)
-
-
 def parse_execute_args(
     text: str,
 ) -> tuple[list[tuple[TopicPartition, tuple[BrokerId, ...]]], ReassignmentFile]:
@@ -318,16 +303,16 @@ def parse_execute_args(
         raise ReassignCommandError("Partition reassignment list cannot be empty")
     if any(not replicas for _, replicas in parsed.partitions):
         raise ReassignCommandError("Partition replica list cannot be empty")
-    dup_partitions = _duplicates([tp for tp, _ in parsed.partitions])
+    dup_partitions = duplicates([tp for tp, _ in parsed.partitions])
     if dup_partitions:
         raise ReassignCommandError(
             "Partition reassignment contains duplicate topic partitions: "
             + ",".join(str(tp) for tp in dup_partitions)
         )
     dup_replicas = [
-        (tp, _duplicates(list(replicas)))
+        (tp, duplicates(list(replicas)))
         for tp, replicas in parsed.partitions
-        if _duplicates(list(replicas))
+        if duplicates(list(replicas))
     ]
     if dup_replicas:
         raise ReassignCommandError(
@@ -557,65 +542,42 @@ async def run_reassign_command(
         out.write(ZOOKEEPER_DEPRECATED + "\n")
     try:
         text = _read(json_file)
-        address = zookeeper
-        if address is None:
-            address = load_cluster_file(Path(cluster_file) if cluster_file else None).store
-        if store is not None:
-            return await _run(store, action, text, opts, out, throttle, zookeeper is not None)
-        async with open_store(address, name="kemu-reassign") as opened:
-            return await _run(opened, action, text, opts, out, throttle, zookeeper is not None)
-    except TerseReassignmentError as exc:
-        out.write(f"{exc}\n")
-        return 1
-    except ReassignCommandError as exc:
-        out.write(f"Error: {exc}\n")
-        return 1
-    except KemuError as exc:  # reaching the cluster failed
-        err.write(f"{exc}\n")
-        return 1
-    except BaseExceptionGroup as group:  # open_store's task group wraps what its body raises
-        leaf = sole_error(group)
-        if isinstance(leaf, TerseReassignmentError):
-            out.write(f"{leaf}\n")
-        elif isinstance(leaf, ReassignCommandError):
-            out.write(f"Error: {leaf}\n")
-        elif isinstance(leaf, KemuError):
-            err.write(f"{leaf}\n")
-        else:
-            raise
-        return 1
+        address = store_address(zookeeper, cluster_file)
+        await with_session(
+            address,
+            store,
+            "kemu-reassign",
+            lambda session: _run(session, action, text, opts, out, throttle, zookeeper is not None),
+        )
+        return 0
+    except (KemuError, BaseExceptionGroup) as exc:
+        return report_failure(
+            exc,
+            out,
+            err,
+            on_stdout=[(TerseReassignmentError, ""), (ReassignCommandError, "Error: ")],
+        )
 
 
 async def _run(
-    store: MetadataStore,
+    session: StoreSession,
     action: str,
     text: str,
     opts: Options,
     out: TextIO,
     throttle: str | None,
     zookeeper: bool,
-) -> int:
-    session = await store.open_session(timeout=30.0, name="kemu-reassign")
-    try:
-        command = ZkReassignCommand(session, out, zookeeper_warnings=zookeeper)
-        if action == "execute":
-            await command.execute(text, throttle)
-        else:
-            await command.verify(text, opts.has("preserve-throttles"))
-        return 0
-    finally:
-        with anyio.CancelScope(shield=True):
-            await session.close()
-        session.events.close()
+) -> None:
+    command = ZkReassignCommand(session, out, zookeeper_warnings=zookeeper)
+    if action == "execute":
+        await command.execute(text, throttle)
+    else:
+        await command.verify(text, opts.has("preserve-throttles"))
 
 
 def _usage() -> str:
-    width = max(len(s.name) + (len(s.argument) + 3 if s.argument else 0) for s in _SPECS) + 4
-    lines = ["This tool helps to move topic partitions between replicas.", ""]
-    for spec in sorted(_SPECS, key=lambda s: s.name):
-        left = f"--{spec.name}" + (f" <{spec.argument}>" if spec.argument else "")
-        lines.append(f"{left:<{width}}{spec.description}")
-    return "\n".join(lines) + "\n"
+    header = "This tool helps to move topic partitions between replicas."
+    return "\n".join([header, "", *option_lines(_SPECS)]) + "\n"
 
 
 def main(argv: Sequence[str], *, out: TextIO | None = None, err: TextIO | None = None) -> int:

@@ -2,9 +2,9 @@
 
 Same options, same checks in the same order, same messages and output, byte for byte:
 
-* Options are parsed as jopt-simple does (``--name value``, ``--name=value``, one or two
-  dashes, unambiguous abbreviations, non-option words ignored). A parse error ends as
-  jopt's message on stderr, exit 1.
+* Options are parsed as jopt-simple does (``cluster._jopt``: ``--name value``,
+  ``--name=value``, one or two dashes, unambiguous abbreviations, non-option words
+  ignored). A parse error ends as jopt's message on stderr, exit 1.
 * ``check_args`` is ``TopicCommandOptions.checkArgs``: a failure prints the message and
   the usage on stderr, exit 1. Of several clashing options the one reported is the first
   in the order Kafka's Scala sets iterate (``cluster._jvm``).
@@ -52,8 +52,10 @@ from actors.admin import (
     validate_topic_name,
 )
 from actors.store import MetadataStore, StoreSession
-from cluster._jvm import java_hash_map_order, java_list_hash, scala_hash_set_order
-from cluster.connect import DEFAULT_CLUSTER_FILE, load_cluster_file, open_store
+from cluster._jopt import Option, OptionError, Options, java_parse_int, parse
+from cluster._jvm import java_hash_map_order, scala_hash_set_order
+from cluster._store_command import report_failure, with_session
+from cluster.connect import DEFAULT_CLUSTER_FILE, load_cluster_file
 from cluster.kafka_client import (
     AdminClientConfig,
     KafkaAdminClient,
@@ -69,7 +71,6 @@ from protocol.errors import (
     NodeExistsError,
     NoNodeError,
     StoreError,
-    sole_error,
 )
 from protocol.ids import BrokerId, TopicName
 from protocol.kafka_api import (
@@ -102,21 +103,6 @@ SHORT_MAX: Final = 32767
 # =============================================================================== options
 
 
-@dataclass(frozen=True, slots=True)
-class _Spec:
-    name: str
-    description: str
-    argument: str | None = None  # jopt's describedAs, for options taking an argument
-    numeric: bool = False  # ofType(Integer)
-
-    def __str__(self) -> str:  # jopt's OptionSpec.toString, as Kafka's messages show it
-        return f"[{self.name}]"
-
-    @property
-    def hash(self) -> int:  # AbstractOptionSpec.hashCode: its names' List.hashCode
-        return java_list_hash([self.name])
-
-
 _CONFIG_HELP = (
     "A topic configuration override for the topic being created or altered. The following"
     " is a list of valid configurations: \n"
@@ -129,120 +115,118 @@ _KAFKA_CONFIGS_HINT: Final = (
     " (the kafka-configs CLI supports altering topic configs with a --bootstrap-server option)"
 )
 
-_SPECS: Final[tuple[_Spec, ...]] = (
-    _Spec(
+_SPECS: Final[tuple[Option, ...]] = (
+    Option(
         "bootstrap-server",
         "REQUIRED: The Kafka server to connect to. In case of providing this, a direct"
         " Zookeeper connection won't be required.",
         "server to connect to",
     ),
-    _Spec(
+    Option(
         "command-config",
         "Property file containing configs to be passed to Admin Client. This is used only"
         " with --bootstrap-server option for describing and altering broker configs.",
         "command config property file",
     ),
-    _Spec(
+    Option(
         "zookeeper",
         "DEPRECATED, The connection string for the zookeeper connection in the form"
         " host:port. Multiple hosts can be given to allow fail-over. (kemu: also"
         " embedded://HOST:PORT, the embedded store of a running `kemu up`)",
         "hosts",
     ),
-    _Spec("list", "List all available topics."),
-    _Spec("create", "Create a new topic."),
-    _Spec("delete", "Delete a topic"),
-    _Spec(
+    Option("list", "List all available topics."),
+    Option("create", "Create a new topic."),
+    Option("delete", "Delete a topic"),
+    Option(
         "alter",
         "Alter the number of partitions, replica assignment, and/or configuration for the topic.",
     ),
-    _Spec("describe", "List details for the given topics."),
-    _Spec(
+    Option("describe", "List details for the given topics."),
+    Option(
         "topic",
         "The topic to create, alter, describe or delete. It also accepts a regular"
         " expression, except for --create option. Put topic name in double quotes and use"
         " the '\\' prefix to escape regular expression symbols; e.g. \"test\\.topic\".",
         "topic",
     ),
-    _Spec("config", _CONFIG_HELP, "name=value"),
-    _Spec(
+    Option("config", _CONFIG_HELP, "name=value"),
+    Option(
         "delete-config",
         "A topic configuration override to be removed for an existing topic (see the list of"
         " configurations under the --config option). Not supported with the"
         " --bootstrap-server option.",
         "name",
     ),
-    _Spec(
+    Option(
         "partitions",
         "The number of partitions for the topic being created or altered (WARNING: If"
         " partitions are increased for a topic that has a key, the partition logic or"
         " ordering of the messages will be affected). If not supplied for create, defaults"
         " to the cluster default.",
         "# of partitions",
-        numeric=True,
     ),
-    _Spec(
+    Option(
         "replication-factor",
         "The replication factor for each partition in the topic being created. If not"
         " supplied, defaults to the cluster default.",
         "replication factor",
-        numeric=True,
     ),
-    _Spec(
+    Option(
         "replica-assignment",
         "A list of manual partition-to-broker assignments for the topic being created or altered.",
         "broker_id_for_part1_replica1 : broker_id_for_part1_replica2 ,"
         " broker_id_for_part2_replica1 : broker_id_for_part2_replica2 , ...",
     ),
-    _Spec(
+    Option(
         "under-replicated-partitions",
         "if set when describing topics, only show under replicated partitions",
     ),
-    _Spec(
+    Option(
         "unavailable-partitions",
         "if set when describing topics, only show partitions whose leader is not available",
     ),
-    _Spec(
+    Option(
         "under-min-isr-partitions",
         "if set when describing topics, only show partitions whose isr count is less than"
         " the configured minimum. Not supported with the --zookeeper option.",
     ),
-    _Spec(
+    Option(
         "at-min-isr-partitions",
         "if set when describing topics, only show partitions whose isr count is equal to the"
         " configured minimum. Not supported with the --zookeeper option.",
     ),
-    _Spec(
+    Option(
         "topics-with-overrides",
         "if set when describing topics, only show topics that have overridden configs",
     ),
-    _Spec(
+    Option(
         "if-exists",
         "if set when altering or deleting or describing topics, the action will only"
         " execute if the topic exists.",
     ),
-    _Spec(
+    Option(
         "if-not-exists",
         "if set when creating topics, the action will only execute if the topic does not"
         " already exist.",
     ),
-    _Spec("disable-rack-aware", "Disable rack aware replica assignment"),
-    _Spec("force", "Suppress console prompts"),
-    _Spec(
+    Option("disable-rack-aware", "Disable rack aware replica assignment"),
+    Option("force", "Suppress console prompts"),
+    Option(
         "exclude-internal",
         "exclude internal topics when running list or describe command. The internal topics"
         " will be listed by default",
     ),
-    _Spec("help", "Print usage information."),
-    _Spec("version", "Display Kafka version."),
-    _Spec(
+    Option("help", "Print usage information."),
+    Option("version", "Display Kafka version."),
+    Option(
         "cluster-file",
         "kemu: the cluster file of a running `kemu up`, whose brokers are used when neither"
         f" --bootstrap-server nor --zookeeper is given (default: {DEFAULT_CLUSTER_FILE})",
         "path",
     ),
 )
-_BY_NAME: Final[Mapping[str, _Spec]] = {spec.name: spec for spec in _SPECS}
+_BY_NAME: Final[Mapping[str, Option]] = {spec.name: spec for spec in _SPECS}
 
 ACTIONS: Final = ("create", "list", "alter", "describe", "delete")
 _TOPIC_LEVEL: Final = ("alter", "create", "describe", "list", "delete")  # Kafka's set literal
@@ -252,10 +236,6 @@ _REPORTS: Final = (
     "at-min-isr-partitions",
     "unavailable-partitions",
 )
-
-
-class OptionError(KemuError):
-    """jopt-simple refused the command line (an unknown option, a missing argument)."""
 
 
 class UsageError(KemuError):
@@ -270,39 +250,8 @@ class TopicCommandError(KemuError):
     """An error inside the command: "Error while executing topic command : <message>"."""
 
 
-@dataclass(frozen=True)
-class TopicOptions:
-    """A parsed command line: the values of each option given, in order (flags: one
-    empty value each)."""
-
-    values: Mapping[str, tuple[str, ...]]
-    arg_count: int
-
-    def has(self, name: str) -> bool:
-        return name in self.values
-
-    def value(self, name: str) -> str | None:
-        """``OptionSet.valueOf``: the option's only value, or None if absent."""
-        given = self.values.get(name)
-        if not given:
-            return None
-        if len(given) > 1:
-            raise TopicCommandError(
-                f"Found multiple arguments for option {name}, but you asked for only one"
-            )
-        return given[0]
-
-    def int_value(self, name: str) -> int | None:
-        text = self.value(name)
-        if text is None:
-            return None
-        number = _java_parse_int(text)
-        if number is None:
-            raise TopicCommandError(f"Cannot parse argument '{text}' of option {name}")
-        return number
-
-    def values_of(self, name: str) -> tuple[str, ...]:
-        return self.values.get(name, ())
+class TopicOptions(Options):
+    """A parsed command line, with the options TopicCommand's services read most."""
 
     @property
     def topic(self) -> str | None:
@@ -319,50 +268,8 @@ class TopicOptions:
 
 def parse_options(argv: Sequence[str]) -> TopicOptions:
     """jopt-simple's parse of ``argv``; raises ``OptionError`` with jopt's message."""
-    values: dict[str, list[str]] = {}
-    args = list(argv)
-    i = 0
-    while i < len(args):
-        word = args[i]
-        i += 1
-        if word == "--":
-            break  # everything after is a non-option argument, which TopicCommand ignores
-        if not word.startswith("-") or word == "-":
-            continue
-        body = word[2:] if word.startswith("--") else word[1:]
-        name, equals, inline = body.partition("=")
-        spec = _resolve(name)
-        if spec is None:
-            raise OptionError(f"{name} is not a recognized option")
-        if spec.argument is None:
-            if equals:
-                raise OptionError(f"Option {spec.name} does not take an argument")
-            values.setdefault(spec.name, []).append("")
-            continue
-        if equals:
-            values.setdefault(spec.name, []).append(inline)
-        elif i < len(args):
-            values.setdefault(spec.name, []).append(args[i])
-            i += 1
-        else:
-            raise OptionError(f"Option {spec.name} requires an argument")
-    return TopicOptions({k: tuple(v) for k, v in values.items()}, len(args))
-
-
-def _resolve(name: str) -> _Spec | None:
-    """An exact name, or an unambiguous abbreviation of one (jopt's AbbreviationMap)."""
-    if name in _BY_NAME:
-        return _BY_NAME[name]
-    matches = [spec for spec in _SPECS if spec.name.startswith(name)] if name else []
-    return matches[0] if len(matches) == 1 else None
-
-
-def _java_parse_int(text: str) -> int | None:
-    """``Integer.parseInt``: optional sign, ASCII digits, 32-bit range; None otherwise."""
-    if not re.fullmatch(r"[+-]?[0-9]+", text):
-        return None
-    value = int(text)
-    return value if -(2**31) <= value < 2**31 else None
+    parsed = parse(argv, _SPECS)
+    return TopicOptions(parsed.values, parsed.arg_count)
 
 
 def usage() -> str:
@@ -540,7 +447,7 @@ def parse_replica_assignment(text: str) -> dict[int, list[int]]:
     for i, group in enumerate(_java_split(text, ",")):
         brokers: list[int] = []
         for item in _java_split(group, ":"):
-            number = _java_parse_int(_java_trim(item))
+            number = java_parse_int(_java_trim(item))
             if number is None:
                 raise TopicCommandError(f'For input string: "{_java_trim(item)}"')
             brokers.append(number)
@@ -1174,7 +1081,7 @@ async def run_topic_command(
         bootstrap = opts.value("bootstrap-server")
         command_config = opts.value("command-config")
         cluster_file = opts.value("cluster-file")
-    except TopicCommandError as exc:
+    except OptionError as exc:
         err.write(f"{exc}\n")
         return 1
     rng = rng or random.Random()
@@ -1190,15 +1097,8 @@ async def run_topic_command(
         async with KafkaAdminClient(bootstrap, config) as client:
             service = AdminTopicService(client, out)
             return await _guarded(lambda: _run_action(service, opts, out), out)
-    except KemuError as exc:  # reaching the cluster failed: outside Kafka's try
-        err.write(f"{exc}\n")
-        return 1
-    except BaseExceptionGroup as group:  # open_store's task group wraps what its body raises
-        leaf = sole_error(group)
-        if not isinstance(leaf, KemuError):
-            raise
-        err.write(f"{leaf}\n")
-        return 1
+    except (KemuError, BaseExceptionGroup) as exc:
+        return report_failure(exc, out, err)  # reaching the cluster failed: outside Kafka's try
 
 
 async def _with_store(
@@ -1208,23 +1108,11 @@ async def _with_store(
     out: TextIO,
     rng: random.Random,
 ) -> int:
-    if store is not None:
-        return await _with_session(store, opts, out, rng)
-    async with open_store(address, name="kemu-topics") as opened:
-        return await _with_session(opened, opts, out, rng)
-
-
-async def _with_session(
-    store: MetadataStore, opts: TopicOptions, out: TextIO, rng: random.Random
-) -> int:
-    session = await store.open_session(timeout=30.0, name="kemu-topics")
-    try:
+    async def run(session: StoreSession) -> int:
         service = ZkTopicService(session, out, rng)
         return await _guarded(lambda: _run_action(service, opts, out), out)
-    finally:
-        with anyio.CancelScope(shield=True):
-            await session.close()
-        session.events.close()
+
+    return await with_session(address, store, "kemu-topics", run)
 
 
 def main(argv: Sequence[str], *, out: TextIO | None = None, err: TextIO | None = None) -> int:

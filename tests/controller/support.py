@@ -12,7 +12,8 @@ from actors import kafka_zk
 from actors.clock import run_virtual
 from protocol import zkdata
 from protocol.control import TopicPartition
-from protocol.ids import BrokerId, TopicName
+from protocol.ids import BrokerId, ControllerEpoch, TopicName
+from protocol.store import CreateOp, DeleteOp, SetDataOp
 from tests.controller.fakes import BrokerHandle, ControllerCluster
 
 
@@ -55,6 +56,46 @@ async def start(cluster: ControllerCluster, n: int) -> BrokerHandle:
     active = await cluster.active_controller()
     await cluster.settle()
     return active
+
+
+async def stop_brokers(cluster: ControllerCluster, *broker_ids: int) -> None:
+    """Stops the brokers one after the other, the cluster settled after each."""
+    for broker_id in broker_ids:
+        await cluster.stop_broker(broker_id)
+        await cluster.settle()
+
+
+async def restart_brokers(cluster: ControllerCluster, *broker_ids: int) -> None:
+    """Starts the brokers again one after the other, the cluster settled after each."""
+    for broker_id in broker_ids:
+        await cluster.start_broker(broker_id)
+        await cluster.settle()
+
+
+async def move_controller_during(cluster: ControllerCluster, write: CreateOp) -> list[str]:
+    """ControllerIntegrationTest's controller-move cases: ``write`` and, in the same
+    transaction, another controller (broker 7) installed with the controller epoch bumped.
+    Returns, once the old controller has resigned and the cluster settled, the events it
+    reported it could not finish (``controller_moved``)."""
+    admin = await cluster.admin()
+    data, stat = await admin.get(zkdata.CONTROLLER_EPOCH_PATH)
+    epoch = zkdata.decode_controller_epoch(data)
+    usurper = zkdata.ControllerRegistration(broker_id=BrokerId(7), timestamp=0)
+    await admin.multi(
+        [
+            write,
+            DeleteOp(path=zkdata.CONTROLLER_PATH),
+            CreateOp(path=zkdata.CONTROLLER_PATH, data=usurper.encode(), ephemeral=True),
+            SetDataOp(
+                path=zkdata.CONTROLLER_EPOCH_PATH,
+                data=zkdata.encode_controller_epoch(ControllerEpoch(epoch + 1)),
+                version=stat.version,
+            ),
+        ]
+    )
+    await cluster.wait_for(lambda e: e.type == "controller_resigned")
+    await cluster.settle()
+    return [e.fields["event"] for e in cluster.sink.of("event", "controller_moved")]
 
 
 async def state_of(

@@ -15,16 +15,20 @@ from actors.controller.events import (
 from actors.controller.leader_election import PartitionSnapshot, auto_rebalance_plan
 from protocol import zkdata
 from protocol.errors import ErrorCode
-from protocol.ids import BrokerId, ControllerEpoch
-from protocol.store import CreateOp, DeleteOp, SetDataOp
+from protocol.ids import BrokerId
+from protocol.store import CreateOp
+from protocol.trace import TraceEvent
 from tests.controller.fakes import ControllerCluster
 from tests.controller.support import (
     exists,
     ids,
     mark_for_deletion,
+    move_controller_during,
+    restart_brokers,
     run_cluster,
     start,
     state_of,
+    stop_brokers,
     tp,
     write_preferred_election,
 )
@@ -36,13 +40,19 @@ async def bounce_preferred(cluster: ControllerCluster, leader_epoch: int) -> Non
     """Kafka's preferredReplicaLeaderElection helper, first half: broker 1 (the preferred
     replica of t-0 = [1, 0]) stops cleanly, so broker 0 leads at ``leader_epoch + 1``; it
     starts again and rejoins the ISR."""
-    await cluster.stop_broker(1)
-    await cluster.settle()
+    await stop_brokers(cluster, 1)
     assert await state_of(cluster, "t") == (0, leader_epoch + 1, ids(0), 1)
-    await cluster.start_broker(1)
-    await cluster.settle()
+    await restart_brokers(cluster, 1)
     leader, epoch, isr, _ = await state_of(cluster, "t")
     assert (leader, epoch, set(isr)) == (0, leader_epoch + 1, {0, 1})
+
+
+def auto_election_done(event: TraceEvent) -> bool:
+    """The controller's own preferred election (the imbalance check's) has run."""
+    return (
+        event.type == "preferred_replica_election_done"
+        and event.fields["trigger"] == "AutoTriggered"
+    )
 
 
 # ------------------------------------------------------------------ the pure decision
@@ -132,8 +142,7 @@ def test_preferred_replica_leader_election_with_offline_preferred_replica() -> N
         await start(cluster, 2)
         await cluster.create_topic("t", {0: [1, 0]})
         await cluster.settle()
-        await cluster.stop_broker(1)
-        await cluster.settle()
+        await stop_brokers(cluster, 1)
         await write_preferred_election(cluster, [tp("t")])
         await cluster.settle()
         assert not await exists(cluster, PREFERRED)
@@ -151,19 +160,12 @@ def test_auto_preferred_replica_leader_election_on_the_virtual_clock() -> None:
         await start(cluster, 2)
         await cluster.create_topic("t", {0: [1, 0]})
         await cluster.settle()
-        await cluster.stop_broker(1)
-        await cluster.settle()
+        await stop_brokers(cluster, 1)
         assert await state_of(cluster, "t") == (0, 1, ids(0), 1)
-        await cluster.start_broker(1)
-        await cluster.settle()
+        await restart_brokers(cluster, 1)
         checks_before = len(cluster.sink.of("event", "leader_imbalance_checked"))
         with anyio.fail_after(10):  # virtual seconds: the next check is at most 1 s away
-            await cluster.wait_for(
-                lambda e: (
-                    e.type == "preferred_replica_election_done"
-                    and e.fields["trigger"] == "AutoTriggered"
-                )
-            )
+            await cluster.wait_for(auto_election_done)
         await cluster.settle()
         assert await state_of(cluster, "t") == (1, 2, ids(0, 1), 1)
         assert len(cluster.sink.of("event", "leader_imbalance_checked")) > checks_before
@@ -226,20 +228,11 @@ def test_auto_rebalance_leaves_topics_queued_for_deletion_alone() -> None:
         await cluster.create_topic("doomed", {0: [1, 0, 2]})
         await cluster.create_topic("kept", {0: [1, 0]})
         await cluster.settle()
-        await cluster.stop_broker(1)
-        await cluster.settle()
-        await cluster.stop_broker(2)
-        await cluster.settle()
+        await stop_brokers(cluster, 1, 2)
         await mark_for_deletion(cluster, "doomed")
         await cluster.settle()
-        await cluster.start_broker(1)
-        await cluster.settle()
-        await cluster.wait_for(
-            lambda e: (
-                e.type == "preferred_replica_election_done"
-                and e.fields["trigger"] == "AutoTriggered"
-            )
-        )
+        await restart_brokers(cluster, 1)
+        await cluster.wait_for(auto_election_done)
         await cluster.settle()
         assert (await state_of(cluster, "kept"))[0] == 1
         done = cluster.sink.of("event", "preferred_replica_election_done")
@@ -265,13 +258,9 @@ def test_election_requests_get_an_answer_per_partition() -> None:
         await cluster.create_topic("t", {0: [1, 0], 1: [2, 0], 2: [0, 1]})
         await cluster.create_topic("doomed", {0: [2, 1]})
         await cluster.settle()
-        await cluster.stop_broker(1)
-        await cluster.settle()
-        await cluster.stop_broker(2)
-        await cluster.settle()
+        await stop_brokers(cluster, 1, 2)
         await mark_for_deletion(cluster, "doomed")
-        await cluster.start_broker(1)
-        await cluster.settle()
+        await restart_brokers(cluster, 1)
         answers: list[tuple[PartitionElectionResult, ...]] = []
         partitions = (tp("t", 0), tp("t", 1), tp("t", 2), tp("doomed"), tp("t", 9))
         cluster.brokers[0].controller.events.put(
@@ -307,10 +296,8 @@ def test_a_new_controller_finishes_a_pending_preferred_election() -> None:
         await start(cluster, 3)
         await cluster.create_topic("t", {0: [1, 2]})
         await cluster.settle()
-        await cluster.stop_broker(1)
-        await cluster.settle()
-        await cluster.start_broker(1)
-        await cluster.settle()
+        await stop_brokers(cluster, 1)
+        await restart_brokers(cluster, 1)
         assert (await state_of(cluster, "t"))[0] == 2
         # The controller crashes and the election is asked for before its session expires:
         # no controller sees the znode created; the next one finds it at failover.
@@ -337,27 +324,11 @@ def test_controller_move_on_preferred_replica_election() -> None:
         await start(cluster, 1)
         await cluster.create_topic("t", {0: [0]})
         await cluster.settle()
-        admin = await cluster.admin()
-        data, stat = await admin.get(zkdata.CONTROLLER_EPOCH_PATH)
-        epoch = zkdata.decode_controller_epoch(data)
-        usurper = zkdata.ControllerRegistration(broker_id=BrokerId(7), timestamp=0)
         election = zkdata.PreferredReplicaElection(partitions=(tp("t"),))
-        await admin.multi(
-            [
-                CreateOp(path=PREFERRED, data=election.encode()),
-                DeleteOp(path=zkdata.CONTROLLER_PATH),
-                CreateOp(path=zkdata.CONTROLLER_PATH, data=usurper.encode(), ephemeral=True),
-                SetDataOp(
-                    path=zkdata.CONTROLLER_EPOCH_PATH,
-                    data=zkdata.encode_controller_epoch(ControllerEpoch(epoch + 1)),
-                    version=stat.version,
-                ),
-            ]
+        moved = await move_controller_during(
+            cluster, CreateOp(path=PREFERRED, data=election.encode())
         )
-        await cluster.wait_for(lambda e: e.type == "controller_resigned")
-        await cluster.settle()
-        moved = cluster.sink.of("event", "controller_moved")
-        assert [e.fields["event"] for e in moved] == ["ReplicaLeaderElection"]
+        assert moved == ["ReplicaLeaderElection"]
         assert not cluster.brokers[0].controller.is_active
         assert await exists(cluster, PREFERRED)  # nobody could remove it
         assert await state_of(cluster, "t") == (0, 0, ids(0), 1)
@@ -414,14 +385,10 @@ def test_an_election_of_a_topic_queued_for_deletion_leaves_it_alone() -> None:
         await start(cluster, 3)
         await cluster.create_topic("t", {0: [1, 0, 2]})
         await cluster.settle()
-        await cluster.stop_broker(1)
-        await cluster.settle()
-        await cluster.stop_broker(2)
-        await cluster.settle()
+        await stop_brokers(cluster, 1, 2)
         await mark_for_deletion(cluster, "t")
         await cluster.settle()
-        await cluster.start_broker(1)
-        await cluster.settle()
+        await restart_brokers(cluster, 1)
         before = await state_of(cluster, "t")
         await write_preferred_election(cluster, [tp("t")])
         await cluster.settle()

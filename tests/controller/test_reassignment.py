@@ -8,17 +8,20 @@ from actors.controller.reassignment import reassign_to, reassignment_complete, s
 from cluster._jvm import scala_hash_set_order
 from protocol import jvm, zkdata
 from protocol.control import StopReplicaRequest
-from protocol.ids import BrokerId, ControllerEpoch, TopicName
-from protocol.store import CreateOp, DeleteOp, SetDataOp
+from protocol.ids import TopicName
+from protocol.store import CreateOp
 from tests.controller.fakes import ControllerCluster
 from tests.controller.support import (
     assignment_of,
     exists,
     ids,
     mark_for_deletion,
+    move_controller_during,
+    restart_brokers,
     run_cluster,
     start,
     state_of,
+    stop_brokers,
     tp,
     write_reassignment,
 )
@@ -111,8 +114,7 @@ def test_a_reassignment_to_a_dead_broker_halts_then_resumes_when_it_restarts() -
         await start(cluster, 2)
         await cluster.create_topic("t", {0: [0]})
         await cluster.settle()
-        await cluster.stop_broker(1)
-        await cluster.settle()
+        await stop_brokers(cluster, 1)
         await write_reassignment(cluster, {tp("t"): [1]})
         await cluster.settle()
         assert await state_of(cluster, "t") == (0, 1, ids(0), 1)
@@ -125,8 +127,7 @@ def test_a_reassignment_to_a_dead_broker_halts_then_resumes_when_it_restarts() -
         assert cluster.brokers[0].controller.context.partitions_being_reassigned == {tp("t")}
         assert not cluster.sink.of("event", "partition_reassignment_completed")
 
-        await cluster.start_broker(1)
-        await cluster.settle()
+        await restart_brokers(cluster, 1)
         assert await state_of(cluster, "t") == (1, 4, ids(1), 1)
         assert await assignment_of(cluster, "t") == {0: zkdata.ReplicaAssignment(replicas=ids(1))}
         assert not await exists(cluster, REASSIGN)
@@ -143,8 +144,7 @@ def test_a_new_controller_resumes_a_reassignment_in_progress() -> None:
         await start(cluster, 3)
         await cluster.create_topic("t", {0: [1, 0]})
         await cluster.settle()
-        await cluster.stop_broker(2)
-        await cluster.settle()
+        await stop_brokers(cluster, 2)
         await write_reassignment(cluster, {tp("t"): [2, 1]})
         await cluster.settle()
         assert await exists(cluster, REASSIGN)
@@ -153,8 +153,7 @@ def test_a_new_controller_resumes_a_reassignment_in_progress() -> None:
         await cluster.settle()
         assert new.broker_id == 1
         assert new.controller.context.partitions_being_reassigned == {tp("t")}
-        await cluster.start_broker(2)
-        await cluster.settle()
+        await restart_brokers(cluster, 2)
         leader, _, isr, controller_epoch = await state_of(cluster, "t")
         assert (leader, set(isr), controller_epoch) == (1, {1, 2}, 2)
         assert await assignment_of(cluster, "t") == {
@@ -174,8 +173,7 @@ def test_the_path_keeps_the_partitions_still_moving_in_kafkas_order() -> None:
         await start(cluster, 3)
         await cluster.create_topic("t", {p: [0] for p in range(6)})
         await cluster.settle()
-        await cluster.stop_broker(2)
-        await cluster.settle()
+        await stop_brokers(cluster, 2)
         targets = {tp("t", p): ([2] if p % 2 else [1]) for p in range(6)}
         await write_reassignment(cluster, targets)
         await cluster.settle()
@@ -193,8 +191,7 @@ def test_the_path_keeps_the_partitions_still_moving_in_kafkas_order() -> None:
         assert data == expected.encode()
         for p in (0, 2, 4):
             assert (await state_of(cluster, "t", p))[0] == 1
-        await cluster.start_broker(2)
-        await cluster.settle()
+        await restart_brokers(cluster, 2)
         assert not await exists(cluster, REASSIGN)
         assert {p: a.replicas for p, a in (await assignment_of(cluster, "t")).items()} == {
             p: ids(2) if p % 2 else ids(1) for p in range(6)
@@ -211,8 +208,7 @@ def test_reassigning_a_topic_queued_for_deletion_is_refused() -> None:
         await start(cluster, 3)
         await cluster.create_topic("t", {0: [1, 2]})
         await cluster.settle()
-        await cluster.stop_broker(2)  # deletion cannot finish: a replica is offline
-        await cluster.settle()
+        await stop_brokers(cluster, 2)  # deletion cannot finish: a replica is offline
         await mark_for_deletion(cluster, "t")
         await cluster.settle()
         ctx = cluster.brokers[0].controller.context
@@ -227,8 +223,7 @@ def test_reassigning_a_topic_queued_for_deletion_is_refused() -> None:
         }
         assert ctx.partitions_being_reassigned == set()
         assert ctx.partition_replica_assignment(tp("t")) == ids(1, 2)
-        await cluster.start_broker(2)
-        await cluster.settle()
+        await restart_brokers(cluster, 2)
         assert not await exists(cluster, zkdata.topic_path(TopicName("t")))
 
     run_cluster(body)
@@ -243,8 +238,7 @@ def test_a_deletion_waits_for_a_reassignment_in_progress_then_completes() -> Non
         await start(cluster, 3)
         await cluster.create_topic("t", {0: [0, 1]})
         await cluster.settle()
-        await cluster.stop_broker(2)
-        await cluster.settle()
+        await stop_brokers(cluster, 2)
         await write_reassignment(cluster, {tp("t"): [1, 2]})
         await cluster.settle()
         await mark_for_deletion(cluster, "t")
@@ -254,8 +248,7 @@ def test_a_deletion_waits_for_a_reassignment_in_progress_then_completes() -> Non
         assert "t" in ctx.topics_ineligible_for_deletion
         assert not cluster.sink.of("event", "topic_deletion_started")
         assert await exists(cluster, zkdata.topic_path(TopicName("t")))
-        await cluster.start_broker(2)
-        await cluster.settle()
+        await restart_brokers(cluster, 2)
         done = [e.type for e in cluster.sink.of("event")]
         assert done.index("partition_reassignment_completed") < done.index(
             "topic_deletion_completed"
@@ -313,31 +306,15 @@ def test_controller_move_on_partition_reassignment() -> None:
         await start(cluster, 1)
         await cluster.create_topic("t", {0: [0]})
         await cluster.settle()
-        admin = await cluster.admin()
-        data, stat = await admin.get(zkdata.CONTROLLER_EPOCH_PATH)
-        epoch = zkdata.decode_controller_epoch(data)
-        usurper = zkdata.ControllerRegistration(broker_id=BrokerId(7), timestamp=0)
         reassignment = zkdata.PartitionReassignment(
             partitions=(
                 zkdata.PartitionReplicas(topic=TopicName("t"), partition=0, replicas=ids(0)),
             )
         )
-        await admin.multi(
-            [
-                CreateOp(path=REASSIGN, data=reassignment.encode()),
-                DeleteOp(path=zkdata.CONTROLLER_PATH),
-                CreateOp(path=zkdata.CONTROLLER_PATH, data=usurper.encode(), ephemeral=True),
-                SetDataOp(
-                    path=zkdata.CONTROLLER_EPOCH_PATH,
-                    data=zkdata.encode_controller_epoch(ControllerEpoch(epoch + 1)),
-                    version=stat.version,
-                ),
-            ]
+        moved = await move_controller_during(
+            cluster, CreateOp(path=REASSIGN, data=reassignment.encode())
         )
-        await cluster.wait_for(lambda e: e.type == "controller_resigned")
-        await cluster.settle()
-        moved = cluster.sink.of("event", "controller_moved")
-        assert [e.fields["event"] for e in moved] == ["ZkPartitionReassignment"]
+        assert moved == ["ZkPartitionReassignment"]
         assert not cluster.brokers[0].controller.is_active
         assert await state_of(cluster, "t") == (0, 0, ids(0), 1)
         assert await exists(cluster, REASSIGN)
