@@ -270,13 +270,16 @@ async def get_assignments(
     topics = list(topics)
     outcomes = await session.get_each([(zkdata.topic_path(t), False) for t in topics])
     out: dict[TopicName, dict[int, zkdata.ReplicaAssignment]] = {}
+    decoded: dict[bytes, list[tuple[int, zkdata.ReplicaAssignment]]] = {}  # shapes repeat
     for topic, outcome in zip(topics, outcomes, strict=True):
         if isinstance(outcome, NoNodeError):
             continue
         if isinstance(outcome, StoreError):
             raise outcome
         data, _ = outcome
-        out[topic] = dict(sorted(zkdata.TopicAssignment.decode(data).partitions.items()))
+        if data not in decoded:
+            decoded[data] = sorted(zkdata.TopicAssignment.decode(data).partitions.items())
+        out[topic] = dict(decoded[data])
     return out
 
 
@@ -353,6 +356,84 @@ async def write_topic(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class TopicWrite:
+    """One topic for ``write_topics``: its assignment and its config overrides."""
+
+    topic: TopicName
+    assignment: Mapping[int, Sequence[int]]
+    config: Mapping[str, str]
+
+
+def _single_op_outcome(outcome: tuple[OpResult, ...] | StoreError) -> StoreError | None:
+    """The error of a one-op ``multi_each`` outcome (the op's own, not the transaction's),
+    or None when it succeeded."""
+    if isinstance(outcome, TransactionFailedError):
+        return next((r for r in outcome.results if r is not None), outcome)
+    return outcome if isinstance(outcome, StoreError) else None
+
+
+async def write_topics(
+    session: StoreSession, topics: Sequence[TopicWrite]
+) -> list[StoreError | None]:
+    """``write_topic`` for each of ``topics``, pipelined: every config is created (set
+    where it already exists), then every assignment znode is created, each write its own
+    request, all in flight at once (``multi_each``). The outcome of each topic, in order:
+    None when written, or the error ``write_topic`` would have raised for it
+    (``NodeExistsError``: the topic exists). A write refused for a missing parent is
+    retried alone through ``write_topic``, which makes the parents."""
+    outcomes: list[StoreError | None] = [None] * len(topics)
+    payloads = [zkdata.EntityConfig(config=dict(t.config)).encode() for t in topics]
+    created = await session.multi_each(
+        [
+            [CreateOp(path=zkdata.topic_config_path(t.topic), data=payload)]
+            for t, payload in zip(topics, payloads, strict=True)
+        ]
+    )
+    to_set: list[int] = []
+    alone: list[int] = []
+    for i, outcome in enumerate(created):
+        error = _single_op_outcome(outcome)
+        if isinstance(error, NodeExistsError):
+            to_set.append(i)
+        elif isinstance(error, NoNodeError):
+            alone.append(i)
+        else:
+            outcomes[i] = error
+    set_results = await session.multi_each(
+        [
+            [SetDataOp(path=zkdata.topic_config_path(topics[i].topic), data=payloads[i])]
+            for i in to_set
+        ]
+    )
+    for i, outcome in zip(to_set, set_results, strict=True):
+        outcomes[i] = _single_op_outcome(outcome)
+    retried = set(alone)
+    ready = [i for i, error in enumerate(outcomes) if error is None and i not in retried]
+    # Generated assignments repeat (a few shapes over the same brokers): encode each once.
+    encoded: dict[tuple[tuple[int, tuple[int, ...]], ...], bytes] = {}
+    batches: list[list[StoreOp]] = []
+    for i in ready:
+        assignment = topics[i].assignment
+        key = tuple((p, tuple(replicas)) for p, replicas in assignment.items())
+        if key not in encoded:
+            encoded[key] = assignment_payload(assignment)
+        batches.append([CreateOp(path=zkdata.topic_path(topics[i].topic), data=encoded[key])])
+    assigned = await session.multi_each(batches)
+    for i, outcome in zip(ready, assigned, strict=True):
+        error = _single_op_outcome(outcome)
+        if isinstance(error, NoNodeError):
+            alone.append(i)
+        else:
+            outcomes[i] = error
+    for i in sorted(alone):
+        try:
+            await write_topic(session, topics[i].topic, topics[i].assignment, topics[i].config)
+        except StoreError as exc:
+            outcomes[i] = exc
+    return outcomes
+
+
 async def set_topic_assignment(
     session: StoreSession, topic: TopicName, assignment: Mapping[int, Sequence[int]]
 ) -> None:
@@ -401,6 +482,10 @@ async def create_partition_states(
     pipelined (one guarded create each); maps each partition to its error, or None when
     its state znode was created (zkVersion 0). A failed guard raises
     ``ControllerMovedError``."""
+    encoded: dict[zkdata.LeaderIsrAndControllerEpoch, bytes] = {}  # a few distinct states
+    for state in states.values():
+        if state not in encoded:
+            encoded[state] = state.encode()
     outcomes = await fenced_each(
         session,
         epoch_zk_version,
@@ -408,7 +493,7 @@ async def create_partition_states(
             [
                 CreateOp(
                     path=zkdata.partition_state_path(TopicName(tp.topic), tp.partition),
-                    data=state.encode(),
+                    data=encoded[state],
                 )
             ]
             for tp, state in states.items()

@@ -197,7 +197,11 @@ class Actor:
         )
 
     def trace(self, kind: TraceKind | str, type: str, **fields: Any) -> None:
-        self.tracer.emit(kind, node=self.node.node_id, actor=self.name, type=type, **fields)
+        tracer = self.node.tracer
+        if tracer.enabled:
+            tracer.emit(kind, node=self.node.node_id, actor=self.name, type=type, **fields)
+        else:
+            tracer.skip()  # the hot paths trace a lot; nothing listens
 
     def start_soon(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
         """Run a helper task (a timer, a retry loop) owned by this actor's node. It must only

@@ -61,6 +61,12 @@ class Tracer:
     def seq(self) -> int:
         return self._seq
 
+    def skip(self) -> None:
+        """Count an event that no sink listens to, without building it: what ``emit``
+        does when ``enabled`` is false, for callers that check ``enabled`` first so as not
+        to build the event's fields. The numbering stays the same as if it were emitted."""
+        self._seq += 1
+
     def emit(
         self,
         kind: TraceKind | str,

@@ -14,7 +14,8 @@ ratio holds on a noisy machine even when absolute numbers move:
   with bare ``os`` calls), and on ZooKeeper next to the raw aiozk floor of its znodes.
 
 Each measurement runs for a fixed number of operations, best of ``--repeat`` runs. Logs go
-to stderr at WARNING, as ``kemu up`` configures them.
+to stderr at WARNING, as ``kemu up`` configures them. ``--creation-only`` runs only the
+bulk creation rows.
 """
 
 from __future__ import annotations
@@ -349,7 +350,18 @@ def ratio_line(kemu: Result, base: Result, goal: float | None) -> str:
 async def main_async(args: argparse.Namespace) -> int:
     configure_logging()  # WARNING to stderr, as `kemu up` does by default
     print(f"kemu bench — python {sys.version.split()[0]}, best of {args.repeat}")
+    if not args.creation_only:
+        await _runtime_rows(args)
+    await _creation_rows(args)
+    if not args.creation_only:
+        print("\n[6] controller event manager throughput (goal >= 20k events/s)")
+        rate = max([await controller_events_per_second(args.ops) for _ in range(args.repeat)])
+        print(f"  {rate:>11,.0f} events/s")
+    return 0
 
+
+async def _runtime_rows(args: argparse.Namespace) -> None:
+    """Rows [1] to [4]: messaging, the store, cluster start-up."""
     print("\n[1] ask/reply in-process: actor runtime vs raw asyncio.Queue ping-pong")
     base = await best_of(args.repeat, "raw asyncio.Queue ping-pong", args.ops, raw_queue_pingpong)
     kemu = await best_of(
@@ -396,6 +408,9 @@ async def main_async(args: argparse.Namespace) -> int:
         zk_ready = min([await cluster_ready_seconds(_chroot(args.zookeeper)) for _ in range(2)])
         print(f"  real ZooKeeper                     {zk_ready:>8.3f} s")
 
+
+async def _creation_rows(args: argparse.Namespace) -> None:
+    """Row [5]: bulk topic creation, embedded and (with ``--zookeeper``) on ZooKeeper."""
     n, parts = args.topics, 10
     print(
         f"\n[5] create {n} topics x {parts} partitions x RF 3 on 3 brokers"
@@ -421,11 +436,6 @@ async def main_async(args: argparse.Namespace) -> int:
         print(f"  raw aiozk, same znodes             {zk_floor:>8.3f} s")
         print(f"  ratio {ratio:.2f}x of the floor  {verdict}")
 
-    print("\n[6] controller event manager throughput (goal >= 20k events/s)")
-    rate = max([await controller_events_per_second(args.ops) for _ in range(args.repeat)])
-    print(f"  {rate:>11,.0f} events/s")
-    return 0
-
 
 def _chroot(hosts: str) -> str:
     return f"{hosts}/kemu-bench-{uuid.uuid4().hex}"
@@ -438,6 +448,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement (best kept)")
     parser.add_argument("--zookeeper", metavar="HOST:PORT", help="a local ZooKeeper to compare")
     parser.add_argument("--topics", type=int, default=1000, help="topics in the creation bench")
+    parser.add_argument(
+        "--creation-only", action="store_true", help="run only the topic creation rows ([5])"
+    )
     parser.add_argument("--no-uvloop", action="store_true", help="measure on asyncio's own loop")
     args = parser.parse_args(argv)
     return anyio.run(

@@ -34,6 +34,7 @@ from actors.admin import (
     BrokerMetadata,
     ConfigError,
     RackMode,
+    TopicCreation,
     is_internal,
     plan_create_topic,
     topic_config_entries,
@@ -631,11 +632,19 @@ class Broker(Actor):
         reply.send(self, answer)
 
     async def _create_topics(self, req: CreateTopicsRequestData, ctx: Context) -> Message | None:
+        """Spec §4.2: every topic is checked in request order (a topic planned earlier
+        counts as existing for the later ones, as if written), then all planned topics are
+        written at once (``kafka_zk.write_topics``); a write refused with NODEEXISTS is
+        TOPIC_ALREADY_EXISTS, any other store error its own code. Unlike one write after
+        the other, a later topic's collision check also counts an earlier topic whose
+        write then failed (only a store failure mid-request can tell the two apart)."""
         duplicates = topic_rules.duplicate_topics(t.name for t in req.topics)
         existing = set(await kafka_zk.get_all_topics(self.session))
         alive = [BrokerMetadata(b.id, b.rack) for b in self.cache.alive_brokers()]
         results: dict[TopicName, CreateTopicResult] = {}
         written: dict[TopicName, int] = {}
+        planned: list[tuple[TopicName, TopicCreation]] = []
+        in_cache = set(self.cache.topic_names())  # the loop does not await: it stays true
         for topic in req.topics:
             if topic.name in duplicates:
                 results[topic.name] = CreateTopicResult(
@@ -651,44 +660,44 @@ class Broker(Actor):
                     replication_factor=topic.replication_factor,
                     assignment={a.partition: a.broker_ids for a in topic.assignments} or None,
                     config={c.name: c.value for c in topic.configs},
-                    metadata_topics=self.cache.topic_names(),
+                    metadata_topics=in_cache,
                     existing_topics=existing,
                     alive_brokers=alive,
                     broker_config=self.config,
                     rng=self.rng,
                 )
                 self._check_policy(topic.name)
-                if not req.validate_only:
-                    await kafka_zk.write_topic(
-                        self.session, topic.name, plan.assignment, plan.config
-                    )
-                    existing.add(topic.name)
-                    written[topic.name] = len(plan.assignment)
-            except NodeExistsError:
-                results[topic.name] = _topic_error(
-                    topic.name,
-                    ErrorCode.TOPIC_ALREADY_EXISTS,
-                    f"Topic '{topic.name}' already exists.",
-                )
-                continue
             except (KafkaApiError, AdminOperationError, ConfigError, StoreError) as exc:
-                code = (
-                    error_code_for(exc)
-                    if not isinstance(exc, ConfigError)
-                    else ErrorCode.INVALID_CONFIG
-                )
-                message = None if code is ErrorCode.UNKNOWN_SERVER_ERROR else str(exc)
-                results[topic.name] = _topic_error(topic.name, code, message)
+                results[topic.name] = _creation_error(topic.name, exc)
                 continue
+            if not req.validate_only:
+                existing.add(topic.name)
+            planned.append((topic.name, plan))
+        outcomes: list[StoreError | None] = [None] * len(planned)
+        if not req.validate_only:
+            outcomes = await kafka_zk.write_topics(
+                self.session,
+                [kafka_zk.TopicWrite(name, plan.assignment, plan.config) for name, plan in planned],
+            )
+        configs: dict[tuple[tuple[str, str], ...], tuple[WireConfigEntry, ...]] = {}
+        for (name, plan), error in zip(planned, outcomes, strict=True):
+            if error is not None:
+                results[name] = _creation_error(name, error)
+                continue
+            if not req.validate_only:
+                written[name] = len(plan.assignment)
+            overrides = tuple(plan.config.items())
+            if overrides not in configs:  # most topics of a big request share theirs
+                configs[overrides] = self._created_configs(plan.config)
             rf = len(next(iter(plan.assignment.values()), ()))
-            results[topic.name] = CreateTopicResult(
-                name=topic.name,
-                topic_id=self.topic_id(topic.name),
+            results[name] = CreateTopicResult(
+                name=name,
+                topic_id=self.topic_id(name),
                 num_partitions=len(plan.assignment),
                 replication_factor=rf,
-                configs=self._created_configs(plan.config),
+                configs=configs[overrides],
             )
-            self.trace("event", "topic_written", topic=topic.name, partitions=len(plan.assignment))
+            self.trace("event", "topic_written", topic=name, partitions=len(plan.assignment))
 
         def finish(timed_out: set[TopicName]) -> CreateTopicsResponseData:
             out = []
@@ -921,6 +930,18 @@ class Broker(Actor):
 
 def _topic_error(name: TopicName, code: ErrorCode, message: str | None) -> CreateTopicResult:
     return CreateTopicResult(name=name, error_code=code, error_message=message)
+
+
+def _creation_error(
+    name: TopicName, exc: KafkaApiError | AdminOperationError | ConfigError | StoreError
+) -> CreateTopicResult:
+    """A topic's CreateTopics error: NODEEXISTS on its write is TOPIC_ALREADY_EXISTS, a
+    config error INVALID_CONFIG; an unknown server error carries no message."""
+    if isinstance(exc, NodeExistsError):
+        return _topic_error(name, ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+    code = error_code_for(exc) if not isinstance(exc, ConfigError) else ErrorCode.INVALID_CONFIG
+    message = None if code is ErrorCode.UNKNOWN_SERVER_ERROR else str(exc)
+    return _topic_error(name, code, message)
 
 
 def _not_controller(msg: _AdminRequest) -> Message:

@@ -186,7 +186,7 @@ class KafkaController(Actor):
         # One batch each, as in Kafka: the state machines' batches are flushed by their
         # own state changes, this one by the controller's UpdateMetadata sends.
         self.request_batch = new_batch()
-        state_log = StateChangeLogger(self.broker_id, trace)
+        state_log = StateChangeLogger(self.broker_id, trace, tracer=self.tracer)
         self.partition_state_machine = PartitionStateMachine(
             self.broker_id,
             self.context,
