@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from protocol.jvm import java_hash_map_order, java_string_hash, scala_improve, signed32
+from protocol.jvm import java_hash_map_order, java_string_hash, scala_champ_order, signed32
 
 __all__ = ["java_hash_map_order", "java_list_hash", "java_string_hash", "scala_hash_set_order"]
 
@@ -33,19 +33,4 @@ def scala_hash_set_order(hashes: Sequence[int]) -> list[int]:
     entries by 5-bit slice of the improved hash, then descends into sub-nodes by slice.
     (A set built by ``Set(a, b)`` with up to four elements is a ``Set1``..``Set4`` instead,
     iterated in insertion order; one derived from a ``HashSet`` stays a ``HashSet``.)"""
-    improved = {h: scala_improve(h) & _MASK32 for h in hashes}
-
-    def walk(group: list[int], shift: int) -> list[int]:
-        if shift >= 35:
-            return group
-        slices: dict[int, list[int]] = {}
-        for h in group:
-            slices.setdefault((improved[h] >> shift) & 31, []).append(h)
-        ordered = sorted(slices.items())
-        out = [members[0] for _, members in ordered if len(members) == 1]
-        for _, members in ordered:
-            if len(members) > 1:
-                out.extend(walk(members, shift + 5))
-        return out
-
-    return walk(list(hashes), 0)
+    return scala_champ_order(hashes, hashes)

@@ -368,28 +368,50 @@ class ClusterLauncher:
 
     async def cluster_status(self) -> LauncherStatus:
         cluster = self._cluster
-        brokers: list[LaunchedBroker] = []
-        controller = -1
-        cluster_id = ""
-        for broker_id, state in sorted(self.broker_states().items()):
-            status = await cluster.status(broker_id) if state is BrokerState.RUNNING else None
-            if status is not None:
-                cluster_id = status.cluster_id
-                if controller < 0:
-                    controller = status.controller_id
-            brokers.append(
-                LaunchedBroker(
-                    broker_id=BrokerId(broker_id),
-                    state=state,
-                    pid=os.getpid(),
-                    host=cluster.spec.host,
-                    port=cluster.ports.get(broker_id, 0),
-                    broker_epoch=BrokerEpoch(status.broker_epoch if status else -1),
-                )
-            )
-        return LauncherStatus(
-            brokers=tuple(brokers),
-            controller_id=BrokerId(controller),
-            cluster_id=cluster_id,
+        return await launcher_status(
+            self.broker_states(),
+            cluster.status,
+            host=cluster.spec.host,
+            ports=cluster.ports,
+            pid=lambda _broker_id: os.getpid(),
             processes=False,
         )
+
+
+async def launcher_status(
+    states: Mapping[int, BrokerState],
+    status: Callable[[int], Awaitable[BrokerStatus | None]],
+    *,
+    host: str,
+    ports: Mapping[int, int],
+    pid: Callable[[int], int],
+    processes: bool,
+) -> LauncherStatus:
+    """What ``kemu broker status`` shows, for either launcher: every broker's state, pid,
+    endpoint and epoch (asked of the running ones), the controller the first running
+    broker names, and the cluster id."""
+    brokers: list[LaunchedBroker] = []
+    controller = -1
+    cluster_id = ""
+    for broker_id, state in sorted(states.items()):
+        answer = await status(broker_id) if state is BrokerState.RUNNING else None
+        if answer is not None:
+            cluster_id = answer.cluster_id
+            if controller < 0:
+                controller = answer.controller_id
+        brokers.append(
+            LaunchedBroker(
+                broker_id=BrokerId(broker_id),
+                state=state,
+                pid=pid(broker_id),
+                host=host,
+                port=ports.get(broker_id, 0),
+                broker_epoch=BrokerEpoch(answer.broker_epoch if answer else -1),
+            )
+        )
+    return LauncherStatus(
+        brokers=tuple(brokers),
+        controller_id=BrokerId(controller),
+        cluster_id=cluster_id,
+        processes=processes,
+    )

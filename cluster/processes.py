@@ -65,6 +65,7 @@ from cluster.control import (
     LauncherError,
     Publisher,
     expiry_timeout,
+    launcher_status,
     serve_control,
     settle,
     wait_unregistered,
@@ -77,8 +78,7 @@ from cluster.up import render_table
 from protocol.base import ActorRef
 from protocol.broker import BrokerStatus, BrokerStatusRequest
 from protocol.errors import AskTimeoutError, KemuError, RemoteError, sole_error
-from protocol.ids import BrokerEpoch, BrokerId
-from protocol.launcher import BrokerState, LaunchedBroker, LauncherStatus
+from protocol.launcher import BrokerState, LauncherStatus
 from protocol.trace import TraceHeader
 
 BROKER_PROCESS_COMMAND = "_broker"  # the hidden `kemu _broker` that runs one broker process
@@ -606,30 +606,12 @@ class ProcessCluster:
         return f"; the brokers did not agree on the cluster within {SETTLE_TIMEOUT:g}s"
 
     async def cluster_status(self) -> LauncherStatus:
-        brokers: list[LaunchedBroker] = []
-        controller = -1
-        cluster_id = ""
-        for broker_id, state in self.broker_states().items():
-            child = self.children[broker_id]
-            status = await self.status(broker_id) if state is BrokerState.RUNNING else None
-            if status is not None:
-                cluster_id = status.cluster_id
-                if controller < 0:
-                    controller = status.controller_id
-            brokers.append(
-                LaunchedBroker(
-                    broker_id=BrokerId(broker_id),
-                    state=state,
-                    pid=child.pid,
-                    host=self.spec.host,
-                    port=self.kafka_ports.get(broker_id, 0),
-                    broker_epoch=BrokerEpoch(status.broker_epoch if status else -1),
-                )
-            )
-        return LauncherStatus(
-            brokers=tuple(brokers),
-            controller_id=BrokerId(controller),
-            cluster_id=cluster_id,
+        return await launcher_status(
+            self.broker_states(),
+            self.status,
+            host=self.spec.host,
+            ports=self.kafka_ports,
+            pid=lambda broker_id: self.children[broker_id].pid,
             processes=True,
         )
 

@@ -80,22 +80,7 @@ def scala_immutable_map_order(keys: Sequence[str]) -> list[str]:
 @lru_cache(maxsize=1024)
 def _champ_order(keys: tuple[str, ...]) -> tuple[str, ...]:
     """``scala_immutable_map_order`` from five keys, memoised (a znode's keys recur)."""
-    hashes = {key: scala_improve(java_string_hash(key)) & 0xFFFFFFFF for key in keys}
-
-    def walk(group: list[str], shift: int) -> list[str]:
-        if shift >= 35:  # below the last level: a hash-collision node
-            return group
-        slices: dict[int, list[str]] = {}
-        for key in group:
-            slices.setdefault((hashes[key] >> shift) & 31, []).append(key)
-        ordered = sorted(slices.items())
-        out = [members[0] for _, members in ordered if len(members) == 1]
-        for _, members in ordered:
-            if len(members) > 1:
-                out.extend(walk(members, shift + 5))
-        return out
-
-    return tuple(walk(list(keys), 0))
+    return tuple(scala_champ_order(keys, [java_string_hash(key) for key in keys]))
 
 
 def scala_champ_order(items: Sequence[T], hash_codes: Sequence[int]) -> list[T]:

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 
-from protocol.jvm import scala_improve as _improve
+from protocol.jvm import scala_champ_order
 from protocol.jvm import signed32 as _signed32
 
 _MASK32 = 0xFFFFFFFF
@@ -33,21 +33,8 @@ def scala_immutable_order(items: Sequence[int]) -> list[int]:
 
 def _champ_order(items: Sequence[int]) -> list[int]:
     """Iteration order of a Scala 2.13 CHAMP ``HashSet``/``HashMap`` of ``Int``, whatever
-    its size."""
-    hashes = {item: _improve(item) & _MASK32 for item in items}
-
-    def walk(group: list[int], shift: int) -> list[int]:
-        slices: dict[int, list[int]] = {}
-        for item in group:
-            slices.setdefault((hashes[item] >> shift) & 31, []).append(item)
-        ordered = sorted(slices.items())
-        out = [members[0] for _, members in ordered if len(members) == 1]
-        for _, members in ordered:
-            if len(members) > 1:
-                out.extend(walk(members, shift + 5))
-        return out
-
-    return walk(list(items), 0)
+    its size (an ``Int``'s ``hashCode`` is itself)."""
+    return scala_champ_order(items, items)
 
 
 def scala_set_after_removal(items: Sequence[int], removed: Iterable[int]) -> list[int]:
