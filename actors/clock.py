@@ -56,6 +56,19 @@ class Clock:
         clone = type(self)(skew=skew, rate=rate)
         return clone
 
+    def own(self) -> Clock:
+        """A copy of this clock for one node to own, so that ``adjust`` on it reaches
+        everything of that node (and nothing else) that reads time through it."""
+        return self.skewed(skew=self.skew, rate=self.rate)
+
+    def adjust(self, *, skew: float, rate: float) -> None:
+        """Change this clock's skew and rate in place (chaos' clock skew of one node:
+        call it on a clock the node owns)."""
+        if rate <= 0:
+            raise ValueError("clock rate must be positive")
+        self.skew = skew
+        self.rate = rate
+
 
 class RealClock(Clock):
     def wall_ms(self) -> int:

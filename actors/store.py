@@ -172,6 +172,71 @@ class StoreSession(ABC):
         await self.close()
 
 
+class ForwardingSession(StoreSession):
+    """A session that hands every call to ``inner`` (its pipelined ``multi_each`` and
+    ``get_each`` included): the base of wrappers that change a few calls only (watch
+    arming, test hooks). Subclasses override what they change."""
+
+    def __init__(self, inner: StoreSession) -> None:
+        self.inner = inner
+
+    @property
+    def session_id(self) -> int:
+        return self.inner.session_id
+
+    @property
+    def timeout(self) -> float:
+        return self.inner.timeout
+
+    @property
+    def events(self) -> MemoryObjectReceiveStream[StoreEvent]:
+        return self.inner.events
+
+    async def create(
+        self,
+        path: str,
+        data: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        sequential: bool = False,
+        make_parents: bool = False,
+    ) -> str:
+        return await self.inner.create(
+            path, data, ephemeral=ephemeral, sequential=sequential, make_parents=make_parents
+        )
+
+    async def get(self, path: str, *, watch: bool = False) -> tuple[bytes, Stat]:
+        return await self.inner.get(path, watch=watch)
+
+    async def set(self, path: str, data: bytes, *, version: int = -1) -> Stat:
+        return await self.inner.set(path, data, version=version)
+
+    async def delete(self, path: str, *, version: int = -1, recursive: bool = False) -> None:
+        await self.inner.delete(path, version=version, recursive=recursive)
+
+    async def exists(self, path: str, *, watch: bool = False) -> Stat | None:
+        return await self.inner.exists(path, watch=watch)
+
+    async def children(self, path: str, *, watch: bool = False) -> tuple[str, ...]:
+        return await self.inner.children(path, watch=watch)
+
+    async def multi(self, ops: Sequence[StoreOp]) -> tuple[OpResult, ...]:
+        return await self.inner.multi(ops)
+
+    async def multi_each(
+        self, batches: Sequence[Sequence[StoreOp]]
+    ) -> list[tuple[OpResult, ...] | StoreError]:
+        return await self.inner.multi_each(batches)
+
+    async def get_each(
+        self, reads: Sequence[tuple[str, bool]]
+    ) -> list[tuple[bytes, Stat] | StoreError]:
+        return await self.inner.get_each(reads)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
 class MetadataStore(ABC):
     """Opens sessions on one store (embedded or ZooKeeper), within an optional chroot."""
 

@@ -9,7 +9,7 @@ writer, ``MemorySink`` keeps events for tests and invariant checkers.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import msgspec
@@ -36,11 +36,22 @@ def payload_fields(value: Any) -> Any:
 class Tracer:
     """Numbers events and fans them out to sinks. Never blocks, never awaits."""
 
-    def __init__(self, *, time_fn: Callable[[], float] = _loop_time, origin: float = 0.0) -> None:
+    def __init__(
+        self,
+        *,
+        time_fn: Callable[[], float] = _loop_time,
+        origin: float = 0.0,
+        details: Iterable[str] = (),
+    ) -> None:
         self._time_fn = time_fn
         self._origin = origin
         self._seq = 0
         self._sinks: list[TraceSink] = []
+        # -- (engineer E) optional detail families, costly to trace, off unless asked for:
+        # "controller_inputs" (actors.controller.recording) makes controllers record what
+        # a replay needs (kemu trace replay).
+        self.details = frozenset(details)
+        # -- (end engineer E)
 
     def rebase(self) -> None:
         """Make the current loop time the trace's time zero (real-clock runs)."""

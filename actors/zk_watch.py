@@ -26,19 +26,15 @@ from typing import Any, Protocol
 import anyio
 import structlog
 from anyio.abc import TaskStatus
-from anyio.streams.memory import MemoryObjectReceiveStream
 
 from actors.clock import Clock, RealClock
-from actors.store import MetadataStore, StoreSession
+from actors.store import ForwardingSession, MetadataStore, StoreSession
 from actors.trace import TraceFn
 from protocol.errors import StoreError
 from protocol.store import (
-    OpResult,
     SessionEvent,
     SessionState,
     Stat,
-    StoreEvent,
-    StoreOp,
     WatchEvent,
     WatchKind,
 )
@@ -186,76 +182,34 @@ class WatchRouter:
                 return True
 
 
-class WatchedSession(StoreSession):
+class WatchedSession(ForwardingSession):
     """A session whose reads arm watches as Kafka's ``ZooKeeperClient.shouldWatch`` does:
     ``get``/``exists`` arm a data watch, and ``children`` a child watch, whenever a
     handler is registered for the path (or the caller asks explicitly)."""
 
     def __init__(self, session: StoreSession, router: WatchRouter) -> None:
-        self._session = session
+        super().__init__(session)
         self._router = router
 
     @property
     def raw(self) -> StoreSession:
-        return self._session
-
-    @property
-    def session_id(self) -> int:
-        return self._session.session_id
-
-    @property
-    def timeout(self) -> float:
-        return self._session.timeout
-
-    @property
-    def events(self) -> MemoryObjectReceiveStream[StoreEvent]:
-        return self._session.events
-
-    async def create(
-        self,
-        path: str,
-        data: bytes = b"",
-        *,
-        ephemeral: bool = False,
-        sequential: bool = False,
-        make_parents: bool = False,
-    ) -> str:
-        return await self._session.create(
-            path, data, ephemeral=ephemeral, sequential=sequential, make_parents=make_parents
-        )
+        return self.inner
 
     async def get(self, path: str, *, watch: bool = False) -> tuple[bytes, Stat]:
-        return await self._session.get(path, watch=watch or self._router.has_data(path))
-
-    async def set(self, path: str, data: bytes, *, version: int = -1) -> Stat:
-        return await self._session.set(path, data, version=version)
-
-    async def delete(self, path: str, *, version: int = -1, recursive: bool = False) -> None:
-        await self._session.delete(path, version=version, recursive=recursive)
+        return await self.inner.get(path, watch=watch or self._router.has_data(path))
 
     async def exists(self, path: str, *, watch: bool = False) -> Stat | None:
-        return await self._session.exists(path, watch=watch or self._router.has_data(path))
+        return await self.inner.exists(path, watch=watch or self._router.has_data(path))
 
     async def children(self, path: str, *, watch: bool = False) -> tuple[str, ...]:
-        return await self._session.children(path, watch=watch or self._router.has_children(path))
-
-    async def multi(self, ops: Sequence[StoreOp]) -> tuple[OpResult, ...]:
-        return await self._session.multi(ops)
-
-    async def multi_each(
-        self, batches: Sequence[Sequence[StoreOp]]
-    ) -> list[tuple[OpResult, ...] | StoreError]:
-        return await self._session.multi_each(batches)
+        return await self.inner.children(path, watch=watch or self._router.has_children(path))
 
     async def get_each(
         self, reads: Sequence[tuple[str, bool]]
     ) -> list[tuple[bytes, Stat] | StoreError]:
-        return await self._session.get_each(
+        return await self.inner.get_each(
             [(path, watch or self._router.has_data(path)) for path, watch in reads]
         )
-
-    async def close(self) -> None:
-        await self._session.close()
 
 
 class ZkConnection:

@@ -11,11 +11,18 @@ ratio holds on a noisy machine even when absolute numbers move:
   kemu's ZooKeeper adapter);
 * bulk topic creation (1,000 topics x 10 partitions x RF 3 on 3 brokers): on the embedded
   store next to the filesystem floor of its 30,000 log directories (the same files made
-  with bare ``os`` calls), and on ZooKeeper next to the raw aiozk floor of its znodes.
+  with bare ``os`` calls), and on ZooKeeper next to the raw aiozk floor of its znodes;
+* the controller event manager's throughput;
+* the deterministic chaos campaign (every ``scenarios/*.yaml`` x ``--campaign-seeds``
+  seeds): simulated seconds over wall seconds (goal >= 20:1; ``cluster.bench_chaos``);
+* 100 brokers holding 100,000 partitions in one process: time to launch, time to create,
+  peak RSS (goal < 4 GB; ``cluster.bench_scale``), next to the filesystem floor of its
+  300,000 log directories.
 
-Each measurement runs for a fixed number of operations, best of ``--repeat`` runs. Logs go
-to stderr at WARNING, as ``kemu up`` configures them. ``--creation-only`` runs only the
-bulk creation rows.
+The last two rows run in child processes (the RSS is the scale run's alone). Each other
+measurement runs for a fixed number of operations, best of ``--repeat`` runs. Logs go to
+stderr at WARNING, as ``kemu up`` configures them. ``--only 5,8`` runs only those rows
+(``--creation-only`` is ``--only 5``).
 """
 
 from __future__ import annotations
@@ -29,17 +36,22 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import anyio
+import msgspec
 
 from actors.clock import RealClock
 from actors.runtime import Actor, Context, Node
 from actors.trace import Tracer
+from cluster.bench_scale import fast_tmp
 from cluster.logging import configure_logging
 from protocol.base import Message
 
 # Bench code measures wall time on purpose: it is the one place that must.
 _now = time.perf_counter
+
+_T = TypeVar("_T")
 
 
 class BenchPing(Message, frozen=True, kw_only=True):
@@ -196,15 +208,6 @@ def raw_aiozk_create_get(hosts: str) -> Callable[[int], Awaitable[None]]:
 # ----------------------------------------------------------------- cluster
 
 
-def _fast_tmp() -> str | None:
-    """Log dirs on tmpfs when there is one: the benchmarks measure kemu, not the disk
-    (on these machines /tmp can cost 2 ms per mkdir+create, /dev/shm 20 µs)."""
-    import os
-
-    shm = "/dev/shm"  # noqa: S108 - a private mkdtemp inside it, removed after the run
-    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
-
-
 async def cluster_ready_seconds(zookeeper: str | None = None) -> float:
     """Wall time from nothing to a ready 3-broker cluster (every broker registered and
     knowing the controller and each other), as ``kemu up`` waits for it."""
@@ -213,7 +216,7 @@ async def cluster_ready_seconds(zookeeper: str | None = None) -> float:
 
     from cluster.cluster import Cluster, ClusterSpec
 
-    with tempfile.TemporaryDirectory(dir=_fast_tmp()) as tmp:
+    with tempfile.TemporaryDirectory(dir=fast_tmp()) as tmp:
         spec = ClusterSpec(brokers=3, base_port=0, log_dir=Path(tmp), zookeeper=zookeeper)
         t0 = _now()
         async with anyio.create_task_group() as tg:
@@ -236,7 +239,7 @@ async def create_topics_seconds(
     from protocol.ids import TopicName
     from protocol.kafka_api import CreatableTopic, CreateTopicsRequestData, CreateTopicsResponseData
 
-    with tempfile.TemporaryDirectory(dir=_fast_tmp()) as tmp:
+    with tempfile.TemporaryDirectory(dir=fast_tmp()) as tmp:
         spec = ClusterSpec(
             brokers=3, base_port=0, log_dir=Path(tmp), zookeeper=zookeeper, listeners=False
         )
@@ -277,7 +280,7 @@ def raw_log_dirs_seconds(logs: int) -> float:
 
     names = [f"00000000000000000000.{suffix}" for suffix in ("log", "index", "timeindex")]
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-    with tempfile.TemporaryDirectory(dir=_fast_tmp()) as tmp:
+    with tempfile.TemporaryDirectory(dir=fast_tmp()) as tmp:
         t0 = _now()
         for i in range(logs):
             log = f"{tmp}/bench-{i // 10}-{i % 10}"
@@ -350,18 +353,13 @@ def ratio_line(kemu: Result, base: Result, goal: float | None) -> str:
 async def main_async(args: argparse.Namespace) -> int:
     configure_logging()  # WARNING to stderr, as `kemu up` does by default
     print(f"kemu bench — python {sys.version.split()[0]}, best of {args.repeat}")
-    if not args.creation_only:
-        await _runtime_rows(args)
-    await _creation_rows(args)
-    if not args.creation_only:
-        print("\n[6] controller event manager throughput (goal >= 20k events/s)")
-        rate = max([await controller_events_per_second(args.ops) for _ in range(args.repeat)])
-        print(f"  {rate:>11,.0f} events/s")
-    return 0
+    ok = True
+    for row in args.only:
+        ok = await ROWS[row](args) is not False and ok
+    return 0 if ok else 1
 
 
-async def _runtime_rows(args: argparse.Namespace) -> None:
-    """Rows [1] to [4]: messaging, the store, cluster start-up."""
+async def _row_inprocess(args: argparse.Namespace) -> None:
     print("\n[1] ask/reply in-process: actor runtime vs raw asyncio.Queue ping-pong")
     base = await best_of(args.repeat, "raw asyncio.Queue ping-pong", args.ops, raw_queue_pingpong)
     kemu = await best_of(
@@ -369,6 +367,8 @@ async def _runtime_rows(args: argparse.Namespace) -> None:
     )
     print(ratio_line(kemu, base, 0.5))
 
+
+async def _row_tcp(args: argparse.Namespace) -> None:
     print("\n[2] ask/reply over TCP loopback: kemu transport vs raw asyncio-streams echo")
     base = await best_of(args.repeat, "raw asyncio streams echo", args.ops // 2, raw_streams_echo)
     kemu = await best_of(
@@ -376,6 +376,8 @@ async def _runtime_rows(args: argparse.Namespace) -> None:
     )
     print(ratio_line(kemu, base, 0.5))
 
+
+async def _row_store(args: argparse.Namespace) -> None:
     print("\n[3] store create+get (one op = create + get of a new znode)")
     emb = await best_of(args.repeat, "embedded store", args.store_ops, embedded_create_get)
     print(f"  {emb.name:<34} {emb.rate:>11,.0f} ops/s")
@@ -401,6 +403,8 @@ async def _runtime_rows(args: argparse.Namespace) -> None:
     else:
         print("  (no --zookeeper HOST:PORT given: ZooKeeper rates skipped)")
 
+
+async def _row_ready(args: argparse.Namespace) -> None:
     print("\n[4] kemu up --brokers 3: time to a ready cluster (goal < 0.3 s, embedded)")
     ready = min([await cluster_ready_seconds() for _ in range(args.repeat)])
     print(f"  embedded store                     {ready:>8.3f} s")
@@ -437,8 +441,122 @@ async def _creation_rows(args: argparse.Namespace) -> None:
         print(f"  ratio {ratio:.2f}x of the floor  {verdict}")
 
 
+async def _row_events(args: argparse.Namespace) -> None:
+    print("\n[6] controller event manager throughput (goal >= 20k events/s)")
+    rate = max([await controller_events_per_second(args.ops) for _ in range(args.repeat)])
+    print(f"  {rate:>11,.0f} events/s")
+
+
+CAMPAIGN_GOAL = 20.0
+"""Simulated seconds per wall second the deterministic campaign must reach."""
+
+
+async def _row_campaign(args: argparse.Namespace) -> bool:
+    """Row [7]: the deterministic chaos campaign's simulated-to-wall time ratio."""
+    from cluster.bench_chaos import CampaignResult
+
+    seeds = args.campaign_seeds
+    print(
+        f"\n[7] chaos campaign, deterministic: every {args.campaign_scenarios}/*.yaml"
+        f" x {seeds} seeds"
+        f" (here; the full campaign runs 50): simulated / wall time"
+        f" (goal >= {CAMPAIGN_GOAL:g}:1)"
+    )
+    command = ["-m", "cluster.bench_chaos", "--seeds", str(seeds)]
+    command += ["--scenarios", args.campaign_scenarios]
+    found = await _child(command, CampaignResult)
+    if found is None:
+        return False
+    result, _ = found
+    verdict = "OK" if result.ratio >= CAMPAIGN_GOAL else f"BELOW GOAL ({CAMPAIGN_GOAL:g}:1)"
+    print(f"  simulated, summed over the runs    {result.simulated_seconds:>10,.1f} s")
+    print(f"  wall, around each run_scenario     {result.wall_seconds:>10,.1f} s")
+    print(f"  ratio {result.ratio:,.0f}:1  {verdict}")
+    print(
+        f"  {result.runs} runs ({result.scenarios} scenarios x {result.seeds} seeds):"
+        f" {result.passed} passed"
+    )
+    for line in result.not_passed:
+        print(f"    not passed: {line}")
+    return True
+
+
+SCALE_RSS_GOAL = 4 * 1024**3
+"""The most resident memory the scale run may take (bytes)."""
+
+
+async def _row_scale(args: argparse.Namespace) -> bool:
+    """Row [8]: 100 brokers and 100,000 partitions in one process (a child process)."""
+    from cluster.bench_scale import ScaleResult
+
+    brokers, topics, parts, rf = args.scale_brokers, args.scale_topics, 100, 3
+    print(
+        f"\n[8] {brokers} brokers in one process, {topics:,} topics x {parts} partitions"
+        f" x RF {rf} ({topics * parts:,} partitions), embedded store"
+        f" (goal: it runs, peak RSS < {SCALE_RSS_GOAL / 1024**3:g} GB)"
+    )
+    command = ["-m", "cluster.bench_scale", "--brokers", str(brokers), "--topics", str(topics)]
+    command += ["--partitions", str(parts), "--replication-factor", str(rf)]
+    if args.no_uvloop:
+        command.append("--no-uvloop")
+    found = await _child(command, ScaleResult)
+    if found is None:
+        return False
+    result, whole = found
+    fs_floor = raw_log_dirs_seconds(result.partitions * rf)
+    rss = result.peak_rss_bytes
+    verdict = "OK" if rss < SCALE_RSS_GOAL else "ABOVE GOAL"
+    print(f"  launch, to a ready cluster         {result.launch_seconds:>8.3f} s")
+    print(f"  create, until CreateTopics answers {result.create_seconds:>8.3f} s")
+    print(
+        f"  until every partition is online    {result.online_seconds:>8.3f} s"
+        f"  ({result.online_partitions:,} with a live leader in another broker's Metadata)"
+    )
+    label = f"its {result.partitions * rf:,} log dirs alone"
+    print(f"  {label:<34} {fs_floor:>8.3f} s  (the same files, bare os calls: part of it)")
+    print(f"  the child process, with teardown   {whole:>8.3f} s")
+    print(f"  peak RSS                           {rss / 1024**3:>8.2f} GB  {verdict}")
+    return True
+
+
+async def _child(command: list[str], kind: type[_T]) -> tuple[_T, float] | None:
+    """Run ``python COMMAND`` in a child process (its stderr passes through), decode the
+    JSON line it prints as ``kind``; with the child's wall time. None if it failed."""
+    t0 = _now()
+    done = await anyio.run_process([sys.executable, *command], stderr=None, check=False)
+    whole = _now() - t0
+    if done.returncode != 0:
+        print(f"  failed: python {' '.join(command)} exited with {done.returncode}")
+        return None
+    return msgspec.json.decode(done.stdout.splitlines()[-1], type=kind), whole
+
+
+ROWS: dict[int, Callable[[argparse.Namespace], Awaitable[bool | None]]] = {
+    1: _row_inprocess,
+    2: _row_tcp,
+    3: _row_store,
+    4: _row_ready,
+    5: _creation_rows,
+    6: _row_events,
+    7: _row_campaign,
+    8: _row_scale,
+}
+"""The rows, by number; each prints itself (a goal missed included), and returns False
+only if it could not measure (the exit status is then 1)."""
+
+
 def _chroot(hosts: str) -> str:
     return f"{hosts}/kemu-bench-{uuid.uuid4().hex}"
+
+
+def _rows(text: str) -> list[int]:
+    try:
+        rows = [int(part) for part in text.split(",")]
+    except ValueError:
+        rows = []
+    if not rows or any(row not in ROWS for row in rows):
+        raise argparse.ArgumentTypeError(f"rows are numbers 1 to {len(ROWS)}, e.g. 5,8")
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -449,10 +567,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--zookeeper", metavar="HOST:PORT", help="a local ZooKeeper to compare")
     parser.add_argument("--topics", type=int, default=1000, help="topics in the creation bench")
     parser.add_argument(
+        "--campaign-seeds", type=int, default=5, help="seeds per scenario in the campaign row"
+    )
+    parser.add_argument(
+        "--campaign-scenarios", metavar="DIR", default="scenarios", help="the campaign's scenarios"
+    )
+    parser.add_argument("--scale-brokers", type=int, default=100, help="brokers in the scale row")
+    parser.add_argument(
+        "--scale-topics", type=int, default=1000, help="topics (of 100 partitions) in the scale row"
+    )
+    parser.add_argument(
+        "--only", type=_rows, default=list(ROWS), metavar="ROWS", help="only these rows, e.g. 5,8"
+    )
+    parser.add_argument(
         "--creation-only", action="store_true", help="run only the topic creation rows ([5])"
     )
     parser.add_argument("--no-uvloop", action="store_true", help="measure on asyncio's own loop")
     args = parser.parse_args(argv)
+    if args.creation_only:
+        args.only = [5]
+    if min(args.campaign_seeds, args.scale_brokers, args.scale_topics) < 1:
+        parser.error("--campaign-seeds, --scale-brokers and --scale-topics must be >= 1")
+    if args.scale_brokers < 3:
+        parser.error("--scale-brokers must be >= 3 (the scale row's replication factor)")
     return anyio.run(
         main_async, args, backend="asyncio", backend_options={"use_uvloop": not args.no_uvloop}
     )

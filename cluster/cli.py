@@ -14,6 +14,7 @@ from pathlib import Path
 import anyio
 
 from cluster.logging import configure_logging
+from cluster.trace import add_analysis_parsers, add_replay_parser
 from protocol.errors import KemuError
 
 
@@ -111,6 +112,8 @@ def _cmd_broker_process(args: argparse.Namespace) -> int:
         incarnation=args.incarnation,
         seed=args.seed,
         parent_pid=args.parent_pid,
+        trace=None if args.trace is None else Path(args.trace),  # chaos real mode
+        trace_origin=args.trace_origin,
     )
     try:
         BrokerConfig.from_overrides(dict(spec.config))
@@ -168,6 +171,17 @@ def _add_chaos_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     run.add_argument("--out", metavar="DIR", help="run directories go here (.kemu/chaos)")
     run.add_argument("--verbose", action="store_true", help="print every step as it runs")
+    for one in (run, check):
+        one.add_argument(
+            "--processes", action="store_true", help="one OS process per broker (real clock)"
+        )
+        one.add_argument(
+            "--zookeeper",
+            nargs="?",
+            const="",
+            metavar="HOST:PORT[/chroot]",
+            help="a real ZooKeeper (alone: start a throwaway local one)",
+        )
 
 
 # --- end of kemu chaos -------------------------------------------------------------------
@@ -292,6 +306,9 @@ def build_parser() -> argparse.ArgumentParser:
     process.add_argument("--seed", type=int, default=0)
     process.add_argument("--incarnation", type=int, default=0, help="earlier runs of this broker")
     process.add_argument("--parent-pid", type=int, help="stop once this process is gone")
+    # chaos real mode (cluster.chaos): the process's own trace, times from a shared origin
+    process.add_argument("--trace", metavar="FILE", help="write this process's trace here")
+    process.add_argument("--trace-origin", type=float, default=0.0, help="CLOCK_MONOTONIC zero")
     process.set_defaults(func=_cmd_broker_process)
 
     topics = sub.add_parser(
@@ -323,6 +340,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("trace", help="the JSONL trace file")
     export.add_argument("output", help="the Parquet file to write")
     export.set_defaults(func=_cmd_trace_export)
+    add_analysis_parsers(trace_sub)  # kemu trace analyze / diff (cluster.trace, spark)
+    add_replay_parser(trace_sub)  # kemu trace replay (cluster.trace, spark.replay)
     _add_chaos_parser(sub)  # kemu chaos
     _add_reassignment_parsers(sub)  # kemu reassign-partitions, kemu leader-election
     return parser

@@ -135,7 +135,7 @@ async def start_broker_node(
     node, the listener and the listener's bound port (``spec.port`` without one)."""
     seed: int | str = spec.seed if spec.incarnation == 0 else f"{spec.seed}.{spec.incarnation}"
     node = Node(
-        broker_node_id(spec.broker_id), attach=attach, tracer=tracer, clock=clock, seed=seed
+        broker_node_id(spec.broker_id), attach=attach, tracer=tracer, clock=clock.own(), seed=seed
     )
     server: KafkaWireServer | None = None
     port = spec.port

@@ -16,6 +16,17 @@ import structlog
 _configured = False
 
 
+class _CurrentStderr:
+    """Writes to whatever ``sys.stderr`` is at the time of writing, not the stream it was
+    when logging was configured (a test harness swaps and closes its capture streams)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure_logging(*, level: str = "WARNING", json: bool = False) -> None:
     global _configured
     if _configured:
@@ -31,7 +42,7 @@ def configure_logging(*, level: str = "WARNING", json: bool = False) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(_CurrentStderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=True,
     )
     logging.getLogger("aiozk").setLevel(logging.CRITICAL)

@@ -35,7 +35,8 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+import typing
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,10 +45,11 @@ from anyio.abc import Process, TaskGroup
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from actors.admin import BrokerConfig
-from actors.broker.broker import broker_node_id, broker_ref
+from actors.broker.broker import BROKER_ACTOR, Broker, broker_node_id, broker_ref
 from actors.broker.controlled_shutdown import CONTROLLED_SHUTDOWN_ACTOR, ControlledShutdownActor
 from actors.clock import Clock, RealClock
-from actors.runtime import Node
+from actors.controller.recording import CONTROLLER_INPUTS
+from actors.runtime import Attach, Node
 from actors.store import MetadataStore
 from actors.trace import Tracer
 from cluster.cluster import (
@@ -79,7 +81,10 @@ from protocol.base import ActorRef
 from protocol.broker import BrokerStatus, BrokerStatusRequest
 from protocol.errors import AskTimeoutError, KemuError, RemoteError, sole_error
 from protocol.launcher import BrokerState, LauncherStatus
-from protocol.trace import TraceHeader
+from protocol.trace import TraceEvent, TraceHeader
+
+if typing.TYPE_CHECKING:
+    from cluster.chaos.tap import ControlTap
 
 BROKER_PROCESS_COMMAND = "_broker"  # the hidden `kemu _broker` that runs one broker process
 READY_LINE = "broker {id} ready pid {pid} port {port}"
@@ -110,6 +115,13 @@ class BrokerProcessSpec:
     seed: int = 0
     incarnation: int = 0  # how many times this broker's process ran before (BrokerSpec)
     parent_pid: int | None = None  # stop when this process is no longer our parent
+    # --- chaos (cluster/chaos, real mode): the process's own trace ---
+    trace: Path | None = None
+    """Write this process's trace here (JSON lines, flushed per event), with the network
+    tap of ``cluster.chaos.tap``; ts counts from ``trace_origin`` on CLOCK_MONOTONIC,
+    which every process on the machine shares, so that traces merge in time order."""
+    trace_origin: float = 0.0
+    # --- end of chaos ---
 
 
 async def run_broker_process(spec: BrokerProcessSpec) -> int:
@@ -125,7 +137,57 @@ async def run_broker_process(spec: BrokerProcessSpec) -> int:
 
 
 async def _run_broker(spec: BrokerProcessSpec) -> int:
-    tracer = Tracer()
+    if spec.trace is None:
+        return await _serve_broker(spec, Tracer(), None)
+    with _traced(spec) as (tracer, tap):  # chaos: trace this process
+        return await _serve_broker(spec, tracer, tap)
+
+
+# --- chaos (cluster/chaos, real mode): a traced broker process -------------------------
+
+
+@contextlib.contextmanager
+def _traced(spec: BrokerProcessSpec) -> Iterator[tuple[Tracer, ControlTap]]:
+    """A tracer writing ``spec.trace`` (flushed per event: the chaos runner reads it as it
+    grows) with times on CLOCK_MONOTONIC from ``spec.trace_origin``."""
+    from cluster.chaos.tap import ControlTap  # not at the top: cluster.chaos imports us
+
+    assert spec.trace is not None
+    tracer = Tracer(  # recording the controller's inputs, for ``kemu trace replay``
+        time_fn=time.monotonic, origin=spec.trace_origin, details={CONTROLLER_INPUTS}
+    )
+    header = TraceHeader(run=f"broker-{spec.broker_id}", seed=spec.seed, clock="real")
+    writer = JsonlTraceWriter(spec.trace, header)
+
+    def sink(event: TraceEvent) -> None:
+        writer(event)
+        writer.flush()
+
+    tracer.add_sink(sink)
+    try:
+        yield tracer, ControlTap(tracer)
+    finally:
+        writer.close()
+
+
+async def _expire_on_signal(store: MetadataStore, broker: list[Node]) -> None:
+    """SIGUSR1 (chaos's ``expire_session``): expire the session of this broker
+    (``broker``: its node, once started) for real; the ZooKeeper client takes the
+    session over and closes it."""
+    with anyio.open_signal_receiver(signal.SIGUSR1) as signals:
+        async for _ in signals:
+            try:
+                actor = typing.cast(Broker, broker[-1].actor(BROKER_ACTOR))
+                session_id = actor.session.session_id
+            except (IndexError, KeyError, RuntimeError):  # not started, or no session yet
+                continue
+            await store.expire_session(session_id)
+
+
+# --- end of chaos -------------------------------------------------------------------------
+
+
+async def _serve_broker(spec: BrokerProcessSpec, tracer: Tracer, tap: ControlTap | None) -> int:
     clock = RealClock()
     node_id = broker_node_id(spec.broker_id)
     transport = TcpTransport(host=spec.host, ports={node_id: spec.network_port})
@@ -135,6 +197,11 @@ async def _run_broker(spec: BrokerProcessSpec) -> int:
     if embedded:
         transport.add_peer(STORE_NODE, *parse_host_port(spec.store[len(EMBEDDED_SCHEME) :]))
     network = Network(transport, tracer=tracer, rng=random.Random(spec.seed), clock=clock)
+    attach: Attach = network.attach
+    started: list[Node] = []  # the broker's node, once started (chaos's expiries)
+    if tap is not None:
+        network.add_observer(tap.observe)
+        attach = tap.attach(attach)
     stop = anyio.Event()
     orphaned = anyio.Event()  # the launcher is gone, and with it the embedded store
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -149,6 +216,8 @@ async def _run_broker(spec: BrokerProcessSpec) -> int:
             tg.start_soon(_abort_start_up, stop, ready, stopping)
             await tg.start(network.run)
             store = await _broker_store(tg, spec, node_id, network, tracer, clock)
+            if tap is not None:
+                tg.start_soon(_expire_on_signal, store, started)
             try:
                 with stopping:
                     async with anyio.create_task_group() as broker_tg:
@@ -164,12 +233,13 @@ async def _run_broker(spec: BrokerProcessSpec) -> int:
                                 seed=spec.seed,
                                 incarnation=spec.incarnation,
                             ),
-                            attach=network.attach,
+                            attach=attach,
                             store=store,
                             tracer=tracer,
                             clock=clock,
                             listener_scope=listener,
                         )
+                        started.append(node)
                         line = READY_LINE.format(id=spec.broker_id, pid=os.getpid(), port=port)
                         print(line, flush=True)
                         ready.set()
@@ -304,6 +374,11 @@ class ProcessCluster:
         self._stop = anyio.Event()
         self._starting = anyio.CancelScope()
         self._failure: ClusterError | None = None
+        # --- chaos (cluster/chaos, real mode) ---
+        self.trace_dir: Path | None = None
+        """Each broker process traces into ``trace_dir/broker-<id>.<run>.jsonl``."""
+        self.trace_origin = 0.0  # their time zero on CLOCK_MONOTONIC (BrokerProcessSpec)
+        # --- end of chaos ---
 
     @property
     def stopping(self) -> bool:
@@ -341,7 +416,28 @@ class ProcessCluster:
             args += ["--rack", spec.racks[broker_id]]
         for key, value in spec.config.items():
             args += ["--config", f"{key}={value}"]
+        if self.trace_dir is not None:  # chaos
+            run = self._incarnations.get(broker_id, 0)
+            trace = self.trace_dir / f"broker-{broker_id}.{run}.jsonl"
+            args += ["--trace", str(trace), "--trace-origin", repr(self.trace_origin)]
         return args
+
+    # --- chaos (cluster/chaos, real mode) ---
+
+    @property
+    def embedded_store(self) -> EmbeddedStore | None:
+        """The embedded store this launcher serves (None on ZooKeeper)."""
+        return self._store
+
+    def expire_broker_session(self, broker_id: int) -> None:
+        """SIGUSR1 to a traced broker process: it expires its own store session for real
+        (``BrokerProcessSpec.trace``)."""
+        child = self.children[broker_id]
+        if self.trace_dir is None or not child.running:
+            raise LauncherError(f"broker {broker_id} cannot expire its session on request")
+        _signal(child.process, signal.SIGUSR1)
+
+    # --- end of chaos ---
 
     def stop(self) -> None:
         """Stop the cluster (at any point of its start-up too): ``run`` returns once the

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import anyio
 
+from actors.controller.recording import CONTROLLER_INPUTS
 from actors.trace import Tracer
 from cluster.cluster import Cluster, ClusterSpec
 from cluster.control import ClusterLauncher, Publisher, serve_control
@@ -47,7 +48,8 @@ def render_table(
 
 
 async def run_up(spec: ClusterSpec, *, cluster_file: Path, trace: Path | None) -> int:
-    tracer = Tracer()
+    # A traced cluster records its controllers' inputs, for ``kemu trace replay``.
+    tracer = Tracer(details={CONTROLLER_INPUTS} if trace is not None else ())
     writer = None
     if trace is not None:
         writer = JsonlTraceWriter(trace, TraceHeader(run="kemu-up", seed=spec.seed, clock="real"))

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Benchmarks, side by side in one run (see cluster/bench.py). Starts a throwaway local
+# Benchmarks, side by side in one run (see cluster/bench.py): rows [1] to [6], then the
+# deterministic chaos campaign's simulated-to-wall ratio [7] and 100 brokers / 100,000
+# partitions in one process [8] (a few minutes in all). Starts a throwaway local
 # ZooKeeper for the store comparison and stops it afterwards.
-# Usage: scripts/bench.sh [--ops N] [--store-ops N] [--repeat N]
+# Usage: scripts/bench.sh [--ops N] [--store-ops N] [--repeat N] [--only ROWS]
+#                         [--campaign-seeds N] [--scale-topics N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything kemu's tests need on a fresh machine, then runs every check:
 # ruff (lint + format), mypy --strict, the import-layering contracts and the whole pytest
-# suite (including the store contract suite against a real ZooKeeper the tests start).
+# suite (including the store contract suite against a real ZooKeeper the tests start),
+# then the chaos campaigns (scripts/chaos.sh: every scenario x 50 seeds, deterministic;
+# --real: scenarios/real on processes and a real ZooKeeper, SIGKILL, 3 seeds).
 # Usage: scripts/test.sh [pytest args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,7 +11,7 @@ source scripts/lib.sh
 
 ensure_apt_packages zookeeper kcat
 ensure_venv
-pip_install -e ".[test]"
+pip_install -e ".[test,spark]"  # tests/spark need pyspark (Java comes with zookeeper)
 
 export PYTHONHASHSEED=0  # determinism tests compare traces byte for byte across runs
 step "ruff check";         "$VENV/bin/ruff" check .
@@ -17,3 +19,5 @@ step "ruff format";        "$VENV/bin/ruff" format --check .
 step "mypy --strict";      "$VENV/bin/mypy"
 step "import layering";    "$VENV/bin/lint-imports"
 step "pytest";             "$VENV/bin/python" -m pytest "$@"
+step "chaos campaign";    bash scripts/chaos.sh
+step "chaos campaign, real mode"; bash scripts/chaos.sh --real

@@ -7,7 +7,9 @@ Public face of the package; the pieces live in one-concept modules:
 * ``context``: the in-memory view of the cluster;
 * ``states``: the state tables; ``partition_state_machine`` / ``replica_state_machine``;
 * ``election``: the leader-election strategies, pure functions of a snapshot;
-* ``request_batch`` / ``channel``: building and delivering control requests.
+* ``request_batch`` / ``channel``: building and delivering control requests;
+* ``recording`` / ``replay``: recording a controller's inputs and outputs in the trace, and
+  replaying them through the current code (``kemu trace replay``).
 """
 
 from __future__ import annotations
@@ -26,10 +28,13 @@ from actors.controller.election import (
 from actors.controller.event_manager import ControllerEventManager, QueuedEvent
 from actors.controller.events import ControllerEvent, ControllerEventUnion
 from actors.controller.model import LeaderAndIsr, Leadership, PartitionAndReplica
+from actors.controller.recording import CONTROLLER_INPUTS
+from actors.controller.replay import Divergence, RunReplay, replay_events, replay_trace
 from actors.controller.request_batch import ControllerBrokerRequestBatch
 from actors.controller.states import ControllerState, PartitionState, ReplicaState
 
 __all__ = [
+    "CONTROLLER_INPUTS",
     "Broker",
     "ControlledShutdownElection",
     "ControllerBrokerRequestBatch",
@@ -40,6 +45,7 @@ __all__ = [
     "ControllerEventManager",
     "ControllerEventUnion",
     "ControllerState",
+    "Divergence",
     "ElectionResult",
     "ElectionStrategy",
     "KafkaController",
@@ -52,5 +58,8 @@ __all__ = [
     "QueuedEvent",
     "ReassignElection",
     "ReplicaState",
+    "RunReplay",
     "broker_actor_ref",
+    "replay_events",
+    "replay_trace",
 ]

@@ -19,9 +19,11 @@ import anyio
 import structlog
 
 from actors.clock import Clock
+from actors.controller import recording
 from actors.controller.events import ControllerEvent
 from actors.controller.request_batch import ControlRequest, ResponseToEvent
 from actors.runtime import Node
+from actors.trace import payload_fields
 from protocol.base import ActorRef, Message
 from protocol.errors import KemuError
 from protocol.ids import BrokerId
@@ -87,8 +89,12 @@ class ControllerChannelManager:
         broker_ref: Callable[[BrokerId], ActorRef] = broker_actor_ref,
         clock: Clock | None = None,
         trace: TraceFn | None = None,
+        record_requests: bool = False,
     ) -> None:
+        """``record_requests``: trace each request handed over (``controller_request``,
+        its type and payload) for a replay (``actors.controller.recording``)."""
         self._node = node
+        self._record_requests = record_requests and trace is not None
         self._source = source
         self._emit = emit
         self._timeout = request_timeout
@@ -114,6 +120,10 @@ class ControllerChannelManager:
             return
         channel = _BrokerChannel(broker_id)
         self._channels[broker_id] = channel
+        self._start_sender(channel)
+
+    def _start_sender(self, channel: _BrokerChannel) -> None:
+        """Start the broker's sender task (a replay, which sends nothing, starts none)."""
         self._node.task_group.start_soon(self._send_loop, channel)
 
     def remove_broker(self, broker_id: BrokerId) -> None:
@@ -140,6 +150,14 @@ class ControllerChannelManager:
     def send_request(
         self, broker_id: BrokerId, request: ControlRequest, on_response: ResponseToEvent | None
     ) -> None:
+        if self._record_requests and self._trace is not None:
+            self._trace(
+                "event",
+                recording.REQUEST,
+                broker=broker_id,
+                request=type(request).__name__,
+                payload=payload_fields(request),
+            )
         channel = self._channels.get(broker_id)
         if channel is None:
             log.warning(

@@ -39,6 +39,7 @@ from typing import Any, assert_never
 import structlog
 
 from actors import kafka_zk
+from actors.controller import recording
 from actors.controller.channel import ControllerChannelManager, broker_actor_ref
 from actors.controller.context import Broker, ControllerContext, is_being_reassigned
 from actors.controller.controlled_shutdown import ControlledShutdowns
@@ -71,6 +72,7 @@ from actors.controller.leader_election import AUTO_REBALANCE_FIRST_DELAY, Leader
 from actors.controller.model import Leadership, PartitionAndReplica
 from actors.controller.partition_state_machine import PartitionStateMachine
 from actors.controller.reassignment import PartitionReassignments
+from actors.controller.recording import RecordingSession
 from actors.controller.replica_state_machine import ReplicaStateMachine
 from actors.controller.request_batch import ControllerBrokerRequestBatch
 from actors.controller.scheduler import ControllerScheduler
@@ -156,23 +158,48 @@ class KafkaController(Actor):
         self._gauges: dict[str, int] = {}
         self._imbalance_stale = False
         self._started = False
+        self._recording = False
+        """Recording inputs and outputs for replay (``actors.controller.recording``)."""
+        self._recording_session: RecordingSession | None = None
 
     # ------------------------------------------------------------------ actor lifecycle
 
     async def on_start(self) -> None:
-        trace = self.trace
-        self.events: ControllerEventManager[ControllerEventUnion] = ControllerEventManager(
-            self, clock=self.clock, trace=trace
-        )
-        self.channel = ControllerChannelManager(
+        self._build()
+        if not self.zk.running:  # nobody dispatches this connection's watches yet: we do
+            await self.node.task_group.start(self.zk.run)
+        await self.node.task_group.start(self.events.run)
+        self._started = True
+        self.events.put(Startup())
+
+    def _new_channel(self) -> ControllerChannelManager:
+        return ControllerChannelManager(
             self.node,
             source=self.ref,
             emit=self._emit_event,
             request_timeout=self.config.controller_socket_timeout_ms / 1000,
             retry_backoff=self.config.retry_backoff_ms / 1000,
             broker_ref=self._broker_ref,
-            trace=trace,
+            trace=self.trace,
+            record_requests=self._recording,
         )
+
+    def _build(self) -> None:
+        """The controller's parts (a replay builds them without starting the tasks)."""
+        trace = self.trace
+        self._recording = recording.CONTROLLER_INPUTS in self.tracer.details
+        if self._recording:
+            self.trace(
+                "event",
+                recording.INIT,
+                config=recording.encode_config(self.config),
+                registration=recording.plain(self.registration),
+                broker_epoch=self.broker_epoch,
+            )
+        self.events: ControllerEventManager[ControllerEventUnion] = ControllerEventManager(
+            self, clock=self.clock, trace=trace
+        )
+        self.channel = self._new_channel()
 
         def new_batch() -> ControllerBrokerRequestBatch:
             return ControllerBrokerRequestBatch(
@@ -257,11 +284,6 @@ class KafkaController(Actor):
                 after=self._enqueuer(RegisterBrokerAndReelect()),
             ),
         )
-        if not self.zk.running:  # nobody dispatches this connection's watches yet: we do
-            await self.node.task_group.start(self.zk.run)
-        await self.node.task_group.start(self.events.run)
-        self._started = True
-        self.events.put(Startup())
 
     async def on_stop(self) -> None:
         """Kafka's ``shutdown``: close the event queue (pending events are preempted), then
@@ -350,7 +372,26 @@ class KafkaController(Actor):
     # ------------------------------------------------------------------ events
 
     def _session(self) -> StoreSession:
-        return self.zk.session
+        """The current store session, wrapped to record every call when recording."""
+        session = self.zk.session
+        if not self._recording:
+            return session
+        wrapped = self._recording_session
+        if wrapped is None or wrapped.inner is not session:
+            wrapped = self._recording_session = RecordingSession(session, self.trace)
+        return wrapped
+
+    async def _watch_existence(self, path: str, handler: DataWatch) -> bool:
+        """Kafka's ``registerZNodeChangeHandlerAndCheckExistence`` on our session (as
+        ``ZkConnection.register_data_and_check_existence``, recorded when recording)."""
+        self.zk.register_data(path, handler)
+        return await self._session().exists(path) is not None
+
+    def _wall_ms(self) -> int:
+        wall = self.clock.wall_ms()
+        if self._recording:
+            self.trace("event", recording.CLOCK, wall_ms=wall)
+        return wall
 
     def _enqueuer(self, event: ControllerEventUnion) -> Callable[[], None]:
         """A watch callback that only enqueues ``event`` (events are immutable values)."""
@@ -372,6 +413,8 @@ class KafkaController(Actor):
     async def process(self, event: ControllerEventUnion) -> None:
         """Kafka's ``KafkaController.process``: one dispatch; a moved controller resigns;
         other errors go to the event manager's error boundary; gauges always updated."""
+        if self._recording:
+            self.trace("event", recording.INPUT, event=recording.encode_event(event))
         try:
             await self._dispatch(event)
         except ControllerMovedError:
@@ -443,9 +486,7 @@ class KafkaController(Actor):
     # ------------------------------------------------------------------ election (§7.1, §7.2)
 
     async def _process_startup(self) -> None:
-        await self.zk.register_data_and_check_existence(
-            zkdata.CONTROLLER_PATH, self._controller_watch
-        )
+        await self._watch_existence(zkdata.CONTROLLER_PATH, self._controller_watch)
         await self._elect()
 
     async def _process_reelect(self) -> None:
@@ -453,7 +494,7 @@ class KafkaController(Actor):
         await self._elect()
 
     async def _process_register_broker_and_reelect(self) -> None:
-        epoch = await kafka_zk.register_broker(self.zk.session, self.broker_id, self.registration)
+        epoch = await kafka_zk.register_broker(self._session(), self.broker_id, self.registration)
         self.broker_epoch = BrokerEpoch(epoch)
         self.trace("event", "broker_reregistered", broker_epoch=epoch)
         if self._on_broker_epoch is not None:
@@ -465,7 +506,7 @@ class KafkaController(Actor):
         self._on_controller_resignation()
 
     async def _read_controller_id(self) -> BrokerId:
-        controller_id = await kafka_zk.get_controller_id(self.zk.session)
+        controller_id = await kafka_zk.get_controller_id(self._session())
         return NO_CONTROLLER if controller_id is None else controller_id
 
     async def _elect(self) -> None:
@@ -474,7 +515,7 @@ class KafkaController(Actor):
             return  # someone (maybe us) is already the controller
         try:
             epoch, epoch_zk_version = await kafka_zk.try_become_controller(
-                self.zk.session, self.broker_id, self.clock.wall_ms()
+                self._session(), self.broker_id, self._wall_ms()
             )
             self.context.epoch = epoch
             self.context.epoch_zk_version = epoch_zk_version
@@ -495,9 +536,7 @@ class KafkaController(Actor):
 
     async def _maybe_resign(self) -> None:
         was_active = self.is_active
-        await self.zk.register_data_and_check_existence(
-            zkdata.CONTROLLER_PATH, self._controller_watch
-        )
+        await self._watch_existence(zkdata.CONTROLLER_PATH, self._controller_watch)
         self._set_active(await self._read_controller_id())
         if was_active and not self.is_active:
             self._on_controller_resignation()
@@ -512,7 +551,7 @@ class KafkaController(Actor):
         self._set_active(NO_CONTROLLER)
         self._on_controller_resignation()
         try:
-            await kafka_zk.delete_controller_fenced(self.zk.session, expected)
+            await kafka_zk.delete_controller_fenced(self._session(), expected)
         except StoreError as exc:
             log.warning("delete_controller_failed", error=repr(exc))
 
@@ -554,7 +593,7 @@ class KafkaController(Actor):
     # ------------------------------------------------------------------ failover (§7.4)
 
     async def _on_controller_failover(self) -> None:
-        session = self.zk.session
+        session = self._session()
         ctx = self.context
         # 1. Feature versioning (IBP 2.7-IV2: enabled).
         await kafka_zk.ensure_feature_versioning_enabled(session)
@@ -566,7 +605,7 @@ class KafkaController(Actor):
         # /admin/reassign_partitions. Log-dir and ISR-change notifications are not
         # emulated: IBP 2.7-IV2 uses AlterIsr.
         for path in (zkdata.PREFERRED_REPLICA_ELECTION_PATH, zkdata.REASSIGN_PARTITIONS_PATH):
-            await self.zk.register_data_and_check_existence(path, self._admin_watches[path])
+            await self._watch_existence(path, self._admin_watches[path])
         # 3. Stale notifications.
         await kafka_zk.delete_children_fenced(
             session, ctx.epoch_zk_version, zkdata.LOG_DIR_EVENT_NOTIFICATION_PATH
@@ -598,7 +637,7 @@ class KafkaController(Actor):
             self.leader_elections.schedule_auto_rebalance(AUTO_REBALANCE_FIRST_DELAY)
 
     async def _initialize_controller_context(self) -> None:
-        session = self.zk.session
+        session = self._session()
         ctx = self.context
         brokers = await kafka_zk.get_brokers(session)
         ctx.set_live_brokers({b: (Broker(b, r.registration), r.epoch) for b, r in brokers.items()})
@@ -623,14 +662,14 @@ class KafkaController(Actor):
         )
 
     async def _update_leader_and_isr_cache(self, partitions: Iterable[TopicPartition]) -> None:
-        states = await kafka_zk.get_partition_states(self.zk.session, partitions)
+        states = await kafka_zk.get_partition_states(self._session(), partitions)
         for tp, state in states.items():
             self.context.put_leadership(tp, Leadership.from_znode(state))
 
     async def _register_broker_modifications(self, broker_ids: Iterable[BrokerId]) -> None:
         for broker_id in broker_ids:
             watch = DataWatch(on_change=self._enqueuer(BrokerModifications(broker_id=broker_id)))
-            await self.zk.register_data_and_check_existence(zkdata.broker_path(broker_id), watch)
+            await self._watch_existence(zkdata.broker_path(broker_id), watch)
             self._broker_modification_watches.add(broker_id)
 
     def _unregister_broker_modifications(self, broker_ids: Iterable[BrokerId]) -> None:
@@ -663,7 +702,7 @@ class KafkaController(Actor):
         if not self.is_active:
             return
         ctx = self.context
-        current = await kafka_zk.get_brokers(self.zk.session)
+        current = await kafka_zk.get_brokers(self._session())
         known = ctx.live_or_shutting_down_broker_ids
         new = sorted(set(current) - known)
         dead = sorted(known - set(current))
@@ -752,7 +791,7 @@ class KafkaController(Actor):
         if not self.is_active:
             return
         ctx = self.context
-        current = await kafka_zk.get_broker(self.zk.session, broker_id)
+        current = await kafka_zk.get_broker(self._session(), broker_id)
         cached = ctx.live_or_shutting_down_broker(broker_id)
         if current is None or cached is None:
             return
@@ -768,7 +807,7 @@ class KafkaController(Actor):
         if not self.is_active:
             return
         ctx = self.context
-        session = self.zk.session
+        session = self._session()
         topics = set(await kafka_zk.get_all_topics(session))
         new_topics = sorted(topics - ctx.all_topics)
         deleted_topics = sorted(ctx.all_topics - topics)
@@ -795,7 +834,7 @@ class KafkaController(Actor):
         if not self.is_active:
             return
         ctx = self.context
-        session = self.zk.session
+        session = self._session()
         full = await kafka_zk.get_topic_assignment(session, topic) or {}
         to_add = {
             p: a
@@ -826,7 +865,7 @@ class KafkaController(Actor):
     ) -> None:
         """Keep only partitions that have a ``partitions/<p>`` znode, with the assignment
         the controller knows (fenced)."""
-        session = self.zk.session
+        session = self._session()
         existing: tuple[str, ...] = ()
         with contextlib.suppress(NoNodeError):
             existing = await session.children(zkdata.topic_partitions_path(topic))
@@ -859,7 +898,7 @@ class KafkaController(Actor):
         """Failover step 5: the marked topics, and those that cannot progress now (a replica
         offline, or a partition being reassigned)."""
         ctx = self.context
-        to_delete = set(await kafka_zk.get_topic_deletions(self.zk.session))
+        to_delete = set(await kafka_zk.get_topic_deletions(self._session()))
         offline = {
             TopicName(r.topic)
             for topic in ctx.all_topics
@@ -875,7 +914,7 @@ class KafkaController(Actor):
         if not self.is_active:
             return
         ctx = self.context
-        session = self.zk.session
+        session = self._session()
         marked = set(await kafka_zk.get_topic_deletions(session))
         unknown = sorted(marked - ctx.all_topics)
         if unknown:
@@ -1001,12 +1040,12 @@ class _ControllerDeletionClient:
 
     async def delete_topic(self, topic: TopicName) -> None:
         c = self._controller
-        await kafka_zk.delete_topic_fenced(c.zk.session, c.context.epoch_zk_version, topic)
+        await kafka_zk.delete_topic_fenced(c._session(), c.context.epoch_zk_version, topic)
 
     async def delete_topic_deletions(self, topics: Sequence[TopicName]) -> None:
         c = self._controller
         await kafka_zk.delete_topic_deletions_fenced(
-            c.zk.session, c.context.epoch_zk_version, topics
+            c._session(), c.context.epoch_zk_version, topics
         )
 
     def mute_partition_modifications(self, topic: TopicName) -> None:
@@ -1030,7 +1069,7 @@ class _ControllerOps:
         self._controller = controller
 
     def session(self) -> StoreSession:
-        return self._controller.zk.session
+        return self._controller._session()
 
     async def send_requests(self, fill: Callable[[ControllerBrokerRequestBatch], None]) -> None:
         c = self._controller
@@ -1048,7 +1087,7 @@ class _ControllerOps:
 
     async def watch_existence(self, path: str) -> bool:
         c = self._controller
-        return await c.zk.register_data_and_check_existence(path, c._admin_watches[path])
+        return await c._watch_existence(path, c._admin_watches[path])
 
     def enqueue(self, event: ControllerEventUnion) -> None:
         self._controller.events.put(event)

@@ -27,38 +27,58 @@ def leadership_violations(
     return problems
 
 
-def leader_epoch_regressions(transitions: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Over partition transition trace fields (``topic``, ``partition``, ``to_state``,
-    ``leader_epoch``, ``controller_epoch``), in trace order: a partition's leader epoch
-    never goes down, except after it went NonExistent (the topic was re-created)."""
-    last: dict[tuple[str, int], int] = {}
-    problems: list[str] = []
-    for t in transitions:
-        key = (str(t["topic"]), int(t["partition"]))
-        if t.get("to_state") == "NonExistentPartition":
-            last.pop(key, None)
-            continue
-        epoch = t.get("leader_epoch")
+class LeaderEpochTracker:
+    """The last leader epoch of every partition, fed partition transition trace fields
+    (``topic``, ``partition``, ``to_state``, ``leader_epoch``) one at a time, in trace
+    order: a partition's leader epoch never goes down, except after it went NonExistent
+    (the topic was re-created)."""
+
+    def __init__(self) -> None:
+        self._last: dict[tuple[str, int], int] = {}
+
+    def observe(self, transition: Mapping[str, Any]) -> str | None:
+        """The regression this transition shows, if any."""
+        key = (str(transition["topic"]), int(transition["partition"]))
+        if transition.get("to_state") == "NonExistentPartition":
+            self._last.pop(key, None)
+            return None
+        epoch = transition.get("leader_epoch")
         if epoch is None:
-            continue
-        previous = last.get(key)
+            return None
+        previous = self._last.get(key)
         if previous is not None and epoch < previous:
-            problems.append(f"{key[0]}-{key[1]}: leader epoch went from {previous} to {epoch}")
-        last[key] = max(epoch, previous if previous is not None else epoch)
-    return problems
+            return f"{key[0]}-{key[1]}: leader epoch went from {previous} to {epoch}"
+        self._last[key] = epoch
+        return None
+
+
+def leader_epoch_regressions(transitions: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Every regression of ``LeaderEpochTracker`` over ``transitions``, in trace order."""
+    tracker = LeaderEpochTracker()
+    return [p for t in transitions if (p := tracker.observe(t)) is not None]
+
+
+class ElectionTracker:
+    """Every successful election so far, fed ``(node, epoch)`` one at a time, in order:
+    one controller per epoch, and epochs strictly increase."""
+
+    def __init__(self) -> None:
+        self._seen: dict[int, str] = {}
+        self._highest = 0
+
+    def observe(self, node: str, epoch: int) -> str | None:
+        """The violation this election shows, if any."""
+        problem = None
+        if epoch in self._seen:
+            problem = f"epoch {epoch} elected twice: {self._seen[epoch]} and {node}"
+        elif epoch <= self._highest:
+            problem = f"epoch {epoch} elected on {node} after epoch {self._highest}"
+        self._seen.setdefault(epoch, node)
+        self._highest = max(self._highest, epoch)
+        return problem
 
 
 def controller_election_violations(elections: Iterable[tuple[str, int]]) -> list[str]:
-    """Over ``(node, epoch)`` of every successful election, in order: one controller per
-    epoch, and epochs strictly increase."""
-    problems: list[str] = []
-    seen: dict[int, str] = {}
-    highest = 0
-    for node, epoch in elections:
-        if epoch in seen:
-            problems.append(f"epoch {epoch} elected twice: {seen[epoch]} and {node}")
-        elif epoch <= highest:
-            problems.append(f"epoch {epoch} elected on {node} after epoch {highest}")
-        seen.setdefault(epoch, node)
-        highest = max(highest, epoch)
-    return problems
+    """Every violation of ``ElectionTracker`` over ``elections``, in order."""
+    tracker = ElectionTracker()
+    return [p for node, epoch in elections if (p := tracker.observe(node, epoch)) is not None]

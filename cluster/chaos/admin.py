@@ -8,6 +8,12 @@ stays in-process, so no socket is involved and a deterministic run stays determi
 ``via: store`` runs ``kemu topics --zookeeper`` (``cluster.topics_cli``) against the
 cluster's store: the ``AdminZkClient`` path, with its own store session.
 
+``reassign_partitions`` and ``preferred_election`` have the store path only (kemu's brokers
+serve neither AlterPartitionReassignments nor ElectLeaders): they run what ``kemu
+reassign-partitions --execute`` (``cluster.reassign_cli``) and ``kemu leader-election
+--election-type preferred`` (``cluster.leader_election_cli``) run, on a store session of
+their own, with the same checks and messages.
+
 The outcome is a Kafka error name (``NONE`` on success) for the wire, ``NONE`` or
 ``ERROR`` for the store path, with what the command printed as the detail.
 """
@@ -16,14 +22,24 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Final
 
 from actors.broker.broker import broker_ref
+from actors.store import StoreSession
 from cluster.chaos.harness import ChaosStepError, Harness
-from cluster.chaos.model import AddPartitions, CreateTopic, DeleteTopic
+from cluster.chaos.model import (
+    AddPartitions,
+    CreateTopic,
+    DeleteTopic,
+    PreferredElection,
+    ReassignPartitions,
+)
 from protocol.base import Message
-from protocol.errors import AskTimeoutError, RemoteError
+from protocol.control import TopicPartition
+from protocol.errors import AskTimeoutError, KemuError, RemoteError
 from protocol.ids import BrokerId, TopicName
 from protocol.kafka_api import (
     CreatableTopic,
@@ -39,9 +55,13 @@ from protocol.kafka_api import (
     TopicRef,
 )
 
-__all__ = ["AdminOutcome", "run_admin"]
+__all__ = ["AdminOp", "AdminOutcome", "run_admin"]
 
-AdminOp = CreateTopic | DeleteTopic | AddPartitions
+TopicOp = CreateTopic | DeleteTopic | AddPartitions
+AdminOp = TopicOp | ReassignPartitions | PreferredElection
+
+STORE_ADDRESS: Final = "embedded://chaos"
+"""What the store-path commands are told the store is (the run hands them its store)."""
 
 RETRY_BACKOFF: Final = 0.1  # retry.backoff.ms of Kafka's admin client
 
@@ -65,12 +85,16 @@ class AdminOutcome:
 
 
 async def run_admin(h: Harness, op: AdminOp) -> AdminOutcome:
+    if isinstance(op, ReassignPartitions):
+        return await _reassign(h, op)
+    if isinstance(op, PreferredElection):
+        return await _elect(h, op)
     if op.via == "store":
         return await _store(h, op)
     return await _wire(h, op)
 
 
-def _request(op: AdminOp) -> Message:
+def _request(op: TopicOp) -> Message:
     name = TopicName(op.topic)
     match op:
         case CreateTopic():
@@ -102,7 +126,7 @@ def _request(op: AdminOp) -> Message:
 RETRIABLE: Final = frozenset({"NOT_CONTROLLER", "NO_ANSWER"})
 
 
-async def _wire(h: Harness, op: AdminOp) -> AdminOutcome:
+async def _wire(h: Harness, op: TopicOp) -> AdminOutcome:
     attempt = 0
     while True:
         outcome = await _send(h, op)
@@ -112,7 +136,7 @@ async def _wire(h: Harness, op: AdminOp) -> AdminOutcome:
         await h.clock.sleep(RETRY_BACKOFF)
 
 
-async def _send(h: Harness, op: AdminOp) -> AdminOutcome:
+async def _send(h: Harness, op: TopicOp) -> AdminOutcome:
     broker = await h.resolve(op.broker)
     if not h.is_running(broker):
         raise ChaosStepError(f"broker {broker} is not running")
@@ -134,10 +158,10 @@ async def _send(h: Harness, op: AdminOp) -> AdminOutcome:
     return AdminOutcome("UNKNOWN_SERVER_ERROR", f"unexpected answer {type(reply).__name__}", broker)
 
 
-def store_command(op: AdminOp) -> list[str]:
+def store_command(op: TopicOp) -> list[str]:
     """The ``kemu topics`` arguments of ``op`` (the store address is not used: the run
     hands the command its store)."""
-    argv = ["--zookeeper", "embedded://chaos", "--topic", op.topic]
+    argv = ["--zookeeper", STORE_ADDRESS, "--topic", op.topic]
     match op:
         case CreateTopic():
             argv.append("--create")
@@ -163,12 +187,77 @@ def store_command(op: AdminOp) -> list[str]:
     return argv
 
 
-async def _store(h: Harness, op: AdminOp) -> AdminOutcome:
+async def _store(h: Harness, op: TopicOp) -> AdminOutcome:
     from cluster.topics_cli import run_topic_command
 
     out, err = io.StringIO(), io.StringIO()
-    status = await run_topic_command(
-        store_command(op), out=out, err=err, store=h.cluster.store, rng=h.rng
-    )
+    status = await run_topic_command(store_command(op), out=out, err=err, store=h.store, rng=h.rng)
+    detail = " ".join((out.getvalue() + err.getvalue()).split())
+    return AdminOutcome("NONE" if status == 0 else "ERROR", detail)
+
+
+# ----------------------------------------------------------------------------- store-only tools
+
+
+def reassignment_json(op: ReassignPartitions) -> str:
+    """The ``--reassignment-json-file`` content of ``op`` (partitions in numeric order)."""
+    partitions = [
+        {"topic": op.topic, "partition": p, "replicas": list(replicas)}
+        for p, replicas in sorted(op.assignment.items())
+    ]
+    return json.dumps({"version": 1, "partitions": partitions})
+
+
+async def _reassign(h: Harness, op: ReassignPartitions) -> AdminOutcome:
+    """``kemu reassign-partitions --zookeeper ... --execute`` with ``op``'s assignment."""
+    from cluster.reassign_cli import ZkReassignCommand
+
+    out = io.StringIO()
+    text = reassignment_json(op)
+
+    async def execute(session: StoreSession) -> None:
+        await ZkReassignCommand(session, out, zookeeper_warnings=True).execute(text, None)
+
+    return await _on_store(h, "kemu-reassign", execute, out)
+
+
+async def _elect(h: Harness, op: PreferredElection) -> AdminOutcome:
+    """``kemu leader-election --zookeeper ... --election-type preferred`` for ``op``'s
+    partitions (every partition the topic has now when it names none)."""
+    from actors import kafka_zk
+    from cluster.leader_election_cli import LeaderElectionError, elect_preferred_leaders
+
+    out = io.StringIO()
+    topic = TopicName(op.topic)
+
+    async def elect(session: StoreSession) -> None:
+        partitions = op.partitions
+        if partitions is None:
+            assignment = await kafka_zk.get_topic_assignment(session, topic)
+            if assignment is None:
+                raise LeaderElectionError(f"Topic {topic} does not exist")
+            partitions = tuple(sorted(assignment))
+        requested = [TopicPartition(topic, p) for p in partitions]
+        await elect_preferred_leaders(session, requested, out)
+
+    return await _on_store(h, "kemu-leader-election", elect, out)
+
+
+async def _on_store(
+    h: Harness,
+    name: str,
+    body: Callable[[StoreSession], Awaitable[None]],
+    out: io.StringIO,
+) -> AdminOutcome:
+    """Run a tool's body on a session of the cluster's store, as its command does: what
+    it printed is the detail, a failure ("Error: ...") the outcome ERROR."""
+    from cluster._store_command import report_failure, with_session
+
+    err = io.StringIO()
+    try:
+        await with_session(STORE_ADDRESS, h.store, name, body)
+        status = 0
+    except (KemuError, BaseExceptionGroup) as exc:
+        status = report_failure(exc, out, err, on_stdout=[(KemuError, "Error: ")])
     detail = " ".join((out.getvalue() + err.getvalue()).split())
     return AdminOutcome("NONE" if status == 0 else "ERROR", detail)

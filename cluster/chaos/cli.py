@@ -8,16 +8,20 @@ run failed. ``--check-determinism`` runs each one twice and compares the traces 
 byte. ``kemu chaos check SCENARIO...`` only validates the files. Bad input (an invalid
 scenario, a bad seed range) is one ``Error:`` line and exit status 2.
 
-Runs are in-process with the embedded store; ``--processes`` and ``--zookeeper`` (real
-mode against separate broker processes and a real ZooKeeper) are not there yet.
+Real mode: ``--zookeeper [HOST:PORT[/chroot]]`` runs on a real ZooKeeper (a fresh chroot
+per run; without an address, or for a scenario that says ``store: zookeeper``, a
+throwaway local server is started for the whole command), ``--processes`` with one OS
+process per broker (``cluster.processes``). Both need the real clock: with
+``--deterministic`` they are bad input.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -52,17 +56,83 @@ def parse_seeds(seed: int | None, seeds: str | None) -> list[int]:
 
 def chaos_main(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     out = out or sys.stdout
+    deterministic = getattr(args, "deterministic", False) or getattr(
+        args, "check_determinism", False
+    )
     try:
-        scenarios = _load(args.scenarios)
+        scenarios = _load(args.scenarios, _overrides(args))
         if args.chaos_command == "check":
             for path, scenario in scenarios:
                 out.write(f"{path}: {scenario.name}: {len(scenario.steps)} steps, valid\n")
             return 0
         seeds = parse_seeds(args.seed, args.seeds)
+        if deterministic:
+            _refuse_real(scenarios)
     except (_InputError, ScenarioError) as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 2
-    deterministic = args.deterministic or args.check_determinism
+    needs_zookeeper = any(s.cluster.store == "zookeeper" for _, s in scenarios)
+    with contextlib.ExitStack() as stack:
+        zookeeper = getattr(args, "zookeeper", None) or None
+        if needs_zookeeper and zookeeper is None:
+            try:
+                zookeeper = stack.enter_context(_local_zookeeper())
+            except RuntimeError as exc:
+                print(f"Error: could not start a local ZooKeeper: {exc}", file=sys.stderr)
+                return 1
+            local = True
+        else:
+            local = False
+        return _run_all(
+            args,
+            out,
+            scenarios,
+            seeds,
+            deterministic=deterministic,
+            zookeeper=zookeeper if needs_zookeeper else None,
+            local_zookeeper=local,
+        )
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, str]:
+    """The set-up entries ``--processes`` and ``--zookeeper`` override."""
+    overrides: dict[str, str] = {}
+    if getattr(args, "processes", False):
+        overrides["mode"] = "processes"
+    if getattr(args, "zookeeper", None) is not None:
+        overrides["store"] = "zookeeper"
+    return overrides
+
+
+def _refuse_real(scenarios: Sequence[tuple[str, Scenario]]) -> None:
+    for path, scenario in scenarios:
+        setup = scenario.cluster
+        if (setup.store, setup.mode) != ("embedded", "in-process"):
+            raise _InputError(
+                f"{path}: deterministic mode runs in one process on the embedded store, and"
+                f" this run is store: {setup.store}, mode: {setup.mode} (drop --deterministic)"
+            )
+
+
+@contextlib.contextmanager
+def _local_zookeeper() -> Iterator[str]:
+    """A throwaway local ZooKeeper for the whole command (``cluster.zookeeper_server``)."""
+    from cluster.zookeeper_server import ZooKeeperServer
+
+    with ZooKeeperServer() as server:
+        yield server.hosts
+
+
+def _run_all(
+    args: argparse.Namespace,
+    out: TextIO,
+    scenarios: Sequence[tuple[str, Scenario]],
+    seeds: Sequence[int],
+    *,
+    deterministic: bool,
+    zookeeper: str | None,
+    local_zookeeper: bool,
+) -> int:
     root = Path(args.out) if args.out else DEFAULT_OUT
     total = len(scenarios) * len(seeds)
     failed = 0
@@ -79,6 +149,9 @@ def chaos_main(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
                 source=path,
                 out=Path(args.out) if args.out else None,
                 progress=_progress(out) if args.verbose else None,
+                zookeeper=zookeeper if scenario.cluster.store == "zookeeper" else None,
+                local_zookeeper=local_zookeeper,
+                processes=scenario.cluster.mode == "processes",
             )
             try:
                 result = run_scenario(scenario, options)
@@ -96,11 +169,11 @@ def chaos_main(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     return 1 if failed else 0
 
 
-def _load(paths: Sequence[str]) -> list[tuple[str, Scenario]]:
+def _load(paths: Sequence[str], overrides: Mapping[str, str]) -> list[tuple[str, Scenario]]:
     loaded: list[tuple[str, Scenario]] = []
     names: dict[str, str] = {}
     for path in paths:
-        scenario = load_scenario(path)
+        scenario = load_scenario(path, cluster=overrides)
         if scenario.name in names:
             raise _InputError(
                 f"{path} and {names[scenario.name]} both name scenario {scenario.name!r}"

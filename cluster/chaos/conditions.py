@@ -8,19 +8,19 @@ directly. ``read_final`` gathers the ``FinalState`` the end-state invariants che
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import assert_never
 
 from actors.broker.broker import broker_ref
-from cluster.chaos.harness import Harness, Trigger
-from cluster.chaos.invariants import (
+from actors.invariants import (
     CacheView,
     FinalState,
     PartitionView,
     StoreView,
     check_final,
 )
+from cluster.chaos.harness import Harness, Trigger
 from cluster.chaos.model import (
     BrokerRegistered,
     BrokerUnregistered,
@@ -30,6 +30,8 @@ from cluster.chaos.model import (
     EventSeen,
     MarkedForDeletion,
     NoPendingDeletions,
+    PreferredLeaders,
+    ReassignmentDone,
     TopicDeleted,
     TopicExists,
     TopicReady,
@@ -185,6 +187,10 @@ def condition_check(h: Harness, condition: Condition) -> Callable[[], Awaitable[
         case EventSeen(pattern=pattern):
             trigger = h.recorder.arm((pattern,), past=True)
             return lambda: _fired(trigger)
+        case ReassignmentDone(topic=topic, assignment=assignment):
+            return lambda: _reassignment_done(h, topic, assignment or {})
+        case PreferredLeaders(topic=topic):
+            return lambda: _preferred_leaders(h, topic)
         case _:
             assert_never(condition)
 
@@ -206,19 +212,13 @@ async def _no_pending_deletions(h: Harness) -> bool:
 
 
 async def _topic_ready(h: Harness, topic: str) -> bool:
-    name = TopicName(topic)
-    try:
-        data, _ = await h.session.get(zkdata.topic_path(name))
-    except NoNodeError:
+    assignment = await _assignment(h, topic)
+    if assignment is None:
         return False
-    partitions = sorted(zkdata.TopicAssignment.decode(data).partitions)
-    for partition in partitions:
-        try:
-            raw, _ = await h.session.get(zkdata.partition_state_path(name, partition))
-        except NoNodeError:
-            return False
-        if not raw or zkdata.LeaderIsrAndControllerEpoch.decode(raw).leader < 0:
-            return False
+    partitions = sorted(assignment)
+    leaders = await _leaders(h, topic, partitions)
+    if leaders is None or any(leader < 0 for leader in leaders.values()):
+        return False
     for broker in h.running():
         reply = await _metadata(h, broker, topic)
         if reply is None or not reply.topics:
@@ -248,6 +248,83 @@ async def _topic_deleted(h: Harness, topic: str) -> bool:
             if entry.startswith(prefix) and entry[len(prefix) :].isdigit():
                 return False
     return True
+
+
+async def _assignment(h: Harness, topic: str) -> dict[int, zkdata.ReplicaAssignment] | None:
+    try:
+        data, _ = await h.session.get(zkdata.topic_path(TopicName(topic)))
+    except NoNodeError:
+        return None
+    return zkdata.TopicAssignment.decode(data).partitions
+
+
+async def _leaders(h: Harness, topic: str, partitions: Iterable[int]) -> dict[int, int] | None:
+    """Each partition's leader in its state znode (None: a partition has no state)."""
+    leaders: dict[int, int] = {}
+    for partition in partitions:
+        try:
+            raw, _ = await h.session.get(zkdata.partition_state_path(TopicName(topic), partition))
+        except NoNodeError:
+            return None
+        if not raw:
+            return None
+        leaders[partition] = int(zkdata.LeaderIsrAndControllerEpoch.decode(raw).leader)
+    return leaders
+
+
+async def _cached_partitions(h: Harness, topic: str) -> list[dict[int, PartitionView]] | None:
+    """``topic``'s partitions in every running broker's metadata cache (None: a broker
+    did not answer or does not know the topic)."""
+    views: list[dict[int, PartitionView]] = []
+    for broker in h.running():
+        reply = await _metadata(h, broker, topic)
+        if reply is None:
+            return None
+        cached = _cache_view(reply).topics.get(topic)
+        if cached is None:
+            return None
+        views.append(cached)
+    return views
+
+
+async def _reassignment_done(h: Harness, topic: str, target: Mapping[int, Sequence[int]]) -> bool:
+    """See ``ReassignmentDone``; the caches must show the final replicas too."""
+    assignment = await _assignment(h, topic)
+    if assignment is None:
+        return False
+    if any(a.adding_replicas or a.removing_replicas for a in assignment.values()):
+        return False
+    for partition, wanted in target.items():
+        current = assignment.get(partition)
+        if current is None or tuple(current.replicas) != tuple(wanted):
+            return False
+    try:
+        raw, _ = await h.session.get(zkdata.REASSIGN_PARTITIONS_PATH)
+    except NoNodeError:
+        pass
+    else:
+        pending = zkdata.PartitionReassignment.decode(raw).partitions
+        if any(p.topic == topic for p in pending):
+            return False
+    caches = await _cached_partitions(h, topic)
+    if caches is None:
+        return False
+    replicas = {p: tuple(int(b) for b in a.replicas) for p, a in assignment.items()}
+    return all({p: v.replicas for p, v in cache.items()} == replicas for cache in caches)
+
+
+async def _preferred_leaders(h: Harness, topic: str) -> bool:
+    """See ``PreferredLeaders``."""
+    assignment = await _assignment(h, topic)
+    if assignment is None:
+        return False
+    preferred = {p: int(a.replicas[0]) for p, a in assignment.items() if a.replicas}
+    if await _leaders(h, topic, sorted(assignment)) != preferred:
+        return False
+    caches = await _cached_partitions(h, topic)
+    if caches is None:
+        return False
+    return all({p: v.leader for p, v in cache.items()} == preferred for cache in caches)
 
 
 async def _cluster_ready(h: Harness) -> bool:

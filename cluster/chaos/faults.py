@@ -72,9 +72,7 @@ async def inject(h: Harness, fault: Fault, fault_id: str) -> ActiveFault:
             return _down(h, fault_id, fault, broker, f"broker {broker} crashed")
         case StopBroker():
             broker = await _running(h, fault.broker)
-            h.cluster.stop_broker(broker)
-            if not await h.cluster.wait_stopped(broker, timeout=RESTART_TIMEOUT):
-                raise ChaosStepError(f"broker {broker} did not stop")
+            await h.stop_broker(broker, timeout=RESTART_TIMEOUT)
             return _down(h, fault_id, fault, broker, f"broker {broker} stopped")
         case NetworkPartition():
             network = _network(h)
@@ -95,8 +93,7 @@ async def inject(h: Harness, fault: Fault, fault_id: str) -> ActiveFault:
             status = await h.status(broker)
             if status is None or not status.registered:
                 raise ChaosStepError(f"broker {broker} has no store session to expire")
-            assert h.cluster.store is not None
-            await h.cluster.store.expire_session(status.session_id)
+            await h.expire_session(broker, status.session_id)
             return ActiveFault(
                 fault_id,
                 "expire_session",
@@ -138,12 +135,12 @@ async def inject(h: Harness, fault: Fault, fault_id: str) -> ActiveFault:
             return ActiveFault(fault_id, "disk_failure", repaired, f"{what} under {place}")
         case ClockSkew():
             broker = await _running(h, fault.broker)
-            node = h.cluster.nodes[broker]
-            true_clock = node.clock
-            node.clock = true_clock.skewed(skew=fault.skew, rate=fault.rate)
+            clock = h.cluster.nodes[broker].clock  # the node's own: its store
+            true_skew, true_rate = clock.skew, clock.rate  # connection and channel read it too
+            clock.adjust(skew=fault.skew, rate=fault.rate)
 
             async def restored() -> None:
-                node.clock = true_clock
+                clock.adjust(skew=true_skew, rate=true_rate)
 
             return ActiveFault(
                 fault_id,
@@ -193,7 +190,7 @@ def _network(h: Harness) -> Network:
 
 
 def _embedded(h: Harness) -> EmbeddedStore:
-    store = h.cluster.store
+    store = h.store
     if not isinstance(store, EmbeddedStore):
         raise ChaosStepError("slow_store needs the embedded store")
     return store

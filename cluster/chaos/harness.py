@@ -22,30 +22,25 @@ from pathlib import Path
 from typing import Any, Final
 
 import anyio
+import msgspec
 
 from actors.broker.broker import LOG_MANAGER_ACTOR, broker_ref
 from actors.clock import Clock
 from actors.disk import FaultyDisk
+from actors.invariants import CHAOS_NODE
 from actors.log_manager import LogManager
 from actors.runtime import Node
-from actors.store import StoreSession
+from actors.store import MetadataStore, StoreSession
 from actors.trace import Tracer
-from cluster.chaos.invariants import CHAOS_NODE
 from cluster.chaos.model import BrokerSel, Pattern
+from cluster.chaos.tap import ControlTap
 from cluster.cluster import Cluster
+from cluster.control import LauncherError
+from cluster.processes import ProcessCluster
 from protocol import zkdata
-from protocol.base import ErrorReply
 from protocol.broker import BrokerStatus, BrokerStatusRequest
-from protocol.control import (
-    LeaderAndIsrRequest,
-    LeaderAndIsrResponse,
-    StopReplicaRequest,
-    StopReplicaResponse,
-    UpdateMetadataRequest,
-    UpdateMetadataResponse,
-)
-from protocol.envelope import Envelope, EnvelopeKind
-from protocol.errors import AskTimeoutError, ErrorCode, KemuError, RemoteError
+from protocol.envelope import Envelope
+from protocol.errors import AskTimeoutError, KemuError, RemoteError
 from protocol.ids import BrokerId
 from protocol.trace import TraceEvent, TraceKind
 
@@ -116,8 +111,13 @@ class Recorder:
     """The run's trace sink (see the module doc). ``write`` receives each event as it
     will appear in the trace file."""
 
-    def __init__(self, write: Callable[[TraceEvent], None], log_root: Path) -> None:
+    def __init__(
+        self, write: Callable[[TraceEvent], None], log_root: Path, *, renumber: bool = False
+    ) -> None:
+        """``renumber``: number events in the order recorded (events from several
+        processes, each numbered by its own tracer)."""
         self.events: list[TraceEvent] = []
+        self._renumber = renumber
         self.generation = 0  # events the run did not cause, so far
         self._write = write
         self._root = str(log_root)
@@ -128,6 +128,8 @@ class Recorder:
     def __call__(self, event: TraceEvent) -> None:
         if event.kind in ("log_dir", "error"):
             event = self._relative(event)
+        if self._renumber:
+            event = msgspec.structs.replace(event, seq=len(self.events) + 1)
         self.events.append(event)
         self._write(event)
         for listener in self._listeners:
@@ -197,7 +199,7 @@ class Harness:
 
     def __init__(
         self,
-        cluster: Cluster,
+        cluster: Cluster | ProcessCluster,
         *,
         client: Node,
         session: StoreSession,
@@ -206,8 +208,19 @@ class Harness:
         clock: Clock,
         rng: random.Random,
         log_root: Path,
+        store: MetadataStore | None = None,
     ) -> None:
-        self.cluster = cluster
+        """``cluster``: the in-process ``Cluster``, or the ``ProcessCluster`` of broker
+        processes; ``store``: the store admin steps and expiries use (the cluster's own
+        by default)."""
+        self._cluster = cluster if isinstance(cluster, Cluster) else None
+        self.processes = cluster if isinstance(cluster, ProcessCluster) else None
+        self.spec = cluster.spec
+        if store is None:
+            if self._cluster is None or self._cluster.store is None:
+                raise ChaosStepError("the harness needs a store")
+            store = self._cluster.store
+        self.store = store
         self.client = client
         self.session = session
         self.recorder = recorder
@@ -216,11 +229,19 @@ class Harness:
         self.rng = rng
         self.log_root = log_root
         self.disks: dict[int, FaultyDisk] = {}
-        self._pending_control: dict[tuple[str, int], str] = {}
+        self.tap = ControlTap(tracer)
+
+    @property
+    def cluster(self) -> Cluster:
+        """The in-process cluster (its nodes, network and disks): what the faults that
+        do not cross processes act on."""
+        if self._cluster is None:
+            raise ChaosStepError("not available with one process per broker (mode: processes)")
+        return self._cluster
 
     @property
     def brokers(self) -> int:
-        return self.cluster.spec.brokers
+        return self.spec.brokers
 
     def emit(self, kind: TraceKind, type_: str, **fields: Any) -> None:
         self.tracer.emit(kind, node=CHAOS_NODE, actor=RUNNER_ACTOR, type=type_, **fields)
@@ -228,10 +249,14 @@ class Harness:
     # -- who is where
 
     def running(self) -> list[int]:
-        return sorted(b for b in self.cluster.nodes if self.is_running(b))
+        return [b for b in range(self.brokers) if self.is_running(b)]
 
     def is_running(self, broker: int) -> bool:
-        """Running and not crashed (a crashed node runs on until its tasks are cancelled)."""
+        """Running and not crashed (a crashed node runs on until its tasks are cancelled;
+        a broker process runs until it has exited)."""
+        if self.processes is not None:
+            child = self.processes.children.get(broker)
+            return child is not None and child.running
         node = self.cluster.nodes.get(broker)
         return node is not None and node.running and not node.crashed
 
@@ -275,10 +300,53 @@ class Harness:
 
     async def crash_broker(self, broker: int) -> None:
         """Crash a broker through the cluster, which leaves its session to expire (so does
-        a broker that halts by itself: ``Cluster`` plays the store server's part)."""
+        a broker that halts by itself: ``Cluster`` plays the store server's part); a
+        broker process gets SIGKILL, and the store server expires its session."""
+        if self.processes is not None:
+            await self.processes.kill_broker(broker)
+            return
         await self.cluster.crash_broker(broker)
         if not await self.cluster.wait_stopped(broker, timeout=STOP_TIMEOUT):
             raise ChaosStepError(f"broker {broker} did not stop after its crash")
+
+    async def stop_broker(self, broker: int, *, timeout: float) -> None:
+        """Graceful stop (a broker process gets SIGTERM, as ``kemu broker stop``)."""
+        if self.processes is not None:
+            await self.processes.stop_broker(broker)
+            return
+        self.cluster.stop_broker(broker)
+        if not await self.cluster.wait_stopped(broker, timeout=timeout):
+            raise ChaosStepError(f"broker {broker} did not stop")
+
+    async def wait_stopped(self, broker: int, *, timeout: float) -> bool:
+        if self.processes is not None:
+            child = self.processes.children.get(broker)
+            if child is None:
+                return True
+            with anyio.move_on_after(timeout):
+                await child.exited.wait()
+            return child.exited.is_set()
+        return await self.cluster.wait_stopped(broker, timeout=timeout)
+
+    async def expire_session(self, broker: int, session_id: int) -> None:
+        """Expire the broker's store session ``session_id`` for real: the store the run
+        holds does it (the embedded store, or the in-process cluster's ZooKeeper client,
+        which takes the session over and closes it); a broker process on ZooKeeper does
+        the same on SIGUSR1, and this waits until the server has deleted the session's
+        registration."""
+        if self.processes is None or self.processes.embedded_store is not None:
+            await self.store.expire_session(session_id)
+            return
+        self.processes.expire_broker_session(broker)
+        path = zkdata.broker_path(BrokerId(broker))
+
+        async def gone() -> bool:
+            stat = await self.session.exists(path)
+            return stat is None or stat.ephemeral_owner != session_id
+
+        timeout = self.spec.broker_config().zookeeper_session_timeout_ms / 1000 + STOP_TIMEOUT
+        if not await self.until(gone, timeout):
+            raise ChaosStepError(f"broker {broker}'s session {session_id} did not expire")
 
     # -- starting brokers
 
@@ -287,11 +355,17 @@ class Harness:
         registration is gone (a crashed broker's session expires after its timeout)."""
         if self.is_running(broker):
             raise ChaosStepError(f"broker {broker} is already running")
-        if not await self.cluster.wait_stopped(broker, timeout=timeout):
+        if not await self.wait_stopped(broker, timeout=timeout):
             raise ChaosStepError(f"broker {broker} did not stop within {timeout}s")
         path = zkdata.broker_path(BrokerId(broker))
         if not await self.until(self._absent(path), timeout):
             raise ChaosStepError(f"{path} was still registered after {timeout}s")
+        if self.processes is not None:
+            try:
+                await self.processes.start_broker(broker)
+            except LauncherError as exc:
+                raise ChaosStepError(str(exc)) from None
+            return
         await self.cluster.start_broker(broker)
         disk = self.disks.get(broker)
         if disk is not None:
@@ -337,74 +411,15 @@ class Harness:
 
     def log_dir(self, broker: int) -> Path:
         """Broker ``broker``'s log directory, as its log manager names it."""
-        return self.cluster.spec.log_dir / f"broker-{broker}"
+        return self.spec.log_dir / f"broker-{broker}"
 
     # -- the network observer
 
     def observe(self, envelope: Envelope) -> None:
         """Record the payload fields of controller requests and their answers."""
-        payload = envelope.payload
-        if isinstance(payload, LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest):
-            self._pending_control[(envelope.src.node, envelope.corr)] = type(payload).__name__
-            fields: dict[str, Any] = {
-                "request": type(payload).__name__,
-                "src": str(envelope.src),
-                "dst": str(envelope.dst),
-                "corr": envelope.corr,
-                "controller_id": payload.controller_id,
-                "controller_epoch": payload.controller_epoch,
-                "broker_epoch": payload.broker_epoch,
-            }
-            if isinstance(payload, StopReplicaRequest):
-                fields["delete_partition"] = any(p.delete_partition for p in payload.partitions)
-                fields["stops"] = [
-                    [p.topic, p.partition, p.leader_epoch, p.delete_partition]
-                    for p in payload.partitions
-                ]
-            else:
-                fields["states"] = [
-                    [s.topic, s.partition, s.leader, s.leader_epoch, list(s.isr), list(s.replicas)]
-                    for s in payload.partition_states
-                ]
-            self.tracer.emit(
-                TraceKind.EVENT,
-                node=CHAOS_NODE,
-                actor=OBSERVER_ACTOR,
-                type="control_request",
-                **fields,
-            )
-            return
-        if envelope.kind is not EnvelopeKind.REPLY:
-            return
-        request = self._pending_control.pop((envelope.dst.node, envelope.corr), None)
-        if request is None:
-            return
-        if isinstance(payload, LeaderAndIsrResponse | UpdateMetadataResponse | StopReplicaResponse):
-            error = ErrorCode(payload.error_code).name
-        elif isinstance(payload, ErrorReply):
-            error = _code_name(payload.code)
-        else:
-            error = f"unexpected {type(payload).__name__}"
-        self.tracer.emit(
-            TraceKind.EVENT,
-            node=CHAOS_NODE,
-            actor=OBSERVER_ACTOR,
-            type="control_response",
-            request=request,
-            src=str(envelope.src),
-            dst=str(envelope.dst),
-            corr=envelope.corr,
-            error=error,
-        )
+        self.tap.observe(envelope)
 
 
 def _broker_of(node: str) -> int | None:
     prefix, _, number = node.rpartition("-")
     return int(number) if prefix == "broker" and number.isdigit() else None
-
-
-def _code_name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return str(code)

@@ -45,6 +45,8 @@ from cluster.chaos.model import (
     Fault,
     Heal,
     NetworkPartition,
+    ReassignmentDone,
+    ReassignPartitions,
     Scenario,
     StartBroker,
     Step,
@@ -52,6 +54,8 @@ from cluster.chaos.model import (
     Wait,
     _AdminOp,
     _MessageRule,
+    _ToolOp,
+    kind_of,
 )
 from protocol.errors import ErrorCode, KemuError
 
@@ -136,6 +140,9 @@ SHORTHAND: Final[Mapping[str, str]] = {
     "broker_registered": "broker",
     "broker_unregistered": "broker",
     "event": "pattern",
+    "preferred_election": "topic",
+    "reassignment_done": "topic",
+    "preferred_leaders": "topic",
 }
 """The field a step or condition written as ``kind: VALUE`` sets."""
 
@@ -360,13 +367,19 @@ def _line_of(lines: Mapping[Path_, int], path: Path_) -> int:
     return lines.get(path, 1)
 
 
-def parse_scenario(text: str, *, source: str = "<scenario>") -> Scenario:
-    """A scenario from YAML text; ``ScenarioError`` (``source:line: ...``) if it is not one."""
+def parse_scenario(
+    text: str, *, source: str = "<scenario>", cluster: Mapping[str, str] | None = None
+) -> Scenario:
+    """A scenario from YAML text; ``ScenarioError`` (``source:line: ...``) if it is not one.
+    ``cluster``: set-up entries that override the file's (``kemu chaos run --processes``
+    and ``--zookeeper`` set ``mode`` and ``store``), checked as if the file said them."""
     top = _compose(text, source)
     if top is None:
         raise ScenarioError(f"{source}:1: the file is empty")
     norm = _Normaliser(source)
     data = norm.scenario(top)
+    if cluster:
+        data["cluster"] = {**data.get("cluster", {}), **cluster}
     try:
         scenario = msgspec.convert(data, Scenario)
     except msgspec.ValidationError as exc:
@@ -394,15 +407,16 @@ def _validation_error(
     return ScenarioError(f"{source}:{_line_of(lines, path)}: {describe(path, data)}: {what}")
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    """A scenario file; ``ScenarioError`` if it cannot be read or is not a valid one."""
+def load_scenario(path: str | Path, *, cluster: Mapping[str, str] | None = None) -> Scenario:
+    """A scenario file; ``ScenarioError`` if it cannot be read or is not a valid one
+    (``cluster``: as in ``parse_scenario``)."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ScenarioError(f"{p}: cannot read the scenario: {reason}") from None
-    return parse_scenario(text, source=str(p))
+    return parse_scenario(text, source=str(p), cluster=cluster)
 
 
 # ----------------------------------------------------------------------------- whole scenarios
@@ -464,6 +478,47 @@ def scenario_problems(scenario: Scenario) -> Iterator[tuple[Path_, str]]:
                     seen.add(member)
         if isinstance(step, _AdminOp):
             yield from ((here + p, w) for p, w in _outcome_problems(step))
+        if isinstance(step, _ToolOp):
+            yield from ((here + p, w) for p, w in _tool_problems(step))
+        if (refused := real_mode_refusal(step, store=setup.store, mode=setup.mode)) is not None:
+            yield here, refused  # real mode (engineer C)
+
+
+# --- real mode (engineer C): what a store or a mode cannot do --------------------------
+
+PROCESSES_FAULTS: Final = frozenset(
+    {"crash_broker", "kill_controller", "stop_broker", "expire_session", "slow_store"}
+)
+"""The faults that cross processes (slow_store with the embedded store only)."""
+
+
+def real_mode_refusal(step: Step, *, store: str, mode: str) -> str | None:
+    """Why ``step`` cannot run with this store and mode (None if it can)."""
+    if not isinstance(step, Fault):
+        return None
+    kind = kind_of(step)
+    if mode == "processes" and kind not in PROCESSES_FAULTS:
+        return (
+            f"{kind} is not available with mode: processes (it acts inside a broker's"
+            f" process; faults across processes: {', '.join(sorted(PROCESSES_FAULTS))})"
+        )
+    if store == "zookeeper" and kind == "slow_store":
+        return "slow_store is not available with store: zookeeper (it slows the embedded store)"
+    return None
+
+
+# --- end of real mode -------------------------------------------------------------------
+
+
+def _tool_problems(step: _ToolOp) -> Iterator[tuple[Path_, str]]:
+    """A reassignment's or election's topic must be a legal name (Topic.java's rules)."""
+    from actors.admin.topics import validate_topic_name
+    from protocol.errors import KafkaApiError
+
+    try:
+        validate_topic_name(step.topic)
+    except KafkaApiError as exc:
+        yield ("topic",), str(exc)
 
 
 def _outcome_problems(step: _AdminOp) -> Iterator[tuple[Path_, str]]:
@@ -490,7 +545,7 @@ def _brokers_named(step: Step) -> Iterator[tuple[Path_, int]]:
         | AddPartitions,
     ) and isinstance(step.broker, int):
         yield ("broker",), step.broker
-    if isinstance(step, CreateTopic) and step.assignment:
+    if isinstance(step, CreateTopic | ReassignPartitions) and step.assignment:
         for partition, replicas in step.assignment.items():
             for broker in replicas:
                 yield ("assignment", partition), broker
@@ -508,6 +563,10 @@ def _brokers_named(step: Step) -> Iterator[tuple[Path_, int]]:
         cond = step.condition
         if isinstance(cond, BrokerRegistered | BrokerUnregistered):
             yield ("condition", "broker"), cond.broker
+        if isinstance(cond, ReassignmentDone) and cond.assignment:
+            for partition, replicas in cond.assignment.items():
+                for broker in replicas:
+                    yield ("condition", "assignment", partition), broker
 
 
 _message_types: set[str] | None = None

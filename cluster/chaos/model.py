@@ -6,7 +6,9 @@ union tagged by ``kind`` (the YAML key naming the step):
 
 * admin operations: ``create_topic``, ``delete_topic``, ``add_partitions`` (through the
   Kafka API of a broker, ``via: wire``, or the ``kafka-topics --zookeeper`` path on the
-  store, ``via: store``), and ``start_broker``;
+  store, ``via: store``), ``reassign_partitions`` and ``preferred_election`` (the
+  ``kafka-reassign-partitions`` / ``kafka-leader-election`` ZooKeeper paths), and
+  ``start_broker``;
 * faults: ``crash_broker``, ``stop_broker``, ``kill_controller``, ``partition``, ``drop``,
   ``delay``, ``duplicate``, ``reorder``, ``expire_session``, ``slow_store``,
   ``disk_failure``, ``clock_skew``; and ``heal``;
@@ -25,7 +27,7 @@ RNG), ``other`` (a running broker that is not the controller, drawn likewise).
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, ClassVar, Final, Literal, TypeAlias
 
 import msgspec
 
@@ -65,6 +67,10 @@ __all__ = [
     "NetworkPartition",
     "NoPendingDeletions",
     "Pattern",
+    "PreferredElection",
+    "PreferredLeaders",
+    "ReassignPartitions",
+    "ReassignmentDone",
     "ReorderMessages",
     "Scenario",
     "Sleep",
@@ -209,6 +215,63 @@ class StartBroker(Action, frozen=True, kw_only=True, tag="start_broker"):
     crashed broker's old session must expire first: the step waits for it."""
 
     broker: int
+
+
+# -- admin tools with only a ZooKeeper path in kemu (reassignment, preferred election)
+
+
+def _check_assignment(assignment: dict[int, tuple[int, ...]]) -> None:
+    if not assignment:
+        raise ValueError("assignment needs at least one partition")
+    for partition, replicas in assignment.items():
+        if partition < 0:
+            raise ValueError(f"partition {partition} is negative")
+        if not replicas:
+            raise ValueError(f"partition {partition} has no replicas")
+        if len(set(replicas)) != len(replicas):
+            raise ValueError(f"partition {partition} lists a broker twice: {list(replicas)}")
+
+
+class _ToolOp(Action, frozen=True, kw_only=True):
+    """An admin tool kemu's brokers serve no API for: it runs on the cluster's store, with
+    a store session of its own, as its ``kemu`` command does (``via`` is always
+    ``store``). ``outcome``: ``any`` (recorded only), ``ok`` or ``error``."""
+
+    via: ClassVar[str] = "store"
+    topic: str
+    outcome: Literal["any", "ok", "error"] = "any"
+
+
+class ReassignPartitions(_ToolOp, frozen=True, kw_only=True, tag="reassign_partitions"):
+    """``kemu reassign-partitions --execute``: check the partitions and brokers exist and
+    no reassignment is pending, then write ``/admin/reassign_partitions`` with the new
+    replicas of ``topic``'s partitions (``assignment``: ``{partition: [brokers]}``); the
+    controller carries the reassignment out and removes the znode."""
+
+    assignment: dict[int, tuple[int, ...]]
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_assignment(self.assignment)
+
+
+class PreferredElection(_ToolOp, frozen=True, kw_only=True, tag="preferred_election"):
+    """``kemu leader-election --election-type preferred``: write
+    ``/admin/preferred_replica_election`` with ``partitions`` of ``topic`` (every
+    partition it has when the step runs, when omitted); the controller moves each one's
+    leadership to its first replica where it can and removes the znode."""
+
+    partitions: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.partitions is not None:
+            if not self.partitions:
+                raise ValueError("partitions needs at least one partition (omit it for all)")
+            if any(p < 0 for p in self.partitions):
+                raise ValueError(f"partitions must not be negative: {list(self.partitions)}")
+            if len(set(self.partitions)) != len(self.partitions):
+                raise ValueError(f"partitions lists one twice: {list(self.partitions)}")
 
 
 class Fault(Action, frozen=True, kw_only=True):
@@ -445,6 +508,27 @@ class EventSeen(_Condition, frozen=True, kw_only=True, tag="event"):
     pattern: Pattern
 
 
+class ReassignmentDone(_Condition, frozen=True, kw_only=True, tag="reassignment_done"):
+    """``topic`` exists, none of its partitions is in ``/admin/reassign_partitions``, its
+    assignment has no replica being added or removed, every running broker's cache shows
+    the same replicas, and each partition of ``assignment`` (when given) has exactly those
+    replicas, in that order."""
+
+    topic: str
+    assignment: dict[int, tuple[int, ...]] | None = None
+
+    def __post_init__(self) -> None:
+        if self.assignment is not None:
+            _check_assignment(self.assignment)
+
+
+class PreferredLeaders(_Condition, frozen=True, kw_only=True, tag="preferred_leaders"):
+    """``topic`` exists and every partition is led by its first (preferred) replica, in
+    its state znode and in every running broker's metadata cache."""
+
+    topic: str
+
+
 Condition: TypeAlias = (
     TopicExists
     | TopicReady
@@ -456,6 +540,8 @@ Condition: TypeAlias = (
     | BrokerUnregistered
     | Converged
     | EventSeen
+    | ReassignmentDone
+    | PreferredLeaders
 )
 CONDITION_TYPES: Final[tuple[type[_Condition], ...]] = (
     TopicExists,
@@ -468,6 +554,8 @@ CONDITION_TYPES: Final[tuple[type[_Condition], ...]] = (
     BrokerUnregistered,
     Converged,
     EventSeen,
+    ReassignmentDone,
+    PreferredLeaders,
 )
 
 
@@ -490,6 +578,8 @@ Step: TypeAlias = (
     CreateTopic
     | DeleteTopic
     | AddPartitions
+    | ReassignPartitions
+    | PreferredElection
     | StartBroker
     | CrashBroker
     | StopBroker
@@ -526,6 +616,8 @@ ACTION_TYPES: Final[tuple[type[Action], ...]] = (
     CreateTopic,
     DeleteTopic,
     AddPartitions,
+    ReassignPartitions,
+    PreferredElection,
     StartBroker,
     Heal,
     *FAULT_TYPES,

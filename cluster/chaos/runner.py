@@ -30,22 +30,27 @@ import anyio
 import msgspec
 from anyio.abc import TaskGroup, TaskStatus
 
+from actors.broker.broker import broker_node_id
 from actors.clock import Clock, RealClock, VirtualClock, run_real, run_virtual
+from actors.controller.recording import CONTROLLER_INPUTS
+from actors.invariants import (
+    CHAOS_NODE,
+    FINAL_RULES,
+    TRACE_RULES,
+    FinalState,
+    TraceMonitor,
+    Violation,
+    check_final,
+    refused_transitions,
+)
 from actors.runtime import Node
+from actors.store import MetadataStore, StoreSession
 from actors.trace import Tracer
 from cluster.chaos.admin import AdminOp, run_admin
 from cluster.chaos.conditions import condition_check, converged, read_final
 from cluster.chaos.faults import RESTART_TIMEOUT, ActiveFault, inject
 from cluster.chaos.harness import Harness, Recorder
-from cluster.chaos.invariants import (
-    FINAL_RULES,
-    TRACE_RULES,
-    FinalState,
-    Violation,
-    check_final,
-    check_trace,
-    refused_transitions,
-)
+from cluster.chaos.loader import real_mode_refusal
 from cluster.chaos.model import (
     Action,
     AddPartitions,
@@ -55,6 +60,8 @@ from cluster.chaos.model import (
     Expect,
     Fault,
     Heal,
+    PreferredElection,
+    ReassignPartitions,
     Scenario,
     Sleep,
     StartBroker,
@@ -62,15 +69,21 @@ from cluster.chaos.model import (
     Wait,
     kind_of,
 )
+from cluster.chaos.real import TraceTail, merge, run_chroot
 from cluster.chaos.timeline import condition_text, step_label, timeline
 from cluster.cluster import Cluster, ClusterSpec
+from cluster.network import Network, TcpTransport
+from cluster.processes import ProcessCluster
 from cluster.trace import JsonlTraceWriter
 from protocol.errors import KemuError, sole_error
-from protocol.trace import TraceHeader, TraceKind
+from protocol.trace import TraceEvent, TraceHeader, TraceKind
 
 __all__ = ["RunOptions", "RunResult", "reproduce_command", "run_scenario"]
 
 Status = Literal["passed", "failed", "error"]
+
+INVARIANTS_ACTOR: Final = "invariants"
+"""The actor the live invariant checks record ``invariant_violated`` events under."""
 
 RUN_FILES: Final = (
     "trace.jsonl",
@@ -88,6 +101,8 @@ class RunResult(msgspec.Struct, kw_only=True):
     source: str | None
     seed: int
     mode: Literal["deterministic", "real"]
+    store: Literal["embedded", "zookeeper"] = "embedded"
+    processes: bool = False  # one OS process per broker
     status: Status = "passed"
     violations: list[Violation] = msgspec.field(default_factory=list)
     failures: list[Violation] = msgspec.field(default_factory=list)
@@ -116,12 +131,30 @@ class RunOptions:
     source: str | None = None
     out: Path | None = None
     progress: Callable[[str], None] | None = field(default=None, compare=False)
+    zookeeper: str | None = None
+    """Run on this ZooKeeper (HOST:PORT[/chroot]; each run gets a fresh chroot below it),
+    whatever the scenario's ``store`` says; a scenario with ``store: zookeeper`` needs it."""
+    local_zookeeper: bool = False  # ``zookeeper`` is a throwaway local server
+    processes: bool = False  # one OS process per broker, whatever the scenario's ``mode``
 
 
-def reproduce_command(source: str | None, seed: int, deterministic: bool, out: Path | None) -> str:
+def reproduce_command(
+    source: str | None,
+    seed: int,
+    deterministic: bool,
+    out: Path | None,
+    *,
+    processes: bool = False,
+    zookeeper: str | None = None,
+) -> str:
+    """``zookeeper``: the address to name ("" for a throwaway local server)."""
     parts = ["kemu", "chaos", "run", source or "SCENARIO.yaml", "--seed", str(seed)]
     if deterministic:
         parts.append("--deterministic")
+    if processes:
+        parts.append("--processes")
+    if zookeeper is not None:
+        parts += ["--zookeeper", zookeeper] if zookeeper else ["--zookeeper"]
     if out is not None:
         parts += ["--out", str(out)]
     return " ".join(parts)
@@ -139,12 +172,7 @@ def prepare_run_dir(run_dir: Path) -> None:
 
 def run_scenario(scenario: Scenario, options: RunOptions) -> RunResult:
     """Run ``scenario`` once (see the module doc) and write the run directory."""
-    setup = scenario.cluster
-    if setup.store != "embedded" or setup.mode != "in-process":
-        raise KemuError(
-            f"scenario {scenario.name}: the runner does the embedded, in-process cluster only"
-            " (store: zookeeper and mode: processes come later)"
-        )
+    scenario = real_setup(scenario, options)
     prepare_run_dir(options.run_dir)
     run = _Run(scenario, options)
     started = time.perf_counter()
@@ -161,8 +189,33 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunResult:
             raise
         run.error(leaf)
     finally:
-        run.writer.close()
+        run.close_trace()
     return run.finish(time.perf_counter() - started)
+
+
+def real_setup(scenario: Scenario, options: RunOptions) -> Scenario:
+    """The scenario with the store and mode the options ask for; ``KemuError`` if it
+    cannot run so (deterministic mode is in-process on the embedded store only; a fault
+    the store or mode cannot do; ZooKeeper without an address)."""
+    setup = scenario.cluster
+    store = "zookeeper" if options.zookeeper is not None else setup.store
+    mode = "processes" if options.processes else setup.mode
+    if options.deterministic and (store, mode) != ("embedded", "in-process"):
+        raise KemuError(
+            f"scenario {scenario.name}: deterministic mode runs in one process on the embedded"
+            f" store (this run: store {store}, mode {mode}); run it on the real clock"
+        )
+    if store == "zookeeper" and not options.zookeeper:
+        raise KemuError(
+            f"scenario {scenario.name}: store: zookeeper needs a ZooKeeper address"
+            " (kemu chaos run --zookeeper [HOST:PORT])"
+        )
+    for index, step in enumerate(scenario.steps):
+        refused = real_mode_refusal(step, store=store, mode=mode)
+        if refused is not None:
+            raise KemuError(f"scenario {scenario.name}: {step_label(index, step)}: {refused}")
+    cluster = msgspec.structs.replace(setup, store=store, mode=mode)
+    return msgspec.structs.replace(scenario, cluster=cluster)
 
 
 class _Run:
@@ -177,17 +230,38 @@ class _Run:
             clock="virtual" if options.deterministic else "real",
         )
         self.writer = JsonlTraceWriter(options.run_dir / "trace.jsonl", header)
-        self.recorder = Recorder(self.writer, self.log_root)
-        self.tracer = Tracer()
+        self.processes = scenario.cluster.mode == "processes"
+        self.monitor = TraceMonitor(deletion_bound=scenario.deletion_bound)
+        if self.processes:
+            # Events from several processes, recorded as they are read: the trace file
+            # and the trace rules get them merged in time order at the end.
+            self.recorder = Recorder(_ignore, self.log_root, renumber=True)
+            self.merged: list[TraceEvent] | None = None
+        else:
+            self.recorder = Recorder(self.writer, self.log_root)
+            self.recorder.listen(self._check_live)
+        # Chaos traces record the controllers' inputs, for ``kemu trace replay``.
+        self.tracer = Tracer(details={CONTROLLER_INPUTS})
         self.clock: Clock = VirtualClock() if options.deterministic else RealClock()
+        self.zookeeper: str | None = None
+        if scenario.cluster.store == "zookeeper":
+            assert options.zookeeper
+            self.zookeeper = run_chroot(options.zookeeper, scenario.name, options.seed)
         self.result = RunResult(
             scenario=scenario.name,
             source=options.source,
             seed=options.seed,
             mode="deterministic" if options.deterministic else "real",
+            store=scenario.cluster.store,
+            processes=self.processes,
             run_dir=str(options.run_dir),
             reproduce=reproduce_command(
-                options.source, options.seed, options.deterministic, options.out
+                options.source,
+                options.seed,
+                options.deterministic,
+                options.out,
+                processes=self.processes,
+                zookeeper=_named_zookeeper(options) if self.zookeeper else None,
             ),
         )
         self.final: FinalState | None = None
@@ -213,10 +287,26 @@ class _Run:
         """A scenario failure (not an invariant violation): traced, then recorded at the
         event that traced it."""
         self.h.emit(TraceKind.EVENT, "scenario_failure", rule=rule, message=message)
+        seq = self.recorder.events[-1].seq if self.recorder.events else self.tracer.seq
         self.result.failures.append(
-            Violation(rule=rule, message=message, seq=self.tracer.seq, ts=round(self.now(), 6))
+            Violation(rule=rule, message=message, seq=seq, ts=round(self.now(), 6))
         )
         self.say(f"FAILED {rule}: {message}")
+
+    def _check_live(self, event: TraceEvent) -> None:
+        """The trace rules, fed each event as it is recorded: a violation is traced
+        (``invariant_violated``) and shown at once, where it happened."""
+        for violation in self.monitor.observe(event):
+            self.tracer.emit(
+                TraceKind.EVENT,
+                node=CHAOS_NODE,
+                actor=INVARIANTS_ACTOR,
+                type="invariant_violated",
+                rule=violation.rule,
+                message=violation.message,
+                at_seq=violation.seq,
+            )
+            self.say(f"VIOLATION {violation.line()}")
 
     def error(self, exc: BaseException) -> None:
         self.result.error = f"{type(exc).__name__}: {exc}"
@@ -229,18 +319,33 @@ class _Run:
 
     async def main(self) -> None:
         self._origin = self.clock.now()
-        self.tracer.rebase()
+        if self.processes:
+            # Every broker process traces from this origin on CLOCK_MONOTONIC, which all
+            # processes of the machine share (``cluster.chaos.real``).
+            self.trace_origin = time.monotonic()
+            self.tracer = Tracer(
+                time_fn=time.monotonic, origin=self.trace_origin, details={CONTROLLER_INPUTS}
+            )
+        else:
+            self.tracer.rebase()
         self.tracer.add_sink(self.recorder)
         scenario = self.scenario
         spec = ClusterSpec(
             brokers=scenario.cluster.brokers,
             base_port=0,
             log_dir=self.log_root,
+            zookeeper=self.zookeeper,
             racks=dict(scenario.cluster.racks),
             config=dict(scenario.cluster.config),
             seed=self.options.seed,
-            listeners=False,
+            listeners=self.processes,
         )
+        if self.processes:
+            await self._run_processes(spec)
+        else:
+            await self._run_in_process(spec)
+
+    async def _run_in_process(self, spec: ClusterSpec) -> None:
         async with anyio.create_task_group() as tg:
             cluster = Cluster(spec, tracer=self.tracer, clock=self.clock)
             await tg.start(cluster.run)
@@ -255,27 +360,106 @@ class _Run:
             )
             await tg.start(client.run)
             session = await cluster.store.open_session(name="chaos")
-            self._h = Harness(
-                cluster,
-                client=client,
-                session=session,
-                recorder=self.recorder,
+            self._h = self._harness(cluster, client, session, cluster.store)
+            cluster.network.add_observer(self.h.observe)
+            await self._body()
+            tg.cancel_scope.cancel()
+
+    async def _run_processes(self, spec: ClusterSpec) -> None:
+        """One OS process per broker (``cluster.processes.ProcessCluster``): the run drives
+        them as their launcher, reads their traces as they grow, talks to them over TCP
+        from its own node, and reads the store through a session of its own."""
+        trace_dir = self.run_dir / "processes"
+        trace_dir.mkdir()
+        cluster = ProcessCluster(spec, tracer=self.tracer, clock=self.clock)
+        cluster.trace_dir = trace_dir
+        cluster.trace_origin = self.trace_origin
+        tail = TraceTail(trace_dir, self.recorder)
+        ready = anyio.Event()
+        stopped = anyio.Event()
+
+        async def launch() -> None:
+            async def on_ready() -> None:
+                ready.set()
+
+            try:
+                await cluster.run(on_ready)
+            finally:
+                stopped.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(launch)
+            await ready.wait()
+            tg.start_soon(tail.run, self.clock)
+            transport = TcpTransport(host=spec.host)
+            for broker, port in cluster.network_ports.items():
+                transport.add_peer(broker_node_id(broker), spec.host, port)
+            network = Network(
+                transport, tracer=self.tracer, rng=random.Random(spec.seed), clock=self.clock
+            )
+            await tg.start(network.run)
+            client = Node(
+                "chaos",
+                attach=network.attach,
                 tracer=self.tracer,
                 clock=self.clock,
-                rng=random.Random(f"chaos:{self.options.seed}"),
-                log_root=self.log_root,
+                seed=self.options.seed,
             )
-            cluster.network.add_observer(self.h.observe)
-            self.say(f"cluster of {spec.brokers} brokers ready")
-            with anyio.move_on_after(scenario.deadline) as deadline:
-                await self._steps()
-                await self._final_phase()
-            if deadline.cancelled_caught:
-                self.fail("deadline", f"the run did not end within {scenario.deadline:g}s")
-            self.final = await read_final(self.h)
-            self.end = self.now()
-            self.tracer.remove_sink(self.recorder)  # the teardown is not part of the run
+            await tg.start(client.run)
+            store: MetadataStore | None = cluster.embedded_store
+            own_store = None
+            if store is None:
+                from cluster.store.zookeeper import ZooKeeperStore  # aiozk: only when used
+
+                assert self.zookeeper is not None
+                store = own_store = ZooKeeperStore(
+                    self.zookeeper, tracer=self.tracer, clock=self.clock
+                )
+            try:
+                session = await store.open_session(name="chaos")
+                self._h = self._harness(cluster, client, session, store)
+                await self._body(tail)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    if own_store is not None:
+                        await own_store.aclose()
+                    cluster.stop()
+                    await stopped.wait()
             tg.cancel_scope.cancel()
+
+    def _harness(
+        self,
+        cluster: Cluster | ProcessCluster,
+        client: Node,
+        session: StoreSession,
+        store: MetadataStore,
+    ) -> Harness:
+        return Harness(
+            cluster,
+            client=client,
+            session=session,
+            recorder=self.recorder,
+            tracer=self.tracer,
+            clock=self.clock,
+            rng=random.Random(f"chaos:{self.options.seed}"),
+            log_root=self.log_root,
+            store=store,
+        )
+
+    async def _body(self, tail: TraceTail | None = None) -> None:
+        """The steps, the final phase and the end state, on a running cluster."""
+        scenario = self.scenario
+        self.say(f"cluster of {scenario.cluster.brokers} brokers ready")
+        with anyio.move_on_after(scenario.deadline) as deadline:
+            await self._steps()
+            await self._final_phase()
+        if deadline.cancelled_caught:
+            self.fail("deadline", f"the run did not end within {scenario.deadline:g}s")
+        self.final = await read_final(self.h)
+        self.end = self.now()
+        if tail is not None:
+            tail.close()  # what the brokers traced up to now; their teardown is not read
+        self.tracer.remove_sink(self.recorder)  # the teardown is not part of the run
 
     async def _steps(self) -> None:
         async with anyio.create_task_group() as background:
@@ -345,7 +529,13 @@ class _Run:
                         "expectation",
                         f"{label}: {condition_text(condition)} did not hold within {within:g}s",
                     )
-            case CreateTopic() | DeleteTopic() | AddPartitions():
+            case (
+                CreateTopic()
+                | DeleteTopic()
+                | AddPartitions()
+                | ReassignPartitions()
+                | PreferredElection()
+            ):
                 await self._admin(label, step)
             case StartBroker(broker=broker):
                 await h.start_broker(broker, timeout=RESTART_TIMEOUT)
@@ -433,16 +623,37 @@ class _Run:
 
     # ------------------------------------------------------------------ the outcome
 
+    def close_trace(self) -> None:
+        """Write what is left of the trace and close the file. With broker processes,
+        every event goes now, merged in time order (``cluster.chaos.real.merge``); the
+        scenario failures are renumbered with them."""
+        if self.processes:
+            merged, renumbered = merge(self.recorder.events)
+            for event in merged:
+                self.writer(event)
+            self.merged = merged
+            self.result.failures = [
+                msgspec.structs.replace(f, seq=renumbered.get(f.seq, f.seq))
+                if f.seq is not None
+                else f
+                for f in self.result.failures
+            ]
+        self.writer.close()
+
     def finish(self, wall: float) -> RunResult:
         result = self.result
         events = self.recorder.events
+        if self.processes and self.merged is not None:
+            events = self.merged
+            for event in events:  # the trace rules, over the merged trace
+                self.monitor.observe(event)
         result.events = len(events)
         result.simulated_seconds = round(self.end, 6)
         result.wall_seconds = round(wall, 3)
         if result.error is None:
-            result.violations = check_trace(
-                events, deletion_bound=self.scenario.deletion_bound, end=self.end
-            )
+            self.monitor.finish(self.end)
+        result.violations = list(self.monitor.violations)  # found live, then at the end
+        if result.error is None:
             if self.final is not None:
                 result.violations += check_final(self.final, events)
                 _write_json(self.run_dir / "final_state.json", self.final)
@@ -468,6 +679,15 @@ class _Run:
         )
         _write_json(self.run_dir / "summary.json", result)
         return result
+
+
+def _ignore(event: TraceEvent) -> None:
+    """A recorder's writer when the trace file is written at the end."""
+
+
+def _named_zookeeper(options: RunOptions) -> str:
+    """The ``--zookeeper`` value that reproduces the run ("": a throwaway local one)."""
+    return "" if options.local_zookeeper or options.zookeeper is None else options.zookeeper
 
 
 def _write_json(path: Path, value: Any) -> None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from cluster.chaos.invariants import CHAOS_NODE, Violation
+from actors.invariants import CHAOS_NODE, Violation
 from cluster.chaos.model import Expect, Scenario, Step, Wait, kind_of
 from protocol.trace import TraceEvent
 

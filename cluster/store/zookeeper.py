@@ -587,6 +587,7 @@ class ZooKeeperSession(StoreSession):
         self._child_watches: set[str] = set()
         self._calls: set[anyio.CancelScope] = set()
         self._expiry: asyncio.TimerHandle | None = None
+        self._expiry_cause = "server"  # what a trace of its expiry names as the cause
         self._last_check: tuple[tuple[str, int], bytes] = (("", 0), b"")  # see _op_bytes
         self._zk = _AiozkSession(store.servers, timeout, self)
 
@@ -950,17 +951,24 @@ class ZooKeeperSession(StoreSession):
                 await self._call(self._create_request(each, b""), each)
 
     async def kemu_expire(self) -> None:
-        """Expire now, for real: tell the owner, then have the server close the session."""
+        """Expire now, for real: have the server close the session (deleting its
+        ephemerals), then tell the owner, as ZooKeeper does: a client hears of its expiry
+        only from a server that already expired it, so the owner's next session never
+        finds its old ephemerals (a broker re-registering at once would fail with
+        NODEEXISTS otherwise)."""
         if self._life not in (_Life.ALIVE, _Life.EXPIRING):
             return
-        self.trace("session_expired", "", "ok", cause="forced")
-        self._expire(server_dead=False)
+        gone = False
+        self._expiry_cause = "forced"  # whoever notices first traces it so
         with anyio.move_on_after(max(self.timeout, _CLOSE_TIMEOUT)):
             gone = await _kill_server_session(
                 self._store.servers, self._id, self._zk.password, self.timeout, self.kemu_clock
             )
-            if gone and self._life is _Life.EXPIRING:
-                self._life = _Life.EXPIRED
+        if self._life is _Life.ALIVE:  # aiozk may have seen the expiry first (LOST)
+            self.trace("session_expired", "", "ok", cause="forced")
+            self._expire(server_dead=gone)
+        elif gone and self._life is _Life.EXPIRING:
+            self._life = _Life.EXPIRED
 
     def release(self) -> None:
         """Close the receiving end of the events stream too (the store shuts down)."""
@@ -1007,7 +1015,7 @@ class ZooKeeperSession(StoreSession):
                 self._deliver(SessionEvent(session_id=self._id, state=SessionState.CONNECTED))
         elif state == States.LOST and self._life in (_Life.ALIVE, _Life.EXPIRING):
             if self._life is _Life.ALIVE:
-                self.trace("session_expired", "", "ok", cause="server")
+                self.trace("session_expired", "", "ok", cause=self._expiry_cause)
             self._expire(server_dead=True)
 
     def kemu_notification(self, event: Any) -> None:
@@ -1442,10 +1450,10 @@ class ZooKeeperStore(MetadataStore):
         return session
 
     async def expire_session(self, session_id: int) -> None:
-        """Expire a session opened here, for real (a no-op if it is already gone): its owner
-        gets EXPIRED at once; when this returns the server has deleted its ephemerals
-        (unless the server could not be reached within the session timeout). Runs to
-        completion even from a cancelled scope."""
+        """Expire a session opened here, for real (a no-op if it is already gone): when
+        this returns the server has deleted its ephemerals (unless it could not be reached
+        within the session timeout) and then its owner got EXPIRED. Runs to completion
+        even from a cancelled scope."""
         session = self._sessions.get(session_id)
         if session is None:
             await anyio.lowlevel.cancel_shielded_checkpoint()

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from cluster.chaos.invariants import (
+from actors.invariants import (
     CacheView,
     FinalState,
     PartitionView,
     StoreView,
+    TraceMonitor,
     acknowledged_creations,
     caches_converge,
     check_final,
@@ -256,11 +257,35 @@ def test_a_deletion_is_due_a_bound_of_fault_free_time_after_its_marking() -> Non
     t.at(90).add("event", "topic_deletion_completed", topic="t")
     done_late = deletions_complete(t.events, bound=30, end=100)
     assert len(done_late) == 1
-    assert "after its bound" in done_late[0].message
+    # Found live, at the first event after the bound passed (the completion at 90).
+    assert "due t=80.000s" in done_late[0].message
     in_time = Trace()
     in_time.at(10).marked("t")
     in_time.at(20).add("event", "topic_deletion_ignored", topics=["t"])
     assert deletions_complete(in_time.events, bound=30, end=100) == []
+
+
+def test_the_live_monitor_reports_each_violation_at_the_event_that_shows_it() -> None:
+    """Fed event by event, the monitor answers an illegal transition with that very
+    event, and an overdue deletion with the first event after its bound, long before
+    the deletion completes or the trace ends."""
+    monitor = TraceMonitor(deletion_bound=30)
+    t = Trace()
+    assert monitor.observe(t.at(1).elected("broker-0", 1)) == []
+    mark = t.at(2).marked("t")
+    assert monitor.observe(mark) == []
+    illegal = t.at(3).transition("partition", "NonExistentPartition", "OnlinePartition")
+    assert [(v.rule, v.seq) for v in monitor.observe(illegal)] == [
+        ("legal_transitions", illegal.seq)
+    ]
+    assert monitor.observe(t.at(32).elected("broker-1", 2)) == []  # 30 s: not yet overdue
+    overdue = monitor.observe(t.at(33).elected("broker-2", 3))
+    assert [(v.rule, v.seq) for v in overdue] == [("deletions_complete", mark.seq)]
+    assert "due t=32.000s" in overdue[0].message
+    assert monitor.observe(t.at(40).add("event", "topic_deletion_completed", topic="t")) == []
+    assert monitor.finish(50) == []
+    assert [v.rule for v in monitor.violations] == ["legal_transitions", "deletions_complete"]
+    assert monitor.violations == check_trace(t.events, deletion_bound=30, end=50)
 
 
 def state(leader: int, isr: tuple[int, ...], replicas: tuple[int, ...]) -> PartitionView:

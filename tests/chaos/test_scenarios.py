@@ -64,7 +64,7 @@ def test_library_scenario_passes(path: Path, seed: int, tmp_path: Path) -> None:
     )
     rules = json.loads((run_dir / "invariants.json").read_text())["rules"]
     assert set(rules) >= {"no_stale_epoch_accepted", "legal_transitions", "no_orphan_log_dirs"}
-    assert (run_dir / "timeline.txt").read_text().rstrip().endswith("outcome: passed")
+    assert "\noutcome: passed\n" in (run_dir / "timeline.txt").read_text()  # then notices
 
 
 def test_the_same_seed_gives_the_same_trace_in_another_directory(tmp_path: Path) -> None:
@@ -166,6 +166,15 @@ def test_a_broker_accepting_stale_epochs_is_caught(
     assert "with controller epoch 1 after accepting epoch 2" in stale[0].message
     assert stale[0].seq is not None
     assert "--seed 1 --deterministic" in result.reproduce
+    # Checked live: the violation is in the trace right after the answer that showed it,
+    # before the run's final phase.
+    _, read = read_trace(Path(result.run_dir) / "trace.jsonl")
+    events = list(read)
+    by_type = {e.type: e.seq for e in reversed(events)}  # first of each type
+    flagged = [e for e in events if e.type == "invariant_violated"]
+    assert flagged[0].fields["rule"] == "no_stale_epoch_accepted"
+    assert flagged[0].seq == stale[0].seq + 1
+    assert flagged[0].seq < by_type["final_phase_started"]
 
 
 def test_a_skipped_stop_replica_delete_phase_is_caught(

@@ -318,8 +318,7 @@ class ControllerCluster:
         handle = self.brokers.pop(broker_id)
         handle.node.stop()
         with anyio.fail_after(30):
-            while handle.node.running:  # noqa: ASYNC110 - the node offers no stopped event
-                await anyio.sleep(0.001)
+            await handle.node.ended.wait()
         await handle.zk.session.close()
 
     async def expire_session(self, broker_id: int) -> None:

@@ -16,18 +16,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream
 
-from actors.store import MetadataStore, StoreSession
-from protocol.store import OpResult, Stat, StoreEvent, StoreOp
+from actors.store import ForwardingSession, MetadataStore, StoreSession
+from protocol.errors import StoreError
+from protocol.store import OpResult, StoreOp
 
 MultiHook = Callable[["HookedSession", Sequence[StoreOp]], None]
 """Called with the session and the ops of each ``multi`` that succeeded."""
 
 
-class HookedSession(StoreSession):
+class HookedSession(ForwardingSession):
     def __init__(self, inner: StoreSession, name: str, store: HookedStore) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.name = name
         self._store = store
         self._gate: anyio.Event | None = None
@@ -42,46 +42,6 @@ class HookedSession(StoreSession):
         if gate is not None:
             gate.set()
 
-    @property
-    def session_id(self) -> int:
-        return self.inner.session_id
-
-    @property
-    def timeout(self) -> float:
-        return self.inner.timeout
-
-    @property
-    def events(self) -> MemoryObjectReceiveStream[StoreEvent]:
-        return self.inner.events
-
-    async def create(
-        self,
-        path: str,
-        data: bytes = b"",
-        *,
-        ephemeral: bool = False,
-        sequential: bool = False,
-        make_parents: bool = False,
-    ) -> str:
-        return await self.inner.create(
-            path, data, ephemeral=ephemeral, sequential=sequential, make_parents=make_parents
-        )
-
-    async def get(self, path: str, *, watch: bool = False) -> tuple[bytes, Stat]:
-        return await self.inner.get(path, watch=watch)
-
-    async def set(self, path: str, data: bytes, *, version: int = -1) -> Stat:
-        return await self.inner.set(path, data, version=version)
-
-    async def delete(self, path: str, *, version: int = -1, recursive: bool = False) -> None:
-        await self.inner.delete(path, version=version, recursive=recursive)
-
-    async def exists(self, path: str, *, watch: bool = False) -> Stat | None:
-        return await self.inner.exists(path, watch=watch)
-
-    async def children(self, path: str, *, watch: bool = False) -> tuple[str, ...]:
-        return await self.inner.children(path, watch=watch)
-
     async def multi(self, ops: Sequence[StoreOp]) -> tuple[OpResult, ...]:
         if self._gate is not None:
             await self._gate.wait()
@@ -90,8 +50,12 @@ class HookedSession(StoreSession):
             hook(self, ops)
         return results
 
-    async def close(self) -> None:
-        await self.inner.close()
+    async def multi_each(
+        self, batches: Sequence[Sequence[StoreOp]]
+    ) -> list[tuple[OpResult, ...] | StoreError]:
+        # One multi at a time through ``multi`` (see the module doc), not the inner
+        # store's pipelined version.
+        return await StoreSession.multi_each(self, batches)
 
 
 class HookedStore(MetadataStore):

@@ -59,3 +59,24 @@ def test_a_clock_rate_must_be_positive() -> None:
     """A zero or negative rate is refused."""
     with pytest.raises(ValueError, match="positive"):
         VirtualClock(rate=0)
+
+
+def test_adjusting_a_node_s_own_clock_reaches_every_holder_and_no_other_node() -> None:
+    """Two nodes own copies of the run's clock; skewing one in place is seen by whatever
+    took that node's clock earlier (a store connection, a channel), not by the other."""
+
+    async def body() -> tuple[float, float, float, float]:
+        run_clock = VirtualClock()
+        mine, other = run_clock.own(), run_clock.own()
+        held = mine  # what a component took at start-up
+        await anyio.sleep(1.0)
+        mine.adjust(skew=30.0, rate=4.0)
+        started = anyio.current_time()
+        await held.sleep(8.0)  # 8 s of its time pass in 2 s of the run's
+        return held.now(), other.now(), run_clock.now(), anyio.current_time() - started
+
+    held_now, other_now, run_now, took = run_virtual(body)
+    assert (other_now, run_now, took) == (3.0, 3.0, 2.0)
+    assert held_now == 3.0 * 4.0 + 30.0
+    with pytest.raises(ValueError, match="positive"):
+        VirtualClock().own().adjust(skew=0.0, rate=-1.0)

@@ -1,0 +1,433 @@
+"""The invariants over a trace (spec Appendix A, issue 5), checked as the trace is written.
+
+Each rule is a ``TraceRule``: fed the events of a run one at a time, in sequence order, it
+answers at once the violations the event shows, so a chaos run sees a violation at the
+moment it happens (``TraceMonitor``), and the same rule checks a whole recorded trace
+afterwards (the functions of the same names, ``check_trace``) or a slice of one (the
+Spark jobs run them per run or per partition). Nothing here does I/O.
+
+The rules read Kafka's own events (controller elections, state transitions, store
+operations, controller events) and the events a chaos run adds (docs/chaos.md):
+``control_request`` / ``control_response`` (the payload fields of every LeaderAndIsr,
+UpdateMetadata and StopReplica and their answers, seen on the network), ``admin_result``,
+and ``fault_injected`` / ``fault_healed``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final
+
+from actors.controller.invariants import (
+    ElectionTracker,
+    LeaderEpochTracker,
+    leadership_violations,
+)
+from actors.controller.states import (
+    PARTITION_VALID_PREVIOUS,
+    REPLICA_VALID_PREVIOUS,
+    PartitionState,
+    ReplicaState,
+)
+from actors.invariants.base import CHAOS_NODE, TraceRule, Violation, violation_at
+from protocol.control import LEADER_DURING_DELETE
+from protocol.trace import TraceEvent
+
+__all__ = [
+    "DEFAULT_DELETION_BOUND",
+    "TRACE_RULES",
+    "ControllerEpochsIncrease",
+    "DeletionsComplete",
+    "LeaderEpochsIncrease",
+    "LeaderInIsr",
+    "LegalTransitions",
+    "NoStaleEpochAccepted",
+    "OneControllerPerEpoch",
+    "TraceMonitor",
+    "check_trace",
+    "controller_epochs_increase",
+    "deletions_complete",
+    "leader_epochs_increase",
+    "leader_in_isr",
+    "legal_transitions",
+    "no_stale_epoch_accepted",
+    "one_controller_per_epoch",
+    "refused_transitions",
+]
+
+DEFAULT_DELETION_BOUND: Final = 60.0
+"""Seconds of fault-free time a marked topic has to be deleted in (a scenario's default)."""
+
+
+def _is_chaos(event: TraceEvent, type_: str) -> bool:
+    return event.node == CHAOS_NODE and event.type == type_
+
+
+def _node_of(ref: object) -> str:
+    """``broker-1`` of an actor reference ``broker-1/controller``."""
+    return str(ref).partition("/")[0]
+
+
+# ----------------------------------------------------------------------------- controller
+
+
+class ControllerEpochsIncrease(TraceRule):
+    """Controller epochs only increase, and each is won once: over the
+    ``controller_elected`` events (``ElectionTracker``)."""
+
+    name = "controller_epochs_increase"
+
+    def __init__(self) -> None:
+        self._elections = ElectionTracker()
+
+    def observe(self, event: TraceEvent) -> list[Violation]:
+        if event.kind != "event" or event.type != "controller_elected":
+            return []
+        problem = self._elections.observe(event.node, int(event.fields["epoch"]))
+        return [] if problem is None else [violation_at(self.name, problem, event)]
+
+
+class OneControllerPerEpoch(TraceRule):
+    """At most one active controller per epoch: every control request carrying a given
+    controller epoch comes from one node."""
+
+    name = "one_controller_per_epoch"
+
+    def __init__(self) -> None:
+        self._senders: dict[int, str] = {}
+
+    def observe(self, event: TraceEvent) -> list[Violation]:
+        if not _is_chaos(event, "control_request"):
+            return []
+        epoch = int(event.fields["controller_epoch"])
+        node = _node_of(event.fields["src"])
+        first = self._senders.setdefault(epoch, node)
+        if first == node:
+            return []
+        return [
+            violation_at(
+                self.name, f"controller epoch {epoch} used by {first} and by {node}", event
+            )
+        ]
+
+
+class NoStaleEpochAccepted(TraceRule):
+    """No broker accepts a control request whose controller epoch is below one it has
+    already accepted (within one run of the broker: a restarted broker starts afresh).
+    Requests and answers are paired by the asking node and correlation id."""
+
+    name = "no_stale_epoch_accepted"
+
+    def __init__(self) -> None:
+        self._pending: dict[tuple[str, int], TraceEvent] = {}
+        self._highest: dict[str, int] = {}
+
+    def observe(self, event: TraceEvent) -> list[Violation]:
+        if event.type == "node_started" and event.kind == "event":
+            # A new run of the node: it starts afresh, and so do its correlation ids.
+            self._highest.pop(event.node, None)
+            for key in [k for k in self._pending if k[0] == event.node]:
+                del self._pending[key]
+            return []
+        if event.node != CHAOS_NODE:
+            return []
+        if event.type == "control_request":
+            self._pending[(_node_of(event.fields["src"]), event.corr or 0)] = event
+            return []
+        if event.type != "control_response":
+            return []
+        request = self._pending.pop((_node_of(event.fields["dst"]), event.corr or 0), None)
+        if request is None or event.fields["error"] != "NONE":
+            return []
+        broker = _node_of(event.fields["src"])
+        epoch = int(request.fields["controller_epoch"])
+        seen = self._highest.get(broker, -1)
+        self._highest[broker] = max(seen, epoch)
+        if epoch >= seen:
+            return []
+        return [
+            violation_at(
+                self.name,
+                f"{broker} accepted {request.fields['request']} with controller "
+                f"epoch {epoch} after accepting epoch {seen}",
+                event,
+            )
+        ]
+
+
+# ----------------------------------------------------------------------------- partitions
+
+
+class LeaderInIsr(TraceRule):
+    """leader ∈ ISR ⊆ replicas (or no leader), ISR non-empty and without duplicates, for
+    every partition state a controller sends in LeaderAndIsr or UpdateMetadata (those
+    carrying the deletion marker leader -2 excepted): ``leadership_violations``.
+
+    One exception, Kafka's own: when a reassignment completes, the controller sends the
+    target replicas with the ISR unchanged (KafkaController.onPartitionReassignment, step
+    B3) and only then shrinks the ISR (B4), so an ISR member may be a replica the
+    partition had in a state sent at this or an earlier leader epoch. (The history is
+    kept across a re-creation: states of the old topic may still be on their way.)"""
+
+    name = "leader_in_isr"
+
+    def __init__(self) -> None:
+        self._had: dict[tuple[str, int], dict[int, set[int]]] = {}  # epoch -> replicas
+
+    def observe(self, event: TraceEvent) -> list[Violation]:
+        if not _is_chaos(event, "control_request"):
+            return []
+        out: list[Violation] = []
+        for entry in event.fields.get("states", ()):
+            topic, partition, leader, epoch, isr, replicas = entry
+            if leader == LEADER_DURING_DELETE:
+                continue
+            had = self._had.setdefault((topic, partition), {})
+            had.setdefault(epoch, set()).update(replicas)
+            removing = sorted(
+                {r for e, rs in had.items() if e <= epoch for r in rs} - set(replicas)
+            )
+            name = f"{topic}-{partition} in {event.fields['request']} to {event.fields['dst']}"
+            out.extend(
+                violation_at(self.name, p, event)
+                for p in leadership_violations(name, [*replicas, *removing], leader, isr)
+            )
+        return out
+
+
+class LeaderEpochsIncrease(TraceRule):
+    """A partition's leader epoch never goes down, except across a re-creation (it went
+    NonExistent): over the partition transitions (``LeaderEpochTracker``)."""
+
+    name = "leader_epochs_increase"
+
+    def __init__(self) -> None:
+        self._epochs = LeaderEpochTracker()
+
+    def observe(self, event: TraceEvent) -> list[Violation]:
+        if event.kind != "transition" or event.type != "partition":
+            return []
+        problem = self._epochs.observe(event.fields)
+        return [] if problem is None else [violation_at(self.name, problem, event)]
+
+
+_PARTITION_STATES: Final = {s.label: s for s in PartitionState}
+_REPLICA_STATES: Final = {s.label: s for s in ReplicaState}
+
+
+class LegalTransitions(TraceRule):
+    """Every transition a state machine made is in its table (spec §3.2, §3.3): the
+    state it left is a valid previous state of the one it entered."""
+
+    name = "legal_transitions"
+
+    def observe(self, event: TraceEvent) -> list[Violation]:
+        if event.kind != "transition" or event.type not in ("partition", "replica"):
+            return []
+        f = event.fields
+        what = f"{f['topic']}-{f['partition']}"
+        table: Mapping[Any, frozenset[Any]]
+        states: Mapping[str, Any]
+        if event.type == "partition":
+            table, states = PARTITION_VALID_PREVIOUS, _PARTITION_STATES
+        else:
+            what += f" replica {f['replica']}"
+            table, states = REPLICA_VALID_PREVIOUS, _REPLICA_STATES
+        source: Any = states.get(f["from_state"])
+        target: Any = states.get(f["to_state"])
+        if source is None or target is None:
+            message = f"{what}: unknown state {f['from_state']} -> {f['to_state']}"
+        elif source not in table[target]:
+            message = f"{what}: illegal {f['from_state']} -> {f['to_state']}"
+        else:
+            return []
+        return [violation_at(self.name, message, event)]
+
+
+def refused_transitions(events: Iterable[TraceEvent]) -> list[Violation]:
+    """Not a violation: the invalid transitions a state machine was asked for and
+    refused (Kafka logs them as errors and changes nothing). Reported as notices."""
+    return [
+        violation_at(
+            "refused_transition",
+            f"{e.node}: {e.fields.get('topic')}-{e.fields.get('partition')} "
+            f"{e.fields.get('from_state')} -> {e.fields.get('to_state')} refused",
+            e,
+        )
+        for e in events
+        if e.kind == "error" and e.type == "invalid_transition"
+    ]
+
+
+# ----------------------------------------------------------------------------- deletion
+
+DELETE_MARKER: Final = re.compile(r"^/admin/delete_topics/([^/]+)$")
+"""A deletion marker's path; group 1 is the topic."""
+
+
+class DeletionsComplete(TraceRule):
+    """Every topic marked for deletion (``/admin/delete_topics/<t>`` created) is deleted
+    (the controller's ``topic_deletion_completed``, or its ``topic_deletion_ignored`` /
+    ``topic_deletion_disabled`` for a topic it will not delete) within ``bound`` seconds
+    of fault-free time after the marking. Fault-free time is the time with no active
+    fault of the chaos run (instantaneous faults do not count).
+
+    A deletion still pending when an event shows its bound passed is reported at once
+    (at the marking event); ``finish`` reports the ones whose bound passed before the
+    trace's end. A deletion not yet due at the end is left to the end-state rules."""
+
+    name = "deletions_complete"
+
+    def __init__(self, bound: float = DEFAULT_DELETION_BOUND) -> None:
+        self.bound = bound
+        self._faults: set[str] = set()
+        self._now = 0.0
+        # topic -> (its marking, fault-free seconds since)
+        self._marks: dict[str, tuple[TraceEvent, float]] = {}
+
+    def _advance(self, ts: float) -> list[Violation]:
+        """Let time run to ``ts``; the deletions that became overdue on the way."""
+        elapsed = ts - self._now if not self._faults and ts > self._now else 0.0
+        out: list[Violation] = []
+        for topic, (mark, free) in sorted(self._marks.items()):
+            if free + elapsed > self.bound:
+                due = self._now + (self.bound - free)
+                del self._marks[topic]
+                out.append(
+                    violation_at(
+                        self.name,
+                        f"topic {topic} marked at t={mark.ts:.3f}s is not deleted "
+                        f"{self.bound:g}s of fault-free time later (due t={due:.3f}s)",
+                        mark,
+                    )
+                )
+            else:
+                self._marks[topic] = (mark, free + elapsed)
+        self._now = max(self._now, ts)
+        return out
+
+    def observe(self, event: TraceEvent) -> list[Violation]:
+        out = self._advance(event.ts)
+        if event.node == CHAOS_NODE and event.kind == "fault":
+            fault_id = str(event.fields["id"])
+            if event.type == "fault_injected" and not event.fields.get("instant", False):
+                self._faults.add(fault_id)
+            elif event.type == "fault_healed":
+                self._faults.discard(fault_id)
+        elif event.kind == "store" and event.type == "create" and event.fields["result"] == "ok":
+            match = DELETE_MARKER.match(str(event.fields["path"]))
+            if match and match.group(1) not in self._marks:
+                self._marks[match.group(1)] = (event, 0.0)
+        elif event.kind == "event" and event.type == "topic_deletion_completed":
+            self._marks.pop(str(event.fields["topic"]), None)
+        elif event.kind == "event" and event.type in (
+            "topic_deletion_ignored",
+            "topic_deletion_disabled",
+        ):
+            for topic in event.fields.get("topics", ()):
+                self._marks.pop(str(topic), None)
+        return out
+
+    def finish(self, end: float) -> list[Violation]:
+        return self._advance(end)
+
+
+# ----------------------------------------------------------------------------- all of them
+
+TRACE_RULES: Final[Mapping[str, Callable[[], TraceRule]]] = {
+    "controller_epochs_increase": ControllerEpochsIncrease,
+    "one_controller_per_epoch": OneControllerPerEpoch,
+    "no_stale_epoch_accepted": NoStaleEpochAccepted,
+    "leader_in_isr": LeaderInIsr,
+    "leader_epochs_increase": LeaderEpochsIncrease,
+    "legal_transitions": LegalTransitions,
+    "deletions_complete": DeletionsComplete,
+}
+"""Every trace rule by name (``deletions_complete`` with the default bound)."""
+
+
+class TraceMonitor:
+    """Every trace rule at once, fed event by event: what a chaos run checks live.
+    ``violations`` keeps everything found so far, in the order found."""
+
+    def __init__(self, *, deletion_bound: float = DEFAULT_DELETION_BOUND) -> None:
+        self.rules: list[TraceRule] = [
+            DeletionsComplete(deletion_bound) if name == "deletions_complete" else make()
+            for name, make in TRACE_RULES.items()
+        ]
+        self.violations: list[Violation] = []
+
+    def observe(self, event: TraceEvent) -> list[Violation]:
+        """The violations ``event`` shows (also added to ``violations``)."""
+        found = [v for rule in self.rules for v in rule.observe(event)]
+        self.violations += found
+        return found
+
+    def finish(self, end: float) -> list[Violation]:
+        """The violations only the trace's end shows (also added to ``violations``)."""
+        found = [v for rule in self.rules for v in rule.finish(end)]
+        self.violations += found
+        return found
+
+
+def _check(
+    rule: TraceRule, events: Iterable[TraceEvent], end: float | None = None
+) -> list[Violation]:
+    out = [v for event in events for v in rule.observe(event)]
+    if end is not None:
+        out += rule.finish(end)
+    return out
+
+
+def check_trace(
+    events: Iterable[TraceEvent],
+    *,
+    deletion_bound: float = DEFAULT_DELETION_BOUND,
+    end: float,
+) -> list[Violation]:
+    """Every trace rule over a whole trace that ended at ``end``, grouped by rule in
+    ``TRACE_RULES`` order."""
+    monitor = TraceMonitor(deletion_bound=deletion_bound)
+    for event in events:
+        monitor.observe(event)
+    monitor.finish(end)
+    order = {name: i for i, name in enumerate(TRACE_RULES)}
+    return sorted(monitor.violations, key=lambda v: order[v.rule])
+
+
+def controller_epochs_increase(events: Iterable[TraceEvent]) -> list[Violation]:
+    """``ControllerEpochsIncrease`` over ``events``."""
+    return _check(ControllerEpochsIncrease(), events)
+
+
+def one_controller_per_epoch(events: Iterable[TraceEvent]) -> list[Violation]:
+    """``OneControllerPerEpoch`` over ``events``."""
+    return _check(OneControllerPerEpoch(), events)
+
+
+def no_stale_epoch_accepted(events: Iterable[TraceEvent]) -> list[Violation]:
+    """``NoStaleEpochAccepted`` over ``events``."""
+    return _check(NoStaleEpochAccepted(), events)
+
+
+def leader_in_isr(events: Iterable[TraceEvent]) -> list[Violation]:
+    """``LeaderInIsr`` over ``events``."""
+    return _check(LeaderInIsr(), events)
+
+
+def leader_epochs_increase(events: Iterable[TraceEvent]) -> list[Violation]:
+    """``LeaderEpochsIncrease`` over ``events``."""
+    return _check(LeaderEpochsIncrease(), events)
+
+
+def legal_transitions(events: Iterable[TraceEvent]) -> list[Violation]:
+    """``LegalTransitions`` over ``events``."""
+    return _check(LegalTransitions(), events)
+
+
+def deletions_complete(
+    events: Sequence[TraceEvent], *, bound: float = DEFAULT_DELETION_BOUND, end: float
+) -> list[Violation]:
+    """``DeletionsComplete`` over a trace that ended at ``end``."""
+    return _check(DeletionsComplete(bound), events, end)

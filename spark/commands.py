@@ -1,0 +1,110 @@
+"""The command-line bodies of ``kemu trace analyze`` and ``kemu trace diff`` (wired in
+``cluster.trace``): start a quiet session, run the job, write JSON and HTML, print a
+summary, and answer the exit status."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import ExitStack
+from pathlib import Path
+
+from spark.analyze import analyze
+from spark.diff import diff, load_thresholds, pair_inputs
+from spark.progress import Progress
+from spark.report import render_analysis_html, render_diff_html, write_json
+from spark.schema import read_header, resolve_inputs
+from spark.session import spark_session
+
+__all__ = ["analyze_command", "diff_command"]
+
+_SHOWN = 10
+"""Violations printed per run (the JSON and HTML outputs have them all)."""
+
+
+def analyze_command(
+    traces: Sequence[str],
+    *,
+    master: str | None,
+    out: Path,
+    deletion_bound: float,
+    quiet: bool = False,
+) -> int:
+    """Exit status 1 when any run breaks an invariant, else 0."""
+    progress = Progress("kemu trace analyze", quiet=quiet)
+    inputs = resolve_inputs(traces)
+    for item in inputs:  # bad input fails before Spark starts
+        read_header(item)
+    with ExitStack() as stack:
+        with progress.stage("starting Spark"):
+            spark = stack.enter_context(spark_session(master, app="kemu trace analyze"))
+        document = analyze(spark, inputs, deletion_bound=deletion_bound, progress=progress)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "analysis.json", document)
+    (out / "report.html").write_text(render_analysis_html(document))
+    failed = 0
+    for run, result in document["runs"].items():
+        violations = result["violations"]
+        failed += bool(violations)
+        print(
+            f"{run}: {result['events']} events, {len(result['lifecycles'])} topic lifecycle(s), "
+            f"{len(violations)} violation(s)"
+        )
+        for v in violations[:_SHOWN]:
+            where = f" (event {v['seq']}, t={v['ts']:.3f}s)" if v["seq"] is not None else ""
+            print(f"  {v['rule']}: {v['message']}{where}")
+        if len(violations) > _SHOWN:
+            print(f"  ... and {len(violations) - _SHOWN} more (analysis.json has them all)")
+    print(f"wrote {out / 'analysis.json'} and {out / 'report.html'}")
+    return 1 if failed else 0
+
+
+def diff_command(
+    baseline: str,
+    candidate: str,
+    *,
+    thresholds: Path | None,
+    master: str | None,
+    out: Path,
+    deletion_bound: float,
+    quiet: bool = False,
+) -> int:
+    """Exit status 1 when a threshold is crossed, else 0."""
+    limits = load_thresholds(thresholds)
+    sides = resolve_inputs([baseline]), resolve_inputs([candidate])
+    pair_inputs(*sides)  # bad input fails before Spark starts
+    for item in [*sides[0], *sides[1]]:
+        read_header(item)
+    progress = Progress("kemu trace diff", quiet=quiet)
+    with ExitStack() as stack:
+        with progress.stage("starting Spark"):
+            spark = stack.enter_context(spark_session(master, app="kemu trace diff"))
+        document = diff(
+            spark,
+            [baseline],
+            [candidate],
+            thresholds=limits,
+            deletion_bound=deletion_bound,
+            progress=progress,
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "diff.json", document)
+    (out / "diff.html").write_text(render_diff_html(document))
+    for pair in document["pairs"]:
+        status = f"{len(pair['crossed'])} threshold(s) crossed" if pair["crossed"] else "ok"
+        print(f"{pair['run']}: {status}")
+        for c in pair["crossed"]:
+            print(f"  {c['metric']}: {c['baseline']} -> {c['candidate']} (limit {c['limit']})")
+        for name in pair["new_errors"]:
+            print(f"  new error: {name}")
+        for name in pair["vanished_errors"]:
+            print(f"  vanished error: {name}")
+        for d in pair["divergences"]:
+            print(
+                f"  {d['topic']}: diverges at its event {d['index']}: "
+                f"baseline seq {d['baseline_seq']} {d['baseline']!r}, "
+                f"candidate seq {d['candidate_seq']} {d['candidate']!r}"
+            )
+    for name in document["unmatched"]:
+        print(f"unmatched: {name}")
+    print(f"wrote {out / 'diff.json'} and {out / 'diff.html'}")
+    return 1 if document["crossed"] else 0

@@ -1,0 +1,266 @@
+"""``kemu trace replay``: replay recorded runs through the current controller code, on Spark.
+
+Each input run (a JSONL or Parquet trace, a chaos run directory, or every run of a chaos
+campaign directory: ``spark.schema.resolve_inputs``) is one Spark task. The task reads its
+trace and replays every recorded controller incarnation with
+``actors.controller.replay`` (pure Python: the controller's parts fed the recorded
+events, answered from the recorded store results, their outputs compared with the
+recorded ones). The driver collects one ``RunReplay`` per run and writes the report:
+``replay.json`` under ``--out`` and one line per run on the terminal. The exit status is
+non-zero when any run diverges or cannot be replayed.
+
+The tasks need the ``actors`` package importable on the executors (an installed kemu, or
+``--py-files`` with spark-submit).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from actors.controller.replay import (
+    Divergence,
+    RunReplay,
+    leaf_difference,
+    replay_events,
+    replay_trace,
+)
+from protocol.trace import TraceEvent
+from spark.progress import Progress
+from spark.schema import TraceInput, read_header, resolve_inputs
+from spark.session import SparkError, spark_session
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = [
+    "ReplayReport",
+    "RunOutcome",
+    "replay_command",
+    "replay_runs",
+    "summary_line",
+]
+
+Patch = Callable[[], AbstractContextManager[object]]
+"""Run around each task's replay (a context manager factory, pickled to the executors):
+how a test replays with a deliberately changed controller."""
+
+
+class RunOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """One run's replay, labelled as the input names it (``<scenario>/seed-<N>``)."""
+
+    label: str
+    replay: RunReplay
+
+    @property
+    def status(self) -> str:
+        if self.replay.error is not None:
+            return "error"
+        return "match" if self.replay.match else "diverged"
+
+
+class ReplayReport(msgspec.Struct, frozen=True, kw_only=True):
+    runs: tuple[RunOutcome, ...]
+    matched: int
+    diverged: int
+    errors: int
+
+    @property
+    def ok(self) -> bool:
+        return self.diverged == 0 and self.errors == 0
+
+
+# ------------------------------------------------------------------ the task (executors)
+
+
+def _quiet_logs() -> None:
+    """The controller logs through structlog: silence it in the executor's process."""
+    import structlog
+
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
+
+
+def _parquet_events(path: Path) -> Iterator[TraceEvent]:
+    import pyarrow.parquet as pq
+
+    table = pq.ParquetFile(path)
+    for batch in table.iter_batches():
+        for row in batch.to_pylist():
+            fields = row.get("fields")
+            yield TraceEvent(
+                seq=row["seq"],
+                ts=row["ts"],
+                node=row["node"],
+                actor=row["actor"] or "",
+                kind=row["kind"],
+                type=row["type"],
+                corr=row["corr"],
+                fields=json.loads(fields) if fields else {},
+            )
+
+
+def _replay_input(item: TraceInput) -> RunReplay:
+    if item.format != "parquet":
+        return replay_trace(item.path)
+    header = read_header(item)
+    try:
+        results = replay_events(_parquet_events(item.path))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return RunReplay(
+            trace=str(item.path),
+            run=header.run,
+            seed=header.seed,
+            incarnations=(),
+            match=False,
+            error=str(exc),
+        )
+    return RunReplay(
+        trace=str(item.path),
+        run=header.run,
+        seed=header.seed,
+        incarnations=tuple(results),
+        match=bool(results) and all(r.match for r in results),
+        error=None if results else "no controller recording in this trace",
+    )
+
+
+def _replay_safely(item: TraceInput, patch: Patch | None) -> RunOutcome:
+    """Never raises: one run that cannot be replayed must not fail the others' job."""
+    try:
+        with patch() if patch is not None else contextlib.nullcontext():
+            replay = _replay_input(item)
+    except Exception as exc:  # the task's own boundary: reported as this run's error
+        replay = RunReplay(
+            trace=str(item.path),
+            run=item.run,
+            seed=item.seed,
+            incarnations=(),
+            match=False,
+            error=f"replay failed: {type(exc).__name__}: {exc}",
+        )
+    return RunOutcome(label=item.run, replay=replay)
+
+
+def _task(patch: Patch | None) -> Callable[[Iterable[TraceInput]], Iterator[bytes]]:
+    def replay_partition(items: Iterable[TraceInput]) -> Iterator[bytes]:
+        _quiet_logs()
+        for item in items:
+            yield msgspec.json.encode(_replay_safely(item, patch))
+
+    return replay_partition
+
+
+def _failure_line(exc: Exception) -> str:
+    """The Python error at the bottom of a Py4J/worker message, else its first line."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    errors = [line for line in lines if _PY_ERROR.match(line)]
+    if errors:
+        return errors[-1]
+    return lines[0] if lines else type(exc).__name__
+
+
+_PY_ERROR = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception): ")
+
+
+# ------------------------------------------------------------------ the job (driver)
+
+
+def replay_runs(
+    spark: SparkSession, inputs: Sequence[TraceInput], *, patch: Patch | None = None
+) -> ReplayReport:
+    """Replay every input, one Spark task each; the report lists them in input order."""
+    if not inputs:
+        return ReplayReport(runs=(), matched=0, diverged=0, errors=0)
+    rdd = spark.sparkContext.parallelize(list(inputs), numSlices=len(inputs))
+    try:
+        collected = rdd.mapPartitions(_task(patch)).collect()
+    except Exception as exc:  # Py4J / task failures end here, translated once
+        raise SparkError(f"the replay job failed: {_failure_line(exc)}") from None
+    outcomes = [msgspec.json.decode(raw, type=RunOutcome) for raw in collected]
+    order = {item.run: i for i, item in enumerate(inputs)}
+    outcomes.sort(key=lambda o: order.get(o.label, len(order)))
+    statuses = [o.status for o in outcomes]
+    return ReplayReport(
+        runs=tuple(outcomes),
+        matched=statuses.count("match"),
+        diverged=statuses.count("diverged"),
+        errors=statuses.count("error"),
+    )
+
+
+def _short(value: Any, limit: int = 160) -> str:
+    text = json.dumps(value, separators=(",", ":"))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _where(d: Divergence) -> str:
+    at = f"output {d.output}" + (f" (seq {d.output_seq})" if d.output_seq is not None else "")
+    return f"event #{d.step} {d.event} (seq {d.event_seq}), {at}"
+
+
+def summary_line(outcome: RunOutcome) -> str:
+    """One line for the terminal: status, run, and for a divergence where it starts."""
+    replay = outcome.replay
+    if replay.error is not None:
+        return f"ERROR     {outcome.label}: {replay.error}"
+    events = sum(i.events for i in replay.incarnations)
+    outputs = sum(i.outputs for i in replay.incarnations)
+    count = f"{len(replay.incarnations)} controllers, {events} events, {outputs} outputs"
+    first = replay.first_divergence
+    if first is None:
+        return f"MATCH     {outcome.label}: {count}"
+    inc, d = first
+    path, expected, got = leaf_difference(d.expected, d.got)
+    if path and isinstance(d.expected, dict):
+        kind = next(iter(d.expected.values()), "")
+        what = f"{next(iter(d.expected), '')} {kind} {d.expected.get('path') or ''}".strip()
+        return (
+            f"DIVERGED  {outcome.label}: {inc.node} {_where(d)}: {what}: at {path} "
+            f"expected {_short(expected)}, got {_short(got)}"
+        )
+    return (
+        f"DIVERGED  {outcome.label}: {inc.node} {_where(d)}: "
+        f"expected {_short(expected)}, got {_short(got)}"
+    )
+
+
+def replay_command(
+    paths: Sequence[str],
+    *,
+    master: str | None = None,
+    out: Path | None = None,
+    echo: Callable[[str], None] = print,
+    patch: Patch | None = None,
+    progress: Progress | None = None,
+) -> int:
+    """``kemu trace replay``: 0 when every run matches, 1 otherwise. Bad inputs raise a
+    ``KemuError`` (one line) before Spark starts."""
+    progress = progress or Progress("replay", quiet=True)
+    inputs = resolve_inputs(paths)
+    for item in inputs:
+        read_header(item)  # a wrong schema version fails here, with its one-line reason
+    with contextlib.ExitStack() as stack:
+        with progress.stage("starting Spark"):
+            spark = stack.enter_context(spark_session(master, app="kemu-trace-replay"))
+        with progress.stage(f"replaying {len(inputs)} runs, one task each"):
+            report = replay_runs(spark, inputs, patch=patch)
+    for outcome in report.runs:
+        echo(summary_line(outcome))
+    echo(
+        f"{len(report.runs)} runs: {report.matched} match, {report.diverged} diverged, "
+        f"{report.errors} could not be replayed"
+    )
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        target = out / "replay.json"
+        target.write_bytes(msgspec.json.format(msgspec.json.encode(report), indent=2) + b"\n")
+        echo(f"report: {target}")
+    return 0 if report.ok else 1

@@ -1,0 +1,120 @@
+"""Chaos in real mode: one OS process per broker on a real ZooKeeper (SIGKILL, real
+session expiry, traces merged from every process), and the faults that cannot cross
+processes refused up front."""
+
+from __future__ import annotations
+
+import io
+import json
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from cluster.chaos import RunOptions, ScenarioError, load_scenario, parse_scenario, run_scenario
+from cluster.chaos.cli import chaos_main
+from cluster.cli import build_parser
+from cluster.trace import read_trace
+from cluster.zookeeper_server import ZooKeeperServer
+
+REAL = Path(__file__).resolve().parents[2] / "scenarios" / "real"
+
+
+def run_real(name: str, server: ZooKeeperServer, out: Path) -> tuple[str, Counter[str], list[str]]:
+    """Run ``scenarios/real/<name>.yaml`` with seed 1: its status, the trace's events per
+    node, and its problems."""
+    scenario = load_scenario(REAL / f"{name}.yaml")
+    run_dir = out / scenario.name / "seed-1"
+    result = run_scenario(
+        scenario,
+        RunOptions(
+            run_dir=run_dir,
+            seed=1,
+            deterministic=False,
+            zookeeper=f"{server.hosts}/kemu-{uuid.uuid4().hex}",
+        ),
+    )
+    _, events = read_trace(run_dir / "trace.jsonl")
+    nodes: Counter[str] = Counter()
+    seqs: list[int] = []
+    sessions_expired: list[str] = []
+    for event in events:
+        nodes[event.node] += 1
+        seqs.append(event.seq)
+        if event.type == "session_expired":
+            sessions_expired.append(str(event.fields.get("cause")))
+    assert seqs == list(range(1, len(seqs) + 1))  # merged into one gap-free sequence
+    nodes["session_expired:" + ",".join(sessions_expired)] += 1
+    return result.status, nodes, [p.line() for p in result.problems]
+
+
+@pytest.mark.zookeeper
+def test_a_real_session_expiry_of_the_controller_on_processes(
+    zookeeper_server: ZooKeeperServer, tmp_path: Path
+) -> None:
+    """The controller's process loses its session for real: ZooKeeper deletes its
+    ephemerals before the broker hears of it, so it registers again at once; a new
+    controller is elected and creation goes on. Every broker process traced events."""
+    status, nodes, problems = run_real("controller-session-expiry", zookeeper_server, tmp_path)
+    assert (status, problems) == ("passed", [])
+    assert all(nodes[f"broker-{b}"] > 0 for b in range(3))
+    assert any(key.startswith("session_expired:") and "forced" in key for key in nodes)
+
+
+@pytest.mark.zookeeper
+def test_a_sigkilled_follower_on_processes_comes_back(
+    zookeeper_server: ZooKeeperServer, tmp_path: Path
+) -> None:
+    """SIGKILL of a broker process that is not the controller: its session expires on
+    the server, creations go on without it, and after its restart everything converges."""
+    status, nodes, problems = run_real(
+        "follower-sigkill-during-creation", zookeeper_server, tmp_path
+    )
+    assert (status, problems) == ("passed", [])
+    assert all(nodes[f"broker-{b}"] > 0 for b in range(3))
+
+
+def test_faults_that_cannot_cross_processes_are_refused_with_their_line() -> None:
+    """Network, disk and clock faults live inside one process: a processes scenario
+    naming them is bad input, at the step's line."""
+    text = """\
+name: x
+description: a partition across processes
+cluster: {brokers: 3, mode: processes}
+steps:
+  - partition: [[0], [1, 2]]
+"""
+    with pytest.raises(ScenarioError, match=r"x\.yaml:5: .*partition.*processes"):
+        parse_scenario(text, source="x.yaml")
+    # The same file in-process is fine, and --processes applies the same refusal.
+    in_process = text.replace(", mode: processes", "")
+    assert parse_scenario(in_process, source="x.yaml").cluster.mode == "in-process"
+    with pytest.raises(ScenarioError, match="processes"):
+        parse_scenario(in_process, source="x.yaml", cluster={"mode": "processes"})
+
+
+def test_real_mode_cannot_be_deterministic(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--deterministic with --processes or --zookeeper is one error line, exit 2."""
+    scenario = REAL / "controller-session-expiry.yaml"
+    for flag in (["--processes"], ["--zookeeper", "127.0.0.1:1"]):
+        args = build_parser().parse_args(
+            ["chaos", "run", str(scenario), "--deterministic", "--out", str(tmp_path), *flag]
+        )
+        assert chaos_main(args, out=io.StringIO()) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1
+        assert lines[0].startswith("Error:")
+    assert not any(tmp_path.iterdir())
+
+
+def test_every_real_scenario_is_valid_and_real() -> None:
+    """The real-mode library runs on processes and ZooKeeper."""
+    paths = sorted(REAL.glob("*.yaml"))
+    assert len(paths) >= 3
+    for path in paths:
+        scenario = load_scenario(path)
+        assert (scenario.cluster.mode, scenario.cluster.store) == ("processes", "zookeeper")
+        assert json.dumps(scenario.name).startswith('"real-')

@@ -1,0 +1,159 @@
+"""The Spark replay job: every run of a small chaos campaign (three scenarios, two seeds)
+replays to a match on the current controller, and a deliberately changed controller
+(shipped to the executors) diverges on the runs that exercise the change, with the first
+divergent event named in the report and a non-zero exit."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from pyspark import cloudpickle
+from pyspark.sql import SparkSession
+
+from actors.controller.states import ReplicaState
+from actors.controller.topic_deletion import REASON_OFFLINE_REPLICAS, TopicDeletionManager
+from cluster.trace import export_parquet
+from protocol.ids import TopicName
+from spark.replay import replay_command, replay_runs
+from spark.schema import resolve_inputs
+from tests.spark.conftest import run_campaign
+
+RUNS = tuple(
+    (scenario, seed)
+    for scenario in (
+        "create-delete-all-up",
+        "delete-with-broker-down",
+        "session-expiry-controller-during-creation",
+    )
+    for seed in (1, 2)
+)
+DELETING = {"create-delete-all-up", "delete-with-broker-down"}
+"""The scenarios that delete a topic (the session-expiry one only creates)."""
+
+# The patch below runs in Spark's Python workers: ship this module's code by value.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
+
+
+@pytest.fixture(scope="module")
+def replay_campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return run_campaign(tmp_path_factory.mktemp("replay-campaign"), RUNS)
+
+
+async def _without_delete_phase(self: TopicDeletionManager, topics: Sequence[TopicName]) -> None:
+    """Topic deletion as the current code does it, minus phase 2 (ReplicaDeletionStarted:
+    StopReplica with delete=true): replicas stop but are never deleted."""
+    ctx = self.context
+    replicas = [r for t in sorted(topics) for r in ctx.replicas_for_topic(t)]
+    dead = [r for r in replicas if not ctx.is_replica_online(r.replica, r.topic_partition)]
+    redo = [
+        r
+        for r in replicas
+        if r not in dead and ctx.replica_state(r) is not ReplicaState.DELETION_SUCCESSFUL
+    ]
+    rsm = self.replica_state_machine
+    await rsm.handle_state_changes(dead, ReplicaState.DELETION_INELIGIBLE)
+    await rsm.handle_state_changes(redo, ReplicaState.OFFLINE)
+    if dead:
+        self.mark_topic_ineligible_for_deletion(
+            {TopicName(r.topic) for r in dead}, REASON_OFFLINE_REPLICAS
+        )
+
+
+@contextmanager
+def no_delete_phase() -> Iterator[None]:
+    original = TopicDeletionManager.on_partition_deletion
+    TopicDeletionManager.on_partition_deletion = _without_delete_phase  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        TopicDeletionManager.on_partition_deletion = original  # type: ignore[method-assign]
+
+
+def test_a_campaign_replays_to_a_match_one_task_per_run(
+    spark: SparkSession, replay_campaign: Path, tmp_path: Path
+) -> None:
+    """All six runs match, and so does a run exported to Parquet; the report (JSON and one
+    line per run) says so; exit 0."""
+    parquet = tmp_path / "exported.parquet"
+    export_parquet(replay_campaign / "delete-with-broker-down" / "seed-2" / "trace.jsonl", parquet)
+    lines: list[str] = []
+    code = replay_command(
+        [str(replay_campaign), str(parquet)], out=tmp_path / "report", echo=lines.append
+    )
+    assert code == 0, lines
+    runs = len(RUNS) + 1
+    labels = sorted([f"{s}/seed-{n}" for s, n in RUNS] + [str(parquet)])
+    assert sorted(line.split()[1].rstrip(":") for line in lines[:runs]) == labels
+    assert all(line.startswith("MATCH ") for line in lines[:runs])
+    assert lines[runs] == "7 runs: 7 match, 0 diverged, 0 could not be replayed"
+    report = json.loads((tmp_path / "report" / "replay.json").read_text())
+    assert (report["matched"], report["diverged"], report["errors"]) == (7, 0, 0)
+    for run in report["runs"]:
+        assert run["replay"]["match"] is True
+        incarnations = run["replay"]["incarnations"]
+        assert len(incarnations) >= 3
+        assert sum(i["events"] for i in incarnations) > 10
+    by_label = {run["label"]: run["replay"] for run in report["runs"]}
+    assert (
+        by_label[str(parquet)]["incarnations"]
+        == (by_label["delete-with-broker-down/seed-2"]["incarnations"])
+    )
+
+
+def test_a_changed_controller_diverges_on_the_runs_it_affects(
+    spark: SparkSession, replay_campaign: Path, tmp_path: Path
+) -> None:
+    """Without the deletion's delete phase, every run that deletes a topic diverges at its
+    TopicDeletion event (the recorded ReplicaDeletionStarted transition is missing); the
+    creation-only runs still match; the command exits 1 and names the divergence."""
+    report = replay_runs(spark, resolve_inputs([replay_campaign]), patch=no_delete_phase)
+    by_label = {o.label: o for o in report.runs}
+    assert len(by_label) == len(RUNS)
+    for scenario, seed in RUNS:
+        outcome = by_label[f"{scenario}/seed-{seed}"]
+        if scenario not in DELETING:
+            assert outcome.status == "match"
+            continue
+        assert outcome.status == "diverged"
+        first = outcome.replay.first_divergence
+        assert first is not None
+        _, divergence = first
+        assert divergence.event == "TopicDeletion"
+        assert divergence.expected["to_state"] == "ReplicaDeletionStarted"
+    assert (report.matched, report.diverged, report.errors) == (2, 4, 0)
+
+    lines: list[str] = []
+    code = replay_command(
+        [str(replay_campaign / "delete-with-broker-down" / f"seed-{n}") for n in (1, 2)],
+        out=tmp_path,
+        echo=lines.append,
+        patch=no_delete_phase,
+    )
+    assert code == 1
+    diverged = [line for line in lines if line.startswith("DIVERGED")]
+    assert len(diverged) == 2
+    assert all("TopicDeletion (seq " in line for line in diverged)
+    assert "ReplicaDeletionStarted" in diverged[0]
+
+
+def test_bad_inputs_are_one_error_line_before_spark_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A missing input or a trace of another schema version: one line, exit 1, no job."""
+    from cluster.cli import main
+
+    assert main(["trace", "replay", str(tmp_path / "missing.jsonl")]) == 1
+    other = tmp_path / "other.jsonl"
+    other.write_text('{"trace_schema": 99, "run": "x", "seed": null, "clock": "real"}\n')
+    assert main(["trace", "replay", str(other)]) == 1
+    errors = capsys.readouterr().err.strip().splitlines()
+    assert len(errors) == 2
+    assert errors[0].startswith("Error: ")
+    assert "missing.jsonl" in errors[0]
+    assert errors[1].startswith("Error: ")
+    assert "99" in errors[1]

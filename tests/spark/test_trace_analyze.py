@@ -1,0 +1,156 @@
+"""`kemu trace analyze` checks the chaos invariants per run in Spark and reports topic
+lifecycles, latencies, message counts and queue times; planted faults in real traces are
+found at the event that shows them."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from actors.invariants import TRACE_RULES
+from cluster.cli import main
+from spark.analyze import LIFECYCLE_COLUMNS, RATE_BUCKETS
+from spark.checks import ROUTED_RULES
+
+Analysis = tuple[dict[str, dict[str, Any]], dict[str, Any], Path]
+
+
+def _plant(
+    source: Path, target: Path, edit: re.Pattern[str], replacement: str | None
+) -> tuple[int, str]:
+    """Copy a trace, replacing (or, with None, dropping) the first line matching ``edit``;
+    answers that line's seq and original text."""
+    lines = source.read_text().splitlines(keepends=True)
+    index = next(i for i, line in enumerate(lines) if edit.search(line))
+    original = lines[index]
+    seq = int(json.loads(original)["seq"])
+    if replacement is None:
+        del lines[index]
+    else:
+        lines[index] = edit.sub(replacement, lines[index])
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("".join(lines))
+    return seq, original
+
+
+@pytest.fixture(scope="module")
+def analysis(
+    spark: SparkSession, campaign: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Analysis:
+    """One `kemu trace analyze` over the campaign plus two planted traces: an illegal
+    partition transition and a log directory of a deleted topic never removed."""
+    del spark  # the command joins the shared session
+    work = tmp_path_factory.mktemp("planted")
+    illegal_seq, _ = _plant(
+        campaign / "create-delete-all-up" / "seed-1" / "trace.jsonl",
+        work / "illegal" / "seed-1" / "trace.jsonl",
+        re.compile(r'"from_state":"NonExistentPartition","to_state":"NewPartition"'),
+        '"from_state":"OnlinePartition","to_state":"NewPartition"',
+    )
+    isr_seq, _ = _plant(
+        work / "illegal" / "seed-1" / "trace.jsonl",
+        work / "illegal" / "seed-1" / "trace.jsonl",
+        re.compile(r'"states":\[\["alpha",0,1,'),
+        '"states":[["alpha",0,9,',
+    )
+    orphan_seq, orphan_line = _plant(
+        campaign / "controller-killed-mid-deletion" / "seed-1" / "trace.jsonl",
+        work / "orphan" / "seed-1" / "trace.jsonl",
+        re.compile(r'"kind":"log_dir","type":"remove".*"topic":"events"'),
+        None,
+    )
+    planted = {
+        "illegal": illegal_seq,
+        "isr": isr_seq,
+        "orphan": orphan_seq,
+        "orphan_line": orphan_line,
+    }
+    out = work / "out"
+    traces = [str(campaign), str(work / "illegal"), str(work / "orphan")]
+    status = main(["trace", "analyze", *traces, "--out", str(out), "--quiet"])
+    assert status == 1  # the planted runs break invariants
+    document = json.loads((out / "analysis.json").read_text())
+    assert (out / "report.html").read_text().count("<svg") >= 4
+    return document["runs"], planted, work
+
+
+def test_real_runs_have_no_violation(analysis: Analysis) -> None:
+    """The campaign's runs pass the chaos rules here as they did in the runner."""
+    runs, _, _ = analysis
+    for run in ("create-delete-all-up/seed-1", "controller-killed-mid-deletion/seed-1"):
+        assert runs[run]["violations"] == [], run
+
+
+def test_planted_illegal_transition_is_found(analysis: Analysis) -> None:
+    """A partition that jumps from OnlinePartition to NewPartition breaks
+    legal_transitions, reported at the planted event."""
+    runs, planted, _ = analysis
+    found = [v for v in runs["illegal/seed-1"]["violations"] if v["rule"] == "legal_transitions"]
+    assert len(found) == 1
+    assert "illegal OnlinePartition -> NewPartition" in found[0]["message"]
+    assert found[0]["seq"] == planted["illegal"]
+
+
+def test_planted_leader_outside_isr_is_found(analysis: Analysis) -> None:
+    """A LeaderAndIsr naming a leader outside its ISR breaks leader_in_isr, at that request."""
+    runs, planted, _ = analysis
+    found = [v for v in runs["illegal/seed-1"]["violations"] if v["rule"] == "leader_in_isr"]
+    assert [v["seq"] for v in found] == [planted["isr"]]
+    assert "alpha-0" in found[0]["message"]
+
+
+def test_planted_orphan_log_dir_is_found(analysis: Analysis) -> None:
+    """A -delete directory of a deleted topic whose removal never happened is an orphan,
+    reported at the rename that created it."""
+    runs, planted, _ = analysis
+    found = [v for v in runs["orphan/seed-1"]["violations"] if v["rule"] == "orphan_log_dirs"]
+    assert len(found) == 1
+    dropped = json.loads(planted["orphan_line"])
+    assert found[0]["message"] == (
+        f"{dropped['node']}: {dropped['fields']['dir']} of deleted topic events was never removed"
+    )
+    assert found[0]["seq"] < planted["orphan"]
+
+
+def test_lifecycles_latencies_and_counts(analysis: Analysis) -> None:
+    """The deletion of `events` goes through every phase in order; latencies, message
+    counts, rates and controller queue times are there for every run."""
+    runs, _, _ = analysis
+    run = runs["controller-killed-mid-deletion/seed-1"]
+    (events,) = [c for c in run["lifecycles"] if c["topic"] == "events"]
+    times = [events[c] for c in LIFECYCLE_COLUMNS]
+    assert None not in times
+    assert times == sorted(times)
+    assert events["partitions"] == 6
+    assert events["deletion_duration"] == pytest.approx(events["logs_gone"] - events["marked"])
+    assert run["latency"]["StopReplicaRequest"]["count"] > 0
+    assert (
+        run["messages"]["by_type"]["StopReplicaRequest"]
+        == run["latency"]["StopReplicaRequest"]["count"]
+    )
+    assert sum(run["messages"]["rate"]) == sum(run["messages"]["by_type"].values())
+    assert len(run["messages"]["rate"]) == RATE_BUCKETS
+    assert run["queue_time"]["TopicDeletion"]["count"] >= 1
+    assert run["operations"] == 3  # two creations, one deletion
+
+
+def test_missing_trace_is_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A path holding no trace ends the command with one line and status 1, before Spark."""
+    status = main(["trace", "analyze", str(tmp_path / "nope"), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 1
+    assert err == [f"Error: {tmp_path / 'nope'}: no such trace file or directory"]
+    assert not (tmp_path / "o").exists()
+
+
+def test_every_trace_rule_is_routed() -> None:
+    """Spark feeds each chaos trace rule only the events it reads: a rule added to
+    actors.invariants must be given its events in spark.checks too."""
+    assert set(TRACE_RULES) == ROUTED_RULES

@@ -1,0 +1,142 @@
+"""The benchmark rows that run in child processes: the deterministic chaos campaign
+(``cluster.bench_chaos``) and the large in-process cluster (``cluster.bench_scale``), on
+their own and as rows [7] and [8] of ``python -m cluster.bench``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from cluster import bench, bench_chaos
+from cluster.bench_chaos import run_campaign, scenario_files
+from cluster.bench_scale import run_scale
+
+PASSING = """\
+name: bench-passing
+cluster: {brokers: 3}
+steps:
+  - create_topic: {topic: alpha, partitions: 2, replication_factor: 3, outcome: ok}
+  - expect: {topic_ready: alpha, within: 10}
+  - sleep: 120
+"""
+
+FAILING = """\
+name: bench-failing
+cluster: {brokers: 3}
+steps:
+  - expect: {topic_ready: never-created, within: 2}
+"""
+
+
+def _write(directory: Path, name: str, text: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_scale_run_counts_every_partition_online_and_removes_its_log_dirs(tmp_path: Path) -> None:
+    """A small scale run creates every partition, sees each one led by a live broker in
+    another broker's Metadata, reports its peak RSS, and leaves no log directory behind."""
+    result = anyio.run(
+        lambda: run_scale(4, 5, 6, 3, root=str(tmp_path)),
+        backend="asyncio",
+    )
+    assert (result.brokers, result.topics, result.partitions) == (4, 5, 30)
+    assert result.online_partitions == 30
+    assert 0 < result.create_seconds <= result.online_seconds
+    assert result.launch_seconds > 0
+    assert result.peak_rss_bytes > 10 * 1024**2  # an interpreter with kemu loaded, in bytes
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_campaign_sums_every_seed_of_every_scenario_and_names_the_runs_that_fail(
+    tmp_path: Path,
+) -> None:
+    """The campaign runs each scenario with each seed, sums their simulated and wall
+    seconds, lists the runs that did not pass, and removes their run directories."""
+    scenarios = tmp_path / "scenarios"
+    files = [
+        _write(scenarios, "a-passing.yaml", PASSING),
+        _write(scenarios, "b-failing.yaml", FAILING),
+    ]
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    result = run_campaign(files, 2, root=str(runs))
+    assert (result.scenarios, result.seeds, result.runs, result.passed) == (2, 2, 4, 2)
+    assert result.not_passed == ("bench-failing seed=1: failed", "bench-failing seed=2: failed")
+    # Two passing runs sleep 120 s of virtual time each; the failing ones wait 2 s.
+    assert result.simulated_seconds >= 2 * 120 + 2 * 2
+    assert result.wall_seconds > 0
+    assert result.ratio == pytest.approx(result.simulated_seconds / result.wall_seconds)
+    assert list(runs.iterdir()) == []
+
+
+def test_campaign_takes_the_files_of_the_directory_not_of_its_subfolders(tmp_path: Path) -> None:
+    """Only ``*.yaml`` directly in the scenarios directory are in the campaign."""
+    top = _write(tmp_path, "b.yaml", PASSING)
+    first = _write(tmp_path, "a.yaml", PASSING)
+    _write(tmp_path / "real", "c.yaml", PASSING)
+    _write(tmp_path, "notes.txt", "not a scenario")
+    assert scenario_files(tmp_path) == [first, top]
+
+
+def test_campaign_refuses_an_empty_directory_or_no_seeds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bad input to the campaign child is one error line and exit status 2."""
+    assert bench_chaos.main(["--scenarios", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == f"Error: no scenario files (*.yaml) in {tmp_path}\n"
+    with pytest.raises(SystemExit) as exit_:
+        bench_chaos.main(["--seeds", "0"])
+    assert exit_.value.code == 2
+
+
+def test_bench_refuses_an_unknown_row() -> None:
+    """``--only`` names rows 1 to 8; anything else is a usage error (exit status 2)."""
+    with pytest.raises(SystemExit) as exit_:
+        bench.main(["--only", "5,9"])
+    assert exit_.value.code == 2
+
+
+def test_bench_rows_7_and_8_print_the_campaign_ratio_and_the_scale_run(tmp_path: Path) -> None:
+    """``python -m cluster.bench --only 7,8`` runs both rows in child processes and prints
+    the campaign's ratio against its goal and the scale run's times and peak RSS."""
+    scenarios = tmp_path / "scenarios"
+    _write(scenarios, "a-passing.yaml", PASSING)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cluster.bench",
+            "--only",
+            "7,8",
+            "--campaign-seeds",
+            "1",
+            "--campaign-scenarios",
+            str(scenarios),
+            "--scale-brokers",
+            "3",
+            "--scale-topics",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=50,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert f"[7] chaos campaign, deterministic: every {scenarios}/*.yaml x 1 seeds" in out
+    assert "1 runs (1 scenarios x 1 seeds): 1 passed" in out
+    ratio_line = next(line for line in out.splitlines() if line.startswith("  ratio "))
+    assert ratio_line.endswith("OK")
+    assert "[8] 3 brokers in one process, 2 topics x 100 partitions x RF 3 (200 partitions)" in out
+    assert "(200 with a live leader in another broker's Metadata)" in out
+    assert "its 600 log dirs alone" in out
+    rss_line = next(line for line in out.splitlines() if line.startswith("  peak RSS"))
+    assert rss_line.endswith("GB  OK")
