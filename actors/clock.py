@@ -22,6 +22,8 @@ from typing import Any, TypeVar
 
 import anyio
 
+from actors.freeze import FreezableEventLoop, FreezableLoop
+
 T = TypeVar("T")
 
 # Wall-clock origin of virtual time: 2021-01-01T00:00:00Z, a fixed date in Kafka 2.7's life,
@@ -117,10 +119,10 @@ class _VirtualSelector(selectors.BaseSelector):
         return self._real.get_key(fileobj)
 
 
-class VirtualEventLoop(asyncio.SelectorEventLoop):
+class VirtualEventLoop(FreezableLoop, asyncio.SelectorEventLoop):
     """An asyncio loop on virtual time: time moves only when every task is blocked, and
     then jumps to the next scheduled timer. Used for deterministic simulation: in-process
-    transport, embedded store, no real sockets."""
+    transport, embedded store, no real sockets. It can freeze a node (``actors.freeze``)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -141,6 +143,13 @@ def run_virtual(fn: Callable[[], Awaitable[T]]) -> T:
     return anyio.run(fn, backend="asyncio", backend_options={"loop_factory": VirtualEventLoop})
 
 
-def run_real(fn: Callable[[], Awaitable[T]], *, use_uvloop: bool = True) -> T:
-    """Run ``fn`` on the real clock, on uvloop when it is installed and asked for."""
-    return anyio.run(fn, backend="asyncio", backend_options={"use_uvloop": use_uvloop})
+def run_real(
+    fn: Callable[[], Awaitable[T]], *, use_uvloop: bool = True, freezable: bool = False
+) -> T:
+    """Run ``fn`` on the real clock: on uvloop when it is installed and asked for, or on a
+    ``FreezableEventLoop`` when nodes will be paused (``freezable``)."""
+    if freezable:
+        options: dict[str, Any] = {"loop_factory": FreezableEventLoop}
+    else:
+        options = {"use_uvloop": use_uvloop}
+    return anyio.run(fn, backend="asyncio", backend_options=options)

@@ -24,6 +24,7 @@ import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
 from actors.clock import Clock, RealClock
+from actors.freeze import NODE, FreezableLoop, freezable_loop
 from actors.trace import Tracer
 from protocol.base import ActorRef, ErrorReply, Message
 from protocol.envelope import Envelope, EnvelopeKind
@@ -236,6 +237,7 @@ class Node:
         self._stop_requested: anyio.Event | None = None
         self.running = False
         self.crashed = False
+        self.paused = False
         self.ended = anyio.Event()
         """Set when ``run`` has returned (a stop, a crash, or a crash of its own)."""
 
@@ -256,7 +258,21 @@ class Node:
         """Run the node until stopped or crashed. Start it with ``await tg.start(node.run)``:
         it reports readiness once it is attached and its first actors have started."""
         self._stop_requested = anyio.Event()
-        self._postman = await self._attach(self.node_id, self.deliver)
+        token = NODE.set(self.node_id)  # every task of the node inherits it (``pause``)
+        loop = asyncio.get_running_loop()
+        if isinstance(loop, FreezableLoop):
+            task = asyncio.current_task()
+            assert task is not None
+            loop.adopt(self.node_id, task)
+        try:
+            self._postman = await self._attach(self.node_id, self.deliver)
+            await self._serve(actors, task_status)
+        finally:
+            NODE.reset(token)
+            self.ended.set()
+
+    async def _serve(self, actors: Iterable[Actor], task_status: TaskStatus[Node]) -> None:
+        assert self._stop_requested is not None
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
@@ -270,12 +286,12 @@ class Node:
                 tg.cancel_scope.cancel()
         finally:
             self.running = False
+            self.paused = False
             self._tg = None
             self._fail_pending()
             close = getattr(self._postman, "close", None)
             if close is not None:
                 close()
-            self.ended.set()
 
     async def spawn(self, actor: Actor) -> ActorRef:
         """Start ``actor`` on this node; returns once its ``on_start`` has run."""
@@ -296,11 +312,38 @@ class Node:
             self._stop_requested.set()
 
     def crash(self) -> None:
-        """Crash: cancel everything now, no graceful step (no on_stop, no session close)."""
+        """Crash: cancel everything now, no graceful step (no on_stop, no session close).
+        A paused node is cancelled first and thawed after, so that none of its tasks
+        takes another step of its own (a SIGKILL of a stopped process)."""
         if self._tg is not None:
             self.crashed = True
             self.tracer.emit(TraceKind.EVENT, node=self.node_id, type="node_crashed")
             self._tg.cancel_scope.cancel()
+            if self.paused:
+                self.paused = False
+                freezable_loop().kill(self.node_id)
+
+    def pause(self) -> None:
+        """Freeze the node, as SIGSTOP freezes a process (``actors.freeze``): each of its
+        tasks stops at its next await, messages for it wait in its mailboxes, and its
+        timers' wake-ups wait, until ``resume``. A graceful ``stop`` asked meanwhile
+        takes effect after the resume; a ``crash`` takes effect at once. Needs a
+        freezable loop (``NotFreezableError`` otherwise)."""
+        if not self.running or self.crashed:
+            raise NodeStoppedError(f"node {self.node_id} is not running")
+        if self.paused:
+            return
+        freezable_loop().freeze(self.node_id)
+        self.paused = True
+        self.tracer.emit(TraceKind.EVENT, node=self.node_id, type="node_paused")
+
+    def resume(self) -> None:
+        """Undo ``pause``: the node's held work runs, in the order it was held."""
+        if not self.paused:
+            return
+        self.paused = False
+        self.tracer.emit(TraceKind.EVENT, node=self.node_id, type="node_resumed")
+        freezable_loop().thaw(self.node_id)
 
     async def _graceful_steps(self) -> None:
         for name in reversed(self._order):

@@ -10,11 +10,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from protocol.trace import TraceEvent, TraceKind
+from protocol.trace import (
+    TraceEvent,
+    TraceHeader,
+    TraceKind,
+    TraceSchemaError,
+    decode_header,
+)
 
 TraceSink = Callable[[TraceEvent], None]
 TraceFn = Callable[..., None]
@@ -47,11 +54,10 @@ class Tracer:
         self._origin = origin
         self._seq = 0
         self._sinks: list[TraceSink] = []
-        # -- (engineer E) optional detail families, costly to trace, off unless asked for:
+        # Optional detail families, costly to trace, off unless asked for:
         # "controller_inputs" (actors.controller.recording) makes controllers record what
         # a replay needs (kemu trace replay).
         self.details = frozenset(details)
-        # -- (end engineer E)
 
     def rebase(self) -> None:
         """Make the current loop time the trace's time zero (real-clock runs)."""
@@ -148,3 +154,27 @@ class MemorySink:
         finally:
             self._waiters.remove(entry)
         return next(e for e in reversed(self.events) if pred(e))
+
+
+_event_decoder = msgspec.json.Decoder(TraceEvent)
+
+
+def read_trace(path: str | Path) -> tuple[TraceHeader, Iterator[TraceEvent]]:
+    """The header of a JSONL trace file (checked: ``TraceSchemaError`` if it is not a
+    trace of this schema version) and an iterator over its events, read lazily."""
+    p = Path(path)
+    try:
+        with p.open("rb") as f:
+            first = f.readline()
+    except OSError as exc:
+        raise TraceSchemaError(f"{p}: cannot read it ({exc.strerror})") from None
+    header = decode_header(first, str(p))
+
+    def events() -> Iterator[TraceEvent]:
+        with p.open("rb") as f:
+            f.readline()
+            for line in f:
+                if line.strip():
+                    yield _event_decoder.decode(line)
+
+    return header, events()

@@ -44,7 +44,7 @@ import msgspec
 from actors.clock import RealClock
 from actors.runtime import Actor, Context, Node
 from actors.trace import Tracer
-from cluster.bench_scale import fast_tmp
+from cluster.bench_scale import bulk_create_request, fast_tmp
 from cluster.logging import configure_logging
 from protocol.base import Message
 
@@ -236,8 +236,7 @@ async def create_topics_seconds(
 
     from actors.broker.broker import broker_ref
     from cluster.cluster import Cluster, ClusterSpec
-    from protocol.ids import TopicName
-    from protocol.kafka_api import CreatableTopic, CreateTopicsRequestData, CreateTopicsResponseData
+    from protocol.kafka_api import CreateTopicsResponseData
 
     with tempfile.TemporaryDirectory(dir=fast_tmp()) as tmp:
         spec = ClusterSpec(
@@ -246,17 +245,7 @@ async def create_topics_seconds(
         async with anyio.create_task_group() as tg:
             cluster = await tg.start(Cluster(spec).run)
             controller = await cluster.controller_id()
-            request = CreateTopicsRequestData(
-                topics=tuple(
-                    CreatableTopic(
-                        name=TopicName(f"bench-{i}"),
-                        num_partitions=partitions,
-                        replication_factor=rf,
-                    )
-                    for i in range(topics)
-                ),
-                timeout_ms=600_000,
-            )
+            request = bulk_create_request("bench", topics, partitions, rf, 600.0)
             t0 = _now()
             reply = await cluster.nodes[controller].ask(
                 broker_ref(controller), request, timeout=600

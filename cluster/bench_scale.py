@@ -38,7 +38,7 @@ from protocol.kafka_api import (
     MetadataResponseData,
 )
 
-__all__ = ["ScaleResult", "fast_tmp", "main", "run_scale"]
+__all__ = ["ScaleResult", "bulk_create_request", "fast_tmp", "main", "run_scale"]
 
 # Bench code measures wall time on purpose: it is the one place that must.
 _now = time.perf_counter
@@ -66,6 +66,22 @@ def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def bulk_create_request(
+    prefix: str, topics: int, partitions: int, rf: int, timeout: float
+) -> CreateTopicsRequestData:
+    """One CreateTopics request for ``topics`` topics ``<prefix>-<i>`` of ``partitions``
+    partitions each, replication factor ``rf`` (the bulk creation the benches measure)."""
+    return CreateTopicsRequestData(
+        topics=tuple(
+            CreatableTopic(
+                name=TopicName(f"{prefix}-{i}"), num_partitions=partitions, replication_factor=rf
+            )
+            for i in range(topics)
+        ),
+        timeout_ms=int(timeout * 1000),
+    )
+
+
 def fast_tmp() -> str | None:
     """Log dirs on tmpfs when there is one: the benchmarks measure kemu, not the disk
     (on these machines /tmp can cost 2 ms per mkdir+create, /dev/shm 20 µs)."""
@@ -86,17 +102,7 @@ async def run_scale(
             cluster: Cluster = await tg.start(Cluster(spec).run)
             launched = _now() - t0
             controller = await cluster.controller_id()
-            request = CreateTopicsRequestData(
-                topics=tuple(
-                    CreatableTopic(
-                        name=TopicName(f"scale-{i}"),
-                        num_partitions=partitions,
-                        replication_factor=rf,
-                    )
-                    for i in range(topics)
-                ),
-                timeout_ms=int(TIMEOUT_S * 1000),
-            )
+            request = bulk_create_request("scale", topics, partitions, rf, TIMEOUT_S)
             t0 = _now()
             reply = await cluster.nodes[controller].ask(
                 broker_ref(controller), request, timeout=TIMEOUT_S

@@ -1,5 +1,5 @@
-"""``kemu broker stop|kill|start ID`` and ``kemu broker status``: break and mend a running
-``kemu up`` cluster, one broker at a time, to watch the controller react.
+"""``kemu broker stop|kill|start|pause|resume ID`` and ``kemu broker status``: break and
+mend a running ``kemu up`` cluster, one broker at a time, to watch the controller react.
 
 The command finds the cluster through its cluster file (``--cluster-file``, default
 ``.kemu/cluster.json``) and asks its launcher, at the file's ``control`` address, to carry
@@ -12,6 +12,11 @@ the command out (``cluster.control``):
   (``zookeeper.session.timeout.ms``), then the controller sees it gone.
 * ``start ID``: start it again with the same id, ports, log dir and config, once its old
   registration has gone; it registers with a new broker epoch.
+* ``pause ID``: freeze it whole, as a long GC pause (with ``--processes``, a SIGSTOP of
+  its process): it answers nothing and sends nothing, and once its session timeout has
+  passed its session expires and the controller sees it gone.
+* ``resume ID``: let a paused broker run on (SIGCONT): its held work runs, late; if its
+  session expired meanwhile it registers again (a zombie controller resigns).
 * ``status``: every broker's state, pid, endpoint and broker epoch, and the controller.
 
 It prints what was done and the cluster afterwards; bad input (an unknown broker, one
@@ -42,7 +47,7 @@ from protocol.launcher import (
 
 __all__ = ["ACTIONS", "broker_main", "format_status", "run_broker_command"]
 
-ACTIONS: Final = ("stop", "kill", "start", "status")
+ACTIONS: Final = ("stop", "kill", "start", "pause", "resume", "status")
 COMMAND_TIMEOUT: Final = 300.0  # a start may first wait out the old session, then the cluster
 STATUS_TIMEOUT: Final = 30.0
 
@@ -55,7 +60,7 @@ def format_status(status: LauncherStatus) -> str:
     """One line per broker (state, pid, Kafka endpoint, broker epoch), then the controller."""
     lines = [f"{'BROKER':<8}{'STATE':<9}{'PID':<9}{'ENDPOINT':<22}EPOCH"]
     for b in status.brokers:
-        pid = str(b.pid) if b.state is BrokerState.RUNNING else "-"
+        pid = str(b.pid) if b.state in (BrokerState.RUNNING, BrokerState.PAUSED) else "-"
         epoch = str(b.broker_epoch) if b.broker_epoch >= 0 else "-"
         endpoint = f"{b.host}:{b.port}"
         lines.append(f"{b.broker_id:<8}{b.state.value:<9}{pid:<9}{endpoint:<22}{epoch}")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import anyio
 
+from actors.clock import run_real
 from cluster.logging import configure_logging
 from cluster.trace import add_analysis_parsers, add_replay_parser
 from protocol.errors import KemuError
@@ -70,13 +71,14 @@ def _cmd_up(args: argparse.Namespace) -> int:
         run = run_up_processes
     else:
         run = run_up
-    return anyio.run(
+    return run_real(
         lambda: run(
             spec,
             cluster_file=Path(args.cluster_file),
             trace=Path(args.trace) if args.trace else None,
         ),
-        backend_options={"use_uvloop": True},
+        # Brokers in this process: a loop that can freeze one (`kemu broker pause`).
+        freezable=not args.processes,
     )
 
 
@@ -266,13 +268,16 @@ def build_parser() -> argparse.ArgumentParser:
     up.set_defaults(func=_cmd_up)
 
     broker = sub.add_parser(
-        "broker", help="stop, kill or start a broker of a running `kemu up`; show them all"
+        "broker",
+        help="stop, kill, start, pause or resume a broker of a running `kemu up`; show them all",
     )
     broker_sub = broker.add_subparsers(dest="broker_command", required=True, metavar="ACTION")
     for action, text in (
         ("stop", "graceful stop (controlled shutdown, session closed)"),
         ("kill", "crash: SIGKILL with --processes; its session is left to expire"),
         ("start", "start a stopped or killed broker again (a new broker epoch)"),
+        ("pause", "freeze a broker whole (SIGSTOP with --processes); its session expires"),
+        ("resume", "let a paused broker run on (SIGCONT with --processes)"),
         ("status", "every broker's state, pid, endpoint and epoch, and the controller"),
     ):
         one = broker_sub.add_parser(action, help=text, description=text)

@@ -24,6 +24,7 @@ from actors.admin import BrokerConfig
 from actors.broker.broker import BROKER_ACTOR, Broker, BrokerSettings, broker_node_id, broker_ref
 from actors.clock import Clock, RealClock
 from actors.disk import Disk
+from actors.freeze import NODE
 from actors.runtime import Attach, Node
 from actors.store import MetadataStore
 from actors.trace import Tracer
@@ -147,7 +148,8 @@ async def start_broker_node(
             port=spec.port,
             tracer=tracer,
         )
-        port = await tg.start(_serve_listener, server, listener_scope or anyio.CancelScope())
+        scope = listener_scope or anyio.CancelScope()
+        port = await tg.start(_serve_listener, server, scope, node.node_id)
     settings = BrokerSettings(
         broker_id=BrokerId(spec.broker_id),
         log_dirs=tuple(
@@ -167,9 +169,11 @@ async def start_broker_node(
 async def _serve_listener(
     server: KafkaWireServer,
     scope: anyio.CancelScope,
+    node_id: str,
     *,
     task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
+    NODE.set(node_id)  # the listener is the broker's: a pause freezes it too
     with scope:
         async with anyio.create_task_group() as tg:
             port = await tg.start(server.serve)
@@ -254,6 +258,7 @@ class Cluster:
         self._broker_scopes: dict[int, anyio.CancelScope] = {}
         self._stopped: dict[int, anyio.Event] = {}  # per broker: its last run has ended
         self._incarnations: dict[int, int] = {}  # per broker: how many runs it started
+        self._pause_expiries: dict[int, anyio.CancelScope] = {}  # per paused broker
         self.store_address: str | None = spec.zookeeper
 
     # ------------------------------------------------------------------ lifecycle
@@ -284,7 +289,10 @@ class Cluster:
                     await self.start_broker(broker_id)
                 await self.wait_ready()
                 task_status.started(self)
-                await anyio.sleep_forever()
+                try:
+                    await anyio.sleep_forever()
+                finally:
+                    self._kill_paused()
         finally:
             self._tg = None
             with anyio.CancelScope(shield=True):
@@ -384,9 +392,8 @@ class Cluster:
         if not node.crashed or self._broker_scopes.get(broker_id) is not scope:
             return
         self._stop_listener(broker_id)
-        try:
-            session_id = typing.cast(Broker, node.actor(BROKER_ACTOR)).session.session_id
-        except (KeyError, RuntimeError):  # it halted before it had a session
+        session_id = _session_id(node)
+        if session_id is None:  # it halted before it had a session
             return
         self.tracer.emit(TraceKind.EVENT, node=node.node_id, type="broker_halted")
         await self._expire_later(session_id, self.config.zookeeper_session_timeout_ms / 1000)
@@ -415,17 +422,64 @@ class Cluster:
         is left to expire: once its timeout passes without the broker, the store expires
         it (ZooKeeper's server does this for a dead client; in one process the client's
         own heartbeats would outlive the crash, so the cluster plays the server's part)."""
-        status = await self.status(broker_id)
+        node = self.nodes[broker_id]
+        session_id = _session_id(node) if node.running else None
+        pause_expiry = self._pause_expiries.pop(broker_id, None)
         self._stop_listener(broker_id)
-        self.nodes[broker_id].crash()
-        if status is not None and self._tg is not None:
+        node.crash()
+        if pause_expiry is not None:
+            return  # a paused broker's session already expires on time
+        if session_id is not None and self._tg is not None:
             timeout = self.config.zookeeper_session_timeout_ms / 1000
-            self._tg.start_soon(self._expire_later, status.session_id, timeout)
+            self._tg.start_soon(self._expire_later, session_id, timeout)
 
     async def _expire_later(self, session_id: int, timeout: float) -> None:
         await self.clock.sleep(timeout)
         assert self.store is not None
         await self.store.expire_session(session_id)
+
+    def pause_broker(self, broker_id: int) -> None:
+        """Freeze a broker as SIGSTOP freezes its process (``Node.pause``; the run must be
+        on a freezable loop). Nothing of it runs until ``resume_broker``: it answers
+        nothing and sends nothing, and once its session timeout has passed its store
+        session expires (the store server hears no heartbeat; here the cluster plays the
+        server's part, as for a crash). Embedded store only."""
+        node = self.nodes.get(broker_id)
+        if node is None or not node.running or node.crashed:
+            raise ClusterError(f"broker {broker_id} is not running")
+        if not isinstance(self.store, EmbeddedStore):
+            raise ClusterError("pausing a broker in one process needs the embedded store")
+        if node.paused:
+            return
+        node.pause()
+        session_id = _session_id(node)
+        if session_id is not None and self._tg is not None:
+            scope = self._pause_expiries[broker_id] = anyio.CancelScope()
+            timeout = self.config.zookeeper_session_timeout_ms / 1000
+            self._tg.start_soon(self._expire_unless_resumed, session_id, timeout, scope)
+
+    def _kill_paused(self) -> None:
+        """The cluster is going away: a paused broker ends as a SIGKILLed stopped process
+        does (its frozen tasks could not see a cancellation otherwise)."""
+        for node in self.nodes.values():
+            if node.paused:
+                node.crash()
+
+    def resume_broker(self, broker_id: int) -> None:
+        """Undo ``pause_broker``: the broker's held work runs, late; if its session
+        expired meanwhile, it learns so now and registers again."""
+        scope = self._pause_expiries.pop(broker_id, None)
+        if scope is not None:
+            scope.cancel()
+        node = self.nodes.get(broker_id)
+        if node is not None:
+            node.resume()
+
+    async def _expire_unless_resumed(
+        self, session_id: int, timeout: float, scope: anyio.CancelScope
+    ) -> None:
+        with scope:
+            await self._expire_later(session_id, timeout)
 
     def _stop_listener(self, broker_id: int) -> None:
         scope = self._broker_scopes.pop(broker_id, None)
@@ -455,3 +509,11 @@ class Cluster:
             if status is not None and status.controller_id >= 0:
                 return int(status.controller_id)
         return -1
+
+
+def _session_id(node: Node) -> int | None:
+    """The id of the store session the node's broker holds (None before it has one)."""
+    try:
+        return typing.cast(Broker, node.actor(BROKER_ACTOR)).session.session_id
+    except (KeyError, RuntimeError):
+        return None

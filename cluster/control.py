@@ -27,6 +27,7 @@ import anyio
 import anyio.abc
 
 from actors.clock import Clock
+from actors.freeze import NotFreezableError
 from actors.runtime import Actor, Context, Node
 from actors.store import MetadataStore
 from actors.trace import Tracer
@@ -55,6 +56,7 @@ __all__ = [
     "LauncherError",
     "Publisher",
     "cluster_file_for",
+    "paused_note",
     "refusal",
     "serve_control",
     "settle",
@@ -74,10 +76,10 @@ class LauncherError(KemuError):
 class Launcher(Protocol):
     """The brokers of a running ``kemu up``, as its control endpoint drives them.
 
-    ``stop_broker``, ``kill_broker`` and ``start_broker`` are called only for a command
-    that ``refusal`` let through (a known broker, running for stop and kill, down for
-    start); each returns once done with one line saying what happened, or raises
-    ``LauncherError``."""
+    Each operation is called only for a command that ``refusal`` let through (a known
+    broker: running for stop and pause, running or paused for kill, paused for resume,
+    down for start); each returns once done with one line saying what happened, or
+    raises ``LauncherError``."""
 
     @property
     def stopping(self) -> bool:
@@ -91,6 +93,10 @@ class Launcher(Protocol):
     async def kill_broker(self, broker_id: int) -> str: ...
 
     async def start_broker(self, broker_id: int) -> str: ...
+
+    async def pause_broker(self, broker_id: int) -> str: ...
+
+    async def resume_broker(self, broker_id: int) -> str: ...
 
     async def cluster_status(self) -> LauncherStatus: ...
 
@@ -106,9 +112,20 @@ def refusal(
         known = ", ".join(str(b) for b in sorted(states))
         return f"no broker {broker} in this cluster (its brokers are {known})"
     state = states[broker]
-    if command.action is BrokerAction.START:
+    action = command.action
+    if state is BrokerState.PAUSED:
+        if action is BrokerAction.START:
+            return f"broker {broker} is already running (paused)"
+        if action is BrokerAction.PAUSE:
+            return f"broker {broker} is already paused"
+        if action is BrokerAction.STOP:
+            return f"broker {broker} is paused: resume it before stopping it"
+        return None  # resume, or kill (SIGKILL ends a stopped process too)
+    if action is BrokerAction.START:
         if state is BrokerState.RUNNING:
             return f"broker {broker} is already running"
+    elif action is BrokerAction.RESUME:
+        return f"broker {broker} is not paused ({state.value})"
     elif state is not BrokerState.RUNNING:
         return f"broker {broker} is not running ({state.value})"
     return None
@@ -142,6 +159,8 @@ class ControlActor(Actor):
                 BrokerAction.STOP: launcher.stop_broker,
                 BrokerAction.KILL: launcher.kill_broker,
                 BrokerAction.START: launcher.start_broker,
+                BrokerAction.PAUSE: launcher.pause_broker,
+                BrokerAction.RESUME: launcher.resume_broker,
             }[command.action]
             try:
                 note = await operation(command.broker_id)
@@ -243,6 +262,14 @@ async def settle(
     return True
 
 
+def paused_note(broker_id: int, spec: ClusterSpec) -> str:
+    """What ``kemu broker pause`` says it did, for either launcher."""
+    return (
+        f"broker {broker_id} paused (frozen whole: it answers nothing and sends nothing); its"
+        f" session expires after {expiry_timeout(spec):g}s unless it is resumed first"
+    )
+
+
 def expiry_timeout(spec: ClusterSpec) -> float:
     """How long a killed broker's registration may outlive it."""
     return spec.broker_config().zookeeper_session_timeout_ms / 1000
@@ -303,7 +330,8 @@ class Publisher:
 class ClusterLauncher:
     """The ``Launcher`` of brokers that run in the launcher's own process: ``kill`` is
     ``Cluster.crash_broker`` (the broker's store session left to expire), ``stop`` the
-    node's graceful stop, ``start`` a new node for the same id, port and log dir."""
+    node's graceful stop, ``start`` a new node for the same id, port and log dir,
+    ``pause`` ``Cluster.pause_broker`` (the launcher must run on a freezable loop)."""
 
     def __init__(self, cluster: Cluster) -> None:
         self._cluster = cluster
@@ -315,7 +343,7 @@ class ClusterLauncher:
         for broker_id in range(self._cluster.spec.brokers):
             node = self._cluster.nodes.get(broker_id)
             if node is not None and node.running:
-                out[broker_id] = BrokerState.RUNNING
+                out[broker_id] = BrokerState.PAUSED if node.paused else BrokerState.RUNNING
             else:
                 out[broker_id] = self._down.get(broker_id, BrokerState.EXITED)
         return out
@@ -359,6 +387,17 @@ class ClusterLauncher:
         status = await cluster.status(broker_id)
         epoch = status.broker_epoch if status is not None else -1
         return f"broker {broker_id} started (broker epoch {epoch})" + settled
+
+    async def pause_broker(self, broker_id: int) -> str:
+        try:
+            self._cluster.pause_broker(broker_id)
+        except (ClusterError, NotFreezableError) as exc:
+            raise LauncherError(str(exc)) from None
+        return paused_note(broker_id, self._cluster.spec)
+
+    async def resume_broker(self, broker_id: int) -> str:
+        self._cluster.resume_broker(broker_id)
+        return f"broker {broker_id} resumed" + await self._settled()
 
     async def _settled(self) -> str:
         """Wait for the running brokers to agree again; a note if they did not."""

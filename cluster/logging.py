@@ -14,6 +14,7 @@ import sys
 import structlog
 
 _configured = False
+_level = "WARNING"
 
 
 class _CurrentStderr:
@@ -27,11 +28,17 @@ class _CurrentStderr:
         sys.stderr.flush()
 
 
+def configured_level() -> str:
+    """The level this process logs at: what the processes it starts are given."""
+    return _level
+
+
 def configure_logging(*, level: str = "WARNING", json: bool = False) -> None:
-    global _configured
+    global _configured, _level
     if _configured:
         return
     _configured = True
+    _level = level
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
     )

@@ -68,10 +68,12 @@ from cluster.control import (
     Publisher,
     expiry_timeout,
     launcher_status,
+    paused_note,
     serve_control,
     settle,
     wait_unregistered,
 )
+from cluster.logging import configured_level
 from cluster.network import Network, TcpTransport
 from cluster.store.embedded import EmbeddedStore
 from cluster.store.remote import STORE_ACTOR, RemoteStore
@@ -115,13 +117,12 @@ class BrokerProcessSpec:
     seed: int = 0
     incarnation: int = 0  # how many times this broker's process ran before (BrokerSpec)
     parent_pid: int | None = None  # stop when this process is no longer our parent
-    # --- chaos (cluster/chaos, real mode): the process's own trace ---
+    # Chaos real mode (cluster/chaos): the process's own trace.
     trace: Path | None = None
     """Write this process's trace here (JSON lines, flushed per event), with the network
     tap of ``cluster.chaos.tap``; ts counts from ``trace_origin`` on CLOCK_MONOTONIC,
     which every process on the machine shares, so that traces merge in time order."""
     trace_origin: float = 0.0
-    # --- end of chaos ---
 
 
 async def run_broker_process(spec: BrokerProcessSpec) -> int:
@@ -143,7 +144,7 @@ async def _run_broker(spec: BrokerProcessSpec) -> int:
         return await _serve_broker(spec, tracer, tap)
 
 
-# --- chaos (cluster/chaos, real mode): a traced broker process -------------------------
+# ---------------------------------------------- a traced broker process (chaos real mode)
 
 
 @contextlib.contextmanager
@@ -182,9 +183,6 @@ async def _expire_on_signal(store: MetadataStore, broker: list[Node]) -> None:
             except (IndexError, KeyError, RuntimeError):  # not started, or no session yet
                 continue
             await store.expire_session(session_id)
-
-
-# --- end of chaos -------------------------------------------------------------------------
 
 
 async def _serve_broker(spec: BrokerProcessSpec, tracer: Tracer, tap: ControlTap | None) -> int:
@@ -337,6 +335,7 @@ class _Child:
     exited: anyio.Event = field(default_factory=anyio.Event)
     output: list[str] = field(default_factory=list)
     commanded: bool = False  # stopped or killed on purpose: its exit is no surprise
+    paused: bool = False  # SIGSTOPped (chaos' pause_broker), until SIGCONT
 
     @property
     def pid(self) -> int:
@@ -374,11 +373,10 @@ class ProcessCluster:
         self._stop = anyio.Event()
         self._starting = anyio.CancelScope()
         self._failure: ClusterError | None = None
-        # --- chaos (cluster/chaos, real mode) ---
+        # Chaos real mode (cluster/chaos): where the brokers trace.
         self.trace_dir: Path | None = None
         """Each broker process traces into ``trace_dir/broker-<id>.<run>.jsonl``."""
         self.trace_origin = 0.0  # their time zero on CLOCK_MONOTONIC (BrokerProcessSpec)
-        # --- end of chaos ---
 
     @property
     def stopping(self) -> bool:
@@ -398,7 +396,8 @@ class ProcessCluster:
         port = 0 if spec.base_port == 0 else spec.base_port + broker_id
         port = self.kafka_ports.get(broker_id, port)  # a restart: where clients know it is
         args = [
-            sys.executable, "-m", "cluster.cli", BROKER_PROCESS_COMMAND,
+            sys.executable, "-m", "cluster.cli", "--log-level", configured_level(),
+            BROKER_PROCESS_COMMAND,
             "--id", str(broker_id),
             "--store", self.store_address,
             "--host", spec.host,
@@ -422,8 +421,6 @@ class ProcessCluster:
             args += ["--trace", str(trace), "--trace-origin", repr(self.trace_origin)]
         return args
 
-    # --- chaos (cluster/chaos, real mode) ---
-
     @property
     def embedded_store(self) -> EmbeddedStore | None:
         """The embedded store this launcher serves (None on ZooKeeper)."""
@@ -437,7 +434,29 @@ class ProcessCluster:
             raise LauncherError(f"broker {broker_id} cannot expire its session on request")
         _signal(child.process, signal.SIGUSR1)
 
-    # --- end of chaos ---
+    async def pause_broker(self, broker_id: int) -> str:
+        """SIGSTOP to the broker's process: it freezes whole (its store heartbeats too, so
+        its session expires after its timeout) until ``resume_broker``."""
+        child = self.children.get(broker_id)
+        if child is None or not child.running:
+            raise LauncherError(f"broker {broker_id} is not running")
+        _signal(child.process, signal.SIGSTOP)
+        child.paused = True
+        note = paused_note(broker_id, self.spec)
+        return note.replace(" paused (", f" paused (SIGSTOP to pid {child.pid}; ", 1)
+
+    def continue_broker(self, broker_id: int) -> None:
+        """SIGCONT to a paused broker's process (nothing if it is not paused)."""
+        child = self.children[broker_id]
+        if child.paused:
+            child.paused = False
+            _signal(child.process, signal.SIGCONT)
+
+    async def resume_broker(self, broker_id: int) -> str:
+        """``kemu broker resume``: SIGCONT, then wait for the brokers to agree again."""
+        self.continue_broker(broker_id)
+        pid = self.children[broker_id].pid
+        return f"broker {broker_id} resumed (SIGCONT to pid {pid})" + await self._settled()
 
     def stop(self) -> None:
         """Stop the cluster (at any point of its start-up too): ``run`` returns once the
@@ -627,7 +646,9 @@ class ProcessCluster:
 
     def broker_states(self) -> Mapping[int, BrokerState]:
         return {
-            b: BrokerState.RUNNING if c.running else self._down.get(b, BrokerState.EXITED)
+            b: (BrokerState.PAUSED if c.paused else BrokerState.RUNNING)
+            if c.running
+            else self._down.get(b, BrokerState.EXITED)
             for b, c in sorted(self.children.items())
         }
 

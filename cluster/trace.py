@@ -8,17 +8,15 @@ deterministic run yields a byte-identical file.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 import msgspec
 
+from actors.trace import read_trace
 from protocol.trace import TraceEvent, TraceHeader
 
 _encoder = msgspec.json.Encoder()
-_event_decoder = msgspec.json.Decoder(TraceEvent)
-_header_decoder = msgspec.json.Decoder(TraceHeader)
 
 
 def encode_event(event: TraceEvent) -> bytes:
@@ -52,23 +50,6 @@ class JsonlTraceWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def read_trace(path: str | Path) -> tuple[TraceHeader, Iterator[TraceEvent]]:
-    """The header and an iterator over the events of a JSONL trace file."""
-    p = Path(path)
-    with p.open("rb") as f:
-        first = f.readline()
-    header = _header_decoder.decode(first)
-
-    def events() -> Iterator[TraceEvent]:
-        with p.open("rb") as f:
-            f.readline()
-            for line in f:
-                if line.strip():
-                    yield _event_decoder.decode(line)
-
-    return header, events()
 
 
 def export_parquet(jsonl: str | Path, parquet: str | Path, *, batch_rows: int = 65_536) -> int:
@@ -193,10 +174,7 @@ def _cmd_trace_diff(args: Any) -> int:
     )
 
 
-# -- end of kemu trace analyze / diff --------------------------------------------------------
-
-
-# -- (engineer E) kemu trace replay -------------------------------------------------------
+# -- kemu trace replay (spark.replay) -------------------------------------------------------
 
 
 def add_replay_parser(trace_sub: Any) -> None:
@@ -230,6 +208,3 @@ def _cmd_trace_replay(args: Any) -> int:
     return replay_command(
         args.traces, master=args.master, out=out, progress=Progress("kemu trace replay")
     )
-
-
-# -- (end engineer E) ----------------------------------------------------------------------

@@ -34,6 +34,8 @@ class BrokerAction(Enum):
     STOP = "stop"  # graceful: the broker's own shutdown path (controlled shutdown, session close)
     KILL = "kill"  # crash: no graceful step; its store session is left to expire
     START = "start"  # start it again: same id, log dirs and config; a new broker epoch
+    PAUSE = "pause"  # freeze it whole (SIGSTOP of its process); its session expires meanwhile
+    RESUME = "resume"  # let a paused broker run on (SIGCONT)
 
 
 class BrokerState(Enum):
@@ -42,6 +44,7 @@ class BrokerState(Enum):
     RUNNING = "running"
     STOPPED = "stopped"  # by ``kemu broker stop``
     KILLED = "killed"  # by ``kemu broker kill``
+    PAUSED = "paused"  # by ``kemu broker pause``, until ``kemu broker resume``: still running
     EXITED = "exited"  # went down on its own (its process exited, or its node crashed)
 
 

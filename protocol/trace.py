@@ -7,6 +7,8 @@ from typing import Any
 
 import msgspec
 
+from protocol.errors import KemuError
+
 TRACE_SCHEMA_VERSION = 1
 
 
@@ -40,3 +42,26 @@ class TraceHeader(msgspec.Struct, frozen=True, kw_only=True):
     run: str = ""
     seed: int | None = None
     clock: str = "real"
+
+
+class TraceSchemaError(KemuError):
+    """An input is not a kemu trace this version reads (missing, unreadable, another
+    ``trace_schema``)."""
+
+
+def decode_header(raw: bytes, source: str) -> TraceHeader:
+    """A trace's header from its encoded form (line 1 of a JSONL trace, or the
+    ``kemu_trace_header`` metadata of its Parquet export), checked against the schema
+    version this kemu reads; ``TraceSchemaError`` naming ``source`` otherwise."""
+    try:
+        first = msgspec.json.decode(raw)
+        header = msgspec.convert(first, TraceHeader)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise TraceSchemaError(f"{source}: not a kemu trace ({exc})") from None
+    if not isinstance(first, dict) or "trace_schema" not in first:
+        raise TraceSchemaError(f"{source}: not a kemu trace (no header with trace_schema)")
+    if header.trace_schema != TRACE_SCHEMA_VERSION:
+        raise TraceSchemaError(
+            f"{source}: trace_schema {header.trace_schema}, this kemu reads {TRACE_SCHEMA_VERSION}"
+        )
+    return header

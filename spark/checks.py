@@ -15,9 +15,8 @@ to fresh instances of the rules that need it (``applyInPandas``):
   markers and completions, faults and refused transitions, for the other trace rules
   (``deletions_complete`` finishing at the run's last event).
 
-``orphan_log_dirs`` is the trace-only form of the end-state rule ``no_orphan_log_dirs``: a
-log directory of a topic (created, loaded, or renamed to ``-delete``) still present at the
-end of the trace although its topic's deletion completed after it appeared.
+``orphan_log_dirs`` (``actors.invariants.OrphanLogDirs``) is the trace-only form of the
+end-state rule ``no_orphan_log_dirs``, for an analysis that has no end state to read.
 """
 
 from __future__ import annotations
@@ -32,11 +31,9 @@ from actors.invariants import (
     DEFAULT_DELETION_BOUND,
     TRACE_RULES,
     TraceRule,
-    Violation,
     refused_transitions,
-    violation_at,
 )
-from actors.invariants.trace_rules import DeletionsComplete
+from actors.invariants.trace_rules import DeletionsComplete, OrphanLogDirs
 from protocol.trace import TraceEvent
 from spark.schema import EVENT_COLUMNS
 
@@ -47,7 +44,6 @@ if TYPE_CHECKING:
 __all__ = [
     "ROUTED_RULES",
     "VIOLATION_SCHEMA",
-    "OrphanLogDirs",
     "check_runs",
     "rules_of_group",
 ]
@@ -82,51 +78,6 @@ _RUN_TYPES: Final = (
     "topic_deletion_ignored",
     "topic_deletion_disabled",
 )
-
-
-class OrphanLogDirs(TraceRule):
-    """No log directory of a deleted topic outlives its deletion: a directory of topic T
-    created, loaded or renamed (to its ``-delete`` name) before T's last
-    ``topic_deletion_completed`` must have been removed by the end of the trace. Fed the
-    ``log_dir`` events and the deletion completions; reported at ``finish``, at the event
-    that last made the directory appear."""
-
-    name = "orphan_log_dirs"
-
-    def __init__(self) -> None:
-        self._live: dict[tuple[str, str], TraceEvent] = {}
-        self._completed: dict[str, int] = {}
-
-    def observe(self, event: TraceEvent) -> list[Violation]:
-        f = event.fields
-        if event.kind == "event" and event.type == "topic_deletion_completed":
-            self._completed[str(f["topic"])] = event.seq
-        elif event.kind == "log_dir" and f.get("topic") is not None and f.get("result") == "ok":
-            where = (event.node, str(f["dir"]))
-            if event.type in ("create", "load", "load_deleted"):
-                self._live[where] = event
-            elif event.type == "rename":
-                self._live.pop(where, None)
-                self._live[(event.node, f"{f['log_dir']}/{f['to']}")] = event
-            elif event.type == "remove":
-                self._live.pop(where, None)
-        return []
-
-    def finish(self, end: float) -> list[Violation]:
-        del end
-        out: list[Violation] = []
-        for (node, directory), event in sorted(self._live.items()):
-            topic = str(event.fields["topic"])
-            completed = self._completed.get(topic)
-            if completed is not None and event.seq < completed:
-                out.append(
-                    violation_at(
-                        self.name,
-                        f"{node}: {directory} of deleted topic {topic} was never removed",
-                        event,
-                    )
-                )
-        return out
 
 
 def rules_of_group(group: str, *, deletion_bound: float) -> list[TraceRule]:

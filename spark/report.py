@@ -57,6 +57,18 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _percentiles(title: str, what: str, stats: dict[str, dict[str, Any]]) -> list[str]:
+    """A heading, a bar plot of p50/p90/p99 per key, and the table with counts and max."""
+    return [
+        f"<h3>{escape(title)}</h3>",
+        bars_svg({k: (v["p50"], v["p90"], v["p99"]) for k, v in stats.items()}, PCTS, "s"),
+        _table(
+            (what, "count", "p50", "p90", "p99", "max"),
+            [(k, v["count"], v["p50"], v["p90"], v["p99"], v["max"]) for k, v in stats.items()],
+        ),
+    ]
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     if not rows:
         return "<p>none</p>"
@@ -205,15 +217,7 @@ def _run_section(run: str, result: Mapping[str, Any]) -> list[str]:
             ],
         )
     )
-    out.append("<h3>Request latencies (send → answer delivered)</h3>")
-    latency = result["latency"]
-    out.append(bars_svg({k: (v["p50"], v["p90"], v["p99"]) for k, v in latency.items()}, PCTS, "s"))
-    out.append(
-        _table(
-            ("request", "count", "p50", "p90", "p99", "max"),
-            [(k, v["count"], v["p50"], v["p90"], v["p99"], v["max"]) for k, v in latency.items()],
-        )
-    )
+    out += _percentiles("Request latencies (send → answer delivered)", "request", result["latency"])
     messages = result["messages"]
     out.append("<h3>Message rate (sends per bucket)</h3>")
     out.append(rate_svg(messages["rate"], messages["rate_bucket_seconds"]))
@@ -226,15 +230,7 @@ def _run_section(run: str, result: Mapping[str, Any]) -> list[str]:
         )
     )
     out.append(_table(("node", "sent"), list(messages["by_node"].items())))
-    out.append("<h3>Controller event queue times</h3>")
-    queue = result["queue_time"]
-    out.append(bars_svg({k: (v["p50"], v["p90"], v["p99"]) for k, v in queue.items()}, PCTS, "s"))
-    out.append(
-        _table(
-            ("event", "count", "p50", "p90", "p99", "max"),
-            [(k, v["count"], v["p50"], v["p90"], v["p99"], v["max"]) for k, v in queue.items()],
-        )
-    )
+    out += _percentiles("Controller event queue times", "event", result["queue_time"])
     out.append("<h3>Errors seen</h3>")
     out.append(_table(("error", "count"), list(result["errors"].items())))
     return out

@@ -21,8 +21,7 @@ from urllib.parse import quote
 
 import msgspec
 
-from protocol.errors import KemuError
-from protocol.trace import TRACE_SCHEMA_VERSION, TraceHeader
+from protocol.trace import TraceHeader, TraceSchemaError, decode_header
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -46,11 +45,6 @@ _RUN_FILES: Final = ("trace.parquet", "trace.jsonl")
 _SEED_DIR = re.compile(r"^seed-(\d+)$")
 _URI_PATH_SAFE: Final = "/!'()*,;:$&+=@"
 """Characters java.net.URI leaves unescaped in a path (besides letters, digits, ``_.-~``)."""
-
-
-class TraceSchemaError(KemuError):
-    """An input is not a kemu trace this version reads (missing, unreadable, another
-    ``trace_schema``)."""
 
 
 class TraceInput(msgspec.Struct, frozen=True, kw_only=True):
@@ -155,17 +149,9 @@ def read_header(item: TraceInput) -> TraceHeader:
         else:
             with item.path.open("rb") as f:
                 raw = f.readline()
-        first = msgspec.json.decode(raw)
-        header = msgspec.convert(first, TraceHeader)
-    except (OSError, msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
+    except (OSError, ValueError) as exc:
         raise TraceSchemaError(f"{name}: not a kemu trace ({exc})") from None
-    if not isinstance(first, dict) or "trace_schema" not in first:
-        raise TraceSchemaError(f"{name}: not a kemu trace (no header with trace_schema)")
-    if header.trace_schema != TRACE_SCHEMA_VERSION:
-        raise TraceSchemaError(
-            f"{name}: trace_schema {header.trace_schema}, this kemu reads {TRACE_SCHEMA_VERSION}"
-        )
-    return header
+    return decode_header(raw, name)
 
 
 # ----------------------------------------------------------------------------- reading

@@ -25,17 +25,18 @@ import collections.abc
 import dataclasses
 import types
 import typing
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import msgspec
-from anyio.streams.memory import MemoryObjectReceiveStream
 
 from actors.controller.events import ControllerEvent, ControllerEventUnion
-from actors.store import StoreSession
+from actors.store import ForwardingSession, StoreSession
 from actors.trace import TraceFn
 from protocol.errors import StoreError, TransactionFailedError
-from protocol.store import OpResult, Stat, StoreEvent, StoreOp
+from protocol.store import OpResult, Stat, StoreOp
+
+T = TypeVar("T")
 
 CONTROLLER_INPUTS = "controller_inputs"
 """The tracer detail that turns recording on."""
@@ -154,18 +155,17 @@ def _mirror(name: str, cls: type[ControllerEvent]) -> type[msgspec.Struct]:
 
 
 _MIRRORS = {name: _mirror(name, cls) for name, cls in _EVENT_TYPES.items()}
+_FIELD_NAMES = {name: cls.__struct_fields__ for name, cls in _EVENT_TYPES.items()}
 
 
 def encode_event(event: ControllerEvent) -> dict[str, Any]:
     """The event's class name and fields; a callback field is ``true`` (``null`` if absent)."""
     encoded: dict[str, Any] = {"type": event.name}
     callbacks = _CALLBACKS.get(event.name, frozenset())
-    for field in msgspec.structs.fields(event):
-        value = getattr(event, field.name)
-        if field.name in callbacks:
-            encoded[field.name] = value is not None
-        else:
-            encoded[field.name] = plain(value)
+    names = _FIELD_NAMES.get(event.name) or type(event).__struct_fields__
+    for name in names:
+        value = getattr(event, name)
+        encoded[name] = value is not None if name in callbacks else plain(value)
     return encoded
 
 
@@ -193,23 +193,35 @@ def encode_config(config: Any) -> dict[str, Any]:
 # ------------------------------------------------------------------ the store session
 
 
-class RecordingSession(StoreSession):
+class RecordingSession(ForwardingSession):
     """Wraps the controller's session: every call is traced (``controller_store``) with its
     arguments (``path``, and in ``args`` those that differ from the defaults) and its
     outcome: ``result`` (JSON-able) or ``error`` (``encode_error``)."""
 
     def __init__(self, inner: StoreSession, trace: TraceFn) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._trace = trace
 
-    def _record(
+    async def _recorded(
         self,
         op: str,
         path: str | None,
         args: dict[str, Any],
-        *,
-        result: Any = None,
-        error: StoreError | None = None,
+        call: Awaitable[T],
+        encode: Callable[[T], Any] = lambda _: None,
+    ) -> T:
+        """Await ``call`` and trace it with its outcome (``encode`` makes its result
+        JSON-able); a store error is traced, then raised."""
+        try:
+            result = await call
+        except StoreError as exc:
+            self._trace_call(op, path, args, None, encode_error(exc))
+            raise
+        self._trace_call(op, path, args, encode(result), None)
+        return result
+
+    def _trace_call(
+        self, op: str, path: str | None, args: dict[str, Any], result: Any, error: Any
     ) -> None:
         self._trace(
             "event",
@@ -219,20 +231,8 @@ class RecordingSession(StoreSession):
             args=args,
             session=self.inner.session_id,
             result=result,
-            error=None if error is None else encode_error(error),
+            error=error,
         )
-
-    @property
-    def session_id(self) -> int:
-        return self.inner.session_id
-
-    @property
-    def timeout(self) -> float:
-        return self.inner.timeout
-
-    @property
-    def events(self) -> MemoryObjectReceiveStream[StoreEvent]:
-        return self.inner.events
 
     async def create(
         self,
@@ -250,113 +250,80 @@ class RecordingSession(StoreSession):
             args["sequential"] = True
         if make_parents:
             args["make_parents"] = True
-        try:
-            created = await self.inner.create(
-                path, data, ephemeral=ephemeral, sequential=sequential, make_parents=make_parents
-            )
-        except StoreError as exc:
-            self._record("create", path, args, error=exc)
-            raise
-        self._record("create", path, args, result=created)
-        return created
+        call = self.inner.create(
+            path, data, ephemeral=ephemeral, sequential=sequential, make_parents=make_parents
+        )
+        return await self._recorded("create", path, args, call, str)
 
     async def get(self, path: str, *, watch: bool = False) -> tuple[bytes, Stat]:
         args: dict[str, Any] = {"watch": True} if watch else {}
-        try:
-            data, stat = await self.inner.get(path, watch=watch)
-        except StoreError as exc:
-            self._record("get", path, args, error=exc)
-            raise
-        self._record("get", path, args, result={"data": encode_data(data), "stat": plain(stat)})
-        return data, stat
+        return await self._recorded(
+            "get", path, args, self.inner.get(path, watch=watch), _encode_read
+        )
 
     async def set(self, path: str, data: bytes, *, version: int = -1) -> Stat:
         args: dict[str, Any] = {"data": encode_data(data), "version": version}
-        try:
-            stat = await self.inner.set(path, data, version=version)
-        except StoreError as exc:
-            self._record("set", path, args, error=exc)
-            raise
-        self._record("set", path, args, result=plain(stat))
-        return stat
+        return await self._recorded(
+            "set", path, args, self.inner.set(path, data, version=version), plain
+        )
 
     async def delete(self, path: str, *, version: int = -1, recursive: bool = False) -> None:
         args: dict[str, Any] = {"version": version}
         if recursive:
             args["recursive"] = True
-        try:
-            await self.inner.delete(path, version=version, recursive=recursive)
-        except StoreError as exc:
-            self._record("delete", path, args, error=exc)
-            raise
-        self._record("delete", path, args)
+        call = self.inner.delete(path, version=version, recursive=recursive)
+        await self._recorded("delete", path, args, call)
 
     async def exists(self, path: str, *, watch: bool = False) -> Stat | None:
         args: dict[str, Any] = {"watch": True} if watch else {}
-        try:
-            stat = await self.inner.exists(path, watch=watch)
-        except StoreError as exc:
-            self._record("exists", path, args, error=exc)
-            raise
-        self._record("exists", path, args, result=None if stat is None else plain(stat))
-        return stat
+        return await self._recorded(
+            "exists", path, args, self.inner.exists(path, watch=watch), plain
+        )
 
     async def children(self, path: str, *, watch: bool = False) -> tuple[str, ...]:
         args: dict[str, Any] = {"watch": True} if watch else {}
-        try:
-            names = await self.inner.children(path, watch=watch)
-        except StoreError as exc:
-            self._record("children", path, args, error=exc)
-            raise
-        self._record("children", path, args, result=list(names))
-        return names
+        return await self._recorded(
+            "children", path, args, self.inner.children(path, watch=watch), list
+        )
 
     async def multi(self, ops: Sequence[StoreOp]) -> tuple[OpResult, ...]:
         args = {"ops": [plain(op) for op in ops]}
-        try:
-            results = await self.inner.multi(ops)
-        except StoreError as exc:
-            self._record("multi", None, args, error=exc)
-            raise
-        self._record("multi", None, args, result=[plain(r) for r in results])
-        return results
+        return await self._recorded("multi", None, args, self.inner.multi(ops), _encode_results)
 
     async def multi_each(
         self, batches: Sequence[Sequence[StoreOp]]
     ) -> list[tuple[OpResult, ...] | StoreError]:
         args = {"batches": [[plain(op) for op in ops] for ops in batches]}
-        try:
-            outcomes = await self.inner.multi_each(batches)
-        except StoreError as exc:
-            self._record("multi_each", None, args, error=exc)
-            raise
-        encoded = [
-            encode_error(o) if isinstance(o, StoreError) else {"results": [plain(r) for r in o]}
-            for o in outcomes
-        ]
-        self._record("multi_each", None, args, result=encoded)
-        return outcomes
+
+        def encode(outcomes: list[tuple[OpResult, ...] | StoreError]) -> list[Any]:
+            return [
+                encode_error(o) if isinstance(o, StoreError) else {"results": _encode_results(o)}
+                for o in outcomes
+            ]
+
+        return await self._recorded(
+            "multi_each", None, args, self.inner.multi_each(batches), encode
+        )
 
     async def get_each(
         self, reads: Sequence[tuple[str, bool]]
     ) -> list[tuple[bytes, Stat] | StoreError]:
         args = {"reads": [[path, watch] for path, watch in reads]}
-        try:
-            outcomes = await self.inner.get_each(reads)
-        except StoreError as exc:
-            self._record("get_each", None, args, error=exc)
-            raise
-        encoded = [
-            encode_error(o)
-            if isinstance(o, StoreError)
-            else {"data": encode_data(o[0]), "stat": plain(o[1])}
-            for o in outcomes
-        ]
-        self._record("get_each", None, args, result=encoded)
-        return outcomes
 
-    async def close(self) -> None:
-        await self.inner.close()
+        def encode(outcomes: list[tuple[bytes, Stat] | StoreError]) -> list[Any]:
+            return [
+                encode_error(o) if isinstance(o, StoreError) else _encode_read(o) for o in outcomes
+            ]
+
+        return await self._recorded("get_each", None, args, self.inner.get_each(reads), encode)
+
+
+def _encode_read(read: tuple[bytes, Stat]) -> dict[str, Any]:
+    return {"data": encode_data(read[0]), "stat": plain(read[1])}
+
+
+def _encode_results(results: Sequence[OpResult]) -> list[Any]:
+    return [plain(r) for r in results]
 
 
 # ------------------------------------------------------------------ decoding store results

@@ -22,7 +22,7 @@ is compared as far as it was recorded.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,13 +37,13 @@ from actors.controller.channel import ControllerChannelManager
 from actors.controller.controller import ControllerConfig, KafkaController
 from actors.runtime import Node, Postman
 from actors.store import StoreSession, new_event_stream
-from actors.trace import MemorySink, Tracer
+from actors.trace import MemorySink, Tracer, read_trace
 from actors.zk_watch import ZkConnection
 from protocol import zkdata
 from protocol.envelope import Envelope
 from protocol.errors import StoreError
 from protocol.store import OpResult, Stat, StoreEvent, StoreOp
-from protocol.trace import TRACE_SCHEMA_VERSION, TraceEvent, TraceHeader, TraceKind
+from protocol.trace import TraceEvent, TraceKind, TraceSchemaError
 
 _OUTPUT_TYPES = frozenset({recording.STORE, recording.CLOCK, recording.REQUEST})
 _END = "controller_event_end"
@@ -501,38 +501,12 @@ def replay_events(events: Iterable[TraceEvent]) -> list[IncarnationResult]:
     return run_virtual(main)
 
 
-def read_trace(path: Path) -> tuple[TraceHeader, Iterator[TraceEvent]]:
-    """A JSONL trace's header and its events (read lazily). Raises ``ValueError`` on a
-    file that is not a trace of this schema version."""
-    handle = path.open("rb")
-    first = handle.readline()
-    try:
-        header = msgspec.json.decode(first, type=TraceHeader)
-    except msgspec.DecodeError as exc:
-        handle.close()
-        raise ValueError(f"{path}: not a trace (bad header: {exc})") from exc
-    if header.trace_schema != TRACE_SCHEMA_VERSION:
-        handle.close()
-        raise ValueError(
-            f"{path}: trace schema {header.trace_schema}, this kemu reads {TRACE_SCHEMA_VERSION}"
-        )
-    decoder = msgspec.json.Decoder(TraceEvent)
-
-    def lines() -> Iterator[TraceEvent]:
-        with handle:
-            for line in handle:
-                if line.strip():
-                    yield decoder.decode(line)
-
-    return header, lines()
-
-
 def replay_trace(path: Path) -> RunReplay:
     """Replay one JSONL trace file; never raises for a bad trace (``error`` says why)."""
     try:
         header, events = read_trace(path)
         results = replay_events(events)
-    except (OSError, ValueError, msgspec.DecodeError, KeyError, TypeError) as exc:
+    except (TraceSchemaError, OSError, ValueError, msgspec.DecodeError, KeyError, TypeError) as exc:
         return RunReplay(
             trace=str(path), run="", seed=None, incarnations=(), match=False, error=str(exc)
         )
@@ -563,7 +537,6 @@ __all__ = [
     "Step",
     "incarnations",
     "leaf_difference",
-    "read_trace",
     "replay_events",
     "replay_trace",
 ]

@@ -21,6 +21,7 @@ from actors.invariants.final_rules import (
 from actors.invariants.trace_rules import (
     DEFAULT_DELETION_BOUND,
     TRACE_RULES,
+    OrphanLogDirs,
     TraceMonitor,
     check_trace,
     controller_epochs_increase,
@@ -40,6 +41,7 @@ __all__ = [
     "TRACE_RULES",
     "CacheView",
     "FinalState",
+    "OrphanLogDirs",
     "PartitionView",
     "StoreView",
     "TraceMonitor",

@@ -44,6 +44,7 @@ __all__ = [
     "LegalTransitions",
     "NoStaleEpochAccepted",
     "OneControllerPerEpoch",
+    "OrphanLogDirs",
     "TraceMonitor",
     "check_trace",
     "controller_epochs_increase",
@@ -331,6 +332,57 @@ class DeletionsComplete(TraceRule):
 
     def finish(self, end: float) -> list[Violation]:
         return self._advance(end)
+
+
+# ----------------------------------------------------------------------------- log directories
+
+
+class OrphanLogDirs(TraceRule):
+    """The trace-only form of the end-state rule ``no_orphan_log_dirs``, for analyses of a
+    recorded trace that have no end state to read (the Spark jobs; a chaos run checks the
+    end state itself, so it is not in ``TRACE_RULES``). No log directory of a deleted
+    topic outlives its deletion: a directory of topic T
+    created, loaded or renamed (to its ``-delete`` name) before T's last
+    ``topic_deletion_completed`` must have been removed by the end of the trace. Fed the
+    ``log_dir`` events and the deletion completions; reported at ``finish``, at the event
+    that last made the directory appear."""
+
+    name = "orphan_log_dirs"
+
+    def __init__(self) -> None:
+        self._live: dict[tuple[str, str], TraceEvent] = {}
+        self._completed: dict[str, int] = {}
+
+    def observe(self, event: TraceEvent) -> list[Violation]:
+        f = event.fields
+        if event.kind == "event" and event.type == "topic_deletion_completed":
+            self._completed[str(f["topic"])] = event.seq
+        elif event.kind == "log_dir" and f.get("topic") is not None and f.get("result") == "ok":
+            where = (event.node, str(f["dir"]))
+            if event.type in ("create", "load", "load_deleted"):
+                self._live[where] = event
+            elif event.type == "rename":
+                self._live.pop(where, None)
+                self._live[(event.node, f"{f['log_dir']}/{f['to']}")] = event
+            elif event.type == "remove":
+                self._live.pop(where, None)
+        return []
+
+    def finish(self, end: float) -> list[Violation]:
+        del end
+        out: list[Violation] = []
+        for (node, directory), event in sorted(self._live.items()):
+            topic = str(event.fields["topic"])
+            completed = self._completed.get(topic)
+            if completed is not None and event.seq < completed:
+                out.append(
+                    violation_at(
+                        self.name,
+                        f"{node}: {directory} of deleted topic {topic} was never removed",
+                        event,
+                    )
+                )
+        return out
 
 
 # ----------------------------------------------------------------------------- all of them

@@ -1,9 +1,10 @@
 """Faults carried out on a running cluster, and undone.
 
 ``inject`` does what a fault step says, through the cluster (``Cluster.crash_broker``,
-``stop_broker``), its network (fault rules, partitions), its store (session expiry,
-latency), a broker's disk (``actors.disk.FaultyDisk``) or a broker node's clock, and
-returns an ``ActiveFault`` whose ``heal`` undoes it (nothing, for an instantaneous one).
+``stop_broker``, ``pause_broker``), its network (fault rules, partitions), its store
+(session expiry, latency), a broker's disk (``actors.disk.FaultyDisk``) or a broker
+node's clock, and returns an ``ActiveFault`` whose ``heal`` undoes it (nothing, for an
+instantaneous one).
 
 Network rules only ever match messages between brokers: the chaos client node is never
 named in them, so that the run's own requests and reads are not faulted.
@@ -32,6 +33,7 @@ from cluster.chaos.model import (
     Fault,
     KillController,
     NetworkPartition,
+    PauseBroker,
     ReorderMessages,
     SlowStore,
     StopBroker,
@@ -74,6 +76,14 @@ async def inject(h: Harness, fault: Fault, fault_id: str) -> ActiveFault:
             broker = await _running(h, fault.broker)
             await h.stop_broker(broker, timeout=RESTART_TIMEOUT)
             return _down(h, fault_id, fault, broker, f"broker {broker} stopped")
+        case PauseBroker():
+            broker = await _running(h, fault.broker)
+            await h.pause_broker(broker)
+
+            async def resume() -> None:
+                await h.resume_broker(broker)
+
+            return ActiveFault(fault_id, "pause_broker", resume, f"broker {broker} paused")
         case NetworkPartition():
             network = _network(h)
             groups = [sorted({await _node(h, m) for m in group}) for group in fault.groups]

@@ -27,6 +27,7 @@ import msgspec
 from actors.broker.broker import LOG_MANAGER_ACTOR, broker_ref
 from actors.clock import Clock
 from actors.disk import FaultyDisk
+from actors.freeze import NotFreezableError
 from actors.invariants import CHAOS_NODE
 from actors.log_manager import LogManager
 from actors.runtime import Node
@@ -311,12 +312,43 @@ class Harness:
 
     async def stop_broker(self, broker: int, *, timeout: float) -> None:
         """Graceful stop (a broker process gets SIGTERM, as ``kemu broker stop``)."""
+        if self.is_paused(broker):
+            raise ChaosStepError(f"broker {broker} is paused: heal the pause before stopping it")
         if self.processes is not None:
             await self.processes.stop_broker(broker)
             return
         self.cluster.stop_broker(broker)
         if not await self.cluster.wait_stopped(broker, timeout=timeout):
             raise ChaosStepError(f"broker {broker} did not stop")
+
+    # -- pauses
+
+    def is_paused(self, broker: int) -> bool:
+        if self.processes is not None:
+            child = self.processes.children.get(broker)
+            return child is not None and child.running and child.paused
+        node = self.cluster.nodes.get(broker)
+        return node is not None and node.paused
+
+    async def pause_broker(self, broker: int) -> None:
+        """Freeze a broker: its node in one process (``Cluster.pause_broker``), SIGSTOP
+        to its process."""
+        try:
+            if self.processes is not None:
+                await self.processes.pause_broker(broker)
+            else:
+                self.cluster.pause_broker(broker)
+        except (KemuError, NotFreezableError) as exc:
+            raise ChaosStepError(str(exc)) from None
+
+    async def resume_broker(self, broker: int) -> None:
+        """Undo ``pause_broker`` (SIGCONT); nothing to do if the broker went down since."""
+        if self.processes is not None:
+            child = self.processes.children.get(broker)
+            if child is not None and child.running:
+                self.processes.continue_broker(broker)
+            return
+        self.cluster.resume_broker(broker)
 
     async def wait_stopped(self, broker: int, *, timeout: float) -> bool:
         if self.processes is not None:

@@ -45,6 +45,7 @@ from cluster.chaos.model import (
     Fault,
     Heal,
     NetworkPartition,
+    PauseBroker,
     ReassignmentDone,
     ReassignPartitions,
     Scenario,
@@ -127,6 +128,7 @@ SHORTHAND: Final[Mapping[str, str]] = {
     "start_broker": "broker",
     "crash_broker": "broker",
     "stop_broker": "broker",
+    "pause_broker": "broker",
     "expire_session": "broker",
     "slow_store": "latency",
     "disk_failure": "broker",
@@ -481,13 +483,20 @@ def scenario_problems(scenario: Scenario) -> Iterator[tuple[Path_, str]]:
         if isinstance(step, _ToolOp):
             yield from ((here + p, w) for p, w in _tool_problems(step))
         if (refused := real_mode_refusal(step, store=setup.store, mode=setup.mode)) is not None:
-            yield here, refused  # real mode (engineer C)
+            yield here, refused
 
 
-# --- real mode (engineer C): what a store or a mode cannot do --------------------------
+# --- real mode: what a store or a mode cannot do -----------------------------------------
 
 PROCESSES_FAULTS: Final = frozenset(
-    {"crash_broker", "kill_controller", "stop_broker", "expire_session", "slow_store"}
+    {
+        "crash_broker",
+        "kill_controller",
+        "stop_broker",
+        "pause_broker",
+        "expire_session",
+        "slow_store",
+    }
 )
 """The faults that cross processes (slow_store with the embedded store only)."""
 
@@ -504,6 +513,11 @@ def real_mode_refusal(step: Step, *, store: str, mode: str) -> str | None:
         )
     if store == "zookeeper" and kind == "slow_store":
         return "slow_store is not available with store: zookeeper (it slows the embedded store)"
+    if store == "zookeeper" and mode != "processes" and kind == "pause_broker":
+        return (
+            "pause_broker in one process needs the embedded store"
+            " (on ZooKeeper, run it with mode: processes: a SIGSTOP)"
+        )
     return None
 
 
@@ -537,6 +551,7 @@ def _brokers_named(step: Step) -> Iterator[tuple[Path_, int]]:
         StartBroker
         | CrashBroker
         | StopBroker
+        | PauseBroker
         | ExpireSession
         | DiskFailure
         | ClockSkew

@@ -67,6 +67,7 @@ __all__ = [
     "NetworkPartition",
     "NoPendingDeletions",
     "Pattern",
+    "PauseBroker",
     "PreferredElection",
     "PreferredLeaders",
     "ReassignPartitions",
@@ -294,6 +295,15 @@ class CrashBroker(Fault, frozen=True, kw_only=True, tag="crash_broker"):
 
 class StopBroker(Fault, frozen=True, kw_only=True, tag="stop_broker"):
     """Graceful stop (its session closes, its znode goes at once). Healed by a start."""
+
+    broker: BrokerSel
+
+
+class PauseBroker(Fault, frozen=True, kw_only=True, tag="pause_broker"):
+    """Freeze the broker as SIGSTOP freezes a process (in one process: every task of its
+    node holds at its next await, ``actors.freeze``; with processes: SIGSTOP). It
+    answers nothing and sends nothing; past its session timeout its store session
+    expires. Healed by resuming it (SIGCONT): its held work runs, late."""
 
     broker: BrokerSel
 
@@ -583,6 +593,7 @@ Step: TypeAlias = (
     | StartBroker
     | CrashBroker
     | StopBroker
+    | PauseBroker
     | KillController
     | NetworkPartition
     | DropMessages
@@ -601,6 +612,7 @@ Step: TypeAlias = (
 FAULT_TYPES: Final[tuple[type[Fault], ...]] = (
     CrashBroker,
     StopBroker,
+    PauseBroker,
     KillController,
     NetworkPartition,
     DropMessages,

@@ -6,13 +6,18 @@ With one process per broker (``mode: processes``), each broker process writes it
 trace (``cluster.processes.BrokerProcessSpec.trace``), timed from the run's origin on
 CLOCK_MONOTONIC, which every process of the machine shares. ``TraceTail`` reads those
 files while the run goes on and hands each new event to the run's recorder (so triggers
-and conditions see the brokers' events within a poll interval); at the end, ``merge``
-orders every event of the run (the runner's own and the brokers') by time and numbers
-them afresh, gap-free, from 1.
+and conditions see the brokers' events within a poll interval). ``LiveOrder`` hands
+them to the trace rules in time order while the run goes on, each once ``LIVE_LAG``
+seconds have passed since it happened (no process can still report an earlier one,
+unless it is that late). At the end, ``merge`` orders every event of the run (the
+runner's own and the brokers') by time and numbers them afresh, gap-free, from 1: the
+order the rules saw live, unless an event came later than the lag.
 """
 
 from __future__ import annotations
 
+import heapq
+import math
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,10 +28,15 @@ import msgspec
 from actors.clock import Clock
 from protocol.trace import TraceEvent
 
-__all__ = ["TAIL_POLL", "TraceTail", "merge", "run_chroot"]
+__all__ = ["LIVE_LAG", "TAIL_POLL", "LiveOrder", "TraceTail", "merge", "run_chroot"]
 
 TAIL_POLL: Final = 0.02
 """Seconds between two reads of the broker processes' trace files."""
+
+LIVE_LAG: Final = 1.0
+"""Seconds an event waits before the live trace rules see it (``LiveOrder``): longer
+than a broker process takes to write an event and the run to read it, even on a busy
+machine."""
 
 _decoder = msgspec.json.Decoder(TraceEvent)
 
@@ -99,6 +109,32 @@ class TraceTail:
         return fed
 
 
+class LiveOrder:
+    """Events from several processes, handed to ``release`` in time order (ties in the
+    order recorded, as ``merge`` orders them) once they are old enough. ``late`` counts
+    the events that came after a later one had been released: the order seen live then
+    differs from ``merge``'s."""
+
+    def __init__(self, release: Callable[[TraceEvent], None]) -> None:
+        self._release = release
+        self._heap: list[tuple[float, int, TraceEvent]] = []
+        self._released_ts = -math.inf
+        self.late = 0
+
+    def push(self, event: TraceEvent) -> None:
+        if event.ts < self._released_ts:
+            self.late += 1
+        heapq.heappush(self._heap, (event.ts, event.seq, event))
+
+    def release_until(self, ts: float) -> None:
+        """Hand on every event up to ``ts`` (``math.inf``: every one left)."""
+        heap = self._heap
+        while heap and heap[0][0] <= ts:
+            _, _, event = heapq.heappop(heap)
+            self._released_ts = max(self._released_ts, event.ts)
+            self._release(event)  # may push more (a violation traced), later in time
+
+
 def merge(events: Sequence[TraceEvent]) -> tuple[list[TraceEvent], dict[int, int]]:
     """``events`` (numbered in the order they were recorded) in time order, numbered
     afresh from 1; and the new number of each old one. Events at the same time keep
@@ -110,8 +146,9 @@ def merge(events: Sequence[TraceEvent]) -> tuple[list[TraceEvent], dict[int, int
         renumbered[event.seq] = seq
         merged.append(msgspec.structs.replace(event, seq=seq))
     for i, event in enumerate(merged):
-        cause = event.fields.get("trigger_seq")
-        if isinstance(cause, int) and cause in renumbered:
-            fields = {**event.fields, "trigger_seq": renumbered[cause]}
-            merged[i] = msgspec.structs.replace(event, fields=fields)
+        for name in ("trigger_seq", "at_seq"):  # a fault's trigger, a violation's event
+            cause = event.fields.get(name)
+            if isinstance(cause, int) and cause in renumbered:
+                fields = {**event.fields, name: renumbered[cause]}
+                event = merged[i] = msgspec.structs.replace(event, fields=fields)
     return merged, renumbered

@@ -18,6 +18,7 @@ trace and the end state. Everything goes into the run directory:
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 import shutil
 import time
@@ -69,7 +70,7 @@ from cluster.chaos.model import (
     Wait,
     kind_of,
 )
-from cluster.chaos.real import TraceTail, merge, run_chroot
+from cluster.chaos.real import LIVE_LAG, TAIL_POLL, LiveOrder, TraceTail, merge, run_chroot
 from cluster.chaos.timeline import condition_text, step_label, timeline
 from cluster.cluster import Cluster, ClusterSpec
 from cluster.network import Network, TcpTransport
@@ -180,7 +181,7 @@ def run_scenario(scenario: Scenario, options: RunOptions) -> RunResult:
         if options.deterministic:
             run_virtual(run.main)
         else:
-            run_real(run.main)
+            run_real(run.main, freezable=not run.processes)  # in one process: pause_broker
     except Exception as exc:  # the run's own boundary: report, never a traceback
         run.error(sole_error(exc))
     except BaseExceptionGroup as group:
@@ -232,11 +233,15 @@ class _Run:
         self.writer = JsonlTraceWriter(options.run_dir / "trace.jsonl", header)
         self.processes = scenario.cluster.mode == "processes"
         self.monitor = TraceMonitor(deletion_bound=scenario.deletion_bound)
+        self.merged: list[TraceEvent] | None = None
+        self.renumbered: dict[int, int] = {}
         if self.processes:
-            # Events from several processes, recorded as they are read: the trace file
-            # and the trace rules get them merged in time order at the end.
+            # Events from several processes, recorded as they are read: the trace rules
+            # see them in time order, LIVE_LAG late; the trace file gets them merged in
+            # time order at the end (``cluster.chaos.real``).
             self.recorder = Recorder(_ignore, self.log_root, renumber=True)
-            self.merged: list[TraceEvent] | None = None
+            self.live = LiveOrder(self._check_live)
+            self.recorder.listen(self.live.push)
         else:
             self.recorder = Recorder(self.writer, self.log_root)
             self.recorder.listen(self._check_live)
@@ -391,6 +396,7 @@ class _Run:
             tg.start_soon(launch)
             await ready.wait()
             tg.start_soon(tail.run, self.clock)
+            tg.start_soon(self._release_live)
             transport = TcpTransport(host=spec.host)
             for broker, port in cluster.network_ports.items():
                 transport.add_peer(broker_node_id(broker), spec.host, port)
@@ -623,12 +629,20 @@ class _Run:
 
     # ------------------------------------------------------------------ the outcome
 
+    async def _release_live(self) -> None:
+        """Hand the events of every process to the trace rules once ``LIVE_LAG`` old."""
+        while True:
+            self.live.release_until(time.monotonic() - self.trace_origin - LIVE_LAG)
+            await self.clock.sleep(TAIL_POLL)
+
     def close_trace(self) -> None:
         """Write what is left of the trace and close the file. With broker processes,
         every event goes now, merged in time order (``cluster.chaos.real.merge``); the
         scenario failures are renumbered with them."""
         if self.processes:
+            self.live.release_until(math.inf)
             merged, renumbered = merge(self.recorder.events)
+            self.renumbered = renumbered
             for event in merged:
                 self.writer(event)
             self.merged = merged
@@ -643,21 +657,35 @@ class _Run:
     def finish(self, wall: float) -> RunResult:
         result = self.result
         events = self.recorder.events
+        late = 0
         if self.processes and self.merged is not None:
             events = self.merged
-            for event in events:  # the trace rules, over the merged trace
-                self.monitor.observe(event)
+            late = self.live.late
+            if late:  # the rules saw another order than the trace's: check it again
+                self.monitor = TraceMonitor(deletion_bound=self.scenario.deletion_bound)
+                for event in events:
+                    self.monitor.observe(event)
         result.events = len(events)
         result.simulated_seconds = round(self.end, 6)
         result.wall_seconds = round(wall, 3)
         if result.error is None:
             self.monitor.finish(self.end)
         result.violations = list(self.monitor.violations)  # found live, then at the end
+        if self.processes and not late:  # numbered as recorded: as in the trace file
+            result.violations = [_renumbered(v, self.renumbered) for v in result.violations]
         if result.error is None:
             if self.final is not None:
                 result.violations += check_final(self.final, events)
                 _write_json(self.run_dir / "final_state.json", self.final)
             result.notices = refused_transitions(events)
+            if late:
+                result.notices.append(
+                    Violation(
+                        rule="live_order",
+                        message=f"{late} event(s) reached the run more than {LIVE_LAG:g}s"
+                        " late: the trace rules were checked again on the merged trace",
+                    )
+                )
         if result.error is not None:
             result.status = "error"
         elif result.problems:
@@ -679,6 +707,12 @@ class _Run:
         )
         _write_json(self.run_dir / "summary.json", result)
         return result
+
+
+def _renumbered(violation: Violation, renumbered: dict[int, int]) -> Violation:
+    if violation.seq is None:
+        return violation
+    return msgspec.structs.replace(violation, seq=renumbered.get(violation.seq, violation.seq))
 
 
 def _ignore(event: TraceEvent) -> None:

@@ -71,6 +71,7 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from actors.clock import Clock
+from actors.freeze import outside_nodes
 from cluster.network.transport import DropReason, Transport, TransportEvents
 from protocol.codec import MAX_FRAME_BYTES, FrameReader, decode_envelope, frame
 from protocol.envelope import Envelope
@@ -645,7 +646,8 @@ class TcpTransport(Transport):
     def _start_connector(self, peer: _Peer) -> None:
         if not peer.connecting:
             peer.connecting = True
-            self._task_group().start_soon(self._connector, peer)
+            # It connects for every local node: whichever posted first must not own it.
+            outside_nodes(self._task_group().start_soon, self._connector, peer)
 
     async def _connector(self, peer: _Peer) -> None:
         """The connector task of one destination: connect while frames are queued and no

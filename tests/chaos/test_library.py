@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from actors.invariants.trace_rules import LeaderInIsr
+from actors.trace import read_trace
 from cluster.chaos import RunOptions, ScenarioError, load_scenario, parse_scenario, run_scenario
 from cluster.chaos.model import (
     ClusterSetup,
@@ -26,7 +27,6 @@ from cluster.chaos.model import (
     TopicReady,
     Wait,
 )
-from cluster.trace import read_trace
 from protocol.trace import TraceEvent
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"

@@ -6,17 +6,20 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import uuid
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from actors.trace import read_trace
 from cluster.chaos import RunOptions, ScenarioError, load_scenario, parse_scenario, run_scenario
 from cluster.chaos.cli import chaos_main
+from cluster.chaos.real import LiveOrder, merge
 from cluster.cli import build_parser
-from cluster.trace import read_trace
 from cluster.zookeeper_server import ZooKeeperServer
+from protocol.trace import TraceEvent
 
 REAL = Path(__file__).resolve().parents[2] / "scenarios" / "real"
 
@@ -118,3 +121,37 @@ def test_every_real_scenario_is_valid_and_real() -> None:
         scenario = load_scenario(path)
         assert (scenario.cluster.mode, scenario.cluster.store) == ("processes", "zookeeper")
         assert json.dumps(scenario.name).startswith('"real-')
+
+
+def _event(seq: int, ts: float, node: str, type_: str = "e", **fields: object) -> TraceEvent:
+    return TraceEvent(
+        seq=seq, ts=ts, node=node, actor="a", kind="event", type=type_, corr=None, fields=fields
+    )
+
+
+def test_live_order_hands_events_on_in_merge_order_once_old_enough() -> None:
+    """Events from several processes reach the rules in time order (ties as recorded),
+    only once they are old enough, in the same order ``merge`` writes the trace; one
+    that comes after a later one was released counts as late."""
+    seen: list[int] = []
+    live = LiveOrder(lambda e: seen.append(e.seq))
+    recorded = [
+        _event(1, 0.5, "chaos"),
+        _event(2, 0.2, "broker-0"),
+        _event(3, 0.9, "broker-1"),
+        _event(4, 0.2, "broker-1"),
+        _event(5, 1.5, "chaos", "invariant_violated", at_seq=3),
+    ]
+    for event in recorded[:4]:
+        live.push(event)
+    live.release_until(0.6)
+    assert seen == [2, 4, 1]
+    live.push(recorded[4])
+    live.release_until(math.inf)
+    assert seen == [2, 4, 1, 3, 5]
+    assert live.late == 0
+    merged, renumbered = merge(recorded)
+    assert [renumbered[s] for s in seen] == [1, 2, 3, 4, 5]
+    assert merged[-1].fields["at_seq"] == renumbered[3]  # a violation's event, renumbered
+    live.push(_event(6, 1.0, "broker-0"))  # older than what the rules already saw
+    assert live.late == 1

@@ -16,9 +16,9 @@ import pytest
 from actors.broker.broker import Broker
 from actors.controller.topic_deletion import TopicDeletionManager
 from actors.log_manager import LogManager
+from actors.trace import read_trace
 from cluster.chaos import RunOptions, RunResult, Scenario, load_scenario, run_scenario
 from cluster.chaos.model import ClusterSetup, CreateTopic, Expect, FinalPhase, TopicReady
-from cluster.trace import read_trace
 from protocol.control import TopicPartition
 from protocol.ids import ControllerEpoch, TopicName
 from protocol.log import LogDeleted

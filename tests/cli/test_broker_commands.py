@@ -17,6 +17,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from actors.freeze import FreezableEventLoop
 from actors.trace import MemorySink, Tracer
 from cluster.broker_cli import BrokerCommandError, broker_main, run_broker_command
 from cluster.cli import build_parser
@@ -89,8 +90,9 @@ class Launched:
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
+def anyio_backend() -> tuple[str, dict[str, object]]:
+    """As ``kemu up`` runs a cluster in one process: on a loop that can pause a broker."""
+    return "asyncio", {"loop_factory": FreezableEventLoop}
 
 
 async def _launched(tmp_path: Path, session_timeout_ms: int) -> AsyncIterator[Launched]:
@@ -290,6 +292,53 @@ def test_refusal_rules() -> None:
     assert why(BrokerAction.START, 0) == "broker 0 is already running"
     assert why(BrokerAction.START, 3) == "no broker 3 in this cluster (its brokers are 0, 1, 2)"
     assert why(BrokerAction.STOP, 0, stopping=True) == "the cluster is stopping"
+    assert why(BrokerAction.PAUSE, 0) is None
+    assert why(BrokerAction.RESUME, 0) == "broker 0 is not paused (running)"
+    assert why(BrokerAction.PAUSE, 1) == "broker 1 is not running (killed)"
+    states[0] = BrokerState.PAUSED
+    assert why(BrokerAction.RESUME, 0) is None
+    assert why(BrokerAction.KILL, 0) is None
+    assert why(BrokerAction.PAUSE, 0) == "broker 0 is already paused"
+    assert why(BrokerAction.STOP, 0) == "broker 0 is paused: resume it before stopping it"
+    assert why(BrokerAction.START, 0) == "broker 0 is already running (paused)"
+
+
+@pytest.mark.anyio
+async def test_pause_the_controller_past_its_session_then_resume_it(launched: Launched) -> None:
+    """A paused controller answers nothing: its session expires (2 s here), another broker
+    becomes controller, the cluster file stops offering it. Resumed, it learns its session
+    is gone, resigns, registers again with a higher broker epoch, and the brokers agree."""
+    first, controller = parse_status(await launched.broker("status"))
+    before = await launched.registered()
+    out = await launched.broker("pause", controller)
+    assert out.splitlines()[0] == (
+        f"Broker {controller} paused (frozen whole: it answers nothing and sends nothing);"
+        " its session expires after 2s unless it is resumed first."
+    )
+    rows, _ = parse_status(out)
+    assert rows[controller].state == "paused"
+    assert rows[controller].pid == str(os.getpid())
+    entries = {b.id: b for b in launched.file().brokers}
+    assert not entries[controller].running  # clients are not sent to a frozen broker
+    with pytest.raises(BrokerCommandError, match="is paused: resume it before stopping it"):
+        await launched.broker("stop", controller)
+
+    others = sorted(set(first) - {controller})
+    await eventually(launched.registered, until=lambda r: sorted(r) == others, timeout=20)
+
+    async def new_controller() -> int:
+        return parse_status(await launched.broker("status"))[1]
+
+    await eventually(new_controller, until=lambda c: c in others, timeout=20)
+
+    out = await launched.broker("resume", controller)
+    assert out.splitlines()[0] == f"Broker {controller} resumed."
+    rows, _ = parse_status(out)
+    assert all(row.state == "running" for row in rows.values())
+    again = await eventually(launched.registered, until=lambda r: controller in r, timeout=20)
+    assert again[controller] > before[controller]
+    resigned = launched.sink.of("event", "controller_resigned")
+    assert [e.node for e in resigned] == [f"broker-{controller}"]
 
 
 def _finished_child() -> int:

@@ -30,8 +30,7 @@ from actors.controller.recording import (
     encode_event,
 )
 from actors.controller.replay import RunReplay, replay_events, replay_trace
-from actors.controller.states import ReplicaState
-from actors.controller.topic_deletion import REASON_OFFLINE_REPLICAS, TopicDeletionManager
+from actors.controller.topic_deletion import TopicDeletionManager
 from cluster.chaos import RunOptions, load_scenario, run_scenario
 from protocol.control import (
     LeaderAndIsrResponse,
@@ -43,6 +42,7 @@ from protocol.ids import BrokerEpoch, BrokerId, TopicName
 from protocol.trace import TraceEvent
 from tests.controller.fakes import ControllerCluster
 from tests.controller.support import run_cluster, start
+from tests.support.planted import deletion_without_delete_phase
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = "delete-with-broker-down"
@@ -141,24 +141,9 @@ def test_a_controller_skipping_the_stop_replica_delete_phase_diverges(
     """A deletion that stops replicas but never starts deleting them (no
     ReplicaDeletionStarted, so no StopReplica delete=true) diverges at TopicDeletion."""
 
-    async def stop_only(self: TopicDeletionManager, topics: Sequence[TopicName]) -> None:
-        ctx = self.context
-        replicas = [r for t in sorted(topics) for r in ctx.replicas_for_topic(t)]
-        dead = [r for r in replicas if not ctx.is_replica_online(r.replica, r.topic_partition)]
-        redo = [
-            r
-            for r in replicas
-            if r not in dead and ctx.replica_state(r) is not ReplicaState.DELETION_SUCCESSFUL
-        ]
-        rsm = self.replica_state_machine
-        await rsm.handle_state_changes(dead, ReplicaState.DELETION_INELIGIBLE)
-        await rsm.handle_state_changes(redo, ReplicaState.OFFLINE)  # and no phase 2
-        if dead:
-            self.mark_topic_ineligible_for_deletion(
-                {TopicName(r.topic) for r in dead}, REASON_OFFLINE_REPLICAS
-            )
-
-    monkeypatch.setattr(TopicDeletionManager, "on_partition_deletion", stop_only)
+    monkeypatch.setattr(
+        TopicDeletionManager, "on_partition_deletion", deletion_without_delete_phase
+    )
     result = replay_trace(recorded)
     assert not result.match
     node, _, event = divergence_of(result)
@@ -231,7 +216,7 @@ def test_a_trace_without_a_recording_is_an_error_not_a_match(
     assert "no controller recording" in result.error
     bad = tmp_path / "bad.jsonl"
     bad.write_text("not json\n")
-    assert "not a trace" in (replay_trace(bad).error or "")
+    assert "bad.jsonl: not a kemu trace" in (replay_trace(bad).error or "")
 
 
 def events_of_every_type() -> Iterator[ControllerEvent]:

@@ -176,6 +176,41 @@ def test_stop_a_broker_process_gracefully(processes: KemuUp) -> None:
     eventually(lambda: [b.pid for b in final.values() if alive(b.pid)], lambda left: not left, 10)
 
 
+def _process_state(pid: int) -> str:
+    """The state letter of a process (``T``: stopped by a signal)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2]
+
+
+def test_pause_and_resume_a_broker_process(processes: KemuUp) -> None:
+    """With --processes, pause SIGSTOPs a broker's process: ZooKeeper's part (the
+    launcher's store server) expires its silent session; resume SIGCONTs it and it
+    registers again; a paused process can also be killed."""
+    up = processes
+    pids = {b.id: b.pid for b in ClusterFile.read(up.cluster_file).brokers}
+    victim = next(b for b in (0, 1, 2) if b != controller(up))
+    old_epoch = epoch_of(up, victim)
+    paused = broker(up, "pause", str(victim))
+    assert paused.returncode == 0, paused.stderr
+    assert paused.stdout.startswith(f"Broker {victim} paused (SIGSTOP to pid {pids[victim]}; ")
+    assert parse_status(paused.stdout)[0][victim].state == "paused"
+    assert _process_state(pids[victim]) == "T"
+    others = sorted({0, 1, 2} - {victim})
+    eventually(lambda: registered(up), lambda r: r == others, EXPIRY_TIMEOUT)
+
+    resumed = broker(up, "resume", str(victim))
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.startswith(f"Broker {victim} resumed (SIGCONT to pid {pids[victim]})")
+    assert _process_state(pids[victim]) != "T"
+    eventually(lambda: registered(up), lambda r: r == [0, 1, 2], EXPIRY_TIMEOUT)
+    assert epoch_of(up, victim) > old_epoch
+
+    assert broker(up, "pause", str(victim)).returncode == 0
+    killed = broker(up, "kill", str(victim))
+    assert killed.returncode == 0, killed.stderr
+    eventually(lambda: alive(pids[victim]), lambda up_still: not up_still, 10)
+
+
 def test_a_broker_process_that_died_on_its_own_can_be_started(processes: KemuUp) -> None:
     """A broker process that dies without `kemu broker` shows as exited, in the cluster
     file too, and `kemu broker start` runs it again."""

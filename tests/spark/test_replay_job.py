@@ -7,21 +7,17 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from pyspark import cloudpickle
 from pyspark.sql import SparkSession
 
-from actors.controller.states import ReplicaState
-from actors.controller.topic_deletion import REASON_OFFLINE_REPLICAS, TopicDeletionManager
 from cluster.trace import export_parquet
-from protocol.ids import TopicName
 from spark.replay import replay_command, replay_runs
 from spark.schema import resolve_inputs
 from tests.spark.conftest import run_campaign
+from tests.support.planted import no_delete_phase
 
 RUNS = tuple(
     (scenario, seed)
@@ -42,36 +38,6 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-u
 @pytest.fixture(scope="module")
 def replay_campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run_campaign(tmp_path_factory.mktemp("replay-campaign"), RUNS)
-
-
-async def _without_delete_phase(self: TopicDeletionManager, topics: Sequence[TopicName]) -> None:
-    """Topic deletion as the current code does it, minus phase 2 (ReplicaDeletionStarted:
-    StopReplica with delete=true): replicas stop but are never deleted."""
-    ctx = self.context
-    replicas = [r for t in sorted(topics) for r in ctx.replicas_for_topic(t)]
-    dead = [r for r in replicas if not ctx.is_replica_online(r.replica, r.topic_partition)]
-    redo = [
-        r
-        for r in replicas
-        if r not in dead and ctx.replica_state(r) is not ReplicaState.DELETION_SUCCESSFUL
-    ]
-    rsm = self.replica_state_machine
-    await rsm.handle_state_changes(dead, ReplicaState.DELETION_INELIGIBLE)
-    await rsm.handle_state_changes(redo, ReplicaState.OFFLINE)
-    if dead:
-        self.mark_topic_ineligible_for_deletion(
-            {TopicName(r.topic) for r in dead}, REASON_OFFLINE_REPLICAS
-        )
-
-
-@contextmanager
-def no_delete_phase() -> Iterator[None]:
-    original = TopicDeletionManager.on_partition_deletion
-    TopicDeletionManager.on_partition_deletion = _without_delete_phase  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        TopicDeletionManager.on_partition_deletion = original  # type: ignore[method-assign]
 
 
 def test_a_campaign_replays_to_a_match_one_task_per_run(

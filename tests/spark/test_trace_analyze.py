@@ -128,11 +128,10 @@ def test_lifecycles_latencies_and_counts(analysis: Analysis) -> None:
     assert times == sorted(times)
     assert events["partitions"] == 6
     assert events["deletion_duration"] == pytest.approx(events["logs_gone"] - events["marked"])
-    assert run["latency"]["StopReplicaRequest"]["count"] > 0
-    assert (
-        run["messages"]["by_type"]["StopReplicaRequest"]
-        == run["latency"]["StopReplicaRequest"]["count"]
-    )
+    # Every StopReplica sent is counted; those the killed controller never got an answer
+    # to have no latency.
+    answered = run["latency"]["StopReplicaRequest"]["count"]
+    assert 0 < answered <= run["messages"]["by_type"]["StopReplicaRequest"]
     assert sum(run["messages"]["rate"]) == sum(run["messages"]["by_type"].values())
     assert len(run["messages"]["rate"]) == RATE_BUCKETS
     assert run["queue_time"]["TopicDeletion"]["count"] >= 1

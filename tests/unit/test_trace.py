@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from actors.clock import run_virtual
-from actors.trace import MemorySink, Tracer
-from cluster.trace import JsonlTraceWriter, export_parquet, read_trace
+from actors.trace import MemorySink, Tracer, read_trace
+from cluster.trace import JsonlTraceWriter, export_parquet
 from protocol.trace import TraceHeader
 
 
