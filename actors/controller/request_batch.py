@@ -155,7 +155,8 @@ class ControllerBrokerRequestBatch:
                 removing_replicas=assignment.removing_replicas,
                 is_new=is_new or (previous is not None and previous.is_new),
             )
-        self.add_update_metadata(sorted(self.context.live_or_shutting_down_broker_ids), (tp,))
+        # A set of brokers: the order they are sent in is settled when the batch is sent.
+        self.add_update_metadata(self.context.live_or_shutting_down_broker_ids, (tp,))
 
     def add_stop_replica(
         self, broker_ids: Iterable[BrokerId], tp: TopicPartition, *, delete_partition: bool
