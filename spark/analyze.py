@@ -16,13 +16,15 @@ Per run (docs/spark.md lists every key of the result):
   results other than ok) with their counts;
 * ``operations`` (topic creations + deletions) and ``messages_per_operation``.
 
-Everything is computed from one cached read of the traces; only small per-run results
-reach the driver.
+Nothing is cached: each stage scans the traces (Parquet reads only the columns it needs),
+picks its events with cheap tests on the raw JSON, and parses only those, only the keys
+it reads; the per-event Python work (rules, lifecycles) streams through ``mapInArrow``
+over partitions sorted by group. Only small per-run results reach the driver.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -33,16 +35,19 @@ from spark.progress import Progress
 from spark.schema import TraceInput, read_traces, resolve_inputs
 
 if TYPE_CHECKING:
-    import pandas as pd
+    import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
 
 __all__ = [
     "ANALYSIS_VERSION",
     "LIFECYCLE_COLUMNS",
     "PERCENTILES",
+    "PHASE_COLUMNS",
     "RATE_BUCKETS",
     "analyze",
     "analyze_events",
+    "empty_run",
+    "lifecycles_sorted",
     "topic_events",
     "with_parsed_fields",
 ]
@@ -90,36 +95,21 @@ _VOLATILE_FIELD: Final = (
 _UUID: Final = r"[0-9a-f]{32}"
 
 
-FIELD_KEYS: Final = (
-    "topic",
-    "topics",
-    "partition",
-    "to_state",
-    "path",
-    "result",
-    "request",
-    "src",
-    "dst",
-    "states",
-    "stops",
-    "env_kind",
-    "event",
-    "queue_time",
-    "error",
-    "op",
-)
-"""The keys of ``fields`` the jobs read, parsed once per event into the struct column ``f``
-(each as text: nested values as their JSON)."""
-
-
-def with_parsed_fields(events: DataFrame) -> DataFrame:
-    """``events`` with the struct column ``f`` of ``FIELD_KEYS`` (added once)."""
+def with_parsed_fields(events: DataFrame, *keys: str) -> DataFrame:
+    """``events`` with the struct column ``f`` of the given keys of ``fields``, each as
+    text (a string's content, any other value's JSON). Parse only what a stage needs,
+    after its cheap filters: parsing JSON is most of a stage's cost."""
     from pyspark.sql import functions as F
 
-    if "f" in events.columns:
-        return events
-    schema = "struct<" + ", ".join(f"{key}: string" for key in FIELD_KEYS) + ">"
+    schema = "struct<" + ", ".join(f"`{key}`: string" for key in keys) + ">"
     return events.withColumn("f", F.from_json(F.col("fields"), schema))
+
+
+def _has(text: str) -> Column:
+    """The raw ``fields`` JSON contains ``text``: a cheap test before parsing."""
+    from pyspark.sql import functions as F
+
+    return F.col("fields").contains(text)
 
 
 def _field(name: str) -> Column:
@@ -140,195 +130,267 @@ def normalised(fields: Column) -> Column:
 # ----------------------------------------------------------------------------- topics
 
 
-def topic_events(events: DataFrame) -> DataFrame:
+def topic_events(events: DataFrame, *, phases_only: bool = False) -> DataFrame:
     """The events about each topic, one row per (event, topic): ``run, topic, seq, sub,
     ts, phase, partition, norm``. ``phase`` names the lifecycle step the event is
     (``created``, ``new_partition``, ``online``, ``marked``, ``update_metadata_deleted``,
     ``stop_replica_offline``, ``stop_replica_delete``, ``completed``, ``log_removed``)
     or is null; ``norm`` is its normalised text (seq, ts, corr and volatile keys left
-    out); ``sub`` orders the rows of one event (a control request's entries)."""
+    out); ``sub`` orders the rows of one event (a control request's entries).
+
+    One scan: cheap tests on the raw JSON pick the candidate events, each is parsed once,
+    and yields an array of its topic rows, exploded. ``phases_only``: only rows with a
+    phase (all the lifecycles need), the tests then tighter."""
     from pyspark.sql import functions as F
 
-    events = with_parsed_fields(events)
-    path = _field("path")
-    topic = _field("topic")
-    result = _field("result")
-    base = F.concat_ws("|", "kind", "type", "node", "actor")
+    kind, type_, node = F.col("kind"), F.col("type"), F.col("node")
+    anything = F.lit(True)
 
     # Transitions, log-directory operations and controller events naming one topic.
-    named = events.where(
-        topic.isNotNull() & (F.col("node") != "chaos") | (F.col("type") == "admin_result")
+    maybe_phase = (
+        (kind == "transition")
+        & (type_ == "partition")
+        & (_has('"to_state":"OnlinePartition"') | _has('"to_state":"NewPartition"'))
+        | (type_ == "topic_deletion_completed")
+        | ((kind == "log_dir") & (type_ == "remove"))
     )
-    named = named.where(F.col("kind").isin("transition", "log_dir", "event", "error"))
-    to_state = _field("to_state")
+    named_candidate = (
+        kind.isin("transition", "log_dir", "event", "error")
+        & _has('"topic"')
+        & (maybe_phase if phases_only else anything)
+    )
+    # Controller events naming several topics (never a phase).
+    listed_candidate = (
+        (kind == "event") & (node != "chaos") & _has('"topics":[') & F.lit(not phases_only)
+    )
+    # Store writes of a topic's znodes.
+    topic_or_marker = _has('"path":"/brokers/topics/') | _has('"path":"/admin/delete_topics/')
+    store_candidate = (
+        (kind == "store")
+        & type_.isin("create", "multi", "set", "delete")
+        & ((type_.isin("create", "multi") & topic_or_marker) if phases_only else anything)
+    )
+    # Control requests: one row per partition entry.
+    deleting = (
+        _has('"request":"UpdateMetadataRequest"') & _has(f",{LEADER_DURING_DELETE},")
+    ) | _has('"request":"StopReplicaRequest"')
+    request_candidate = (
+        (node == "chaos") & (type_ == "control_request") & (deleting if phases_only else anything)
+    )
+    keys: tuple[str, ...] = ("topic", "to_state", "result", "partition", "topics", "path")
+    keys += ("request", "dst", "states", "stops")
+    parsed = with_parsed_fields(
+        events.where(named_candidate | listed_candidate | store_candidate | request_candidate),
+        *keys,
+    ).select(
+        "*",
+        named_candidate.alias("_named"),
+        listed_candidate.alias("_listed"),
+        store_candidate.alias("_store"),
+        request_candidate.alias("_request"),
+    )
+    base = F.concat_ws("|", "kind", "type", "node", "actor")
+    null_text = F.lit(None).cast("string")
+    null_int = F.lit(None).cast("int")
+
+    def row(topic: Column, sub: Column, phase: Column, partition: Column, norm: Column) -> Column:
+        return F.struct(
+            topic.alias("topic"),
+            sub.alias("sub"),
+            phase.alias("phase"),
+            partition.alias("partition"),
+            norm.alias("norm"),
+        )
+
+    rows_type = (
+        "array<struct<topic: string, sub: int, phase: string, partition: int, norm: string>>"
+    )
+    no_rows = F.array().cast(rows_type)
+
+    def only(condition: Column, rows: Column) -> Column:
+        return F.coalesce(F.when(condition, rows), no_rows)
+
+    topic, result, to_state = _field("topic"), _field("result"), _field("to_state")
     named_phase = (
         F.when(
-            (F.col("kind") == "transition") & (F.col("type") == "partition"),
+            (kind == "transition") & (type_ == "partition"),
             F.when(to_state == "OnlinePartition", "online").when(
                 to_state == "NewPartition", "new_partition"
             ),
         )
-        .when(F.col("type") == "topic_deletion_completed", "completed")
-        .when(
-            (F.col("kind") == "log_dir") & (F.col("type") == "remove") & (result == "ok"),
-            "log_removed",
-        )
+        .when(type_ == "topic_deletion_completed", "completed")
+        .when((kind == "log_dir") & (type_ == "remove") & (result == "ok"), "log_removed")
     )
-    named_rows = named.select(
-        "run",
-        topic.alias("topic"),
-        "seq",
-        F.lit(0).alias("sub"),
-        "ts",
-        named_phase.alias("phase"),
-        _field("partition").cast("int").alias("partition"),
-        F.concat_ws("|", base, normalised(F.col("fields"))).alias("norm"),
+    named = only(
+        F.col("_named") & (topic.isNotNull() & (node != "chaos") | (type_ == "admin_result")),
+        F.array(
+            row(
+                topic,
+                F.lit(0),
+                named_phase,
+                _field("partition").cast("int"),
+                F.concat_ws("|", base, normalised(F.col("fields"))),
+            )
+        ),
     )
-
-    # Controller events naming several topics.
-    listed = events.where((F.col("kind") == "event") & (F.col("node") != "chaos"))
-    listed = listed.where(_field("topics").startswith("["))
-    listed_rows = listed.select(
-        "run",
-        F.explode(F.from_json(_field("topics"), "array<string>")).alias("topic"),
-        "seq",
-        F.lit(0).alias("sub"),
-        "ts",
-        F.lit(None).cast("string").alias("phase"),
-        F.lit(None).cast("int").alias("partition"),
-        F.concat_ws("|", base, F.lit("topics")).alias("norm"),
+    listed = only(
+        F.col("_listed") & _field("topics").startswith("["),
+        F.transform(
+            F.from_json(_field("topics"), "array<string>"),
+            lambda t: row(
+                t, F.lit(0), null_text, null_int, F.concat_ws("|", base, F.lit("topics"))
+            ),
+        ),
     )
-
-    # Store writes of a topic's znodes.
+    path = _field("path")
     store_topic = F.regexp_extract(
         path, r"^/(?:brokers/topics|admin/delete_topics|config/topics)/([^/]+)", 1
     )
-    store = events.where(
-        (F.col("kind") == "store") & F.col("type").isin("create", "multi", "set", "delete")
-    ).where(store_topic != "")
     store_phase = F.when(
-        (result == "ok") & F.col("type").isin("create", "multi"),
+        (result == "ok") & type_.isin("create", "multi"),
         F.when(path.rlike(r"^/brokers/topics/[^/]+$"), "created").when(
-            path.rlike(r"^/admin/delete_topics/[^/]+$") & (F.col("type") == "create"), "marked"
+            path.rlike(r"^/admin/delete_topics/[^/]+$") & (type_ == "create"), "marked"
         ),
     )
-    store_rows = store.select(
-        "run",
-        store_topic.alias("topic"),
-        "seq",
-        F.lit(0).alias("sub"),
-        "ts",
-        store_phase.alias("phase"),
-        F.lit(None).cast("int").alias("partition"),
-        F.concat_ws(
-            "|", base, F.regexp_replace(path, "^/[a-z_]+/[a-z_]+/[^/]+", "T"), result
-        ).alias("norm"),
+    store = only(
+        F.col("_store") & (store_topic != ""),
+        F.array(
+            row(
+                store_topic,
+                F.lit(0),
+                store_phase,
+                null_int,
+                F.concat_ws(
+                    "|", base, F.regexp_replace(path, "^/[a-z_]+/[a-z_]+/[^/]+", "T"), result
+                ),
+            )
+        ),
     )
-
-    # Control requests: one row per partition entry.
-    requests = events.where((F.col("node") == "chaos") & (F.col("type") == "control_request"))
     request = _field("request")
     entries = F.coalesce(
         F.from_json(_field("states"), "array<array<string>>"),
         F.from_json(_field("stops"), "array<array<string>>"),
     )
-    exploded = requests.select(
+
+    def entry_row(entry: Column, index: Column) -> Column:
+        phase = F.when(
+            (request == "UpdateMetadataRequest") & (entry[2].cast("int") == LEADER_DURING_DELETE),
+            "update_metadata_deleted",
+        ).when(
+            request == "StopReplicaRequest",
+            F.when(entry[3] == "true", "stop_replica_delete").otherwise("stop_replica_offline"),
+        )
+        norm = F.concat_ws("|", F.lit("control_request"), request, _field("dst"), F.to_json(entry))
+        return row(entry[0], index + 1, phase, entry[1].cast("int"), norm)
+
+    requests = only(F.col("_request"), F.transform(entries, entry_row))
+    found = parsed.select(
         "run",
         "seq",
         "ts",
-        request.alias("request"),
-        _field("dst").alias("dst"),
-        F.posexplode(entries).alias("sub", "entry"),
-    )
-    is_stop = F.col("request") == "StopReplicaRequest"
-    entry_phase = F.when(
-        (F.col("request") == "UpdateMetadataRequest")
-        & (F.col("entry")[2].cast("int") == LEADER_DURING_DELETE),
-        "update_metadata_deleted",
-    ).when(
-        is_stop,
-        F.when(F.col("entry")[3] == "true", "stop_replica_delete").otherwise(
-            "stop_replica_offline"
-        ),
-    )
-    request_rows = exploded.select(
+        F.explode(F.concat(named, listed, store, requests)).alias("r"),
+    ).select(
         "run",
-        F.col("entry")[0].alias("topic"),
+        F.col("r.topic").alias("topic"),
         "seq",
-        (F.col("sub") + 1).alias("sub"),
+        F.col("r.sub").alias("sub"),
         "ts",
-        entry_phase.alias("phase"),
-        F.col("entry")[1].cast("int").alias("partition"),
-        F.concat_ws(
-            "|", F.lit("control_request"), "request", "dst", F.to_json(F.col("entry"))
-        ).alias("norm"),
+        F.col("r.phase").alias("phase"),
+        F.col("r.partition").alias("partition"),
+        F.col("r.norm").alias("norm"),
     )
-    return (
-        named_rows.unionByName(listed_rows)
-        .unionByName(store_rows)
-        .unionByName(request_rows)
-        .where(F.col("topic").isNotNull())
-    )
+    found = found.where(F.col("topic").isNotNull())
+    return found.where(F.col("phase").isNotNull()) if phases_only else found
 
 
-def _lifecycles(key: tuple[Any, ...], pdf: pd.DataFrame) -> pd.DataFrame:
-    """The generations of one topic from its phase rows (sorted here by seq)."""
-    import pandas as pd
+PHASE_COLUMNS: Final = ("run", "topic", "seq", "sub", "ts", "phase", "partition")
+"""The columns ``lifecycles_sorted`` reads, in order."""
 
-    run, topic = str(key[0]), str(key[1])
+
+def lifecycles_sorted(rows: Iterable[Sequence[Any]]) -> Iterator[dict[str, Any]]:
+    """The generations of each topic from its phase rows (``PHASE_COLUMNS``, sorted by
+    run, topic, seq and sub): one ``_LIFECYCLE_SCHEMA`` dict per generation.
+
+    The Spark job and the single-process pandas analysis both feed their rows here."""
+    current: tuple[str, str] | None = None
     gens: list[dict[str, Any]] = []
+    for run, topic, _seq, _sub, ts, phase, partition in rows:
+        if current is None or current[0] != run or current[1] != topic:
+            if current is not None:
+                yield from _generations(current[0], current[1], gens)
+            current, gens = (run, topic), []
+        _add_phase(gens, phase, float(ts), partition)
+    if current is not None:
+        yield from _generations(current[0], current[1], gens)
 
-    def new_generation() -> dict[str, Any]:
-        gen: dict[str, Any] = dict.fromkeys(LIFECYCLE_COLUMNS)
-        gen["partitions_new"] = set()
-        gen["partitions_online"] = {}
-        gens.append(gen)
-        return gen
 
-    for row in pdf.sort_values(["seq", "sub"]).itertuples(index=False):
-        phase, ts = row.phase, float(row.ts)
-        if phase == "created":
-            gen = new_generation()
-            gen["created"] = ts
-            continue
-        gen = gens[-1] if gens else new_generation()
-        partition = None if pd.isna(row.partition) else int(row.partition)
-        if phase == "new_partition" and partition is not None:
-            gen["partitions_new"].add(partition)
-        elif phase == "online" and partition is not None:
-            gen["partitions_online"].setdefault(partition, ts)
-        elif phase == "marked" and gen["marked"] is None:
-            gen["marked"] = ts
-        elif phase in ("update_metadata_deleted", "stop_replica_offline", "stop_replica_delete"):
-            if gen["marked"] is not None and gen[phase] is None:
-                gen[phase] = ts
-        elif phase == "completed":
-            gen["znodes_gone"] = ts
-        elif phase == "log_removed":
-            marked = [g for g in gens if g["marked"] is not None]
-            if marked:
-                marked[-1]["logs_gone"] = ts
-    rows: list[dict[str, Any]] = []
+def _new_generation(gens: list[dict[str, Any]]) -> dict[str, Any]:
+    gen: dict[str, Any] = dict.fromkeys(LIFECYCLE_COLUMNS)
+    gen["partitions_new"] = set()
+    gen["partitions_online"] = {}
+    gens.append(gen)
+    return gen
+
+
+def _add_phase(gens: list[dict[str, Any]], phase: str, ts: float, partition: Any) -> None:
+    if phase == "created":
+        _new_generation(gens)["created"] = ts
+        return
+    gen = gens[-1] if gens else _new_generation(gens)
+    partition = None if partition is None or partition != partition else int(partition)
+    if phase == "new_partition" and partition is not None:
+        gen["partitions_new"].add(partition)
+    elif phase == "online" and partition is not None:
+        gen["partitions_online"].setdefault(partition, ts)
+    elif phase == "marked" and gen["marked"] is None:
+        gen["marked"] = ts
+    elif phase in ("update_metadata_deleted", "stop_replica_offline", "stop_replica_delete"):
+        if gen["marked"] is not None and gen[phase] is None:
+            gen[phase] = ts
+    elif phase == "completed":
+        gen["znodes_gone"] = ts
+    elif phase == "log_removed":
+        marked = [g for g in gens if g["marked"] is not None]
+        if marked:
+            marked[-1]["logs_gone"] = ts
+
+
+def _generations(run: str, topic: str, gens: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     for number, gen in enumerate(gens):
         partitions = gen["partitions_new"] or set(gen["partitions_online"])
         online = gen["partitions_online"]
         if partitions and all(p in online for p in partitions):
             gen["online"] = max(online[p] for p in partitions)
         end_of_deletion = gen["logs_gone"] if gen["logs_gone"] is not None else gen["znodes_gone"]
-        rows.append(
-            {
-                "run": run,
-                "topic": topic,
-                "generation": number,
-                "partitions": len(partitions),
-                **{c: gen[c] for c in LIFECYCLE_COLUMNS},
-                "creation_duration": _minus(gen["online"], gen["created"]),
-                "deletion_duration": _minus(end_of_deletion, gen["marked"]),
-            }
-        )
-    columns = ["run", "topic", "generation", "partitions", *LIFECYCLE_COLUMNS]
-    columns += ["creation_duration", "deletion_duration"]
-    return pd.DataFrame({c: pd.Series([r[c] for r in rows], dtype=object) for c in columns})
+        yield {
+            "run": run,
+            "topic": topic,
+            "generation": number,
+            "partitions": len(partitions),
+            **{c: gen[c] for c in LIFECYCLE_COLUMNS},
+            "creation_duration": _minus(gen["online"], gen["created"]),
+            "deletion_duration": _minus(end_of_deletion, gen["marked"]),
+        }
+
+
+def _lifecycle_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The ``mapInArrow`` function: ``PHASE_COLUMNS`` rows (sorted within the Spark
+    partition) in, ``_LIFECYCLE_SCHEMA`` rows out."""
+    import pyarrow as pa
+
+    def rows() -> Iterator[tuple[Any, ...]]:
+        for batch in batches:
+            yield from zip(*(column.to_pylist() for column in batch.columns), strict=True)
+
+    found = list(lifecycles_sorted(rows()))
+    names = ["run", "topic", "generation", "partitions", *LIFECYCLE_COLUMNS]
+    names += ["creation_duration", "deletion_duration"]
+    types = [pa.string(), pa.string(), pa.int32(), pa.int32()]
+    types += [pa.float64()] * (len(names) - 4)
+    yield pa.RecordBatch.from_arrays(
+        [pa.array([g[n] for g in found], type=t) for n, t in zip(names, types, strict=True)],
+        names=names,
+    )
 
 
 def _minus(a: float | None, b: float | None) -> float | None:
@@ -340,34 +402,50 @@ def _minus(a: float | None, b: float | None) -> float | None:
 
 def _latency(events: DataFrame) -> DataFrame:
     """One row per answered ask: ``run, key`` (the request type), ``value`` (seconds)."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    kind = _field("env_kind")
-    asks = events.where((F.col("kind") == "send") & (kind == "ask")).select(
+    asks = with_parsed_fields(
+        events.where((F.col("kind") == "send") & _has('"env_kind":"ask"')), "env_kind", "src"
+    ).where(_field("env_kind") == "ask")
+    replies = with_parsed_fields(
+        events.where((F.col("kind") == "deliver") & _has('"env_kind":"reply"')), "env_kind", "dst"
+    ).where(_field("env_kind") == "reply")
+    both = asks.select(
         "run",
-        F.col("seq").alias("ask_seq"),
-        F.col("ts").alias("ask_ts"),
-        F.col("type").alias("request"),
         _field("src").alias("actor"),
         "corr",
+        "seq",
+        "ts",
+        F.col("type").alias("request"),
+    ).unionByName(
+        replies.select(
+            "run",
+            _field("dst").alias("actor"),
+            "corr",
+            "seq",
+            "ts",
+            F.lit(None).cast("string").alias("request"),
+        )
     )
-    replies = events.where((F.col("kind") == "deliver") & (kind == "reply")).select(
-        "run",
-        F.col("seq").alias("reply_seq"),
-        F.col("ts").alias("reply_ts"),
-        _field("dst").alias("actor"),
-        "corr",
+    # An ask's answer: the first reply after it with its correlation id, to its actor.
+    following = (
+        Window.partitionBy("run", "actor", "corr")
+        .orderBy("seq")
+        .rowsBetween(1, Window.unboundedFollowing)
+    )
+    answer = F.first(F.when(F.col("request").isNull(), F.col("ts")), ignorenulls=True).over(
+        following
     )
     return (
-        asks.join(replies, ["run", "actor", "corr"])
-        .where(F.col("reply_seq") > F.col("ask_seq"))
-        .groupBy("run", "ask_seq", "request", "ask_ts")
-        .agg(F.min(F.struct("reply_seq", "reply_ts")).alias("reply"))
+        both.where(F.col("corr").isNotNull())
+        .select("run", "request", "ts", answer.alias("reply_ts"))
+        .where(F.col("request").isNotNull() & F.col("reply_ts").isNotNull())
         .select(
             "run",
             F.lit("latency").alias("metric"),
             F.col("request").alias("key"),
-            (F.col("reply.reply_ts") - F.col("ask_ts")).alias("value"),
+            (F.col("reply_ts") - F.col("ts")).alias("value"),
         )
     )
 
@@ -400,33 +478,52 @@ def _metric_rows(events: DataFrame, ends: DataFrame) -> DataFrame:
     (sends; key: type, node, bucket) and ``error`` (key: the error name)."""
     from pyspark.sql import functions as F
 
-    events = with_parsed_fields(events)
     none = F.lit(None).cast("double")
-    sends = events.where(F.col("kind") == "send").join(F.broadcast(ends), "run")
+    kind, type_ = F.col("kind"), F.col("type")
+    send = kind == "send"
+    start = (kind == "event") & (type_ == "controller_event_start")
+    failed = kind.isin("store", "log_dir") & _has('"result":') & ~_has('"result":"ok"')
+    maybe_error = type_.isin("control_response", "admin_result") | (kind == "error") | failed
+    # One scan: sends are counted from their columns alone; only the others are parsed.
+    keys = ("event", "queue_time", "request", "op", "error", "result")
+    schema = "struct<" + ", ".join(f"`{key}`: string" for key in keys) + ">"
+    candidates = (
+        events.where(send | start | maybe_error)
+        .join(F.broadcast(ends), "run")
+        .withColumn("f", F.when(~send, F.from_json("fields", schema)))
+    )
     width = F.greatest(F.col("end") / RATE_BUCKETS, F.lit(1e-6))
     bucket = F.least(F.floor(F.col("ts") / width), F.lit(RATE_BUCKETS - 1)).cast("string")
-    counted = sends.select(
+
+    def figure(metric: str, key: Column, value: Column = none) -> Column:
+        return F.struct(F.lit(metric).alias("metric"), key.alias("key"), value.alias("value"))
+
+    rows_type = "array<struct<metric: string, key: string, value: double>>"
+    no_rows = F.array().cast(rows_type)
+    counted = F.when(
+        send,
+        F.array(
+            figure("by_type", F.col("type")),
+            figure("by_node", F.col("node")),
+            figure("rate", bucket),
+        ),
+    )
+    queue = F.when(
+        start, F.array(figure("queue_time", _field("event"), _field("queue_time").cast("double")))
+    )
+    name = _error_name()
+    errors = F.when(~send & maybe_error & name.isNotNull(), F.array(figure("error", name)))
+    other = candidates.select(
         "run",
         F.explode(
-            F.array(
-                F.struct(F.lit("by_type").alias("metric"), F.col("type").alias("key")),
-                F.struct(F.lit("by_node").alias("metric"), F.col("node").alias("key")),
-                F.struct(F.lit("rate").alias("metric"), bucket.alias("key")),
+            F.concat(
+                F.coalesce(counted, no_rows),
+                F.coalesce(queue, no_rows),
+                F.coalesce(errors, no_rows),
             )
         ).alias("m"),
-    ).select("run", "m.metric", "m.key", none.alias("value"))
-    queue = events.where(
-        (F.col("kind") == "event") & (F.col("type") == "controller_event_start")
-    ).select(
-        "run",
-        F.lit("queue_time").alias("metric"),
-        _field("event").alias("key"),
-        _field("queue_time").cast("double").alias("value"),
-    )
-    errors = events.select(
-        "run", F.lit("error").alias("metric"), _error_name().alias("key"), none.alias("value")
-    ).where(F.col("key").isNotNull())
-    return _latency(events).unionByName(queue).unionByName(counted).unionByName(errors)
+    ).select("run", "m.metric", "m.key", "m.value")
+    return _latency(events).unionByName(other)
 
 
 def _metrics(events: DataFrame, ends: DataFrame) -> DataFrame:
@@ -454,60 +551,56 @@ def analyze_events(
     progress: Progress | None = None,
 ) -> dict[str, dict[str, Any]]:
     """The analysis of every run in ``events`` (``read_traces``' columns), by run label."""
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     progress = progress or Progress("analyze", quiet=True)
-    events = with_parsed_fields(events)
-    owned = not events.is_cached  # a caller's cache is the caller's to drop
-    if owned:
-        events = events.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        with progress.stage("reading traces"):
-            summary = events.groupBy("run").agg(
-                F.count("*").alias("events"), F.max("ts").alias("end")
-            )
-            summary_rows = {r["run"]: r.asDict() for r in summary.collect()}
-        ends = summary.select("run", "end")
-        runs: dict[str, dict[str, Any]] = {}
-        for run, first in sorted(summary_rows.items()):
-            runs[run] = {
-                "events": first["events"],
-                "end": first["end"],
-                "violations": [],
-                "notices": [],
-                "lifecycles": [],
-                "latency": {},
-                "messages": {"by_type": {}, "by_node": {}, "rate": [0] * RATE_BUCKETS},
-                "queue_time": {},
-                "errors": {},
-            }
-        with progress.stage("invariant checks"):
-            found = check_runs(events, deletion_bound=deletion_bound).collect()
-            for row in sorted(found, key=lambda r: (r["seq"] is None, r["seq"] or 0, r["rule"])):
-                d = row.asDict()
-                target = "violations" if d.pop("severity") == "violation" else "notices"
-                runs[d.pop("run")][target].append(d)
-        with progress.stage("topic lifecycles"):
-            phases = topic_events(events).where(F.col("phase").isNotNull())
-            lifecycles = (
-                phases.select("run", "topic", "seq", "sub", "ts", "phase", "partition")
-                .groupBy("run", "topic")
-                .applyInPandas(_lifecycles, _LIFECYCLE_SCHEMA)
-                .collect()
-            )
-            for row in sorted(lifecycles, key=lambda r: (r["topic"], r["generation"])):
-                d = row.asDict()
-                runs[d.pop("run")]["lifecycles"].append(d)
-        with progress.stage("latencies, message counts, queue times, errors"):
-            for row in _metrics(events, ends).collect():
-                _add_metric(runs[row["run"]], row.asDict())
-    finally:
-        if owned:
-            events.unpersist()
+    with progress.stage("reading traces"):
+        summary = events.groupBy("run").agg(F.count("*").alias("events"), F.max("ts").alias("end"))
+        summary_rows = {r["run"]: r.asDict() for r in summary.collect()}
+    ends = summary.select("run", "end")
+    runs = {
+        run: empty_run(first["events"], first["end"]) for run, first in sorted(summary_rows.items())
+    }
+    with progress.stage("invariant checks"):
+        found = check_runs(events, deletion_bound=deletion_bound).collect()
+        for row in sorted(found, key=lambda r: (r["seq"] is None, r["seq"] or 0, r["rule"])):
+            d = row.asDict()
+            target = "violations" if d.pop("severity") == "violation" else "notices"
+            runs[d.pop("run")][target].append(d)
+    partitions = 4 * events.sparkSession.sparkContext.defaultParallelism
+    with progress.stage("topic lifecycles"):
+        phases = topic_events(events, phases_only=True)
+        lifecycles = (
+            phases.select(*PHASE_COLUMNS)
+            .repartition(partitions, "run", "topic")
+            .sortWithinPartitions("run", "topic", "seq", "sub")
+            .mapInArrow(_lifecycle_batches, _LIFECYCLE_SCHEMA)
+            .collect()
+        )
+        for row in sorted(lifecycles, key=lambda r: (r["topic"], r["generation"])):
+            d = row.asDict()
+            runs[d.pop("run")]["lifecycles"].append(d)
+    with progress.stage("latencies, message counts, queue times, errors"):
+        for row in _metrics(events, ends).collect():
+            _add_metric(runs[row["run"]], row.asDict())
     for result in runs.values():
         _finish_run(result)
     return runs
+
+
+def empty_run(events: int, end: float) -> dict[str, Any]:
+    """A run's analysis before anything is added to it."""
+    return {
+        "events": events,
+        "end": end,
+        "violations": [],
+        "notices": [],
+        "lifecycles": [],
+        "latency": {},
+        "messages": {"by_type": {}, "by_node": {}, "rate": [0] * RATE_BUCKETS},
+        "queue_time": {},
+        "errors": {},
+    }
 
 
 def _add_metric(result: dict[str, Any], row: dict[str, Any]) -> None:

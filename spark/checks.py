@@ -3,7 +3,9 @@ run over slices of each run so no group holds a whole large trace.
 
 Each rule reads only some events, and most of them only about one partition or one
 topic. So the events are split into groups, and every group is fed, in sequence order,
-to fresh instances of the rules that need it (``applyInPandas``):
+to fresh instances of the rules that need it (``check_sorted``; in Spark, the groups are
+spread over partitions and each partition, sorted by group and seq, streams through one
+Python worker with ``mapInArrow``, so a group costs no more than its events):
 
 * ``partition/<topic>/<p>``: the partition and replica transitions of one partition, for
   ``legal_transitions`` and ``leader_epochs_increase``;
@@ -21,7 +23,7 @@ end-state rule ``no_orphan_log_dirs``, for an analysis that has no end state to 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -38,13 +40,15 @@ from protocol.trace import TraceEvent
 from spark.schema import EVENT_COLUMNS
 
 if TYPE_CHECKING:
-    import pandas as pd
-    from pyspark.sql import Column, DataFrame
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
 
 __all__ = [
+    "GROUPED_COLUMNS",
     "ROUTED_RULES",
     "VIOLATION_SCHEMA",
     "check_runs",
+    "check_sorted",
     "rules_of_group",
 ]
 
@@ -95,42 +99,77 @@ def rules_of_group(group: str, *, deletion_bound: float) -> list[TraceRule]:
     ]
 
 
-def _events(pdf: pd.DataFrame) -> Iterator[TraceEvent]:
+GROUPED_COLUMNS: Final = ("run", "group", *EVENT_COLUMNS, "end")
+"""The columns ``check_sorted`` reads, in order: the event columns between the group key
+and the run's last event time."""
+
+
+def check_sorted(
+    rows: Iterable[Sequence[Any]], *, deletion_bound: float = DEFAULT_DELETION_BOUND
+) -> Iterator[tuple[str, str, str, str, int | None, float | None]]:
+    """The violations and notices of grouped events: ``rows`` hold ``GROUPED_COLUMNS``,
+    sorted by run, group and seq (each group's events contiguous, in order). Yields
+    ``VIOLATION_SCHEMA`` tuples as each group ends (or as a rule reports, mid-group).
+
+    Both the Spark job and the single-process pandas analysis feed their rows here, so
+    the two apply the very same rule code."""
     decode = msgspec.json.Decoder(dict[str, Any]).decode
-    for row in pdf.sort_values("seq").itertuples(index=False):
-        yield TraceEvent(
-            seq=int(row.seq),
-            ts=float(row.ts),
-            node=row.node,
-            actor=row.actor,
-            kind=row.kind,
-            type=row.type,
-            corr=None if row.corr is None or row.corr != row.corr else int(row.corr),
-            fields=decode(row.fields),
+    current: tuple[str, str] | None = None
+    rules: list[TraceRule] = []
+    end = 0.0
+    for run, group, seq, ts, node, actor, kind, type_, corr, fields, run_end in rows:
+        if current is None or current[0] != run or current[1] != group:
+            if current is not None:
+                yield from _finished(current[0], rules, end)
+            current = (run, group)
+            rules = rules_of_group(group, deletion_bound=deletion_bound)
+            end = float(run_end)
+        event = TraceEvent(
+            seq=int(seq),
+            ts=float(ts),
+            node=node,
+            actor=actor,
+            kind=kind,
+            type=type_,
+            corr=None if corr is None or corr != corr else int(corr),  # NaN from pandas
+            fields=decode(fields),
         )
+        for rule in rules:
+            for v in rule.observe(event):
+                yield (run, v.rule, "violation", v.message, v.seq, v.ts)
+        if group == "run" and kind == "error" and type_ == "invalid_transition":
+            for v in refused_transitions((event,)):
+                yield (run, v.rule, "notice", v.message, v.seq, v.ts)
+    if current is not None:
+        yield from _finished(current[0], rules, end)
 
 
-def _check_group(deletion_bound: float) -> Any:
-    def check(key: tuple[Any, ...], pdf: pd.DataFrame) -> pd.DataFrame:
-        import pandas as pd
+def _finished(
+    run: str, rules: Sequence[TraceRule], end: float
+) -> Iterator[tuple[str, str, str, str, int | None, float | None]]:
+    for rule in rules:
+        for v in rule.finish(end):
+            yield (run, v.rule, "violation", v.message, v.seq, v.ts)
 
-        run, group = str(key[0]), str(key[1])
-        rules = rules_of_group(group, deletion_bound=deletion_bound)
-        events = list(_events(pdf))
-        found = [v for event in events for rule in rules for v in rule.observe(event)]
-        end = float(pdf["end"].iloc[0])
-        found += [v for rule in rules for v in rule.finish(end)]
-        notices = refused_transitions(events) if group == "run" else []
-        rows = [("violation", v) for v in found] + [("notice", v) for v in notices]
-        columns = {
-            "run": [run] * len(rows),
-            "rule": [v.rule for _, v in rows],
-            "severity": [s for s, _ in rows],
-            "message": [v.message for _, v in rows],
-            "seq": [v.seq for _, v in rows],
-            "ts": [v.ts for _, v in rows],
-        }
-        return pd.DataFrame({k: pd.Series(v, dtype=object) for k, v in columns.items()})
+
+def _check_batches(deletion_bound: float) -> Any:
+    """The ``mapInArrow`` function: Arrow batches of ``GROUPED_COLUMNS`` rows (sorted
+    within the Spark partition) in, batches of ``VIOLATION_SCHEMA`` rows out."""
+
+    def check(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+
+        def rows() -> Iterator[tuple[Any, ...]]:
+            for batch in batches:
+                yield from zip(*(column.to_pylist() for column in batch.columns), strict=True)
+
+        names = ("run", "rule", "severity", "message", "seq", "ts")
+        found = list(check_sorted(rows(), deletion_bound=deletion_bound))
+        columns = [list(c) for c in zip(*found, strict=True)] if found else [[]] * len(names)
+        types = [pa.string()] * 4 + [pa.int64(), pa.float64()]
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(c, type=t) for c, t in zip(columns, types, strict=True)], names=list(names)
+        )
 
     return check
 
@@ -141,48 +180,55 @@ def check_runs(events: DataFrame, *, deletion_bound: float = DEFAULT_DELETION_BO
     from pyspark.sql import functions as F
 
     ends = events.groupBy("run").agg(F.max("ts").alias("end"))
-    parsed = "f" in events.columns  # spark.analyze parsed the keys once already
-
-    def field(name: str) -> Column:
-        if parsed:
-            return F.col("f").getField(name)
-        return F.get_json_object("fields", f"$.{name}")
-
-    topic = field("topic")
-    partition = field("partition")
-    is_transition = (events.kind == "transition") & events.type.isin("partition", "replica")
-    is_log_dir = (events.kind == "log_dir") & topic.isNotNull()
-    completed = (events.kind == "event") & (events.type == "topic_deletion_completed")
-    is_run_event = (
-        events.type.isin(*_RUN_TYPES)
-        | ((events.node == CHAOS_NODE) & (events.kind == "fault"))
-        | ((events.kind == "error") & (events.type == "invalid_transition"))
-        | completed
+    kind, type_, node = F.col("kind"), F.col("type"), F.col("node")
+    candidates = events.where(
+        ((kind == "transition") & type_.isin("partition", "replica"))
+        | (kind == "log_dir")
+        | type_.isin(*_RUN_TYPES, "topic_deletion_completed")
+        | ((node == CHAOS_NODE) & (kind == "fault"))
+        | ((kind == "error") & (type_ == "invalid_transition"))
         | (
-            (events.kind == "store")
-            & (events.type == "create")
-            & field("path").startswith("/admin/delete_topics/")
+            (kind == "store")
+            & (type_ == "create")
+            & F.col("fields").contains("/admin/delete_topics/")
         )
     )
-    partition_group = events.where(is_transition).withColumn(
-        "group", F.concat_ws("/", F.lit("partition"), topic, partition)
+    parsed = candidates.withColumn(
+        "f", F.from_json("fields", "struct<topic: string, partition: string, path: string>")
     )
-    topic_group = events.where(is_log_dir | completed).withColumn(
-        "group", F.concat_ws("/", F.lit("topic"), topic)
+    topic, partition, path = (F.col("f").getField(k) for k in ("topic", "partition", "path"))
+    completed = (kind == "event") & (type_ == "topic_deletion_completed")
+    is_run_event = (
+        type_.isin(*_RUN_TYPES)
+        | ((node == CHAOS_NODE) & (kind == "fault"))
+        | ((kind == "error") & (type_ == "invalid_transition"))
+        | completed
+        | ((kind == "store") & (type_ == "create") & path.startswith("/admin/delete_topics/"))
     )
-    run_group = events.where(is_run_event).withColumn("group", F.lit("run"))
     chunk = F.floor(F.col("seq") / CHUNK).cast("string")
-    request_group = events.where(
-        (events.node == CHAOS_NODE) & (events.type == "control_request")
-    ).withColumn("group", F.concat(F.lit("requests/"), chunk))
-    grouped = (
-        partition_group.unionByName(topic_group)
-        .unionByName(run_group)
-        .unionByName(request_group)
-        .select("run", "group", *EVENT_COLUMNS)
+    groups = F.array(
+        F.when(
+            (kind == "transition") & type_.isin("partition", "replica"),
+            F.concat_ws("/", F.lit("partition"), topic, partition),
+        ),
+        F.when(
+            ((kind == "log_dir") & topic.isNotNull()) | completed,
+            F.concat_ws("/", F.lit("topic"), topic),
+        ),
+        F.when(is_run_event, F.lit("run")),
+        F.when(
+            (node == CHAOS_NODE) & (type_ == "control_request"),
+            F.concat(F.lit("requests/"), chunk),
+        ),
     )
+    grouped = parsed.select(
+        "run", F.explode(F.array_compact(groups)).alias("group"), *EVENT_COLUMNS
+    )
+    partitions = 4 * events.sparkSession.sparkContext.defaultParallelism
     return (
         grouped.join(F.broadcast(ends), "run")
-        .groupBy("run", "group")
-        .applyInPandas(_check_group(deletion_bound), VIOLATION_SCHEMA)
+        .select(*GROUPED_COLUMNS)
+        .repartition(partitions, "run", "group")
+        .sortWithinPartitions("run", "group", "seq")
+        .mapInArrow(_check_batches(deletion_bound), VIOLATION_SCHEMA)
     )

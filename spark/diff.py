@@ -24,7 +24,7 @@ import yaml
 
 from actors.invariants import DEFAULT_DELETION_BOUND
 from protocol.errors import KemuError
-from spark.analyze import analyze_events, topic_events, with_parsed_fields
+from spark.analyze import analyze_events, topic_events
 from spark.progress import Progress
 from spark.schema import TraceInput, read_traces, resolve_inputs
 
@@ -37,6 +37,7 @@ __all__ = [
     "Limit",
     "Thresholds",
     "ThresholdsError",
+    "assemble_diff",
     "diff",
     "load_thresholds",
     "pair_inputs",
@@ -255,13 +256,22 @@ def diff(
     for key, b, c in pairs:
         inputs.append(msgspec.structs.replace(b, run=f"baseline{_SEP}{key}"))
         inputs.append(msgspec.structs.replace(c, run=f"candidate{_SEP}{key}"))
-    events = with_parsed_fields(read_traces(spark, inputs)).persist()
-    try:
-        runs = analyze_events(events, deletion_bound=deletion_bound, progress=progress)
-        with progress.stage("normalised sequences"):
-            divergences = [r.asDict(recursive=True) for r in first_divergences(events).collect()]
-    finally:
-        events.unpersist()
+    events = read_traces(spark, inputs)
+    runs = analyze_events(events, deletion_bound=deletion_bound, progress=progress)
+    with progress.stage("normalised sequences"):
+        divergences = [r.asDict(recursive=True) for r in first_divergences(events).collect()]
+    return assemble_diff(pairs, unmatched, runs, divergences, thresholds)
+
+
+def assemble_diff(
+    pairs: Sequence[tuple[str, TraceInput, TraceInput]],
+    unmatched: Sequence[str],
+    runs: Mapping[str, Mapping[str, Any]],
+    divergences: Sequence[Mapping[str, Any]],
+    thresholds: Thresholds,
+) -> dict[str, Any]:
+    """The diff document from the analyses of both sides (``runs``, labelled
+    ``baseline|<key>`` and ``candidate|<key>``) and the first divergences per topic."""
     document_pairs: list[dict[str, Any]] = []
     crossed_all: list[dict[str, Any]] = []
     for key, b, c in pairs:
@@ -301,6 +311,6 @@ def diff(
         "kemu_trace_diff": DIFF_VERSION,
         "thresholds": msgspec.to_builtins(thresholds),
         "pairs": document_pairs,
-        "unmatched": unmatched,
+        "unmatched": list(unmatched),
         "crossed": crossed_all,
     }
