@@ -17,9 +17,13 @@ ratio holds on a noisy machine even when absolute numbers move:
   seeds): simulated seconds over wall seconds (goal >= 20:1; ``cluster.bench_chaos``);
 * 100 brokers holding 100,000 partitions in one process: time to launch, time to create,
   peak RSS (goal < 4 GB; ``cluster.bench_scale``), next to the filesystem floor of its
-  300,000 log directories.
+  300,000 log directories;
+* the trace analysis and diff of a pair of 10M-event traces (``--analysis-events``), by
+  Spark on ``local[*]`` and by the same analysis in pandas in one process: their times,
+  Spark's session start apart, and the peak memory of each process tree (goal: Spark no
+  slower, <= 2 GB; ``cluster.bench_analysis``).
 
-The last two rows run in child processes (the RSS is the scale run's alone). Each other
+The last three rows run in child processes (the RSS is the measured run's alone). Each other
 measurement runs for a fixed number of operations, best of ``--repeat`` runs. Logs go to
 stderr at WARNING, as ``kemu up`` configures them. ``--only 5,8`` runs only those rows
 (``--creation-only`` is ``--only 5``).
@@ -520,6 +524,17 @@ async def _child(command: list[str], kind: type[_T]) -> tuple[_T, float] | None:
     return msgspec.json.decode(done.stdout.splitlines()[-1], type=kind), whole
 
 
+async def _row_analysis(args: argparse.Namespace) -> bool:
+    """Row [9]: trace analysis and diff at scale, Spark vs pandas (``cluster.bench_analysis``)."""
+    from pathlib import Path
+
+    from cluster.bench_analysis import row_analysis
+
+    return await row_analysis(
+        args.analysis_events, Path(args.campaign_scenarios), args.spark_driver_memory
+    )
+
+
 ROWS: dict[int, Callable[[argparse.Namespace], Awaitable[bool | None]]] = {
     1: _row_inprocess,
     2: _row_tcp,
@@ -529,6 +544,7 @@ ROWS: dict[int, Callable[[argparse.Namespace], Awaitable[bool | None]]] = {
     6: _row_events,
     7: _row_campaign,
     8: _row_scale,
+    9: _row_analysis,
 }
 """The rows, by number; each prints itself (a goal missed included), and returns False
 only if it could not measure (the exit status is then 1)."""
@@ -566,6 +582,15 @@ def main(argv: list[str] | None = None) -> int:
         "--scale-topics", type=int, default=1000, help="topics (of 100 partitions) in the scale row"
     )
     parser.add_argument(
+        "--analysis-events",
+        type=int,
+        default=10_000_000,
+        help="events in each trace of the analysis row",
+    )
+    parser.add_argument(
+        "--spark-driver-memory", default="768m", help="spark.driver.memory in the analysis row"
+    )
+    parser.add_argument(
         "--only", type=_rows, default=list(ROWS), metavar="ROWS", help="only these rows, e.g. 5,8"
     )
     parser.add_argument(
@@ -575,8 +600,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.creation_only:
         args.only = [5]
-    if min(args.campaign_seeds, args.scale_brokers, args.scale_topics) < 1:
-        parser.error("--campaign-seeds, --scale-brokers and --scale-topics must be >= 1")
+    if min(args.campaign_seeds, args.scale_brokers, args.scale_topics, args.analysis_events) < 1:
+        parser.error(
+            "--campaign-seeds, --scale-brokers, --scale-topics and --analysis-events must be >= 1"
+        )
     if args.scale_brokers < 3:
         parser.error("--scale-brokers must be >= 3 (the scale row's replication factor)")
     return anyio.run(

@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # Benchmarks, side by side in one run (see cluster/bench.py): rows [1] to [6], then the
-# deterministic chaos campaign's simulated-to-wall ratio [7] and 100 brokers / 100,000
-# partitions in one process [8] (a few minutes in all). Starts a throwaway local
-# ZooKeeper for the store comparison and stops it afterwards.
+# deterministic chaos campaign's simulated-to-wall ratio [7], 100 brokers / 100,000
+# partitions in one process [8] (a few minutes so far), and the trace analysis + diff of a
+# pair of 10M-event traces, Spark next to pandas [9] (about 15 minutes on 2 cores;
+# --analysis-events 1000000 for a quick look). Starts a throwaway local ZooKeeper for the
+# store comparison and stops it afterwards.
 # Usage: scripts/bench.sh [--ops N] [--store-ops N] [--repeat N] [--only ROWS]
-#                         [--campaign-seeds N] [--scale-topics N]
+#                         [--campaign-seeds N] [--scale-topics N] [--analysis-events N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
 ensure_apt_packages zookeeper
 ensure_venv
-pip_install -e ".[test]"
+pip_install -e ".[test,spark]"  # row [9] runs Spark and pandas
 
 port="${KEMU_BENCH_ZK_PORT:-21810}"
 dir="$(mktemp -d)"

@@ -11,11 +11,10 @@ Python worker with ``mapInArrow``, so a group costs no more than its events):
   ``legal_transitions`` and ``leader_epochs_increase``;
 * ``topic/<topic>``: the log-directory operations of a topic and its
   ``topic_deletion_completed``, for ``orphan_log_dirs`` (below);
-* ``requests/<n>``: the control requests of one chunk of ``CHUNK`` sequence numbers,
-  for ``leader_in_isr`` (it judges each request alone);
 * ``run``: controller elections, control requests and answers, node starts, deletion
   markers and completions, faults and refused transitions, for the other trace rules
-  (``deletions_complete`` finishing at the run's last event).
+  (``deletions_complete`` finishing at the run's last event; ``leader_in_isr`` keeps
+  each partition's replicas across requests, so it must see all of a run's requests).
 
 ``orphan_log_dirs`` (``actors.invariants.OrphanLogDirs``) is the trace-only form of the
 end-state rule ``no_orphan_log_dirs``, for an analysis that has no end state to read.
@@ -58,13 +57,9 @@ VIOLATION_SCHEMA: Final = (
 """One row per violation (``severity`` = ``violation``) or notice (``notice``)."""
 
 _PARTITION_RULES: Final = ("legal_transitions", "leader_epochs_increase")
-_STATELESS_RULES: Final = ("leader_in_isr",)
-"""Rules that judge each event alone: fed control requests in chunks of ``CHUNK`` events."""
-CHUNK: Final = 50_000
 ROUTED_RULES: Final = frozenset(
     {
         *_PARTITION_RULES,
-        *_STATELESS_RULES,
         "controller_epochs_increase",
         "one_controller_per_epoch",
         "no_stale_epoch_accepted",
@@ -90,12 +85,10 @@ def rules_of_group(group: str, *, deletion_bound: float) -> list[TraceRule]:
         return [TRACE_RULES[name]() for name in _PARTITION_RULES]
     if group.startswith("topic/"):
         return [OrphanLogDirs()]
-    if group.startswith("requests/"):
-        return [TRACE_RULES[name]() for name in _STATELESS_RULES]
     return [
         DeletionsComplete(deletion_bound) if name == "deletions_complete" else make()
         for name, make in TRACE_RULES.items()
-        if name not in (*_PARTITION_RULES, *_STATELESS_RULES)
+        if name not in _PARTITION_RULES
     ]
 
 
@@ -205,7 +198,6 @@ def check_runs(events: DataFrame, *, deletion_bound: float = DEFAULT_DELETION_BO
         | completed
         | ((kind == "store") & (type_ == "create") & path.startswith("/admin/delete_topics/"))
     )
-    chunk = F.floor(F.col("seq") / CHUNK).cast("string")
     groups = F.array(
         F.when(
             (kind == "transition") & type_.isin("partition", "replica"),
@@ -216,10 +208,6 @@ def check_runs(events: DataFrame, *, deletion_bound: float = DEFAULT_DELETION_BO
             F.concat_ws("/", F.lit("topic"), topic),
         ),
         F.when(is_run_event, F.lit("run")),
-        F.when(
-            (node == CHAOS_NODE) & (type_ == "control_request"),
-            F.concat(F.lit("requests/"), chunk),
-        ),
     )
     grouped = parsed.select(
         "run", F.explode(F.array_compact(groups)).alias("group"), *EVENT_COLUMNS

@@ -35,7 +35,7 @@ from spark.analyze import (
     empty_run,
     lifecycles_sorted,
 )
-from spark.checks import _RUN_TYPES, CHUNK, GROUPED_COLUMNS, check_sorted
+from spark.checks import _RUN_TYPES, GROUPED_COLUMNS, check_sorted
 from spark.diff import _SEP, Thresholds, assemble_diff, pair_inputs
 from spark.schema import EVENT_COLUMNS, TraceInput, read_header, resolve_inputs
 
@@ -166,9 +166,6 @@ def _grouped(events: pd.DataFrame, ends: pd.Series) -> pd.DataFrame:
         | ((kind == "store") & (type_ == "create") & deletion_marker)
     ]
     parts.append(run_events.assign(group="run"))
-    requests = c[(node == CHAOS_NODE) & (type_ == "control_request")]
-    chunk = (requests["seq"] // CHUNK).astype(str)
-    parts.append(requests.assign(group="requests/" + chunk))
     grouped = pd.concat(parts, ignore_index=True)
     grouped["end"] = grouped["run"].map(ends)
     return grouped.sort_values(["run", "group", "seq"], kind="stable")[list(GROUPED_COLUMNS)]

@@ -15,6 +15,8 @@ from cluster import bench, bench_chaos
 from cluster.bench_chaos import run_campaign, scenario_files
 from cluster.bench_scale import run_scale
 
+ROOT = Path(__file__).resolve().parents[2]
+
 PASSING = """\
 name: bench-passing
 cluster: {brokers: 3}
@@ -97,9 +99,9 @@ def test_campaign_refuses_an_empty_directory_or_no_seeds(
 
 
 def test_bench_refuses_an_unknown_row() -> None:
-    """``--only`` names rows 1 to 8; anything else is a usage error (exit status 2)."""
+    """``--only`` names rows 1 to 9; anything else is a usage error (exit status 2)."""
     with pytest.raises(SystemExit) as exit_:
-        bench.main(["--only", "5,9"])
+        bench.main(["--only", "5,10"])
     assert exit_.value.code == 2
 
 
@@ -140,3 +142,40 @@ def test_bench_rows_7_and_8_print_the_campaign_ratio_and_the_scale_run(tmp_path:
     assert "its 600 log dirs alone" in out
     rss_line = next(line for line in out.splitlines() if line.startswith("  peak RSS"))
     assert rss_line.endswith("GB  OK")
+
+
+@pytest.mark.timeout(300)
+def test_bench_row_9_times_spark_and_pandas_on_the_same_pair(tmp_path: Path) -> None:
+    """``--only 9`` makes a pair of long traces from real chaos runs, then times the
+    analysis and the diff with pandas and with Spark, each in its own process tree, and
+    both find the same things (here on 20,000-event traces: a smoke run, not a measure)."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cluster.bench",
+            "--only",
+            "9",
+            "--analysis-events",
+            "20000",
+            "--campaign-scenarios",
+            str(ROOT / "scenarios"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "[9] trace analysis: analyze + diff of a pair of 20,000-event traces" in out
+    assert "inputs: 2 Parquet traces" in out
+    times = next(line for line in out.splitlines() if line.startswith("  analyze + diff"))
+    pandas_seconds, spark_seconds = (float(x.rstrip("s")) for x in times.split()[3:5])
+    assert pandas_seconds > 0
+    assert spark_seconds > 0
+    memory = next(line for line in out.splitlines() if "peak memory" in line)
+    assert all(float(x.rstrip("GB")) > 0.05 for x in memory.split()[-2:])
+    found = next(line for line in out.splitlines() if line.startswith("  both found:"))
+    assert ", 0 violations," in found
+    assert "(pandas:" not in found  # the two engines agree
