@@ -37,7 +37,7 @@ from spark.analyze import (
 )
 from spark.checks import _RUN_TYPES, GROUPED_COLUMNS, check_sorted
 from spark.diff import _SEP, Thresholds, assemble_diff, pair_inputs
-from spark.schema import EVENT_COLUMNS, TraceInput, read_header, resolve_inputs
+from spark.schema import EVENT_COLUMNS, TraceInput, check_inputs, resolve_inputs
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -54,9 +54,9 @@ def read_events(inputs: Sequence[TraceInput]) -> pd.DataFrame:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    check_inputs(inputs)
     frames: list[pd.DataFrame] = []
     for item in inputs:
-        read_header(item)
         if item.format == "parquet":
             table = pq.read_table(item.path, columns=list(EVENT_COLUMNS))
         else:
@@ -574,6 +574,7 @@ def _analyze_inputs(
 ) -> tuple[dict[str, dict[str, Any]], list[pd.DataFrame]]:
     """Each input read and analysed in turn, so only one run's events are in memory at a
     time; with the topic rows of each (for the diff)."""
+    check_inputs(inputs)
     runs: dict[str, dict[str, Any]] = {}
     topics: list[pd.DataFrame] = []
     for item in inputs:

@@ -31,6 +31,7 @@ __all__ = [
     "EVENT_COLUMNS",
     "TraceInput",
     "TraceSchemaError",
+    "check_inputs",
     "event_schema",
     "read_header",
     "read_traces",
@@ -154,6 +155,17 @@ def read_header(item: TraceInput) -> TraceHeader:
     return decode_header(raw, name)
 
 
+def check_inputs(inputs: Sequence[TraceInput]) -> None:
+    """Refuse a trace file given twice, and any trace whose header is not this kemu's
+    schema, before any work."""
+    paths = [i.path.resolve() for i in inputs]
+    twice = sorted({str(p) for p in paths if paths.count(p) > 1})
+    if twice:
+        raise TraceSchemaError(f"the same trace given twice: {', '.join(twice)}")
+    for item in inputs:
+        read_header(item)
+
+
 # ----------------------------------------------------------------------------- reading
 
 
@@ -187,12 +199,7 @@ def read_traces(
     )
     if not inputs:
         raise TraceSchemaError("no trace given")
-    paths = [i.path.resolve() for i in inputs]
-    twice = sorted({str(p) for p in paths if paths.count(p) > 1})
-    if twice:
-        raise TraceSchemaError(f"the same trace given twice: {', '.join(twice)}")
-    for item in inputs:
-        read_header(item)
+    check_inputs(inputs)
     schema = event_schema()
     frames: list[DataFrame] = []
     jsonl = [i for i in inputs if i.format == "jsonl"]

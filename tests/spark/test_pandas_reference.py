@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+import pytest
 from pyspark.sql import SparkSession
 
 from cluster.chaos import RunOptions, load_scenario, run_scenario
@@ -16,6 +17,7 @@ from spark.analyze import analyze
 from spark.bench_traces import synthesize
 from spark.diff import diff
 from spark.pandas_analysis import analyze_pandas, diff_pandas
+from spark.schema import TraceSchemaError
 from tests.spark.conftest import ROOT
 
 
@@ -119,3 +121,15 @@ def test_rules_with_history_see_every_request_of_a_run(spark: SparkSession, tmp_
     assert [v["rule"] for r in by_spark["runs"].values() for v in r["violations"]] == []
     by_pandas = analyze_pandas([spread])
     assert [v["rule"] for r in by_pandas["runs"].values() for v in r["violations"]] == []
+
+
+def test_the_pandas_reference_refuses_what_spark_refuses(campaign: Path, tmp_path: Path) -> None:
+    """The same trace on both sides, or a trace of another schema version: one error
+    before any work, as the Spark reader gives."""
+    run = campaign / "create-delete-all-up" / "seed-1"
+    with pytest.raises(TraceSchemaError, match="the same trace given twice"):
+        diff_pandas([run], [run])
+    newer = tmp_path / "trace.jsonl"
+    newer.write_text('{"trace_schema":2,"run":"x","seed":null,"clock":"real"}\n')
+    with pytest.raises(TraceSchemaError, match=r"trace_schema 2, this kemu reads 1"):
+        analyze_pandas([newer])
