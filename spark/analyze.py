@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from actors.invariants import DEFAULT_DELETION_BOUND
 from protocol.control import LEADER_DURING_DELETE
-from spark.checks import check_runs
+from spark.checks import arrow_rows, check_runs
 from spark.progress import Progress
 from spark.schema import TraceInput, read_traces, resolve_inputs
 
@@ -47,6 +47,8 @@ __all__ = [
     "analyze",
     "analyze_events",
     "empty_run",
+    "file_findings",
+    "file_lifecycles",
     "lifecycles_sorted",
     "topic_events",
     "with_parsed_fields",
@@ -378,11 +380,7 @@ def _lifecycle_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordB
     partition) in, ``_LIFECYCLE_SCHEMA`` rows out."""
     import pyarrow as pa
 
-    def rows() -> Iterator[tuple[Any, ...]]:
-        for batch in batches:
-            yield from zip(*(column.to_pylist() for column in batch.columns), strict=True)
-
-    found = list(lifecycles_sorted(rows()))
+    found = list(lifecycles_sorted(arrow_rows(batches)))
     names = ["run", "topic", "generation", "partitions", *LIFECYCLE_COLUMNS]
     names += ["creation_duration", "deletion_duration"]
     types = [pa.string(), pa.string(), pa.int32(), pa.int32()]
@@ -562,11 +560,8 @@ def analyze_events(
         run: empty_run(first["events"], first["end"]) for run, first in sorted(summary_rows.items())
     }
     with progress.stage("invariant checks"):
-        found = check_runs(events, deletion_bound=deletion_bound).collect()
-        for row in sorted(found, key=lambda r: (r["seq"] is None, r["seq"] or 0, r["rule"])):
-            d = row.asDict()
-            target = "violations" if d.pop("severity") == "violation" else "notices"
-            runs[d.pop("run")][target].append(d)
+        found = check_runs(events, deletion_bound=deletion_bound, ends=ends).collect()
+        file_findings(runs, found)
     partitions = 4 * events.sparkSession.sparkContext.defaultParallelism
     with progress.stage("topic lifecycles"):
         phases = topic_events(events, phases_only=True)
@@ -577,15 +572,29 @@ def analyze_events(
             .mapInArrow(_lifecycle_batches, _LIFECYCLE_SCHEMA)
             .collect()
         )
-        for row in sorted(lifecycles, key=lambda r: (r["topic"], r["generation"])):
-            d = row.asDict()
-            runs[d.pop("run")]["lifecycles"].append(d)
+        file_lifecycles(runs, (row.asDict() for row in lifecycles))
     with progress.stage("latencies, message counts, queue times, errors"):
         for row in _metrics(events, ends).collect():
             _add_metric(runs[row["run"]], row.asDict())
     for result in runs.values():
         _finish_run(result)
     return runs
+
+
+def file_findings(runs: dict[str, dict[str, Any]], found: Iterable[Sequence[Any]]) -> None:
+    """Add ``VIOLATION_SCHEMA`` rows (tuples or Spark rows) to their runs' violations or
+    notices, in trace order."""
+    for run, rule, severity, message, seq, ts in sorted(
+        found, key=lambda v: (v[4] is None, v[4] or 0, v[1])
+    ):
+        target = "violations" if severity == "violation" else "notices"
+        runs[run][target].append({"rule": rule, "message": message, "seq": seq, "ts": ts})
+
+
+def file_lifecycles(runs: dict[str, dict[str, Any]], found: Iterable[dict[str, Any]]) -> None:
+    """Add lifecycle dicts (``_LIFECYCLE_SCHEMA``) to their runs, by topic and generation."""
+    for life in sorted(found, key=lambda d: (d["topic"], d["generation"])):
+        runs[life.pop("run")]["lifecycles"].append(life)
 
 
 def empty_run(events: int, end: float) -> dict[str, Any]:

@@ -27,7 +27,8 @@ from typing import Final
 
 import msgspec
 
-from protocol.trace import TraceHeader, decode_header
+from protocol.trace import TraceHeader
+from spark.schema import raw_events
 
 __all__ = ["SourceTrace", "load_source", "synthesize"]
 
@@ -35,17 +36,6 @@ _ELECTION_TYPES: Final = ("controller_elected", "controller_ready", "controller_
 _CONTROLLER_EPOCH = re.compile(rb'"controller_epoch":(\d+)')
 _EPOCH = re.compile(rb'"epoch":(\d+)')
 _TOPIC_PATH = re.compile(rb"^/(?:brokers/topics|admin/delete_topics|config/topics)/([^/]+)")
-
-
-class _Line(msgspec.Struct):
-    seq: int
-    ts: float
-    node: str
-    actor: str
-    kind: str
-    type: str | None
-    corr: int | None
-    fields: msgspec.Raw
 
 
 class _Names(msgspec.Struct):
@@ -69,29 +59,23 @@ class SourceTrace(msgspec.Struct, frozen=True):
 def load_source(path: Path) -> SourceTrace:
     """A JSONL trace read for copying: its rows, the topics it names, its highest
     controller epoch and its last event's time."""
-    decode_line = msgspec.json.Decoder(_Line).decode
     decode_names = msgspec.json.Decoder(_Names).decode
     topics: set[str] = set()
     max_epoch = 0
     rows: list[tuple[int, float, str, str, str, str | None, int | None, bytes]] = []
-    with path.open("rb") as f:
-        decode_header(f.readline(), str(path))
-        for raw in f:
-            if not raw.strip():
-                continue
-            line = decode_line(raw)
-            fields = bytes(line.fields)
-            names = decode_names(fields)
-            if isinstance(names.topic, str) and names.topic:
-                topics.add(names.topic)
-            if isinstance(names.topics, list):
-                topics.update(names.topics)
-            if names.path and (match := _TOPIC_PATH.match(names.path.encode())):
-                topics.add(match.group(1).decode())
-            if line.type in _ELECTION_TYPES and names.epoch is not None:
-                max_epoch = max(max_epoch, names.epoch)
-            row = (line.seq, line.ts, line.node, line.actor, line.kind, line.type, line.corr)
-            rows.append((*row, fields))
+    for line in raw_events(path):
+        fields = bytes(line.fields)
+        names = decode_names(fields)
+        if isinstance(names.topic, str) and names.topic:
+            topics.add(names.topic)
+        if isinstance(names.topics, list):
+            topics.update(names.topics)
+        if names.path and (match := _TOPIC_PATH.match(names.path.encode())):
+            topics.add(match.group(1).decode())
+        if line.type in _ELECTION_TYPES and names.epoch is not None:
+            max_epoch = max(max_epoch, names.epoch)
+        row = (line.seq, line.ts, line.node, line.actor, line.kind, line.type, line.corr)
+        rows.append((*row, fields))
     end = rows[-1][1] if rows else 0.0
     max_corr = max((row[6] for row in rows if row[6] is not None), default=0)
     return SourceTrace(str(path), rows, frozenset(topics), max_epoch, max_corr, end)

@@ -46,6 +46,7 @@ __all__ = [
     "GROUPED_COLUMNS",
     "ROUTED_RULES",
     "VIOLATION_SCHEMA",
+    "arrow_rows",
     "check_runs",
     "check_sorted",
     "rules_of_group",
@@ -145,6 +146,13 @@ def _finished(
             yield (run, v.rule, "violation", v.message, v.seq, v.ts)
 
 
+def arrow_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[Any, ...]]:
+    """The rows of Arrow batches as tuples, in order (what a ``mapInArrow`` function
+    feeds to the shared per-event code)."""
+    for batch in batches:
+        yield from zip(*(column.to_pylist() for column in batch.columns), strict=True)
+
+
 def _check_batches(deletion_bound: float) -> Any:
     """The ``mapInArrow`` function: Arrow batches of ``GROUPED_COLUMNS`` rows (sorted
     within the Spark partition) in, batches of ``VIOLATION_SCHEMA`` rows out."""
@@ -152,12 +160,8 @@ def _check_batches(deletion_bound: float) -> Any:
     def check(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
 
-        def rows() -> Iterator[tuple[Any, ...]]:
-            for batch in batches:
-                yield from zip(*(column.to_pylist() for column in batch.columns), strict=True)
-
         names = ("run", "rule", "severity", "message", "seq", "ts")
-        found = list(check_sorted(rows(), deletion_bound=deletion_bound))
+        found = list(check_sorted(arrow_rows(batches), deletion_bound=deletion_bound))
         columns = [list(c) for c in zip(*found, strict=True)] if found else [[]] * len(names)
         types = [pa.string()] * 4 + [pa.int64(), pa.float64()]
         yield pa.RecordBatch.from_arrays(
@@ -167,12 +171,19 @@ def _check_batches(deletion_bound: float) -> Any:
     return check
 
 
-def check_runs(events: DataFrame, *, deletion_bound: float = DEFAULT_DELETION_BOUND) -> DataFrame:
+def check_runs(
+    events: DataFrame,
+    *,
+    deletion_bound: float = DEFAULT_DELETION_BOUND,
+    ends: DataFrame | None = None,
+) -> DataFrame:
     """The violations and notices of every run in ``events`` (``read_traces``' columns),
-    as rows of ``VIOLATION_SCHEMA`` (unordered)."""
+    as rows of ``VIOLATION_SCHEMA`` (unordered). ``ends``: each run's last event time
+    (``run, end``) when the caller has it already; computed otherwise."""
     from pyspark.sql import functions as F
 
-    ends = events.groupBy("run").agg(F.max("ts").alias("end"))
+    if ends is None:
+        ends = events.groupBy("run").agg(F.max("ts").alias("end"))
     kind, type_, node = F.col("kind"), F.col("type"), F.col("node")
     candidates = events.where(
         ((kind == "transition") & type_.isin("partition", "replica"))

@@ -14,7 +14,8 @@ tool: the commands use Spark.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import functools
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,68 +34,40 @@ from spark.analyze import (
     _add_metric,
     _finish_run,
     empty_run,
+    file_findings,
+    file_lifecycles,
     lifecycles_sorted,
 )
 from spark.checks import _RUN_TYPES, GROUPED_COLUMNS, check_sorted
 from spark.diff import _SEP, Thresholds, assemble_diff, pair_inputs
-from spark.schema import EVENT_COLUMNS, TraceInput, check_inputs, resolve_inputs
+from spark.schema import EVENT_COLUMNS, TraceInput, check_inputs, raw_events, resolve_inputs
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["analyze_pandas", "diff_pandas", "read_events"]
+__all__ = ["analyze_frame", "analyze_pandas", "diff_pandas", "first_divergences"]
 
 # ----------------------------------------------------------------------------- reading
 
 
-def read_events(inputs: Sequence[TraceInput]) -> pd.DataFrame:
-    """Every event of the inputs, with ``run`` first (``spark.schema.read_traces``' columns);
-    headers are checked as Spark's reader checks them."""
-    import pandas as pd
+def _read_run(item: TraceInput) -> pd.DataFrame:
+    """The events of one (checked) input, with ``run`` first (``spark.schema.read_traces``'
+    columns)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    check_inputs(inputs)
-    frames: list[pd.DataFrame] = []
-    for item in inputs:
-        if item.format == "parquet":
-            table = pq.read_table(item.path, columns=list(EVENT_COLUMNS))
-        else:
-            table = pa.Table.from_pylist(list(_jsonl_rows(item.path)))
-        frame = table.to_pandas()
-        frame.insert(0, "run", item.run)
-        frames.append(frame)
-    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-
-
-class _Line(msgspec.Struct):
-    seq: int
-    ts: float
-    node: str
-    actor: str
-    kind: str
-    type: str | None
-    corr: int | None
-    fields: msgspec.Raw
-
-
-def _jsonl_rows(path: Path) -> Iterable[dict[str, Any]]:
-    decode = msgspec.json.Decoder(_Line).decode
-    with path.open("rb") as f:
-        f.readline()
-        for raw in f:
-            if raw.strip():
-                line = decode(raw)
-                yield {
-                    "seq": line.seq,
-                    "ts": line.ts,
-                    "node": line.node,
-                    "actor": line.actor,
-                    "kind": line.kind,
-                    "type": line.type,
-                    "corr": line.corr,
-                    "fields": bytes(line.fields).decode(),
-                }
+    if item.format == "parquet":
+        table = pq.read_table(item.path, columns=list(EVENT_COLUMNS))
+    else:
+        table = pa.Table.from_pylist(
+            [
+                {**msgspec.structs.asdict(e), "fields": bytes(e.fields).decode()}
+                for e in raw_events(item.path)
+            ]
+        )
+    frame = table.to_pandas()
+    frame.insert(0, "run", item.run)
+    return frame
 
 
 def _text(raw: msgspec.Raw) -> str | None:
@@ -108,17 +81,19 @@ def _text(raw: msgspec.Raw) -> str | None:
     return data.decode()
 
 
+@functools.cache
+def _fields_decoder(keys: tuple[str, ...]) -> msgspec.json.Decoder[Any]:
+    struct = msgspec.defstruct(
+        "_Fields", [(key, msgspec.Raw, msgspec.field(default=msgspec.Raw(b""))) for key in keys]
+    )
+    return msgspec.json.Decoder(struct)
+
+
 def with_fields(events: pd.DataFrame, *keys: str) -> pd.DataFrame:
     """``events`` (a selection) with a column ``f_<key>`` per key of ``fields`` asked."""
     import pandas as pd
 
-    struct = _structs.get(keys)
-    if struct is None:
-        struct = msgspec.defstruct(
-            "_Fields", [(key, msgspec.Raw, msgspec.field(default=msgspec.Raw(b""))) for key in keys]
-        )
-        _structs[keys] = struct
-    decode = msgspec.json.Decoder(struct).decode
+    decode = _fields_decoder(keys).decode
     parsed = [decode(text) for text in events["fields"]]
     columns = {
         f"f_{key}": pd.Series(
@@ -127,9 +102,6 @@ def with_fields(events: pd.DataFrame, *keys: str) -> pd.DataFrame:
         for key in keys
     }
     return events.assign(**columns)
-
-
-_structs: dict[tuple[str, ...], Any] = {}
 
 
 # ----------------------------------------------------------------------------- checks
@@ -173,10 +145,10 @@ def _grouped(events: pd.DataFrame, ends: pd.Series) -> pd.DataFrame:
 
 def _joined(prefix: str, frame: pd.DataFrame) -> pd.Series:
     """``concat_ws("/", prefix, topic, partition)``: null parts left out."""
-    return pd_concat_ws("/", [prefix, frame["f_topic"], frame["f_partition"]], frame.index)
+    return _concat_ws("/", [prefix, frame["f_topic"], frame["f_partition"]], frame.index)
 
 
-def pd_concat_ws(sep: str, parts: Sequence[Any], index: Any) -> pd.Series:
+def _concat_ws(sep: str, parts: Sequence[Any], index: Any) -> pd.Series:
     """Spark's ``concat_ws``: the non-null parts joined by ``sep``."""
     import pandas as pd
 
@@ -216,7 +188,7 @@ def topic_events(events: pd.DataFrame) -> pd.DataFrame:
         *("request", "dst", "states", "stops"),
     )
     kind, type_, node = candidates["kind"], candidates["type"], candidates["node"]
-    base = pd_concat_ws("|", [kind, type_, node, candidates["actor"]], candidates.index)
+    base = _concat_ws("|", [kind, type_, node, candidates["actor"]], candidates.index)
     out: list[pd.DataFrame] = []
 
     named = candidates[
@@ -242,7 +214,7 @@ def topic_events(events: pd.DataFrame) -> pd.DataFrame:
                 "ts": named["ts"],
                 "phase": phase,
                 "partition": pd.to_numeric(named["f_partition"], errors="coerce"),
-                "norm": pd_concat_ws(
+                "norm": _concat_ws(
                     "|", [base[named.index], _normalised(named["fields"])], named.index
                 ),
             }
@@ -305,7 +277,7 @@ def topic_events(events: pd.DataFrame) -> pd.DataFrame:
                 "ts": writes["ts"],
                 "phase": store_phase,
                 "partition": float("nan"),
-                "norm": pd_concat_ws(
+                "norm": _concat_ws(
                     "|",
                     [
                         base[writes.index],
@@ -553,15 +525,9 @@ def analyze_frame(
     summary = events.groupby("run", sort=True).agg(events=("seq", "size"), end=("ts", "max"))
     ends = summary["end"]
     runs = {str(run): empty_run(int(row.events), float(row.end)) for run, row in summary.iterrows()}
-    found = _violations(events, ends, deletion_bound)
-    for run, rule, severity, message, seq, ts in sorted(
-        found, key=lambda v: (v[4] is None, v[4] or 0, v[1])
-    ):
-        target = "violations" if severity == "violation" else "notices"
-        runs[run][target].append({"rule": rule, "message": message, "seq": seq, "ts": ts})
+    file_findings(runs, _violations(events, ends, deletion_bound))
     topics = topic_events(events)
-    for life in sorted(_lifecycles(topics), key=lambda d: (d["topic"], d["generation"])):
-        runs[life.pop("run")]["lifecycles"].append(life)
+    file_lifecycles(runs, _lifecycles(topics))
     for stats in _metrics(events, ends):
         _add_metric(runs[stats["run"]], stats)
     for result in runs.values():
@@ -578,7 +544,7 @@ def _analyze_inputs(
     runs: dict[str, dict[str, Any]] = {}
     topics: list[pd.DataFrame] = []
     for item in inputs:
-        found, rows = analyze_frame(read_events([item]), deletion_bound=deletion_bound)
+        found, rows = analyze_frame(_read_run(item), deletion_bound=deletion_bound)
         runs.update(found)
         topics.append(rows[["run", "topic", "seq", "sub", "norm"]])
     return runs, topics

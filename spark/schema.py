@@ -14,7 +14,7 @@ the keys a job needs as typed columns (``f_<key>``), parsing each row once.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 from urllib.parse import quote
@@ -29,10 +29,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EVENT_COLUMNS",
+    "RawEvent",
     "TraceInput",
     "TraceSchemaError",
     "check_inputs",
     "event_schema",
+    "raw_events",
     "read_header",
     "read_traces",
     "resolve_inputs",
@@ -153,6 +155,29 @@ def read_header(item: TraceInput) -> TraceHeader:
     except (OSError, ValueError) as exc:
         raise TraceSchemaError(f"{name}: not a kemu trace ({exc})") from None
     return decode_header(raw, name)
+
+
+class RawEvent(msgspec.Struct):
+    """One event line of a JSONL trace with ``fields`` left as its JSON text."""
+
+    seq: int
+    ts: float
+    node: str
+    actor: str
+    kind: str
+    type: str | None
+    corr: int | None
+    fields: msgspec.Raw
+
+
+def raw_events(path: Path) -> Iterator[RawEvent]:
+    """The events of a JSONL trace, its header checked, ``fields`` not decoded."""
+    decode = msgspec.json.Decoder(RawEvent).decode
+    with path.open("rb") as f:
+        decode_header(f.readline(), str(path))
+        for line in f:
+            if line.strip():
+                yield decode(line)
 
 
 def check_inputs(inputs: Sequence[TraceInput]) -> None:

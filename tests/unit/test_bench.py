@@ -105,16 +105,26 @@ def test_bench_refuses_an_unknown_row() -> None:
     assert exit_.value.code == 2
 
 
+def _bench(args: list[str], *, timeout: float) -> str:
+    """``python -m cluster.bench ARGS``: its standard output, once it exited with 0."""
+    done = subprocess.run(
+        [sys.executable, "-m", "cluster.bench", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def test_bench_rows_7_and_8_print_the_campaign_ratio_and_the_scale_run(tmp_path: Path) -> None:
     """``python -m cluster.bench --only 7,8`` runs both rows in child processes and prints
     the campaign's ratio against its goal and the scale run's times and peak RSS."""
     scenarios = tmp_path / "scenarios"
     _write(scenarios, "a-passing.yaml", PASSING)
-    done = subprocess.run(
+    out = _bench(
         [
-            sys.executable,
-            "-m",
-            "cluster.bench",
             "--only",
             "7,8",
             "--campaign-seeds",
@@ -126,13 +136,8 @@ def test_bench_rows_7_and_8_print_the_campaign_ratio_and_the_scale_run(tmp_path:
             "--scale-topics",
             "2",
         ],
-        capture_output=True,
-        text=True,
         timeout=50,
-        check=False,
     )
-    assert done.returncode == 0, done.stderr
-    out = done.stdout
     assert f"[7] chaos campaign, deterministic: every {scenarios}/*.yaml x 1 seeds" in out
     assert "1 runs (1 scenarios x 1 seeds): 1 passed" in out
     ratio_line = next(line for line in out.splitlines() if line.startswith("  ratio "))
@@ -145,15 +150,12 @@ def test_bench_rows_7_and_8_print_the_campaign_ratio_and_the_scale_run(tmp_path:
 
 
 @pytest.mark.timeout(300)
-def test_bench_row_9_times_spark_and_pandas_on_the_same_pair(tmp_path: Path) -> None:
+def test_bench_row_9_times_spark_and_pandas_on_the_same_pair() -> None:
     """``--only 9`` makes a pair of long traces from real chaos runs, then times the
     analysis and the diff with pandas and with Spark, each in its own process tree, and
     both find the same things (here on 20,000-event traces: a smoke run, not a measure)."""
-    done = subprocess.run(
+    out = _bench(
         [
-            sys.executable,
-            "-m",
-            "cluster.bench",
             "--only",
             "9",
             "--analysis-events",
@@ -161,13 +163,8 @@ def test_bench_row_9_times_spark_and_pandas_on_the_same_pair(tmp_path: Path) -> 
             "--campaign-scenarios",
             str(ROOT / "scenarios"),
         ],
-        capture_output=True,
-        text=True,
         timeout=280,
-        check=False,
     )
-    assert done.returncode == 0, done.stderr
-    out = done.stdout
     assert "[9] trace analysis: analyze + diff of a pair of 20,000-event traces" in out
     assert "inputs: 2 Parquet traces" in out
     times = next(line for line in out.splitlines() if line.startswith("  analyze + diff"))
