@@ -46,9 +46,11 @@ How aiozk 0.32 is used, and every place where it is patched or bypassed (see
    its timeout (as Curator does: a standalone server restarted after a long outage would
    resume the session, but the owner cannot know that and must behave as if it expired).
    In the last case the old session, if the server still has it, is closed as soon as
-   the server is reachable again, so its ephemerals vanish. The states come from a
-   subclass of aiozk's state machine that calls a hook after each transition; the
-   timeout is a loop timer, cancelled when the connection comes back.
+   the server is reachable again, so its ephemerals vanish. A forced expiry
+   (``expire_session``) takes the session over on a connection of its own and closes it;
+   meanwhile the repair loop holds off, or it would take the session back. The states
+   come from a subclass of aiozk's state machine that calls a hook after each
+   transition; the timeout is a loop timer, cancelled when the connection comes back.
 7. **Shutdown** does not use aiozk's ``close`` (on a dead server it waits a whole session
    timeout, then raises with its heartbeat still scheduled): a ``CloseRequest`` is sent
    only while connected, with a deadline, then aiozk's tasks are cancelled and its
@@ -446,6 +448,7 @@ class _AiozkSession(Session):  # type: ignore[misc]  # aiozk is untyped
         owner = self.kemu_owner
         while not self.closing:
             await self.state.wait_for(States.SUSPENDED, States.LOST)
+            await owner.kemu_hold_reconnect()
             if self.closing or not owner.kemu_wants_connection():
                 return
             await self.find_server(allow_read_only=False)
@@ -588,6 +591,9 @@ class ZooKeeperSession(StoreSession):
         self._calls: set[anyio.CancelScope] = set()
         self._expiry: asyncio.TimerHandle | None = None
         self._expiry_cause = "server"  # what a trace of its expiry names as the cause
+        # Set while a forced expiry holds the session on another connection to close it:
+        # our own client must not take the session back meanwhile (see kemu_expire).
+        self._killing: asyncio.Event | None = None
         self._last_check: tuple[tuple[str, int], bytes] = (("", 0), b"")  # see _op_bytes
         self._zk = _AiozkSession(store.servers, timeout, self)
 
@@ -960,15 +966,34 @@ class ZooKeeperSession(StoreSession):
             return
         gone = False
         self._expiry_cause = "forced"  # whoever notices first traces it so
-        with anyio.move_on_after(max(self.timeout, _CLOSE_TIMEOUT)):
-            gone = await _kill_server_session(
-                self._store.servers, self._id, self._zk.password, self.timeout, self.kemu_clock
-            )
+        # Taking the session over drops our own client's connection; were it to reconnect
+        # before the CloseRequest went out, it would take the session back, and the two
+        # could trade it until the deadline with the session never closed (its owner's
+        # heartbeats would then keep it, and its ephemerals, alive for good).
+        killing = self._killing = asyncio.Event()
+        try:
+            with anyio.move_on_after(max(self.timeout, _CLOSE_TIMEOUT)):
+                gone = await _kill_server_session(
+                    self._store.servers, self._id, self._zk.password, self.timeout, self.kemu_clock
+                )
+        finally:
+            self._killing = None
+            killing.set()
         if self._life is _Life.ALIVE:  # aiozk may have seen the expiry first (LOST)
             self.trace("session_expired", "", "ok", cause="forced")
             self._expire(server_dead=gone)
         elif gone and self._life is _Life.EXPIRING:
             self._life = _Life.EXPIRED
+        if self._life is _Life.EXPIRING and self._zk.state == States.CONNECTED:
+            # Not closed on the server, and our client holds the session still: close it
+            # through that connection (the repair loop only does so on reconnecting).
+            await self._close_expired_on_server()
+
+    async def kemu_hold_reconnect(self) -> None:
+        """The repair loop waits here before reconnecting while a forced expiry runs."""
+        killing = self._killing
+        if killing is not None:
+            await killing.wait()
 
     def release(self) -> None:
         """Close the receiving end of the events stream too (the store shuts down)."""
@@ -1052,11 +1077,7 @@ class ZooKeeperSession(StoreSession):
         or close the session on the server if it has expired for its owner (patch 6)."""
         zk = self._zk
         if self._life is _Life.EXPIRING:
-            with suppress(Exception):
-                await asyncio.wait_for(zk.send(zk_proto.CloseRequest()), _CLOSE_TIMEOUT)
-            self._life = _Life.EXPIRED
-            zk.closing = True  # ends the repair loop and the heartbeat
-            _discard(zk.conn)
+            await self._close_expired_on_server()
             return
         if self._life is not _Life.ALIVE:
             return
@@ -1070,6 +1091,16 @@ class ZooKeeperSession(StoreSession):
             raise
         except Exception:  # the new connection failed already: the next one re-arms
             zk.kemu_connection_lost(zk.conn)
+
+    async def _close_expired_on_server(self) -> None:
+        """Expired for its owner, connected to a server that still has it: close it
+        there, and stop the client."""
+        zk = self._zk
+        with suppress(Exception):
+            await asyncio.wait_for(zk.send(zk_proto.CloseRequest()), _CLOSE_TIMEOUT)
+        self._life = _Life.EXPIRED
+        zk.closing = True  # ends the repair loop and the heartbeat
+        _discard(zk.conn)
 
     # -- internals: calls
 
@@ -1346,11 +1377,18 @@ class ZooKeeperSession(StoreSession):
 
 
 async def _kill_server_session(
-    servers: str, session_id: int, password: bytes, session_timeout: float, clock: Clock
+    servers: str,
+    session_id: int,
+    password: bytes,
+    session_timeout: float,
+    clock: Clock,
+    *,
+    taken: Callable[[], Awaitable[None]] | None = None,
 ) -> bool:
     """ZooKeeper's classic expiry trick: connect with the session's id and password (the
     server moves the session to this connection), then close it. Returns True once the
-    server has no such session; retries while it cannot tell (the caller bounds it)."""
+    server has no such session; retries while it cannot tell (the caller bounds it).
+    ``taken`` is awaited between the two steps (tests widen the window with it)."""
     hosts = [h.rsplit(":", 1) for h in servers.split(",")]
     while True:
         for host, port in hosts:
@@ -1374,6 +1412,8 @@ async def _kill_server_session(
                     continue
                 if reply[1].session_id != 0:  # the session is ours now: close it
                     conn.start_read_loop()
+                    if taken is not None:
+                        await taken()
                     await asyncio.wait_for(
                         conn.send(zk_proto.CloseRequest(), xid=1), _CLOSE_TIMEOUT
                     )

@@ -6,6 +6,8 @@ Nothing sleeps: tests wait for the session's next event or call outcome with a d
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import anyio
@@ -13,6 +15,7 @@ import pytest
 import pytest_asyncio
 
 from actors.trace import MemorySink, Tracer
+from cluster.store import zookeeper
 from cluster.store.zookeeper import ZooKeeperStore
 from protocol.errors import ConnectionLossError, SessionExpiredError, StoreError
 from protocol.store import SessionEvent, SessionState, StoreEvent, WatchEvent, WatchKind
@@ -24,6 +27,7 @@ pytestmark = pytest.mark.zookeeper
 DEADLINE = 10.0  # seconds for any one expected outcome (generous for a busy machine)
 SHORT = 2.0  # session timeout when a test waits for expiry (the server's minimum is 1 s)
 LONG = 8.0  # session timeout when a test restarts the server inside it
+HOLD = 1.0  # how long a forced expiry keeps the session before closing it (one test)
 
 
 @pytest.fixture
@@ -247,13 +251,9 @@ async def test_forced_expiry_is_a_real_expiry(
         session_id=watcher.session_id, path="/e", kind=WatchKind.DELETED
     )
     # The owner may first see its connection drop (the server handed the session to
-    # the killing connection) and come back, as a real client does before it learns of
-    # the expiry.
+    # the killing connection); it does not come back (see the next test).
     event = await next_event(owner.events)
-    while isinstance(event, SessionEvent) and event.state in (
-        SessionState.SUSPENDED,
-        SessionState.CONNECTED,
-    ):
+    if event == SessionEvent(session_id=owner.session_id, state=SessionState.SUSPENDED):
         event = await next_event(owner.events)
     assert event == SessionEvent(session_id=owner.session_id, state=SessionState.EXPIRED)
     with pytest.raises(SessionExpiredError):
@@ -261,6 +261,48 @@ async def test_forced_expiry_is_a_real_expiry(
     again = await store.open_session(timeout=LONG, name="owner")
     await again.create("/e", ephemeral=True)
     assert traced(sink, "session_expired", cause="forced", session=owner.session_id)
+
+
+@pytest.mark.asyncio
+async def test_the_owner_does_not_take_back_a_session_being_expired(
+    server: ZooKeeperServer,
+    store: ZooKeeperStore,
+    sink: MemorySink,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The expiry trick moves the session to a connection of its own, which drops the
+    owner's. Were the owner's client to reconnect before the session is closed, it would
+    take the session back (within milliseconds), the two would trade it until the
+    deadline, and the session and its ephemerals would outlive the expiry for good (a
+    crashed controller's ``/controller`` with them). Here the killing connection holds
+    the session for a while before closing it: the owner stays away, and the expiry is
+    real."""
+    owner = await store.open_session(timeout=LONG, name="owner")
+    watcher = await store.open_session(timeout=LONG, name="watcher")
+    await owner.create("/e", ephemeral=True)
+
+    def owner_state(state: SessionState) -> Callable[[TraceEvent], bool]:
+        return lambda e: (
+            e.type == "session_state"
+            and e.fields.get("session") == owner.session_id
+            and e.fields.get("state") == state.value
+        )
+
+    async def hold_the_session() -> None:
+        await sink.wait_for(owner_state(SessionState.SUSPENDED), DEADLINE)
+        with contextlib.suppress(TimeoutError):  # the owner coming back ends the wait
+            await sink.wait_for(owner_state(SessionState.CONNECTED), HOLD)
+
+    kill = functools.partial(zookeeper._kill_server_session, taken=hold_the_session)
+    monkeypatch.setattr(zookeeper, "_kill_server_session", kill)
+    with anyio.fail_after(DEADLINE):
+        await store.expire_session(owner.session_id)
+    assert not traced(sink, "session_state", state="connected", session=owner.session_id)
+    assert await watcher.exists("/e") is None
+    assert [await next_event(owner.events), await next_event(owner.events)] == [
+        SessionEvent(session_id=owner.session_id, state=SessionState.SUSPENDED),
+        SessionEvent(session_id=owner.session_id, state=SessionState.EXPIRED),
+    ]
 
 
 @pytest.mark.asyncio
