@@ -76,9 +76,9 @@ def tree_rss_bytes(pid: int) -> int:
     return total
 
 
-async def _measured(command: list[str]) -> tuple[bytes, float, int] | None:
-    """Run ``python COMMAND``; its stdout, wall time and the peak of its tree's RSS."""
-    t0 = _now()
+async def _measured(command: list[str]) -> tuple[bytes, int] | None:
+    """Run ``python COMMAND``; its stdout and the peak of its tree's RSS (the child times
+    its own stages)."""
     peak = 0
     async with await anyio.open_process([sys.executable, *command], stderr=None) as process:
         assert process.stdout is not None
@@ -99,7 +99,7 @@ async def _measured(command: list[str]) -> tuple[bytes, float, int] | None:
     if process.returncode != 0:
         print(f"  failed: python {' '.join(command)} exited with {process.returncode}")
         return None
-    return b"".join(chunks), _now() - t0, peak
+    return b"".join(chunks), peak
 
 
 async def _sources(root: Path, scenarios: Path, seed: int) -> list[Path] | None:
@@ -149,7 +149,7 @@ async def row_analysis(events: int, scenarios: Path, driver_memory: str) -> bool
             found = await _measured(command)
             if found is None:
                 return False
-            stdout, _, peak = found
+            stdout, peak = found
             results[engine] = (
                 msgspec.json.decode(stdout.splitlines()[-1], type=AnalysisTimes),
                 peak,

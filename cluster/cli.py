@@ -14,29 +14,16 @@ from pathlib import Path
 import anyio
 
 from actors.clock import run_real
+from cluster.cli_args import UsageError, key_values
 from cluster.logging import configure_logging
 from cluster.trace import add_analysis_parsers, add_replay_parser
 from protocol.errors import KemuError
-
-
-class UsageError(Exception):
-    """Bad command-line input: printed as one line, exit status 2."""
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from cluster.demo import run_demo
 
     return run_demo(brokers=args.brokers, seed=args.seed, virtual=args.virtual)
-
-
-def _key_values(items: list[str], what: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"{what} must be KEY=VALUE, got {item!r}")
-        out[key] = value
-    return out
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
@@ -47,7 +34,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
     if args.brokers < 1:
         raise UsageError("--brokers must be at least 1")
     racks: dict[int, str] = {}
-    for key, value in _key_values(args.rack, "--rack").items():
+    for key, value in key_values(args.rack, "--rack").items():
         if not key.isdigit() or int(key) >= args.brokers:
             raise UsageError(f"--rack {key}={value}: no broker {key}")
         racks[int(key)] = value
@@ -57,7 +44,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
         log_dir=Path(args.log_dir),
         zookeeper=args.zookeeper,
         racks=racks,
-        config=_key_values(args.config, "--config"),
+        config=key_values(args.config, "--config"),
         seed=args.seed,
         store_port=None if args.zookeeper else args.store_port,
     )
@@ -96,7 +83,7 @@ def _cmd_broker_process(args: argparse.Namespace) -> int:
     from cluster.processes import BrokerProcessSpec, run_broker_process
 
     peers: dict[int, tuple[str, int]] = {}
-    for node, address in _key_values(args.peer, "--peer").items():
+    for node, address in key_values(args.peer, "--peer").items():
         prefix, _, broker_id = node.rpartition("-")
         if prefix != "broker" or not broker_id.isdigit():
             raise UsageError(f"--peer {node}={address}: expected broker-ID=HOST:PORT")
@@ -110,7 +97,7 @@ def _cmd_broker_process(args: argparse.Namespace) -> int:
         log_dir=Path(args.log_dir),
         host=args.host,
         rack=args.rack,
-        config=_key_values(args.config, "--config"),
+        config=key_values(args.config, "--config"),
         incarnation=args.incarnation,
         seed=args.seed,
         parent_pid=args.parent_pid,

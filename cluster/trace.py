@@ -14,6 +14,7 @@ from typing import IO, Any
 import msgspec
 
 from actors.trace import read_trace
+from cluster.cli_args import UsageError, key_values
 from protocol.trace import TraceEvent, TraceHeader
 
 _encoder = msgspec.json.Encoder()
@@ -144,8 +145,28 @@ def add_analysis_parsers(trace_sub: Any) -> None:
             help="fault-free seconds a marked topic has to be deleted in (60)",
         )
         parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+        add_spark_conf_argument(parser)
     analyze.set_defaults(func=_cmd_trace_analyze)
     diff.set_defaults(func=_cmd_trace_diff)
+
+
+def add_spark_conf_argument(parser: Any) -> None:
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting, as spark-submit's --conf (repeatable), e.g. spark.driver.memory=4g",
+    )
+
+
+def spark_conf(args: Any) -> dict[str, str]:
+    """The ``--conf`` settings; a bad one is a usage error, raised before Spark starts."""
+    conf = key_values(args.conf, "--conf")
+    for key in conf:
+        if not key.startswith("spark."):
+            raise UsageError(f"--conf {key}: not a Spark setting (they start with 'spark.')")
+    return conf
 
 
 def _cmd_trace_analyze(args: Any) -> int:
@@ -154,6 +175,7 @@ def _cmd_trace_analyze(args: Any) -> int:
     return analyze_command(
         args.traces,
         master=args.master,
+        conf=spark_conf(args),
         out=Path(args.out),
         deletion_bound=args.deletion_bound,
         quiet=args.quiet,
@@ -168,6 +190,7 @@ def _cmd_trace_diff(args: Any) -> int:
         args.candidate,
         thresholds=None if args.thresholds is None else Path(args.thresholds),
         master=args.master,
+        conf=spark_conf(args),
         out=Path(args.out),
         deletion_bound=args.deletion_bound,
         quiet=args.quiet,
@@ -197,6 +220,7 @@ def add_replay_parser(trace_sub: Any) -> None:
     )
     replay.add_argument("--master", metavar="URL", help="Spark master (default local[*])")
     replay.add_argument("--out", metavar="DIR", help="write the report (replay.json) here")
+    add_spark_conf_argument(replay)
     replay.set_defaults(func=_cmd_trace_replay)
 
 
@@ -206,5 +230,9 @@ def _cmd_trace_replay(args: Any) -> int:
 
     out = Path(args.out) if args.out else None
     return replay_command(
-        args.traces, master=args.master, out=out, progress=Progress("kemu trace replay")
+        args.traces,
+        master=args.master,
+        conf=spark_conf(args),
+        out=out,
+        progress=Progress("kemu trace replay"),
     )

@@ -32,7 +32,7 @@ from actors.invariants import DEFAULT_DELETION_BOUND
 from protocol.control import LEADER_DURING_DELETE
 from spark.checks import arrow_rows, check_runs
 from spark.progress import Progress
-from spark.schema import TraceInput, read_traces, resolve_inputs
+from spark.schema import TraceInput, parsed_fields, read_traces, resolve_inputs
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -99,12 +99,8 @@ _UUID: Final = r"[0-9a-f]{32}"
 
 def with_parsed_fields(events: DataFrame, *keys: str) -> DataFrame:
     """``events`` with the struct column ``f`` of the given keys of ``fields``, each as
-    text (a string's content, any other value's JSON). Parse only what a stage needs,
-    after its cheap filters: parsing JSON is most of a stage's cost."""
-    from pyspark.sql import functions as F
-
-    schema = "struct<" + ", ".join(f"`{key}`: string" for key in keys) + ">"
-    return events.withColumn("f", F.from_json(F.col("fields"), schema))
+    text (``spark.schema.parsed_fields``)."""
+    return events.withColumn("f", parsed_fields(dict.fromkeys(keys, "string")))
 
 
 def _has(text: str) -> Column:

@@ -4,7 +4,7 @@ summary, and answer the exit status."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -28,6 +28,7 @@ def analyze_command(
     out: Path,
     deletion_bound: float,
     quiet: bool = False,
+    conf: Mapping[str, str] | None = None,
 ) -> int:
     """Exit status 1 when any run breaks an invariant, else 0."""
     progress = Progress("kemu trace analyze", quiet=quiet)
@@ -36,7 +37,9 @@ def analyze_command(
         read_header(item)
     with ExitStack() as stack:
         with progress.stage("starting Spark"):
-            spark = stack.enter_context(spark_session(master, app="kemu trace analyze"))
+            spark = stack.enter_context(
+                spark_session(master, app="kemu trace analyze", config=conf)
+            )
         document = analyze(spark, inputs, deletion_bound=deletion_bound, progress=progress)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "analysis.json", document)
@@ -67,6 +70,7 @@ def diff_command(
     out: Path,
     deletion_bound: float,
     quiet: bool = False,
+    conf: Mapping[str, str] | None = None,
 ) -> int:
     """Exit status 1 when a threshold is crossed, else 0."""
     limits = load_thresholds(thresholds)
@@ -77,7 +81,7 @@ def diff_command(
     progress = Progress("kemu trace diff", quiet=quiet)
     with ExitStack() as stack:
         with progress.stage("starting Spark"):
-            spark = stack.enter_context(spark_session(master, app="kemu trace diff"))
+            spark = stack.enter_context(spark_session(master, app="kemu trace diff", config=conf))
         document = diff(
             spark,
             [baseline],

@@ -19,7 +19,7 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -236,6 +236,7 @@ def replay_command(
     paths: Sequence[str],
     *,
     master: str | None = None,
+    conf: Mapping[str, str] | None = None,
     out: Path | None = None,
     echo: Callable[[str], None] = print,
     patch: Patch | None = None,
@@ -249,7 +250,7 @@ def replay_command(
         read_header(item)  # a wrong schema version fails here, with its one-line reason
     with contextlib.ExitStack() as stack:
         with progress.stage("starting Spark"):
-            spark = stack.enter_context(spark_session(master, app="kemu-trace-replay"))
+            spark = stack.enter_context(spark_session(master, app="kemu-trace-replay", config=conf))
         with progress.stage(f"replaying {len(inputs)} runs, one task each"):
             report = replay_runs(spark, inputs, patch=patch)
     for outcome in report.runs:
