@@ -54,6 +54,9 @@ class Tracer:
         self._origin = origin
         self._seq = 0
         self._sinks: list[TraceSink] = []
+        self.enabled = False
+        """Whether any sink listens: hot paths skip building trace fields when not (a plain
+        attribute, kept by ``add_sink``/``remove_sink``: it is read twice per message)."""
         # Optional detail families, costly to trace, off unless asked for:
         # "controller_inputs" (actors.controller.recording) makes controllers record what
         # a replay needs (kemu trace replay).
@@ -65,14 +68,11 @@ class Tracer:
 
     def add_sink(self, sink: TraceSink) -> None:
         self._sinks.append(sink)
+        self.enabled = True
 
     def remove_sink(self, sink: TraceSink) -> None:
         self._sinks.remove(sink)
-
-    @property
-    def enabled(self) -> bool:
-        """Whether any sink listens: hot paths skip building trace fields when not."""
-        return bool(self._sinks)
+        self.enabled = bool(self._sinks)
 
     @property
     def seq(self) -> int:

@@ -291,7 +291,8 @@ class Network:
         src_node = envelope.src.node
         dst_node = envelope.dst.node
         if src_node == dst_node:
-            self._trace_send(envelope)
+            if self._tracer.enabled:
+                self._trace_send(envelope)
             self._arrive(envelope)
             return
         if self._rules:
@@ -299,7 +300,8 @@ class Network:
             if fate is not UNHARMED:
                 self._apply(envelope, fate)
                 return
-        self._trace_send(envelope)
+        if self._tracer.enabled:  # checked here too: this is the hottest path
+            self._trace_send(envelope)
         self._transmit(envelope)
 
     def _apply(self, envelope: Envelope, fate: Fate) -> None:
