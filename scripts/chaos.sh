@@ -66,8 +66,10 @@ pids=()
 for ((job = 0; job < jobs; job++)); do
   share=("${scenarios[@]:job*per:per}")
   [ ${#share[@]} -gt 0 ] || break
+  # stderr apart: a stray line there (a warning, a child's traceback) must not land in the
+  # middle of a progress line, where the summary below would read it as a run's status.
   "$VENV/bin/kemu" --log-level CRITICAL chaos run "${share[@]}" \
-    --seeds "$seeds" "${mode[@]}" --out "$out" >"$work/$job.log" 2>&1 &
+    --seeds "$seeds" "${mode[@]}" --out "$out" >"$work/$job.log" 2>"$work/$job.err" &
   pids+=($!)
 done
 status=0
@@ -77,7 +79,7 @@ for ((job = 0; job < ${#pids[@]}; job++)); do
   [ "$code" -le "$status" ] || status=$code
 done
 if [ "$status" -ge 2 ]; then
-  cat "$work"/*.log | grep -m1 '^Error' >&2 || cat "$work"/*.log >&2  # bad input
+  cat "$work"/*.err | grep -m1 '^Error' >&2 || cat "$work"/*.err "$work"/*.log >&2  # bad input
   exit "$status"
 fi
 
@@ -114,6 +116,16 @@ awk -v elapsed="$((SECONDS - start))" '
       names, total, all_passed, total - all_passed, simulated, wall, ratio, elapsed
   }
 ' $(for ((job = 0; job < ${#pids[@]}; job++)); do echo "$work/$job.log"; done)
+
+# Whatever the kemu processes (and the broker processes of real mode) wrote on stderr:
+# nothing, normally; shown whole, since it is the only trace of, e.g., a task exception
+# nobody retrieved.
+for ((job = 0; job < ${#pids[@]}; job++)); do
+  if [ -s "$work/$job.err" ]; then
+    printf '\nstderr of the kemu process on its share of the scenarios (job %d):\n' "$job"
+    cat "$work/$job.err"
+  fi
+done
 
 # A passed run's directory is a few hundred kB of trace nobody will read: only the failed
 # runs' directories stay (those the "reproduce" lines name), unless --keep-passed.
