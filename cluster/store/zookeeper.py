@@ -71,6 +71,10 @@ How aiozk 0.32 is used, and every place where it is patched or bypassed (see
     aiozk does, with precompiled structs instead of its generic ``Part`` classes, which
     cost more client CPU per multi than the server spends on it; so is the reply to a
     child listing. Everything else keeps aiozk's request and response classes.
+12. **The heartbeat never fails its task** (``_AiozkSession.heartbeat``): aiozk re-raises
+    a ping's error reply (the session moved or expired under it) out of a task nobody
+    awaits, which asyncio reports as "Task exception was never retrieved"; here it is
+    traced (``zookeeper_heartbeat``) and the connection's fate decides.
 
 ``expire_session`` performs a real expiry, ZooKeeper's classic test trick: a second
 connection takes over the session with its id and password and closes it, so the server
@@ -379,7 +383,7 @@ class _Connection(Connection):  # type: ignore[misc]  # aiozk is untyped
         try:
             await super().read_loop()
         except Exception as err:
-            self._session.kemu_owner.kemu_read_loop_failed(err)
+            self._session.kemu_owner.kemu_task_failed("zookeeper_read_loop", err)
         if not self.closing:
             self.abort()
             self._session.kemu_connection_lost(self)
@@ -521,6 +525,17 @@ class _AiozkSession(Session):  # type: ignore[misc]  # aiozk is untyped
         """Patch 3: the read loop of ``conn`` ended without being asked to."""
         if conn is self.conn and not self.closing and self.state == States.CONNECTED:
             self.state.transition_to(States.SUSPENDED)
+
+    async def heartbeat(self) -> None:
+        """Patch 12: aiozk's ping re-raises any failure but a connection loss or a timeout,
+        and nobody awaits its task: an error reply (the session moved to another
+        connection or expired under the ping) ended it with an exception never
+        retrieved. Such a ping is traced and dropped; what the connection does next (the
+        server closes it) is what the session goes by."""
+        try:
+            await super().heartbeat()
+        except Exception as err:
+            self.kemu_owner.kemu_task_failed("zookeeper_heartbeat", err)
 
     # -- watches (patch 5)
 
@@ -1001,12 +1016,13 @@ class ZooKeeperSession(StoreSession):
 
     # -- what the aiozk session calls (in its own tasks, or in the read loop)
 
-    def kemu_read_loop_failed(self, err: Exception) -> None:
+    def kemu_task_failed(self, task: str, err: Exception) -> None:
+        """One of aiozk's tasks (``zookeeper_read_loop``, ``zookeeper_heartbeat``) failed."""
         self._store.tracer.emit(
             TraceKind.ERROR,
             node=self._store.name,
             actor=self.name,
-            type="zookeeper_read_loop",
+            type=task,
             error=repr(err),
             session=self._id,
         )

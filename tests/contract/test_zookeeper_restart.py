@@ -6,6 +6,7 @@ Nothing sleeps: tests wait for the session's next event or call outcome with a d
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -13,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 import anyio
 import pytest
 import pytest_asyncio
+from aiozk import exc as zk_exc
 
 from actors.trace import MemorySink, Tracer
 from cluster.store import zookeeper
@@ -303,6 +305,39 @@ async def test_the_owner_does_not_take_back_a_session_being_expired(
         SessionEvent(session_id=owner.session_id, state=SessionState.SUSPENDED),
         SessionEvent(session_id=owner.session_id, state=SessionState.EXPIRED),
     ]
+
+
+@pytest.mark.asyncio
+async def test_a_ping_answered_with_an_error_does_not_fail_the_heartbeat_task(
+    store: ZooKeeperStore, sink: MemorySink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ping can get an error reply (the session moved to another connection, or
+    expired, under it). aiozk re-raised it out of its heartbeat task, which nobody
+    awaits: asyncio reported "Task exception was never retrieved" (seen in a CI log of
+    the real-mode campaign). The heartbeat task ends cleanly, the error is traced, and
+    the session goes on with its next ping."""
+    owner = await store.open_session(timeout=LONG, name="owner")
+    zk = owner._zk  # the aiozk session under the kemu one
+    connection = zk.conn
+    real_send = connection.send
+
+    def send(request: object, xid: int | None = None) -> object:
+        if type(request).__name__ != "PingRequest":
+            return real_send(request, xid=xid)
+        moved: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        moved.set_exception(zk_exc.SessionMoved())
+        return moved
+
+    monkeypatch.setattr(connection, "send", send)
+    zk.create_heartbeat()
+    with anyio.fail_after(DEADLINE):
+        await zk.heartbeat_task  # raised SessionMoved before
+    assert [e.fields["error"] for e in sink.of("error", "zookeeper_heartbeat")] == [
+        "SessionMoved()"
+    ]
+    monkeypatch.undo()
+    assert zk.heartbeat_handle is not None  # the next ping is scheduled
+    await owner.create("/still", b"")  # and the session works
 
 
 @pytest.mark.asyncio
