@@ -12,7 +12,7 @@ from spark.analyze import analyze
 from spark.diff import diff, load_thresholds, pair_inputs
 from spark.progress import Progress
 from spark.report import render_analysis_html, render_diff_html, write_json
-from spark.schema import read_header, resolve_inputs
+from spark.schema import check_inputs, resolve_inputs
 from spark.session import spark_session
 
 __all__ = ["analyze_command", "diff_command"]
@@ -33,8 +33,7 @@ def analyze_command(
     """Exit status 1 when any run breaks an invariant, else 0."""
     progress = Progress("kemu trace analyze", quiet=quiet)
     inputs = resolve_inputs(traces)
-    for item in inputs:  # bad input fails before Spark starts
-        read_header(item)
+    check_inputs(inputs)  # bad input fails before Spark starts
     with ExitStack() as stack:
         with progress.stage("starting Spark"):
             spark = stack.enter_context(
@@ -76,8 +75,7 @@ def diff_command(
     limits = load_thresholds(thresholds)
     sides = resolve_inputs([baseline]), resolve_inputs([candidate])
     pair_inputs(*sides)  # bad input fails before Spark starts
-    for item in [*sides[0], *sides[1]]:
-        read_header(item)
+    check_inputs([*sides[0], *sides[1]])
     progress = Progress("kemu trace diff", quiet=quiet)
     with ExitStack() as stack:
         with progress.stage("starting Spark"):

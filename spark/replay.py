@@ -35,7 +35,7 @@ from actors.controller.replay import (
 )
 from protocol.trace import TraceEvent
 from spark.progress import Progress
-from spark.schema import TraceInput, read_header, resolve_inputs
+from spark.schema import TraceInput, check_inputs, read_header, resolve_inputs
 from spark.session import SparkError, spark_session
 
 if TYPE_CHECKING:
@@ -246,8 +246,7 @@ def replay_command(
     ``KemuError`` (one line) before Spark starts."""
     progress = progress or Progress("replay", quiet=True)
     inputs = resolve_inputs(paths)
-    for item in inputs:
-        read_header(item)  # a wrong schema version fails here, with its one-line reason
+    check_inputs(inputs)  # a wrong schema version or a trace given twice fails here
     with contextlib.ExitStack() as stack:
         with progress.stage("starting Spark"):
             spark = stack.enter_context(spark_session(master, app="kemu-trace-replay", config=conf))

@@ -60,7 +60,8 @@ def spark_session(
 
     ``master``: a Spark master URL; None means ``local[*]``, or whatever spark-submit was
     told when it launched us. ``local_dir``: where the session's scratch directory is made
-    (the system temp directory by default). ``config``: extra Spark settings.
+    (the system temp directory by default). ``config``: extra Spark settings, for a
+    session started here (a session already active is joined as it is).
     """
     try:
         from pyspark.sql import SparkSession

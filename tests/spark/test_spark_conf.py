@@ -1,6 +1,6 @@
 """`--conf KEY=VALUE` of `kemu trace analyze / diff / replay` reaches the Spark session
-they start; a malformed or non-Spark setting is one error line and exit status 2, before
-Spark starts."""
+they start; a malformed or non-Spark setting, or a trace given twice, is one error line and
+a non-zero exit status before Spark starts."""
 
 from __future__ import annotations
 
@@ -81,3 +81,22 @@ def test_a_bad_setting_is_one_line_before_spark_starts(
     assert main(["trace", command, *traces, "--conf", setting]) == 2
     assert capsys.readouterr().err == error + "\n"
     assert configs == []  # no session was asked for
+
+
+@pytest.mark.parametrize("command", ["analyze", "diff", "replay"])
+def test_a_trace_given_twice_is_refused_before_spark_starts(
+    command: str,
+    campaign: Path,
+    capsys: pytest.CaptureFixture[str],
+    configs: list[Mapping[str, str] | None],
+) -> None:
+    run = campaign / RUN
+    if command == "diff":  # the baseline campaign holds the candidate run
+        traces = [str(campaign), str(run)]
+        error = f"the same trace given twice: {(run / 'trace.jsonl').resolve()}"
+    else:
+        traces = [str(run), str(run)]
+        error = f"the same run given twice: {RUN}"
+    assert main(["trace", command, *traces]) == 1
+    assert capsys.readouterr().err == f"Error: {error}\n"
+    assert configs == []
