@@ -2,8 +2,8 @@
 
 Human-facing logs go to stderr (console renderer, or JSON with ``json=True``); actor
 identity (node, actor) is bound per task with structlog's context variables by the actor
-runtime. Traces are separate (actors.trace / cluster.trace): logs are for people, traces
-are for machines.
+runtime. Traces are separate (actors.runtime.tracer / cluster.trace_files): logs are for
+people, traces are for machines.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The client-facing Kafka admin APIs as kemu's own typed values.
 
 Real Kafka clients (kcat, kafka-python, confluent-kafka, aiokafka) talk to a broker over the
-Kafka wire protocol. ``cluster.kafka_wire`` decodes their requests with the wire codec library
+Kafka wire protocol. ``cluster.kafka.listener`` decodes their requests with the wire codec library
 and turns them into the plain values below; the broker answers with the values below and
 the adapter encodes them into the response of the version the client asked for. Nothing
 outside that adapter sees the codec's types.
@@ -388,7 +388,7 @@ KafkaApiRequestData = (
     | CreatePartitionsRequestData
     | DescribeClusterRequestData
 )
-"""Every client request kemu's brokers answer, as ``cluster.kafka_wire.request_data``
+"""Every client request kemu's brokers answer, as ``cluster.kafka.listener.request_data``
 returns it."""
 
 KafkaApiResponseData = (
@@ -399,4 +399,4 @@ KafkaApiResponseData = (
     | CreatePartitionsResponseData
     | DescribeClusterResponseData
 )
-"""Every answer ``cluster.kafka_wire.build_response`` turns into a wire response."""
+"""Every answer ``cluster.kafka.listener.build_response`` turns into a wire response."""

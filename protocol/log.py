@@ -1,4 +1,4 @@
-"""Messages of a broker's log manager (``actors.log_manager.LogManager``).
+"""Messages of a broker's log manager (``actors.log.manager.LogManager``).
 
 The broker asks its log manager to create a partition's log when a LeaderAndIsr makes it a
 replica (Kafka's ``LogManager.getOrCreateLog``), to delete it when a StopReplica says

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmarks, side by side in one run (see cluster/bench.py): rows [1] to [6], then the
+# Benchmarks, side by side in one run (see cluster/bench/suite.py): rows [1] to [6], then the
 # deterministic chaos campaign's simulated-to-wall ratio [7], 100 brokers / 100,000
 # partitions in one process [8] (a few minutes so far), and the trace analysis + diff of a
 # pair of 10M-event traces, Spark next to pandas [9] (about 15 minutes on 2 cores;

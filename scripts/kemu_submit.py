@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from cluster.cli import main
+from cluster.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -27,7 +27,6 @@ from typing import assert_never
 
 import msgspec
 
-from actors import kafka_zk
 from actors.admin import (
     AdminOperationError,
     BrokerConfig,
@@ -44,11 +43,12 @@ from actors.admin import topics as topic_rules
 from actors.broker.controlled_shutdown import ControlledShutdownActor
 from actors.broker.metadata_cache import MetadataCache
 from actors.controller.controller import ControllerConfig, KafkaController
-from actors.disk import Disk
-from actors.log_manager import LogManager
-from actors.runtime import Actor, Context, DeferredReply
-from actors.store import MetadataStore, StoreSession
-from actors.zk_watch import ZkConnection
+from actors.log.disk import Disk
+from actors.log.manager import LogManager
+from actors.runtime.actor import Actor, Context, DeferredReply
+from actors.zk import kafka_zk
+from actors.zk.store import MetadataStore, StoreSession
+from actors.zk.watch import ZkConnection
 from protocol import zkdata
 from protocol.base import ActorRef, Message
 from protocol.broker import (

@@ -27,9 +27,9 @@ from collections.abc import Callable
 
 import structlog
 
-from actors import kafka_zk
-from actors.runtime import Actor
-from actors.store import StoreSession
+from actors.runtime.actor import Actor
+from actors.zk import kafka_zk
+from actors.zk.store import StoreSession
 from protocol.base import ActorRef
 from protocol.control import ControlledShutdownRequest, ControlledShutdownResponse
 from protocol.errors import AskTimeoutError, ErrorCode, RemoteError, StoreError

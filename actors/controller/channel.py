@@ -18,12 +18,12 @@ from dataclasses import dataclass
 import anyio
 import structlog
 
-from actors.clock import Clock
 from actors.controller import recording
 from actors.controller.events import ControllerEvent
 from actors.controller.request_batch import ControlRequest, ResponseToEvent
-from actors.runtime import Node
-from actors.trace import payload_fields
+from actors.runtime.actor import Node
+from actors.runtime.clock import Clock
+from actors.runtime.tracer import payload_fields
 from protocol.base import ActorRef, Message
 from protocol.errors import KemuError
 from protocol.ids import BrokerId

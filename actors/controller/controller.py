@@ -38,7 +38,6 @@ from typing import Any, assert_never
 
 import structlog
 
-from actors import kafka_zk
 from actors.controller import recording
 from actors.controller.channel import ControllerChannelManager, broker_actor_ref
 from actors.controller.context import Broker, ControllerContext, is_being_reassigned
@@ -79,10 +78,11 @@ from actors.controller.scheduler import ControllerScheduler
 from actors.controller.state_change_log import StateChangeLogger
 from actors.controller.states import PartitionState, ReplicaState
 from actors.controller.topic_deletion import REASON_REASSIGNMENT, TopicDeletionManager
-from actors.kafka_zk import ControllerMovedError
-from actors.runtime import Actor, Context
-from actors.store import StoreSession
-from actors.zk_watch import ChildWatch, DataWatch, StateCallbacks, ZkConnection
+from actors.runtime.actor import Actor, Context
+from actors.zk import kafka_zk
+from actors.zk.kafka_zk import ControllerMovedError
+from actors.zk.store import StoreSession
+from actors.zk.watch import ChildWatch, DataWatch, StateCallbacks, ZkConnection
 from protocol import zkdata
 from protocol.base import ActorRef, Message
 from protocol.control import (

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from actors.controller.events import ControllerEventUnion
 from actors.controller.request_batch import ControllerBrokerRequestBatch
-from actors.store import StoreSession
+from actors.zk.store import StoreSession
 from protocol.control import TopicPartition
 from protocol.ids import BrokerId
 

@@ -31,10 +31,10 @@ import anyio
 import structlog
 from anyio.abc import TaskStatus
 
-from actors.clock import Clock
 from actors.controller.events import ControllerEvent
 from actors.controller.states import ControllerState
-from actors.trace import TraceFn
+from actors.runtime.clock import Clock
+from actors.runtime.tracer import TraceFn
 
 log = structlog.get_logger("kemu.controller.events")
 

@@ -30,12 +30,12 @@ from collections.abc import Iterable
 
 import structlog
 
-from actors import kafka_zk
 from actors.controller.context import ControllerContext
 from actors.controller.controller_ops import ControllerOps
 from actors.controller.model import LeaderAndIsr, Leadership, PartitionAndReplica
 from actors.controller.reassignment import PartitionReassignments
 from actors.controller.states import ReplicaState
+from actors.zk import kafka_zk
 from protocol.control import TopicPartition
 from protocol.errors import BadVersionError
 from protocol.ids import BrokerId

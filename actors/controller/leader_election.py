@@ -28,7 +28,6 @@ from dataclasses import dataclass
 
 import structlog
 
-from actors import kafka_zk
 from actors.controller.context import ControllerContext
 from actors.controller.controller_ops import ControllerOps
 from actors.controller.election import (
@@ -50,6 +49,7 @@ from actors.controller.partition_state_machine import ElectionOutcome, Partition
 from actors.controller.scheduler import ControllerScheduler
 from actors.controller.states import PartitionState
 from actors.controller.topic_deletion import TopicDeletionManager
+from actors.zk import kafka_zk
 from protocol import zkdata
 from protocol.control import NO_LEADER, TopicPartition
 from protocol.errors import ErrorCode, ZkDataError

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 import msgspec
 
-from actors.kafka_zk import PartitionState as ZkPartitionState
+from actors.zk.kafka_zk import PartitionState as ZkPartitionState
 from protocol import zkdata
 from protocol.control import INITIAL_LEADER_EPOCH, INITIAL_ZK_VERSION, NO_LEADER, TopicPartition
 from protocol.ids import BrokerId, ControllerEpoch, LeaderEpoch

@@ -23,7 +23,6 @@ from typing import assert_never
 
 import structlog
 
-from actors import kafka_zk
 from actors.controller.context import ControllerContext, target_replicas
 from actors.controller.election import (
     ControlledShutdownElection,
@@ -47,8 +46,9 @@ from actors.controller.states import (
     PartitionState,
     partition_transition_valid,
 )
-from actors.kafka_zk import ControllerMovedError
-from actors.store import StoreSession
+from actors.zk import kafka_zk
+from actors.zk.kafka_zk import ControllerMovedError
+from actors.zk.store import StoreSession
 from protocol.control import TopicPartition
 from protocol.errors import BadVersionError, StoreError
 from protocol.ids import BrokerId, TopicName

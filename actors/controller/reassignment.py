@@ -37,7 +37,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import structlog
 
-from actors import kafka_zk
 from actors.controller.context import ControllerContext, is_being_reassigned, target_replicas
 from actors.controller.controller_ops import ControllerOps
 from actors.controller.election import ReassignElection
@@ -49,7 +48,8 @@ from actors.controller.replica_state_machine import ReplicaStateMachine
 from actors.controller.request_batch import ControllerBrokerRequestBatch
 from actors.controller.states import PartitionState, ReplicaState
 from actors.controller.topic_deletion import REASON_REASSIGNMENT, TopicDeletionManager
-from actors.kafka_zk import ControllerMovedError
+from actors.zk import kafka_zk
+from actors.zk.kafka_zk import ControllerMovedError
 from protocol import jvm, zkdata
 from protocol.control import TopicPartition
 from protocol.errors import BadVersionError, ErrorCode, ZkDataError

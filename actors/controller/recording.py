@@ -31,8 +31,8 @@ from typing import Any, TypeVar
 import msgspec
 
 from actors.controller.events import ControllerEvent, ControllerEventUnion
-from actors.store import ForwardingSession, StoreSession
-from actors.trace import TraceFn
+from actors.runtime.tracer import TraceFn
+from actors.zk.store import ForwardingSession, StoreSession
 from protocol.errors import StoreError, TransactionFailedError
 from protocol.store import OpResult, Stat, StoreOp
 

@@ -31,14 +31,14 @@ import anyio
 import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from actors.clock import VirtualClock, run_virtual
 from actors.controller import recording
 from actors.controller.channel import ControllerChannelManager
 from actors.controller.controller import ControllerConfig, KafkaController
-from actors.runtime import Node, Postman
-from actors.store import StoreSession, new_event_stream
-from actors.trace import MemorySink, Tracer, read_trace
-from actors.zk_watch import ZkConnection
+from actors.runtime.actor import Node, Postman
+from actors.runtime.clock import VirtualClock, run_virtual
+from actors.runtime.tracer import MemorySink, Tracer, read_trace
+from actors.zk.store import StoreSession, new_event_stream
+from actors.zk.watch import ZkConnection
 from protocol import zkdata
 from protocol.envelope import Envelope
 from protocol.errors import StoreError

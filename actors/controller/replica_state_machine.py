@@ -17,7 +17,6 @@ from typing import assert_never
 import msgspec
 import structlog
 
-from actors import kafka_zk
 from actors.controller.context import ControllerContext, remove_replica
 from actors.controller.election import remove_replica_from_isr
 from actors.controller.errors import StateChangeFailedError
@@ -29,8 +28,9 @@ from actors.controller.states import (
     ReplicaState,
     replica_transition_valid,
 )
-from actors.kafka_zk import ControllerMovedError
-from actors.store import StoreSession
+from actors.zk import kafka_zk
+from actors.zk.kafka_zk import ControllerMovedError
+from actors.zk.store import StoreSession
 from protocol.control import TopicPartition
 from protocol.errors import BadVersionError, StoreError
 from protocol.ids import BrokerId

@@ -17,8 +17,8 @@ from collections.abc import Callable
 import anyio
 import structlog
 
-from actors.clock import Clock
-from actors.runtime import Node
+from actors.runtime.actor import Node
+from actors.runtime.clock import Clock
 
 log = structlog.get_logger("kemu.controller.scheduler")
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import structlog
 
-from actors.trace import TraceFn, Tracer
+from actors.runtime.tracer import TraceFn, Tracer
 from protocol.control import TopicPartition
 
 log = structlog.get_logger("kemu.controller.state_change")

@@ -41,7 +41,7 @@ from actors.controller.model import PartitionAndReplica
 from actors.controller.partition_state_machine import PartitionStateMachine
 from actors.controller.replica_state_machine import ReplicaStateMachine
 from actors.controller.states import PartitionState, ReplicaState
-from actors.trace import TraceFn
+from actors.runtime.tracer import TraceFn
 from protocol.control import TopicPartition
 from protocol.ids import TopicName
 

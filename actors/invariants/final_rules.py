@@ -12,8 +12,8 @@ from typing import Final
 
 import msgspec
 
-from actors.controller.invariants import leadership_violations
 from actors.invariants.base import CHAOS_NODE, Violation, violation_at
+from actors.invariants.leadership import leadership_violations
 from actors.invariants.trace_rules import DELETE_MARKER
 from protocol.trace import TraceEvent
 

@@ -19,11 +19,6 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from actors.controller.invariants import (
-    ElectionTracker,
-    LeaderEpochTracker,
-    leadership_violations,
-)
 from actors.controller.states import (
     PARTITION_VALID_PREVIOUS,
     REPLICA_VALID_PREVIOUS,
@@ -31,6 +26,11 @@ from actors.controller.states import (
     ReplicaState,
 )
 from actors.invariants.base import CHAOS_NODE, TraceRule, Violation, violation_at
+from actors.invariants.leadership import (
+    ElectionTracker,
+    LeaderEpochTracker,
+    leadership_violations,
+)
 from protocol.control import LEADER_DURING_DELETE
 from protocol.trace import TraceEvent
 

@@ -3,7 +3,7 @@
 ``load_scenario`` reads a scenario file, ``run_scenario`` runs it with a seed (on the
 virtual clock in deterministic mode) into a run directory, and the invariant rules of
 ``actors.invariants`` check its trace and end state. ``kemu chaos run`` is the
-command line (``cluster.chaos.cli``); docs/chaos.md is the reference.
+command line (``cluster.cli.chaos``); docs/chaos.md is the reference.
 """
 
 from __future__ import annotations

@@ -5,13 +5,13 @@
 broker's listener hands it: a broker that is not the controller forwards it, the
 purgatory answers once the metadata has propagated or the request timed out. (The run
 stays in-process, so no socket is involved and a deterministic run stays deterministic.)
-``via: store`` runs ``kemu topics --zookeeper`` (``cluster.topics_cli``) against the
+``via: store`` runs ``kemu topics --zookeeper`` (``cluster.cli.topics``) against the
 cluster's store: the ``AdminZkClient`` path, with its own store session.
 
 ``reassign_partitions`` and ``preferred_election`` have the store path only (kemu's brokers
 serve neither AlterPartitionReassignments nor ElectLeaders): they run what ``kemu
-reassign-partitions --execute`` (``cluster.reassign_cli``) and ``kemu leader-election
---election-type preferred`` (``cluster.leader_election_cli``) run, on a store session of
+reassign-partitions --execute`` (``cluster.cli.reassign``) and ``kemu leader-election
+--election-type preferred`` (``cluster.cli.leader_election``) run, on a store session of
 their own, with the same checks and messages.
 
 The outcome is a Kafka error name (``NONE`` on success) for the wire, ``NONE`` or
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from actors.broker.broker import broker_ref
-from actors.store import StoreSession
+from actors.zk.store import StoreSession
 from cluster.chaos.harness import ChaosStepError, Harness
 from cluster.chaos.model import (
     AddPartitions,
@@ -188,7 +188,7 @@ def store_command(op: TopicOp) -> list[str]:
 
 
 async def _store(h: Harness, op: TopicOp) -> AdminOutcome:
-    from cluster.topics_cli import run_topic_command
+    from cluster.cli.topics import run_topic_command
 
     out, err = io.StringIO(), io.StringIO()
     status = await run_topic_command(store_command(op), out=out, err=err, store=h.store, rng=h.rng)
@@ -210,7 +210,7 @@ def reassignment_json(op: ReassignPartitions) -> str:
 
 async def _reassign(h: Harness, op: ReassignPartitions) -> AdminOutcome:
     """``kemu reassign-partitions --zookeeper ... --execute`` with ``op``'s assignment."""
-    from cluster.reassign_cli import ZkReassignCommand
+    from cluster.cli.reassign import ZkReassignCommand
 
     out = io.StringIO()
     text = reassignment_json(op)
@@ -224,8 +224,8 @@ async def _reassign(h: Harness, op: ReassignPartitions) -> AdminOutcome:
 async def _elect(h: Harness, op: PreferredElection) -> AdminOutcome:
     """``kemu leader-election --zookeeper ... --election-type preferred`` for ``op``'s
     partitions (every partition the topic has now when it names none)."""
-    from actors import kafka_zk
-    from cluster.leader_election_cli import LeaderElectionError, elect_preferred_leaders
+    from actors.zk import kafka_zk
+    from cluster.cli.leader_election import LeaderElectionError, elect_preferred_leaders
 
     out = io.StringIO()
     topic = TopicName(op.topic)
@@ -251,7 +251,7 @@ async def _on_store(
 ) -> AdminOutcome:
     """Run a tool's body on a session of the cluster's store, as its command does: what
     it printed is the detail, a failure ("Error: ...") the outcome ERROR."""
-    from cluster._store_command import report_failure, with_session
+    from cluster.cli.store_command import report_failure, with_session
 
     err = io.StringIO()
     try:

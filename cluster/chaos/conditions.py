@@ -36,7 +36,7 @@ from cluster.chaos.model import (
     TopicExists,
     TopicReady,
 )
-from cluster.cluster import is_ready
+from cluster.launch.cluster import is_ready
 from protocol import zkdata
 from protocol.errors import AskTimeoutError, ErrorCode, NoNodeError, RemoteError
 from protocol.ids import BrokerId, TopicName

@@ -2,7 +2,7 @@
 
 ``inject`` does what a fault step says, through the cluster (``Cluster.crash_broker``,
 ``stop_broker``, ``pause_broker``), its network (fault rules, partitions), its store
-(session expiry, latency), a broker's disk (``actors.disk.FaultyDisk``) or a broker
+(session expiry, latency), a broker's disk (``actors.log.disk.FaultyDisk``) or a broker
 node's clock, and returns an ``ActiveFault`` whose ``heal`` undoes it (nothing, for an
 instantaneous one).
 
@@ -19,7 +19,7 @@ from typing import Final, assert_never
 import msgspec
 
 from actors.broker.broker import broker_node_id
-from actors.disk import DiskOp
+from actors.log.disk import DiskOp
 from cluster.chaos.harness import ChaosStepError, Harness
 from cluster.chaos.model import (
     BrokerSel,

@@ -25,19 +25,19 @@ import anyio
 import msgspec
 
 from actors.broker.broker import LOG_MANAGER_ACTOR, broker_ref
-from actors.clock import Clock
-from actors.disk import FaultyDisk
-from actors.freeze import NotFreezableError
 from actors.invariants import CHAOS_NODE
-from actors.log_manager import LogManager
-from actors.runtime import Node
-from actors.store import MetadataStore, StoreSession
-from actors.trace import Tracer
+from actors.log.disk import FaultyDisk
+from actors.log.manager import LogManager
+from actors.runtime.actor import Node
+from actors.runtime.clock import Clock
+from actors.runtime.freeze import NotFreezableError
+from actors.runtime.tracer import Tracer
+from actors.zk.store import MetadataStore, StoreSession
 from cluster.chaos.model import BrokerSel, Pattern
 from cluster.chaos.tap import ControlTap
-from cluster.cluster import Cluster
-from cluster.control import LauncherError
-from cluster.processes import ProcessCluster
+from cluster.launch.cluster import Cluster
+from cluster.launch.control import LauncherError
+from cluster.launch.processes import ProcessCluster
 from protocol import zkdata
 from protocol.broker import BrokerStatus, BrokerStatusRequest
 from protocol.envelope import Envelope

@@ -301,7 +301,7 @@ class StopBroker(Fault, frozen=True, kw_only=True, tag="stop_broker"):
 
 class PauseBroker(Fault, frozen=True, kw_only=True, tag="pause_broker"):
     """Freeze the broker as SIGSTOP freezes a process (in one process: every task of its
-    node holds at its next await, ``actors.freeze``; with processes: SIGSTOP). It
+    node holds at its next await, ``actors.runtime.freeze``; with processes: SIGSTOP). It
     answers nothing and sends nothing; past its session timeout its store session
     expires. Healed by resuming it (SIGCONT): its held work runs, late."""
 

@@ -32,7 +32,6 @@ import msgspec
 from anyio.abc import TaskGroup, TaskStatus
 
 from actors.broker.broker import broker_node_id
-from actors.clock import Clock, RealClock, VirtualClock, run_real, run_virtual
 from actors.controller.recording import CONTROLLER_INPUTS
 from actors.invariants import (
     CHAOS_NODE,
@@ -44,9 +43,10 @@ from actors.invariants import (
     check_final,
     refused_transitions,
 )
-from actors.runtime import Node
-from actors.store import MetadataStore, StoreSession
-from actors.trace import Tracer
+from actors.runtime.actor import Node
+from actors.runtime.clock import Clock, RealClock, VirtualClock, run_real, run_virtual
+from actors.runtime.tracer import Tracer
+from actors.zk.store import MetadataStore, StoreSession
 from cluster.chaos.admin import AdminOp, run_admin
 from cluster.chaos.conditions import condition_check, converged, read_final
 from cluster.chaos.faults import RESTART_TIMEOUT, ActiveFault, inject
@@ -72,10 +72,10 @@ from cluster.chaos.model import (
 )
 from cluster.chaos.real import LIVE_LAG, TAIL_POLL, LiveOrder, TraceTail, merge, run_chroot
 from cluster.chaos.timeline import condition_text, step_label, timeline
-from cluster.cluster import Cluster, ClusterSpec
+from cluster.launch.cluster import Cluster, ClusterSpec
+from cluster.launch.processes import ProcessCluster
 from cluster.network import Network, TcpTransport
-from cluster.processes import ProcessCluster
-from cluster.trace import JsonlTraceWriter
+from cluster.trace_files import JsonlTraceWriter
 from protocol.errors import KemuError, sole_error
 from protocol.trace import TraceEvent, TraceHeader, TraceKind
 
@@ -371,7 +371,7 @@ class _Run:
             tg.cancel_scope.cancel()
 
     async def _run_processes(self, spec: ClusterSpec) -> None:
-        """One OS process per broker (``cluster.processes.ProcessCluster``): the run drives
+        """One OS process per broker (``cluster.launch.processes.ProcessCluster``): the run drives
         them as their launcher, reads their traces as they grow, talks to them over TCP
         from its own node, and reads the store through a session of its own."""
         trace_dir = self.run_dir / "processes"

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from actors.invariants import CHAOS_NODE
-from actors.runtime import Attach, Postman
-from actors.trace import Tracer
+from actors.runtime.actor import Attach, Postman
+from actors.runtime.tracer import Tracer
 from protocol.base import ErrorReply
 from protocol.control import (
     LeaderAndIsrRequest,

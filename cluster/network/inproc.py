@@ -14,7 +14,7 @@ from collections.abc import Callable
 import anyio
 from anyio.abc import TaskStatus
 
-from actors.clock import Clock
+from actors.runtime.clock import Clock
 from cluster.network.transport import Transport, TransportEvents
 from protocol.envelope import Envelope
 from protocol.errors import NetworkError

@@ -31,8 +31,8 @@ import anyio
 import msgspec
 from anyio.abc import TaskGroup, TaskStatus
 
-from actors.clock import Clock
-from actors.trace import Tracer
+from actors.runtime.clock import Clock
+from actors.runtime.tracer import Tracer
 from cluster.network.faults import RULE_TYPES, UNHARMED, Fate, Partition, Rule, decide
 from cluster.network.transport import DropReason, Transport, TransportEvents
 from protocol.envelope import Envelope

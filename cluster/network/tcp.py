@@ -70,8 +70,8 @@ from typing import Any, cast
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-from actors.clock import Clock
-from actors.freeze import outside_nodes
+from actors.runtime.clock import Clock
+from actors.runtime.freeze import outside_nodes
 from cluster.network.transport import DropReason, Transport, TransportEvents
 from protocol.codec import MAX_FRAME_BYTES, FrameReader, decode_envelope, frame
 from protocol.envelope import Envelope

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from anyio.abc import TaskStatus
 
-from actors.clock import Clock
+from actors.runtime.clock import Clock
 from protocol.envelope import Envelope
 from protocol.trace import TraceKind
 

@@ -1,6 +1,6 @@
 """The embedded metadata store: an in-memory ZooKeeper inside the process.
 
-It keeps ZooKeeper's semantics (see ``actors.store``) down to the details Kafka's
+It keeps ZooKeeper's semantics (see ``actors.zk.store``) down to the details Kafka's
 controller can observe:
 
 * every write request takes one zxid, as ZooKeeper's transaction log does: a ``multi`` is
@@ -37,15 +37,15 @@ import anyio.lowlevel
 from anyio import BrokenResourceError, ClosedResourceError
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from actors.clock import Clock, RealClock
-from actors.store import (
+from actors.runtime.clock import Clock, RealClock
+from actors.runtime.tracer import Tracer
+from actors.zk.store import (
     MetadataStore,
     StoreSession,
     check_data_size,
     new_event_stream,
     validate_path,
 )
-from actors.trace import Tracer
 from protocol.errors import (
     BadArgumentsError,
     BadVersionError,

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from actors.runtime import Actor, Context, Node
-from actors.store import MetadataStore, StoreSession, new_event_stream
+from actors.runtime.actor import Actor, Context, Node
+from actors.zk.store import MetadataStore, StoreSession, new_event_stream
 from cluster.store.embedded import EmbeddedStore
 from protocol.base import ActorRef, Message
 from protocol.errors import (

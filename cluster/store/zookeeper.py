@@ -104,9 +104,9 @@ from aiozk.states import SessionStateMachine, States
 from anyio import BrokenResourceError, ClosedResourceError
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from actors.clock import Clock, RealClock
-from actors.store import MetadataStore, StoreSession, new_event_stream, validate_path
-from actors.trace import Tracer
+from actors.runtime.clock import Clock, RealClock
+from actors.runtime.tracer import Tracer
+from actors.zk.store import MetadataStore, StoreSession, new_event_stream, validate_path
 from cluster.store import _jute
 from protocol.errors import (
     BadArgumentsError,

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from cluster.chaos.cli import chaos_main, parse_seeds
-from cluster.cli import build_parser
+from cluster.cli.chaos import chaos_main, parse_seeds
+from cluster.cli.main import build_parser
 
 
 def kemu(argv: list[str]) -> tuple[int, str]:
     """``kemu ARGS`` in this process: the exit status and what the command printed.
-    (``cluster.cli.main`` would also configure logging for the whole session, bound to
+    (``cluster.cli.main.main`` would also configure logging for the whole session, bound to
     this test's captured stderr; the brokers' logs stay out of the output here.)"""
     args = build_parser().parse_args(argv)
     assert args.func.__name__ == "_cmd_chaos"

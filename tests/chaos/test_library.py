@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from actors.invariants.trace_rules import LeaderInIsr
-from actors.trace import read_trace
+from actors.runtime.tracer import read_trace
 from cluster.chaos import RunOptions, ScenarioError, load_scenario, parse_scenario, run_scenario
 from cluster.chaos.model import (
     ClusterSetup,

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from actors.broker.broker import Broker
-from actors.trace import read_trace
+from actors.runtime.tracer import read_trace
 from cluster.chaos import RunOptions, ScenarioError, load_scenario, parse_scenario, run_scenario
-from cluster.zookeeper_server import ZooKeeperServer
+from cluster.launch.zookeeper_server import ZooKeeperServer
 from protocol.ids import ControllerEpoch
 from protocol.trace import TraceEvent
 

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from actors.trace import read_trace
+from actors.runtime.tracer import read_trace
 from cluster.chaos import RunOptions, ScenarioError, load_scenario, parse_scenario, run_scenario
-from cluster.chaos.cli import chaos_main
 from cluster.chaos.real import LiveOrder, merge
-from cluster.cli import build_parser
-from cluster.zookeeper_server import ZooKeeperServer
+from cluster.cli.chaos import chaos_main
+from cluster.cli.main import build_parser
+from cluster.launch.zookeeper_server import ZooKeeperServer
 from protocol.trace import TraceEvent
 
 REAL = Path(__file__).resolve().parents[2] / "scenarios" / "real"

@@ -15,8 +15,8 @@ import pytest
 
 from actors.broker.broker import Broker
 from actors.controller.topic_deletion import TopicDeletionManager
-from actors.log_manager import LogManager
-from actors.trace import read_trace
+from actors.log.manager import LogManager
+from actors.runtime.tracer import read_trace
 from cluster.chaos import RunOptions, RunResult, Scenario, load_scenario, run_scenario
 from cluster.chaos.model import ClusterSetup, CreateTopic, Expect, FinalPhase, TopicReady
 from protocol.control import TopicPartition

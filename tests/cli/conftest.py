@@ -19,9 +19,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from actors.store import MetadataStore, StoreSession
-from cluster.cluster import Cluster, ClusterSpec
-from cluster.topics_cli import run_topic_command
+from actors.zk.store import MetadataStore, StoreSession
+from cluster.cli.topics import run_topic_command
+from cluster.launch.cluster import Cluster, ClusterSpec
 from protocol.errors import NoNodeError
 from tests.support.zookeeper import ZooKeeperServer
 

@@ -17,13 +17,13 @@ from pathlib import Path
 import anyio
 import pytest
 
-from actors.freeze import FreezableEventLoop
-from actors.trace import MemorySink, Tracer
-from cluster.broker_cli import BrokerCommandError, broker_main, run_broker_command
-from cluster.cli import build_parser
-from cluster.cluster import Cluster, ClusterSpec
-from cluster.connect import ClusterFile
-from cluster.control import ClusterLauncher, Publisher, refusal, serve_control
+from actors.runtime.freeze import FreezableEventLoop
+from actors.runtime.tracer import MemorySink, Tracer
+from cluster.cli.broker import BrokerCommandError, broker_main, run_broker_command
+from cluster.cli.main import build_parser
+from cluster.launch.cluster import Cluster, ClusterSpec
+from cluster.launch.connect import ClusterFile
+from cluster.launch.control import ClusterLauncher, Publisher, refusal, serve_control
 from protocol import zkdata
 from protocol.ids import BrokerId
 from protocol.launcher import BrokerAction, BrokerCommand, BrokerState

@@ -15,7 +15,8 @@ from typing import Any
 import anyio
 import pytest
 
-from cluster.kafka_client import (
+from cluster.cli.topics import run_topic_command
+from cluster.kafka.client import (
     AdminClientConfig,
     ClientConfigError,
     KafkaAdminClient,
@@ -24,7 +25,7 @@ from cluster.kafka_client import (
     api_error,
     load_properties,
 )
-from cluster.kafka_wire import (
+from cluster.kafka.listener import (
     KafkaRequest,
     KafkaWireServer,
     api_key_of,
@@ -35,7 +36,6 @@ from cluster.kafka_wire import (
     encode_response,
     request_data,
 )
-from cluster.topics_cli import run_topic_command
 from protocol.errors import ErrorCode, KafkaApiError
 from protocol.ids import BrokerId, TopicName
 from protocol.kafka_api import (
@@ -327,7 +327,7 @@ def test_client_frames_round_trip_through_the_listeners_codec(
 ) -> None:
     """What the client encodes the listener decodes to the same values, and the answers the
     listener encodes the client decodes back (at the newest version: all of them)."""
-    from cluster.kafka_wire import codec_api_versions
+    from cluster.kafka.listener import codec_api_versions
 
     key = int(api_key_of(request_value))
     advertised = {3: (1, 12), 19: (2, 7), 20: (1, 6), 32: (1, 4), 37: (0, 3)}

@@ -14,10 +14,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from actors import kafka_zk
-from cluster._jvm import java_string_hash, scala_hash_set_order
-from cluster.cluster import Cluster, ClusterSpec
-from cluster.leader_election_cli import run_leader_election_command
+from actors.zk import kafka_zk
+from cluster.cli.jvm import java_string_hash, scala_hash_set_order
+from cluster.cli.leader_election import run_leader_election_command
+from cluster.launch.cluster import Cluster, ClusterSpec
 from protocol import jvm, zkdata
 from protocol.control import TopicPartition
 from protocol.ids import TopicName

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from actors import kafka_zk
-from cluster.connect import BrokerEntry, ClusterFile
-from cluster.reassign_cli import CANNOT_EXECUTE_BECAUSE_OF_EXISTING, run_reassign_command
+from actors.zk import kafka_zk
+from cluster.cli.reassign import CANNOT_EXECUTE_BECAUSE_OF_EXISTING, run_reassign_command
+from cluster.launch.connect import BrokerEntry, ClusterFile
 from protocol import zkdata
 from protocol.ids import BrokerId, TopicName
 from tests.cli.conftest import STORE, Harness, Result

@@ -16,7 +16,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from cluster.cluster import Cluster, ClusterSpec
+from cluster.launch.cluster import Cluster, ClusterSpec
 from tests.cli.conftest import STORE, WIRE, Harness, Result, _harness
 from tests.support.waiting import eventually
 from tests.support.zookeeper import ZooKeeperServer
@@ -285,7 +285,7 @@ async def test_rack_aware_creation_and_growth_keep_the_racks_even(
 async def bare(request: pytest.FixtureRequest, anyio_backend: str) -> AsyncIterator[Harness]:
     """Brokers registered on a store with nobody acting on topics: what the commands write
     stays as written."""
-    from actors import kafka_zk
+    from actors.zk import kafka_zk
     from cluster.store.embedded import EmbeddedStore
     from tests.controller.fakes import registration
 

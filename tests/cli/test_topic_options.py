@@ -8,9 +8,8 @@ import io
 
 import pytest
 
-from cluster._jvm import java_hash_map_order, java_list_hash, scala_hash_set_order
-from cluster.store.embedded import EmbeddedStore
-from cluster.topics_cli import (
+from cluster.cli.jvm import java_hash_map_order, java_list_hash, scala_hash_set_order
+from cluster.cli.topics import (
     TopicCommandError,
     parse_options,
     parse_replica_assignment,
@@ -19,6 +18,7 @@ from cluster.topics_cli import (
     run_topic_command,
     select_topics,
 )
+from cluster.store.embedded import EmbeddedStore
 
 ZK = ["--zookeeper", "127.0.0.1:1"]  # never reached: every case fails its checks first
 BS = ["--bootstrap-server", "127.0.0.1:1"]

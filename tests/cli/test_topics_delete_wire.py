@@ -20,9 +20,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from cluster.cluster import Cluster, ClusterSpec
-from cluster.connect import BrokerEntry, ClusterFile
-from cluster.topics_cli import run_topic_command
+from cluster.cli.topics import run_topic_command
+from cluster.launch.cluster import Cluster, ClusterSpec
+from cluster.launch.connect import BrokerEntry, ClusterFile
 from tests.cli.conftest import STORE, WIRE, Harness, Result
 from tests.support.waiting import eventually
 

@@ -13,8 +13,8 @@ from typing import Any
 import anyio
 import pytest
 
-from cluster.kafka_wire import KafkaRequest, KafkaWireServer, request_data
-from cluster.topics_cli import run_topic_command
+from cluster.cli.topics import run_topic_command
+from cluster.kafka.listener import KafkaRequest, KafkaWireServer, request_data
 from protocol.errors import ErrorCode
 from protocol.ids import BrokerId, TopicName
 from protocol.kafka_api import (

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from cluster.zk_cli import ZkCommandError, format_data, run_zk_command, zk_main
+from cluster.cli.zk import ZkCommandError, format_data, run_zk_command, zk_main
 from tests.cli.conftest import STORE, Harness
 
 pytestmark = pytest.mark.anyio

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 import pytest_asyncio
 
-from actors.store import MetadataStore, StoreSession
+from actors.zk.store import MetadataStore, StoreSession
 from cluster.store.embedded import EmbeddedStore
 from tests.support.served_store import ServedStore
 

@@ -19,9 +19,9 @@ import anyio
 import msgspec
 import pytest
 
-from actors.clock import VIRTUAL_EPOCH_MS, VirtualClock, run_virtual
-from actors.store import MetadataStore, StoreSession
-from actors.trace import MemorySink, Tracer
+from actors.runtime.clock import VIRTUAL_EPOCH_MS, VirtualClock, run_virtual
+from actors.runtime.tracer import MemorySink, Tracer
+from actors.zk.store import MetadataStore, StoreSession
 from cluster.store.embedded import EmbeddedStore
 from protocol.errors import (
     BadArgumentsError,

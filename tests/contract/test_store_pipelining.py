@@ -15,7 +15,7 @@ import pytest
 import pytest_asyncio
 from aiozk import protocol as zk_proto
 
-from actors.trace import MemorySink, Tracer
+from actors.runtime.tracer import MemorySink, Tracer
 from cluster.store import _jute
 from cluster.store.zookeeper import ZooKeeperStore
 from protocol.errors import (

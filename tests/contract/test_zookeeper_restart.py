@@ -16,7 +16,7 @@ import pytest
 import pytest_asyncio
 from aiozk import exc as zk_exc
 
-from actors.trace import MemorySink, Tracer
+from actors.runtime.tracer import MemorySink, Tracer
 from cluster.store import zookeeper
 from cluster.store.zookeeper import ZooKeeperStore
 from protocol.errors import ConnectionLossError, SessionExpiredError, StoreError

@@ -15,20 +15,20 @@ from dataclasses import dataclass, field
 import anyio
 from anyio.abc import TaskGroup
 
-from actors import kafka_zk
 from actors.broker.controlled_shutdown import ControlledShutdownActor
-from actors.clock import VirtualClock
 from actors.controller import ControllerConfig, KafkaController
-from actors.controller.invariants import (
+from actors.controller.request_batch import ControlRequest, ResponseToEvent
+from actors.invariants.leadership import (
     controller_election_violations,
     leader_epoch_regressions,
     leadership_violations,
 )
-from actors.controller.request_batch import ControlRequest, ResponseToEvent
-from actors.runtime import Actor, Context, DeferredReply, Node
-from actors.store import StoreSession
-from actors.trace import MemorySink, Tracer
-from actors.zk_watch import ZkConnection
+from actors.runtime.actor import Actor, Context, DeferredReply, Node
+from actors.runtime.clock import VirtualClock
+from actors.runtime.tracer import MemorySink, Tracer
+from actors.zk import kafka_zk
+from actors.zk.store import StoreSession
+from actors.zk.watch import ZkConnection
 from cluster.store.embedded import EmbeddedStore
 from protocol import zkdata
 from protocol.base import ActorRef, Message

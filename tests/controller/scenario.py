@@ -12,8 +12,8 @@ import sys
 import anyio
 import msgspec
 
-from actors import kafka_zk
-from actors.clock import run_virtual
+from actors.runtime.clock import run_virtual
+from actors.zk import kafka_zk
 from protocol.ids import TopicName
 from tests.controller.fakes import ControllerCluster
 

@@ -8,8 +8,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import anyio
 
-from actors import kafka_zk
-from actors.clock import run_virtual
+from actors.runtime.clock import run_virtual
+from actors.zk import kafka_zk
 from protocol import zkdata
 from protocol.control import TopicPartition
 from protocol.ids import BrokerId, ControllerEpoch, TopicName

@@ -7,11 +7,11 @@ from typing import Any
 import anyio
 import pytest
 
-from actors.clock import VirtualClock, run_virtual
 from actors.controller.channel import ControllerChannelManager
 from actors.controller.events import ControllerEvent, UpdateMetadataResponseReceived
-from actors.runtime import Actor, Context, Node
-from actors.trace import MemorySink, Tracer
+from actors.runtime.actor import Actor, Context, Node
+from actors.runtime.clock import VirtualClock, run_virtual
+from actors.runtime.tracer import MemorySink, Tracer
 from protocol.base import ActorRef, Message
 from protocol.control import UpdateMetadataRequest, UpdateMetadataResponse
 from protocol.errors import ErrorCode

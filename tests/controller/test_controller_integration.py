@@ -7,10 +7,10 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
-from actors import kafka_zk
-from actors.clock import run_virtual
 from actors.controller.events import Reelect
-from actors.store import StoreSession
+from actors.runtime.clock import run_virtual
+from actors.zk import kafka_zk
+from actors.zk.store import StoreSession
 from protocol import zkdata
 from protocol.control import (
     Endpoint,

@@ -7,11 +7,11 @@ from typing import ClassVar
 import anyio
 import pytest
 
-from actors.clock import VirtualClock, run_virtual
-from actors.controller.bench import run_event_benchmark
 from actors.controller.event_manager import ControllerEventManager, Histogram
 from actors.controller.events import ControllerEvent
 from actors.controller.states import ControllerState
+from actors.runtime.clock import VirtualClock, run_virtual
+from cluster.bench.controller_events import run_event_benchmark
 
 
 class EmNote(ControllerEvent, frozen=True, kw_only=True):

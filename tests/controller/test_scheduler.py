@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import anyio
 
-from actors.clock import VirtualClock, run_virtual
 from actors.controller.scheduler import ControllerScheduler
-from actors.runtime import Node
+from actors.runtime.actor import Node
+from actors.runtime.clock import VirtualClock, run_virtual
 from tests.support.wire import DirectWire
 
 

@@ -11,8 +11,6 @@ from typing import Any
 import anyio
 import pytest
 
-from actors import kafka_zk
-from actors.clock import VirtualClock, run_virtual
 from actors.controller.context import Broker, ControllerContext
 from actors.controller.election import (
     ControlledShutdownElection,
@@ -30,7 +28,9 @@ from actors.controller.states import (
     PartitionState,
     ReplicaState,
 )
-from actors.store import StoreSession
+from actors.runtime.clock import VirtualClock, run_virtual
+from actors.zk import kafka_zk
+from actors.zk.store import StoreSession
 from cluster.store.embedded import EmbeddedStore
 from protocol import zkdata
 from protocol.control import (

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import anyio
 
-from actors import kafka_zk
+from actors.zk import kafka_zk
 from protocol import zkdata
 from protocol.control import LEADER_DURING_DELETE, StopReplicaRequest
 from protocol.ids import TopicName

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import anyio
 
-from actors.clock import VirtualClock, run_virtual
-from actors.zk_watch import ChildWatch, DataWatch, StateCallbacks, WatchRouter, ZkConnection
+from actors.runtime.clock import VirtualClock, run_virtual
+from actors.zk.watch import ChildWatch, DataWatch, StateCallbacks, WatchRouter, ZkConnection
 from cluster.store.embedded import EmbeddedStore
 from protocol.store import SessionState, WatchEvent, WatchKind
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from actors import kafka_zk
 from actors.broker.broker import broker_ref
+from actors.zk import kafka_zk
 from protocol.control import TopicPartition
 from protocol.errors import ErrorCode
 from protocol.ids import BrokerId, TopicName

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.connect import ClusterFile
+from cluster.launch.connect import ClusterFile
 from tests.cli.test_broker_commands import parse_status
 from tests.cli.test_end_to_end import KemuUp, kemu
 from tests.integration.test_processes import alive, eventually

@@ -13,8 +13,8 @@ import anyio
 import pytest
 
 from actors.broker.broker import broker_ref
-from actors.store import MetadataStore
-from cluster.cluster import Cluster, ClusterSpec
+from actors.zk.store import MetadataStore
+from cluster.launch.cluster import Cluster, ClusterSpec
 from protocol import zkdata
 from protocol.ids import TopicName
 from protocol.kafka_api import (

@@ -11,9 +11,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from actors import kafka_zk
-from actors.trace import MemorySink, Tracer
-from cluster.cluster import Cluster, ClusterSpec
+from actors.runtime.tracer import MemorySink, Tracer
+from actors.zk import kafka_zk
+from cluster.launch.cluster import Cluster, ClusterSpec
 from protocol.control import TopicPartition
 from protocol.ids import TopicName
 from tests.support.waiting import eventually

@@ -13,8 +13,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from actors import kafka_zk
 from actors.broker.broker import broker_ref
+from actors.zk import kafka_zk
 from cluster.store.embedded import EmbeddedStore
 from protocol import zkdata
 from protocol.errors import ErrorCode, NodeExistsError

@@ -19,7 +19,7 @@ import pytest
 
 from actors.admin import BrokerConfig
 from actors.broker.broker import Broker, BrokerSettings, broker_ref
-from actors.runtime import Node
+from actors.runtime.actor import Node
 from cluster.store.embedded import EmbeddedStore
 from protocol import zkdata
 from protocol.errors import ErrorCode

@@ -19,9 +19,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from actors import kafka_zk
 from actors.broker.broker import broker_node_id, broker_ref
-from cluster.kafka_client import AdminClientConfig, KafkaAdminClient
+from actors.zk import kafka_zk
+from cluster.kafka.client import AdminClientConfig, KafkaAdminClient
 from protocol import zkdata
 from protocol.control import TopicPartition
 from protocol.errors import ErrorCode

@@ -12,7 +12,7 @@ checks and more: no znode of the topic, no ``<topic>-<p>`` and, once
 broker's log dir, nothing of it in any controller's context, any broker's metadata cache
 or log manager.
 
-Each broker's log manager works through an ``actors.disk.FaultyDisk`` (healthy until a
+Each broker's log manager works through an ``actors.log.disk.FaultyDisk`` (healthy until a
 test breaks it), and ``log.initial.task.delay.ms=0`` lets the first removal happen within
 the delay rather than 30 s after start-up (Kafka 2.7's fixed ``InitialTaskDelayMs``).
 """
@@ -34,11 +34,11 @@ import pytest
 
 from actors.broker.broker import Broker, broker_ref
 from actors.controller.controller import KafkaController
-from actors.disk import DiskOp, FaultyDisk
-from actors.store import MetadataStore, StoreSession
-from actors.trace import MemorySink, Tracer
-from cluster.cluster import Cluster, ClusterSpec
-from cluster.topics_cli import run_topic_command
+from actors.log.disk import DiskOp, FaultyDisk
+from actors.runtime.tracer import MemorySink, Tracer
+from actors.zk.store import MetadataStore, StoreSession
+from cluster.cli.topics import run_topic_command
+from cluster.launch.cluster import Cluster, ClusterSpec
 from protocol import zkdata
 from protocol.broker import BrokerStatus
 from protocol.ids import BrokerId, TopicName

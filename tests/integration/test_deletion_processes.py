@@ -24,8 +24,8 @@ from typing import Any
 import anyio
 import pytest
 
-from cluster.connect import ClusterFile
-from cluster.zk_cli import run_zk_command
+from cluster.cli.zk import run_zk_command
+from cluster.launch.connect import ClusterFile
 from tests.cli.test_end_to_end import KemuUp, kemu
 from tests.integration.test_processes import alive, eventually
 from tests.support.deletion import topic_log_dirs

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from cluster.connect import ClusterFile
+from cluster.launch.connect import ClusterFile
 from tests.cli.test_end_to_end import KemuUp, kemu
 from tests.support.zookeeper import ZooKeeperServer
 

@@ -26,8 +26,8 @@ from typing import Any
 import anyio
 import pytest
 
-from cluster.connect import ClusterFile, open_store
-from cluster.topics_cli import run_topic_command
+from cluster.cli.topics import run_topic_command
+from cluster.launch.connect import ClusterFile, open_store
 from tests.cli.test_end_to_end import KemuUp
 from tests.integration.test_processes import alive, eventually
 from tests.support.zookeeper import ZooKeeperServer

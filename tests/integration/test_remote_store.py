@@ -12,10 +12,10 @@ import anyio
 import pytest
 from anyio.abc import Process
 
-from actors.clock import VirtualClock, run_virtual
-from actors.runtime import Node
-from actors.trace import MemorySink, Tracer
-from cluster.connect import EMBEDDED_SCHEME, ClusterFile, open_store
+from actors.runtime.actor import Node
+from actors.runtime.clock import VirtualClock, run_virtual
+from actors.runtime.tracer import MemorySink, Tracer
+from cluster.launch.connect import EMBEDDED_SCHEME, ClusterFile, open_store
 from cluster.network import InProcessTransport, Network
 from cluster.store.embedded import EmbeddedStore
 from cluster.store.remote import RemoteStore, StoreServer
@@ -129,7 +129,7 @@ async def test_another_process_reads_the_store_of_a_running_cluster(tmp_path: Pa
     command = [
         sys.executable,
         "-m",
-        "cluster.cli",
+        "cluster.cli.main",
         "up",
         "--port",
         "0",

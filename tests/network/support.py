@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 import anyio
 import msgspec
 
-from actors.clock import Clock, RealClock
-from actors.trace import MemorySink, Tracer
+from actors.runtime.clock import Clock, RealClock
+from actors.runtime.tracer import MemorySink, Tracer
 from cluster.network import Endpoint, InProcessTransport, Network, TcpTransport, Transport
 from protocol.base import ActorRef, Message
 from protocol.envelope import Envelope, EnvelopeKind

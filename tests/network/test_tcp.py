@@ -11,8 +11,8 @@ import anyio
 import pytest
 from anyio.abc import SocketAttribute, SocketStream
 
-from actors.runtime import Actor, Context, Node
-from actors.trace import Tracer
+from actors.runtime.actor import Actor, Context, Node
+from actors.runtime.tracer import Tracer
 from cluster.network import Endpoint, TcpTransport
 from cluster.network import tcp as tcp_module
 from protocol.base import Message

@@ -8,8 +8,8 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from actors.clock import RealClock
-from actors.trace import Tracer
+from actors.runtime.clock import RealClock
+from actors.runtime.tracer import Tracer
 from cluster.network import Delay, Drop, Duplicate, Match, Network, Reorder
 from protocol.envelope import Envelope
 from protocol.errors import NetworkError

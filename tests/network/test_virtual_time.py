@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from actors.clock import VirtualClock, run_virtual
+from actors.runtime.clock import VirtualClock, run_virtual
 from cluster.network import Delay, Drop, Duplicate, InProcessTransport, Match, Reorder
 from protocol.envelope import Envelope
 from protocol.trace import TraceEvent

@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
+from cluster.bench.long_traces import synthesize
 from cluster.chaos import RunOptions, load_scenario, run_scenario
 from spark.analyze import analyze
-from spark.bench_traces import synthesize
 from spark.diff import diff
 from spark.pandas_analysis import analyze_pandas, diff_pandas
 from spark.schema import TraceSchemaError

@@ -13,7 +13,7 @@ import pytest
 from pyspark import cloudpickle
 from pyspark.sql import SparkSession
 
-from cluster.trace import export_parquet
+from cluster.trace_files import export_parquet
 from spark.replay import replay_command, replay_runs
 from spark.schema import resolve_inputs
 from tests.spark.conftest import run_campaign
@@ -111,7 +111,7 @@ def test_bad_inputs_are_one_error_line_before_spark_starts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A missing input or a trace of another schema version: one line, exit 1, no job."""
-    from cluster.cli import main
+    from cluster.cli.main import main
 
     assert main(["trace", "replay", str(tmp_path / "missing.jsonl")]) == 1
     other = tmp_path / "other.jsonl"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from cluster.trace import export_parquet
+from cluster.trace_files import export_parquet
 from spark.schema import TraceSchemaError, read_traces, resolve_inputs, with_fields
 
 

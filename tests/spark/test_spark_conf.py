@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 
 import spark.commands
 import spark.replay
-from cluster.cli import main
+from cluster.cli.main import main
 from spark.session import spark_session
 
 RUN = Path("create-delete-all-up") / "seed-1"

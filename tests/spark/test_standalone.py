@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster.cli import main
-from cluster.processes import free_ports
+from cluster.cli.main import main
+from cluster.launch.processes import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

@@ -13,7 +13,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from actors.invariants import TRACE_RULES
-from cluster.cli import main
+from cluster.cli.main import main
 from spark.analyze import LIFECYCLE_COLUMNS, RATE_BUCKETS
 from spark.checks import ROUTED_RULES
 

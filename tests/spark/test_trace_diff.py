@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 
 from actors.controller.topic_deletion import TopicDeletionManager
 from cluster.chaos import RunOptions, load_scenario, run_scenario
-from cluster.cli import main
+from cluster.cli.main import main
 from spark.diff import Limit, Thresholds, ThresholdsError, load_thresholds
 from tests.spark.conftest import ROOT, run_campaign
 

@@ -19,14 +19,14 @@ from pathlib import Path
 
 import anyio
 
-from actors import kafka_zk
 from actors.broker.broker import broker_node_id, broker_ref
-from actors.clock import RealClock
-from actors.controller.invariants import leadership_violations
-from actors.runtime import Node
-from actors.store import MetadataStore, StoreSession
-from actors.trace import MemorySink, Tracer
-from cluster.cluster import Cluster, ClusterSpec
+from actors.invariants.leadership import leadership_violations
+from actors.runtime.actor import Node
+from actors.runtime.clock import RealClock
+from actors.runtime.tracer import MemorySink, Tracer
+from actors.zk import kafka_zk
+from actors.zk.store import MetadataStore, StoreSession
+from cluster.launch.cluster import Cluster, ClusterSpec
 from cluster.store.embedded import EmbeddedStore
 from protocol import zkdata
 from protocol.control import TopicPartition

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from actors.broker.broker import Broker
 from actors.controller.controller import KafkaController
-from actors.log_manager import parse_log_dir_name
-from actors.store import StoreSession
-from cluster.cluster import Cluster
+from actors.log.manager import parse_log_dir_name
+from actors.zk.store import StoreSession
+from cluster.launch.cluster import Cluster
 from protocol import zkdata
 from protocol.errors import NoNodeError
 from protocol.ids import TopicName

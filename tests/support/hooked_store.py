@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 import anyio
 
-from actors.store import ForwardingSession, MetadataStore, StoreSession
+from actors.zk.store import ForwardingSession, MetadataStore, StoreSession
 from protocol.errors import StoreError
 from protocol.store import OpResult, StoreOp
 

@@ -16,10 +16,10 @@ import sys
 import anyio
 import msgspec
 
-from actors.clock import VirtualClock, run_virtual
-from actors.runtime import Actor, Context, Node
-from actors.store import StoreSession
-from actors.trace import Tracer
+from actors.runtime.actor import Actor, Context, Node
+from actors.runtime.clock import VirtualClock, run_virtual
+from actors.runtime.tracer import Tracer
+from actors.zk.store import StoreSession
 from cluster.network import Delay, Drop, Duplicate, InProcessTransport, Match, Network, Reorder
 from cluster.store.embedded import EmbeddedStore
 from protocol.base import ActorRef, Message

@@ -12,10 +12,10 @@ import random
 
 import anyio
 
-from actors.clock import RealClock
-from actors.runtime import Node
-from actors.store import MetadataStore, StoreSession
-from actors.trace import Tracer
+from actors.runtime.actor import Node
+from actors.runtime.clock import RealClock
+from actors.runtime.tracer import Tracer
+from actors.zk.store import MetadataStore, StoreSession
 from cluster.network import Network, TcpTransport
 from cluster.store.embedded import EmbeddedStore
 from cluster.store.remote import RemoteStore, StoreServer

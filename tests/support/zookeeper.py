@@ -1,4 +1,4 @@
-"""A real ZooKeeper server for tests (``cluster.zookeeper_server``, re-exported here).
+"""A real ZooKeeper server for tests (``cluster.launch.zookeeper_server``, re-exported here).
 
 The session-scoped ``zookeeper_server`` fixture shares one server across the test run.
 Tests that stop or restart a server use their own ``ZooKeeperServer`` instead. ZooKeeper
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from cluster.zookeeper_server import (
+from cluster.launch.zookeeper_server import (
     READY_TIMEOUT,
     REPO_ROOT,
     SCRIPT,

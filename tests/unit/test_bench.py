@@ -1,5 +1,5 @@
 """The benchmark rows that run in child processes: the deterministic chaos campaign
-(``cluster.bench_chaos``) and the large in-process cluster (``cluster.bench_scale``), on
+(``cluster.bench.chaos``) and the large in-process cluster (``cluster.bench.scale``), on
 their own and as rows [7] and [8] of ``python -m cluster.bench``."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from cluster import bench, bench_chaos
-from cluster.bench_chaos import run_campaign, scenario_files
-from cluster.bench_scale import run_scale
+from cluster.bench import chaos as bench_chaos
+from cluster.bench import suite as bench
+from cluster.bench.chaos import run_campaign, scenario_files
+from cluster.bench.scale import run_scale
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,7 +7,7 @@ import time
 import anyio
 import pytest
 
-from actors.clock import VIRTUAL_EPOCH_MS, VirtualClock, run_virtual
+from actors.runtime.clock import VIRTUAL_EPOCH_MS, VirtualClock, run_virtual
 
 
 def test_virtual_time_jumps_to_the_next_timer_and_costs_no_real_time() -> None:

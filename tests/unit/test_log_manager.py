@@ -17,9 +17,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors.clock import VirtualClock, run_virtual
-from actors.disk import DiskOp, FaultyDisk
-from actors.log_manager import (
+from actors.log.disk import DiskOp, FaultyDisk
+from actors.log.manager import (
     DEFAULT_CHECKPOINT_INTERVAL,
     LogDirKind,
     LogManager,
@@ -31,8 +30,9 @@ from actors.log_manager import (
     offsets_checkpoint,
     parse_log_dir_name,
 )
-from actors.runtime import Actor, Context, Node
-from actors.trace import MemorySink, Tracer
+from actors.runtime.actor import Actor, Context, Node
+from actors.runtime.clock import VirtualClock, run_virtual
+from actors.runtime.tracer import MemorySink, Tracer
 from protocol.base import ActorRef, Message
 from protocol.control import TopicPartition
 from protocol.errors import ErrorCode, FatalNodeError, RemoteError

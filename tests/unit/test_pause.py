@@ -1,4 +1,4 @@
-"""Pausing a node (``Node.pause``, ``actors.freeze``): its tasks freeze at their next await,
+"""Pausing a node (``Node.pause``, ``actors.runtime.freeze``): its tasks freeze at their next await,
 other nodes go on, held work runs in order on resume, a crash of a paused node wins."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import asyncio
 import anyio
 import pytest
 
-from actors.clock import VirtualClock, run_real, run_virtual
-from actors.freeze import NODE, NotFreezableError, outside_nodes
-from actors.runtime import Actor, Context, Node
-from actors.trace import MemorySink, Tracer
+from actors.runtime.actor import Actor, Context, Node
+from actors.runtime.clock import VirtualClock, run_real, run_virtual
+from actors.runtime.freeze import NODE, NotFreezableError, outside_nodes
+from actors.runtime.tracer import MemorySink, Tracer
 from protocol.base import Message
 from protocol.errors import AskTimeoutError
 from tests.support.wire import DirectWire

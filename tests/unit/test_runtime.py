@@ -5,9 +5,9 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from actors.clock import VirtualClock, run_virtual
-from actors.runtime import Actor, Context, DeferredReply, Node
-from actors.trace import MemorySink, Tracer
+from actors.runtime.actor import Actor, Context, DeferredReply, Node
+from actors.runtime.clock import VirtualClock, run_virtual
+from actors.runtime.tracer import MemorySink, Tracer
 from protocol.base import ActorRef, Message
 from protocol.errors import AskTimeoutError, ErrorCode, FatalNodeError, RemoteError
 from tests.support.wire import DirectWire

@@ -8,9 +8,9 @@ import anyio
 import pyarrow.parquet as pq
 import pytest
 
-from actors.clock import run_virtual
-from actors.trace import MemorySink, Tracer, read_trace
-from cluster.trace import JsonlTraceWriter, export_parquet
+from actors.runtime.clock import run_virtual
+from actors.runtime.tracer import MemorySink, Tracer, read_trace
+from cluster.trace_files import JsonlTraceWriter, export_parquet
 from protocol.trace import TraceHeader
 
 

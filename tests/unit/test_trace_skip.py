@@ -8,10 +8,10 @@ from typing import Any
 
 import anyio
 
-from actors.clock import VirtualClock, run_virtual
 from actors.controller.state_change_log import StateChangeLogger
-from actors.runtime import Actor, Context, Node
-from actors.trace import MemorySink, Tracer
+from actors.runtime.actor import Actor, Context, Node
+from actors.runtime.clock import VirtualClock, run_virtual
+from actors.runtime.tracer import MemorySink, Tracer
 from protocol.base import Message
 from protocol.control import TopicPartition
 from protocol.ids import TopicName

@@ -18,8 +18,8 @@ from typing import Any
 
 import anyio
 
-from actors.trace import MemorySink, Tracer
-from cluster.kafka_wire import (
+from actors.runtime.tracer import MemorySink, Tracer
+from cluster.kafka.listener import (
     DEFAULT_MAX_FRAME_BYTES,
     KafkaRequest,
     KafkaWireServer,

@@ -28,7 +28,7 @@ from kafka.protocol.broker_version_data import (  # type: ignore[import-untyped]
 )
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse  # type: ignore[import-untyped]
 
-from cluster.kafka_wire import (
+from cluster.kafka.listener import (
     KAFKA_2_7_API_VERSIONS,
     KafkaRequest,
     UnsupportedApiError,

@@ -26,14 +26,14 @@ from kafka.protocol.admin import (  # type: ignore[import-untyped]
     DeleteTopicsResponse,
 )
 
-from actors import kafka_zk
 from actors.admin import BrokerConfig
 from actors.broker.broker import BROKER_ACTOR, Broker, BrokerSettings, broker_ref
-from actors.runtime import Actor, Context, Node
-from actors.store import StoreSession
-from actors.trace import MemorySink, Tracer
-from cluster.cluster import SUPPORTED_APIS, BrokerWireHandler
-from cluster.kafka_wire import KafkaWireServer
+from actors.runtime.actor import Actor, Context, Node
+from actors.runtime.tracer import MemorySink, Tracer
+from actors.zk import kafka_zk
+from actors.zk.store import StoreSession
+from cluster.kafka.listener import KafkaWireServer
+from cluster.launch.cluster import SUPPORTED_APIS, BrokerWireHandler
 from cluster.store.embedded import EmbeddedStore
 from protocol import zkdata
 from protocol.base import Message

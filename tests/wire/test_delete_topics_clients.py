@@ -23,9 +23,9 @@ from kafka.protocol.admin import (  # type: ignore[import-untyped]
     DeleteTopicsResponse,
 )
 
-from actors.trace import MemorySink, Tracer
-from cluster.cluster import Cluster, ClusterSpec
-from cluster.kafka_client import KafkaAdminClient
+from actors.runtime.tracer import MemorySink, Tracer
+from cluster.kafka.client import KafkaAdminClient
+from cluster.launch.cluster import Cluster, ClusterSpec
 from protocol import zkdata
 from protocol.errors import ErrorCode
 from protocol.ids import TopicName

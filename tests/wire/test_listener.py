@@ -29,8 +29,8 @@ from kafka.protocol.metadata import (  # type: ignore[import-untyped]
 )
 from kafka.protocol.producer import ProduceRequest  # type: ignore[import-untyped]
 
-from actors.trace import MemorySink, Tracer
-from cluster.kafka_wire import KafkaRequest, KafkaWireServer
+from actors.runtime.tracer import MemorySink, Tracer
+from cluster.kafka.listener import KafkaRequest, KafkaWireServer
 from protocol.errors import NetworkError
 from protocol.ids import BrokerId, TopicName
 from protocol.kafka_api import CreatableTopic

@@ -1,0 +1,1 @@
+"""A broker's logs on disk: the log manager and the filesystem it sees."""

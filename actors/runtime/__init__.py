@@ -1,0 +1,1 @@
+"""The actor runtime: nodes, actors, mailboxes, the clock, the tracer, freezing a node."""

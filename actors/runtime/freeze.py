@@ -1,0 +1,152 @@
+"""Freezing one node of a process, as SIGSTOP freezes one process.
+
+Every task of a node carries the node's id in a context variable (``NODE``: set by
+``Node.run``, inherited by every task the node starts, since a task copies its creator's
+context). A ``FreezableLoop`` can *freeze* a node id: from then on it holds, instead of
+running, every callback whose context carries that id (the steps and wake-ups of the
+node's tasks), and *thawing* the node puts them back on the loop in the order they were
+held. So each task of a frozen node stops at its next ``await``, as a stopped JVM does:
+its actors handle nothing, its timers' wake-ups wait, its messages queue up in its
+mailboxes, nothing it would send leaves, and on resume everything runs in order, late.
+
+Timers of a frozen node still fire, but a timer in this code base only resolves a future
+(a sleep, an ask's timeout, a cancel scope's deadline), and the wake-up that follows is a
+callback of the waiting task, which is held. Other nodes, the network's own tasks, the
+store and the code driving the run are untouched.
+
+The loops: ``FreezableEventLoop`` (asyncio's selector loop) and ``VirtualEventLoop``
+(``actors.runtime.clock``, the deterministic one) mix it in. uvloop cannot hold callbacks already
+queued in its C ready queue, so a run that pauses nodes in one process uses one of these.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import weakref
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+__all__ = [
+    "NODE",
+    "FreezableEventLoop",
+    "FreezableLoop",
+    "NotFreezableError",
+    "freezable_loop",
+    "outside_nodes",
+]
+
+NODE: contextvars.ContextVar[str | None] = contextvars.ContextVar("kemu_node", default=None)
+"""The id of the node the running task belongs to (None: no node, e.g. a test's main)."""
+
+T = TypeVar("T")
+
+
+def outside_nodes(fn: Callable[..., T], *args: Any) -> T:
+    """Call ``fn`` in a copy of the current context that belongs to no node: a task it
+    starts serves every node (e.g. a shared connection) and no pause may freeze it."""
+    context = contextvars.copy_context()
+    context.run(NODE.set, None)
+    return context.run(fn, *args)
+
+
+class NotFreezableError(RuntimeError):
+    """The running loop cannot freeze a node (uvloop, or a plain asyncio loop)."""
+
+
+class FreezableLoop(asyncio.BaseEventLoop):
+    """Mixin for asyncio's loops: ``freeze``/``thaw`` a node (see the module doc). While
+    no node is frozen, ``call_soon`` costs one extra dict check."""
+
+    _ready: Any  # asyncio.BaseEventLoop's deque of handles ready to run
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._held: dict[str, list[asyncio.Handle]] = {}
+        self._tasks: dict[str, weakref.WeakSet[asyncio.Task[Any]]] = {}
+
+    def create_task(  # type: ignore[override]  # the stub's overloads, same signature
+        self,
+        coro: Coroutine[Any, Any, T],
+        *,
+        name: str | None = None,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.Task[T]:
+        task = super().create_task(coro, name=name, context=context)
+        node = NODE.get() if context is None else context.get(NODE)
+        if node is not None:
+            self.adopt(node, task)
+        return task
+
+    def adopt(self, node: str, task: asyncio.Task[Any]) -> None:
+        """Count ``task`` as one of ``node``'s (its tasks are counted when created; the
+        task that set ``NODE`` itself is adopted by it)."""
+        self._tasks.setdefault(node, weakref.WeakSet()).add(task)
+
+    def frozen(self, node: str) -> bool:
+        return node in self._held
+
+    def freeze(self, node: str) -> None:
+        """Hold every callback of ``node`` from now on, those already queued included."""
+        if node in self._held:
+            return
+        held = self._held[node] = []
+        # The loop may be iterating its ready queue right now (a pause from a callback):
+        # leave the queue as it is, cancel the node's handles in it and hold copies.
+        for handle in self._ready:
+            if not handle.cancelled() and _node_of(handle) == node:
+                callback, args = handle._callback, handle._args
+                held.append(asyncio.Handle(callback, args, self, handle._context))
+                handle.cancel()
+
+    def kill(self, node: str) -> None:
+        """End a frozen node as SIGKILL ends a stopped process: cancel each of its tasks
+        (so that its next step raises ``CancelledError`` instead of doing anything), then
+        thaw it so that those steps run."""
+        for task in list(self._tasks.pop(node, ())):
+            if not task.done():
+                task.cancel()
+        self.thaw(node)
+
+    def thaw(self, node: str) -> None:
+        """Run ``node``'s held callbacks (in the order they were held), and later ones."""
+        held = self._held.pop(node, None)
+        if held:
+            self._ready.extend(h for h in held if not h.cancelled())
+
+    def call_soon(  # type: ignore[override]  # the stub's TypeVarTuple form, same signature
+        self,
+        callback: Callable[..., object],
+        *args: Any,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.Handle:
+        if self._held:
+            node = NODE.get() if context is None else context.get(NODE)
+            if node is not None:
+                held = self._held.get(node)
+                if held is not None:
+                    handle = asyncio.Handle(callback, args, self, context)
+                    held.append(handle)
+                    return handle
+        return super().call_soon(callback, *args, context=context)
+
+
+def _node_of(handle: asyncio.Handle) -> str | None:
+    context: contextvars.Context | None = getattr(handle, "_context", None)
+    return None if context is None else context.get(NODE)
+
+
+class FreezableEventLoop(FreezableLoop, asyncio.SelectorEventLoop):
+    """asyncio's selector loop, able to freeze a node: what in-process chaos runs on the
+    real clock use (uvloop cannot)."""
+
+
+def freezable_loop() -> FreezableLoop:
+    """The running loop, if it can freeze a node; ``NotFreezableError`` if not."""
+    loop = asyncio.get_running_loop()
+    if not isinstance(loop, FreezableLoop):
+        raise NotFreezableError(
+            f"pausing a node needs kemu's freezable event loop, not {type(loop).__name__}"
+            " (run on actors.runtime.clock.run_virtual, or run_real(freezable=True))"
+        )
+    return loop

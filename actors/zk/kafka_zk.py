@@ -1,0 +1,722 @@
+"""Kafka's ZooKeeper operations (``KafkaZkClient``) over a ``StoreSession``.
+
+Typed reads and writes of the znodes of spec §1.2: broker registration with its epoch,
+the controller election multi-op, fenced controller writes (every write checks the
+``/controller_epoch`` version, §7.3), topic assignments, partition states and topic
+configs. Payload formats live in ``protocol.zkdata``; this module only does the I/O.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import random
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from actors.zk.store import StoreSession
+from protocol import zkdata
+from protocol.control import TopicPartition
+from protocol.errors import (
+    BadVersionError,
+    KemuError,
+    NodeExistsError,
+    NoNodeError,
+    StoreError,
+    TransactionFailedError,
+)
+from protocol.ids import BrokerId, ControllerEpoch, TopicName
+from protocol.store import CheckOp, CreateOp, DeleteOp, OpResult, SetDataOp, SetDataResult, StoreOp
+
+
+class ControllerMovedError(KemuError):
+    """A fenced write failed its ``/controller_epoch`` check: another controller took over.
+    The controller resigns when it sees this (spec §7.3)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RegisteredBroker:
+    registration: zkdata.BrokerRegistration
+    epoch: int  # czxid of the ephemeral node
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    state: zkdata.LeaderIsrAndControllerEpoch
+    zk_version: int
+
+
+# ----------------------------------------------------------------------- start-up
+
+
+async def create_top_level_paths(session: StoreSession) -> None:
+    """Make sure every persistent path a broker expects exists (KafkaZkClient)."""
+    for path in zkdata.PERSISTENT_PATHS:
+        if await session.exists(path) is None:
+            with contextlib.suppress(NodeExistsError):  # another broker was first
+                await session.create(path, make_parents=True)
+
+
+async def get_or_create_cluster_id(session: StoreSession, rng: random.Random) -> str:
+    """Read ``/cluster/id``, creating it once with a fresh id (Kafka: base64 of a UUID)."""
+    try:
+        data, _ = await session.get(zkdata.CLUSTER_ID_PATH)
+        return zkdata.ClusterId.decode(data).cluster_id
+    except NoNodeError:
+        pass
+    raw = uuid.UUID(int=rng.getrandbits(128)).bytes
+    cluster_id = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    try:
+        await session.create(
+            zkdata.CLUSTER_ID_PATH,
+            zkdata.ClusterId(cluster_id=cluster_id).encode(),
+            make_parents=True,
+        )
+        return cluster_id
+    except NodeExistsError:
+        data, _ = await session.get(zkdata.CLUSTER_ID_PATH)
+        return zkdata.ClusterId.decode(data).cluster_id
+
+
+async def register_broker(
+    session: StoreSession, broker_id: BrokerId, registration: zkdata.BrokerRegistration
+) -> int:
+    """Create ``/brokers/ids/<id>`` (ephemeral) as Kafka does, a multi-op "create empty +
+    set data": return the node's czxid, the broker epoch. A node left by a previous
+    session of ours is replaced; one owned by another live session is fatal."""
+    path = zkdata.broker_path(broker_id)
+    ops: list[StoreOp] = [
+        CreateOp(path=path, data=b"", ephemeral=True),
+        SetDataOp(path=path, data=registration.encode(), version=0),
+    ]
+    try:
+        results = await session.multi(ops)
+    except TransactionFailedError as exc:
+        if not isinstance(exc.results[0], NodeExistsError):
+            raise
+        stat = await session.exists(path)
+        if stat is not None and stat.ephemeral_owner == session.session_id:
+            return stat.czxid
+        raise NodeExistsError(f"broker {broker_id} is already registered at {path}") from None
+    set_result = results[1]
+    assert isinstance(set_result, SetDataResult)
+    return set_result.stat.czxid
+
+
+async def get_brokers(
+    session: StoreSession, *, watch: bool = False
+) -> dict[BrokerId, RegisteredBroker]:
+    """Every registered broker with its epoch; ``watch`` arms the child watch."""
+    brokers: dict[BrokerId, RegisteredBroker] = {}
+    for child in await session.children(zkdata.BROKER_IDS_PATH, watch=watch):
+        broker_id = zkdata.parse_broker_id(child)
+        try:
+            data, stat = await session.get(zkdata.broker_path(broker_id))
+        except NoNodeError:
+            continue  # gone between listing and reading
+        brokers[broker_id] = RegisteredBroker(zkdata.BrokerRegistration.decode(data), stat.czxid)
+    return dict(sorted(brokers.items()))
+
+
+# ----------------------------------------------------------------------- controller
+
+
+async def get_controller_id(session: StoreSession, *, watch: bool = False) -> BrokerId | None:
+    """The active controller's id, or None. ``watch`` arms a data watch (fires on create)."""
+    if watch:
+        stat = await session.exists(zkdata.CONTROLLER_PATH, watch=True)
+        if stat is None:
+            return None
+    try:
+        data, _ = await session.get(zkdata.CONTROLLER_PATH, watch=watch)
+    except NoNodeError:
+        if watch:  # deleted between exists and get: re-arm on the missing node
+            await session.exists(zkdata.CONTROLLER_PATH, watch=True)
+        return None
+    return zkdata.ControllerRegistration.decode(data).broker_id
+
+
+async def read_or_create_controller_epoch(session: StoreSession) -> tuple[ControllerEpoch, int]:
+    """``(epoch, zkVersion)`` of ``/controller_epoch``, created with ``0`` if absent."""
+    try:
+        data, stat = await session.get(zkdata.CONTROLLER_EPOCH_PATH)
+        return zkdata.decode_controller_epoch(data), stat.version
+    except NoNodeError:
+        pass
+    try:
+        await session.create(
+            zkdata.CONTROLLER_EPOCH_PATH, zkdata.encode_controller_epoch(ControllerEpoch(0))
+        )
+        return ControllerEpoch(0), 0
+    except NodeExistsError:
+        data, stat = await session.get(zkdata.CONTROLLER_EPOCH_PATH)
+        return zkdata.decode_controller_epoch(data), stat.version
+
+
+async def try_become_controller(
+    session: StoreSession, broker_id: BrokerId, timestamp_ms: int
+) -> tuple[ControllerEpoch, int]:
+    """The election multi-op of spec §7.1: create ``/controller`` (ephemeral) and bump
+    ``/controller_epoch`` conditionally. Returns ``(new epoch, new epoch zkVersion)``;
+    raises ``ControllerMovedError`` when another broker won."""
+    epoch, zk_version = await read_or_create_controller_epoch(session)
+    new_epoch = ControllerEpoch(epoch + 1)
+    registration = zkdata.ControllerRegistration(broker_id=broker_id, timestamp=timestamp_ms)
+    ops: list[StoreOp] = [
+        CreateOp(path=zkdata.CONTROLLER_PATH, data=registration.encode(), ephemeral=True),
+        SetDataOp(
+            path=zkdata.CONTROLLER_EPOCH_PATH,
+            data=zkdata.encode_controller_epoch(new_epoch),
+            version=zk_version,
+        ),
+    ]
+    try:
+        results = await session.multi(ops)
+    except TransactionFailedError as exc:
+        failure = next((r for r in exc.results if r is not None), None)
+        if not isinstance(failure, NodeExistsError | BadVersionError):
+            raise
+        # A retried multi after a connection loss may have succeeded for us already.
+        current = await get_controller_id(session)
+        data, stat = await session.get(zkdata.CONTROLLER_EPOCH_PATH)
+        if current == broker_id and zkdata.decode_controller_epoch(data) == new_epoch:
+            return new_epoch, stat.version
+        raise ControllerMovedError(f"broker {broker_id} lost the controller election") from None
+    return new_epoch, _set_stat_version(results[1])
+
+
+def _set_stat_version(result: OpResult) -> int:
+    assert isinstance(result, SetDataResult)
+    return result.stat.version
+
+
+async def fenced(
+    session: StoreSession, epoch_zk_version: int, ops: Sequence[StoreOp]
+) -> tuple[OpResult, ...]:
+    """Run ``ops`` in one multi-op guarded by the controller-epoch zkVersion (spec §7.3).
+    A failed guard raises ``ControllerMovedError``; a failed op raises its own error."""
+    guarded: list[StoreOp] = [CheckOp(path=zkdata.CONTROLLER_EPOCH_PATH, version=epoch_zk_version)]
+    guarded.extend(ops)
+    try:
+        results = await session.multi(guarded)
+    except TransactionFailedError as exc:
+        if exc.results and isinstance(exc.results[0], BadVersionError | NoNodeError):
+            raise ControllerMovedError(
+                "controller epoch changed: another controller is active"
+            ) from None
+        failure = next((r for r in exc.results if r is not None), None)
+        assert failure is not None
+        raise failure from None
+    return results[1:]
+
+
+def _fenced_outcome(
+    outcome: tuple[OpResult, ...] | StoreError,
+) -> tuple[OpResult, ...] | StoreError:
+    """One ``multi_each`` outcome of a guarded multi, as ``fenced`` reports it: the ops'
+    results, or the error of the failed op; a failed guard raises ``ControllerMovedError``."""
+    if not isinstance(outcome, TransactionFailedError):
+        return outcome if isinstance(outcome, StoreError) else outcome[1:]
+    if outcome.results and isinstance(outcome.results[0], BadVersionError | NoNodeError):
+        raise ControllerMovedError("controller epoch changed: another controller is active")
+    failure = next((r for r in outcome.results if r is not None), None)
+    assert failure is not None
+    return failure
+
+
+async def fenced_each(
+    session: StoreSession, epoch_zk_version: int, batches: Sequence[Sequence[StoreOp]]
+) -> list[tuple[OpResult, ...] | StoreError]:
+    """``fenced`` for each of ``batches``, pipelined as Kafka sends a batch of guarded
+    requests: every batch is its own guarded multi; the outcome of each is its results or
+    its error. ``ControllerMovedError`` is raised, in order, at the first failed guard."""
+    guard = CheckOp(path=zkdata.CONTROLLER_EPOCH_PATH, version=epoch_zk_version)
+    outcomes = await session.multi_each([[guard, *ops] for ops in batches])
+    return [_fenced_outcome(outcome) for outcome in outcomes]
+
+
+async def delete_controller_fenced(session: StoreSession, epoch_zk_version: int) -> None:
+    """Resign: remove ``/controller`` if we still hold the epoch."""
+    with contextlib.suppress(ControllerMovedError, NoNodeError):
+        await fenced(session, epoch_zk_version, [DeleteOp(path=zkdata.CONTROLLER_PATH)])
+
+
+# ----------------------------------------------------------------------- topics
+
+
+async def get_all_topics(session: StoreSession, *, watch: bool = False) -> tuple[TopicName, ...]:
+    return tuple(TopicName(t) for t in await session.children(zkdata.TOPICS_PATH, watch=watch))
+
+
+async def get_topic_assignment(
+    session: StoreSession, topic: TopicName, *, watch: bool = False
+) -> dict[int, zkdata.ReplicaAssignment] | None:
+    """A topic's replica assignment (None if the topic znode does not exist)."""
+    try:
+        if watch:
+            await session.exists(zkdata.topic_path(topic), watch=True)
+        data, _ = await session.get(zkdata.topic_path(topic), watch=watch)
+    except NoNodeError:
+        return None
+    return dict(sorted(zkdata.TopicAssignment.decode(data).partitions.items()))
+
+
+async def get_assignments(
+    session: StoreSession, topics: Iterable[TopicName]
+) -> dict[TopicName, dict[int, zkdata.ReplicaAssignment]]:
+    """The assignments of ``topics`` that exist, read as one pipelined batch (Kafka's
+    ``getReplicaAssignmentForTopics``); any other failure than a missing topic raises."""
+    topics = list(topics)
+    outcomes = await session.get_each([(zkdata.topic_path(t), False) for t in topics])
+    out: dict[TopicName, dict[int, zkdata.ReplicaAssignment]] = {}
+    decoded: dict[bytes, list[tuple[int, zkdata.ReplicaAssignment]]] = {}  # shapes repeat
+    for topic, outcome in zip(topics, outcomes, strict=True):
+        if isinstance(outcome, NoNodeError):
+            continue
+        if isinstance(outcome, StoreError):
+            raise outcome
+        data, _ = outcome
+        if data not in decoded:
+            decoded[data] = sorted(zkdata.TopicAssignment.decode(data).partitions.items())
+        out[topic] = dict(decoded[data])
+    return out
+
+
+async def get_partition_state(session: StoreSession, tp: TopicPartition) -> PartitionState | None:
+    try:
+        data, stat = await session.get(
+            zkdata.partition_state_path(TopicName(tp.topic), tp.partition)
+        )
+    except NoNodeError:
+        return None
+    if not data:
+        return None
+    return PartitionState(zkdata.LeaderIsrAndControllerEpoch.decode(data), stat.version)
+
+
+async def get_partition_states(
+    session: StoreSession, partitions: Iterable[TopicPartition]
+) -> dict[TopicPartition, PartitionState]:
+    """The states of ``partitions`` that have one, read as one pipelined batch (Kafka's
+    ``getTopicPartitionStatesRaw``); any other failure than a missing znode raises."""
+    partitions = list(partitions)
+    outcomes = await session.get_each(
+        [
+            (zkdata.partition_state_path(TopicName(tp.topic), tp.partition), False)
+            for tp in partitions
+        ]
+    )
+    out: dict[TopicPartition, PartitionState] = {}
+    for tp, outcome in zip(partitions, outcomes, strict=True):
+        if isinstance(outcome, NoNodeError):
+            continue
+        if isinstance(outcome, StoreError):
+            raise outcome
+        data, stat = outcome
+        if data:
+            out[tp] = PartitionState(zkdata.LeaderIsrAndControllerEpoch.decode(data), stat.version)
+    return out
+
+
+async def get_topic_config(session: StoreSession, topic: TopicName) -> dict[str, str]:
+    try:
+        data, _ = await session.get(zkdata.topic_config_path(topic))
+    except NoNodeError:
+        return {}
+    return dict(zkdata.EntityConfig.decode(data).config)
+
+
+def assignment_payload(assignment: Mapping[int, Sequence[int]]) -> bytes:
+    """The v2 JSON of ``/brokers/topics/<t>`` for a plain assignment (no reassignment)."""
+    return zkdata.TopicAssignment(
+        partitions={
+            p: zkdata.ReplicaAssignment(replicas=tuple(BrokerId(b) for b in replicas))
+            for p, replicas in sorted(assignment.items())
+        }
+    ).encode()
+
+
+async def write_topic(
+    session: StoreSession,
+    topic: TopicName,
+    assignment: Mapping[int, Sequence[int]],
+    config: Mapping[str, str],
+) -> None:
+    """AdminZkClient.createTopicWithAssignment: write the config (create or set, always),
+    then create the assignment znode (``NodeExistsError`` if the topic exists)."""
+    config_path = zkdata.topic_config_path(topic)
+    payload = zkdata.EntityConfig(config=dict(config)).encode()
+    try:
+        await session.create(config_path, payload, make_parents=True)
+    except NodeExistsError:
+        await session.set(config_path, payload)
+    await session.create(
+        zkdata.topic_path(topic), assignment_payload(assignment), make_parents=True
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TopicWrite:
+    """One topic for ``write_topics``: its assignment and its config overrides."""
+
+    topic: TopicName
+    assignment: Mapping[int, Sequence[int]]
+    config: Mapping[str, str]
+
+
+def _single_op_outcome(outcome: tuple[OpResult, ...] | StoreError) -> StoreError | None:
+    """The error of a one-op ``multi_each`` outcome (the op's own, not the transaction's),
+    or None when it succeeded."""
+    if isinstance(outcome, TransactionFailedError):
+        return next((r for r in outcome.results if r is not None), outcome)
+    return outcome if isinstance(outcome, StoreError) else None
+
+
+async def write_topics(
+    session: StoreSession, topics: Sequence[TopicWrite]
+) -> list[StoreError | None]:
+    """``write_topic`` for each of ``topics``, pipelined: every config is created (set
+    where it already exists), then every assignment znode is created, each write its own
+    request, all in flight at once (``multi_each``). The outcome of each topic, in order:
+    None when written, or the error ``write_topic`` would have raised for it
+    (``NodeExistsError``: the topic exists). A write refused for a missing parent is
+    retried alone through ``write_topic``, which makes the parents."""
+    outcomes: list[StoreError | None] = [None] * len(topics)
+    payloads = [zkdata.EntityConfig(config=dict(t.config)).encode() for t in topics]
+    created = await session.multi_each(
+        [
+            [CreateOp(path=zkdata.topic_config_path(t.topic), data=payload)]
+            for t, payload in zip(topics, payloads, strict=True)
+        ]
+    )
+    to_set: list[int] = []
+    alone: list[int] = []
+    for i, outcome in enumerate(created):
+        error = _single_op_outcome(outcome)
+        if isinstance(error, NodeExistsError):
+            to_set.append(i)
+        elif isinstance(error, NoNodeError):
+            alone.append(i)
+        else:
+            outcomes[i] = error
+    set_results = await session.multi_each(
+        [
+            [SetDataOp(path=zkdata.topic_config_path(topics[i].topic), data=payloads[i])]
+            for i in to_set
+        ]
+    )
+    for i, outcome in zip(to_set, set_results, strict=True):
+        outcomes[i] = _single_op_outcome(outcome)
+    retried = set(alone)
+    ready = [i for i, error in enumerate(outcomes) if error is None and i not in retried]
+    # Generated assignments repeat (a few shapes over the same brokers): encode each once.
+    encoded: dict[tuple[tuple[int, tuple[int, ...]], ...], bytes] = {}
+    batches: list[list[StoreOp]] = []
+    for i in ready:
+        assignment = topics[i].assignment
+        key = tuple((p, tuple(replicas)) for p, replicas in assignment.items())
+        if key not in encoded:
+            encoded[key] = assignment_payload(assignment)
+        batches.append([CreateOp(path=zkdata.topic_path(topics[i].topic), data=encoded[key])])
+    assigned = await session.multi_each(batches)
+    for i, outcome in zip(ready, assigned, strict=True):
+        error = _single_op_outcome(outcome)
+        if isinstance(error, NoNodeError):
+            alone.append(i)
+        else:
+            outcomes[i] = error
+    for i in sorted(alone):
+        try:
+            await write_topic(session, topics[i].topic, topics[i].assignment, topics[i].config)
+        except StoreError as exc:
+            outcomes[i] = exc
+    return outcomes
+
+
+async def set_topic_assignment(
+    session: StoreSession, topic: TopicName, assignment: Mapping[int, Sequence[int]]
+) -> None:
+    """Overwrite ``/brokers/topics/<t>`` (partition addition: any version, not fenced)."""
+    await session.set(zkdata.topic_path(topic), assignment_payload(assignment))
+
+
+# ----------------------------------------------------------------------- controller writes
+#
+# Every write the controller makes goes through ``fenced`` (spec §7.3): a failed
+# ``/controller_epoch`` check raises ``ControllerMovedError`` and the controller resigns.
+
+
+async def get_broker(session: StoreSession, broker_id: BrokerId) -> RegisteredBroker | None:
+    """One registered broker with its epoch (arms a data watch when the session does)."""
+    try:
+        data, stat = await session.get(zkdata.broker_path(broker_id))
+    except NoNodeError:
+        return None
+    return RegisteredBroker(zkdata.BrokerRegistration.decode(data), stat.czxid)
+
+
+async def create_partition_paths(
+    session: StoreSession, epoch_zk_version: int, partitions: Iterable[TopicPartition]
+) -> None:
+    """``createTopicPartitions`` + ``createTopicPartition``: the persistent parents of the
+    state znodes, fenced. A parent that exists is fine; one whose topic vanished is left
+    for the state creation to report (Kafka ignores these results too)."""
+    partitions = sorted(set(partitions))
+    parents = [zkdata.topic_partitions_path(t) for t in sorted({tp.topic for tp in partitions})]
+    parents += [zkdata.partition_path(tp.topic, tp.partition) for tp in partitions]
+    outcomes = await fenced_each(session, epoch_zk_version, [[CreateOp(path=p)] for p in parents])
+    for outcome in outcomes:
+        if isinstance(outcome, StoreError) and not isinstance(
+            outcome, NodeExistsError | NoNodeError
+        ):
+            raise outcome
+
+
+async def create_partition_states(
+    session: StoreSession,
+    epoch_zk_version: int,
+    states: Mapping[TopicPartition, zkdata.LeaderIsrAndControllerEpoch],
+) -> dict[TopicPartition, StoreError | None]:
+    """``createTopicPartitionStatesRaw``: ``create_partition_state`` of every partition,
+    pipelined (one guarded create each); maps each partition to its error, or None when
+    its state znode was created (zkVersion 0). A failed guard raises
+    ``ControllerMovedError``."""
+    encoded: dict[zkdata.LeaderIsrAndControllerEpoch, bytes] = {}  # a few distinct states
+    for state in states.values():
+        if state not in encoded:
+            encoded[state] = state.encode()
+    outcomes = await fenced_each(
+        session,
+        epoch_zk_version,
+        [
+            [
+                CreateOp(
+                    path=zkdata.partition_state_path(TopicName(tp.topic), tp.partition),
+                    data=encoded[state],
+                )
+            ]
+            for tp, state in states.items()
+        ],
+    )
+    return {
+        tp: outcome if isinstance(outcome, StoreError) else None
+        for tp, outcome in zip(states, outcomes, strict=True)
+    }
+
+
+async def create_partition_state(
+    session: StoreSession,
+    epoch_zk_version: int,
+    tp: TopicPartition,
+    state: zkdata.LeaderIsrAndControllerEpoch,
+) -> int:
+    """Create ``.../partitions/<p>/state`` (fenced); returns its zkVersion (0). Raises
+    ``NodeExistsError`` if it exists, ``NoNodeError`` if its parents do not."""
+    path = zkdata.partition_state_path(TopicName(tp.topic), tp.partition)
+    await fenced(session, epoch_zk_version, [CreateOp(path=path, data=state.encode())])
+    return 0
+
+
+async def update_partition_state(
+    session: StoreSession,
+    epoch_zk_version: int,
+    tp: TopicPartition,
+    state: zkdata.LeaderIsrAndControllerEpoch,
+    expected_zk_version: int,
+) -> int:
+    """Conditionally overwrite a state znode (fenced); returns its new zkVersion. Raises
+    ``BadVersionError`` when someone else wrote it since ``expected_zk_version``."""
+    path = zkdata.partition_state_path(TopicName(tp.topic), tp.partition)
+    results = await fenced(
+        session,
+        epoch_zk_version,
+        [SetDataOp(path=path, data=state.encode(), version=expected_zk_version)],
+    )
+    return _set_stat_version(results[0])
+
+
+async def set_topic_assignment_fenced(
+    session: StoreSession,
+    epoch_zk_version: int,
+    topic: TopicName,
+    assignment: Mapping[int, zkdata.ReplicaAssignment],
+) -> None:
+    """Overwrite ``/brokers/topics/<t>`` with a full assignment, as the controller does
+    (restoring an assignment during deletion, reassignment), fenced."""
+    payload = zkdata.TopicAssignment(partitions=dict(sorted(assignment.items()))).encode()
+    await fenced(
+        session, epoch_zk_version, [SetDataOp(path=zkdata.topic_path(topic), data=payload)]
+    )
+
+
+async def delete_children_fenced(session: StoreSession, epoch_zk_version: int, parent: str) -> int:
+    """Delete every child of ``parent`` (notification nodes), each fenced; returns how
+    many were deleted. A missing parent or child is fine."""
+    try:
+        children = await session.children(parent)
+    except NoNodeError:
+        return 0
+    deleted = 0
+    for child in children:
+        with contextlib.suppress(NoNodeError):
+            await fenced(session, epoch_zk_version, [DeleteOp(path=f"{parent}/{child}")])
+            deleted += 1
+    return deleted
+
+
+async def get_feature_node(session: StoreSession) -> tuple[zkdata.FeatureNode, int] | None:
+    """``/feature`` and its zkVersion, or None."""
+    try:
+        data, stat = await session.get(zkdata.FEATURE_PATH)
+    except NoNodeError:
+        return None
+    return zkdata.FeatureNode.decode(data), stat.version
+
+
+async def ensure_feature_versioning_enabled(session: StoreSession) -> zkdata.FeatureNode:
+    """``enableFeatureVersioning`` (IBP >= 2.7-IV0): create ``/feature`` enabled if absent,
+    or switch a disabled one to enabled (Kafka writes these unfenced)."""
+    current = await get_feature_node(session)
+    enabled = zkdata.FeatureNode(status=zkdata.FeatureStatus.ENABLED, features={})
+    if current is None:
+        try:
+            await session.create(zkdata.FEATURE_PATH, enabled.encode())
+            return enabled
+        except NodeExistsError:
+            current = await get_feature_node(session)
+            if current is None:  # pragma: no cover - created and deleted in between
+                return enabled
+    node, _ = current
+    if node.status is zkdata.FeatureStatus.ENABLED:
+        return node
+    updated = zkdata.FeatureNode(status=zkdata.FeatureStatus.ENABLED, features=node.features)
+    await session.set(zkdata.FEATURE_PATH, updated.encode())
+    return updated
+
+
+# ----------------------------------------------------------------------- topic deletion
+
+
+async def get_topic_deletions(session: StoreSession) -> tuple[TopicName, ...]:
+    """The topics marked under ``/admin/delete_topics`` (none when the path is missing)."""
+    try:
+        return tuple(TopicName(t) for t in await session.children(zkdata.DELETE_TOPICS_PATH))
+    except NoNodeError:
+        return ()
+
+
+async def delete_recursive_fenced(session: StoreSession, epoch_zk_version: int, path: str) -> None:
+    """Kafka's ``deleteRecursive`` for the controller: children first (in name order), each
+    node deleted by its own fenced multi-op. A node already gone is fine."""
+    try:
+        children = await session.children(path)
+    except NoNodeError:
+        return
+    for child in sorted(children):
+        await delete_recursive_fenced(session, epoch_zk_version, f"{path}/{child}")
+    with contextlib.suppress(NoNodeError):
+        await fenced(session, epoch_zk_version, [DeleteOp(path=path)])
+
+
+async def delete_topic_deletions_fenced(
+    session: StoreSession, epoch_zk_version: int, topics: Iterable[TopicName]
+) -> None:
+    """Remove the ``/admin/delete_topics/<t>`` markers of ``topics`` (fenced)."""
+    for topic in topics:
+        with contextlib.suppress(NoNodeError):
+            await fenced(
+                session, epoch_zk_version, [DeleteOp(path=zkdata.delete_topic_path(topic))]
+            )
+
+
+async def delete_topic_fenced(
+    session: StoreSession, epoch_zk_version: int, topic: TopicName
+) -> None:
+    """The end of a deletion (spec §6.3 ``completeDeleteTopic``), in Kafka's order: the
+    topic znode and its partitions, its config, then its marker; every write fenced."""
+    await delete_recursive_fenced(session, epoch_zk_version, zkdata.topic_path(topic))
+    with contextlib.suppress(NoNodeError):
+        await fenced(session, epoch_zk_version, [DeleteOp(path=zkdata.topic_config_path(topic))])
+    await delete_topic_deletions_fenced(session, epoch_zk_version, (topic,))
+
+
+# ----------------------------------------------------------------------- reassignment and
+# preferred replica election (the legacy admin znodes, spec §1.2)
+
+
+async def get_partition_reassignment(
+    session: StoreSession,
+) -> zkdata.PartitionReassignment | None:
+    """``/admin/reassign_partitions`` as written, or None when there is none. A payload
+    that is not a reassignment raises ``ZkDataError`` (Kafka logs it and ignores it)."""
+    try:
+        data, _ = await session.get(zkdata.REASSIGN_PARTITIONS_PATH)
+    except NoNodeError:
+        return None
+    return zkdata.PartitionReassignment.decode(data)
+
+
+async def create_partition_reassignment(
+    session: StoreSession, reassignment: zkdata.PartitionReassignment
+) -> None:
+    """The admin tool's write (``createPartitionReassignment``): create the znode, and its
+    parents if needed. ``NodeExistsError`` while another reassignment is pending."""
+    await session.create(zkdata.REASSIGN_PARTITIONS_PATH, reassignment.encode(), make_parents=True)
+
+
+async def set_or_create_partition_reassignment_fenced(
+    session: StoreSession, epoch_zk_version: int, reassignment: zkdata.PartitionReassignment
+) -> None:
+    """The controller's rewrite of the pending partitions (any version; created if it
+    vanished), fenced."""
+    payload = reassignment.encode()
+    try:
+        await fenced(
+            session,
+            epoch_zk_version,
+            [SetDataOp(path=zkdata.REASSIGN_PARTITIONS_PATH, data=payload)],
+        )
+    except NoNodeError:
+        await fenced(
+            session,
+            epoch_zk_version,
+            [CreateOp(path=zkdata.REASSIGN_PARTITIONS_PATH, data=payload)],
+        )
+
+
+async def delete_partition_reassignment_fenced(
+    session: StoreSession, epoch_zk_version: int
+) -> None:
+    """Remove ``/admin/reassign_partitions`` once nothing in it is pending (fenced; a node
+    already gone is fine)."""
+    with contextlib.suppress(NoNodeError):
+        await fenced(session, epoch_zk_version, [DeleteOp(path=zkdata.REASSIGN_PARTITIONS_PATH)])
+
+
+async def get_preferred_replica_election(session: StoreSession) -> tuple[TopicPartition, ...]:
+    """The partitions listed in ``/admin/preferred_replica_election`` (none when absent)."""
+    try:
+        data, _ = await session.get(zkdata.PREFERRED_REPLICA_ELECTION_PATH)
+    except NoNodeError:
+        return ()
+    return zkdata.PreferredReplicaElection.decode(data).partitions
+
+
+async def create_preferred_replica_election(
+    session: StoreSession, election: zkdata.PreferredReplicaElection
+) -> None:
+    """The admin tool's write; ``NodeExistsError`` while another election is pending."""
+    await session.create(
+        zkdata.PREFERRED_REPLICA_ELECTION_PATH, election.encode(), make_parents=True
+    )
+
+
+async def delete_preferred_replica_election_fenced(
+    session: StoreSession, epoch_zk_version: int
+) -> None:
+    """Remove ``/admin/preferred_replica_election`` (fenced; already gone is fine)."""
+    with contextlib.suppress(NoNodeError):
+        await fenced(
+            session, epoch_zk_version, [DeleteOp(path=zkdata.PREFERRED_REPLICA_ELECTION_PATH)]
+        )

@@ -1,0 +1,1 @@
+"""The benchmarks of ``scripts/bench.sh``: every row's driver and the child processes they start."""

@@ -1,0 +1,119 @@
+"""One side of ``scripts/bench.sh`` row [9]: the analysis and the diff of a pair of
+traces, by Spark or by the pandas reference, timed; prints one JSON line.
+
+``python -m cluster.bench.analysis_engine --engine spark|pandas BASELINE CANDIDATE``: first
+``analyze`` of both traces (one job), then ``diff`` of the pair (which analyses both
+again and compares their topic sequences). For Spark the session start is timed apart.
+The caller (``cluster.bench.suite``) runs each engine in its own process and samples the
+memory of the whole process tree (Spark's JVM and Python workers included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import msgspec
+
+__all__ = ["AnalysisTimes", "main"]
+
+JAVA_OPTIONS = "-XX:+UseSerialGC"
+"""The driver JVM's options: the serial collector keeps no per-region bookkeeping (G1's
+costs ~10% of the heap in resident memory) and leaves the second core to the work."""
+
+# Bench code measures wall time on purpose: it is the one place that must.
+_now = time.perf_counter
+
+
+class AnalysisTimes(msgspec.Struct, frozen=True, kw_only=True):
+    engine: str
+    session_seconds: float
+    analyze_seconds: float
+    diff_seconds: float
+    events: int
+    violations: int
+    divergent_topics: int
+
+
+def _pandas(baseline: Path, candidate: Path) -> AnalysisTimes:
+    from spark.pandas_analysis import analyze_pandas, diff_pandas
+
+    t0 = _now()
+    analysis = analyze_pandas([baseline, candidate])
+    t1 = _now()
+    document = diff_pandas([baseline], [candidate])
+    t2 = _now()
+    return _times("pandas", 0.0, t1 - t0, t2 - t1, analysis, document)
+
+
+def _spark(
+    baseline: Path, candidate: Path, master: str, memory: str, java_options: str
+) -> AnalysisTimes:
+    from spark.analyze import analyze
+    from spark.diff import diff
+    from spark.session import spark_session
+
+    t0 = _now()
+    config = {"spark.driver.memory": memory, "spark.driver.extraJavaOptions": java_options}
+    with spark_session(master, app="kemu-bench", config=config) as spark:
+        spark.range(1).count()  # the JVM and a first job are up
+        t1 = _now()
+        analysis = analyze(spark, [baseline, candidate])
+        t2 = _now()
+        document = diff(spark, [baseline], [candidate])
+        t3 = _now()
+    return _times("spark", t1 - t0, t2 - t1, t3 - t2, analysis, document)
+
+
+def _times(
+    engine: str,
+    session: float,
+    analyze: float,
+    diff: float,
+    analysis: dict[str, object],
+    document: dict[str, object],
+) -> AnalysisTimes:
+    runs = analysis["runs"]
+    pairs = document["pairs"]
+    assert isinstance(runs, dict)
+    assert isinstance(pairs, list)
+    return AnalysisTimes(
+        engine=engine,
+        session_seconds=session,
+        analyze_seconds=analyze,
+        diff_seconds=diff,
+        events=sum(int(r["events"]) for r in runs.values()),
+        violations=sum(len(r["violations"]) for r in runs.values()),
+        divergent_topics=sum(len(p["divergences"]) for p in pairs),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m cluster.bench.analysis_engine",
+        description="Time the analysis and the diff of a pair of traces (one JSON line).",
+    )
+    parser.add_argument("baseline", type=Path)
+    parser.add_argument("candidate", type=Path)
+    parser.add_argument("--engine", choices=("spark", "pandas"), required=True)
+    parser.add_argument("--master", default="local[*]", help="the Spark master")
+    parser.add_argument("--driver-memory", default="768m", help="spark.driver.memory")
+    parser.add_argument(
+        "--java-options",
+        default=JAVA_OPTIONS,
+        help="spark.driver.extraJavaOptions (default: %(default)s)",
+    )
+    args = parser.parse_args(argv)
+    if args.engine == "pandas":
+        result = _pandas(args.baseline, args.candidate)
+    else:
+        result = _spark(
+            args.baseline, args.candidate, args.master, args.driver_memory, args.java_options
+        )
+    print(msgspec.json.encode(result).decode(), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""The ``kemu`` command line: every command and its argument parsing."""

@@ -1,0 +1,129 @@
+"""``kemu broker stop|kill|start|pause|resume ID`` and ``kemu broker status``: break and
+mend a running ``kemu up`` cluster, one broker at a time, to watch the controller react.
+
+The command finds the cluster through its cluster file (``--cluster-file``, default
+``.kemu/cluster.json``) and asks its launcher, at the file's ``control`` address, to carry
+the command out (``cluster.launch.control``):
+
+* ``stop ID``: a graceful stop, through the broker's own shutdown path (controlled
+  shutdown, then its store session closed: its registration goes at once).
+* ``kill ID``: a crash, with no graceful step (with ``kemu up --processes``, a SIGKILL of
+  the broker's process): its registration stays until its store session expires
+  (``zookeeper.session.timeout.ms``), then the controller sees it gone.
+* ``start ID``: start it again with the same id, ports, log dir and config, once its old
+  registration has gone; it registers with a new broker epoch.
+* ``pause ID``: freeze it whole, as a long GC pause (with ``--processes``, a SIGSTOP of
+  its process): it answers nothing and sends nothing, and once its session timeout has
+  passed its session expires and the controller sees it gone.
+* ``resume ID``: let a paused broker run on (SIGCONT): its held work runs, late; if its
+  session expired meanwhile it registers again (a zombie controller resigns).
+* ``status``: every broker's state, pid, endpoint and broker epoch, and the controller.
+
+It prints what was done and the cluster afterwards; bad input (an unknown broker, one
+already stopped or running, no running cluster) is one line on stderr, exit 1, and changes
+nothing.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Final, TextIO
+
+import anyio
+
+from cluster.launch.connect import DEFAULT_CLUSTER_FILE, connect_launcher, load_cluster_file
+from protocol.errors import KemuError, sole_error
+from protocol.ids import BrokerId
+from protocol.launcher import (
+    BrokerAction,
+    BrokerCommand,
+    BrokerCommandDone,
+    BrokerCommandRefused,
+    BrokerState,
+    LauncherStatus,
+    LauncherStatusRequest,
+)
+
+__all__ = ["ACTIONS", "broker_main", "format_status", "run_broker_command"]
+
+ACTIONS: Final = ("stop", "kill", "start", "pause", "resume", "status")
+COMMAND_TIMEOUT: Final = 300.0  # a start may first wait out the old session, then the cluster
+STATUS_TIMEOUT: Final = 30.0
+
+
+class BrokerCommandError(KemuError):
+    """A ``kemu broker`` command that was not carried out, printed as one line."""
+
+
+def format_status(status: LauncherStatus) -> str:
+    """One line per broker (state, pid, Kafka endpoint, broker epoch), then the controller."""
+    lines = [f"{'BROKER':<8}{'STATE':<9}{'PID':<9}{'ENDPOINT':<22}EPOCH"]
+    for b in status.brokers:
+        pid = str(b.pid) if b.state in (BrokerState.RUNNING, BrokerState.PAUSED) else "-"
+        epoch = str(b.broker_epoch) if b.broker_epoch >= 0 else "-"
+        endpoint = f"{b.host}:{b.port}"
+        lines.append(f"{b.broker_id:<8}{b.state.value:<9}{pid:<9}{endpoint:<22}{epoch}")
+    controller = f"broker {status.controller_id}" if status.controller_id >= 0 else "none"
+    lines.append(f"controller: {controller}")
+    return "\n".join(lines)
+
+
+async def run_broker_command(
+    action: str, broker_id: int | None, *, address: str, out: TextIO
+) -> None:
+    """Send one command (or a status request) to the launcher at ``address`` and print
+    its answer; ``KemuError`` when it was not carried out."""
+    try:
+        async with connect_launcher(address) as ask:
+            if action == "status":
+                reply = await ask(LauncherStatusRequest(), timeout=STATUS_TIMEOUT)
+                if not isinstance(reply, LauncherStatus):
+                    raise BrokerCommandError(f"unexpected answer from the launcher: {reply!r}")
+                out.write(format_status(reply) + "\n")
+                return
+            assert broker_id is not None
+            command = BrokerCommand(action=BrokerAction(action), broker_id=BrokerId(broker_id))
+            reply = await ask(command, timeout=COMMAND_TIMEOUT)
+            match reply:
+                case BrokerCommandDone(note=note, status=status):
+                    out.write(f"{note[:1].upper()}{note[1:]}.\n{format_status(status)}\n")
+                case BrokerCommandRefused(reason=reason):
+                    raise BrokerCommandError(reason)
+                case _:
+                    raise BrokerCommandError(f"unexpected answer from the launcher: {reply!r}")
+    except BaseExceptionGroup as group:  # connect_launcher's task group wraps what fails
+        leaf = sole_error(group)
+        if isinstance(leaf, KemuError):
+            raise leaf from None
+        raise
+
+
+def broker_main(
+    action: str,
+    broker_id: int | None,
+    *,
+    cluster_file: str | None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """``kemu broker``: returns the exit status; errors are one line on ``err``."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        path = Path(cluster_file) if cluster_file else DEFAULT_CLUSTER_FILE
+        if not path.exists():
+            raise BrokerCommandError(
+                f"no cluster file at {path}: start a cluster with `kemu up`, or give --cluster-file"
+            )
+        info = load_cluster_file(path)
+        if not info.control:
+            raise BrokerCommandError(
+                f"the cluster in {path} has no control endpoint"
+                " (its `kemu up` is older than `kemu broker`)"
+            )
+        anyio.run(lambda: run_broker_command(action, broker_id, address=info.control, out=out))
+    except KemuError as exc:
+        err.write(f"Error: {exc}\n")
+        return 1
+    return 0

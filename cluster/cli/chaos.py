@@ -1,0 +1,240 @@
+"""``kemu chaos``: run scenario files over seeds, or check them.
+
+``kemu chaos run SCENARIO... [--seed N | --seeds A..B] [--deterministic]
+[--check-determinism] [--out DIR] [--verbose]`` runs every scenario with every seed, one
+run directory each (``OUT/<scenario>/seed-<N>``), prints one line per run and, for a
+failed run, its problems and the command that reproduces it; the exit status is 1 if any
+run failed. ``--check-determinism`` runs each one twice and compares the traces byte for
+byte. ``kemu chaos check SCENARIO...`` only validates the files. Bad input (an invalid
+scenario, a bad seed range) is one ``Error:`` line and exit status 2.
+
+Real mode: ``--zookeeper [HOST:PORT[/chroot]]`` runs on a real ZooKeeper (a fresh chroot
+per run; without an address, or for a scenario that says ``store: zookeeper``, a
+throwaway local server is started for the whole command), ``--processes`` with one OS
+process per broker (``cluster.launch.processes``). Both need the real clock: with
+``--deterministic`` they are bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import shutil
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TextIO
+
+from cluster.chaos.loader import ScenarioError, load_scenario
+from cluster.chaos.model import Scenario
+from cluster.chaos.runner import RunOptions, RunResult, run_scenario
+from protocol.errors import KemuError
+
+__all__ = ["chaos_main", "parse_seeds"]
+
+DEFAULT_OUT = Path(".kemu/chaos")
+SHOWN_PROBLEMS = 10
+
+
+class _InputError(Exception):
+    """Bad command-line input: one line, exit status 2."""
+
+
+def parse_seeds(seed: int | None, seeds: str | None) -> list[int]:
+    """``--seed N`` or ``--seeds A..B`` (inclusive); seed 0 by default."""
+    if seeds is None:
+        return [0 if seed is None else seed]
+    first, sep, last = seeds.partition("..")
+    try:
+        low, high = int(first), int(last)
+    except ValueError:
+        low = high = -1
+    if not sep or low < 0 or high < low:
+        raise _InputError(f"--seeds must be A..B with 0 <= A <= B, not {seeds!r}")
+    return list(range(low, high + 1))
+
+
+def chaos_main(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    deterministic = getattr(args, "deterministic", False) or getattr(
+        args, "check_determinism", False
+    )
+    try:
+        scenarios = _load(args.scenarios, _overrides(args))
+        if args.chaos_command == "check":
+            for path, scenario in scenarios:
+                out.write(f"{path}: {scenario.name}: {len(scenario.steps)} steps, valid\n")
+            return 0
+        seeds = parse_seeds(args.seed, args.seeds)
+        if deterministic:
+            _refuse_real(scenarios)
+    except (_InputError, ScenarioError) as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 2
+    needs_zookeeper = any(s.cluster.store == "zookeeper" for _, s in scenarios)
+    with contextlib.ExitStack() as stack:
+        zookeeper = getattr(args, "zookeeper", None) or None
+        if needs_zookeeper and zookeeper is None:
+            try:
+                zookeeper = stack.enter_context(_local_zookeeper())
+            except RuntimeError as exc:
+                print(f"Error: could not start a local ZooKeeper: {exc}", file=sys.stderr)
+                return 1
+            local = True
+        else:
+            local = False
+        return _run_all(
+            args,
+            out,
+            scenarios,
+            seeds,
+            deterministic=deterministic,
+            zookeeper=zookeeper if needs_zookeeper else None,
+            local_zookeeper=local,
+        )
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, str]:
+    """The set-up entries ``--processes`` and ``--zookeeper`` override."""
+    overrides: dict[str, str] = {}
+    if getattr(args, "processes", False):
+        overrides["mode"] = "processes"
+    if getattr(args, "zookeeper", None) is not None:
+        overrides["store"] = "zookeeper"
+    return overrides
+
+
+def _refuse_real(scenarios: Sequence[tuple[str, Scenario]]) -> None:
+    for path, scenario in scenarios:
+        setup = scenario.cluster
+        if (setup.store, setup.mode) != ("embedded", "in-process"):
+            raise _InputError(
+                f"{path}: deterministic mode runs in one process on the embedded store, and"
+                f" this run is store: {setup.store}, mode: {setup.mode} (drop --deterministic)"
+            )
+
+
+@contextlib.contextmanager
+def _local_zookeeper() -> Iterator[str]:
+    """A throwaway local ZooKeeper for the whole command (``cluster.launch.zookeeper_server``)."""
+    from cluster.launch.zookeeper_server import ZooKeeperServer
+
+    with ZooKeeperServer() as server:
+        yield server.hosts
+
+
+def _run_all(
+    args: argparse.Namespace,
+    out: TextIO,
+    scenarios: Sequence[tuple[str, Scenario]],
+    seeds: Sequence[int],
+    *,
+    deterministic: bool,
+    zookeeper: str | None,
+    local_zookeeper: bool,
+) -> int:
+    root = Path(args.out) if args.out else DEFAULT_OUT
+    total = len(scenarios) * len(seeds)
+    failed = 0
+    count = 0
+    for path, scenario in scenarios:
+        for seed in seeds:
+            count += 1
+            out.write(f"[{count}/{total}] {scenario.name} seed={seed} ... ")
+            out.flush()
+            options = RunOptions(
+                run_dir=root / scenario.name / f"seed-{seed}",
+                seed=seed,
+                deterministic=deterministic,
+                source=path,
+                out=Path(args.out) if args.out else None,
+                progress=_progress(out) if args.verbose else None,
+                zookeeper=zookeeper if scenario.cluster.store == "zookeeper" else None,
+                local_zookeeper=local_zookeeper,
+                processes=scenario.cluster.mode == "processes",
+            )
+            try:
+                result = run_scenario(scenario, options)
+                mismatch = _replay(scenario, options, result) if args.check_determinism else None
+            except KemuError as exc:
+                out.write(f"error\n  {exc}\n")
+                failed += 1
+                continue
+            ok = result.status == "passed" and mismatch is None
+            failed += not ok
+            if args.verbose:
+                out.write("\n  => ")
+            _report(out, result, mismatch)
+    out.write(f"{total} run(s): {total - failed} passed, {failed} failed\n")
+    return 1 if failed else 0
+
+
+def _load(paths: Sequence[str], overrides: Mapping[str, str]) -> list[tuple[str, Scenario]]:
+    loaded: list[tuple[str, Scenario]] = []
+    names: dict[str, str] = {}
+    for path in paths:
+        scenario = load_scenario(path, cluster=overrides)
+        if scenario.name in names:
+            raise _InputError(
+                f"{path} and {names[scenario.name]} both name scenario {scenario.name!r}"
+            )
+        names[scenario.name] = path
+        loaded.append((path, scenario))
+    return loaded
+
+
+def _progress(out: TextIO) -> Callable[[str], None]:
+    def say(line: str) -> None:
+        out.write(f"\n    {line}")
+        out.flush()
+
+    return say
+
+
+def _replay(scenario: Scenario, options: RunOptions, first: RunResult) -> str | None:
+    """Run again into a sibling directory; None if the trace is the same, byte for byte,
+    else where it first differs. The replay's directory goes when they agree."""
+    replay_dir = options.run_dir.with_name(options.run_dir.name + ".replay")
+    replay = run_scenario(
+        scenario,
+        RunOptions(
+            run_dir=replay_dir,
+            seed=options.seed,
+            deterministic=True,
+            source=options.source,
+            out=options.out,
+        ),
+    )
+    if replay.trace_sha256 == first.trace_sha256:
+        shutil.rmtree(replay_dir)
+        return None
+    a = (options.run_dir / "trace.jsonl").read_bytes().splitlines()
+    b = (replay_dir / "trace.jsonl").read_bytes().splitlines()
+    line = next((i for i, (x, y) in enumerate(zip(a, b, strict=False), 1) if x != y), None)
+    if line is None:
+        line = min(len(a), len(b)) + 1
+    return f"the replay's trace differs from line {line} (kept in {replay_dir})"
+
+
+def _report(out: TextIO, result: RunResult, mismatch: str | None) -> None:
+    ratio = result.simulated_seconds / result.wall_seconds if result.wall_seconds else 0.0
+    numbers = (
+        f"{result.events} events, {result.simulated_seconds:.1f}s simulated in "
+        f"{result.wall_seconds:.2f}s"
+    )
+    if result.mode == "deterministic":
+        numbers += f" ({ratio:.0f}:1)"
+    status = result.status if mismatch is None else "not deterministic"
+    out.write(f"{status} ({numbers})\n")
+    if result.error:
+        out.write(f"  error: {result.error}\n")
+    problems = result.problems
+    for problem in problems[:SHOWN_PROBLEMS]:
+        out.write(f"  {problem.line()}\n")
+    if len(problems) > SHOWN_PROBLEMS:
+        out.write(f"  ... and {len(problems) - SHOWN_PROBLEMS} more (invariants.json)\n")
+    if mismatch is not None:
+        out.write(f"  {mismatch}\n")
+    if status != "passed":
+        out.write(f"  run directory: {result.run_dir}\n")
+        out.write(f"  reproduce: {result.reproduce}\n")

@@ -1,0 +1,360 @@
+"""The ``kemu`` command line.
+
+Every failure a user can cause ends as one clear line on stderr and a non-zero exit, never
+a traceback: ``KemuError`` and ``UsageError`` are caught here, once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio
+
+from actors.runtime.clock import run_real
+from cluster.cli.args import UsageError, key_values
+from cluster.logging import configure_logging
+from cluster.trace_files import add_analysis_parsers, add_replay_parser
+from protocol.errors import KemuError
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from cluster.cli.demo import run_demo
+
+    return run_demo(brokers=args.brokers, seed=args.seed, virtual=args.virtual)
+
+
+def _cmd_up(args: argparse.Namespace) -> int:
+    from actors.admin import ConfigError
+    from cluster.cli.up import run_up
+    from cluster.launch.cluster import ClusterSpec
+
+    if args.brokers < 1:
+        raise UsageError("--brokers must be at least 1")
+    racks: dict[int, str] = {}
+    for key, value in key_values(args.rack, "--rack").items():
+        if not key.isdigit() or int(key) >= args.brokers:
+            raise UsageError(f"--rack {key}={value}: no broker {key}")
+        racks[int(key)] = value
+    spec = ClusterSpec(
+        brokers=args.brokers,
+        base_port=args.port,
+        log_dir=Path(args.log_dir),
+        zookeeper=args.zookeeper,
+        racks=racks,
+        config=key_values(args.config, "--config"),
+        seed=args.seed,
+        store_port=None if args.zookeeper else args.store_port,
+    )
+    try:
+        spec.broker_config()
+    except ConfigError as exc:
+        raise UsageError(str(exc).split(". Known names")[0]) from None
+    if args.processes:
+        from cluster.launch.processes import run_up_processes
+
+        run = run_up_processes
+    else:
+        run = run_up
+    return run_real(
+        lambda: run(
+            spec,
+            cluster_file=Path(args.cluster_file),
+            trace=Path(args.trace) if args.trace else None,
+        ),
+        # Brokers in this process: a loop that can freeze one (`kemu broker pause`).
+        freezable=not args.processes,
+    )
+
+
+def _cmd_broker(args: argparse.Namespace) -> int:
+    from cluster.cli.broker import broker_main
+
+    return broker_main(
+        args.broker_command, getattr(args, "id", None), cluster_file=args.cluster_file
+    )
+
+
+def _cmd_broker_process(args: argparse.Namespace) -> int:
+    from actors.admin import BrokerConfig, ConfigError
+    from cluster.launch.connect import parse_host_port
+    from cluster.launch.processes import BrokerProcessSpec, run_broker_process
+
+    peers: dict[int, tuple[str, int]] = {}
+    for node, address in key_values(args.peer, "--peer").items():
+        prefix, _, broker_id = node.rpartition("-")
+        if prefix != "broker" or not broker_id.isdigit():
+            raise UsageError(f"--peer {node}={address}: expected broker-ID=HOST:PORT")
+        peers[int(broker_id)] = parse_host_port(address)
+    spec = BrokerProcessSpec(
+        broker_id=args.id,
+        store=args.store,
+        network_port=args.network_port,
+        peers=peers,
+        port=args.port,
+        log_dir=Path(args.log_dir),
+        host=args.host,
+        rack=args.rack,
+        config=key_values(args.config, "--config"),
+        incarnation=args.incarnation,
+        seed=args.seed,
+        parent_pid=args.parent_pid,
+        trace=None if args.trace is None else Path(args.trace),  # chaos real mode
+        trace_origin=args.trace_origin,
+    )
+    try:
+        BrokerConfig.from_overrides(dict(spec.config))
+    except ConfigError as exc:
+        raise UsageError(str(exc).split(". Known names")[0]) from None
+    return anyio.run(lambda: run_broker_process(spec), backend_options={"use_uvloop": True})
+
+
+def _cmd_trace_export(args: argparse.Namespace) -> int:
+    from cluster.trace_files import export_parquet
+
+    src = Path(args.trace)
+    if not src.is_file():
+        raise UsageError(f"trace file {src} does not exist")
+    rows = export_parquet(src, args.output)
+    print(f"wrote {rows} events to {args.output}")
+    return 0
+
+
+def _cmd_topics(args: argparse.Namespace) -> int:
+    from cluster.cli.topics import main as topics_main
+
+    return topics_main(args.args)
+
+
+def _cmd_zk(args: argparse.Namespace) -> int:
+    from cluster.cli.zk import zk_main
+
+    return zk_main(
+        args.zk_command, args.path, zookeeper=args.zookeeper, cluster_file=args.cluster_file
+    )
+
+
+# --- kemu chaos (cluster/chaos) ---------------------------------------------------------
+def _cmd_chaos(args: argparse.Namespace) -> int:
+    from cluster.cli.chaos import chaos_main
+
+    return chaos_main(args)
+
+
+def _add_chaos_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    chaos = sub.add_parser("chaos", help="run chaos scenarios: faults, invariants, replays")
+    chaos_sub = chaos.add_subparsers(dest="chaos_command", required=True, metavar="ACTION")
+    run = chaos_sub.add_parser("run", help="run scenario files (docs/chaos.md) over seeds")
+    check = chaos_sub.add_parser("check", help="validate scenario files without running them")
+    for one in (run, check):
+        one.add_argument("scenarios", nargs="+", metavar="SCENARIO", help="a scenario YAML file")
+        one.set_defaults(func=_cmd_chaos)
+    seeds = run.add_mutually_exclusive_group()
+    seeds.add_argument("--seed", type=int, help="the seed of the run (default 0)")
+    seeds.add_argument("--seeds", metavar="A..B", help="every seed from A to B, inclusive")
+    run.add_argument("--deterministic", action="store_true", help="virtual clock, one trace")
+    run.add_argument(
+        "--check-determinism", action="store_true", help="run twice, compare the traces"
+    )
+    run.add_argument("--out", metavar="DIR", help="run directories go here (.kemu/chaos)")
+    run.add_argument("--verbose", action="store_true", help="print every step as it runs")
+    for one in (run, check):
+        one.add_argument(
+            "--processes", action="store_true", help="one OS process per broker (real clock)"
+        )
+        one.add_argument(
+            "--zookeeper",
+            nargs="?",
+            const="",
+            metavar="HOST:PORT[/chroot]",
+            help="a real ZooKeeper (alone: start a throwaway local one)",
+        )
+
+
+# --- end of kemu chaos -------------------------------------------------------------------
+
+
+# --- kemu reassign-partitions / leader-election (issue 4) --------------------------------
+def _cmd_reassign(args: argparse.Namespace) -> int:
+    from cluster.cli.reassign import main as reassign_main
+
+    return reassign_main(args.args)
+
+
+def _cmd_leader_election(args: argparse.Namespace) -> int:
+    from cluster.cli.leader_election import main as leader_election_main
+
+    return leader_election_main(args.args)
+
+
+def _add_reassignment_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    for name, text, func in (
+        (
+            "reassign-partitions",
+            "kafka-reassign-partitions.sh --execute|--verify (ZooKeeper path; --help)",
+            _cmd_reassign,
+        ),
+        (
+            "leader-election",
+            "kafka-leader-election.sh --election-type preferred (ZooKeeper path; --help)",
+            _cmd_leader_election,
+        ),
+    ):
+        one = sub.add_parser(name, help=text, add_help=False, prefix_chars="\0")
+        one.add_argument("args", nargs=argparse.REMAINDER)  # the command's jopt-style parser
+        one.set_defaults(func=func)
+
+
+# --- end of kemu reassign-partitions / leader-election ----------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kemu", description="Emulate a ZooKeeper-mode Apache Kafka control plane."
+    )
+    parser.add_argument("--log-level", default="WARNING", help="stderr log level (default WARNING)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    demo = sub.add_parser("demo", help="a live smoke demo of the runtime, network and store")
+    demo.add_argument("--brokers", type=int, default=3, help="number of broker nodes (default 3)")
+    demo.add_argument("--seed", type=int, default=1, help="seed of the run (default 1)")
+    demo.add_argument(
+        "--virtual", action="store_true", help="run on the virtual clock (deterministic)"
+    )
+    demo.set_defaults(func=_cmd_demo)
+
+    up = sub.add_parser("up", help="launch a local cluster and run it until Ctrl-C")
+    up.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
+    up.add_argument("--port", type=int, default=9092, help="broker i listens on PORT+i (0: any)")
+    up.add_argument("--zookeeper", metavar="HOST:PORT[/chroot]", help="use a real ZooKeeper")
+    up.add_argument("--log-dir", default=".kemu/logs", help="root of the brokers' log dirs")
+    up.add_argument("--rack", action="append", default=[], metavar="ID=RACK")
+    up.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker config by its Kafka name (repeatable)",
+    )
+    up.add_argument("--trace", metavar="FILE", help="write the trace (JSON lines) here")
+    up.add_argument("--seed", type=int, default=0, help="seed of the cluster's randomness")
+    up.add_argument("--cluster-file", default=".kemu/cluster.json", metavar="PATH")
+    up.add_argument(
+        "--store-port",
+        type=int,
+        default=0,
+        help="port serving the embedded store to other processes (default: any)",
+    )
+    up.add_argument(
+        "--processes",
+        action="store_true",
+        help="run each broker in a process of its own (the store stays in this one)",
+    )
+    up.set_defaults(func=_cmd_up)
+
+    broker = sub.add_parser(
+        "broker",
+        help="stop, kill, start, pause or resume a broker of a running `kemu up`; show them all",
+    )
+    broker_sub = broker.add_subparsers(dest="broker_command", required=True, metavar="ACTION")
+    for action, text in (
+        ("stop", "graceful stop (controlled shutdown, session closed)"),
+        ("kill", "crash: SIGKILL with --processes; its session is left to expire"),
+        ("start", "start a stopped or killed broker again (a new broker epoch)"),
+        ("pause", "freeze a broker whole (SIGSTOP with --processes); its session expires"),
+        ("resume", "let a paused broker run on (SIGCONT with --processes)"),
+        ("status", "every broker's state, pid, endpoint and epoch, and the controller"),
+    ):
+        one = broker_sub.add_parser(action, help=text, description=text)
+        if action != "status":
+            one.add_argument("id", type=int, metavar="ID", help="the broker id")
+        one.add_argument(
+            "--cluster-file",
+            metavar="PATH",
+            help="the cluster file of a running `kemu up` (default .kemu/cluster.json)",
+        )
+        one.set_defaults(func=_cmd_broker)
+
+    # One broker process of `kemu up --processes`, started by it (not listed in the help;
+    # the name is cluster.launch.processes.BROKER_PROCESS_COMMAND).
+    process = sub.add_parser("_broker", description="one broker process of `kemu up --processes`")
+    process.add_argument("--id", type=int, required=True, help="the broker id")
+    process.add_argument(
+        "--store", required=True, help="embedded://HOST:PORT or HOST:PORT[/chroot] (ZooKeeper)"
+    )
+    process.add_argument("--host", default="127.0.0.1", help="the host to listen on")
+    process.add_argument(
+        "--network-port", type=int, required=True, help="the inter-node (actor) port"
+    )
+    process.add_argument(
+        "--peer", action="append", default=[], metavar="broker-ID=HOST:PORT", help="another broker"
+    )
+    process.add_argument("--port", type=int, default=9092, help="the Kafka listener (0: any)")
+    process.add_argument("--log-dir", default=".kemu/logs", help="root of the brokers' log dirs")
+    process.add_argument("--rack")
+    process.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    process.add_argument("--seed", type=int, default=0)
+    process.add_argument("--incarnation", type=int, default=0, help="earlier runs of this broker")
+    process.add_argument("--parent-pid", type=int, help="stop once this process is gone")
+    # chaos real mode (cluster.chaos): the process's own trace, times from a shared origin
+    process.add_argument("--trace", metavar="FILE", help="write this process's trace here")
+    process.add_argument("--trace-origin", type=float, default=0.0, help="CLOCK_MONOTONIC zero")
+    process.set_defaults(func=_cmd_broker_process)
+
+    topics = sub.add_parser(
+        "topics",
+        help="kafka-topics.sh: create, list, describe, alter, delete topics (--help for options)",
+        add_help=False,
+        prefix_chars="\0",  # every argument goes to the command's own jopt-style parser
+    )
+    topics.add_argument("args", nargs=argparse.REMAINDER)
+    topics.set_defaults(func=_cmd_topics)
+
+    zk = sub.add_parser("zk", help="look into the metadata store: ls, get, tree")
+    zk.add_argument("zk_command", choices=("ls", "get", "tree"), metavar="{ls,get,tree}")
+    zk.add_argument("path", help="an absolute znode path, e.g. /brokers/topics")
+    where = zk.add_mutually_exclusive_group()
+    where.add_argument(
+        "--zookeeper", metavar="ADDRESS", help="HOST:PORT[/chroot] or embedded://HOST:PORT"
+    )
+    where.add_argument(
+        "--cluster-file",
+        metavar="PATH",
+        help="the cluster file of a running `kemu up` (default .kemu/cluster.json)",
+    )
+    zk.set_defaults(func=_cmd_zk)
+
+    trace = sub.add_parser("trace", help="work with trace files")
+    trace_sub = trace.add_subparsers(dest="trace_command", required=True, metavar="ACTION")
+    export = trace_sub.add_parser("export", help="export a JSONL trace to Parquet")
+    export.add_argument("trace", help="the JSONL trace file")
+    export.add_argument("output", help="the Parquet file to write")
+    export.set_defaults(func=_cmd_trace_export)
+    add_analysis_parsers(trace_sub)  # kemu trace analyze / diff (cluster.trace_files, spark)
+    add_replay_parser(trace_sub)  # kemu trace replay (cluster.trace_files, spark.replay)
+    _add_chaos_parser(sub)  # kemu chaos
+    _add_reassignment_parsers(sub)  # kemu reassign-partitions, kemu leader-election
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    configure_logging(level=args.log_level.upper())
+    try:
+        status: int = args.func(args)
+    except UsageError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 2
+    except KemuError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

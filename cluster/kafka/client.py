@@ -1,0 +1,678 @@
+"""A minimal Kafka admin client over the wire: what ``kemu topics --bootstrap-server``
+needs, behaving as Kafka 2.7's ``KafkaAdminClient`` does where the CLI can tell.
+
+* It connects to a bootstrap server, asks ApiVersions on every connection and sends each
+  API at the highest version both sides know, capped at what a 2.7 client sends (Metadata
+  v9, CreateTopics v6, DeleteTopics v5, DescribeConfigs v3, CreatePartitions v3). An API
+  the broker does not advertise fails with "The broker does not support <API>".
+* Metadata (with no topics) tells it the brokers and the controller. CreateTopics,
+  CreatePartitions and DeleteTopics go to the controller; an answer with NOT_CONTROLLER
+  makes it forget the controller, refresh the metadata and retry the whole call.
+  Metadata and DescribeConfigs go to any broker.
+* Every call has a deadline (``default.api.timeout.ms``), every request a timeout
+  (``request.timeout.ms``). Connection failures and a missing controller are retried with
+  ``retry.backoff.ms`` between tries until the deadline; after a connection failure the
+  controller is looked up again (it may be the broker that went away).
+* Errors are kemu's: ``KafkaApiError(code, message)`` with the broker's message or, when
+  it sent none, the default message of the code (Kafka's ``Errors``);
+  ``KafkaTimeoutError``, ``UnsupportedVersionError`` and ``ClientConfigError``. Socket
+  errors are translated here and go no further.
+
+Requests go one at a time per connection, so no task outlives a call: a call is a plain
+coroutine. ``--command-config`` files are read by ``load_properties`` (Java properties).
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Final, TypeVar
+
+import anyio
+from anyio.abc import SocketStream
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from actors.runtime.clock import Clock, RealClock
+from cluster.kafka.listener import (
+    api_key_of,
+    codec_api_versions,
+    decode_api_versions_response,
+    decode_response,
+    encode_api_versions_request,
+    encode_request,
+)
+from protocol.errors import ErrorCode, FrameError, KafkaApiError, KemuError
+from protocol.ids import BrokerId, TopicName
+from protocol.kafka_api import (
+    BrokerEndpoint,
+    ClientApiKey,
+    ConfigResource,
+    CreatableTopic,
+    CreatePartitionsRequestData,
+    CreatePartitionsResponseData,
+    CreatePartitionsTopic,
+    CreateTopicResult,
+    CreateTopicsRequestData,
+    CreateTopicsResponseData,
+    DeleteTopicResult,
+    DeleteTopicsRequestData,
+    DeleteTopicsResponseData,
+    DescribeConfigsRequestData,
+    DescribeConfigsResponseData,
+    DescribeConfigsResult,
+    KafkaApiRequestData,
+    KafkaApiResponseData,
+    MetadataRequestData,
+    MetadataResponseData,
+    TopicErrorResult,
+    TopicMetadata,
+    TopicRef,
+)
+
+__all__ = [
+    "CLIENT_MAX_VERSIONS",
+    "ERROR_MESSAGES",
+    "AdminClientConfig",
+    "ClientConfigError",
+    "ClusterView",
+    "KafkaAdminClient",
+    "KafkaClientError",
+    "KafkaTimeoutError",
+    "UnsupportedVersionError",
+    "api_error",
+    "load_properties",
+    "parse_bootstrap_servers",
+]
+
+CLIENT_MAX_VERSIONS: Final[Mapping[ClientApiKey, int]] = {
+    ClientApiKey.API_VERSIONS: 3,
+    ClientApiKey.METADATA: 9,
+    ClientApiKey.CREATE_TOPICS: 6,
+    ClientApiKey.DELETE_TOPICS: 5,
+    ClientApiKey.DESCRIBE_CONFIGS: 3,
+    ClientApiKey.CREATE_PARTITIONS: 3,
+    ClientApiKey.DESCRIBE_CLUSTER: 0,
+}
+"""The newest version of each API a Kafka 2.7 admin client sends."""
+
+ERROR_MESSAGES: Final[Mapping[ErrorCode, str]] = {
+    ErrorCode.UNKNOWN_SERVER_ERROR: (
+        "The server experienced an unexpected error when processing the request."
+    ),
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
+    ErrorCode.LEADER_NOT_AVAILABLE: (
+        "There is no leader for this topic-partition as we are in the middle of a leadership"
+        " election."
+    ),
+    ErrorCode.REQUEST_TIMED_OUT: "The request timed out.",
+    ErrorCode.BROKER_NOT_AVAILABLE: "The broker is not available.",
+    ErrorCode.STALE_CONTROLLER_EPOCH: "The controller moved to another broker.",
+    ErrorCode.NETWORK_EXCEPTION: "The server disconnected before a response was received.",
+    ErrorCode.INVALID_TOPIC_EXCEPTION: (
+        "The request attempted to perform an operation on an invalid topic."
+    ),
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+    ErrorCode.UNSUPPORTED_VERSION: "The version of API is not supported.",
+    ErrorCode.TOPIC_ALREADY_EXISTS: "Topic with this name already exists.",
+    ErrorCode.INVALID_PARTITIONS: "Number of partitions is below 1.",
+    ErrorCode.INVALID_REPLICATION_FACTOR: (
+        "Replication factor is below 1 or larger than the number of available brokers."
+    ),
+    ErrorCode.INVALID_REPLICA_ASSIGNMENT: "Replica assignment is invalid.",
+    ErrorCode.INVALID_CONFIG: "Configuration is invalid.",
+    ErrorCode.NOT_CONTROLLER: "This is not the correct controller for this cluster.",
+    ErrorCode.INVALID_REQUEST: (
+        "This most likely occurs because of a request being malformed by the client library"
+        " or the message was sent to an incompatible broker. See the broker logs for more"
+        " details."
+    ),
+    ErrorCode.POLICY_VIOLATION: "Request parameters do not satisfy the configured policy.",
+    ErrorCode.KAFKA_STORAGE_ERROR: "Disk error when trying to access log file on the disk.",
+    ErrorCode.REASSIGNMENT_IN_PROGRESS: "A partition reassignment is in progress.",
+    ErrorCode.TOPIC_DELETION_DISABLED: "Topic deletion is disabled.",
+    ErrorCode.THROTTLING_QUOTA_EXCEEDED: "The throttling quota has been exceeded.",
+    ErrorCode.UNKNOWN_TOPIC_ID: "This server does not host this topic ID.",
+}
+"""Kafka's default message of each error code a topic command can meet (``Errors.java``):
+what the exception says when the broker sent no message."""
+
+DEFAULT_CLIENT_ID: Final = "adminclient-1"
+_SIZE = struct.Struct(">i")
+_MAX_RESPONSE_BYTES: Final = 100 * 1024 * 1024
+
+
+class KafkaClientError(KemuError):
+    """The admin client could not complete a call (besides an error the broker answered)."""
+
+
+class KafkaTimeoutError(KafkaClientError):
+    """A call did not complete before its deadline (Kafka's ``TimeoutException``)."""
+
+
+class UnsupportedVersionError(KafkaClientError):
+    """The broker does not advertise an API, or no version both sides know."""
+
+
+class ClientConfigError(KafkaClientError):
+    """A client config (``--command-config``, bootstrap servers) is not valid."""
+
+
+def api_error(code: ErrorCode, message: str | None) -> KafkaApiError:
+    """The exception of an error answered by a broker, with Kafka's default message when
+    the broker sent none."""
+    return KafkaApiError(code, message or ERROR_MESSAGES.get(code, code.name))
+
+
+# --------------------------------------------------------------------------- configs
+
+
+_PROPERTY_SEPARATOR = re.compile(r"(?<!\\)[=:\s]")
+
+
+def load_properties(path: Path) -> dict[str, str]:
+    """A Java properties file (``Properties.load``): ``key=value``, ``key:value`` or
+    ``key value``; ``#``/``!`` comments; a trailing backslash continues a line; ``\\``
+    escapes, ``\\uXXXX`` included. Raises ``ClientConfigError`` if it cannot be read."""
+    try:
+        text = path.read_text(encoding="latin-1")
+    except OSError as exc:
+        raise ClientConfigError(f"{path} ({exc.strerror or exc})") from None
+    props: dict[str, str] = {}
+    for line in _logical_lines(text):
+        match = _PROPERTY_SEPARATOR.search(line)
+        if match is None:
+            key, value = line, ""
+        else:
+            key, rest = line[: match.start()], line[match.end() :]
+            rest = rest.lstrip(" \t\f")
+            if match.group() not in "=:" and rest[:1] in ("=", ":"):
+                rest = rest[1:].lstrip(" \t\f")
+            value = rest
+        props[_unescape(key)] = _unescape(value)
+    return props
+
+
+def _logical_lines(text: str) -> Iterable[str]:
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.lstrip(" \t\f")
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        backslashes = len(line) - len(line.rstrip("\\"))
+        if backslashes % 2:
+            pending += line[:-1]
+            continue
+        yield pending + line
+        pending = ""
+    if pending:
+        yield pending
+
+
+def _unescape(text: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if char != "\\" or i + 1 == len(text):
+            out.append(char)
+            i += 1
+            continue
+        nxt = text[i + 1]
+        if nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[i + 2 : i + 6]):
+            out.append(chr(int(text[i + 2 : i + 6], 16)))
+            i += 6
+            continue
+        out.append({"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(nxt, nxt))
+        i += 2
+    return "".join(out)
+
+
+def parse_bootstrap_servers(servers: str) -> tuple[tuple[str, int], ...]:
+    """``HOST:PORT[,HOST:PORT...]`` as Kafka's ``ClientUtils.parseAndValidateAddresses``
+    reads it (blank entries skipped, ``[v6]:port`` allowed)."""
+    out: list[tuple[str, int]] = []
+    for entry in servers.split(","):
+        url = entry.strip()
+        if not url:
+            continue
+        match = re.fullmatch(r"\[?([0-9a-zA-Z\-%._:]*?)]?:([0-9]+)", url)
+        if match is None or not match.group(1):
+            raise ClientConfigError(f"Invalid url in bootstrap.servers: {url}")
+        out.append((match.group(1), int(match.group(2))))
+    if not out:
+        raise ClientConfigError("No resolvable bootstrap urls given in bootstrap.servers")
+    return tuple(out)
+
+
+def _int_config(props: Mapping[str, str], name: str, default: int, *, minimum: int) -> int:
+    raw = props.get(name)
+    if raw is None:
+        return default
+    text = raw.strip()
+    if not re.fullmatch(r"[+-]?[0-9]+", text) or not -(2**31) <= int(text) < 2**31:
+        raise ClientConfigError(
+            f"Invalid value {raw} for configuration {name}: Not a number of type INT"
+        )
+    if int(text) < minimum:
+        raise ClientConfigError(
+            f"Invalid value {text} for configuration {name}: Value must be at least {minimum}"
+        )
+    return int(text)
+
+
+@dataclass(frozen=True, slots=True)
+class AdminClientConfig:
+    """The admin client configs kemu honours (Kafka's names and defaults); anything else a
+    ``--command-config`` file holds (``client.id`` aside) is accepted and ignored."""
+
+    client_id: str = DEFAULT_CLIENT_ID
+    request_timeout_ms: int = 30_000
+    default_api_timeout_ms: int = 60_000
+    retry_backoff_ms: int = 100
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> AdminClientConfig:
+        """Raises ``ClientConfigError`` with Kafka's ``ConfigException`` message."""
+        return cls(
+            client_id=props.get("client.id", "").strip() or DEFAULT_CLIENT_ID,
+            request_timeout_ms=_int_config(props, "request.timeout.ms", 30_000, minimum=0),
+            default_api_timeout_ms=_int_config(props, "default.api.timeout.ms", 60_000, minimum=0),
+            retry_backoff_ms=_int_config(props, "retry.backoff.ms", 100, minimum=0),
+        )
+
+
+# --------------------------------------------------------------------------- connections
+
+
+class _ConnectionError(KafkaClientError):
+    """A connection failed or broke: retriable on another try."""
+
+
+class _Connection:
+    """One broker connection: requests one at a time, in order."""
+
+    def __init__(self, address: tuple[str, int], stream: SocketStream, client_id: str) -> None:
+        self.address = address
+        self._stream = stream
+        self._reader = BufferedByteReceiveStream(stream)
+        self._client_id = client_id
+        self._correlation = 0
+        self._lock = anyio.Lock()
+        self.api_versions: Mapping[int, tuple[int, int]] = {}
+
+    @classmethod
+    async def open(cls, address: tuple[str, int], client_id: str) -> _Connection:
+        host, port = address
+        try:
+            stream = await anyio.connect_tcp(host, port)
+        except OSError as exc:
+            raise _ConnectionError(f"cannot connect to {host}:{port}: {exc}") from None
+        connection = cls(address, stream, client_id)
+        try:
+            await connection._negotiate()
+        except BaseException:
+            await connection.aclose()
+            raise
+        return connection
+
+    async def aclose(self) -> None:
+        with anyio.CancelScope(shield=True):
+            await self._stream.aclose()
+
+    async def _negotiate(self) -> None:
+        version = CLIENT_MAX_VERSIONS[ClientApiKey.API_VERSIONS]
+        frame = await self._exchange(
+            lambda corr: encode_api_versions_request(
+                api_version=version, correlation_id=corr, client_id=self._client_id
+            )
+        )
+        answer = decode_api_versions_response(version, frame)
+        if answer.error_code is ErrorCode.UNSUPPORTED_VERSION:  # an older broker: v0
+            version = 0
+            frame = await self._exchange(
+                lambda corr: encode_api_versions_request(
+                    api_version=version, correlation_id=corr, client_id=self._client_id
+                )
+            )
+            answer = decode_api_versions_response(version, frame)
+        if answer.error_code is not ErrorCode.NONE:
+            raise api_error(answer.error_code, None)
+        self.api_versions = answer.api_versions
+
+    def version_for(self, api_key: ClientApiKey) -> int:
+        """The highest version of ``api_key`` the broker, the codec and a 2.7 client share
+        (``NodeApiVersions.latestUsableVersion``, with its messages)."""
+        broker = self.api_versions.get(int(api_key))
+        codec = codec_api_versions(int(api_key))
+        if broker is None or codec is None:
+            raise UnsupportedVersionError(f"The broker does not support {api_key.name}")
+        allowed = (codec[0], min(codec[1], CLIENT_MAX_VERSIONS[api_key]))
+        low, high = max(allowed[0], broker[0]), min(allowed[1], broker[1])
+        if low > high:
+            raise UnsupportedVersionError(
+                f"The broker does not support {api_key.name} with version in range"
+                f" [{allowed[0]},{allowed[1]}]. The supported range is [{broker[0]},{broker[1]}]."
+            )
+        return high
+
+    async def request(self, data: KafkaApiRequestData) -> KafkaApiResponseData:
+        api_key = api_key_of(data)
+        version = self.version_for(api_key)
+        frame = await self._exchange(
+            lambda corr: encode_request(
+                data, api_version=version, correlation_id=corr, client_id=self._client_id
+            )
+        )
+        try:
+            correlation_id, response = decode_response(int(api_key), version, frame)
+        except FrameError as exc:
+            raise _ConnectionError(f"bad response from {self._name}: {exc}") from None
+        del correlation_id  # checked by _exchange
+        return response
+
+    @property
+    def _name(self) -> str:
+        return f"{self.address[0]}:{self.address[1]}"
+
+    async def _exchange(self, encode: Callable[[int], bytes]) -> bytes:
+        """Send one request, return its response frame (without the size prefix)."""
+        async with self._lock:
+            self._correlation += 1
+            correlation_id = self._correlation
+            try:
+                await self._stream.send(encode(correlation_id))
+                size = _SIZE.unpack(await self._reader.receive_exactly(_SIZE.size))[0]
+                if not 4 <= size <= _MAX_RESPONSE_BYTES:
+                    raise _ConnectionError(f"{self._name} sent a frame of {size} bytes")
+                frame = await self._reader.receive_exactly(size)
+            except (OSError, anyio.EndOfStream, anyio.BrokenResourceError) as exc:
+                raise _ConnectionError(f"connection to {self._name} lost: {exc!r}") from None
+            except anyio.IncompleteRead:
+                raise _ConnectionError(f"{self._name} closed the connection") from None
+            (answered,) = _SIZE.unpack_from(frame)
+            if answered != correlation_id:
+                raise _ConnectionError(
+                    f"{self._name} answered correlation id {answered}, expected {correlation_id}"
+                )
+            return frame
+
+
+# --------------------------------------------------------------------------- the client
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """What Metadata says about the cluster: its live brokers and the controller."""
+
+    cluster_id: str
+    controller_id: BrokerId
+    brokers: tuple[BrokerEndpoint, ...]
+
+
+R = TypeVar("R", bound=KafkaApiResponseData)
+
+
+class _Retry(Exception):
+    """This try failed in a way the next one may not: back off and go again."""
+
+
+class KafkaAdminClient:
+    """Use as ``async with KafkaAdminClient(servers, config) as client: ...``."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[tuple[str, int]],
+        config: AdminClientConfig | None = None,
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        self._bootstrap = (
+            parse_bootstrap_servers(bootstrap_servers)
+            if isinstance(bootstrap_servers, str)
+            else tuple(bootstrap_servers)
+        )
+        if not self._bootstrap:
+            raise ClientConfigError("No resolvable bootstrap urls given in bootstrap.servers")
+        self.config = config or AdminClientConfig()
+        self._clock = clock or RealClock()
+        self._connections: dict[tuple[str, int], _Connection] = {}
+        self._brokers: dict[BrokerId, tuple[str, int]] = {}
+        self._controller: BrokerId | None = None
+        self._next_bootstrap = 0
+
+    async def __aenter__(self) -> KafkaAdminClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        connections, self._connections = list(self._connections.values()), {}
+        for connection in connections:
+            await connection.aclose()
+
+    # ------------------------------------------------------------------ the calls
+
+    async def metadata(
+        self, topics: Sequence[str] | None, *, allow_auto_topic_creation: bool = False
+    ) -> MetadataResponseData:
+        """Metadata for ``topics`` (None: every topic; empty: brokers only)."""
+        request = MetadataRequestData(
+            topics=None if topics is None else tuple(TopicRef(name=TopicName(t)) for t in topics),
+            allow_auto_topic_creation=allow_auto_topic_creation,
+        )
+        return await self._call("metadata", request, MetadataResponseData, controller=False)
+
+    async def list_topics(self, *, include_internal: bool) -> tuple[TopicName, ...]:
+        """``listTopics``: every topic's name (internal ones only if asked)."""
+        response = await self._call(
+            "listTopics", MetadataRequestData(topics=None), MetadataResponseData, controller=False
+        )
+        return tuple(
+            t.name
+            for t in response.topics
+            if t.error_code is ErrorCode.NONE and (include_internal or not t.is_internal)
+        )
+
+    async def describe_cluster(self) -> ClusterView:
+        """``describeCluster`` as 2.7 does it: a Metadata request for no topics."""
+        response = await self._call(
+            "describeCluster",
+            MetadataRequestData(topics=()),
+            MetadataResponseData,
+            controller=False,
+        )
+        return ClusterView(response.cluster_id, response.controller_id, response.brokers)
+
+    async def describe_topics(self, names: Sequence[str]) -> dict[TopicName, TopicMetadata]:
+        """``describeTopics``: each topic's metadata; a topic answered with an error raises
+        ``KafkaApiError`` (the first in the answer's order)."""
+        if not names:
+            return {}
+        request = MetadataRequestData(
+            topics=tuple(TopicRef(name=TopicName(n)) for n in names),
+            allow_auto_topic_creation=False,
+        )
+        response = await self._call(
+            "describeTopics", request, MetadataResponseData, controller=False
+        )
+        found: dict[TopicName, TopicMetadata] = {}
+        for topic in response.topics:
+            if topic.error_code is not ErrorCode.NONE:
+                raise api_error(topic.error_code, None)
+            found[topic.name] = topic
+        for name in names:
+            if name not in found:
+                raise api_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+        return found
+
+    async def describe_configs(
+        self, resources: Sequence[ConfigResource]
+    ) -> dict[tuple[int, str], DescribeConfigsResult]:
+        """``describeConfigs``: the result of each resource, errors included."""
+        response = await self._call(
+            "describeConfigs",
+            DescribeConfigsRequestData(resources=tuple(resources)),
+            DescribeConfigsResponseData,
+            controller=False,
+        )
+        return {(r.resource_type, r.resource_name): r for r in response.results}
+
+    async def create_topics(
+        self, topics: Sequence[CreatableTopic], *, validate_only: bool = False
+    ) -> tuple[CreateTopicResult, ...]:
+        """``createTopics`` (sent to the controller; the broker waits up to
+        ``request.timeout.ms`` for leaders). One result per topic, errors included."""
+        request = CreateTopicsRequestData(
+            topics=tuple(topics),
+            timeout_ms=self.config.request_timeout_ms,
+            validate_only=validate_only,
+        )
+        response = await self._call(
+            "createTopics", request, CreateTopicsResponseData, controller=True
+        )
+        return response.topics
+
+    async def create_partitions(
+        self, topics: Sequence[CreatePartitionsTopic], *, validate_only: bool = False
+    ) -> tuple[TopicErrorResult, ...]:
+        """``createPartitions`` (to the controller). One result per topic."""
+        request = CreatePartitionsRequestData(
+            topics=tuple(topics),
+            timeout_ms=self.config.request_timeout_ms,
+            validate_only=validate_only,
+        )
+        response = await self._call(
+            "createPartitions", request, CreatePartitionsResponseData, controller=True
+        )
+        return response.results
+
+    async def delete_topics(self, names: Sequence[str]) -> tuple[DeleteTopicResult, ...]:
+        """``deleteTopics`` (to the controller). One result per topic."""
+        request = DeleteTopicsRequestData(
+            topics=tuple(TopicRef(name=TopicName(n)) for n in names),
+            timeout_ms=self.config.request_timeout_ms,
+        )
+        response = await self._call(
+            "deleteTopics", request, DeleteTopicsResponseData, controller=True
+        )
+        return response.topics
+
+    # ------------------------------------------------------------------ machinery
+
+    async def _call(
+        self,
+        name: str,
+        request: KafkaApiRequestData,
+        expected: type[R],
+        *,
+        controller: bool,
+    ) -> R:
+        """Send ``request`` until it is answered (retrying failed connections, a missing
+        controller and NOT_CONTROLLER) or the call's deadline passes."""
+        deadline = self._clock.now() + self.config.default_api_timeout_ms / 1000
+        tries = 0
+        reached = False
+        while True:
+            remaining = deadline - self._clock.now()
+            if remaining <= 0:
+                if not reached:
+                    raise KafkaTimeoutError(
+                        f"Timed out waiting for a node assignment. Call: {name}"
+                    )
+                raise KafkaTimeoutError(f"Call(callName={name}) timed out after {tries} attempt(s)")
+            tries += 1
+            try:
+                with anyio.fail_after(min(remaining, self.config.request_timeout_ms / 1000)):
+                    connection = await (
+                        self._controller_connection() if controller else self._any_connection()
+                    )
+                    reached = True
+                    response = await connection.request(request)
+            except (TimeoutError, _ConnectionError, _Retry) as exc:
+                if isinstance(exc, TimeoutError | _ConnectionError):
+                    await self._drop_connections()
+                    # As Kafka's client after a disconnect: refresh the metadata before the
+                    # next try, so a controller that died is not tried until the deadline.
+                    self._controller = None
+                await self._backoff(deadline)
+                continue
+            if not isinstance(response, expected):
+                raise KafkaClientError(f"{name}: unexpected answer {type(response).__name__}")
+            if controller and _answers_not_controller(response):
+                self._controller = None
+                await self._backoff(deadline)
+                continue
+            return response
+
+    async def _backoff(self, deadline: float) -> None:
+        pause = min(self.config.retry_backoff_ms / 1000, max(0.0, deadline - self._clock.now()))
+        await self._clock.sleep(pause)
+
+    async def _drop_connections(self) -> None:
+        connections, self._connections = list(self._connections.values()), {}
+        for connection in connections:
+            await connection.aclose()
+
+    async def _any_connection(self) -> _Connection:
+        """A connection to a known broker, or to the next bootstrap server."""
+        if self._connections:
+            return next(iter(self._connections.values()))
+        candidates = list(self._brokers.values()) + list(self._bootstrap)
+        start = self._next_bootstrap % len(candidates)
+        self._next_bootstrap += 1
+        last: _ConnectionError | None = None
+        for address in candidates[start:] + candidates[:start]:
+            try:
+                return await self._connect(address)
+            except _ConnectionError as exc:
+                last = exc
+        raise last or _ConnectionError("no broker to connect to")
+
+    async def _connect(self, address: tuple[str, int]) -> _Connection:
+        connection = self._connections.get(address)
+        if connection is None:
+            connection = await _Connection.open(address, self.config.client_id)
+            self._connections[address] = connection
+        return connection
+
+    async def _refresh(self) -> None:
+        """Learn the brokers and the controller (Metadata for no topics)."""
+        connection = await self._any_connection()
+        response = await connection.request(MetadataRequestData(topics=()))
+        if not isinstance(response, MetadataResponseData):
+            raise _ConnectionError(f"unexpected answer to Metadata: {type(response).__name__}")
+        self._brokers = {b.broker_id: (b.host, b.port) for b in response.brokers}
+        known = response.controller_id in self._brokers
+        self._controller = response.controller_id if known else None
+
+    async def _controller_connection(self) -> _Connection:
+        if self._controller is None:
+            await self._refresh()
+        if self._controller is None:
+            raise _Retry("no controller yet")
+        return await self._connect(self._brokers[self._controller])
+
+
+def _answers_not_controller(response: KafkaApiResponseData) -> bool:
+    codes: Iterable[ErrorCode]
+    match response:
+        case CreateTopicsResponseData():
+            codes = (t.error_code for t in response.topics)
+        case CreatePartitionsResponseData():
+            codes = (r.error_code for r in response.results)
+        case DeleteTopicsResponseData():
+            codes = (t.error_code for t in response.topics)
+        case _:
+            return False
+    return any(code is ErrorCode.NOT_CONTROLLER for code in codes)
