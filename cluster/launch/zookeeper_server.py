@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = REPO_ROOT / "scripts" / "zookeeper.sh"
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 READY_TIMEOUT = 20.0  # seconds for a started server to serve
