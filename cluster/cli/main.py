@@ -79,8 +79,8 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 
 def _cmd_broker_process(args: argparse.Namespace) -> int:
     from actors.admin import BrokerConfig, ConfigError
+    from cluster.launch.broker_process import BrokerProcessSpec, run_broker_process
     from cluster.launch.connect import parse_host_port
-    from cluster.launch.processes import BrokerProcessSpec, run_broker_process
 
     peers: dict[int, tuple[str, int]] = {}
     for node, address in key_values(args.peer, "--peer").items():
@@ -278,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
         one.set_defaults(func=_cmd_broker)
 
     # One broker process of `kemu up --processes`, started by it (not listed in the help;
-    # the name is cluster.launch.processes.BROKER_PROCESS_COMMAND).
+    # the name is cluster.launch.broker_process.BROKER_PROCESS_COMMAND).
     process = sub.add_parser("_broker", description="one broker process of `kemu up --processes`")
     process.add_argument("--id", type=int, required=True, help="the broker id")
     process.add_argument(

@@ -1,0 +1,261 @@
+"""``kemu _broker``: one broker process of ``kemu up --processes``.
+
+A broker process (``run_broker_process``) runs node ``broker-<id>`` with its ``Broker``
+actor on a TCP network, a ``RemoteStore`` (or ``ZooKeeperStore``) session and a Kafka
+listener, assembled by ``cluster.launch.cluster.start_broker_node`` as in ``kemu up``. It
+prints ``broker <id> ready pid <pid> port <kafka port>`` once registered. Its launcher is
+``cluster.launch.processes``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import time
+import typing
+from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+from anyio.abc import TaskGroup
+
+from actors.admin import BrokerConfig
+from actors.broker.broker import BROKER_ACTOR, Broker, broker_node_id
+from actors.broker.controlled_shutdown import CONTROLLED_SHUTDOWN_ACTOR, ControlledShutdownActor
+from actors.controller.recording import CONTROLLER_INPUTS
+from actors.runtime.actor import Attach, Node
+from actors.runtime.clock import Clock, RealClock
+from actors.runtime.tracer import Tracer
+from actors.zk.store import MetadataStore
+from cluster.launch.cluster import BrokerSpec, start_broker_node
+from cluster.launch.connect import EMBEDDED_SCHEME, STORE_NODE, parse_host_port
+from cluster.network import Network, TcpTransport
+from cluster.store.remote import STORE_ACTOR, RemoteStore
+from cluster.trace_files import JsonlTraceWriter
+from protocol.base import ActorRef
+from protocol.errors import KemuError, sole_error
+from protocol.trace import TraceEvent, TraceHeader
+
+if typing.TYPE_CHECKING:
+    from cluster.chaos.tap import ControlTap
+
+BROKER_PROCESS_COMMAND = "_broker"  # the hidden `kemu _broker` that runs one broker process
+READY_LINE = "broker {id} ready pid {pid} port {port}"
+CHILD_STOP_TIMEOUT = 10.0  # a child gives up its graceful steps (store gone?) after this
+CLOSE_TIMEOUT = 3.0  # then for closing what is left of its store client
+PARENT_POLL = 0.5  # how often a child checks that its launcher still lives
+
+
+# ---------------------------------------------------------------------- a broker process
+
+
+@dataclass(frozen=True)
+class BrokerProcessSpec:
+    """What one broker process runs (the arguments of ``kemu _broker``)."""
+
+    broker_id: int
+    store: str  # embedded://HOST:PORT or a ZooKeeper connection string
+    network_port: int
+    peers: Mapping[int, tuple[str, int]]  # other brokers' inter-node addresses
+    port: int  # the Kafka listener; 0 = any free port
+    log_dir: Path
+    host: str = "127.0.0.1"
+    rack: str | None = None
+    config: Mapping[str, str] = field(default_factory=dict)
+    seed: int = 0
+    incarnation: int = 0  # how many times this broker's process ran before (BrokerSpec)
+    parent_pid: int | None = None  # stop when this process is no longer our parent
+    # Chaos real mode (cluster/chaos): the process's own trace.
+    trace: Path | None = None
+    """Write this process's trace here (JSON lines, flushed per event), with the network
+    tap of ``cluster.chaos.tap``; ts counts from ``trace_origin`` on CLOCK_MONOTONIC,
+    which every process on the machine shares, so that traces merge in time order."""
+    trace_origin: float = 0.0
+
+
+async def run_broker_process(spec: BrokerProcessSpec) -> int:
+    """Run one broker until SIGINT/SIGTERM (or its launcher's death), then stop it
+    gracefully: the broker closes its store session, so its registration goes at once."""
+    try:
+        return await _run_broker(spec)
+    except BaseExceptionGroup as group:  # the task groups wrap what fails in them
+        leaf = sole_error(group)
+        if isinstance(leaf, KemuError):
+            raise leaf from None
+        raise
+
+
+async def _run_broker(spec: BrokerProcessSpec) -> int:
+    if spec.trace is None:
+        return await _serve_broker(spec, Tracer(), None)
+    with _traced(spec) as (tracer, tap):  # chaos: trace this process
+        return await _serve_broker(spec, tracer, tap)
+
+
+# ---------------------------------------------- a traced broker process (chaos real mode)
+
+
+@contextlib.contextmanager
+def _traced(spec: BrokerProcessSpec) -> Iterator[tuple[Tracer, ControlTap]]:
+    """A tracer writing ``spec.trace`` (flushed per event: the chaos runner reads it as it
+    grows) with times on CLOCK_MONOTONIC from ``spec.trace_origin``."""
+    from cluster.chaos.tap import ControlTap  # not at the top: cluster.chaos imports us
+
+    assert spec.trace is not None
+    tracer = Tracer(  # recording the controller's inputs, for ``kemu trace replay``
+        time_fn=time.monotonic, origin=spec.trace_origin, details={CONTROLLER_INPUTS}
+    )
+    header = TraceHeader(run=f"broker-{spec.broker_id}", seed=spec.seed, clock="real")
+    writer = JsonlTraceWriter(spec.trace, header)
+
+    def sink(event: TraceEvent) -> None:
+        writer(event)
+        writer.flush()
+
+    tracer.add_sink(sink)
+    try:
+        yield tracer, ControlTap(tracer)
+    finally:
+        writer.close()
+
+
+async def _expire_on_signal(store: MetadataStore, broker: list[Node]) -> None:
+    """SIGUSR1 (chaos's ``expire_session``): expire the session of this broker
+    (``broker``: its node, once started) for real; the ZooKeeper client takes the
+    session over and closes it."""
+    with anyio.open_signal_receiver(signal.SIGUSR1) as signals:
+        async for _ in signals:
+            try:
+                actor = typing.cast(Broker, broker[-1].actor(BROKER_ACTOR))
+                session_id = actor.session.session_id
+            except (IndexError, KeyError, RuntimeError):  # not started, or no session yet
+                continue
+            await store.expire_session(session_id)
+
+
+async def _serve_broker(spec: BrokerProcessSpec, tracer: Tracer, tap: ControlTap | None) -> int:
+    clock = RealClock()
+    node_id = broker_node_id(spec.broker_id)
+    transport = TcpTransport(host=spec.host, ports={node_id: spec.network_port})
+    for peer, (host, port) in spec.peers.items():
+        transport.add_peer(broker_node_id(peer), host, port)
+    embedded = spec.store.startswith(EMBEDDED_SCHEME)
+    if embedded:
+        transport.add_peer(STORE_NODE, *parse_host_port(spec.store[len(EMBEDDED_SCHEME) :]))
+    network = Network(transport, tracer=tracer, rng=random.Random(spec.seed), clock=clock)
+    attach: Attach = network.attach
+    started: list[Node] = []  # the broker's node, once started (chaos's expiries)
+    if tap is not None:
+        network.add_observer(tap.observe)
+        attach = tap.attach(attach)
+    stop = anyio.Event()
+    orphaned = anyio.Event()  # the launcher is gone, and with it the embedded store
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with anyio.create_task_group() as tg:
+            received: list[int] = []
+            tg.start_soon(_set_on_signal, signals, stop, received)
+            if spec.parent_pid is not None:
+                tg.start_soon(_watch_parent, spec.parent_pid, stop, orphaned)
+            listener = anyio.CancelScope()
+            stopping = anyio.CancelScope()  # bounds the graceful stop once it begins
+            ready = anyio.Event()
+            tg.start_soon(_abort_start_up, stop, ready, stopping)
+            await tg.start(network.run)
+            store = await _broker_store(tg, spec, node_id, network, tracer, clock)
+            if tap is not None:
+                tg.start_soon(_expire_on_signal, store, started)
+            try:
+                with stopping:
+                    async with anyio.create_task_group() as broker_tg:
+                        node, _, port = await start_broker_node(
+                            broker_tg,
+                            BrokerSpec(
+                                broker_id=spec.broker_id,
+                                host=spec.host,
+                                port=spec.port,
+                                log_dir=spec.log_dir,
+                                config=BrokerConfig.from_overrides(dict(spec.config)),
+                                rack=spec.rack,
+                                seed=spec.seed,
+                                incarnation=spec.incarnation,
+                            ),
+                            attach=attach,
+                            store=store,
+                            tracer=tracer,
+                            clock=clock,
+                            listener_scope=listener,
+                        )
+                        started.append(node)
+                        line = READY_LINE.format(id=spec.broker_id, pid=os.getpid(), port=port)
+                        print(line, flush=True)
+                        ready.set()
+                        await stop.wait()
+                        if received[:1] == [signal.SIGINT]:
+                            _skip_controlled_shutdown(node)
+                        stopping.deadline = anyio.current_time() + CHILD_STOP_TIMEOUT
+                        listener.cancel()
+                        if orphaned.is_set() and isinstance(store, RemoteStore):
+                            node.crash()  # no store to close a session with
+                        else:
+                            node.stop()
+            finally:
+                if orphaned.is_set() and isinstance(store, RemoteStore):
+                    store.discard()
+                else:
+                    with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT):
+                        await store.aclose()
+            tg.cancel_scope.cancel()
+    return 0
+
+
+async def _broker_store(
+    tg: TaskGroup,
+    spec: BrokerProcessSpec,
+    node_id: str,
+    network: Network,
+    tracer: Tracer,
+    clock: Clock,
+) -> MetadataStore:
+    if not spec.store.startswith(EMBEDDED_SCHEME):
+        from cluster.store.zookeeper import ZooKeeperStore
+
+        return ZooKeeperStore(spec.store, tracer=tracer, clock=clock)
+    # The store client on a node of its own, so that it outlives the broker's node while
+    # the broker closes its session on a graceful stop.
+    client = Node(f"{node_id}-store-client", attach=network.attach, tracer=tracer, clock=clock)
+    await tg.start(client.run)
+    return RemoteStore(client, ActorRef(STORE_NODE, STORE_ACTOR))
+
+
+async def _set_on_signal(
+    signals: AsyncIterator[int], stop: anyio.Event, received: list[int]
+) -> None:
+    async for signum in signals:
+        received.append(signum)
+        stop.set()
+
+
+def _skip_controlled_shutdown(node: Node) -> None:
+    """SIGINT from the launcher: the whole cluster stops, so there is no broker to move
+    leaderships to (the last one would retry for ``max.retries`` x backoff for nothing);
+    SIGTERM (``kemu broker stop``) keeps the controlled shutdown."""
+    actor = node.actor(CONTROLLED_SHUTDOWN_ACTOR)
+    if isinstance(actor, ControlledShutdownActor):
+        actor.enable = False
+
+
+async def _abort_start_up(stop: anyio.Event, ready: anyio.Event, scope: anyio.CancelScope) -> None:
+    """Told to stop before the broker is up: give up starting it."""
+    await stop.wait()
+    if not ready.is_set():
+        scope.cancel()
+
+
+async def _watch_parent(parent_pid: int, stop: anyio.Event, orphaned: anyio.Event) -> None:
+    while os.getppid() == parent_pid:  # noqa: ASYNC110 - an OS condition, no event
+        await anyio.sleep(PARENT_POLL)
+    orphaned.set()
+    stop.set()
