@@ -287,7 +287,7 @@ async def bare(request: pytest.FixtureRequest, anyio_backend: str) -> AsyncItera
     stays as written."""
     from actors.zk import kafka_zk
     from cluster.store.embedded import EmbeddedStore
-    from tests.controller.fakes import registration
+    from tests.support.fake_brokers import registration
 
     if request.param == "zookeeper":
         from cluster.store.zookeeper import ZooKeeperStore

@@ -23,7 +23,7 @@ from protocol.control import (
 from protocol.errors import ErrorCode
 from protocol.ids import BrokerEpoch, BrokerId, ControllerEpoch, TopicName
 from protocol.store import CreateOp, DeleteOp, SetDataOp
-from tests.controller.fakes import ControllerCluster, registration
+from tests.support.fake_brokers import ControllerCluster, registration
 
 
 def cluster_test(body: Callable[[ControllerCluster], Awaitable[None]], **options: bool) -> None:

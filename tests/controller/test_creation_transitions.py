@@ -11,9 +11,9 @@ from actors.controller.model import PartitionAndReplica
 from protocol import zkdata
 from protocol.control import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 from protocol.ids import BrokerId
-from tests.controller.fakes import ControllerCluster
 from tests.controller.test_controller_integration import cluster_test
 from tests.controller.test_state_machines import T0, P, R, Rig, rig_test
+from tests.support.fake_brokers import ControllerCluster
 
 R0 = PartitionAndReplica(T0, BrokerId(0))
 

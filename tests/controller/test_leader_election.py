@@ -18,8 +18,7 @@ from protocol.errors import ErrorCode
 from protocol.ids import BrokerId
 from protocol.store import CreateOp
 from protocol.trace import TraceEvent
-from tests.controller.fakes import ControllerCluster
-from tests.controller.support import (
+from tests.support.controller_cluster import (
     exists,
     ids,
     mark_for_deletion,
@@ -32,6 +31,7 @@ from tests.controller.support import (
     tp,
     write_preferred_election,
 )
+from tests.support.fake_brokers import ControllerCluster
 
 PREFERRED = zkdata.PREFERRED_REPLICA_ELECTION_PATH
 

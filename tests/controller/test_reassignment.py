@@ -10,8 +10,7 @@ from protocol import jvm, zkdata
 from protocol.control import StopReplicaRequest
 from protocol.ids import TopicName
 from protocol.store import CreateOp
-from tests.controller.fakes import ControllerCluster
-from tests.controller.support import (
+from tests.support.controller_cluster import (
     assignment_of,
     exists,
     ids,
@@ -25,6 +24,7 @@ from tests.controller.support import (
     tp,
     write_reassignment,
 )
+from tests.support.fake_brokers import ControllerCluster
 
 REASSIGN = zkdata.REASSIGN_PARTITIONS_PATH
 

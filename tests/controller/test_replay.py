@@ -40,8 +40,8 @@ from protocol.control import (
 from protocol.errors import ErrorCode
 from protocol.ids import BrokerEpoch, BrokerId, TopicName
 from protocol.trace import TraceEvent
-from tests.controller.fakes import ControllerCluster
-from tests.controller.support import run_cluster, start
+from tests.support.controller_cluster import run_cluster, start
+from tests.support.fake_brokers import ControllerCluster
 from tests.support.planted import deletion_without_delete_phase
 
 ROOT = Path(__file__).resolve().parents[2]

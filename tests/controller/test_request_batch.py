@@ -28,7 +28,7 @@ from protocol.control import (
 )
 from protocol.errors import ErrorCode
 from protocol.ids import BrokerId, ControllerEpoch, LeaderEpoch, TopicName
-from tests.controller.fakes import RecordingSender, registration
+from tests.support.fake_brokers import RecordingSender, registration
 
 T0 = TopicPartition(TopicName("t"), 0)
 T1 = TopicPartition(TopicName("t"), 1)

@@ -40,7 +40,7 @@ from protocol.control import (
     UpdateMetadataRequest,
 )
 from protocol.ids import BrokerId, ControllerEpoch, LeaderEpoch, TopicName
-from tests.controller.fakes import RecordingSender, registration
+from tests.support.fake_brokers import RecordingSender, registration
 
 P = PartitionState
 R = ReplicaState

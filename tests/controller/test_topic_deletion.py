@@ -13,8 +13,8 @@ from protocol import zkdata
 from protocol.control import LEADER_DURING_DELETE, StopReplicaRequest
 from protocol.ids import TopicName
 from protocol.trace import TraceEvent
-from tests.controller.fakes import ControllerCluster
 from tests.controller.test_controller_integration import cluster_test, tp
+from tests.support.fake_brokers import ControllerCluster
 
 ALPHA = {0: [0, 1, 2], 1: [1, 2, 0]}
 

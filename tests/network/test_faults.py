@@ -21,7 +21,7 @@ from cluster.network import (
     Rule,
     decide,
 )
-from tests.network.support import NetTestPing
+from tests.support.network import NetTestPing
 
 
 def _fate(

@@ -19,7 +19,7 @@ from protocol.base import Message
 from protocol.codec import FrameReader, decode_envelope, frame
 from protocol.envelope import Envelope
 from protocol.errors import NetworkError
-from tests.network.support import (
+from tests.support.network import (
     WAIT,
     Cluster,
     Inbox,

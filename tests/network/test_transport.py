@@ -13,7 +13,7 @@ from actors.runtime.tracer import Tracer
 from cluster.network import Delay, Drop, Duplicate, Match, Network, Reorder
 from protocol.envelope import Envelope
 from protocol.errors import NetworkError
-from tests.network.support import (
+from tests.support.network import (
     TRANSPORTS,
     Inbox,
     NetTestPing,

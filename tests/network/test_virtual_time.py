@@ -6,7 +6,7 @@ from actors.runtime.clock import VirtualClock, run_virtual
 from cluster.network import Delay, Drop, Duplicate, InProcessTransport, Match, Reorder
 from protocol.envelope import Envelope
 from protocol.trace import TraceEvent
-from tests.network.support import NetTestPing, NetTestPong, envelope, ping, running, trace_lines
+from tests.support.network import NetTestPing, NetTestPong, envelope, ping, running, trace_lines
 
 
 def _numbered(src: str, dst: str, n: int) -> Envelope:

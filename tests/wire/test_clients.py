@@ -30,7 +30,7 @@ from kafka.errors import TopicAlreadyExistsError  # type: ignore[import-untyped]
 
 from protocol.ids import BrokerId, TopicName
 from protocol.kafka_api import CreatableTopic, TopicConfig
-from tests.wire.support import CLUSTER_ID, WAIT, FakeCluster, FakeHandler, fake_cluster
+from tests.support.fake_kafka import CLUSTER_ID, WAIT, FakeCluster, FakeHandler, fake_cluster
 
 pytestmark = pytest.mark.asyncio
 

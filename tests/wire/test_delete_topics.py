@@ -50,10 +50,10 @@ from protocol.control import (
 from protocol.controller import ControllerStatus, ControllerStatusRequest
 from protocol.errors import ErrorCode
 from protocol.ids import BrokerEpoch, BrokerId, ControllerEpoch, LeaderEpoch, TopicName
+from tests.support.fake_kafka import kp_decode, kp_frame
+from tests.support.raw_kafka import exchange
 from tests.support.waiting import eventually
 from tests.support.wire import DirectWire
-from tests.wire.raw import exchange
-from tests.wire.support import kp_decode, kp_frame
 
 pytestmark = pytest.mark.anyio
 

@@ -30,9 +30,9 @@ from protocol import zkdata
 from protocol.errors import ErrorCode
 from protocol.ids import TopicName
 from protocol.kafka_api import CreatableTopic
+from tests.support.fake_kafka import kp_decode, kp_frame
+from tests.support.raw_kafka import exchange
 from tests.support.waiting import eventually
-from tests.wire.raw import exchange
-from tests.wire.support import kp_decode, kp_frame
 
 pytestmark = pytest.mark.anyio
 

@@ -35,7 +35,7 @@ from protocol.errors import NetworkError
 from protocol.ids import BrokerId, TopicName
 from protocol.kafka_api import CreatableTopic
 from protocol.trace import TraceEvent
-from tests.wire.support import (
+from tests.support.fake_kafka import (
     HOST,
     WAIT,
     CodecFakeHandler,

@@ -20,7 +20,7 @@ from protocol.codec import (
 )
 from protocol.envelope import Envelope, EnvelopeKind
 from protocol.errors import FrameError
-from tests.network.support import NetTestPing, ping
+from tests.support.network import NetTestPing, ping
 
 REF = {"node": "a", "name": "b"}
 names = st.text(min_size=1, max_size=12)

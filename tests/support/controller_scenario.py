@@ -1,7 +1,7 @@
 """A controller scenario whose whole trace must be reproducible: three brokers, topics
 created, a broker crash, the controller's session expiry, a partition addition.
 
-``python -m tests.controller.scenario`` prints the trace as JSON lines (the determinism
+``python -m tests.support.controller_scenario`` prints the trace as JSON lines (the determinism
 test compares it across interpreters with different hash seeds).
 """
 
@@ -15,7 +15,7 @@ import msgspec
 from actors.runtime.clock import run_virtual
 from actors.zk import kafka_zk
 from protocol.ids import TopicName
-from tests.controller.fakes import ControllerCluster
+from tests.support.fake_brokers import ControllerCluster
 
 
 async def _scenario() -> bytes:

@@ -14,7 +14,7 @@ from protocol import zkdata
 from protocol.control import TopicPartition
 from protocol.ids import BrokerId, ControllerEpoch, TopicName
 from protocol.store import CreateOp, DeleteOp, SetDataOp
-from tests.controller.fakes import BrokerHandle, ControllerCluster
+from tests.support.fake_brokers import BrokerHandle, ControllerCluster
 
 
 def run_cluster(

@@ -73,7 +73,7 @@ from protocol.kafka_api import (
     TopicMetadata,
     TopicRef,
 )
-from tests.wire.support import SUPPORTED, kp_decode, kp_frame
+from tests.support.fake_kafka import SUPPORTED, kp_decode, kp_frame
 
 B1, B2, B3 = BrokerId(1), BrokerId(2), BrokerId(3)
 TOPIC = TopicName("orders")

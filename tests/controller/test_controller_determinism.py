@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.controller.scenario import scenario_trace
+from tests.support.controller_scenario import scenario_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -19,7 +19,7 @@ def test_the_controller_scenario_traces_identically_across_hash_seeds() -> None:
     assert b'"transition"' in first
     env = {**os.environ, "PYTHONHASHSEED": "4242"}
     other = subprocess.run(
-        [sys.executable, "-m", "tests.controller.scenario"],
+        [sys.executable, "-m", "tests.support.controller_scenario"],
         cwd=ROOT,
         env=env,
         capture_output=True,

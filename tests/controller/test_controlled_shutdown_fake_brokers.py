@@ -14,8 +14,8 @@ from protocol.control import (
 )
 from protocol.errors import ErrorCode
 from protocol.ids import BrokerEpoch, BrokerId
-from tests.controller.fakes import ControllerCluster
-from tests.controller.support import ids, run_cluster, start, state_of, tp
+from tests.support.controller_cluster import ids, run_cluster, start, state_of, tp
+from tests.support.fake_brokers import ControllerCluster
 
 
 async def shut_down(

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from cluster.launch.connect import ClusterFile
-from tests.cli.test_broker_commands import parse_status
+from tests.cli.test_broker_commands_in_process import parse_status
 from tests.cli.test_end_to_end import KemuUp, kemu
 from tests.integration.test_processes import alive, eventually
 from tests.support.zookeeper import ZooKeeperServer
