@@ -84,23 +84,17 @@ deletes its ephemerals (firing other sessions' watches) exactly as on expiry.
 from __future__ import annotations
 
 import asyncio
-import logging
-import struct
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from enum import Enum
 from typing import Any, assert_never
 
 import anyio
 from aiozk import exc as zk_exc
 from aiozk import protocol as zk_proto
-from aiozk.connection import Connection
 from aiozk.features import Features
-from aiozk.retry import RetryPolicy
-from aiozk.session import Session
-from aiozk.states import SessionStateMachine, States
+from aiozk.states import States
 from anyio import BrokenResourceError, ClosedResourceError
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
@@ -108,14 +102,15 @@ from actors.runtime.clock import Clock, RealClock
 from actors.runtime.tracer import Tracer
 from actors.zk.store import MetadataStore, StoreSession, new_event_stream, validate_path
 from cluster.store import _jute
+from cluster.store.zk_client import _AiozkSession, _discard, _RawMulti
+from cluster.store.zk_expiry import _kill_server_session
+from cluster.store.zk_pipeline import _PIPELINE_WINDOW, _Pipeline, _Pipelined
+from cluster.store.zk_translate import _MULTI_BYSTANDER_CODES, _stat, _translate
 from protocol.errors import (
     BadArgumentsError,
-    BadVersionError,
     ConnectionLossError,
-    NoChildrenForEphemeralsError,
     NodeExistsError,
     NoNodeError,
-    NotEmptyError,
     SessionExpiredError,
     StoreClosedError,
     StoreError,
@@ -141,82 +136,15 @@ from protocol.store import (
 )
 from protocol.trace import TraceKind
 
-# Patch 9: aiozk logs every connection loss at ERROR with a traceback.
-logging.getLogger("aiozk").setLevel(logging.CRITICAL)
-
 ROOT = "/"
 MAX_DATA = 1024 * 1024  # a node's data, as the embedded store and ZooKeeper's docs say
 MAX_PACKET = 0xFFFFF  # the server's jute.maxbuffer: a longer request drops the connection
 _REQUEST_OVERHEAD = 1024  # more than a create's or set's bytes besides its path and data
 _SET_WATCHES_BATCH = 128 * 1024  # path bytes per SetWatches (as the Java client)
-_CONNECT_TIMEOUT = 2.0  # one connection attempt: TCP connect, srvr handshake, reconnect
-_RETRY_FIRST = 0.05  # reconnect backoff: first pause, doubling up to ...
-_RETRY_MAX = 0.5  # ... this (aiozk: 2**n seconds up to 60)
 _CLOSE_TIMEOUT = 2.0  # the CloseRequest of a clean close
 _CALL_FRACTION = 2 / 3  # a call's bound, as a fraction of the session timeout
-_PIPELINE_WINDOW = 256  # pipelined multi-ops in flight on one connection (patch 10)
-_SIZE = struct.Struct("!i")  # the length prefix of every frame
-_READ_CHUNK = 256 * 1024  # bytes asked of the socket at once (many pipelined replies)
-_REPLY_HEADER = struct.Struct("!iqi")  # xid, zxid, error code
-_REPLY_HEADER_SIZE = _REPLY_HEADER.size
 
 _OPEN_ACL = [zk_proto.UNRESTRICTED_ACCESS]
-
-# aiozk's response errors -> ours (CONVENTIONS #3: translated once, here).
-_ERRORS: dict[type[Any], type[StoreError]] = {
-    zk_exc.NoNode: NoNodeError,
-    zk_exc.NodeExists: NodeExistsError,
-    zk_exc.BadVersion: BadVersionError,
-    zk_exc.NotEmpty: NotEmptyError,
-    zk_exc.NoChildrenForEphemerals: NoChildrenForEphemeralsError,
-    zk_exc.BadArguments: BadArgumentsError,
-    zk_exc.SessionExpired: SessionExpiredError,
-    zk_exc.ConnectionLoss: ConnectionLossError,
-    zk_exc.OperationTimeout: ConnectionLossError,
-    zk_exc.SessionMoved: ConnectionLossError,
-}
-# Everything that means "the connection failed; the outcome is unknown".
-_CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
-    zk_exc.ConnectError,
-    zk_exc.FailedRetry,
-    zk_exc.TimeoutError,
-    zk_exc.SessionLost,
-    zk_exc.UnfinishedRead,
-    OSError,
-    TimeoutError,
-    EOFError,
-)
-# Multi-op reply codes of the ops that did not fail themselves (rolled back, and
-# ZooKeeper's RUNTIMEINCONSISTENCY for the ops after the failing one).
-_MULTI_BYSTANDER_CODES = (zk_exc.RolledBack.error_code, zk_exc.RuntimeInconsistency.error_code)
-
-
-def _translate(err: BaseException, path: str) -> StoreError:
-    """A foreign exception as one of ours."""
-    if isinstance(err, StoreError):
-        return err
-    mapped = _ERRORS.get(type(err))
-    if mapped is not None:
-        return mapped(path)
-    if isinstance(err, _CONNECTION_ERRORS):
-        return ConnectionLossError(f"{path}: {type(err).__name__}: {err}")
-    return StoreError(f"{path}: zookeeper error {type(err).__name__}: {err}")
-
-
-def _stat(s: Any) -> Stat:
-    return Stat(
-        czxid=s.created_zxid,
-        mzxid=s.last_modified_zxid,
-        pzxid=s.last_modified_children,
-        ctime=s.created,
-        mtime=s.modified,
-        version=s.version,
-        cversion=s.child_version,
-        aversion=s.acl_version,
-        ephemeral_owner=s.ephemeral_owner,
-        data_length=s.data_length,
-        num_children=s.num_children,
-    )
 
 
 def _parse_hosts(hosts: str) -> tuple[str, str]:
@@ -254,327 +182,6 @@ def _check_packet(request: Any, *, path: str = "", data: bytes | None = None) ->
     size = len(request.serialize(0))
     if size > MAX_PACKET:
         raise BadArgumentsError(f"request of {size} bytes is over ZooKeeper's {MAX_PACKET}")
-
-
-def _discard(conn: Any) -> None:
-    """Drop an aiozk connection now: pending requests fail with ``ConnectError``, its read
-    loop is cancelled and its socket closed. Synchronous, idempotent."""
-    if conn is None:
-        return
-    conn.closing = True
-    task = conn.read_loop_task
-    if task is not None and not task.done() and task is not asyncio.current_task():
-        task.cancel()
-    conn.abort()
-    if conn.writer is not None:
-        conn.writer.close()
-
-
-# ----------------------------------------------------------------------------- aiozk patches
-
-
-class _Connection(Connection):  # type: ignore[misc]  # aiozk is untyped
-    """An aiozk connection that reports its own death (patch 3), records the last zxid the
-    server replied with, and runs watch registrations in wire order (patch 5)."""
-
-    def __init__(self, host: str, port: int, session: _AiozkSession) -> None:
-        super().__init__(
-            host, port, watch_handler=session.event_dispatch, read_timeout=session.read_timeout
-        )
-        self._session = session
-        self._on_reply: dict[int, Callable[[Any], None]] = {}
-        self._inbox = bytearray()  # read off the socket, not yet taken as replies
-
-    def send(self, request: Any, xid: int | None = None) -> Any:
-        future = super().send(request, xid=xid)
-        on_reply = getattr(request, "kemu_on_reply", None)
-        if on_reply is not None and xid is not None and not future.done():
-            self._on_reply[xid] = on_reply
-        return future
-
-    def send_pipelined(self, requests: Sequence[tuple[int, Any, bytes]]) -> list[Any]:
-        """Patch 10: register ``(xid, request, serialized)`` requests, in order, and write
-        them to the socket at once (one write instead of one per request). Returns one
-        future per request, as ``send`` does; on a closing connection they fail at once."""
-        loop = asyncio.get_running_loop()
-        futures = []
-        frames = []
-        for xid, request, payload in requests:
-            future = loop.create_future()
-            futures.append(future)
-            if self.closing:
-                future.set_exception(zk_exc.ConnectError(self.host, self.port))
-                continue
-            self.opcode_xref[xid] = request.opcode
-            self.pending[xid] = future
-            on_reply = getattr(request, "kemu_on_reply", None)
-            if on_reply is not None:
-                self._on_reply[xid] = on_reply
-            frames.append(_SIZE.pack(len(payload)))
-            frames.append(payload)
-        if frames:
-            try:
-                self.writer.write(b"".join(frames))
-            except Exception:  # as aiozk's send: the connection is dropped, futures fail
-                self.abort()
-        return futures
-
-    async def _frame(self) -> bytes:
-        """Patch 10: the next reply (without its length prefix), cut from what was read in
-        chunks (aiozk reads each reply in three bounded reads, a task per read through
-        ``asyncio.wait_for``; pipelined replies come many per chunk). As aiozk: waiting for
-        a reply to start has no bound, the rest of it must come within the read timeout;
-        a closed socket ends the read loop."""
-        inbox = self._inbox
-        while len(inbox) < _SIZE.size:
-            chunk = await self.reader.read(_READ_CHUNK)
-            if not chunk:
-                raise ConnectionAbortedError
-            inbox += chunk
-        (size,) = _SIZE.unpack_from(inbox)
-        end = _SIZE.size + size
-        if len(inbox) < end:
-            try:
-                async with asyncio.timeout(self.read_timeout):
-                    while len(inbox) < end:
-                        chunk = await self.reader.read(max(end - len(inbox), _READ_CHUNK))
-                        if not chunk:
-                            raise zk_exc.UnfinishedRead
-                        inbox += chunk
-            except TimeoutError:
-                raise zk_exc.UnfinishedRead from None
-        frame = bytes(inbox[_SIZE.size : end])
-        del inbox[:end]
-        return frame
-
-    async def read_response(self, initial_connect: bool = False) -> Any:
-        # aiozk's, with replies cut from chunks and a multi's parsed by ``_jute`` (patches
-        # 10, 11); connect and close replies have no reply header.
-        frame = await self._frame()
-        if initial_connect or self.pending_specials[zk_proto.CLOSE_XID]:
-            return None, None, zk_proto.ConnectResponse.deserialize(frame)
-        xid, zxid, error_code = _REPLY_HEADER.unpack_from(frame)
-        response: Any
-        if error_code:
-            self.opcode_xref.pop(xid)
-            response = zk_exc.get_response_error(error_code)
-        elif xid == zk_proto.WATCH_XID:
-            response = zk_proto.WatchEvent.deserialize(frame[_REPLY_HEADER_SIZE:])
-        else:
-            opcode = self.opcode_xref.pop(xid)
-            payload = frame[_REPLY_HEADER_SIZE:]
-            if opcode == _jute.OP_MULTI:
-                response = _jute.parse_multi_reply(payload)
-            elif opcode == _jute.OP_GET_CHILDREN:
-                response = _jute.parse_children_reply(payload)
-            else:
-                response = zk_proto.response_xref[opcode].deserialize(payload)
-        if xid is not None and xid > 0:
-            if zxid is not None and zxid > self._session.kemu_last_zxid:
-                self._session.kemu_last_zxid = zxid
-            on_reply = self._on_reply.pop(xid, None)
-            if on_reply is not None:
-                on_reply(response)
-        return xid, zxid, response
-
-    async def read_loop(self) -> None:
-        # aiozk's loop returns on EOF without a word; an exception out of it (a reply it
-        # cannot match, a bug in our notification handling) ends the connection too.
-        try:
-            await super().read_loop()
-        except Exception as err:
-            self._session.kemu_owner.kemu_task_failed("zookeeper_read_loop", err)
-        if not self.closing:
-            self.abort()
-            self._session.kemu_connection_lost(self)
-
-
-class _RawMulti:
-    """A multi-op request already encoded (patch 11), sent through aiozk as its own
-    requests are: ``Session.send`` and ``Connection.send`` only use these members."""
-
-    __slots__ = ("_ops",)
-    opcode = _jute.OP_MULTI
-    special_xid = None
-    writes_data = True
-
-    def __init__(self, ops: list[bytes]) -> None:
-        self._ops = ops
-
-    def serialize(self, xid: int | None = None) -> bytes:
-        return _jute.multi_request(xid or 0, self._ops)
-
-
-class _StateMachine(SessionStateMachine):  # type: ignore[misc]  # aiozk is untyped
-    """aiozk's session states, with a hook called after every transition."""
-
-    def __init__(self, session: Any, hook: Callable[[str, str], None]) -> None:
-        super().__init__(session=session)
-        self._hook = hook
-
-    def transition_to(self, state: str) -> None:
-        previous = self.current_state
-        super().transition_to(state)
-        self._hook(previous, state)
-
-
-class _Retry(Exception):
-    """The session handshake failed without a verdict on the session: try again."""
-
-
-class _AiozkSession(Session):  # type: ignore[misc]  # aiozk is untyped
-    """aiozk's session with the reconnection, watch and expiry behaviour described in the
-    module docstring (patches 2, 4, 5, 6). ``owner`` decides; this class only reports."""
-
-    # Set by aiozk's __init__; declared for mypy.
-    conn: Any
-    timeout: Any
-    session_id: Any
-    password: Any
-
-    def __init__(self, servers: str, timeout: float, owner: ZooKeeperSession) -> None:
-        super().__init__(
-            servers,
-            timeout,
-            RetryPolicy.n_times(1),  # patch 2
-            False,  # allow_read_only
-            None,  # read_timeout: aiozk's default (3 s per partial read)
-        )
-        self.state = _StateMachine(self, owner.kemu_transition)
-        self.kemu_owner = owner
-        self.kemu_last_zxid = 0
-        self._next_host = 0
-        self._failures = 0
-
-    # -- connecting (patch 4)
-
-    async def repair_loop(self) -> None:
-        owner = self.kemu_owner
-        while not self.closing:
-            await self.state.wait_for(States.SUSPENDED, States.LOST)
-            await owner.kemu_hold_reconnect()
-            if self.closing or not owner.kemu_wants_connection():
-                return
-            await self.find_server(allow_read_only=False)
-            try:
-                await asyncio.wait_for(self.establish_session(), self.timeout)
-            except zk_exc.SessionLost:  # the server has no such session: owner notified
-                _discard(self.conn)
-                continue
-            except (TimeoutError, _Retry, OSError, zk_exc.ZKError):
-                _discard(self.conn)
-                self._failures += 1
-                continue
-            self._failures = 0
-            self.state.transition_to(States.CONNECTED)
-            self.conn.start_read_loop()
-            await self.set_existing_watches()
-
-    async def find_server(self, allow_read_only: bool) -> None:
-        """Try each server in turn (round robin, no global RNG) with a short backoff."""
-        delay = _RETRY_FIRST
-        if self._failures:
-            await self.kemu_owner.kemu_clock.sleep(min(_RETRY_MAX, delay * 2**self._failures))
-        while True:
-            for _ in range(len(self.hosts)):
-                host, port = self.hosts[self._next_host % len(self.hosts)]
-                self._next_host += 1
-                conn = await self.make_connection(host, port)
-                if conn is not None:
-                    old, self.conn = self.conn, conn
-                    if old is not conn:
-                        _discard(old)
-                    return
-            await self.kemu_owner.kemu_clock.sleep(delay)
-            delay = min(delay * 2, _RETRY_MAX)
-
-    async def make_connection(self, host: str, port: Any) -> Any:
-        conn = _Connection(host, int(port), self)
-        try:
-            await asyncio.wait_for(conn.connect(), _CONNECT_TIMEOUT)
-        except (TimeoutError, OSError, zk_exc.ZKError):
-            _discard(conn)
-            return None
-        return conn
-
-    async def establish_session(self) -> None:
-        owner = self.kemu_owner
-        reply = await self.conn.send_connect(
-            zk_proto.ConnectRequest(
-                protocol_version=0,
-                # an old session is only being closed: any zxid will do (patch 6)
-                last_seen_zxid=0 if owner.kemu_expiring() else self.kemu_last_zxid,
-                timeout=int(self.timeout * 1000),
-                session_id=self.session_id or 0,
-                password=self.password,
-                read_only=False,
-            )
-        )
-        if reply is None:  # aiozk: read error; it would give up the session here
-            raise _Retry
-        _, response = reply
-        if response.session_id == 0:  # the server has no such session (any more)
-            if self.state != States.LOST:
-                self.state.transition_to(States.LOST)
-            raise zk_exc.SessionLost
-        self.session_id = response.session_id
-        self.password = response.password
-        self.timeout = response.timeout / 1000
-
-    def kemu_connection_lost(self, conn: Any) -> None:
-        """Patch 3: the read loop of ``conn`` ended without being asked to."""
-        if conn is self.conn and not self.closing and self.state == States.CONNECTED:
-            self.state.transition_to(States.SUSPENDED)
-
-    async def heartbeat(self) -> None:
-        """Patch 12: aiozk's ping re-raises any failure but a connection loss or a timeout,
-        and nobody awaits its task: an error reply (the session moved to another
-        connection or expired under the ping) ended it with an exception never
-        retrieved. Such a ping is traced and dropped; what the connection does next (the
-        server closes it) is what the session goes by."""
-        try:
-            await super().heartbeat()
-        except Exception as err:
-            self.kemu_owner.kemu_task_failed("zookeeper_heartbeat", err)
-
-    # -- watches (patch 5)
-
-    def event_dispatch(self, event: Any) -> None:
-        self.kemu_owner.kemu_notification(event)
-
-    async def set_existing_watches(self) -> None:
-        await self.kemu_owner.kemu_reconnected()
-
-
-# ----------------------------------------------------------------------------- sessions
-
-
-@dataclass(frozen=True, slots=True)
-class _Pipeline:
-    """What a pipelined batch is made of (patch 10): how each item is traced (``op``, its
-    ``path`` and extra ``fields``), becomes a request, and turns its reply into its
-    outcome, and how it is run alone while the session is not connected."""
-
-    op: str
-    path: Callable[[Any], str]
-    fields: Callable[[Any], dict[str, Any]]
-    request: Callable[[Any], Any]
-    finish: Callable[[Any, Any], Any]
-    lone: Callable[[Any], Awaitable[Any]]
-
-
-class _Pipelined:
-    """One request of a pipelined batch: its item, then its reply's future and connection
-    once sent, then its outcome."""
-
-    __slots__ = ("conn", "future", "item", "outcome", "path")
-
-    def __init__(self, item: Any, path: str) -> None:
-        self.item = item
-        self.path = path  # where it is traced (a multi: its first op's, the epoch check)
-        self.outcome: Any = None
-        self.future: asyncio.Future[Any] | None = None
-        self.conn: Any = None
 
 
 class _Life(Enum):
@@ -1390,55 +997,6 @@ class ZooKeeperSession(StoreSession):
             self.trace(op, path, type(err).__name__, **fields)
             raise
         self.trace(op, path, "ok", **fields)
-
-
-async def _kill_server_session(
-    servers: str,
-    session_id: int,
-    password: bytes,
-    session_timeout: float,
-    clock: Clock,
-    *,
-    taken: Callable[[], Awaitable[None]] | None = None,
-) -> bool:
-    """ZooKeeper's classic expiry trick: connect with the session's id and password (the
-    server moves the session to this connection), then close it. Returns True once the
-    server has no such session; retries while it cannot tell (the caller bounds it).
-    ``taken`` is awaited between the two steps (tests widen the window with it)."""
-    hosts = [h.rsplit(":", 1) for h in servers.split(",")]
-    while True:
-        for host, port in hosts:
-            conn = Connection(host, int(port), watch_handler=lambda _: None, read_timeout=None)
-            try:
-                await asyncio.wait_for(conn.connect(), _CONNECT_TIMEOUT)
-                reply = await asyncio.wait_for(
-                    conn.send_connect(
-                        zk_proto.ConnectRequest(
-                            protocol_version=0,
-                            last_seen_zxid=0,
-                            timeout=int(session_timeout * 1000),
-                            session_id=session_id,
-                            password=password,
-                            read_only=False,
-                        )
-                    ),
-                    _CONNECT_TIMEOUT,
-                )
-                if reply is None:
-                    continue
-                if reply[1].session_id != 0:  # the session is ours now: close it
-                    conn.start_read_loop()
-                    if taken is not None:
-                        await taken()
-                    await asyncio.wait_for(
-                        conn.send(zk_proto.CloseRequest(), xid=1), _CLOSE_TIMEOUT
-                    )
-            except (TimeoutError, OSError, zk_exc.ZKError):
-                continue
-            finally:
-                _discard(conn)
-            return True
-        await clock.sleep(_RETRY_FIRST)
 
 
 # ----------------------------------------------------------------------------- store
