@@ -7,6 +7,8 @@ exception to a code; it is called where a response is built.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from enum import IntEnum
 
 
@@ -254,6 +256,20 @@ def sole_error(error: BaseException) -> BaseException:
     while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
         error = error.exceptions[0]
     return error
+
+
+@contextlib.contextmanager
+def unwrap_kemu_error() -> Iterator[None]:
+    """Around a body whose task groups may wrap its failure: the ``KemuError`` alone inside
+    single-error groups (``sole_error``) goes on by itself, so that a command prints its one
+    line; any other group goes on as it is."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        leaf = sole_error(group)
+        if isinstance(leaf, KemuError):
+            raise leaf from None
+        raise
 
 
 def error_code_for(exc: BaseException) -> ErrorCode:

@@ -79,7 +79,7 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 
 def _cmd_broker_process(args: argparse.Namespace) -> int:
     from actors.admin import BrokerConfig, ConfigError
-    from cluster.launch.broker_process import BrokerProcessSpec, run_broker_process
+    from cluster.launch.broker_process import BrokerProcessSpec, TapFactory, run_broker_process
     from cluster.launch.connect import parse_host_port
 
     peers: dict[int, tuple[str, int]] = {}
@@ -108,7 +108,14 @@ def _cmd_broker_process(args: argparse.Namespace) -> int:
         BrokerConfig.from_overrides(dict(spec.config))
     except ConfigError as exc:
         raise UsageError(str(exc).split(". Known names")[0]) from None
-    return anyio.run(lambda: run_broker_process(spec), backend_options={"use_uvloop": True})
+    tap: TapFactory | None = None
+    if spec.trace is not None:  # a real-mode chaos run reads the controller's requests too
+        from cluster.chaos.tap import ControlTap
+
+        tap = ControlTap
+    return anyio.run(
+        lambda: run_broker_process(spec, tap=tap), backend_options={"use_uvloop": True}
+    )
 
 
 def _cmd_trace_export(args: argparse.Namespace) -> int:

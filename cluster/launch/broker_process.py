@@ -5,6 +5,10 @@ actor on a TCP network, a ``RemoteStore`` (or ``ZooKeeperStore``) session and a 
 listener, assembled by ``cluster.launch.cluster.start_broker_node`` as in ``kemu up``. It
 prints ``broker <id> ready pid <pid> port <kafka port>`` once registered. Its launcher is
 ``cluster.launch.processes``.
+
+A traced broker process (``BrokerProcessSpec.trace``) writes its own trace, installs the
+``NetworkTap`` its caller builds (the command line hands in the one a real-mode run reads;
+this package knows only its shape) and expires its own store session on SIGUSR1.
 """
 
 from __future__ import annotations
@@ -15,9 +19,10 @@ import random
 import signal
 import time
 import typing
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import anyio
 from anyio.abc import TaskGroup
@@ -36,17 +41,29 @@ from cluster.network import Network, TcpTransport
 from cluster.store.remote import STORE_ACTOR, RemoteStore
 from cluster.trace_files import JsonlTraceWriter
 from protocol.base import ActorRef
-from protocol.errors import KemuError, sole_error
+from protocol.envelope import Envelope
+from protocol.errors import unwrap_kemu_error
 from protocol.trace import TraceEvent, TraceHeader
-
-if typing.TYPE_CHECKING:
-    from cluster.chaos.tap import ControlTap
 
 BROKER_PROCESS_COMMAND = "_broker"  # the hidden `kemu _broker` that runs one broker process
 READY_LINE = "broker {id} ready pid {pid} port {port}"
 CHILD_STOP_TIMEOUT = 10.0  # a child gives up its graceful steps (store gone?) after this
 CLOSE_TIMEOUT = 3.0  # then for closing what is left of its store client
 PARENT_POLL = 0.5  # how often a child checks that its launcher still lives
+
+
+class NetworkTap(Protocol):
+    """What a traced broker process installs on its network: ``observe`` sees every
+    envelope posted (``Network.add_observer``), ``attach`` wraps the node's attach function
+    to see the envelopes delivered to it."""
+
+    def observe(self, envelope: Envelope) -> None: ...
+
+    def attach(self, attach: Attach) -> Attach: ...
+
+
+TapFactory = Callable[[Tracer], NetworkTap]
+"""Builds a traced process's ``NetworkTap`` on its tracer."""
 
 
 # ---------------------------------------------------------------------- a broker process
@@ -68,48 +85,37 @@ class BrokerProcessSpec:
     seed: int = 0
     incarnation: int = 0  # how many times this broker's process ran before (BrokerSpec)
     parent_pid: int | None = None  # stop when this process is no longer our parent
-    # Chaos real mode (cluster/chaos): the process's own trace.
     trace: Path | None = None
     """Write this process's trace here (JSON lines, flushed per event), with the network
-    tap of ``cluster.chaos.tap``; ts counts from ``trace_origin`` on CLOCK_MONOTONIC,
-    which every process on the machine shares, so that traces merge in time order."""
+    tap ``run_broker_process`` is given; ts counts from ``trace_origin`` on
+    CLOCK_MONOTONIC, which every process on the machine shares, so that the traces of
+    several processes merge in time order."""
     trace_origin: float = 0.0
 
 
-async def run_broker_process(spec: BrokerProcessSpec) -> int:
+async def run_broker_process(spec: BrokerProcessSpec, *, tap: TapFactory | None = None) -> int:
     """Run one broker until SIGINT/SIGTERM (or its launcher's death), then stop it
-    gracefully: the broker closes its store session, so its registration goes at once."""
-    try:
-        return await _run_broker(spec)
-    except BaseExceptionGroup as group:  # the task groups wrap what fails in them
-        leaf = sole_error(group)
-        if isinstance(leaf, KemuError):
-            raise leaf from None
-        raise
+    gracefully: the broker closes its store session, so its registration goes at once.
+    A traced process (``spec.trace``) installs the network tap ``tap`` builds, if any."""
+    with unwrap_kemu_error():  # the task groups wrap what fails in them
+        if spec.trace is None:
+            return await _serve_broker(spec, Tracer(), None)
+        with _traced(spec.trace, spec) as tracer:
+            return await _serve_broker(spec, tracer, None if tap is None else tap(tracer))
 
 
-async def _run_broker(spec: BrokerProcessSpec) -> int:
-    if spec.trace is None:
-        return await _serve_broker(spec, Tracer(), None)
-    with _traced(spec) as (tracer, tap):  # chaos: trace this process
-        return await _serve_broker(spec, tracer, tap)
-
-
-# ---------------------------------------------- a traced broker process (chaos real mode)
+# ---------------------------------------------------------------- a traced broker process
 
 
 @contextlib.contextmanager
-def _traced(spec: BrokerProcessSpec) -> Iterator[tuple[Tracer, ControlTap]]:
-    """A tracer writing ``spec.trace`` (flushed per event: the chaos runner reads it as it
+def _traced(trace: Path, spec: BrokerProcessSpec) -> Iterator[Tracer]:
+    """A tracer writing ``trace`` (flushed per event: whoever reads it may read it as it
     grows) with times on CLOCK_MONOTONIC from ``spec.trace_origin``."""
-    from cluster.chaos.tap import ControlTap  # not at the top: cluster.chaos imports us
-
-    assert spec.trace is not None
     tracer = Tracer(  # recording the controller's inputs, for ``kemu trace replay``
         time_fn=time.monotonic, origin=spec.trace_origin, details={CONTROLLER_INPUTS}
     )
     header = TraceHeader(run=f"broker-{spec.broker_id}", seed=spec.seed, clock="real")
-    writer = JsonlTraceWriter(spec.trace, header)
+    writer = JsonlTraceWriter(trace, header)
 
     def sink(event: TraceEvent) -> None:
         writer(event)
@@ -117,13 +123,13 @@ def _traced(spec: BrokerProcessSpec) -> Iterator[tuple[Tracer, ControlTap]]:
 
     tracer.add_sink(sink)
     try:
-        yield tracer, ControlTap(tracer)
+        yield tracer
     finally:
         writer.close()
 
 
 async def _expire_on_signal(store: MetadataStore, broker: list[Node]) -> None:
-    """SIGUSR1 (chaos's ``expire_session``): expire the session of this broker
+    """SIGUSR1 (``ProcessCluster.expire_broker_session``): expire the session of this broker
     (``broker``: its node, once started) for real; the ZooKeeper client takes the
     session over and closes it."""
     with anyio.open_signal_receiver(signal.SIGUSR1) as signals:
@@ -136,7 +142,7 @@ async def _expire_on_signal(store: MetadataStore, broker: list[Node]) -> None:
             await store.expire_session(session_id)
 
 
-async def _serve_broker(spec: BrokerProcessSpec, tracer: Tracer, tap: ControlTap | None) -> int:
+async def _serve_broker(spec: BrokerProcessSpec, tracer: Tracer, tap: NetworkTap | None) -> int:
     clock = RealClock()
     node_id = broker_node_id(spec.broker_id)
     transport = TcpTransport(host=spec.host, ports={node_id: spec.network_port})
@@ -147,7 +153,7 @@ async def _serve_broker(spec: BrokerProcessSpec, tracer: Tracer, tap: ControlTap
         transport.add_peer(STORE_NODE, *parse_host_port(spec.store[len(EMBEDDED_SCHEME) :]))
     network = Network(transport, tracer=tracer, rng=random.Random(spec.seed), clock=clock)
     attach: Attach = network.attach
-    started: list[Node] = []  # the broker's node, once started (chaos's expiries)
+    started: list[Node] = []  # the broker's node, once started (for _expire_on_signal)
     if tap is not None:
         network.add_observer(tap.observe)
         attach = tap.attach(attach)
@@ -165,7 +171,7 @@ async def _serve_broker(spec: BrokerProcessSpec, tracer: Tracer, tap: ControlTap
             tg.start_soon(_abort_start_up, stop, ready, stopping)
             await tg.start(network.run)
             store = await _broker_store(tg, spec, node_id, network, tracer, clock)
-            if tap is not None:
+            if spec.trace is not None:
                 tg.start_soon(_expire_on_signal, store, started)
             try:
                 with stopping:

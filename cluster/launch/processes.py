@@ -46,7 +46,7 @@ from actors.runtime.actor import Node
 from actors.runtime.clock import Clock, RealClock
 from actors.runtime.tracer import Tracer
 from cluster.cli.up import render_table
-from cluster.launch.broker_process import BROKER_PROCESS_COMMAND
+from cluster.launch.broker_process import BROKER_PROCESS_COMMAND, READY_LINE
 from cluster.launch.cluster import ClusterError, ClusterSpec, serve_store, wait_until_ready
 from cluster.launch.connect import open_store
 from cluster.launch.control import (
@@ -66,7 +66,7 @@ from cluster.network import Network, TcpTransport
 from cluster.store.embedded import EmbeddedStore
 from cluster.trace_files import JsonlTraceWriter
 from protocol.broker import BrokerStatus, BrokerStatusRequest
-from protocol.errors import AskTimeoutError, KemuError, RemoteError, sole_error
+from protocol.errors import AskTimeoutError, RemoteError, unwrap_kemu_error
 from protocol.launcher import BrokerState, LauncherStatus
 from protocol.trace import TraceHeader
 
@@ -100,7 +100,7 @@ class _Child:
     exited: anyio.Event = field(default_factory=anyio.Event)
     output: list[str] = field(default_factory=list)
     commanded: bool = False  # stopped or killed on purpose: its exit is no surprise
-    paused: bool = False  # SIGSTOPped (chaos' pause_broker), until SIGCONT
+    paused: bool = False  # SIGSTOPped (pause_broker), until SIGCONT
 
     @property
     def pid(self) -> int:
@@ -138,7 +138,7 @@ class ProcessCluster:
         self._stop = anyio.Event()
         self._starting = anyio.CancelScope()
         self._failure: ClusterError | None = None
-        # Chaos real mode (cluster/chaos): where the brokers trace.
+        # Traced broker processes (BrokerProcessSpec.trace): where they trace.
         self.trace_dir: Path | None = None
         """Each broker process traces into ``trace_dir/broker-<id>.<run>.jsonl``."""
         self.trace_origin = 0.0  # their time zero on CLOCK_MONOTONIC (BrokerProcessSpec)
@@ -180,7 +180,7 @@ class ProcessCluster:
             args += ["--rack", spec.racks[broker_id]]
         for key, value in spec.config.items():
             args += ["--config", f"{key}={value}"]
-        if self.trace_dir is not None:  # chaos
+        if self.trace_dir is not None:  # traced broker processes
             run = self._incarnations.get(broker_id, 0)
             trace = self.trace_dir / f"broker-{broker_id}.{run}.jsonl"
             args += ["--trace", str(trace), "--trace-origin", repr(self.trace_origin)]
@@ -331,7 +331,7 @@ class ProcessCluster:
         """The child's stdout: its ready line, then whatever else it prints."""
         assert child.process.stdout is not None
         lines = BufferedByteReceiveStream(child.process.stdout)
-        expected = f"broker {child.broker_id} ready pid {child.pid} port "
+        expected = READY_LINE.format(id=child.broker_id, pid=child.pid, port="")
         while True:
             try:
                 line = (await lines.receive_until(b"\n", 65536)).decode(errors="replace")
@@ -519,12 +519,8 @@ async def run_up_processes(spec: ClusterSpec, *, cluster_file: Path, trace: Path
     started = time.perf_counter()  # wall time of the launch, for the user
     cluster = ProcessCluster(spec, tracer=tracer, clock=RealClock())
     try:
-        await _launch(spec, cluster, cluster_file, started)
-    except BaseExceptionGroup as group:  # the task groups wrap what fails in them
-        leaf = sole_error(group)
-        if isinstance(leaf, KemuError):
-            raise leaf from None
-        raise
+        with unwrap_kemu_error():  # the task groups wrap what fails in them
+            await _launch(spec, cluster, cluster_file, started)
     finally:
         cluster_file.unlink(missing_ok=True)  # noqa: ASYNC240 - one small local file, at exit
         if writer is not None:

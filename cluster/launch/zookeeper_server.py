@@ -4,9 +4,9 @@
 users get from ``scripts/zookeeper.sh start``) as a child process with its own directory.
 ``stop()``/``start()`` keep the port and the data directory, so sessions can outlive a
 restart, as with a real ensemble member. The tests' ``zookeeper_server`` fixture
-(``tests/support/zookeeper.py``) and ``kemu chaos run`` without a ``--zookeeper`` address
-use it. ZooKeeper missing is installed (``scripts/zookeeper.sh install``) or the start
-fails loudly.
+(``tests/support/zookeeper.py``) and the commands that want a ZooKeeper but were given no
+``--zookeeper`` address use it. ZooKeeper missing is installed
+(``scripts/zookeeper.sh install``) or the start fails loudly.
 """
 
 from __future__ import annotations
