@@ -232,7 +232,8 @@ class PartitionAssignment(_Value, frozen=True, kw_only=True):
 
 
 class TopicConfig(_Value, frozen=True, kw_only=True):
-    """A config a client asks to set; a null value is a request error (spec §4.2)."""
+    """A config a client asks to set; a null value is a request error
+    (``AdminManager.createTopics``: "Null value not supported for topic configs")."""
 
     name: str
     value: str | None
@@ -257,7 +258,7 @@ class CreateTopicsRequestData(Message, frozen=True, kw_only=True):
 
 class CreateTopicResult(_Value, frozen=True, kw_only=True):
     """On success (v5+) the resolved partition count, replication factor and configs; on
-    error -1, -1 and no configs (spec §4.2 step 6)."""
+    error -1, -1 and no configs (``AdminManager.createTopics``)."""
 
     name: TopicName
     error_code: ErrorCode = ErrorCode.NONE

@@ -3,8 +3,9 @@ checks, topic and broker configs, with Kafka 2.7's error codes and messages.
 
 No I/O and no asyncio: the broker and controller actors read the state (ZooKeeper, the
 metadata cache, the registered brokers), call these, and write what they return. Modules:
-``assignment`` (spec §9), ``topics`` (§4.2, §5.1, §10.1), ``configs`` (``LogConfig``,
-``KafkaConfig``, DescribeConfigs values).
+``assignment`` (``AdminUtils.assignReplicasToBrokers``), ``topics`` (``Topic.validate``,
+``AdminManager.createTopics``/``createPartitions``, ``AdminZkClient.validateTopicCreate``),
+``configs`` (``LogConfig``, ``KafkaConfig``, DescribeConfigs values).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Replica assignment: where the replicas of new partitions go (spec §9).
+"""Replica assignment: where the replicas of new partitions go.
 
 Kafka's ``AdminUtils.assignReplicasToBrokers`` and the broker selection around it
 (``AdminZkClient.getBrokerMetadatas``, the start index of ``createNewPartitionsAssignment``),
@@ -93,9 +93,10 @@ def broker_metadatas(
 
 
 def rack_alternated_brokers(racks: Mapping[BrokerId, str]) -> list[BrokerId]:
-    """The rack-alternated broker list (§9.2): brokers grouped by rack (ids ascending in a
-    rack), racks in name order (Java string order), then round-robin over the racks taking
-    each one's next broker. ``{0:r1, 1:r3, 2:r3, 3:r2, 4:r2, 5:r1}`` gives ``0,3,1,5,4,2``."""
+    """The rack-alternated broker list (``AdminUtils.getRackAlternatedBrokerList``): brokers
+    grouped by rack (ids ascending in a rack), racks in name order (Java string order), then
+    round-robin over the racks taking each one's next broker. ``{0:r1, 1:r3, 2:r3, 3:r2,
+    4:r2, 5:r1}`` gives ``0,3,1,5,4,2``."""
     by_rack: dict[str, list[BrokerId]] = {}
     for broker, rack in racks.items():
         by_rack.setdefault(rack, []).append(broker)
@@ -116,7 +117,7 @@ def assign_replicas(
     rack_mode: RackMode | None = None,
 ) -> Assignment:
     """Assign ``replication_factor`` replicas to each of ``n_partitions`` partitions
-    numbered from ``start_partition_id`` (spec §9).
+    numbered from ``start_partition_id`` (``AdminUtils.assignReplicasToBrokers``).
 
     ``brokers`` are used in the order given, unless ``rack_mode`` is set: then they first
     go through ``broker_metadatas`` (filtered and sorted by id, Enforced raising on mixed
@@ -250,9 +251,10 @@ def _rack_aware(
 def partition_addition_start_index(
     broker_ids_sorted: Sequence[int], first_replica_of_p0: int
 ) -> int:
-    """Start index (and initial shift) for new partitions (§9.3): the position in the
-    id-sorted broker list of the first broker whose id is >= partition 0's first replica,
-    or 0 if there is none."""
+    """Start index (and initial shift) for new partitions, as
+    ``AdminZkClient.createNewPartitionsAssignment`` computes it: the position in the
+    id-sorted broker list of the first broker whose id is >= partition 0's first replica, or
+    0 if there is none."""
     return next((i for i, b in enumerate(broker_ids_sorted) if b >= first_replica_of_p0), 0)
 
 
@@ -288,9 +290,10 @@ def add_partitions_assignment(
     topic: str,
     rack_mode: RackMode | None = None,
 ) -> Assignment:
-    """Automatic assignment of the partitions that take ``topic`` from ``len(existing)``
-    to ``num_partitions`` partitions (§5.1 step 5, §9.3): RF is partition 0's, the start
-    index and shift come from partition 0's first replica, ids continue the existing ones.
+    """Automatic assignment of the partitions that take ``topic`` from ``len(existing)`` to
+    ``num_partitions`` partitions (``AdminZkClient.createNewPartitionsAssignment``): RF is
+    partition 0's, the start index and shift come from partition 0's first replica, ids
+    continue the existing ones.
 
     ``brokers`` as for ``assign_replicas`` (Kafka passes the registered brokers through
     ``broker_metadatas`` in Enforced mode: pass ``rack_mode=RackMode.ENFORCED`` or

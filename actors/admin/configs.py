@@ -3,8 +3,9 @@
 * ``TOPIC_CONFIGS``: every topic config of Kafka 2.7, in ``LogConfig``'s definition order,
   with its type, Kafka's own default, its validator and the broker config that supplies
   its default. ``validate_topic_config`` is ``LogConfig.validate`` with Kafka's messages.
-* ``BROKER_CONFIGS`` and ``BrokerConfig``: the broker configs kemu accepts (the spec's §0
-  list plus those that supply topic defaults), typed, with ``KafkaConfig``'s defaults.
+* ``BROKER_CONFIGS`` and ``BrokerConfig``: the broker configs kemu accepts (those the
+  controller and the admin paths read, plus those that supply topic defaults), typed, with
+  ``KafkaConfig``'s defaults.
 * ``topic_config_entries``: what DescribeConfigs reports for a topic: each config's
   effective value (topic override, else the broker's value, else Kafka's default) and its
   source, so that ``is_default`` answers ``--topics-with-overrides``.
@@ -513,7 +514,7 @@ def _broker(
 
 
 BROKER_CONFIGS: Final[Mapping[str, ConfigKey]] = _table(
-    # Topics, controller and cluster behaviour (spec §0).
+    # Topics, controller and cluster behaviour.
     _broker("num.partitions", _T.INT, 1, Range(1)),
     _broker("default.replication.factor", _T.INT, 1),
     _broker("delete.topic.enable", _T.BOOLEAN, True),

@@ -1,5 +1,6 @@
-"""Topic names, and the checks of topic creation and partition addition (spec §4.2, §5.1,
-§10.1), with Kafka 2.7's error codes and messages.
+"""Topic names (``Topic.validate``), and the checks of topic creation and partition addition
+(``AdminManager.createTopics``, ``AdminManager.createPartitions``, ``AdminZkClient``), with
+Kafka 2.7's error codes and messages.
 
 Pure functions of the state they are given (the topics in ZooKeeper, the brokers, the
 current assignment); the caller reads that state and writes the outcome. The order of the
@@ -142,7 +143,7 @@ def check_create_topic_request(
     config: Mapping[str, str | None],
     in_metadata_cache: bool,
 ) -> None:
-    """The first per-topic checks of ``AdminManager.createTopics`` (§4.2 steps 4.1-4.3):
+    """The first per-topic checks of ``AdminManager.createTopics``:
     the topic in this broker's metadata cache -> TOPIC_ALREADY_EXISTS; config entries
     with a null value -> INVALID_REQUEST; counts and a manual ``assignment`` both given ->
     INVALID_REQUEST. An empty ``assignment`` means none."""
@@ -183,7 +184,7 @@ def validate_topic_create(
     existing_topics: Collection[str],
     config: Mapping[str, str],
 ) -> dict[str, str]:
-    """``AdminZkClient.validateTopicCreate`` (§4.2 step 6); returns the config to store.
+    """``AdminZkClient.validateTopicCreate``; returns the config to store.
 
     In order: the name (``validate_topic_name``); ``name`` in ``existing_topics`` (the
     children of ``/brokers/topics``, which still lists topics being deleted) ->
@@ -254,7 +255,7 @@ def plan_create_topic(
     rack_mode: RackMode | None = None,
 ) -> TopicCreation:
     """One topic of a CreateTopics request, checked as ``AdminManager.createTopics`` does
-    (§4.2 steps 4.1-4.6; the create-topic policy is the caller's).
+    (up to ``validateTopicCreate``; the create-topic policy is the caller's).
 
     ``metadata_topics``: the topics in this broker's metadata cache; ``existing_topics``:
     the children of ``/brokers/topics``; ``alive_brokers``: the metadata cache's live
@@ -264,7 +265,8 @@ def plan_create_topic(
     ``AdminOperationError`` (UNKNOWN_SERVER_ERROR) for partly racked brokers.
 
     ``rack_mode`` is passed to ``assign_replicas``: None for CreateTopics; metadata
-    auto-creation (§4.5) uses ``RackMode.SAFE`` over the registered brokers.
+    auto-creation (``KafkaApis.createTopic``) uses ``RackMode.SAFE`` over the registered
+    brokers.
     """
     manual = dict(assignment or {})
     given_config = dict(config or {})
@@ -348,8 +350,8 @@ def validate_create_partitions(
     assignments: Sequence[Sequence[int]] | None,
     brokers: Sequence[BrokerMetadata],
 ) -> Assignment:
-    """One topic of a CreatePartitions request (§5.1 step 5): the assignment of its new
-    partitions, or Kafka's error.
+    """One topic of a CreatePartitions request (``AdminManager.createPartitions``): the
+    assignment of its new partitions, or Kafka's error.
 
     ``existing``: the topic's full assignment from ``/brokers/topics/<t>`` (empty if the
     topic does not exist); ``count``: the requested partition count; ``assignments``: the

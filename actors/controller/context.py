@@ -1,4 +1,4 @@
-"""The controller's in-memory view of the cluster (Kafka's ``ControllerContext``, spec §2.4).
+"""The controller's in-memory view of the cluster (Kafka's ``ControllerContext``).
 
 Only the controller's event task touches it. Collections of ids and partitions are sets
 for membership, but everything that iterates them sorts first, so the controller's

@@ -1,4 +1,4 @@
-"""Controlled shutdown, the controller's side (Kafka's ``doControlledShutdown``, spec §8.4).
+"""Controlled shutdown, the controller's side (Kafka's ``KafkaController.doControlledShutdown``).
 
 A broker about to stop asks the active controller to move its leaderships away first:
 

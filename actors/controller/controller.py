@@ -1,4 +1,6 @@
-"""``KafkaController``: the controller module of one broker (spec §2, §4.3, §5.2, §7, §8).
+"""``KafkaController``: the controller module of one broker (Kafka's ``KafkaController``:
+``process``, ``elect``, ``onControllerFailover``, ``onBrokerStartup``/``onBrokerFailure``,
+``processTopicChange``, ``processPartitionModifications``, ``processTopicDeletion``).
 
 Every broker runs one, as the actor ``controller`` on its node; only the one that wins the
 ``/controller`` election is *active*. All controller state lives in the event task of its
@@ -116,9 +118,9 @@ class ControllerConfig:
     retry_backoff_ms: int = 100
     inter_broker_listener: str = "PLAINTEXT"
     delete_topic_enable: bool = True
-    """Read by topic deletion (issue 4)."""
+    """Read by topic deletion (``TopicDeletionManager.isDeleteTopicEnabled``)."""
     auto_leader_rebalance_enable: bool = True
-    """Read by the auto preferred-leader election (issue 4)."""
+    """Read by the auto preferred-leader election (``AutoPreferredReplicaLeaderElection``)."""
     leader_imbalance_check_interval_seconds: int = 300
     leader_imbalance_per_broker_percentage: int = 10
 
@@ -233,7 +235,7 @@ class KafkaController(Actor):
             delete_topic_enable=self.config.delete_topic_enable,
             trace=trace,
         )
-        # -- (Issue 4) reassignment, leader elections, controlled shutdown: see their modules.
+        # Reassignment, leader elections and controlled shutdown: see their modules.
         ops = _ControllerOps(self)
         self.scheduler = ControllerScheduler(self.node, self.clock)
         self.reassignments = PartitionReassignments(
@@ -268,7 +270,6 @@ class KafkaController(Actor):
                 on_create=self._enqueuer(ReplicaLeaderElection())
             ),
         }
-        # -- (end issue 4)
         self._controller_watch = DataWatch(
             on_create=self._enqueuer(ControllerChange()),
             on_change=self._enqueuer(ControllerChange()),
@@ -300,7 +301,7 @@ class KafkaController(Actor):
             case ControllerStatusRequest():
                 return self._status
             case ControlledShutdownRequest(broker_id=broker_id, broker_epoch=broker_epoch):
-                # (Issue 4) answered once the event has run (or been preempted).
+                # Answered once the event has run (or been preempted).
                 reply = ctx.defer()
 
                 def answer(response: ControlledShutdownResponse) -> None:
@@ -452,7 +453,7 @@ class KafkaController(Actor):
                 await self._process_topic_deletion()
             case TopicDeletionStopReplicaResponseReceived():
                 await self._process_topic_deletion_stop_replica_response(event)
-            # -- (Issue 4) reassignment, leader elections, controlled shutdown.
+            # Reassignment, leader elections, controlled shutdown.
             case ZkPartitionReassignment():
                 if self.is_active:
                     await self.reassignments.process_zk_partition_reassignment()
@@ -470,7 +471,8 @@ class KafkaController(Actor):
                 assert_never(event)
 
     async def _process_controlled_shutdown(self, event: ControlledShutdown) -> None:
-        """(Issue 4) The broker is answered in every case, also when this fails."""
+        """Kafka's ``processControlledShutdown``: the broker is answered in every case, also
+        when this fails."""
         try:
             response = await self.controlled_shutdowns.process(
                 event.broker_id, event.broker_epoch, active=self.is_active
@@ -483,7 +485,7 @@ class KafkaController(Actor):
             raise
         event.reply(response)
 
-    # ------------------------------------------------------------------ election (§7.1, §7.2)
+    # ------------------------------------------------------------------ election, resignation
 
     async def _process_startup(self) -> None:
         await self._watch_existence(zkdata.CONTROLLER_PATH, self._controller_watch)
@@ -556,24 +558,25 @@ class KafkaController(Actor):
             log.warning("delete_controller_failed", error=repr(exc))
 
     async def _handle_illegal_state(self, exc: IllegalControllerStateError) -> None:
-        """A batch could not be built or flushed: clear it, resign, re-raise (§3.5)."""
+        """Kafka's ``handleIllegalState``: a batch could not be built or flushed: clear it,
+        resign, re-raise."""
         log.error("forcing_controller_resignation", detail=str(exc))
         self.request_batch.clear()
         await self._trigger_controller_move()
         raise exc
 
     def _on_controller_resignation(self) -> None:
-        """§7.2: unregister the controller's handlers, drop queued requests, forget all.
-        The ``/controller`` handler stays: every broker watches it."""
+        """``onControllerResignation``: unregister the controller's handlers, drop queued
+        requests, forget all. The ``/controller`` handler stays: every broker watches it."""
         zk = self.zk
-        # ISR-change, reassignment, preferred-election and log-dir handlers belong to
-        # issue 4 (they are not registered yet); unregistering is harmless.
+        # ISR-change and log-dir handlers are never registered (IBP 2.7-IV2 uses AlterIsr);
+        # unregistering them is harmless, as in Kafka.
         zk.unregister_children(zkdata.ISR_CHANGE_NOTIFICATION_PATH)
         zk.unregister_data(zkdata.REASSIGN_PARTITIONS_PATH)
         zk.unregister_data(zkdata.PREFERRED_REPLICA_ELECTION_PATH)
         zk.unregister_children(zkdata.LOG_DIR_EVENT_NOTIFICATION_PATH)
         self._unregister_broker_modifications(list(self._broker_modification_watches))
-        self.scheduler.shutdown()  # (Issue 4) the auto-rebalance task
+        self.scheduler.shutdown()  # the auto-rebalance task
         zk.unregister_children(zkdata.TOPICS_PATH)
         for topic in sorted(self._partition_modification_watches):
             zk.unregister_data(zkdata.topic_path(topic))
@@ -590,9 +593,10 @@ class KafkaController(Actor):
         log.info("controller_resigned", epoch=was_epoch)
         self.trace("event", "controller_resigned", epoch=was_epoch)
 
-    # ------------------------------------------------------------------ failover (§7.4)
+    # ------------------------------------------------------------------ failover
 
     async def _on_controller_failover(self) -> None:
+        """Kafka's ``onControllerFailover``; the numbered steps are its steps, in its order."""
         session = self._session()
         ctx = self.context
         # 1. Feature versioning (IBP 2.7-IV2: enabled).
@@ -601,7 +605,7 @@ class KafkaController(Actor):
         self.zk.register_children(zkdata.BROKER_IDS_PATH, self._broker_change_watch)
         self.zk.register_children(zkdata.TOPICS_PATH, self._topic_change_watch)
         self.zk.register_children(zkdata.DELETE_TOPICS_PATH, self._topic_deletion_watch)
-        # (Issue 4) Existence handlers on /admin/preferred_replica_election and
+        # Existence handlers on /admin/preferred_replica_election and
         # /admin/reassign_partitions. Log-dir and ISR-change notifications are not
         # emulated: IBP 2.7-IV2 uses AlterIsr.
         for path in (zkdata.PREFERRED_REPLICA_ELECTION_PATH, zkdata.REASSIGN_PARTITIONS_PATH):
@@ -625,13 +629,13 @@ class KafkaController(Actor):
         await self.partition_state_machine.startup()
         log.info("controller_ready", epoch=ctx.epoch)
         self.trace("event", "controller_ready", epoch=ctx.epoch)
-        # 9. (Issue 4) Resume reassignments: the ZK path first, then those in topic znodes.
+        # 9. Resume reassignments: the ZK path first, then those in topic znodes.
         await self.reassignments.initialize()
         # 10. Restart the deletions that can progress.
         await self.topic_deletion_manager.try_topic_deletion()
-        # 11. (Issue 4) Pending preferred replica elections from the store.
+        # 11. Pending preferred replica elections from the store.
         await self.leader_elections.resume_pending_preferred_replica_elections()
-        # 12. (Issue 4) The scheduler; the auto-rebalance task after 5 s if enabled.
+        # 12. The scheduler; the auto-rebalance task after 5 s if enabled.
         self.scheduler.startup()
         if self.config.auto_leader_rebalance_enable:
             self.leader_elections.schedule_auto_rebalance(AUTO_REBALANCE_FIRST_DELAY)
@@ -696,7 +700,7 @@ class KafkaController(Actor):
         except IllegalControllerStateError as exc:
             await self._handle_illegal_state(exc)
 
-    # ------------------------------------------------------------------ brokers (§8)
+    # ------------------------------------------------------------------ brokers
 
     async def _process_broker_change(self) -> None:
         if not self.is_active:
@@ -741,7 +745,7 @@ class KafkaController(Actor):
             await self._on_broker_failure(dead)
 
     async def _on_broker_startup(self, new_brokers: list[BrokerId]) -> None:
-        """§8.2."""
+        """Kafka's ``onBrokerStartup``; the numbered steps are its steps."""
         ctx = self.context
         for b in new_brokers:
             ctx.replicas_on_offline_dirs.pop(b, None)
@@ -751,7 +755,7 @@ class KafkaController(Actor):
         replicas = ctx.replicas_on_brokers(new_brokers)
         await self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE)
         await self.partition_state_machine.trigger_online_partition_state_change()
-        # 6. (Issue 4) Resume the reassignments whose targets include a new broker.
+        # 6. Resume the reassignments whose targets include a new broker.
         await self.reassignments.resume_for_new_brokers(new_brokers)
         # 7. Resume the deletion of queued topics with a replica on a new broker.
         hosted = {r.topic for r in replicas if ctx.is_topic_queued_for_deletion(r.topic)}
@@ -762,7 +766,7 @@ class KafkaController(Actor):
         await self._register_broker_modifications(new_brokers)
 
     async def _on_broker_failure(self, dead_brokers: list[BrokerId]) -> None:
-        """§8.3."""
+        """Kafka's ``onBrokerFailure``, then ``onReplicasBecomeOffline``."""
         ctx = self.context
         for b in dead_brokers:
             ctx.replicas_on_offline_dirs.pop(b, None)
@@ -801,7 +805,7 @@ class KafkaController(Actor):
             ctx.update_broker_metadata(Broker(broker_id, new))
             await self._send_update_metadata(sorted(ctx.live_or_shutting_down_broker_ids), ())
 
-    # ------------------------------------------------------------------ topics (§4.3, §5.2)
+    # ------------------------------------------------------------------ topics
 
     async def _process_topic_change(self) -> None:
         if not self.is_active:
@@ -879,7 +883,7 @@ class KafkaController(Actor):
         )
 
     async def _on_new_partition_creation(self, partitions: list[TopicPartition]) -> None:
-        """§4.3 step 3."""
+        """Kafka's ``onNewPartitionCreation``: New, then Online with leaders elected."""
         ctx = self.context
         partitions = sorted(set(partitions))
         psm = self.partition_state_machine
@@ -890,7 +894,7 @@ class KafkaController(Actor):
         await psm.handle_state_changes(partitions, PartitionState.ONLINE, OfflineElection(False))
         await rsm.handle_state_changes(ctx.replicas_for_partitions(partitions), ReplicaState.ONLINE)
 
-    # ------------------------------------------------------------------ topic deletion (§6)
+    # ------------------------------------------------------------------ topic deletion
 
     async def _fetch_topic_deletions_in_progress(
         self,
@@ -909,8 +913,9 @@ class KafkaController(Actor):
         return to_delete, offline | reassigning
 
     async def _process_topic_deletion(self) -> None:
-        """§6.2: markers of unknown topics are removed; with deletion disabled every marker
-        is; the rest are queued (a topic with a partition being reassigned, paused)."""
+        """``processTopicDeletion``: markers of unknown topics are removed; with deletion
+        disabled every marker is; the rest are queued (a topic with a partition being
+        reassigned, paused)."""
         if not self.is_active:
             return
         ctx = self.context
@@ -939,8 +944,9 @@ class KafkaController(Actor):
         self, broker_id: BrokerId, response: StopReplicaResponse, deleted: frozenset[TopicPartition]
     ) -> TopicDeletionStopReplicaResponseReceived | None:
         """Runs when a StopReplica answer arrives: only the partitions sent with delete=true
-        whose topic's deletion has started produce an event (§6.5). A request-level error
-        counts against all of them (the broker reports no partitions then)."""
+        whose topic's deletion has started produce an event
+        (``TopicDeletionStopReplicaResponseReceived``). A request-level error counts against
+        all of them (the broker reports no partitions then)."""
         ctx = self.context
         errors: list[tuple[TopicPartition, ErrorCode]]
         if response.error_code is not ErrorCode.NONE:
@@ -1017,7 +1023,7 @@ class KafkaController(Actor):
             await self._on_replicas_become_offline(
                 [PartitionAndReplica(tp, broker_id) for tp in newly_offline]
             )
-        # (Issue 4) The broker has these logs: it is caught up and joins their ISRs.
+        # The broker has these logs: it is caught up and joins their ISRs.
         await self.isr_expansion.on_replicas_caught_up(broker_id, online)
 
     def _process_update_metadata_response(
@@ -1062,8 +1068,8 @@ class _ControllerDeletionClient:
 
 
 class _ControllerOps:
-    """(Issue 4) What reassignment, leader elections and controlled shutdown ask of the
-    controller (``controller_ops.ControllerOps``), with its session, epoch and batch."""
+    """What reassignment, leader elections and controlled shutdown ask of the controller
+    (``controller_ops.ControllerOps``), with its session, epoch and batch."""
 
     def __init__(self, controller: KafkaController) -> None:
         self._controller = controller

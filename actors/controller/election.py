@@ -2,7 +2,8 @@
 
 Pure functions of a snapshot: the partition's assignment, its current leader and ISR, and
 which replicas are online. No I/O, no controller state: the partition state machine
-gathers the snapshot, calls one of these, then writes the result (spec §3.2.2).
+gathers the snapshot, calls one of these, then writes the result
+(``ZkPartitionStateMachine.doElectLeaderForPartitions``).
 """
 
 from __future__ import annotations
@@ -179,7 +180,8 @@ def leader_for_controlled_shutdown(
 
 
 def remove_replica_from_isr(current: LeaderAndIsr, replica: BrokerId) -> LeaderAndIsr:
-    """ISR shrink when a replica goes offline (spec §3.3.1): no leader if it led; the ISR
+    """ISR shrink when a replica goes offline
+    (``ZkReplicaStateMachine.doRemoveReplicasFromIsr``): no leader if it led; the ISR
     without it, unless it is the last member (the ISR never becomes empty); next epoch."""
     leader = NO_LEADER if current.leader == replica else current.leader
     isr = current.isr if len(current.isr) == 1 else tuple(r for r in current.isr if r != replica)

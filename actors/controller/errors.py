@@ -10,8 +10,9 @@ class ControllerError(KemuError):
 
 
 class IllegalControllerStateError(ControllerError):
-    """Kafka's ``IllegalStateException`` in the controller: a request batch was not flushed
-    before a new one started, or flushing failed. The controller resigns (spec §3.5)."""
+    """Kafka's ``IllegalStateException`` in the controller: a request batch was not flushed before a
+    new one started, or flushing failed. The controller resigns
+    (``KafkaController.handleIllegalState``)."""
 
 
 class StateChangeFailedError(ControllerError):

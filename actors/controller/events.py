@@ -1,4 +1,5 @@
-"""The controller's events (spec §2.3): a closed union, dispatched in one ``match``.
+"""The controller's events (Kafka's ``ControllerEvent`` subclasses in
+``KafkaController.scala``): a closed union, dispatched in one ``match``.
 
 Store watches, request callbacks and timers only enqueue these; the controller's state
 changes only while one of them is processed. Each event names the ``ControllerState`` it
@@ -78,7 +79,8 @@ class Expire(ControllerEvent, frozen=True, kw_only=True):
 
 
 class BrokerChange(ControllerEvent, frozen=True, kw_only=True):
-    """The children of ``/brokers/ids`` changed: brokers came, went or bounced (§8.1)."""
+    """The children of ``/brokers/ids`` changed: brokers came, went or bounced
+    (``processBrokerChange``)."""
 
     state: ClassVar[ControllerState] = ControllerState.BROKER_CHANGE
 
@@ -92,13 +94,15 @@ class BrokerModifications(ControllerEvent, frozen=True, kw_only=True):
 
 
 class TopicChange(ControllerEvent, frozen=True, kw_only=True):
-    """The children of ``/brokers/topics`` changed: topics created or removed (§4.3)."""
+    """The children of ``/brokers/topics`` changed: topics created or removed
+    (``processTopicChange``)."""
 
     state: ClassVar[ControllerState] = ControllerState.TOPIC_CHANGE
 
 
 class PartitionModifications(ControllerEvent, frozen=True, kw_only=True):
-    """``/brokers/topics/<t>`` changed: maybe partitions were added (§5.2)."""
+    """``/brokers/topics/<t>`` changed: maybe partitions were added
+    (``processPartitionModifications``)."""
 
     state: ClassVar[ControllerState] = ControllerState.TOPIC_CHANGE
 
@@ -124,14 +128,16 @@ class UpdateMetadataResponseReceived(ControllerEvent, frozen=True, kw_only=True)
 
 
 class TopicDeletion(ControllerEvent, frozen=True, kw_only=True):
-    """The children of ``/admin/delete_topics`` changed: topics marked for deletion (§6.2)."""
+    """The children of ``/admin/delete_topics`` changed: topics marked for deletion
+    (``processTopicDeletion``)."""
 
     state: ClassVar[ControllerState] = ControllerState.TOPIC_DELETION
 
 
 class TopicDeletionStopReplicaResponseReceived(ControllerEvent, frozen=True, kw_only=True):
     """A broker answered a StopReplica(delete=true) for partitions of topics whose deletion
-    started (§6.5): ``partition_errors`` holds only those partitions."""
+    started (``processTopicDeletionStopReplicaResponseReceived``): ``partition_errors`` holds
+    only those partitions."""
 
     state: ClassVar[ControllerState] = ControllerState.TOPIC_DELETION
 
@@ -140,8 +146,8 @@ class TopicDeletionStopReplicaResponseReceived(ControllerEvent, frozen=True, kw_
     partition_errors: tuple[tuple[TopicPartition, ErrorCode], ...]
 
 
-# ------------------------------------------------------------------ issue 4: reassignment,
-# leader elections, controlled shutdown
+# ------------------------------------------------------------------ reassignment, leader
+# elections, controlled shutdown
 
 
 class ZkPartitionReassignment(ControllerEvent, frozen=True, kw_only=True):
@@ -210,8 +216,9 @@ class AutoPreferredReplicaLeaderElection(ControllerEvent, frozen=True, kw_only=T
 
 
 class ControlledShutdown(ControllerEvent, frozen=True, kw_only=True):
-    """A broker asks to stop cleanly (§8.4): move its leaderships away. ``reply`` gets the
-    answer; preempted, it gets STALE_CONTROLLER_EPOCH (Kafka's ControllerMovedException)."""
+    """A broker asks to stop cleanly (``processControlledShutdown``): move its leaderships
+    away. ``reply`` gets the answer; preempted, it gets STALE_CONTROLLER_EPOCH (Kafka's
+    ControllerMovedException)."""
 
     state: ClassVar[ControllerState] = ControllerState.CONTROLLED_SHUTDOWN
 

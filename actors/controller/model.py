@@ -27,8 +27,9 @@ class LeaderAndIsr(msgspec.Struct, frozen=True, kw_only=True):
         return self.new_leader_and_isr(leader, self.isr)
 
     def new_leader_and_isr(self, leader: BrokerId, isr: Iterable[BrokerId]) -> LeaderAndIsr:
-        """Every election or ISR change the controller writes bumps the leader epoch by one,
-        even when the leader stays (spec §3.2.2); the zkVersion changes only once written."""
+        """Every election or ISR change the controller writes bumps the leader epoch by one, even
+        when the leader stays (Kafka's ``LeaderAndIsr.newLeaderAndIsr``); the zkVersion changes only
+        once written."""
         return LeaderAndIsr(
             leader=leader,
             leader_epoch=LeaderEpoch(self.leader_epoch + 1),

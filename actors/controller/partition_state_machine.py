@@ -1,4 +1,4 @@
-"""The partition state machine (Kafka's ``ZkPartitionStateMachine``, spec §3.1, §3.2, §3.4).
+"""The partition state machine (Kafka's ``ZkPartitionStateMachine``).
 
 ``handle_state_changes`` starts a fresh request batch, moves every partition it can to
 the target state, and flushes the batch. A partition whose current state is not a valid
@@ -84,8 +84,8 @@ class PartitionStateMachine:
     # ------------------------------------------------------------------ startup
 
     async def startup(self) -> None:
-        """§3.4: New without leadership, Online with a live leader, else Offline; then
-        bring New/Offline partitions online."""
+        """Kafka's ``startup``: New without leadership, Online with a live leader, else Offline;
+        then bring New/Offline partitions online."""
         self.initialize_partition_state()
         await self.trigger_online_partition_state_change()
 
@@ -247,7 +247,8 @@ class PartitionStateMachine:
     async def _initialize_leader_and_isr(
         self, partitions: list[TopicPartition]
     ) -> list[TopicPartition]:
-        """§3.2.1; returns the partitions whose state znode was created."""
+        """Kafka's ``initializeLeaderAndIsrForPartitions``; returns the partitions whose
+        state znode was created."""
         ctx = self.context
         initial: dict[TopicPartition, Leadership] = {}
         for tp in partitions:
@@ -306,7 +307,7 @@ class PartitionStateMachine:
     async def _elect_leaders(
         self, partitions: list[TopicPartition], strategy: ElectionStrategy
     ) -> dict[TopicPartition, ElectionOutcome]:
-        """Elect until no partition needs a retry (spec §3.2.2)."""
+        """Elect until no partition needs a retry (Kafka's ``electLeaderForPartitions``)."""
         remaining = partitions
         finished: dict[TopicPartition, ElectionOutcome] = {}
         while remaining:

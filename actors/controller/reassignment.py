@@ -1,10 +1,10 @@
 """Partition reassignment (Kafka's ``onPartitionReassignment`` and its ZooKeeper path).
 
-A reassignment moves a partition from its original replicas (ORS) to target replicas
-(TRS). While it runs, the partition's assignment (in ``/brokers/topics/<t>`` and in the
-context) holds RS = TRS + ORS (targets first), with AR = TRS - ORS being added and
-RR = ORS - TRS being removed, so that a new controller can resume it (spec §7.4 step 9).
-It goes through Kafka's phases:
+A reassignment moves a partition from its original replicas (ORS) to target replicas (TRS).
+While it runs, the partition's assignment (in ``/brokers/topics/<t>`` and in the context)
+holds RS = TRS + ORS (targets first), with AR = TRS - ORS being added and RR = ORS - TRS
+being removed, so that a new controller can resume it (``onControllerFailover`` calls
+``initializePartitionReassignments``). It goes through Kafka's phases:
 
 * U (update): write RS/AR/RR to the topic znode, then to memory; replicas that an earlier
   reassignment of the partition was adding and this one does not want are stopped.
@@ -17,9 +17,10 @@ It goes through Kafka's phases:
   the partition leaves ``/admin/reassign_partitions`` (the znode is deleted once empty);
   UpdateMetadata to every broker; a deletion of the topic that waited resumes.
 
-While a partition of a topic is being reassigned, the topic's deletion is paused (§6.4);
-a reassignment of a topic queued for deletion is refused with UNKNOWN_TOPIC_OR_PARTITION
-(§6.6).
+While a partition of a topic is being reassigned, the topic's deletion is paused
+(``TopicDeletionManager.markTopicIneligibleForDeletion``); a reassignment of a topic queued
+for deletion is refused with UNKNOWN_TOPIC_OR_PARTITION, as Kafka's
+``maybeTriggerPartitionReassignment`` does.
 
 How new replicas catch up in kemu: Kafka moves from phase A to B when the partition leader
 adds the new replicas to the ISR (AlterIsr, IBP 2.7) once they have fetched its log. kemu's

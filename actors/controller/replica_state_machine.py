@@ -1,11 +1,12 @@
-"""The replica state machine (Kafka's ``ZkReplicaStateMachine``, spec §3.1, §3.3, §3.4).
+"""The replica state machine (Kafka's ``ZkReplicaStateMachine``).
 
 ``handle_state_changes`` starts a fresh request batch, handles the replicas grouped by
-broker (in broker id order), and flushes the batch. A replica whose current state is not
-a valid previous state of the target is refused (logged and traced) and left alone. The
-side effects are those of §3.3: LeaderAndIsr to a new or re-onlined replica, StopReplica
-and the ISR shrink of §3.3.1 for an offline one, StopReplica(delete) when its deletion
-starts, and removal from the assignment once it no longer exists.
+broker (in broker id order), and flushes the batch. A replica whose current state is not a
+valid previous state of the target is refused (logged and traced) and left alone. The side
+effects are those of Kafka's ``doHandleStateChanges``: LeaderAndIsr to a new or re-onlined
+replica, StopReplica and the ISR shrink (``removeReplicasFromIsr``) for an offline one,
+StopReplica(delete) when its deletion starts, and removal from the assignment once it no
+longer exists.
 """
 
 from __future__ import annotations
@@ -58,8 +59,8 @@ class ReplicaStateMachine:
     # ------------------------------------------------------------------ startup
 
     async def startup(self) -> None:
-        """§3.4: replicas on live brokers Online, others DeletionIneligible; then move the
-        online ones to Online (LeaderAndIsr to each) and the others to Offline."""
+        """Kafka's ``startup``: replicas on live brokers Online, others DeletionIneligible; then
+        move the online ones to Online (LeaderAndIsr to each) and the others to Offline."""
         self.initialize_replica_state()
         online, offline = self.context.online_and_offline_replicas()
         await self.handle_state_changes(online, ReplicaState.ONLINE)
@@ -272,8 +273,9 @@ class ReplicaStateMachine:
     async def _remove_replicas_from_isr(
         self, replica_id: BrokerId, partitions: list[TopicPartition]
     ) -> dict[TopicPartition, Leadership]:
-        """§3.3.1, retrying partitions whose conditional update lost a race; returns the
-        new leadership of every partition it handled (also those already without it)."""
+        """Kafka's ``removeReplicasFromIsr``, retrying partitions whose conditional update
+        lost a race; returns the new leadership of every partition it handled (also those
+        already without it)."""
         results: dict[TopicPartition, Leadership] = {}
         remaining = partitions
         while remaining:

@@ -1,4 +1,4 @@
-"""Per-broker accumulation of control requests (Kafka's ``ControllerBrokerRequestBatch``, §3.5).
+"""Per-broker accumulation of control requests (Kafka's ``ControllerBrokerRequestBatch``).
 
 A state change adds what each broker must hear; ``send_requests_to_brokers`` then flushes
 them in Kafka's order: every LeaderAndIsr, then every UpdateMetadata, then every
@@ -63,7 +63,8 @@ StopReplicaEventFactory = Callable[
     [BrokerId, StopReplicaResponse, frozenset[TopicPartition]], ControllerEvent | None
 ]
 """Given a StopReplica response and the partitions that were sent with delete=true, the
-event for the topic-deletion manager (spec §6.5; issue 4). Without one, none is made."""
+event for the topic-deletion manager (``TopicDeletionStopReplicaResponseReceived``). Without
+one, none is made."""
 
 
 class RequestSender(Protocol):

@@ -1,4 +1,5 @@
-"""The controller's state tables (spec §2.2, §3.2, §3.3), as data.
+"""The controller's state tables (Kafka's ``ControllerState``, ``PartitionState`` and
+``ReplicaState`` with their ``validPreviousStates``), as data.
 
 Each target state declares its valid previous states; ``partition_transition_valid`` and
 ``replica_transition_valid`` are the only checks, and the state machines call them before
@@ -40,7 +41,7 @@ class ControllerState(IntEnum):
 
 
 class PartitionState(IntEnum):
-    """A partition's state in the controller (spec §3.2)."""
+    """A partition's state in the controller (Kafka's ``PartitionState``)."""
 
     NEW = 0
     ONLINE = 1
@@ -53,7 +54,7 @@ class PartitionState(IntEnum):
 
 
 class ReplicaState(IntEnum):
-    """A replica's state in the controller (spec §3.3)."""
+    """A replica's state in the controller (Kafka's ``ReplicaState``)."""
 
     NEW = 1
     ONLINE = 2
@@ -94,7 +95,8 @@ PARTITION_VALID_PREVIOUS: Final[Mapping[PartitionState, frozenset[PartitionState
     _P.OFFLINE: frozenset({_P.NEW, _P.ONLINE, _P.OFFLINE}),
     _P.NON_EXISTENT: frozenset({_P.OFFLINE}),
 }
-"""Target partition state -> the states a partition may be in before it (spec §3.2)."""
+"""Target partition state -> the states a partition may be in before it (Kafka's
+``PartitionState.validPreviousStates``)."""
 
 REPLICA_VALID_PREVIOUS: Final[Mapping[ReplicaState, frozenset[ReplicaState]]] = {
     _R.NEW: frozenset({_R.NON_EXISTENT}),
@@ -105,7 +107,8 @@ REPLICA_VALID_PREVIOUS: Final[Mapping[ReplicaState, frozenset[ReplicaState]]] = 
     _R.DELETION_INELIGIBLE: frozenset({_R.OFFLINE, _R.DELETION_STARTED}),
     _R.NON_EXISTENT: frozenset({_R.DELETION_SUCCESSFUL}),
 }
-"""Target replica state -> the states a replica may be in before it (spec §3.3)."""
+"""Target replica state -> the states a replica may be in before it (Kafka's
+``ReplicaState.validPreviousStates``)."""
 
 
 def partition_transition_valid(current: PartitionState, target: PartitionState) -> bool:

@@ -1,4 +1,4 @@
-"""Kafka's ``TopicDeletionManager`` (spec §6.2-6.5): what happens to a topic between its
+"""Kafka's ``TopicDeletionManager``: what happens to a topic between its
 ``/admin/delete_topics/<t>`` marker and the removal of its znodes.
 
 A queued topic moves through the two state machines:
@@ -21,7 +21,8 @@ when a broker hosting one of its replicas starts, when a reassignment of one of 
 partitions completes, or when a new controller takes over.
 
 With ``delete.topic.enable=false`` nothing is ever queued: markers are removed and the
-topics left alone (spec §10.3).
+topics left alone (``KafkaController.processTopicDeletion`` and
+``TopicDeletionManager.init`` with ``isDeleteTopicEnabled`` false).
 
 The manager holds no state of its own: the three deletion sets live in the
 ``ControllerContext`` (reset on resignation), the replica states in the replica state
@@ -93,8 +94,8 @@ class TopicDeletionManager:
     async def init(
         self, initial_to_delete: Iterable[TopicName], initial_ineligible: Iterable[TopicName]
     ) -> None:
-        """Failover (spec §7.4 step 5): queue the marked topics and pause those that cannot
-        progress now; with deletion disabled, remove the markers instead."""
+        """Failover (``onControllerFailover`` step 5, ``init``): queue the marked topics and pause
+        those that cannot progress now; with deletion disabled, remove the markers instead."""
         to_delete = set(initial_to_delete)
         log.info(
             "topic_deletion_init",
@@ -109,7 +110,8 @@ class TopicDeletionManager:
             await self.client.delete_topic_deletions(sorted(to_delete))
 
     async def try_topic_deletion(self) -> None:
-        """Failover (spec §7.4 step 10): restart whatever deletion can progress."""
+        """Failover (``onControllerFailover`` step 10, ``tryTopicDeletion``): restart whatever
+        deletion can progress."""
         if self.enabled:
             await self.resume_deletions()
 
@@ -122,9 +124,10 @@ class TopicDeletionManager:
     ) -> None:
         """Queue ``topics`` and start what can start. ``ineligible`` topics (a partition
         being reassigned) are queued paused. Kafka 2.7 marks them ineligible *before*
-        queueing them, which does nothing for a topic not queued yet, so its deletion
-        starts in the middle of the reassignment; kemu pauses it as the spec intends
-        (§6.4) and resumes it when the reassignment completes."""
+        queueing them, which does nothing for a topic not queued yet, so its deletion starts
+        in the middle of the reassignment; kemu pauses it, as Kafka intends (a reassigning
+        topic is ineligible for deletion), and resumes it when the reassignment
+        completes."""
         if not self.enabled:
             return
         new = set(topics)
@@ -138,8 +141,9 @@ class TopicDeletionManager:
         if not self.enabled:
             return
         resumed = set(topics) & self.context.topics_to_be_deleted
-        # (Issue 4) A topic with a partition still being reassigned stays paused until its
-        # reassignment completes (spec §6.4), even when a broker hosting it restarts.
+        # A topic with a partition still being reassigned stays paused until its
+        # reassignment completes (``onPartitionReassignment`` marks it ineligible), even when
+        # a broker hosting it restarts.
         resumed -= {TopicName(tp.topic) for tp in self.context.partitions_being_reassigned}
         if resumed:
             self.context.topics_ineligible_for_deletion -= resumed
@@ -205,8 +209,8 @@ class TopicDeletionManager:
     # ------------------------------------------------------------------ the algorithm
 
     async def resume_deletions(self) -> None:
-        """Spec §6.3: complete the topics whose replicas are all deleted, retry the paused
-        replicas of topics with nothing in flight, start the eligible topics."""
+        """Kafka's ``resumeDeletions``: complete the topics whose replicas are all deleted, retry
+        the paused replicas of topics with nothing in flight, start the eligible topics."""
         ctx = self.context
         queued = sorted(ctx.topics_to_be_deleted)
         if queued:

@@ -1,7 +1,7 @@
-"""The invariants over the end of a run (spec Appendix A, issue 5): the store, the
-brokers' metadata caches and their log directories once the cluster settled with every
-fault healed (``FinalState``), and ``acknowledged_creations``, which also reads the trace.
-Each rule is a pure function returning the ``Violation``s it found; nothing here does I/O.
+"""The invariants over the end of a run (docs/chaos.md, "Invariants"): the store, the
+brokers' metadata caches and their log directories once the cluster settled with every fault
+healed (``FinalState``), and ``acknowledged_creations``, which also reads the trace. Each
+rule is a pure function returning the ``Violation``s it found; nothing here does I/O.
 """
 
 from __future__ import annotations

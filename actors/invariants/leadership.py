@@ -1,6 +1,7 @@
-"""Reusable invariant checkers for partition leadership and controller elections (spec
-Appendix A): pure functions over values, so unit tests, chaos runs and trace analysis share
-them. Each returns the violations it found, as one line each (empty when all hold)."""
+"""Reusable invariant checkers for partition leadership and controller elections (leader in
+ISR, ISR within replicas, one controller per epoch, epochs only grow; docs/chaos.md,
+"Invariants"): pure functions over values, so unit tests, chaos runs and trace analysis
+share them. Each returns the violations it found, as one line each (empty when all hold)."""
 
 from __future__ import annotations
 

@@ -15,13 +15,13 @@ What Kafka 2.7's ``LogManager`` does with directories, minus the records:
   log-start files every 60 s, here all three go together): a burst of creations costs
   one write per changed log directory per interval, not one per request. A clean stop
   writes what is still owed; a crash loses it, as in Kafka.
-* **Creation** (``getOrCreateLog``, spec §4.4): an existing log is returned; else, with
+* **Creation** (``LogManager.getOrCreateLog``): an existing log is returned; else, with
   ``is_new`` false and some log directory offline, KAFKA_STORAGE_ERROR (the log may be in
   the failed directory); else the online directories are tried fewest-logs first (ties in
   the configured order). A directory whose ``mkdir`` fails goes offline and the next one is
   tried, as Kafka falls back; failing to write the new log's files takes that directory
   offline and answers KAFKA_STORAGE_ERROR.
-* **Deletion** (``asyncDelete``, spec §6.7): the directory is renamed at once to
+* **Deletion** (``LogManager.asyncDelete``): the directory is renamed at once to
   ``<topic>-<partition>.<32 hex>-delete`` (the topic part cut so the name fits in 255
   characters), the log leaves the hosted set and its directory's checkpoints, and the
   renamed directory is queued. It is removed once ``file.delete.delay.ms`` has passed since

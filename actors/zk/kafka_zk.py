@@ -1,9 +1,10 @@
 """Kafka's ZooKeeper operations (``KafkaZkClient``) over a ``StoreSession``.
 
-Typed reads and writes of the znodes of spec §1.2: broker registration with its epoch,
-the controller election multi-op, fenced controller writes (every write checks the
-``/controller_epoch`` version, §7.3), topic assignments, partition states and topic
-configs. Payload formats live in ``protocol.zkdata``; this module only does the I/O.
+Typed reads and writes of the znodes of Kafka's ``ZkData``: broker registration with its
+epoch, the controller election multi-op, fenced controller writes (every write checks the
+``/controller_epoch`` version, as ``KafkaZkClient.wrapRequestWithControllerEpochCheck``
+does), topic assignments, partition states and topic configs. Payload formats live in
+``protocol.zkdata``; this module only does the I/O.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from protocol.store import CheckOp, CreateOp, DeleteOp, OpResult, SetDataOp, Set
 
 class ControllerMovedError(KemuError):
     """A fenced write failed its ``/controller_epoch`` check: another controller took over.
-    The controller resigns when it sees this (spec §7.3)."""
+    The controller resigns when it sees this (Kafka's ``ControllerMovedException``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,9 +158,10 @@ async def read_or_create_controller_epoch(session: StoreSession) -> tuple[Contro
 async def try_become_controller(
     session: StoreSession, broker_id: BrokerId, timestamp_ms: int
 ) -> tuple[ControllerEpoch, int]:
-    """The election multi-op of spec §7.1: create ``/controller`` (ephemeral) and bump
-    ``/controller_epoch`` conditionally. Returns ``(new epoch, new epoch zkVersion)``;
-    raises ``ControllerMovedError`` when another broker won."""
+    """The election multi-op (``KafkaZkClient.registerControllerAndIncrementControllerEpoch``):
+    create ``/controller`` (ephemeral) and bump ``/controller_epoch`` conditionally. Returns
+    ``(new epoch, new epoch zkVersion)``; raises ``ControllerMovedError`` when another
+    broker won."""
     epoch, zk_version = await read_or_create_controller_epoch(session)
     new_epoch = ControllerEpoch(epoch + 1)
     registration = zkdata.ControllerRegistration(broker_id=broker_id, timestamp=timestamp_ms)
@@ -194,8 +196,9 @@ def _set_stat_version(result: OpResult) -> int:
 async def fenced(
     session: StoreSession, epoch_zk_version: int, ops: Sequence[StoreOp]
 ) -> tuple[OpResult, ...]:
-    """Run ``ops`` in one multi-op guarded by the controller-epoch zkVersion (spec §7.3).
-    A failed guard raises ``ControllerMovedError``; a failed op raises its own error."""
+    """Run ``ops`` in one multi-op guarded by the controller-epoch zkVersion
+    (``KafkaZkClient.wrapRequestWithControllerEpochCheck``). A failed guard raises
+    ``ControllerMovedError``; a failed op raises its own error."""
     guarded: list[StoreOp] = [CheckOp(path=zkdata.CONTROLLER_EPOCH_PATH, version=epoch_zk_version)]
     guarded.extend(ops)
     try:
@@ -443,7 +446,8 @@ async def set_topic_assignment(
 
 # ----------------------------------------------------------------------- controller writes
 #
-# Every write the controller makes goes through ``fenced`` (spec §7.3): a failed
+# Every write the controller makes goes through ``fenced`` (Kafka's
+# ``expectedControllerEpochZkVersion`` on every ``KafkaZkClient`` write): a failed
 # ``/controller_epoch`` check raises ``ControllerMovedError`` and the controller resigns.
 
 
@@ -633,7 +637,7 @@ async def delete_topic_deletions_fenced(
 async def delete_topic_fenced(
     session: StoreSession, epoch_zk_version: int, topic: TopicName
 ) -> None:
-    """The end of a deletion (spec §6.3 ``completeDeleteTopic``), in Kafka's order: the
+    """The end of a deletion (``TopicDeletionManager.completeDeleteTopic``), in Kafka's order: the
     topic znode and its partitions, its config, then its marker; every write fenced."""
     await delete_recursive_fenced(session, epoch_zk_version, zkdata.topic_path(topic))
     with contextlib.suppress(NoNodeError):
@@ -642,7 +646,8 @@ async def delete_topic_fenced(
 
 
 # ----------------------------------------------------------------------- reassignment and
-# preferred replica election (the legacy admin znodes, spec §1.2)
+# preferred replica election (the legacy admin znodes, ``ReassignPartitionsZNode`` and
+# ``PreferredReplicaElectionZNode``)
 
 
 async def get_partition_reassignment(

@@ -1,4 +1,4 @@
-"""Watch dispatch over a store session, as Kafka's ``ZooKeeperClient`` does it (spec §1.1).
+"""Watch dispatch over a store session, as Kafka's ``ZooKeeperClient`` does it.
 
 Kafka keeps a local table of handlers: *data handlers* by path (created / deleted / data
 changed) and *child handlers* by path (children changed), plus *state handlers* told when
