@@ -15,8 +15,8 @@ import anyio
 
 from actors.runtime.clock import run_real
 from cluster.cli.args import UsageError, key_values
+from cluster.cli.trace import _cmd_trace_export, add_analysis_parsers, add_replay_parser
 from cluster.logging import configure_logging
-from cluster.trace_files import add_analysis_parsers, add_replay_parser
 from protocol.errors import KemuError
 
 
@@ -116,17 +116,6 @@ def _cmd_broker_process(args: argparse.Namespace) -> int:
     return anyio.run(
         lambda: run_broker_process(spec, tap=tap), backend_options={"use_uvloop": True}
     )
-
-
-def _cmd_trace_export(args: argparse.Namespace) -> int:
-    from cluster.trace_files import export_parquet
-
-    src = Path(args.trace)
-    if not src.is_file():
-        raise UsageError(f"trace file {src} does not exist")
-    rows = export_parquet(src, args.output)
-    print(f"wrote {rows} events to {args.output}")
-    return 0
 
 
 def _cmd_topics(args: argparse.Namespace) -> int:
