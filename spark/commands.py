@@ -1,5 +1,5 @@
 """The command-line bodies of ``kemu trace analyze`` and ``kemu trace diff`` (wired in
-``cluster.trace_files``): start a quiet session, run the job, write JSON and HTML, print a
+``cluster.cli.trace``): start a quiet session, run the job, write JSON and HTML, print a
 summary, and answer the exit status."""
 
 from __future__ import annotations

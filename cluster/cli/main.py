@@ -15,7 +15,7 @@ import anyio
 
 from actors.runtime.clock import run_real
 from cluster.cli.args import UsageError, key_values
-from cluster.cli.trace import _cmd_trace_export, add_analysis_parsers, add_replay_parser
+from cluster.cli.trace import add_trace_parser
 from cluster.logging import configure_logging
 from protocol.errors import KemuError
 
@@ -322,14 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     zk.set_defaults(func=_cmd_zk)
 
-    trace = sub.add_parser("trace", help="work with trace files")
-    trace_sub = trace.add_subparsers(dest="trace_command", required=True, metavar="ACTION")
-    export = trace_sub.add_parser("export", help="export a JSONL trace to Parquet")
-    export.add_argument("trace", help="the JSONL trace file")
-    export.add_argument("output", help="the Parquet file to write")
-    export.set_defaults(func=_cmd_trace_export)
-    add_analysis_parsers(trace_sub)  # kemu trace analyze / diff (cluster.trace_files, spark)
-    add_replay_parser(trace_sub)  # kemu trace replay (cluster.trace_files, spark.replay)
+    add_trace_parser(sub)  # kemu trace export|analyze|diff|replay (cluster.cli.trace)
     _add_chaos_parser(sub)  # kemu chaos
     _add_reassignment_parsers(sub)  # kemu reassign-partitions, kemu leader-election
     return parser

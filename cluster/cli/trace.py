@@ -1,15 +1,36 @@
-"""``kemu trace``: export, analyze, diff and replay trace files, the command-line half
-(the files themselves: ``cluster.trace_files``; the Spark jobs: ``spark``)."""
+"""``kemu trace export|analyze|diff|replay``: the command line of the trace tools.
+
+The files themselves are ``cluster.trace_files`` (the JSON Lines writer, the Parquet
+export); the Spark jobs are ``spark.commands`` and ``spark.replay``, imported when a
+command runs. A bad ``--conf`` is a ``UsageError`` raised before Spark starts.
+"""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
-from typing import Any
+from typing import TypeAlias
 
 from cluster.cli.args import UsageError, key_values
 
+__all__ = ["add_trace_parser", "spark_conf"]
 
-def _cmd_trace_export(args: Any) -> int:
+_SubParsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def add_trace_parser(sub: _SubParsers) -> None:
+    """``kemu trace`` and its actions, on the top-level command's subparsers."""
+    trace = sub.add_parser("trace", help="work with trace files")
+    trace_sub = trace.add_subparsers(dest="trace_command", required=True, metavar="ACTION")
+    export = trace_sub.add_parser("export", help="export a JSONL trace to Parquet")
+    export.add_argument("trace", help="the JSONL trace file")
+    export.add_argument("output", help="the Parquet file to write")
+    export.set_defaults(func=_cmd_trace_export)
+    _add_analysis_parsers(trace_sub)
+    _add_replay_parser(trace_sub)
+
+
+def _cmd_trace_export(args: argparse.Namespace) -> int:
     from cluster.trace_files import export_parquet
 
     src = Path(args.trace)
@@ -23,7 +44,7 @@ def _cmd_trace_export(args: Any) -> int:
 # -- kemu trace analyze / diff (spark.commands) -------------------------------------------
 
 
-def add_analysis_parsers(trace_sub: Any) -> None:
+def _add_analysis_parsers(trace_sub: _SubParsers) -> None:
     """``kemu trace analyze`` and ``kemu trace diff``; Spark is imported when they run."""
     analyze = trace_sub.add_parser(
         "analyze",
@@ -68,12 +89,12 @@ def add_analysis_parsers(trace_sub: Any) -> None:
             help="fault-free seconds a marked topic has to be deleted in (60)",
         )
         parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-        add_spark_conf_argument(parser)
+        _add_spark_conf_argument(parser)
     analyze.set_defaults(func=_cmd_trace_analyze)
     diff.set_defaults(func=_cmd_trace_diff)
 
 
-def add_spark_conf_argument(parser: Any) -> None:
+def _add_spark_conf_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--conf",
         action="append",
@@ -83,7 +104,7 @@ def add_spark_conf_argument(parser: Any) -> None:
     )
 
 
-def spark_conf(args: Any) -> dict[str, str]:
+def spark_conf(args: argparse.Namespace) -> dict[str, str]:
     """The ``--conf`` settings; a bad one is a usage error, raised before Spark starts."""
     conf = key_values(args.conf, "--conf")
     for key in conf:
@@ -92,7 +113,7 @@ def spark_conf(args: Any) -> dict[str, str]:
     return conf
 
 
-def _cmd_trace_analyze(args: Any) -> int:
+def _cmd_trace_analyze(args: argparse.Namespace) -> int:
     from spark.commands import analyze_command
 
     return analyze_command(
@@ -105,7 +126,7 @@ def _cmd_trace_analyze(args: Any) -> int:
     )
 
 
-def _cmd_trace_diff(args: Any) -> int:
+def _cmd_trace_diff(args: argparse.Namespace) -> int:
     from spark.commands import diff_command
 
     return diff_command(
@@ -123,7 +144,7 @@ def _cmd_trace_diff(args: Any) -> int:
 # -- kemu trace replay (spark.replay) -------------------------------------------------------
 
 
-def add_replay_parser(trace_sub: Any) -> None:
+def _add_replay_parser(trace_sub: _SubParsers) -> None:
     """``kemu trace replay TRACE... [--master URL] [--out DIR]`` (``spark.replay``)."""
     replay = trace_sub.add_parser(
         "replay",
@@ -143,11 +164,11 @@ def add_replay_parser(trace_sub: Any) -> None:
     )
     replay.add_argument("--master", metavar="URL", help="Spark master (default local[*])")
     replay.add_argument("--out", metavar="DIR", help="write the report (replay.json) here")
-    add_spark_conf_argument(replay)
+    _add_spark_conf_argument(replay)
     replay.set_defaults(func=_cmd_trace_replay)
 
 
-def _cmd_trace_replay(args: Any) -> int:
+def _cmd_trace_replay(args: argparse.Namespace) -> int:
     from spark.progress import Progress
     from spark.replay import replay_command
 
