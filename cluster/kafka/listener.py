@@ -19,8 +19,10 @@ The listener, per connection (as Kafka's ``SocketServer`` and ``KafkaApis`` do):
   ApiVersions responses always carry response header v0;
 * closes the connection on an unknown API key or an unadvertised version, as Kafka does;
 * closes the connection on a request the codec cannot decode (a malformed frame, an unknown
-  tagged field), traced as an ``error`` of type ``bad_frame``; other connections and the
-  listener carry on;
+  tagged field) or whose length prefixes claim more than the frame holds (checked before
+  the codec runs, which would otherwise allocate from them: ``cluster.kafka.bounds``),
+  traced as an ``error`` of type ``bad_frame``; other connections and the listener carry
+  on;
 * hands every other request to the handler in its own task, several at a time (librdkafka
   pipelines), and writes the responses in request order whatever order they complete in.
   A handler that returns ``None`` (an advertised API it does not implement) or raises gets
@@ -63,6 +65,7 @@ from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 
 from actors.runtime.tracer import Tracer
+from cluster.kafka.bounds import check_lengths
 from protocol.codec import FrameReader
 from protocol.errors import ErrorCode, FrameError, NetworkError, NodeStoppedError
 from protocol.ids import BrokerId, TopicName
@@ -326,8 +329,11 @@ def decode_request(frame: bytes, advertised: Mapping[int, tuple[int, int]]) -> K
         raise UnsupportedApiError(api_key, api_version, correlation_id)
     schema = _request_schema(api_key, api_version)
     try:
+        check_lengths(schema, frame, check_lengths(schema.__header_schema__, frame))
         header, used = entity_reader(schema.__header_schema__)(frame, 0)
         body, _ = entity_reader(schema)(frame, used)
+    except FrameError as exc:
+        raise FrameError(f"cannot decode API {api_key} v{api_version}: {exc}") from exc
     except Exception as exc:  # the codec's errors, and KeyError on unknown tagged fields
         raise FrameError(f"cannot decode API {api_key} v{api_version}: {exc!r}") from exc
     return KafkaRequest(
@@ -344,6 +350,7 @@ def _header_only(frame: bytes) -> KafkaRequest:
     which the v2 header starts with."""
     schema = _request_schema(_API_VERSIONS, 0)
     try:
+        check_lengths(schema.__header_schema__, frame)
         header, _ = entity_reader(schema.__header_schema__)(frame, 0)
     except Exception as exc:
         raise FrameError(f"cannot decode a request header: {exc!r}") from exc
@@ -965,6 +972,7 @@ def _read_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, A
     """The correlation id and the codec's body of a response frame (no size prefix)."""
     cls = _response_schema(api_key, api_version)
     try:
+        check_lengths(cls, frame, check_lengths(cls.__header_schema__, frame))
         header, used = entity_reader(cls.__header_schema__)(frame, 0)
         body, _ = entity_reader(cls)(frame, used)
     except Exception as exc:  # the codec's errors
