@@ -4,7 +4,8 @@
 serves no UI, binds to loopback unless a cluster master is named, logs only errors (through
 the packaged ``conf/log4j2.properties``) and uses a ``spark.local.dir`` of its own, removed
 afterwards. The master is ``local[*]`` unless one is given or the process was launched by
-``spark-submit`` (which then decides). Facts behind the choices: ../shared/notes/pyspark.md.
+``spark-submit`` (which then decides: it sets ``PYSPARK_GATEWAY_PORT``). docs/spark.md,
+"Running", says what each choice is for.
 """
 
 from __future__ import annotations

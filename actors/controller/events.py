@@ -4,8 +4,8 @@
 Store watches, request callbacks and timers only enqueue these; the controller's state
 changes only while one of them is processed. Each event names the ``ControllerState`` it
 runs under (for the state gauge and the time-per-state metric) and what happens to it when
-it is drained from the queue unprocessed (``preempt``: nothing for these; API-style events
-of later issues answer their caller NOT_CONTROLLER there).
+it is drained from the queue unprocessed (``preempt``: nothing for most; the events with a
+caller answer it there, below).
 
 Adding an event: define it here, add it to ``ControllerEventUnion``, and give it a case
 in ``KafkaController.process`` (mypy's ``assert_never`` check fails until it has one).

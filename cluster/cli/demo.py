@@ -8,8 +8,8 @@ and broker 2 crashes: its heartbeats stop, the store expires its session after t
 timeout, its ephemeral vanishes, and broker 0's watch reports it — ZooKeeper's behaviour,
 not a scripted print. Everything is traced to a JSONL file.
 
-Until the cluster issue brings real brokers and a controller, this is what ``scripts/demo.sh``
-runs.
+It shows the runtime, the network and the store alone, with no controller; the whole
+cluster's demo is ``scripts/demo.sh`` (``kemu up`` and ``kemu topics``).
 """
 
 from __future__ import annotations

@@ -132,7 +132,6 @@ def _cmd_zk(args: argparse.Namespace) -> int:
     )
 
 
-# --- kemu chaos (cluster/chaos) ---------------------------------------------------------
 def _cmd_chaos(args: argparse.Namespace) -> int:
     from cluster.cli.chaos import chaos_main
 
@@ -169,10 +168,6 @@ def _add_chaos_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         )
 
 
-# --- end of kemu chaos -------------------------------------------------------------------
-
-
-# --- kemu reassign-partitions / leader-election (issue 4) --------------------------------
 def _cmd_reassign(args: argparse.Namespace) -> int:
     from cluster.cli.reassign import main as reassign_main
 
@@ -201,9 +196,6 @@ def _add_reassignment_parsers(sub: argparse._SubParsersAction[argparse.ArgumentP
         one = sub.add_parser(name, help=text, add_help=False, prefix_chars="\0")
         one.add_argument("args", nargs=argparse.REMAINDER)  # the command's jopt-style parser
         one.set_defaults(func=func)
-
-
-# --- end of kemu reassign-partitions / leader-election ----------------------------------
 
 
 def build_parser() -> argparse.ArgumentParser:

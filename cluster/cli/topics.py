@@ -1,4 +1,4 @@
-"""``kemu topics``: Kafka 2.7's ``kafka-topics.sh`` (``TopicCommand``), spec §10.4.
+"""``kemu topics``: Kafka 2.7's ``kafka-topics.sh`` (``kafka.admin.TopicCommand``).
 
 Same options, same checks in the same order, same messages and output, byte for byte:
 
