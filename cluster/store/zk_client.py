@@ -1,4 +1,11 @@
-"""aiozk's connection and session, patched (see docs/zookeeper-adapter.md)."""
+"""aiozk's connection and session, subclassed where its behaviour does not suit us.
+
+``AiozkSession`` reconnects, reports its state changes and watch notifications to its
+owner (a ``SessionOwner``: the ``ZooKeeperSession`` in ``cluster.store.zookeeper``) and
+decides nothing itself; ``_Connection`` notices its own death, reads replies in chunks and
+records watch registrations in wire order. Each workaround, with the aiozk behaviour it
+replaces and the test that pins it, is in docs/zookeeper-adapter.md.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +13,7 @@ import asyncio
 import logging
 import struct
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aiozk import exc as zk_exc
 from aiozk import protocol as zk_proto
@@ -15,24 +22,42 @@ from aiozk.retry import RetryPolicy
 from aiozk.session import Session
 from aiozk.states import SessionStateMachine, States
 
+from actors.runtime.clock import Clock
 from cluster.store import _jute
+from protocol.errors import BadArgumentsError
 
-if TYPE_CHECKING:
-    from cluster.store.zookeeper import ZooKeeperSession
-
-# Patch 9: aiozk logs every connection loss at ERROR with a traceback.
+# aiozk logs every connection loss at ERROR with a traceback (docs/zookeeper-adapter.md,
+# "aiozk's logger").
 logging.getLogger("aiozk").setLevel(logging.CRITICAL)
 
-_CONNECT_TIMEOUT = 2.0  # one connection attempt: TCP connect, srvr handshake, reconnect
-_RETRY_FIRST = 0.05  # reconnect backoff: first pause, doubling up to ...
+MAX_PACKET = 0xFFFFF  # the server's jute.maxbuffer: a longer request drops the connection
+_REQUEST_OVERHEAD = 1024  # more than a create's or set's bytes besides its path and data
+CONNECT_TIMEOUT = 2.0  # one connection attempt: TCP connect, srvr handshake, reconnect
+RETRY_FIRST = 0.05  # reconnect backoff: first pause, doubling up to ...
 _RETRY_MAX = 0.5  # ... this (aiozk: 2**n seconds up to 60)
+CLOSE_TIMEOUT = 2.0  # the CloseRequest of a clean close
+CALL_FRACTION = 2 / 3  # a call's bound, as a fraction of the session timeout
 _SIZE = struct.Struct("!i")  # the length prefix of every frame
 _READ_CHUNK = 256 * 1024  # bytes asked of the socket at once (many pipelined replies)
 _REPLY_HEADER = struct.Struct("!iqi")  # xid, zxid, error code
 _REPLY_HEADER_SIZE = _REPLY_HEADER.size
 
 
-def _discard(conn: Any) -> None:
+def check_packet(request: Any, *, path: str = "", data: bytes | None = None) -> None:
+    """Refuse a request over the server's buffer. One carrying only ``path`` and ``data``
+    (a create or set) is measured without being serialized when it is far below."""
+    if data is not None and 4 * len(path) + len(data) + _REQUEST_OVERHEAD < MAX_PACKET:
+        return
+    check_serialized(len(request.serialize(0)))
+
+
+def check_serialized(size: int) -> None:
+    """Refuse a serialized request over the server's buffer."""
+    if size > MAX_PACKET:
+        raise BadArgumentsError(f"request of {size} bytes is over ZooKeeper's {MAX_PACKET}")
+
+
+def discard(conn: Any) -> None:
     """Drop an aiozk connection now: pending requests fail with ``ConnectError``, its read
     loop is cancelled and its socket closed. Synchronous, idempotent."""
     if conn is None:
@@ -46,14 +71,40 @@ def _discard(conn: Any) -> None:
         conn.writer.close()
 
 
-# ----------------------------------------------------------------------------- aiozk patches
+class SessionOwner(Protocol):
+    """What ``AiozkSession`` reports to, and asks, the session adapter that owns it. Its
+    hooks run in aiozk's tasks (the repair loop, the heartbeat) or in the read loop."""
+
+    @property
+    def kemu_clock(self) -> Clock: ...
+
+    def kemu_transition(self, previous: str, state: str) -> None:
+        """aiozk's session state changed."""
+
+    def kemu_notification(self, event: Any) -> None:
+        """A watch notification, read off the wire in order."""
+
+    async def kemu_reconnected(self) -> None:
+        """Right after a (re)connection, before anything else is read from it."""
+
+    async def kemu_hold_reconnect(self) -> None:
+        """The repair loop waits here before reconnecting."""
+
+    def kemu_wants_connection(self) -> bool:
+        """Whether the repair loop should (re)connect at all."""
+
+    def kemu_expiring(self) -> bool:
+        """Whether the session is only being reconnected to close it on the server."""
+
+    def kemu_task_failed(self, task: str, err: Exception) -> None:
+        """One of aiozk's tasks failed with ``err``."""
 
 
 class _Connection(Connection):  # type: ignore[misc]  # aiozk is untyped
-    """An aiozk connection that reports its own death (patch 3), records the last zxid the
-    server replied with, and runs watch registrations in wire order (patch 5)."""
+    """An aiozk connection that reports its own death ("Connection loss"), records the last
+    zxid the server replied with, and runs watch registrations in wire order ("Watches")."""
 
-    def __init__(self, host: str, port: int, session: _AiozkSession) -> None:
+    def __init__(self, host: str, port: int, session: AiozkSession) -> None:
         super().__init__(
             host, port, watch_handler=session.event_dispatch, read_timeout=session.read_timeout
         )
@@ -69,7 +120,7 @@ class _Connection(Connection):  # type: ignore[misc]  # aiozk is untyped
         return future
 
     def send_pipelined(self, requests: Sequence[tuple[int, Any, bytes]]) -> list[Any]:
-        """Patch 10: register ``(xid, request, serialized)`` requests, in order, and write
+        """Pipelining: register ``(xid, request, serialized)`` requests, in order, and write
         them to the socket at once (one write instead of one per request). Returns one
         future per request, as ``send`` does; on a closing connection they fail at once."""
         loop = asyncio.get_running_loop()
@@ -96,7 +147,7 @@ class _Connection(Connection):  # type: ignore[misc]  # aiozk is untyped
         return futures
 
     async def _frame(self) -> bytes:
-        """Patch 10: the next reply (without its length prefix), cut from what was read in
+        """Pipelining: the next reply (without its length prefix), cut from what was read in
         chunks (aiozk reads each reply in three bounded reads, a task per read through
         ``asyncio.wait_for``; pipelined replies come many per chunk). As aiozk: waiting for
         a reply to start has no bound, the rest of it must come within the read timeout;
@@ -124,8 +175,8 @@ class _Connection(Connection):  # type: ignore[misc]  # aiozk is untyped
         return frame
 
     async def read_response(self, initial_connect: bool = False) -> Any:
-        # aiozk's, with replies cut from chunks and a multi's parsed by ``_jute`` (patches
-        # 10, 11); connect and close replies have no reply header.
+        # aiozk's, with replies cut from chunks and a multi's parsed by ``_jute``
+        # ("Pipelining", "Multi-ops"); connect and close replies have no reply header.
         frame = await self._frame()
         if initial_connect or self.pending_specials[zk_proto.CLOSE_XID]:
             return None, None, zk_proto.ConnectResponse.deserialize(frame)
@@ -165,8 +216,8 @@ class _Connection(Connection):  # type: ignore[misc]  # aiozk is untyped
             self._session.kemu_connection_lost(self)
 
 
-class _RawMulti:
-    """A multi-op request already encoded (patch 11), sent through aiozk as its own
+class RawMulti:
+    """A multi-op request already encoded ("Multi-ops"), sent through aiozk as its own
     requests are: ``Session.send`` and ``Connection.send`` only use these members."""
 
     __slots__ = ("_ops",)
@@ -194,13 +245,13 @@ class _StateMachine(SessionStateMachine):  # type: ignore[misc]  # aiozk is unty
         self._hook(previous, state)
 
 
-class _Retry(Exception):
+class _HandshakeFailed(Exception):
     """The session handshake failed without a verdict on the session: try again."""
 
 
-class _AiozkSession(Session):  # type: ignore[misc]  # aiozk is untyped
-    """aiozk's session with the reconnection, watch and expiry behaviour described in the
-    module docstring (patches 2, 4, 5, 6). ``owner`` decides; this class only reports."""
+class AiozkSession(Session):  # type: ignore[misc]  # aiozk is untyped
+    """aiozk's session with our retry policy, reconnection, watches and expiry
+    (docs/zookeeper-adapter.md). ``owner`` decides; this class only reports."""
 
     # Set by aiozk's __init__; declared for mypy.
     conn: Any
@@ -208,11 +259,11 @@ class _AiozkSession(Session):  # type: ignore[misc]  # aiozk is untyped
     session_id: Any
     password: Any
 
-    def __init__(self, servers: str, timeout: float, owner: ZooKeeperSession) -> None:
+    def __init__(self, servers: str, timeout: float, owner: SessionOwner) -> None:
         super().__init__(
             servers,
             timeout,
-            RetryPolicy.n_times(1),  # patch 2
+            RetryPolicy.n_times(1),  # no resend after a reconnect
             False,  # allow_read_only
             None,  # read_timeout: aiozk's default (3 s per partial read)
         )
@@ -222,7 +273,7 @@ class _AiozkSession(Session):  # type: ignore[misc]  # aiozk is untyped
         self._next_host = 0
         self._failures = 0
 
-    # -- connecting (patch 4)
+    # -- connecting ("Reconnection")
 
     async def repair_loop(self) -> None:
         owner = self.kemu_owner
@@ -235,10 +286,10 @@ class _AiozkSession(Session):  # type: ignore[misc]  # aiozk is untyped
             try:
                 await asyncio.wait_for(self.establish_session(), self.timeout)
             except zk_exc.SessionLost:  # the server has no such session: owner notified
-                _discard(self.conn)
+                discard(self.conn)
                 continue
-            except (TimeoutError, _Retry, OSError, zk_exc.ZKError):
-                _discard(self.conn)
+            except (TimeoutError, _HandshakeFailed, OSError, zk_exc.ZKError):
+                discard(self.conn)
                 self._failures += 1
                 continue
             self._failures = 0
@@ -248,7 +299,7 @@ class _AiozkSession(Session):  # type: ignore[misc]  # aiozk is untyped
 
     async def find_server(self, allow_read_only: bool) -> None:
         """Try each server in turn (round robin, no global RNG) with a short backoff."""
-        delay = _RETRY_FIRST
+        delay = RETRY_FIRST
         if self._failures:
             await self.kemu_owner.kemu_clock.sleep(min(_RETRY_MAX, delay * 2**self._failures))
         while True:
@@ -259,7 +310,7 @@ class _AiozkSession(Session):  # type: ignore[misc]  # aiozk is untyped
                 if conn is not None:
                     old, self.conn = self.conn, conn
                     if old is not conn:
-                        _discard(old)
+                        discard(old)
                     return
             await self.kemu_owner.kemu_clock.sleep(delay)
             delay = min(delay * 2, _RETRY_MAX)
@@ -267,9 +318,9 @@ class _AiozkSession(Session):  # type: ignore[misc]  # aiozk is untyped
     async def make_connection(self, host: str, port: Any) -> Any:
         conn = _Connection(host, int(port), self)
         try:
-            await asyncio.wait_for(conn.connect(), _CONNECT_TIMEOUT)
+            await asyncio.wait_for(conn.connect(), CONNECT_TIMEOUT)
         except (TimeoutError, OSError, zk_exc.ZKError):
-            _discard(conn)
+            discard(conn)
             return None
         return conn
 
@@ -278,7 +329,7 @@ class _AiozkSession(Session):  # type: ignore[misc]  # aiozk is untyped
         reply = await self.conn.send_connect(
             zk_proto.ConnectRequest(
                 protocol_version=0,
-                # an old session is only being closed: any zxid will do (patch 6)
+                # an old session is only being closed: any zxid will do
                 last_seen_zxid=0 if owner.kemu_expiring() else self.kemu_last_zxid,
                 timeout=int(self.timeout * 1000),
                 session_id=self.session_id or 0,
@@ -287,7 +338,7 @@ class _AiozkSession(Session):  # type: ignore[misc]  # aiozk is untyped
             )
         )
         if reply is None:  # aiozk: read error; it would give up the session here
-            raise _Retry
+            raise _HandshakeFailed
         _, response = reply
         if response.session_id == 0:  # the server has no such session (any more)
             if self.state != States.LOST:
@@ -298,12 +349,22 @@ class _AiozkSession(Session):  # type: ignore[misc]  # aiozk is untyped
         self.timeout = response.timeout / 1000
 
     def kemu_connection_lost(self, conn: Any) -> None:
-        """Patch 3: the read loop of ``conn`` ended without being asked to."""
+        """The read loop of ``conn`` ended without being asked to ("Connection loss")."""
         if conn is self.conn and not self.closing and self.state == States.CONNECTED:
             self.state.transition_to(States.SUSPENDED)
 
+    def kemu_request_failed(self, conn: Any, err: BaseException) -> None:
+        """A request sent on ``conn`` failed with ``err``: as aiozk's ``Session.send``, a
+        write on a dead connection suspends the session."""
+        if (
+            isinstance(err, zk_exc.ConnectError)
+            and conn is self.conn
+            and self.state == States.CONNECTED
+        ):
+            self.state.transition_to(States.SUSPENDED)
+
     async def heartbeat(self) -> None:
-        """Patch 12: aiozk's ping re-raises any failure but a connection loss or a timeout,
+        """aiozk's ping re-raises any failure but a connection loss or a timeout,
         and nobody awaits its task: an error reply (the session moved to another
         connection or expired under the ping) ended it with an exception never
         retrieved. Such a ping is traced and dropped; what the connection does next (the
@@ -313,7 +374,7 @@ class _AiozkSession(Session):  # type: ignore[misc]  # aiozk is untyped
         except Exception as err:
             self.kemu_owner.kemu_task_failed("zookeeper_heartbeat", err)
 
-    # -- watches (patch 5)
+    # -- watches ("Watches")
 
     def event_dispatch(self, event: Any) -> None:
         self.kemu_owner.kemu_notification(event)

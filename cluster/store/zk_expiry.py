@@ -1,4 +1,10 @@
-"""Forced session expiry (see docs/zookeeper-adapter.md)."""
+"""Forced session expiry: ZooKeeper's classic test trick, on a connection of its own.
+
+A second connection takes the session over with its id and password and closes it, so the
+server deletes its ephemerals (firing other sessions' watches) exactly as on expiry. The
+owner's side (holding its own client off meanwhile, telling the owner) is
+``ZooKeeperSession.kemu_expire``; see docs/zookeeper-adapter.md, "Forced expiry".
+"""
 
 from __future__ import annotations
 
@@ -10,12 +16,10 @@ from aiozk import protocol as zk_proto
 from aiozk.connection import Connection
 
 from actors.runtime.clock import Clock
-from cluster.store.zk_client import _CONNECT_TIMEOUT, _RETRY_FIRST, _discard
-
-_CLOSE_TIMEOUT = 2.0  # the CloseRequest of a clean close
+from cluster.store.zk_client import CLOSE_TIMEOUT, CONNECT_TIMEOUT, RETRY_FIRST, discard
 
 
-async def _kill_server_session(
+async def kill_server_session(
     servers: str,
     session_id: int,
     password: bytes,
@@ -33,7 +37,7 @@ async def _kill_server_session(
         for host, port in hosts:
             conn = Connection(host, int(port), watch_handler=lambda _: None, read_timeout=None)
             try:
-                await asyncio.wait_for(conn.connect(), _CONNECT_TIMEOUT)
+                await asyncio.wait_for(conn.connect(), CONNECT_TIMEOUT)
                 reply = await asyncio.wait_for(
                     conn.send_connect(
                         zk_proto.ConnectRequest(
@@ -45,7 +49,7 @@ async def _kill_server_session(
                             read_only=False,
                         )
                     ),
-                    _CONNECT_TIMEOUT,
+                    CONNECT_TIMEOUT,
                 )
                 if reply is None:
                     continue
@@ -53,12 +57,10 @@ async def _kill_server_session(
                     conn.start_read_loop()
                     if taken is not None:
                         await taken()
-                    await asyncio.wait_for(
-                        conn.send(zk_proto.CloseRequest(), xid=1), _CLOSE_TIMEOUT
-                    )
+                    await asyncio.wait_for(conn.send(zk_proto.CloseRequest(), xid=1), CLOSE_TIMEOUT)
             except (TimeoutError, OSError, zk_exc.ZKError):
                 continue
             finally:
-                _discard(conn)
+                discard(conn)
             return True
-        await clock.sleep(_RETRY_FIRST)
+        await clock.sleep(RETRY_FIRST)

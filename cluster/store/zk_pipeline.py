@@ -1,20 +1,38 @@
-"""Pipelined batches of requests (see docs/zookeeper-adapter.md)."""
+"""Pipelined batches: a session's requests written many per socket write.
+
+As Kafka's ``KafkaZkClient.retryRequestsUntilConnected`` sends a batch, ``run_pipeline``
+writes a batch's requests in order, many per socket write, with up to ``WINDOW`` awaiting
+their replies, instead of one round trip each through aiozk's ``Session.send``. The server
+runs a session's requests in the order they were sent, so every outcome is what it would
+be one request after the other. The session it runs for is a ``PipelineHost`` (the
+``ZooKeeperSession`` in ``cluster.store.zookeeper``); see docs/zookeeper-adapter.md,
+"Pipelining".
+"""
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-_PIPELINE_WINDOW = 256  # pipelined multi-ops in flight on one connection (patch 10)
+import anyio
+from aiozk.states import States
+
+from cluster.store.zk_client import CALL_FRACTION, AiozkSession, check_serialized
+from cluster.store.zk_translate import FOREIGN_ERRORS, translate
+from protocol.errors import ConnectionLossError, SessionExpiredError, StoreError
+
+WINDOW = 256  # pipelined requests in flight on one connection
 
 
 @dataclass(frozen=True, slots=True)
-class _Pipeline:
-    """What a pipelined batch is made of (patch 10): how each item is traced (``op``, its
-    ``path`` and extra ``fields``), becomes a request, and turns its reply into its
-    outcome, and how it is run alone while the session is not connected."""
+class Pipeline:
+    """What a pipelined batch is made of: how each item is traced (``op``, its ``path``
+    and extra ``fields``), becomes a request, and turns its reply into its outcome, and
+    how it is run alone while the session is not connected."""
 
     op: str
     path: Callable[[Any], str]
@@ -22,6 +40,28 @@ class _Pipeline:
     request: Callable[[Any], Any]
     finish: Callable[[Any, Any], Any]
     lone: Callable[[Any], Awaitable[Any]]
+
+
+class PipelineHost(Protocol):
+    """What a pipelined batch needs of the session it runs in."""
+
+    @property
+    def kemu_zk(self) -> AiozkSession:
+        """The aiozk session whose connection carries the batch."""
+
+    def kemu_alive(self) -> bool:
+        """Whether the session is alive for its owner (connected or suspended)."""
+
+    def kemu_cancellable(self) -> AbstractContextManager[None]:
+        """A block the session cancels (and ends quietly) when it expires or is closed."""
+
+    def kemu_server_expired(self, path: str) -> StoreError:
+        """The server said the session expired: expire it and return the error."""
+
+    def kemu_unusable_error(self) -> StoreError:
+        """The error of a call on a session that expired or was closed."""
+
+    def trace(self, op: str, path: str, result: str, **fields: Any) -> None: ...
 
 
 class _Pipelined:
@@ -36,3 +76,109 @@ class _Pipelined:
         self.outcome: Any = None
         self.future: asyncio.Future[Any] | None = None
         self.conn: Any = None
+
+
+async def run_pipeline(host: PipelineHost, items: list[Any], how: Pipeline) -> list[Any]:
+    """Send ``items`` in order, many per socket write, with up to ``WINDOW`` awaiting their
+    replies, and return their outcomes in order. A request whose connection is lost or
+    whose reply is late fails with ``ConnectionLossError`` (outcome unknown), as a lone
+    call does. While the session is not connected the next request goes alone
+    (``how.lone``, which waits for the connection, bounded): if the connection comes back
+    pipelining resumes, if not every request left fails so at once (none was sent). Once
+    the session expires or is closed, the rest fail with that error."""
+    zk = host.kemu_zk
+    todo = deque(_Pipelined(item, how.path(item)) for item in items)
+    outcomes: list[Any] = []
+    inflight: deque[_Pipelined] = deque()
+    with host.kemu_cancellable():
+        while todo or inflight:
+            if todo and len(inflight) <= WINDOW // 2:
+                if host.kemu_alive() and zk.state == States.CONNECTED:
+                    _send(zk, todo, inflight, how)
+                elif not inflight:
+                    outcome = await how.lone(todo.popleft().item)
+                    outcomes.append(outcome)
+                    if isinstance(outcome, ConnectionLossError) and zk.state != States.CONNECTED:
+                        while todo:  # not sent: the connection did not come back
+                            lost = todo.popleft()
+                            lost.outcome = ConnectionLossError(f"{lost.path}: {outcome}")
+                            outcomes.append(_traced_outcome(host, lost, how))
+                    continue
+            entry = inflight.popleft()
+            if entry.outcome is None:
+                await _await_reply(host, entry, inflight, how)
+            outcomes.append(_traced_outcome(host, entry, how))
+    for entry in (*inflight, *todo):  # the session expired or was closed meanwhile
+        if entry.outcome is None:
+            entry.outcome = host.kemu_unusable_error()
+        outcomes.append(_traced_outcome(host, entry, how))
+    return outcomes
+
+
+def _send(
+    zk: AiozkSession, todo: deque[_Pipelined], inflight: deque[_Pipelined], how: Pipeline
+) -> None:
+    """Send the next of ``todo`` up to the window, in one write. A request that cannot be
+    sent (a bad path or op, too big) is decided at once, in its place."""
+    conn = zk.conn
+    frames: list[tuple[int, Any, bytes]] = []
+    sent: list[_Pipelined] = []
+    while todo and len(inflight) < WINDOW:
+        entry = todo.popleft()
+        inflight.append(entry)
+        try:
+            request = how.request(entry.item)
+            zk.xid = zk.xid + 1 if zk.xid < 0x7FFFFFFF else 1  # as aiozk's Session.send
+            payload = request.serialize(zk.xid)
+            check_serialized(len(payload))
+        except StoreError as err:
+            entry.outcome = err
+            continue
+        frames.append((zk.xid, request, payload))
+        sent.append(entry)
+    for entry, future in zip(sent, conn.send_pipelined(frames), strict=True):
+        entry.future = future
+        entry.conn = conn
+    zk.set_heartbeat()  # as aiozk's Session.send after a reply: no ping while busy
+
+
+async def _await_reply(
+    host: PipelineHost, entry: _Pipelined, inflight: deque[_Pipelined], how: Pipeline
+) -> None:
+    """Await one pipelined request's reply, bounded as a lone call is, and decide its
+    outcome. A late reply decides every request in flight behind it too (the server
+    answers in order): lost, without waiting again."""
+    zk = host.kemu_zk
+    future = entry.future
+    assert future is not None  # undecided means sent
+    try:
+        if not future.done():  # (replies often come in faster than they are handled)
+            with anyio.fail_after(zk.timeout * CALL_FRACTION):
+                await future
+        _, response = future.result()
+    except TimeoutError:
+        late = f"no answer from ZooKeeper within {zk.timeout * CALL_FRACTION:.1f} s"
+        for each in (entry, *inflight):
+            if each.outcome is None:
+                each.outcome = ConnectionLossError(f"{each.path}: {late}")
+        return
+    except FOREIGN_ERRORS as exc:
+        error = translate(exc, entry.path)
+        if isinstance(error, SessionExpiredError):
+            error = host.kemu_server_expired(entry.path)
+        else:
+            zk.kemu_request_failed(entry.conn, exc)
+        entry.outcome = error
+        return
+    try:
+        entry.outcome = how.finish(entry.item, response)
+    except StoreError as err:
+        entry.outcome = err
+
+
+def _traced_outcome(host: PipelineHost, entry: _Pipelined, how: Pipeline) -> Any:
+    outcome = entry.outcome
+    assert outcome is not None
+    result = type(outcome).__name__ if isinstance(outcome, StoreError) else "ok"
+    host.trace(how.op, entry.path, result, **how.fields(entry.item))
+    return outcome

@@ -1,7 +1,14 @@
-"""aiozk's errors and stats as ours (see docs/zookeeper-adapter.md)."""
+"""aiozk's errors and stats as ours: the one place where a foreign type becomes a kemu one.
+
+Every aiozk exception a call can meet becomes a ``protocol.errors.StoreError`` here
+(``translate``, ``translated``), chained to the original; every aiozk ``Stat`` becomes a
+``protocol.store.Stat`` (``stat_of``). See docs/zookeeper-adapter.md, "Error translation".
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from aiozk import exc as zk_exc
@@ -17,11 +24,9 @@ from protocol.errors import (
     SessionExpiredError,
     StoreError,
 )
-from protocol.store import (
-    Stat,
-)
+from protocol.store import Stat
 
-# aiozk's response errors -> ours (CONVENTIONS #3: translated once, here).
+# aiozk's response errors -> ours.
 _ERRORS: dict[type[Any], type[StoreError]] = {
     zk_exc.NoNode: NoNodeError,
     zk_exc.NodeExists: NodeExistsError,
@@ -45,13 +50,16 @@ _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     TimeoutError,
     EOFError,
 )
+FOREIGN_ERRORS: tuple[type[BaseException], ...] = (zk_exc.ZKError, OSError, EOFError)
+"""What a request sent through aiozk can fail with, besides our own errors."""
+
 # Multi-op reply codes of the ops that did not fail themselves (rolled back, and
 # ZooKeeper's RUNTIMEINCONSISTENCY for the ops after the failing one).
 _MULTI_BYSTANDER_CODES = (zk_exc.RolledBack.error_code, zk_exc.RuntimeInconsistency.error_code)
 
 
-def _translate(err: BaseException, path: str) -> StoreError:
-    """A foreign exception as one of ours."""
+def translate(err: BaseException, path: str) -> StoreError:
+    """A foreign exception as one of ours (ours are returned as they are)."""
     if isinstance(err, StoreError):
         return err
     mapped = _ERRORS.get(type(err))
@@ -62,7 +70,29 @@ def _translate(err: BaseException, path: str) -> StoreError:
     return StoreError(f"{path}: zookeeper error {type(err).__name__}: {err}")
 
 
-def _stat(s: Any) -> Stat:
+@contextmanager
+def translated(path: str) -> Iterator[None]:
+    """Raise what the block raises of ``FOREIGN_ERRORS`` as ours, chained to it."""
+    try:
+        yield
+    except FOREIGN_ERRORS as exc:
+        raise translate(exc, path) from exc
+
+
+def multi_errors(paths: Sequence[str], replies: Sequence[object]) -> tuple[StoreError | None, ...]:
+    """The per-op errors of a failed multi whose ops are on ``paths``. The server answers
+    a failed multi with a rolled-back code (0) for the ops before the failing one, its
+    error, then a runtime-inconsistency code (-2) for the ops after it: keep only the real
+    error, on its op."""
+    codes = [(i, r) for i, r in enumerate(replies) if isinstance(r, int)]
+    failed, code = next(((i, c) for i, c in codes if c not in _MULTI_BYSTANDER_CODES), codes[0])
+    errors: list[StoreError | None] = [None] * len(paths)
+    errors[failed] = translate(zk_exc.get_response_error(code), paths[failed])
+    return tuple(errors)
+
+
+def stat_of(s: Any) -> Stat:
+    """aiozk's ``Stat`` as ours."""
     return Stat(
         czxid=s.created_zxid,
         mzxid=s.last_modified_zxid,

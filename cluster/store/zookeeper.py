@@ -2,96 +2,24 @@
 
 ``ZooKeeperStore(hosts, chroot=...)`` opens one ZooKeeper session (one aiozk ``Session``,
 hence one TCP connection) per ``StoreSession``, as Kafka gives each broker its own client.
-This is the only module that imports aiozk: everything foreign is translated here (aiozk's
-exceptions into ``StoreError`` subclasses, its ``Stat`` into ours, its watch notifications
-into ``WatchEvent``s, its connection states into ``SessionEvent``s).
-
-How aiozk 0.32 is used, and every place where it is patched or bypassed (see
-``/work/shared/notes/zookeeper-and-aiozk.md`` for the measurements behind them):
-
-1. **Requests are built here and sent with ``Session.send``**, not through ``ZKClient``:
-   conditional ``set``/``delete`` always carry our explicit version (``ZKClient`` fills
-   in versions from a hidden, never-pruned stat cache), ``exists`` uses an
-   ``ExistsRequest`` to get the ``Stat``, children are sorted, and the chroot is handled
-   here (``ZKClient.start`` would create the chroot as *container* nodes, which the
-   server deletes once they have had children and become empty).
-2. **Retry policy ``RetryPolicy.n_times(1)``**: aiozk's default resends a request after a
-   reconnect, which turns our own successful create into ``NodeExists``; here a request
-   whose connection dies fails with ``ConnectionLossError`` (outcome unknown, as with
-   ZooKeeper's own clients). Every call is also bounded (two thirds of the session
-   timeout, as the Java client's read timeout), so nothing waits forever on a dead server.
-3. **Read loop** (``_Connection.read_loop``): aiozk returns silently when the server
-   closes the socket, leaving the session "connected" until a heartbeat times out
-   seconds later. Here the loss is noticed at once: pending requests fail and the session
-   goes ``SUSPENDED``. Whatever suspends the session (this, a failed write, a heartbeat
-   timeout), its connection is dropped there and then, so no request waits on it.
-4. **Reconnection** (``_AiozkSession.repair_loop``/``find_server``/``establish_session``):
-   backoff from 50 ms to 0.5 s instead of aiozk's 2**n up to ``MAX_FIND_WAIT`` (60 s),
-   bounded connection attempts (aiozk's ``srvr`` handshake read has no timeout), and a
-   handshake that fails or times out is retried with the *same* session instead of
-   silently starting a new one. A session the server calls expired is never replaced by
-   a new one behind the owner's back: the owner gets ``EXPIRED`` and opens a new session.
-5. **Watches are our own** (``_AiozkSession.event_dispatch``/``set_existing_watches``):
-   a watch is recorded when the server's *reply* to the arming request is read, in wire
-   order with notifications (as the Java client's ``WatchRegistration``), so no
-   notification can overtake its registration; each is one-shot, and a notification
-   fires it once (a deleted node watched for data and children sends one ``deleted``, as
-   the server suppresses the duplicate). After a reconnect the armed watches are re-sent
-   with ``SetWatches`` relative to the last zxid *we* saw (aiozk resets it to ``None``
-   on reconnect, which would fire every data watch again), in batches under the
-   server's buffer size.
-6. **Session expiry.** aiozk never reports expiry. Here the owner gets
-   ``SessionEvent(EXPIRED)`` when the server refuses to resume the session, when the server
-   answers ``SESSIONEXPIRED``, or when the session has been ``SUSPENDED`` for longer than
-   its timeout (as Curator does: a standalone server restarted after a long outage would
-   resume the session, but the owner cannot know that and must behave as if it expired).
-   In the last case the old session, if the server still has it, is closed as soon as
-   the server is reachable again, so its ephemerals vanish. A forced expiry
-   (``expire_session``) takes the session over on a connection of its own and closes it;
-   meanwhile the repair loop holds off, or it would take the session back. The states
-   come from a subclass of aiozk's state machine that calls a hook after each
-   transition; the timeout is a loop timer, cancelled when the connection comes back.
-7. **Shutdown** does not use aiozk's ``close`` (on a dead server it waits a whole session
-   timeout, then raises with its heartbeat still scheduled): a ``CloseRequest`` is sent
-   only while connected, with a deadline, then aiozk's tasks are cancelled and its
-   sockets closed. aiozk's own watch-callback table is never used (patch 5), so no
-   watcher is left registered to hold the shutdown up.
-8. **Sizes**: a node's data over 1 MiB, or a request over the server's ``jute.maxbuffer``
-   (0xfffff bytes), is refused with ``BadArgumentsError`` before it is sent (the server
-   would drop the connection).
-9. The ``aiozk`` logger is quieted: it logs ordinary connection loss at ERROR with
-   tracebacks. What matters is traced by us and raised as typed errors.
-10. **Pipelining** (``multi_each``, ``_Connection.send_pipelined``): a batch of multi-ops
-    (the controller's fenced writes of a bulk creation) is written many requests per
-    socket write, up to ``_PIPELINE_WINDOW`` in flight, instead of one round trip each
-    through ``Session.send``; the server runs a session's requests in order, so each
-    outcome is the same. Replies are cut from chunks read off the socket (aiozk reads
-    each one in three reads, each bounded by ``asyncio.wait_for``, a task per read).
-11. **Multi-ops are encoded and parsed here** (``cluster.store._jute``), byte for byte as
-    aiozk does, with precompiled structs instead of its generic ``Part`` classes, which
-    cost more client CPU per multi than the server spends on it; so is the reply to a
-    child listing. Everything else keeps aiozk's request and response classes.
-12. **The heartbeat never fails its task** (``_AiozkSession.heartbeat``): aiozk re-raises
-    a ping's error reply (the session moved or expired under it) out of a task nobody
-    awaits, which asyncio reports as "Task exception was never retrieved"; here it is
-    traced (``zookeeper_heartbeat``) and the connection's fate decides.
-
-``expire_session`` performs a real expiry, ZooKeeper's classic test trick: a second
-connection takes over the session with its id and password and closes it, so the server
-deletes its ephemerals (firing other sessions' watches) exactly as on expiry.
+``ZooKeeperSession`` is the adapter: it builds the requests, keeps the watches and decides
+the session's life; around it, ``cluster.store.zk_client`` holds aiozk's patched
+connection and session, ``zk_translate`` turns aiozk's errors and stats into ours,
+``zk_pipeline`` sends pipelined batches, ``zk_expiry`` forces an expiry, and ``_jute``
+encodes multi-ops. Only these modules import aiozk. What the adapter does around aiozk,
+and why, is in docs/zookeeper-adapter.md.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from enum import Enum
+from types import TracebackType
 from typing import Any, assert_never
 
 import anyio
-from aiozk import exc as zk_exc
 from aiozk import protocol as zk_proto
 from aiozk.features import Features
 from aiozk.states import States
@@ -100,12 +28,26 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from actors.runtime.clock import Clock, RealClock
 from actors.runtime.tracer import Tracer
-from actors.zk.store import MetadataStore, StoreSession, new_event_stream, validate_path
+from actors.zk.store import (
+    ROOT,
+    MetadataStore,
+    StoreSession,
+    check_data_size,
+    new_event_stream,
+    validate_path,
+)
 from cluster.store import _jute
-from cluster.store.zk_client import _AiozkSession, _discard, _RawMulti
-from cluster.store.zk_expiry import _kill_server_session
-from cluster.store.zk_pipeline import _PIPELINE_WINDOW, _Pipeline, _Pipelined
-from cluster.store.zk_translate import _MULTI_BYSTANDER_CODES, _stat, _translate
+from cluster.store.zk_client import (
+    CALL_FRACTION,
+    CLOSE_TIMEOUT,
+    AiozkSession,
+    RawMulti,
+    check_packet,
+    discard,
+)
+from cluster.store.zk_expiry import kill_server_session as _kill_server_session
+from cluster.store.zk_pipeline import Pipeline, run_pipeline
+from cluster.store.zk_translate import multi_errors, stat_of, translate, translated
 from protocol.errors import (
     BadArgumentsError,
     ConnectionLossError,
@@ -136,13 +78,7 @@ from protocol.store import (
 )
 from protocol.trace import TraceKind
 
-ROOT = "/"
-MAX_DATA = 1024 * 1024  # a node's data, as the embedded store and ZooKeeper's docs say
-MAX_PACKET = 0xFFFFF  # the server's jute.maxbuffer: a longer request drops the connection
-_REQUEST_OVERHEAD = 1024  # more than a create's or set's bytes besides its path and data
 _SET_WATCHES_BATCH = 128 * 1024  # path bytes per SetWatches (as the Java client)
-_CLOSE_TIMEOUT = 2.0  # the CloseRequest of a clean close
-_CALL_FRACTION = 2 / 3  # a call's bound, as a fraction of the session timeout
 
 _OPEN_ACL = [zk_proto.UNRESTRICTED_ACCESS]
 
@@ -169,19 +105,30 @@ def _ancestors(full: str) -> list[str]:
     return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def _check_size(data: bytes) -> None:
-    if len(data) > MAX_DATA:
-        raise BadArgumentsError(f"data of {len(data)} bytes is over the {MAX_DATA}-byte limit")
+class _CallScope:
+    """A call's cancel scope, known to its session while the call runs: the session
+    cancels it when it expires or is closed (``_cancel_calls``), and the block ends."""
 
+    __slots__ = ("_calls", "_scope")
 
-def _check_packet(request: Any, *, path: str = "", data: bytes | None = None) -> None:
-    """Refuse a request over the server's buffer. One carrying only ``path`` and ``data``
-    (a create or set) is measured without being serialized when it is far below."""
-    if data is not None and 4 * len(path) + len(data) + _REQUEST_OVERHEAD < MAX_PACKET:
-        return
-    size = len(request.serialize(0))
-    if size > MAX_PACKET:
-        raise BadArgumentsError(f"request of {size} bytes is over ZooKeeper's {MAX_PACKET}")
+    def __init__(self, calls: set[anyio.CancelScope]) -> None:
+        self._calls = calls
+        self._scope = anyio.CancelScope()
+
+    def __enter__(self) -> None:
+        self._calls.add(self._scope)
+        self._scope.__enter__()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        try:
+            return self._scope.__exit__(exc_type, exc, tb)
+        finally:
+            self._calls.discard(self._scope)
 
 
 class _Life(Enum):
@@ -217,7 +164,7 @@ class ZooKeeperSession(StoreSession):
         # our own client must not take the session back meanwhile (see kemu_expire).
         self._killing: asyncio.Event | None = None
         self._last_check: tuple[tuple[str, int], bytes] = (("", 0), b"")  # see _op_bytes
-        self._zk = _AiozkSession(store.servers, timeout, self)
+        self._zk = AiozkSession(store.servers, timeout, self)
 
     # -- the StoreSession interface
 
@@ -244,10 +191,10 @@ class ZooKeeperSession(StoreSession):
     ) -> str:
         with self._traced("create", path):
             validate_path(path, sequential=sequential)
-            _check_size(data)
+            check_data_size(data)
             full = self._full(path)
             request = self._create_request(full, data, ephemeral=ephemeral, sequential=sequential)
-            _check_packet(request, path=full, data=data)
+            check_packet(request, path=full, data=data)
             try:
                 response = await self._call(request, path)
             except NoNodeError:
@@ -271,17 +218,17 @@ class ZooKeeperSession(StoreSession):
             if watch:
                 request.kemu_on_reply = self._arms_data(full)
             response = await self._call(request, path)
-            return response.data or b"", _stat(response.stat)
+            return response.data or b"", stat_of(response.stat)
 
     async def set(self, path: str, data: bytes, *, version: int = -1) -> Stat:
         with self._traced("set", path):
             validate_path(path)
-            _check_size(data)
+            check_data_size(data)
             full = self._full(path)
             request = zk_proto.SetDataRequest(path=full, data=data, version=version)
-            _check_packet(request, path=full, data=data)
+            check_packet(request, path=full, data=data)
             response = await self._call(request, path)
-            return _stat(response.stat)
+            return stat_of(response.stat)
 
     async def delete(self, path: str, *, version: int = -1, recursive: bool = False) -> None:
         with self._traced("delete", path):
@@ -308,7 +255,7 @@ class ZooKeeperSession(StoreSession):
                 response = await self._call(request, path)
             except NoNodeError:
                 return None
-            return _stat(response.stat)
+            return stat_of(response.stat)
 
     async def children(self, path: str, *, watch: bool = False) -> tuple[str, ...]:
         with self._traced("children", path):
@@ -325,19 +272,20 @@ class ZooKeeperSession(StoreSession):
         # Traced under the first op's path (in Kafka: the /controller_epoch check).
         with self._traced("multi", ops[0].path if ops else "", ops=len(ops)):
             request = self._transaction(ops)
-            _check_packet(request)
+            check_packet(request)
             response = await self._call(request, ops[0].path if ops else ROOT)
             return self._multi_results(ops, response)
 
     async def multi_each(
         self, batches: Sequence[Sequence[StoreOp]]
     ) -> list[tuple[OpResult, ...] | StoreError]:
-        """Pipelined (patch 10), as Kafka's ``retryRequestsUntilConnected`` sends a batch:
-        the multis are written in order, many per socket write. The server runs a
-        session's requests in the order they were sent, each multi its own transaction,
-        so every outcome is what it would be one multi after the other; each is traced,
-        in order, as a lone ``multi`` is. See ``_pipeline`` for lost connections."""
-        how = _Pipeline(
+        """Pipelined (``cluster.store.zk_pipeline``), as Kafka's
+        ``retryRequestsUntilConnected`` sends a batch: the multis are written in order,
+        many per socket write. The server runs a session's requests in the order they were
+        sent, each multi its own transaction, so every outcome is what it would be one
+        multi after the other; each is traced, in order, as a lone ``multi`` is. See
+        ``run_pipeline`` for lost connections."""
+        how = Pipeline(
             op="multi",
             path=lambda ops: ops[0].path if ops else "",
             fields=lambda ops: {"ops": len(ops)},
@@ -345,65 +293,22 @@ class ZooKeeperSession(StoreSession):
             finish=self._multi_results,
             lone=self._lone_multi,
         )
-        return await self._pipeline([tuple(ops) for ops in batches], how)
+        return await run_pipeline(self, [tuple(ops) for ops in batches], how)
 
     async def get_each(
         self, reads: Sequence[tuple[str, bool]]
     ) -> list[tuple[bytes, Stat] | StoreError]:
-        """Pipelined as ``multi_each`` (patch 10): each ``(path, watch)`` read as ``get``
+        """Pipelined as ``multi_each``: each ``(path, watch)`` read as ``get``
         reads it, arming its watch when its reply is read; traced as a lone ``get``."""
-        how = _Pipeline(
+        how = Pipeline(
             op="get",
             path=lambda read: read[0],
             fields=lambda read: {},
             request=self._get_request,
-            finish=lambda read, response: (response.data or b"", _stat(response.stat)),
+            finish=lambda read, response: (response.data or b"", stat_of(response.stat)),
             lone=self._lone_get,
         )
-        return await self._pipeline(list(reads), how)
-
-    async def _pipeline(self, items: list[Any], how: _Pipeline) -> list[Any]:
-        """Send ``items`` in order, many per socket write, with up to ``_PIPELINE_WINDOW``
-        awaiting their replies, and return their outcomes in order. A request whose
-        connection is lost or whose reply is late fails with ``ConnectionLossError``
-        (outcome unknown), as a lone call does. While the session is not connected the
-        next request goes alone (``how.lone``, which waits for the connection, bounded):
-        if the connection comes back pipelining resumes, if not every request left fails
-        so at once (none was sent). Once the session expires or is closed, the rest fail
-        with that error."""
-        todo = deque(_Pipelined(item, how.path(item)) for item in items)
-        outcomes: list[Any] = []
-        inflight: deque[_Pipelined] = deque()
-        scope = anyio.CancelScope()
-        self._calls.add(scope)
-        try:
-            with scope:
-                while todo or inflight:
-                    if todo and len(inflight) <= _PIPELINE_WINDOW // 2:
-                        if self._life is _Life.ALIVE and self._zk.state == States.CONNECTED:
-                            self._send_pipelined(todo, inflight, how)
-                        elif not inflight:
-                            outcome = await how.lone(todo.popleft().item)
-                            outcomes.append(outcome)
-                            if isinstance(outcome, ConnectionLossError) and (
-                                self._zk.state != States.CONNECTED
-                            ):
-                                while todo:  # not sent: the connection did not come back
-                                    lost = todo.popleft()
-                                    lost.outcome = ConnectionLossError(f"{lost.path}: {outcome}")
-                                    outcomes.append(self._traced_outcome(lost, how))
-                            continue
-                    entry = inflight.popleft()
-                    if entry.outcome is None:
-                        await self._await_pipelined(entry, inflight, how)
-                    outcomes.append(self._traced_outcome(entry, how))
-        finally:
-            self._calls.discard(scope)
-        for entry in (*inflight, *todo):  # the session expired or was closed meanwhile
-            if entry.outcome is None:
-                entry.outcome = self._unusable_error()
-            outcomes.append(self._traced_outcome(entry, how))
-        return outcomes
+        return await run_pipeline(self, list(reads), how)
 
     async def _lone_multi(self, ops: tuple[StoreOp, ...]) -> tuple[OpResult, ...] | StoreError:
         try:
@@ -427,87 +332,9 @@ class ZooKeeperSession(StoreSession):
             request.kemu_on_reply = self._arms_data(full)
         return request
 
-    def _send_pipelined(
-        self, todo: deque[_Pipelined], inflight: deque[_Pipelined], how: _Pipeline
-    ) -> None:
-        """Send the next of ``todo`` up to the window, in one write. A request that cannot
-        be sent (a bad path or op, too big) is decided at once, in its place."""
-        zk = self._zk
-        conn = zk.conn
-        frames: list[tuple[int, Any, bytes]] = []
-        sent: list[_Pipelined] = []
-        while todo and len(inflight) < _PIPELINE_WINDOW:
-            entry = todo.popleft()
-            inflight.append(entry)
-            try:
-                request = how.request(entry.item)
-            except StoreError as err:
-                entry.outcome = err
-                continue
-            zk.xid = zk.xid + 1 if zk.xid < 0x7FFFFFFF else 1  # as aiozk's Session.send
-            payload = request.serialize(zk.xid)
-            if len(payload) > MAX_PACKET:
-                entry.outcome = BadArgumentsError(
-                    f"request of {len(payload)} bytes is over ZooKeeper's {MAX_PACKET}"
-                )
-                continue
-            frames.append((zk.xid, request, payload))
-            sent.append(entry)
-        for entry, future in zip(sent, conn.send_pipelined(frames), strict=True):
-            entry.future = future
-            entry.conn = conn
-        zk.set_heartbeat()  # as aiozk's Session.send after a reply: no ping while busy
-
-    async def _await_pipelined(
-        self, entry: _Pipelined, inflight: deque[_Pipelined], how: _Pipeline
-    ) -> None:
-        """Await one pipelined request's reply, bounded as ``_call`` bounds a call, and
-        decide its outcome. A late reply decides every request in flight behind it too
-        (the server answers in order): lost, without waiting again."""
-        zk = self._zk
-        path = entry.path
-        future = entry.future
-        assert future is not None  # undecided means sent
-        try:
-            if not future.done():  # (replies often come in faster than they are handled)
-                with anyio.fail_after(zk.timeout * _CALL_FRACTION):
-                    await future
-            _, response = future.result()
-        except TimeoutError:
-            late = f"no answer from ZooKeeper within {zk.timeout * _CALL_FRACTION:.1f} s"
-            for each in (entry, *inflight):
-                if each.outcome is None:
-                    each.outcome = ConnectionLossError(f"{each.path}: {late}")
-            return
-        except zk_exc.SessionExpired:
-            self.trace("session_expired", "", "ok", cause="server")
-            self._expire(server_dead=True)
-            entry.outcome = SessionExpiredError(path)
-            return
-        except zk_exc.ConnectError as err:
-            # As aiozk's Session.send: a write on a dead connection suspends the session.
-            if entry.conn is zk.conn and zk.state == States.CONNECTED:
-                zk.state.transition_to(States.SUSPENDED)
-            entry.outcome = _translate(err, path)
-            return
-        except (zk_exc.ZKError, OSError, EOFError) as err:
-            entry.outcome = _translate(err, path)
-            return
-        try:
-            entry.outcome = how.finish(entry.item, response)
-        except StoreError as err:
-            entry.outcome = err
-
-    def _traced_outcome(self, entry: _Pipelined, how: _Pipeline) -> Any:
-        outcome = entry.outcome
-        assert outcome is not None
-        result = type(outcome).__name__ if isinstance(outcome, StoreError) else "ok"
-        self.trace(how.op, entry.path, result, **how.fields(entry.item))
-        return outcome
-
-    def _transaction(self, ops: tuple[StoreOp, ...]) -> _RawMulti:
-        """The multi-op request of ``ops`` (patch 11); ``TransactionFailedError`` naming the
-        op that cannot be sent (a bad path, data too big)."""
+    def _transaction(self, ops: tuple[StoreOp, ...]) -> RawMulti:
+        """The multi-op request of ``ops``, encoded by ``_jute``; ``TransactionFailedError``
+        naming the op that cannot be sent (a bad path, data too big)."""
         create = _jute.OP_CREATE2 if self._creates_with_stat() else _jute.OP_CREATE
         encoded: list[bytes] = []
         for index, op in enumerate(ops):
@@ -517,14 +344,14 @@ class ZooKeeperSession(StoreSession):
                 errors: list[StoreError | None] = [None] * len(ops)
                 errors[index] = err
                 raise TransactionFailedError(tuple(errors)) from err
-        return _RawMulti(encoded)
+        return RawMulti(encoded)
 
     def _multi_results(
         self, ops: tuple[StoreOp, ...], response: _jute.MultiReply
     ) -> tuple[OpResult, ...]:
         replies = response.responses
         if response.failed:
-            raise TransactionFailedError(self._multi_errors(ops, replies))
+            raise TransactionFailedError(multi_errors([op.path for op in ops], replies))
         return tuple(
             self._op_result(op, r)
             for op, r in zip(ops, replies, strict=True)
@@ -542,7 +369,7 @@ class ZooKeeperSession(StoreSession):
         self._cancel_calls()
         with anyio.CancelScope(shield=True):
             if life is _Life.ALIVE and self._zk.state == States.CONNECTED:
-                with anyio.move_on_after(_CLOSE_TIMEOUT), suppress(Exception):
+                with anyio.move_on_after(CLOSE_TIMEOUT), suppress(Exception):
                     await self._zk.send(zk_proto.CloseRequest())
             await self._teardown()
         self._store.forget(self)
@@ -594,7 +421,7 @@ class ZooKeeperSession(StoreSession):
         # heartbeats would then keep it, and its ephemerals, alive for good).
         killing = self._killing = asyncio.Event()
         try:
-            with anyio.move_on_after(max(self.timeout, _CLOSE_TIMEOUT)):
+            with anyio.move_on_after(max(self.timeout, CLOSE_TIMEOUT)):
                 gone = await _kill_server_session(
                     self._store.servers, self._id, self._zk.password, self.timeout, self.kemu_clock
                 )
@@ -641,10 +468,10 @@ class ZooKeeperSession(StoreSession):
         return self._life is _Life.EXPIRING
 
     def kemu_transition(self, previous: str, state: str) -> None:
-        """aiozk's session state changed (patch 6)."""
+        """aiozk's session state changed (docs/zookeeper-adapter.md, "Session expiry")."""
         zk = self._zk
         if state == States.SUSPENDED:
-            _discard(zk.conn)  # its pending requests fail now: ConnectionLossError
+            discard(zk.conn)  # its pending requests fail now: ConnectionLossError
             if self._life is _Life.ALIVE:
                 self.trace("session_state", "", "ok", state=SessionState.SUSPENDED.value)
                 self._deliver(SessionEvent(session_id=self._id, state=SessionState.SUSPENDED))
@@ -667,7 +494,7 @@ class ZooKeeperSession(StoreSession):
             self._expire(server_dead=True)
 
     def kemu_notification(self, event: Any) -> None:
-        """A watch notification, read off the wire in order (patch 5)."""
+        """A watch notification, read off the wire in order (see "Watches")."""
         if self._life is not _Life.ALIVE or event.type == -1:  # -1: a state event; unused
             return
         full = event.path
@@ -697,7 +524,7 @@ class ZooKeeperSession(StoreSession):
 
     async def kemu_reconnected(self) -> None:
         """Runs in aiozk's repair loop right after a (re)connection: re-arm the watches,
-        or close the session on the server if it has expired for its owner (patch 6)."""
+        or close the session on the server if it has expired for its owner."""
         zk = self._zk
         if self._life is _Life.EXPIRING:
             await self._close_expired_on_server()
@@ -720,10 +547,10 @@ class ZooKeeperSession(StoreSession):
         there, and stop the client."""
         zk = self._zk
         with suppress(Exception):
-            await asyncio.wait_for(zk.send(zk_proto.CloseRequest()), _CLOSE_TIMEOUT)
+            await asyncio.wait_for(zk.send(zk_proto.CloseRequest()), CLOSE_TIMEOUT)
         self._life = _Life.EXPIRED
         zk.closing = True  # ends the repair loop and the heartbeat
-        _discard(zk.conn)
+        discard(zk.conn)
 
     # -- internals: calls
 
@@ -732,35 +559,45 @@ class ZooKeeperSession(StoreSession):
         session expires or is closed raises at once."""
         self._ensure_usable()
         zk = self._zk
-        scope = anyio.CancelScope()
-        self._calls.add(scope)
         try:
-            with scope:
+            with self.kemu_cancellable():
                 try:
-                    with anyio.fail_after(zk.timeout * _CALL_FRACTION):
+                    with anyio.fail_after(zk.timeout * CALL_FRACTION), translated(path):
                         return await zk.send(request)
-                except TimeoutError:
+                except TimeoutError as exc:
                     raise ConnectionLossError(
                         f"{path}: no answer from ZooKeeper within "
-                        f"{zk.timeout * _CALL_FRACTION:.1f} s"
-                    ) from None
-                except zk_exc.SessionExpired:
-                    self.trace("session_expired", "", "ok", cause="server")
-                    self._expire(server_dead=True)
-                    raise SessionExpiredError(path) from None
-                except (zk_exc.ZKError, OSError, EOFError) as err:
-                    raise _translate(err, path) from None
+                        f"{zk.timeout * CALL_FRACTION:.1f} s"
+                    ) from exc
+                except SessionExpiredError as exc:
+                    raise self.kemu_server_expired(path) from exc.__cause__
             self._ensure_usable()  # the scope was cancelled: the session is over
             raise ConnectionLossError(path)  # pragma: no cover - unreachable
         finally:
-            self._calls.discard(scope)
             zk.retry_policy.clear(request)
+
+    def kemu_cancellable(self) -> _CallScope:
+        """A block that ends quietly when the session expires or is closed."""
+        return _CallScope(self._calls)
+
+    @property
+    def kemu_zk(self) -> AiozkSession:
+        return self._zk
+
+    def kemu_alive(self) -> bool:
+        return self._life is _Life.ALIVE
+
+    def kemu_server_expired(self, path: str) -> StoreError:
+        """The server answered SESSIONEXPIRED: the session is over for good."""
+        self.trace("session_expired", "", "ok", cause="server")
+        self._expire(server_dead=True)
+        return SessionExpiredError(path)
 
     def _ensure_usable(self) -> None:
         if self._life is not _Life.ALIVE:
-            raise self._unusable_error()
+            raise self.kemu_unusable_error()
 
-    def _unusable_error(self) -> StoreError:
+    def kemu_unusable_error(self) -> StoreError:
         if self._life is _Life.CLOSED:
             return StoreClosedError(f"session {self._id:#x} is closed")
         return SessionExpiredError(f"session {self._id:#x} has expired")
@@ -805,12 +642,12 @@ class ZooKeeperSession(StoreSession):
                 return self._last_check[1]
             case CreateOp(path=path, data=data, ephemeral=ephemeral, sequential=sequential):
                 validate_path(path, sequential=sequential)
-                _check_size(data)
+                check_data_size(data)
                 flags = (1 if ephemeral else 0) | (2 if sequential else 0)
                 return _jute.create_op(self._full(path), data, flags, opcode=create)
             case SetDataOp(path=path, data=data, version=version):
                 validate_path(path)
-                _check_size(data)
+                check_data_size(data)
                 return _jute.set_data_op(self._full(path), data, version)
             case DeleteOp(path=path, version=version):
                 validate_path(path)
@@ -829,24 +666,11 @@ class ZooKeeperSession(StoreSession):
                 return CreateResult(path=self._own(reply.path))
             case SetDataOp(path=path):
                 assert reply.stat is not None
-                return SetDataResult(path=path, stat=_stat(reply.stat))
+                return SetDataResult(path=path, stat=stat_of(reply.stat))
             case DeleteOp(path=path):
                 return DeleteResult(path=path)
             case _:
                 assert_never(op)
-
-    @staticmethod
-    def _multi_errors(
-        ops: tuple[StoreOp, ...], replies: tuple[_jute.OpReply | int, ...]
-    ) -> tuple[StoreError | None, ...]:
-        """The server answers a failed multi with a rolled-back code (0) for the ops before
-        the failing one, its error, then a runtime-inconsistency code (-2) for the ops
-        after it: keep only the real error."""
-        codes = [(i, r) for i, r in enumerate(replies) if isinstance(r, int)]
-        failed, code = next(((i, c) for i, c in codes if c not in _MULTI_BYSTANDER_CODES), codes[0])
-        errors: list[StoreError | None] = [None] * len(ops)
-        errors[failed] = _translate(zk_exc.get_response_error(code), ops[failed].path)
-        return tuple(errors)
 
     # -- internals: watches
 
@@ -858,7 +682,7 @@ class ZooKeeperSession(StoreSession):
                 return
             if not isinstance(reply, Exception):
                 self._data_watches[full] = True
-            elif or_exist and isinstance(reply, zk_exc.NoNode):
+            elif or_exist and isinstance(translate(reply, full), NoNodeError):
                 self._data_watches[full] = False
 
         return on_reply
@@ -898,7 +722,7 @@ class ZooKeeperSession(StoreSession):
     # -- internals: session life
 
     def _expire_suspended(self) -> None:
-        """Timer: suspended for a whole session timeout (patch 6)."""
+        """Timer: suspended for a whole session timeout ("Session expiry")."""
         self._expiry = None
         if self._life is _Life.ALIVE:
             self.trace("session_expired", "", "ok", cause="suspended")
@@ -929,7 +753,7 @@ class ZooKeeperSession(StoreSession):
             self._expiry = None
 
     async def _teardown(self) -> None:
-        """Stop aiozk without its ``close`` (patch 7): cancel its tasks, close its socket."""
+        """Stop aiozk without its ``close`` ("Shutdown"): cancel its tasks, close its socket."""
         zk = self._zk
         zk.closing = True
         conn = zk.conn
@@ -940,7 +764,7 @@ class ZooKeeperSession(StoreSession):
         ]
         for task in tasks:
             task.cancel()
-        _discard(conn)
+        discard(conn)
         if tasks:
             await asyncio.wait(tasks, timeout=1.0)
         if zk.heartbeat_handle is not None:
