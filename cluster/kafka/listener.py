@@ -31,6 +31,11 @@ The listener, per connection (as Kafka's ``SocketServer`` and ``KafkaApis`` do):
   values; the listener then builds the response, and reuses the encoding of a Metadata
   answer it has already sent (encoding is pure Python, and clients poll Metadata).
 
+An ``accept()`` that fails (EMFILE: the process is out of file descriptors) is logged once
+per run of failures and retried after ``ACCEPT_BACKOFF``, as Kafka's
+``SocketServer.Acceptor`` carries on; a connection's socket errors (ECONNRESET) close that
+connection only.
+
 Every task belongs to the listener's task group: stopping it (cancelling ``serve``) closes
 the listener and every connection. Socket errors become ``NetworkError`` here.
 """
@@ -51,10 +56,12 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 import anyio
+import structlog
 from anyio.abc import (
     ObjectReceiveStream,
     ObjectSendStream,
     SocketAttribute,
+    SocketListener,
     SocketStream,
     TaskGroup,
     TaskStatus,
@@ -64,6 +71,7 @@ from kio.schema.errors import ErrorCode as _KioErrorCode
 from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 
+from actors.runtime.clock import Clock, RealClock
 from actors.runtime.tracer import Tracer
 from cluster.kafka.bounds import check_lengths
 from protocol.codec import FrameReader
@@ -107,6 +115,7 @@ from protocol.kafka_api import (
 from protocol.trace import TraceKind
 
 __all__ = [
+    "ACCEPT_BACKOFF",
     "API_VERSIONS_RANGE",
     "DEFAULT_HOST",
     "DEFAULT_MAX_FRAME_BYTES",
@@ -136,6 +145,7 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_MAX_FRAME_BYTES: Final = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
 MAX_IN_FLIGHT: Final = 64  # requests read ahead on one connection before reading pauses
 METADATA_CACHE_SIZE: Final = 16  # encoded Metadata bodies kept per listener (LRU)
+ACCEPT_BACKOFF: Final = 0.1  # seconds between accept() tries while they fail (EMFILE)
 API_VERSIONS_RANGE: Final = (0, 3)  # what a 2.7 broker answers; newer clients retry lower
 
 KAFKA_2_7_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = types.MappingProxyType({
@@ -152,6 +162,7 @@ KAFKA_2_7_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = types.MappingProx
 from it (Fetch v12 means 2.7), so the advertised table starts from this one."""
 
 _API_VERSIONS = int(ClientApiKey.API_VERSIONS)
+log = structlog.get_logger("kemu.kafka_listener")
 _FIXED_HEADER = struct.Struct(">hhi")  # api key, api version, correlation id
 _SIZE = struct.Struct(">i")
 _NO_THROTTLE = datetime.timedelta(0)
@@ -1251,6 +1262,7 @@ class KafkaWireServer:
         tracer: Tracer | None = None,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         max_in_flight: int = MAX_IN_FLIGHT,
+        clock: Clock | None = None,
     ) -> None:
         if not 0 <= port <= 65535:
             raise ValueError(f"not a TCP port: {port}")
@@ -1261,6 +1273,7 @@ class KafkaWireServer:
         self._tracer = tracer
         self._max_frame_bytes = max_frame_bytes
         self._max_in_flight = max_in_flight
+        self._clock = clock or RealClock()
         self._api_versions = advertised_api_versions(handler.supported)
         for key, (low, high) in self._api_versions.items():  # load what we implement now
             if key in handler.supported or key == _API_VERSIONS:
@@ -1302,10 +1315,36 @@ class KafkaWireServer:
         try:
             async with listener, anyio.create_task_group() as connections:
                 self._trace(TraceKind.EVENT, "kafka_listening", host=self._host, port=port)
+                for one in listener.listeners:
+                    assert isinstance(one, SocketListener)  # a TCP listener's, one per address
+                    connections.start_soon(self._accept_connections, one, connections)
                 task_status.started(port)
-                await listener.serve(self._serve_connection, connections)
         finally:
             self._bound = None
+
+    async def _accept_connections(self, listener: SocketListener, connections: TaskGroup) -> None:
+        """Accept connections until cancelled. An ``accept()`` that fails (EMFILE when the
+        process is out of file descriptors, ENFILE, ENOBUFS, ECONNABORTED) costs nothing
+        but a pause of ``ACCEPT_BACKOFF``: as Kafka's ``SocketServer.Acceptor``, the
+        listener logs and carries on. A run of failures is logged and traced once when
+        it starts (``kafka_accept_failed``) and once when a connection is accepted again
+        (``kafka_accept_recovered``, with how many tries failed), not once per try."""
+        failures = 0
+        while True:
+            try:
+                stream = await listener.accept()
+            except OSError as exc:
+                if not failures:
+                    log.warning("kafka_accept_failed", node=self._node, error=repr(exc))
+                    self._trace(TraceKind.ERROR, "kafka_accept_failed", detail=repr(exc))
+                failures += 1
+                await self._clock.sleep(ACCEPT_BACKOFF)
+                continue
+            if failures:
+                log.warning("kafka_accept_recovered", node=self._node, failures=failures)
+                self._trace(TraceKind.EVENT, "kafka_accept_recovered", failures=failures)
+                failures = 0
+            connections.start_soon(self._serve_connection, stream)
 
     # -------------------------------------------------------------- one connection
 
