@@ -1,16 +1,20 @@
-"""Iteration orders of the JVM collections Kafka's output inherits.
+"""How the JVM collections and types Kafka uses order and print themselves.
 
 Kafka serialises Scala and Java maps and sets as it iterates them (ZooKeeper JSON through
 Jackson, admin error messages and ``kafka-topics`` output through ``toString``), so
 byte-for-byte fidelity needs those orders: ``String.hashCode``, ``java.util.HashMap``,
 ``ConcurrentHashMap``-backed ``Properties`` (JDK 9+), ``Hashtable`` (JDK 8), and Scala
-2.13's ``mutable.HashMap`` and CHAMP ``immutable`` maps and sets. One implementation here,
-used by ``protocol.zkdata``, ``actors.admin`` and the CLI.
+2.13's ``mutable.HashMap`` and CHAMP ``immutable`` maps and sets, of ``String`` or ``Int``
+elements. Some of its messages also embed a ``java.lang.Double``, or depend on ``String``'s
+length, trimming and case rules. One implementation here, in the lowest layer that needs
+it (``protocol.zkdata``), used by the admin actors, the controller and the CLI too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
 from functools import lru_cache
 from typing import TypeVar
 
@@ -33,8 +37,17 @@ def java_string_hash(text: str) -> int:
     return signed32(h)
 
 
-def scala_mutable_map_order(keys: Sequence[str], *, initial_capacity: int = 16) -> list[str]:
-    """Iteration order of a Scala 2.13 ``mutable.HashMap`` after inserting ``keys``.
+def java_hash_code(value: int | str) -> int:
+    """``hashCode`` of a JVM ``String`` or ``Int`` (an ``Int``'s is itself)."""
+    return java_string_hash(value) if isinstance(value, str) else signed32(value)
+
+
+K = TypeVar("K", bound=int | str)
+
+
+def scala_mutable_map_order(keys: Sequence[K], *, initial_capacity: int = 16) -> list[K]:
+    """Iteration order of a Scala 2.13 ``mutable.HashMap`` after inserting ``keys``
+    (distinct ``String``s or ``Int``s).
 
     Buckets are walked in index order; a bucket is kept sorted by improved hash
     (``h ^ (h >>> 16)``, signed), ties in insertion order; growing splits buckets without
@@ -47,7 +60,7 @@ def scala_mutable_map_order(keys: Sequence[str], *, initial_capacity: int = 16) 
         if size + 1 >= threshold:  # put0: grow before inserting
             table *= 2
             threshold = int(table * 0.75)
-    hashes = [signed32(h ^ ((h & 0xFFFFFFFF) >> 16)) for h in map(java_string_hash, keys)]
+    hashes = [signed32(h ^ ((h & 0xFFFFFFFF) >> 16)) for h in map(java_hash_code, keys)]
     ranked = sorted(range(len(keys)), key=lambda i: (hashes[i] & (table - 1), hashes[i], i))
     return [keys[i] for i in ranked]
 
@@ -64,23 +77,48 @@ def scala_improve(h: int) -> int:
     return signed32(h ^ ((h & 0xFFFFFFFF) >> 10))
 
 
-def scala_immutable_map_order(keys: Sequence[str]) -> list[str]:
-    """Iteration order of the Scala 2.13 ``immutable.Map`` built from ``keys``.
+def scala_immutable_order(keys: Sequence[K]) -> list[K]:
+    """Iteration order of the Scala 2.13 ``immutable.Map`` or ``Set`` built from ``keys``
+    (distinct ``String``s or ``Int``s, in insertion order).
 
-    Up to four entries it is a ``Map1``..``Map4``: insertion order. From five it is a CHAMP
-    trie keyed by 5-bit slices of the improved hash: a node yields its own entries (by
-    slice) before descending into its sub-nodes (by slice). Equal hashes keep insertion
-    order (a collision node appends).
+    Up to four entries it is a ``Map1``..``Map4`` (``Set1``..``Set4``): insertion order.
+    From five it is a CHAMP trie (``scala_hash_set_order``).
     """
-    if len(keys) <= 4:
-        return list(keys)
+    return list(keys) if len(keys) <= 4 else scala_hash_set_order(keys)
+
+
+def scala_hash_set_order(keys: Sequence[K]) -> list[K]:
+    """Iteration order of a Scala 2.13 CHAMP ``immutable.HashSet``/``HashMap`` of ``keys``
+    (distinct ``String``s or ``Int``s), whatever its size: a ``Set`` derived from a
+    ``HashSet`` stays one, so even a small one is not insertion-ordered."""
     return list(_champ_order(tuple(keys)))
 
 
 @lru_cache(maxsize=1024)
-def _champ_order(keys: tuple[str, ...]) -> tuple[str, ...]:
-    """``scala_immutable_map_order`` from five keys, memoised (a znode's keys recur)."""
-    return tuple(scala_champ_order(keys, [java_string_hash(key) for key in keys]))
+def _champ_order(keys: tuple[K, ...]) -> tuple[K, ...]:
+    """``scala_hash_set_order``, memoised (a znode's keys recur)."""
+    return tuple(scala_champ_order(keys, [java_hash_code(key) for key in keys]))
+
+
+def scala_set_after_removal(items: Sequence[int], removed: Iterable[int]) -> list[int]:
+    """Order of ``items.toSet -- removed`` (``items`` distinct, in insertion order).
+
+    A ``Set4`` or smaller stays insertion-ordered when elements are removed; a ``HashSet``
+    (five or more before the removal) stays a ``HashSet`` and so is CHAMP-ordered.
+    """
+    gone = set(removed)
+    kept = [item for item in items if item not in gone]
+    return kept if len(items) <= 4 else scala_hash_set_order(kept)
+
+
+def scala_hash_map_string(assignment: Mapping[int, Sequence[int]]) -> str:
+    """``toString`` of the ``mutable.HashMap[Int, ArrayBuffer[Int]]`` that Kafka's
+    CreateTopics handler builds from a manual assignment."""
+    entries = (
+        f"{p} -> ArrayBuffer({', '.join(map(str, assignment[p]))})"
+        for p in scala_mutable_map_order(list(assignment))
+    )
+    return f"HashMap({', '.join(entries)})"
 
 
 def scala_champ_order(items: Sequence[T], hash_codes: Sequence[int]) -> list[T]:
@@ -105,6 +143,14 @@ def scala_champ_order(items: Sequence[T], hash_codes: Sequence[int]) -> list[T]:
         return out
 
     return [items[i] for i in walk(list(range(len(items))), 0)]
+
+
+def java_list_hash(items: Sequence[str]) -> int:
+    """``List.hashCode`` of a list of strings."""
+    h = 1
+    for item in items:
+        h = (31 * h + java_string_hash(item)) & 0xFFFFFFFF
+    return signed32(h)
 
 
 def java_topic_partition_hash(topic: str, partition: int) -> int:
@@ -227,3 +273,78 @@ def java_hashtable_order(keys: Sequence[str]) -> list[str]:
             capacity, bins, threshold = new_capacity, new_bins, int(new_capacity * 0.75)
         bins[(java_string_hash(key) & 0x7FFFFFFF) % capacity].insert(0, key)
     return [key for nodes in reversed(bins) for key in nodes]
+
+
+# -- how JVM values print and compare
+
+
+def java_double(value: float) -> str:
+    """``java.lang.Double.toString``: plain notation for 1e-3 <= |x| < 1e7 (always with a
+    fractional digit), else ``d.dddE±n``, with the shortest digits that round-trip. The
+    JDKs Kafka 2.7 runs on print a few values with more digits (1e23 as
+    ``9.999999999999999E22``); values a config holds are not among them."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0:
+        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
+    sign = "-" if value < 0 else ""
+    digits_tuple = Decimal(repr(abs(value))).normalize().as_tuple()
+    digits = "".join(map(str, digits_tuple.digits))
+    exponent = int(digits_tuple.exponent) + len(digits) - 1  # of the first digit
+    if -3 <= exponent < 7:
+        if exponent >= 0:
+            whole = digits[: exponent + 1].ljust(exponent + 1, "0")
+            fraction = digits[exponent + 1 :] or "0"
+        else:
+            whole, fraction = "0", "0" * (-exponent - 1) + digits
+        return f"{sign}{whole}.{fraction}"
+    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{exponent}"
+
+
+def java_bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def java_length(text: str) -> int:
+    """``String.length()``: UTF-16 code units, so characters outside the BMP count twice."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+_JAVA_TRIMMED = "".join(chr(c) for c in range(0x21))
+
+
+def java_trim(text: str) -> str:
+    """``String.trim()``: strips every character up to U+0020 from both ends (control
+    characters included, Unicode spaces not)."""
+    return text.strip(_JAVA_TRIMMED)
+
+
+def java_equals_ignore_case(a: str, b: str) -> bool:
+    """``String.equalsIgnoreCase``: equal length, and each pair of chars equal, or equal
+    after ``toUpperCase``, or after ``toLowerCase`` (per character, so U+017F, the long s,
+    matches 's')."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        ux, uy = _char_upper(x), _char_upper(y)
+        if ux != uy and _char_lower(ux) != _char_lower(uy):
+            return False
+    return True
+
+
+def _char_upper(char: str) -> str:
+    """``Character.toUpperCase(char)``: only one-character mappings apply."""
+    upper = char.upper()
+    return upper if len(upper) == 1 else char
+
+
+def _char_lower(char: str) -> str:
+    lower = char.lower()
+    return lower if len(lower) == 1 else char
+
+
+def utf16_sort_key(text: str) -> bytes:
+    """Sort key that orders strings as ``String.compareTo`` does (by UTF-16 code unit)."""
+    return text.encode("utf-16-be", "surrogatepass")

@@ -637,7 +637,7 @@ class BrokerRegistration(msgspec.Struct, frozen=True, kw_only=True):
             # advertisedEndpoints.map(...).toMap: an immutable Map (insertion order up to 4).
             protocols = {e.listener: e.security_protocol.name for e in self.endpoints}
             fields["listener_security_protocol_map"] = _reorder(
-                protocols, jvm.scala_immutable_map_order(list(protocols))
+                protocols, jvm.scala_immutable_order(list(protocols))
             )
         if self.version >= 5:
             fields["features"] = _features_json(
@@ -789,7 +789,7 @@ class LeaderIsrAndControllerEpoch(msgspec.Struct, frozen=True, kw_only=True):
             "controller_epoch": str(int(self.controller_epoch)),
             "isr": "[" + ",".join([str(int(b)) for b in self.isr]) + "]",
         }
-        order = jvm.scala_immutable_map_order(_PARTITION_STATE_KEYS)
+        order = jvm.scala_immutable_order(_PARTITION_STATE_KEYS)
         return ("{" + ",".join([f'"{key}":{fields[key]}' for key in order]) + "}").encode()
 
     @classmethod

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from actors.admin import _jvm
+from protocol import jvm as _jvm
 from protocol.errors import ErrorCode, KafkaApiError, KemuError
 from protocol.ids import BrokerId
 

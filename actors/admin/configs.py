@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from typing import Any, Final, TypeAlias
 
-from actors.admin import _jvm
+from protocol import jvm as _jvm
 from protocol.errors import ErrorCode, KafkaApiError, KemuError
 
 __all__ = [

@@ -23,7 +23,6 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from actors.admin import _jvm
 from actors.admin.assignment import (
     Assignment,
     BrokerMetadata,
@@ -34,6 +33,7 @@ from actors.admin.assignment import (
     check_partition_addition,
 )
 from actors.admin.configs import BrokerConfig, validate_topic_config
+from protocol import jvm as _jvm
 from protocol.errors import ErrorCode, KafkaApiError
 from protocol.ids import BrokerId
 from protocol.zkdata import ReplicaAssignment

@@ -13,8 +13,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from cluster.cli.jvm import java_list_hash
 from protocol.errors import KemuError
+from protocol.jvm import java_list_hash
 
 __all__ = ["Option", "OptionError", "Options", "java_parse_int", "option_lines", "parse"]
 

@@ -201,7 +201,7 @@ def scala_int_set_order(items: Sequence[BrokerId]) -> list[BrokerId]:
     """A Scala ``Set[Int]`` of ``items`` (distinct, in insertion order), as it iterates:
     ``Set1``..``Set4`` in insertion order, a CHAMP ``HashSet`` from five (an ``Int``'s hash
     is itself)."""
-    return list(items) if len(items) <= 4 else jvm.scala_champ_order(items, items)
+    return jvm.scala_immutable_order(items)
 
 
 # ============================================================================ JSON
@@ -471,7 +471,7 @@ class ZkReassignCommand:
         for broker in brokers:
             await self._remove_configs(zkdata.ConfigType.BROKER, str(broker), BROKER_THROTTLES)
         topics = list(dict.fromkeys(tp.topic for tp, _ in targets))
-        ordered = topics if len(topics) <= 4 else jvm.scala_immutable_map_order(topics)
+        ordered = jvm.scala_immutable_order(topics)
         self._print(
             "Clearing topic-level throttles on topic"
             + ("" if len(ordered) == 1 else "s")

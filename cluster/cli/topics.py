@@ -7,7 +7,7 @@ Same options, same checks in the same order, same messages and output, byte for 
   ignored). A parse error ends as jopt's message on stderr, exit 1.
 * ``check_args`` is ``TopicCommandOptions.checkArgs``: a failure prints the message and
   the usage on stderr, exit 1. Of several clashing options the one reported is the first
-  in the order Kafka's Scala sets iterate (``cluster.cli.jvm``).
+  in the order Kafka's Scala sets iterate (``protocol.jvm``).
 * The action runs as ``TopicCommand.main`` runs it: any error ends as one line
   "Error while executing topic command : <message>" on stdout (``println``), exit 1.
   Nothing is written once an input is found bad.
@@ -35,6 +35,7 @@ from typing import Final, NoReturn, TextIO
 
 import anyio
 import structlog
+from cluster.cli.jvm import java_hash_map_order, scala_hash_set_order
 
 from actors.admin import (
     TOPIC_CONFIGS,
@@ -53,7 +54,6 @@ from actors.admin import (
 from actors.zk import kafka_zk
 from actors.zk.store import MetadataStore, StoreSession
 from cluster.cli.jopt import Option, OptionError, Options, java_parse_int, parse
-from cluster.cli.jvm import java_hash_map_order, scala_hash_set_order
 from cluster.cli.store_command import report_failure, with_session
 from cluster.kafka.client import (
     AdminClientConfig,

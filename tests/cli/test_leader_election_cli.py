@@ -15,12 +15,12 @@ import anyio
 import pytest
 
 from actors.zk import kafka_zk
-from cluster.cli.jvm import java_string_hash, scala_hash_set_order
 from cluster.cli.leader_election import run_leader_election_command
 from cluster.launch.cluster import Cluster, ClusterSpec
 from protocol import jvm, zkdata
 from protocol.control import TopicPartition
 from protocol.ids import TopicName
+from protocol.jvm import java_string_hash, scala_hash_set_order
 from tests.cli.conftest import STORE, Harness, Result
 from tests.support.waiting import eventually
 from tests.support.zookeeper import ZooKeeperServer

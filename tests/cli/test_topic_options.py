@@ -8,7 +8,6 @@ import io
 
 import pytest
 
-from cluster.cli.jvm import java_hash_map_order, java_list_hash, scala_hash_set_order
 from cluster.cli.topics import (
     TopicCommandError,
     parse_options,
@@ -19,6 +18,7 @@ from cluster.cli.topics import (
     select_topics,
 )
 from cluster.store.embedded import EmbeddedStore
+from protocol.jvm import java_hash_map_order, java_list_hash, scala_hash_set_order
 
 ZK = ["--zookeeper", "127.0.0.1:1"]  # never reached: every case fails its checks first
 BS = ["--bootstrap-server", "127.0.0.1:1"]

@@ -5,10 +5,10 @@ controllers, the embedded store, the virtual clock. Broker 0 is the controller."
 from __future__ import annotations
 
 from actors.controller.reassignment import reassign_to, reassignment_complete, scala_map_entries
-from cluster.cli.jvm import scala_hash_set_order
 from protocol import jvm, zkdata
 from protocol.control import StopReplicaRequest
 from protocol.ids import TopicName
+from protocol.jvm import scala_hash_set_order
 from protocol.store import CreateOp
 from tests.support.controller_cluster import (
     assignment_of,
@@ -56,7 +56,7 @@ def test_reassign_to_lists_targets_first_then_the_replicas_being_removed() -> No
 def test_decoded_reassignment_iterates_like_kafkas_scala_map() -> None:
     """A partition listed twice keeps its first place and last replicas; up to four keys
     keep their order, five or more iterate as a CHAMP HashMap of TopicPartition hashes
-    (checked against the independent CHAMP of cluster.cli.jvm)."""
+    (checked against the CHAMP order of those hashes as a set of Ints)."""
     entries = [(tp("a", 1), ids(1)), (tp("b", 0), ids(2)), (tp("a", 1), ids(3))]
     assert scala_map_entries(entries) == [(tp("a", 1), ids(3)), (tp("b", 0), ids(2))]
     many = [(tp(t, p), ids(p)) for t in ("orders", "clicks") for p in range(4)]

@@ -22,7 +22,6 @@ from actors.admin import (
     AdminOperationError,
     BrokerMetadata,
     RackMode,
-    _jvm,
     add_partitions_assignment,
     assign_replicas,
     broker_metadatas,
@@ -30,6 +29,7 @@ from actors.admin import (
     partition_addition_start_index,
     rack_alternated_brokers,
 )
+from protocol import jvm
 from protocol.errors import ErrorCode, KafkaApiError, error_code_for
 from protocol.ids import BrokerId
 
@@ -561,20 +561,20 @@ def test_partition_addition_invariants(ids: list[int], data: st.DataObject) -> N
 def test_scala_set_orders_match_the_scala_repl() -> None:
     """Up to four elements Scala keeps insertion order; from five a CHAMP ``HashSet``,
     which the Scala 2.13 REPL prints as ``HashSet(5, 1, 2, 3, 4)`` for ``Set(1,..,5)``."""
-    assert _jvm.scala_immutable_order([4, 3, 2, 1]) == [4, 3, 2, 1]
-    assert _jvm.scala_immutable_order([1, 2, 3, 4, 5]) == [5, 1, 2, 3, 4]
-    assert _jvm.scala_immutable_order(list(range(1, 11))) == [5, 10, 1, 6, 9, 2, 7, 3, 8, 4]
+    assert jvm.scala_immutable_order([4, 3, 2, 1]) == [4, 3, 2, 1]
+    assert jvm.scala_immutable_order([1, 2, 3, 4, 5]) == [5, 1, 2, 3, 4]
+    assert jvm.scala_immutable_order(list(range(1, 11))) == [5, 10, 1, 6, 9, 2, 7, 3, 8, 4]
     shuffled = [7, 3, 10, 1, 9, 2, 8, 6, 5, 4]
-    assert _jvm.scala_immutable_order(shuffled) == _jvm.scala_immutable_order(range_list(1, 11))
-    assert _jvm.scala_set_after_removal([9, 8, 7, 6], [8]) == [9, 7, 6]
-    assert _jvm.scala_set_after_removal([1, 2, 3, 4, 5], [2, 3]) == [5, 1, 4]
+    assert jvm.scala_immutable_order(shuffled) == jvm.scala_immutable_order(range_list(1, 11))
+    assert jvm.scala_set_after_removal([9, 8, 7, 6], [8]) == [9, 7, 6]
+    assert jvm.scala_set_after_removal([1, 2, 3, 4, 5], [2, 3]) == [5, 1, 4]
 
 
 def range_list(start: int, stop: int) -> list[int]:
     return list(range(start, stop))
 
 
-def test_scala_mutable_hash_map_order_is_by_bucket_then_hash() -> None:
+def test_scala_mutable_map_order_of_ints_is_by_bucket_then_hash() -> None:
     """A ``mutable.HashMap[Int, _]`` iterates by bucket of ``h ^ (h >>> 16)``."""
-    assert _jvm.scala_mutable_hash_map_order([3, 1, 2, 17, 16, 0]) == [0, 16, 1, 17, 2, 3]
-    assert _jvm.scala_mutable_hash_map_order(range_list(0, 20)) == range_list(0, 20)
+    assert jvm.scala_mutable_map_order([3, 1, 2, 17, 16, 0]) == [0, 16, 1, 17, 2, 3]
+    assert jvm.scala_mutable_map_order(range_list(0, 20)) == range_list(0, 20)
