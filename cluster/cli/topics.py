@@ -35,7 +35,6 @@ from typing import Final, NoReturn, TextIO
 
 import anyio
 import structlog
-from cluster.cli.jvm import java_hash_map_order, scala_hash_set_order
 
 from actors.admin import (
     TOPIC_CONFIGS,
@@ -73,6 +72,7 @@ from protocol.errors import (
     StoreError,
 )
 from protocol.ids import BrokerId, TopicName
+from protocol.jvm import java_hash_map_order, scala_hash_set_order
 from protocol.kafka_api import (
     ConfigResource,
     ConfigResourceType,
