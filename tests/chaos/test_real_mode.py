@@ -26,7 +26,7 @@ REAL = Path(__file__).resolve().parents[2] / "scenarios" / "real"
 
 def run_real(name: str, server: ZooKeeperServer, out: Path) -> tuple[str, Counter[str], list[str]]:
     """Run ``scenarios/real/<name>.yaml`` with seed 1: its status, the trace's events per
-    node, and its problems."""
+    node (and the broker processes' network tap events per type), and its problems."""
     scenario = load_scenario(REAL / f"{name}.yaml")
     run_dir = out / scenario.name / "seed-1"
     result = run_scenario(
@@ -44,6 +44,8 @@ def run_real(name: str, server: ZooKeeperServer, out: Path) -> tuple[str, Counte
     sessions_expired: list[str] = []
     for event in events:
         nodes[event.node] += 1
+        if event.actor == "network_tap":  # only the broker processes' taps, in this mode
+            nodes[f"network_tap:{event.type}"] += 1
         seqs.append(event.seq)
         if event.type == "session_expired":
             sessions_expired.append(str(event.fields.get("cause")))
@@ -58,10 +60,14 @@ def test_a_real_session_expiry_of_the_controller_on_processes(
 ) -> None:
     """The controller's process loses its session for real: ZooKeeper deletes its
     ephemerals before the broker hears of it, so it registers again at once; a new
-    controller is elected and creation goes on. Every broker process traced events."""
+    controller is elected and creation goes on. Every broker process traced events, and
+    the network tap the command line hands each of them recorded the controller's requests
+    and their answers."""
     status, nodes, problems = run_real("controller-session-expiry", zookeeper_server, tmp_path)
     assert (status, problems) == ("passed", [])
     assert all(nodes[f"broker-{b}"] > 0 for b in range(3))
+    assert nodes["network_tap:control_request"] > 0
+    assert nodes["network_tap:control_response"] > 0
     assert any(key.startswith("session_expired:") and "forced" in key for key in nodes)
 
 
