@@ -7,6 +7,8 @@ a traceback: ``KemuError`` and ``UsageError`` are caught here, once.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,7 +19,7 @@ from actors.runtime.clock import run_real
 from cluster.cli.args import UsageError, key_values
 from cluster.cli.trace import add_trace_parser
 from cluster.logging import configure_logging
-from protocol.errors import KemuError
+from protocol.errors import KemuError, sole_error
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -28,11 +30,16 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def _cmd_up(args: argparse.Namespace) -> int:
     from actors.admin import ConfigError
-    from cluster.cli.up import run_up
+    from cluster.cli.up import discard_failed_start, prepare_up, run_up
     from cluster.launch.cluster import ClusterSpec
 
     if args.brokers < 1:
         raise UsageError("--brokers must be at least 1")
+    if args.port and args.port + args.brokers - 1 > MAX_PORT:
+        raise UsageError(
+            f"--port {args.port}: {args.brokers} brokers need ports {args.port}"
+            f" to {args.port + args.brokers - 1}, beyond {MAX_PORT}"
+        )
     racks: dict[int, str] = {}
     for key, value in key_values(args.rack, "--rack").items():
         if not key.isdigit() or int(key) >= args.brokers:
@@ -52,21 +59,23 @@ def _cmd_up(args: argparse.Namespace) -> int:
         spec.broker_config()
     except ConfigError as exc:
         raise UsageError(str(exc).split(". Known names")[0]) from None
-    if args.processes:
-        from cluster.launch.processes import run_up_processes
-
-        run = run_up_processes
-    else:
-        run = run_up
-    return run_real(
-        lambda: run(
-            spec,
-            cluster_file=Path(args.cluster_file),
-            trace=Path(args.trace) if args.trace else None,
-        ),
-        # Brokers in this process: a loop that can freeze one (`kemu broker pause`).
-        freezable=not args.processes,
+    cluster_file = Path(args.cluster_file)
+    start = prepare_up(
+        spec, cluster_file, default_cluster_file=args.cluster_file == DEFAULT_CLUSTER_FILE
     )
+    trace = Path(args.trace) if args.trace else None
+    try:
+        if args.processes:
+            from cluster.launch.processes import run_up_processes
+
+            return run_real(lambda: run_up_processes(spec, cluster_file=cluster_file, trace=trace))
+        return run_real(
+            lambda: run_up(spec, cluster_file=cluster_file, trace=trace, on_ready=start.mark_ready),
+            # Brokers in this process: a loop that can freeze one (`kemu broker pause`).
+            freezable=True,
+        )
+    finally:
+        discard_failed_start(start)
 
 
 def _cmd_broker(args: argparse.Namespace) -> int:
@@ -198,11 +207,41 @@ def _add_reassignment_parsers(sub: argparse._SubParsersAction[argparse.ArgumentP
         one.set_defaults(func=func)
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+DEFAULT_CLUSTER_FILE = ".kemu/cluster.json"
+MAX_PORT = 65_535
+
+
+def _port(text: str) -> int:
+    """A TCP port argument: 0 (any free port) to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= MAX_PORT:
+        raise argparse.ArgumentTypeError(f"{port} is not a TCP port (0 to {MAX_PORT})")
+    return port
+
+
+def _quiet_stdout() -> None:
+    """After the reader of stdout went away (``kemu ... | head``): point stdout at
+    /dev/null, so that the interpreter's last flush does not fail again at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kemu", description="Emulate a ZooKeeper-mode Apache Kafka control plane."
     )
-    parser.add_argument("--log-level", default="WARNING", help="stderr log level (default WARNING)")
+    parser.add_argument(
+        "--log-level",
+        default="WARNING",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        help="stderr log level: " + ", ".join(LOG_LEVELS) + " (default WARNING)",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     demo = sub.add_parser("demo", help="a live smoke demo of the runtime, network and store")
@@ -215,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     up = sub.add_parser("up", help="launch a local cluster and run it until Ctrl-C")
     up.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
-    up.add_argument("--port", type=int, default=9092, help="broker i listens on PORT+i (0: any)")
+    up.add_argument("--port", type=_port, default=9092, help="broker i listens on PORT+i (0: any)")
     up.add_argument("--zookeeper", metavar="HOST:PORT[/chroot]", help="use a real ZooKeeper")
     up.add_argument("--log-dir", default=".kemu/logs", help="root of the brokers' log dirs")
     up.add_argument("--rack", action="append", default=[], metavar="ID=RACK")
@@ -228,10 +267,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.add_argument("--trace", metavar="FILE", help="write the trace (JSON lines) here")
     up.add_argument("--seed", type=int, default=0, help="seed of the cluster's randomness")
-    up.add_argument("--cluster-file", default=".kemu/cluster.json", metavar="PATH")
+    up.add_argument("--cluster-file", default=DEFAULT_CLUSTER_FILE, metavar="PATH")
     up.add_argument(
         "--store-port",
-        type=int,
+        type=_port,
         default=0,
         help="port serving the embedded store to other processes (default: any)",
     )
@@ -323,9 +362,19 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    configure_logging(level=args.log_level.upper())
+    configure_logging(level=args.log_level)
     try:
-        status: int = args.func(args)
+        try:
+            status: int = args.func(args)
+        except BaseExceptionGroup as group:
+            # anyio's task groups wrap what fails in them: a user's error is the one inside
+            leaf = sole_error(group)
+            if isinstance(leaf, KemuError | UsageError | BrokenPipeError):
+                raise leaf from None
+            raise
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 128 + signal.SIGPIPE
     except UsageError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 2

@@ -1,24 +1,107 @@
 """``kemu up``: launch a local cluster, print its readiness table, write the cluster file,
 serve the control endpoint of ``kemu broker`` (``cluster.launch.control``), run until
-SIGINT/SIGTERM, then shut down cleanly."""
+SIGINT/SIGTERM, then shut down cleanly.
+
+Before anything starts, ``prepare_up`` checks what a start would otherwise find out halfway
+(a cluster file that belongs to a running ``kemu up``, a cluster file path that is a
+directory or in a directory that does not exist); a start that fails after that is
+undone by ``discard_failed_start`` (the log directories it created are removed), so
+that the failure is one line and leaves nothing behind.
+"""
 
 from __future__ import annotations
 
 import functools
 import os
+import shutil
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 
 from actors.controller.recording import CONTROLLER_INPUTS
 from actors.runtime.tracer import Tracer
+from cluster.cli.args import UsageError
 from cluster.launch.cluster import Cluster, ClusterSpec
+from cluster.launch.connect import ClusterFile, ClusterFileError
 from cluster.launch.control import ClusterLauncher, Publisher, serve_control
 from cluster.trace_files import JsonlTraceWriter
 from protocol.trace import TraceHeader
+
+
+@dataclass
+class UpStart:
+    """What ``prepare_up`` found before a start: the log directory root as it was (so that a
+    failed start removes only what it created), and whether the start got as far as a
+    ready cluster."""
+
+    log_dir: Path
+    log_dir_existed: bool
+    ready: bool = False
+
+    def mark_ready(self) -> None:
+        self.ready = True
+
+
+def _is_kemu_process(pid: int) -> bool:
+    """Whether ``pid`` is a live process running kemu (a pid in a stale cluster file may
+    have been reused by an unrelated process since)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # alive, someone else's: assume the worst
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True  # no /proc: alive is all we know
+    return b"kemu" in cmdline or b"cluster.cli" in cmdline
+
+
+def prepare_up(spec: ClusterSpec, cluster_file: Path, *, default_cluster_file: bool) -> UpStart:
+    """Refuse a start that could only fail or harm another cluster: the cluster file of a
+    running ``kemu up`` is never taken over (its pid is named), a cluster file path that is
+    a directory or lies in a missing directory (other than the default ``.kemu/``) is
+    refused. A stale cluster file (its launcher is gone) is taken over."""
+    if cluster_file.is_dir():
+        raise UsageError(f"--cluster-file {cluster_file} is a directory")
+    parent = cluster_file.parent
+    if not parent.is_dir():
+        if parent.exists() or not default_cluster_file:
+            raise UsageError(f"--cluster-file {cluster_file}: no directory {parent}")
+        parent.mkdir(parents=True, exist_ok=True)
+    if cluster_file.exists():
+        try:
+            other = ClusterFile.read(cluster_file)
+        except ClusterFileError:
+            other = None  # unreadable: not a running cluster's, taken over
+        if other is not None and other.pid != os.getpid() and _is_kemu_process(other.pid):
+            raise UsageError(
+                f"{cluster_file} belongs to a running kemu up (pid {other.pid}): stop it"
+                " first, or give this cluster another --cluster-file"
+            )
+    return UpStart(log_dir=spec.log_dir, log_dir_existed=spec.log_dir.exists())
+
+
+def discard_failed_start(start: UpStart) -> None:
+    """After a start that never got to a ready cluster: remove the log directory root if
+    this start created it (a root that existed before is left as it was)."""
+    if not start.ready and not start.log_dir_existed:
+        shutil.rmtree(start.log_dir, ignore_errors=True)
+
+
+def release_cluster_file(cluster_file: Path) -> None:
+    """Remove the cluster file at exit, unless another launcher has written it since."""
+    try:
+        owner = ClusterFile.read(cluster_file).pid
+    except ClusterFileError:
+        owner = os.getpid()  # ours, half-written or gone
+    if owner == os.getpid():
+        cluster_file.unlink(missing_ok=True)
 
 
 def render_table(
@@ -47,7 +130,13 @@ def render_table(
     return "\n".join(lines)
 
 
-async def run_up(spec: ClusterSpec, *, cluster_file: Path, trace: Path | None) -> int:
+async def run_up(
+    spec: ClusterSpec,
+    *,
+    cluster_file: Path,
+    trace: Path | None,
+    on_ready: Callable[[], None] = lambda: None,
+) -> int:
     # A traced cluster records its controllers' inputs, for ``kemu trace replay``.
     tracer = Tracer(details={CONTROLLER_INPUTS} if trace is not None else ())
     writer = None
@@ -76,6 +165,7 @@ async def run_up(spec: ClusterSpec, *, cluster_file: Path, trace: Path | None) -
                     )
                     status = await launcher.cluster_status()
                     publisher(status, None)
+                    on_ready()
                     print(
                         render_table(
                             spec,
@@ -98,7 +188,7 @@ async def run_up(spec: ClusterSpec, *, cluster_file: Path, trace: Path | None) -
                         cluster.stop_broker(broker_id)
                 tg.cancel_scope.cancel()
     finally:
-        cluster_file.unlink(missing_ok=True)  # noqa: ASYNC240 - one small local file, at exit
+        release_cluster_file(cluster_file)
         if writer is not None:
             writer.close()
     print("kemu: stopped", flush=True)
