@@ -55,9 +55,10 @@ class Disk:
             Path(path).mkdir(parents=True, exist_ok=True)
 
     def write_file(self, path: Path, data: bytes) -> None:
-        """Replace ``path``'s content atomically: write a ``.tmp`` sibling, then rename it
-        over (as Kafka's checkpoint files are written). An empty file is simply created
-        (a new segment or index: nothing to tear)."""
+        """Replace ``path``'s content atomically and durably: write a ``.tmp`` sibling,
+        flush it, rename it over, flush the directory (as Kafka's checkpoint files are
+        written). An empty file is simply created (a new segment or index: nothing to
+        tear)."""
         _write(os.fspath(path), data)
 
     def write_files(self, directory: Path | str, files: Iterable[tuple[str, bytes]]) -> None:
@@ -97,19 +98,34 @@ _EMPTY_FILE = stat.S_IFREG | 0o666  # as os.open's mode, the umask applies alike
 
 def _write(path: str, data: bytes) -> None:
     """``Disk.write_file`` on a string path, with plain ``os`` calls (``open(path, "wb")``
-    and ``Path.write_bytes`` cost several times the system calls themselves)."""
+    and ``Path.write_bytes`` cost several times the system calls themselves).
+
+    As Kafka's ``CheckpointFile.write`` and ``Utils.atomicMoveWithFallback``: the ``.tmp``
+    sibling is flushed to disk before it is renamed over the file, and the directory after
+    the rename, so that a crash at any moment leaves the old content or the new, whole."""
     if not data:
         _create(path, data)
         return
     tmp = path + ".tmp"
-    _create(tmp, data)
+    _create(tmp, data, sync=True)
     os.replace(tmp, path)
+    _sync_dir(os.path.dirname(path) or ".")
 
 
-def _create(path: str, data: bytes) -> None:
-    """Write ``path`` in place. An empty file is one ``mknod`` (no descriptor to open and
-    close: a third of the cost); where that is refused (an existing file, a system that
-    keeps ``mknod`` for root) it is opened and truncated instead."""
+def _sync_dir(path: str) -> None:
+    """Flush a directory's entries (a rename in it) to disk."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _create(path: str, data: bytes, *, sync: bool = False) -> None:
+    """Write ``path`` in place (``sync``: flushed to disk before it is closed). An empty
+    file is one ``mknod`` (no descriptor to open and close: a third of the cost); where
+    that is refused (an existing file, a system that keeps ``mknod`` for root) it is opened
+    and truncated instead."""
     if not data:
         try:
             os.mknod(path, _EMPTY_FILE)
@@ -122,6 +138,8 @@ def _create(path: str, data: bytes) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
 
