@@ -1205,14 +1205,24 @@ class _Slot:
     """One request's place in its connection's response order. ``frame`` stays ``None``
     when the connection must close instead of answering (``close_reason`` says why)."""
 
-    __slots__ = ("close_reason", "done", "frame")
+    __slots__ = ("close_reason", "done", "final", "frame")
 
     def __init__(self, frame: bytes | None = None) -> None:
         self.done = anyio.Event()
         self.frame = frame
         self.close_reason = ""
+        self.final = False  # the last slot of its connection: nothing is read after it
         if frame is not None:
             self.done.set()
+
+    @classmethod
+    def closing(cls, reason: str) -> _Slot:
+        """The end of a connection, after the answers to every request before it."""
+        slot = cls()
+        slot.close_reason = reason
+        slot.final = True
+        slot.done.set()
+        return slot
 
 
 class _Connection:
@@ -1356,8 +1366,10 @@ class KafkaWireServer:
                 send, receive = anyio.create_memory_object_stream[_Slot](self._max_in_flight)
                 tg.start_soon(self._write_responses, conn, receive, tg)
                 async with send:
-                    await self._read_requests(conn, send, tg)
-                tg.cancel_scope.cancel()  # the client is gone or the connection must close
+                    closing = await self._read_requests(conn, send, tg)
+                if not closing:  # the client is gone: its answers have nowhere to go
+                    tg.cancel_scope.cancel()
+                # else the writer answers what came before the closing request, then closes
         except anyio.get_cancelled_exc_class():
             conn.close_reason = "listener_stopped"
             raise
@@ -1371,37 +1383,40 @@ class KafkaWireServer:
 
     async def _read_requests(
         self, conn: _Connection, send: ObjectSendStream[_Slot], tg: TaskGroup
-    ) -> None:
-        """Until the end of the stream or a request that closes the connection."""
+    ) -> bool:
+        """Until the end of the stream (False) or a request that closes the connection
+        (True): its closing slot is queued behind the requests before it, which are
+        answered first, as Kafka's ``SocketServer.Processor`` sends the responses it has
+        before closing a connection."""
         reader = FrameReader(max_bytes=self._max_frame_bytes)
         while True:
             try:
                 chunk = await _receive(conn.stream)
             except NetworkError:
                 conn.close_reason = "connection_lost"
-                return
+                return False
             if not chunk:
                 if reader.pending:
                     self._bad_frame(conn, f"truncated: closed {reader.pending} bytes into a frame")
-                return
+                return False
             try:
                 frames = reader.feed(chunk)
             except FrameError as exc:
-                self._bad_frame(conn, str(exc))
-                return
+                await send.send(self._bad_frame(conn, str(exc)))
+                return True
             for frame in frames:
                 slot = self._accept(conn, frame, tg)
-                if slot is None:
-                    return
                 await send.send(slot)
+                if slot.final:
+                    return True
 
-    def _accept(self, conn: _Connection, frame: bytes, tg: TaskGroup) -> _Slot | None:
-        """Decode one request and give it its slot; ``None`` closes the connection."""
+    def _accept(self, conn: _Connection, frame: bytes, tg: TaskGroup) -> _Slot:
+        """Decode one request and give it its slot (a closing one if it ends the
+        connection)."""
         try:
             request = decode_request(frame, self._api_versions)
         except FrameError as exc:
-            self._bad_frame(conn, str(exc))
-            return None
+            return self._bad_frame(conn, str(exc))
         except UnsupportedApiError as unsupported:
             if (
                 unsupported.api_key == _API_VERSIONS
@@ -1416,8 +1431,7 @@ class KafkaWireServer:
                 api_key=unsupported.api_key,
                 api_version=unsupported.api_version,
             )
-            conn.close_reason = "unsupported_request"
-            return None
+            return _Slot.closing("unsupported_request")
         if self._tracer is not None and self._tracer.enabled:
             self._trace(
                 TraceKind.EVENT,
@@ -1434,12 +1448,11 @@ class KafkaWireServer:
         tg.start_soon(self._handle, conn, request, slot)
         return slot
 
-    def _api_versions_too_new(self, conn: _Connection, frame: bytes) -> _Slot | None:
+    def _api_versions_too_new(self, conn: _Connection, frame: bytes) -> _Slot:
         try:
             request = _header_only(frame)
         except FrameError as exc:
-            self._bad_frame(conn, str(exc))
-            return None
+            return self._bad_frame(conn, str(exc))
         self._trace(
             TraceKind.EVENT,
             "kafka_api_versions_too_new",
@@ -1567,9 +1580,11 @@ class KafkaWireServer:
 
     # -------------------------------------------------------------- tracing
 
-    def _bad_frame(self, conn: _Connection, detail: str) -> None:
+    def _bad_frame(self, conn: _Connection, detail: str) -> _Slot:
+        """Trace a frame that closes its connection; the slot that closes it."""
         conn.close_reason = "bad_frame"
         self._trace(TraceKind.ERROR, "bad_frame", peer=conn.peer, detail=detail)
+        return _Slot.closing("bad_frame")
 
     def _trace(self, kind: TraceKind, type: str, corr: int | None = None, **fields: Any) -> None:
         if self._tracer is not None:

@@ -19,8 +19,10 @@ import pytest
 
 from tests.support.kemu_child import (
     KemuChild,
+    correlation_of,
     flexible_request_frame,
     metadata_round_trip,
+    metadata_v1_frame,
     read_frame,
     request_frame,
 )
@@ -128,7 +130,10 @@ CASES = [
     pytest.param(
         struct.pack(">ihhi", 10, 60, 0, 99) + HUGE_INT16, id="DescribeCluster-v0-huge_client_id"
     ),
+    pytest.param(struct.pack(">i", 5) + b"hello", id="garbage"),
+    pytest.param(struct.pack(">i", 200 * 1024 * 1024), id="over_max_frame_bytes"),
 ]
+PIPELINED = 500
 
 
 @pytest.fixture(scope="module")
@@ -161,6 +166,33 @@ def test_a_lying_length_closes_only_its_connection(
     took = metadata_round_trip(witness, correlation_id=len(bad))
     assert child.alive, child.exit_report()
     assert took < ANSWER_WITHIN
+
+
+def test_requests_before_a_bad_frame_are_all_answered_first(
+    child: KemuChild, witness: socket.socket
+) -> None:
+    """500 pipelined Metadata requests and then a bad frame, in one write: exactly 500
+    answers, in request order, and then the end of the stream."""
+    with child.connect(timeout=30.0) as sock:
+        sock.sendall(b"".join(metadata_v1_frame(c) for c in range(PIPELINED)) + huge_array(3, 9))
+        answered = []
+        while (frame := read_frame(sock)) is not None:
+            answered.append(correlation_of(frame))
+    assert answered == list(range(PIPELINED))
+    metadata_round_trip(witness, correlation_id=PIPELINED)
+
+
+def test_a_connection_reset_mid_frame_costs_that_connection_only(
+    child: KemuChild, witness: socket.socket
+) -> None:
+    """A client that resets its connection (RST) halfway through a frame leaves the
+    process and another connection unharmed."""
+    sock = child.connect()
+    sock.sendall(metadata_v1_frame(1)[:7])
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()  # SO_LINGER 0: the close sends RST
+    assert metadata_round_trip(witness, correlation_id=2) < ANSWER_WITHIN
+    assert child.alive, child.exit_report()
 
 
 def test_the_refused_frame_is_traced_as_bad_frame(tmp_path: Path) -> None:
