@@ -68,7 +68,11 @@ def _cmd_up(args: argparse.Namespace) -> int:
         if args.processes:
             from cluster.launch.processes import run_up_processes
 
-            return run_real(lambda: run_up_processes(spec, cluster_file=cluster_file, trace=trace))
+            return run_real(
+                lambda: run_up_processes(
+                    spec, cluster_file=cluster_file, trace=trace, on_ready=start.mark_ready
+                )
+            )
         return run_real(
             lambda: run_up(spec, cluster_file=cluster_file, trace=trace, on_ready=start.mark_ready),
             # Brokers in this process: a loop that can freeze one (`kemu broker pause`).

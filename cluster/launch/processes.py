@@ -45,7 +45,7 @@ from actors.broker.broker import broker_node_id, broker_ref
 from actors.runtime.actor import Node
 from actors.runtime.clock import Clock, RealClock
 from actors.runtime.tracer import Tracer
-from cluster.cli.up import render_table
+from cluster.cli.up import release_cluster_file, render_table
 from cluster.launch.broker_process import BROKER_PROCESS_COMMAND, READY_LINE
 from cluster.launch.cluster import ClusterError, ClusterSpec, serve_store, wait_until_ready
 from cluster.launch.connect import open_store
@@ -509,8 +509,15 @@ def _signal(process: Process, signum: signal.Signals) -> None:
         process.send_signal(signum)
 
 
-async def run_up_processes(spec: ClusterSpec, *, cluster_file: Path, trace: Path | None) -> int:
-    """``kemu up --processes``: as ``kemu up``, with one process per broker."""
+async def run_up_processes(
+    spec: ClusterSpec,
+    *,
+    cluster_file: Path,
+    trace: Path | None,
+    on_ready: Callable[[], None] = lambda: None,
+) -> int:
+    """``kemu up --processes``: as ``kemu up``, with one process per broker; ``on_ready``
+    is called once the cluster is up and its cluster file written."""
     tracer = Tracer()
     writer = None
     if trace is not None:  # the launcher's own events (the store's): brokers trace nothing
@@ -520,9 +527,9 @@ async def run_up_processes(spec: ClusterSpec, *, cluster_file: Path, trace: Path
     cluster = ProcessCluster(spec, tracer=tracer, clock=RealClock())
     try:
         with unwrap_kemu_error():  # the task groups wrap what fails in them
-            await _launch(spec, cluster, cluster_file, started)
+            await _launch(spec, cluster, cluster_file, started, on_ready)
     finally:
-        cluster_file.unlink(missing_ok=True)  # noqa: ASYNC240 - one small local file, at exit
+        release_cluster_file(cluster_file)
         if writer is not None:
             writer.close()
     print("kemu: stopped", flush=True)
@@ -530,7 +537,11 @@ async def run_up_processes(spec: ClusterSpec, *, cluster_file: Path, trace: Path
 
 
 async def _launch(
-    spec: ClusterSpec, cluster: ProcessCluster, cluster_file: Path, started: float
+    spec: ClusterSpec,
+    cluster: ProcessCluster,
+    cluster_file: Path,
+    started: float,
+    on_ready: Callable[[], None],
 ) -> None:
     publisher = Publisher(cluster_file, spec, store="")
 
@@ -549,6 +560,7 @@ async def _launch(
         )
         status = await cluster.cluster_status()
         publisher(status, None)
+        on_ready()
         print(
             render_table(
                 spec,

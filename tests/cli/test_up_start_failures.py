@@ -48,23 +48,34 @@ def busy_port() -> Iterator[int]:
         yield held.getsockname()[1]
 
 
-@pytest.fixture
-def running_up(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
-    """A ``kemu up`` child process, yielded once its cluster file exists."""
+def start_up(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[bytes], Path]:
+    """A one-broker ``kemu up`` child process, returned once its cluster file exists."""
     cluster_file = tmp_path / "cluster.json"
     process = subprocess.Popen(
-        [sys.executable, "-m", "cluster.cli", "up", "--port", "0", "--brokers", "1",
+        [sys.executable, "-m", "cluster.cli", "up", "--port", "0", "--brokers", "1", *extra,
          "--log-dir", str(tmp_path / "logs"), "--cluster-file", str(cluster_file)],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
     deadline = time.monotonic() + TIMEOUT
     while not cluster_file.exists():
         assert process.poll() is None, "kemu up ended before it was ready"
         assert time.monotonic() < deadline, "no cluster file within the deadline"
         time.sleep(0.05)  # polling a condition with a deadline, not settling
-    yield process, cluster_file
+    return process, cluster_file
+
+
+def stop_up(process: subprocess.Popen[bytes]) -> None:
+    """Ctrl-C, as a user stops ``kemu up``; it must end cleanly."""
     process.send_signal(signal.SIGINT)
-    assert process.wait(timeout=TIMEOUT) == 0
+    _, stderr = process.communicate(timeout=TIMEOUT)
+    assert process.returncode == 0, stderr
+
+
+@pytest.fixture
+def running_up(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+    process, cluster_file = start_up(tmp_path)
+    yield process, cluster_file
+    stop_up(process)
 
 
 def test_a_busy_port_is_one_line_and_leaves_no_log_dir(busy_port: int, tmp_path: Path) -> None:
@@ -199,3 +210,15 @@ def test_output_into_a_closed_pipe_ends_quietly(
     assert process.returncode == 128 + signal.SIGPIPE, stderr
     assert b"Traceback" not in stderr
     assert b"Exception ignored" not in stderr
+
+
+@pytest.mark.parametrize("mode", [(), ("--processes",)], ids=["in-process", "processes"])
+def test_a_cluster_that_ran_keeps_the_log_dir_it_created(
+    mode: tuple[str, ...], tmp_path: Path
+) -> None:
+    """Only a failed start removes the log dir root it created: after a clean run and
+    Ctrl-C the brokers' directories stay, and the cluster file goes."""
+    process, cluster_file = start_up(tmp_path, *mode)
+    stop_up(process)
+    assert (tmp_path / "logs" / "broker-0" / "meta.properties").is_file()
+    assert not cluster_file.exists()
