@@ -91,11 +91,11 @@ def load_thresholds(path: Path | None) -> Thresholds:
     try:
         data = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as exc:
-        raise ThresholdsError(f"{path}: cannot read thresholds ({exc})") from None
+        raise ThresholdsError(f"{path}: cannot read thresholds ({exc})") from exc
     try:
         return msgspec.convert(data or {}, Thresholds)
     except msgspec.ValidationError as exc:
-        raise ThresholdsError(f"{path}: {exc}") from None
+        raise ThresholdsError(f"{path}: {exc}") from exc
 
 
 # ----------------------------------------------------------------------------- pairing

@@ -183,7 +183,7 @@ def replay_runs(
     try:
         collected = rdd.mapPartitions(_task(patch)).collect()
     except Exception as exc:  # Py4J / task failures end here, translated once
-        raise SparkError(f"the replay job failed: {_failure_line(exc)}") from None
+        raise SparkError(f"the replay job failed: {_failure_line(exc)}") from exc
     outcomes = [msgspec.json.decode(raw, type=RunOutcome) for raw in collected]
     order = {item.run: i for i, item in enumerate(inputs)}
     outcomes.sort(key=lambda o: order.get(o.label, len(order)))

@@ -155,7 +155,7 @@ def read_header(item: TraceInput) -> TraceHeader:
             with item.path.open("rb") as f:
                 raw = f.readline()
     except (OSError, ValueError) as exc:
-        raise TraceSchemaError(f"{name}: not a kemu trace ({exc})") from None
+        raise TraceSchemaError(f"{name}: not a kemu trace ({exc})") from exc
     return decode_header(raw, name)
 
 

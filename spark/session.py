@@ -70,7 +70,7 @@ def spark_session(
         raise SparkError(
             f"pyspark is not installed ({exc}); install kemu with the spark extra: "
             "pip install -e '.[spark]'"
-        ) from None
+        ) from exc
     active = SparkSession.getActiveSession()
     if active is not None:  # joined, not ours: whoever started it stops it
         with translated_errors():
@@ -106,7 +106,7 @@ def spark_session(
         session = builder.getOrCreate()
     except Exception as exc:  # Py4J / Java gateway errors end here, translated once
         shutil.rmtree(scratch, ignore_errors=True)
-        raise SparkError(f"could not start Spark ({master or 'spark-submit'}): {exc}") from None
+        raise SparkError(f"could not start Spark ({master or 'spark-submit'}): {exc}") from exc
     session.sparkContext.setLogLevel("ERROR")
     try:
         with translated_errors():

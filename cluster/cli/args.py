@@ -1,16 +1,20 @@
 """Command-line input shared by ``kemu``'s commands: the usage error every bad argument
-ends in (one line, exit status 2, printed by ``cluster.cli.main.main``) and ``KEY=VALUE``
-lists."""
+ends in and ``KEY=VALUE`` lists."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from protocol.errors import KemuError
+
 __all__ = ["UsageError", "key_values"]
 
 
-class UsageError(Exception):
-    """Bad command-line input: printed as one line, exit status 2."""
+class UsageError(KemuError):
+    """Bad command-line input, reported in one line before anything runs. kemu's own
+    commands exit with status 2 (``cluster.cli.main.main``); the Kafka tools (``kemu
+    topics``, ``reassign-partitions``, ``leader-election``) with 1, as their
+    ``CommandLineUtils.printUsageAndDie`` does (``kemu topics`` prints its usage too)."""
 
 
 def key_values(items: Iterable[str], what: str) -> dict[str, str]:

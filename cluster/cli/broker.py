@@ -33,7 +33,7 @@ from typing import Final, TextIO
 import anyio
 
 from cluster.launch.connect import DEFAULT_CLUSTER_FILE, connect_launcher, load_cluster_file
-from protocol.errors import KemuError, sole_error
+from protocol.errors import KemuError, unwrap_kemu_error
 from protocol.ids import BrokerId
 from protocol.launcher import (
     BrokerAction,
@@ -74,7 +74,7 @@ async def run_broker_command(
 ) -> None:
     """Send one command (or a status request) to the launcher at ``address`` and print
     its answer; ``KemuError`` when it was not carried out."""
-    try:
+    with unwrap_kemu_error():  # connect_launcher's task group wraps what fails
         async with connect_launcher(address) as ask:
             if action == "status":
                 reply = await ask(LauncherStatusRequest(), timeout=STATUS_TIMEOUT)
@@ -92,11 +92,6 @@ async def run_broker_command(
                     raise BrokerCommandError(reason)
                 case _:
                     raise BrokerCommandError(f"unexpected answer from the launcher: {reply!r}")
-    except BaseExceptionGroup as group:  # connect_launcher's task group wraps what fails
-        leaf = sole_error(group)
-        if isinstance(leaf, KemuError):
-            raise leaf from None
-        raise
 
 
 def broker_main(

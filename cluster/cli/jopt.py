@@ -13,14 +13,15 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from protocol.errors import KemuError
+from cluster.cli.args import UsageError
 from protocol.jvm import java_list_hash
 
 __all__ = ["Option", "OptionError", "Options", "java_parse_int", "option_lines", "parse"]
 
 
-class OptionError(KemuError):
-    """The command line does not parse (jopt-simple's ``OptionException``)."""
+class OptionError(UsageError):
+    """The command line does not parse (jopt-simple's ``OptionException``): its message
+    alone, without the usage."""
 
 
 @dataclass(frozen=True, slots=True)

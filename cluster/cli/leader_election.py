@@ -32,7 +32,8 @@ import anyio
 
 from actors.zk import kafka_zk
 from actors.zk.store import MetadataStore, StoreSession
-from cluster.cli.jopt import Option, OptionError, Options, option_lines, parse
+from cluster.cli.args import UsageError
+from cluster.cli.jopt import Option, Options, option_lines, parse
 from cluster.cli.kafka_tools import duplicates, json_node
 from cluster.cli.store_command import report_failure, store_address, with_session
 from protocol import jvm, zkdata
@@ -74,10 +75,6 @@ class LeaderElectionError(KemuError):
     """The command failed: "Error: <message>" on stdout, exit 1."""
 
 
-class UsageError(KemuError):
-    """The options break the command's rules: one line on stderr, exit 1."""
-
-
 # ============================================================================ options
 
 
@@ -116,8 +113,8 @@ def parse_election_data(text: str) -> list[TopicPartition]:
     """``parseReplicaElectionData``: the partitions in file order, duplicates refused."""
     try:
         data: Any = json.loads(text)
-    except ValueError:
-        raise LeaderElectionError("Replica election data is empty") from None
+    except ValueError as exc:
+        raise LeaderElectionError("Replica election data is empty") from exc
     if not isinstance(data, dict):
         raise LeaderElectionError(f"Expected JSON object, received {json_node(data)}")
     if "partitions" not in data:
@@ -236,10 +233,10 @@ def _requested(opts: Options) -> list[TopicPartition] | None:
     if path is not None:
         try:
             text = Path(path).read_text()
-        except FileNotFoundError:
-            raise LeaderElectionError(path) from None
+        except FileNotFoundError as exc:
+            raise LeaderElectionError(path) from exc
         except OSError as exc:
-            raise LeaderElectionError(f"{path}: {exc.strerror}") from None
+            raise LeaderElectionError(f"{path}: {exc.strerror}") from exc
         return parse_election_data(text)
     topic = opts.value("topic")
     if topic is not None:
@@ -267,7 +264,7 @@ async def run_leader_election_command(
         opts.int_value("partition")  # a bad number is a parse error, before anything runs
         zookeeper = opts.value("zookeeper")
         cluster_file = opts.value("cluster-file")
-    except (OptionError, UsageError) as exc:
+    except UsageError as exc:  # OptionError too: one line on stderr
         err.write(f"{exc}\n")
         return 1
     if zookeeper is not None:

@@ -37,7 +37,8 @@ import anyio
 from actors.controller.reassignment import scala_map_entries
 from actors.zk import kafka_zk
 from actors.zk.store import MetadataStore, StoreSession
-from cluster.cli.jopt import Option, OptionError, Options, option_lines, parse
+from cluster.cli.args import UsageError
+from cluster.cli.jopt import Option, Options, option_lines, parse
 from cluster.cli.kafka_tools import duplicates, json_node
 from cluster.cli.store_command import report_failure, store_address, with_session
 from protocol import jvm, zkdata
@@ -154,10 +155,6 @@ class TerseReassignmentError(KemuError):
     """A failure printed as its message alone (Kafka's TerseReassignmentFailureException)."""
 
 
-class UsageError(KemuError):
-    """The options break the command's rules (Kafka's printUsageAndDie): stderr, exit 1."""
-
-
 # ============================================================================ options
 
 
@@ -261,8 +258,8 @@ class ReassignmentFile:
 def parse_reassignment(text: str) -> ReassignmentFile:
     try:
         data = json.loads(text)
-    except ValueError:
-        raise ReassignCommandError("The input string is not a valid JSON") from None
+    except ValueError as exc:
+        raise ReassignCommandError("The input string is not a valid JSON") from exc
     version = _int(_object(data)["version"]) if "version" in _object(data) else 1
     if version != 1:
         raise ReassignCommandError(f"Not supported version field value {version}")
@@ -509,10 +506,10 @@ class ZkReassignCommand:
 def _read(path: str) -> str:
     try:
         return Path(path).read_text()
-    except FileNotFoundError:
-        raise ReassignCommandError(path) from None  # NoSuchFileException's message
+    except FileNotFoundError as exc:
+        raise ReassignCommandError(path) from exc  # NoSuchFileException's message
     except OSError as exc:
-        raise ReassignCommandError(f"{path}: {exc.strerror}") from None
+        raise ReassignCommandError(f"{path}: {exc.strerror}") from exc
 
 
 async def run_reassign_command(
@@ -535,7 +532,7 @@ async def run_reassign_command(
         zookeeper = opts.value("zookeeper")
         cluster_file = opts.value("cluster-file")
         throttle = opts.value("throttle")
-    except (OptionError, UsageError) as exc:
+    except UsageError as exc:  # OptionError too: one line on stderr
         err.write(f"{exc}\n")
         return 1
     if zookeeper is not None:

@@ -52,6 +52,7 @@ from actors.admin import (
 )
 from actors.zk import kafka_zk
 from actors.zk.store import MetadataStore, StoreSession
+from cluster.cli.args import UsageError
 from cluster.cli.jopt import Option, OptionError, Options, java_parse_int, parse
 from cluster.cli.store_command import report_failure, with_session
 from cluster.kafka.client import (
@@ -236,10 +237,6 @@ _REPORTS: Final = (
     "at-min-isr-partitions",
     "unavailable-partitions",
 )
-
-
-class UsageError(KemuError):
-    """``CommandLineUtils.printUsageAndDie``: the message, then the usage, exit 1."""
 
 
 class IllegalArgumentError(KemuError):
@@ -554,8 +551,8 @@ def _topic_filter(raw: str) -> re.Pattern[str]:
     regex = re.sub(r"""["']+$""", "", regex)
     try:
         return re.compile(regex)
-    except re.error:
-        raise TopicCommandError(f"{regex} is an invalid regex.") from None
+    except re.error as exc:
+        raise TopicCommandError(f"{regex} is an invalid regex.") from exc
 
 
 def select_topics(

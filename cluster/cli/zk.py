@@ -26,7 +26,7 @@ import anyio
 
 from actors.zk.store import MetadataStore, StoreSession, validate_path
 from cluster.launch.connect import load_cluster_file, open_store
-from protocol.errors import KemuError, NoNodeError, sole_error
+from protocol.errors import KemuError, NoNodeError, unwrap_kemu_error
 from protocol.store import Stat
 
 __all__ = ["COMMANDS", "format_data", "format_stat", "run_zk_command", "zk_main"]
@@ -112,7 +112,7 @@ async def run_zk_command(
         raise ZkCommandError(f"unknown command {command!r}: one of {', '.join(COMMANDS)}")
     validate_path(path)
     action = {"ls": _ls, "get": _get, "tree": _tree}[command]
-    try:
+    with unwrap_kemu_error():  # open_store's task group wraps what its body raises
         async with _store(address, store) as opened:
             session = await opened.open_session(timeout=30.0, name="kemu-zk")
             try:
@@ -123,11 +123,6 @@ async def run_zk_command(
                 with anyio.CancelScope(shield=True):
                     await session.close()
                 session.events.close()
-    except BaseExceptionGroup as group:  # open_store's task group wraps what its body raises
-        leaf = sole_error(group)
-        if isinstance(leaf, KemuError):
-            raise leaf from None
-        raise
 
 
 def zk_main(

@@ -88,13 +88,13 @@ class ClusterFile:
     def read(cls, path: Path) -> ClusterFile:
         try:
             raw = json.loads(path.read_text())
-        except FileNotFoundError:
+        except FileNotFoundError as exc:
             raise ClusterFileError(
                 f"no cluster file at {path}: start a cluster with `kemu up`, or give"
                 " --bootstrap-server / --zookeeper"
-            ) from None
+            ) from exc
         except (OSError, json.JSONDecodeError) as exc:
-            raise ClusterFileError(f"cannot read cluster file {path}: {exc}") from None
+            raise ClusterFileError(f"cannot read cluster file {path}: {exc}") from exc
         try:
             brokers = tuple(BrokerEntry(**b) for b in raw["brokers"])
             return cls(
@@ -109,7 +109,7 @@ class ClusterFile:
                 extra=dict(raw.get("extra", {})),
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise ClusterFileError(f"cluster file {path} is malformed: {exc}") from None
+            raise ClusterFileError(f"cluster file {path} is malformed: {exc}") from exc
 
     def is_running(self) -> bool:
         """Whether the launcher process is still alive."""
@@ -189,7 +189,7 @@ async def connect_launcher(address: str) -> AsyncIterator[LauncherAsk]:
         why = exc.strerror or str(exc)
         raise ClusterFileError(
             f"the launcher's control endpoint {address} does not answer: {why}"
-        ) from None
+        ) from exc
     await probe.aclose()
     tracer = Tracer()
     clock = RealClock()
