@@ -3,7 +3,7 @@ the broker processes' traces read as they grow, and the merge of every process's
 into the run's one trace.
 
 With one process per broker (``mode: processes``), each broker process writes its own
-trace (``cluster.launch.processes.BrokerProcessSpec.trace``), timed from the run's origin on
+trace (``cluster.launch.broker_process.BrokerProcessSpec.trace``), timed from the run's origin on
 CLOCK_MONOTONIC, which every process of the machine shares. ``TraceTail`` reads those
 files while the run goes on and hands each new event to the run's recorder (so triggers
 and conditions see the brokers' events within a poll interval). ``LiveOrder`` hands
