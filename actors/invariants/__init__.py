@@ -18,6 +18,7 @@ from actors.invariants.final_rules import (
     pending_deletions,
     store_leadership,
 )
+from actors.invariants.liveness import BrokerLiveness, DownReason
 from actors.invariants.trace_rules import (
     DEFAULT_DELETION_BOUND,
     TRACE_RULES,
@@ -39,7 +40,9 @@ __all__ = [
     "DEFAULT_DELETION_BOUND",
     "FINAL_RULES",
     "TRACE_RULES",
+    "BrokerLiveness",
     "CacheView",
+    "DownReason",
     "FinalState",
     "OrphanLogDirs",
     "PartitionView",

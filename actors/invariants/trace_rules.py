@@ -31,6 +31,7 @@ from actors.invariants.leadership import (
     LeaderEpochTracker,
     leadership_violations,
 )
+from actors.invariants.liveness import BrokerLiveness
 from protocol.control import LEADER_DURING_DELETE
 from protocol.trace import TraceEvent
 
@@ -272,7 +273,13 @@ class DeletionsComplete(TraceRule):
     (the controller's ``topic_deletion_completed``, or its ``topic_deletion_ignored`` /
     ``topic_deletion_disabled`` for a topic it will not delete) within ``bound`` seconds
     of fault-free time after the marking. Fault-free time is the time with no active
-    fault of the chaos run (instantaneous faults do not count).
+    fault of the chaos run (instantaneous faults do not count) and no broker down for
+    any reason (``BrokerLiveness``: crashed, halted, stopped, paused or unregistered,
+    until it runs and is registered again). A broker can be down with no fault active,
+    e.g. one that halted because its only log directory failed and was not restarted
+    after the disk was repaired; Kafka's ``TopicDeletionManager`` rightly keeps a topic
+    ineligible while one of its replicas is on a dead broker, so that time does not
+    count against the deletion.
 
     A deletion still pending when an event shows its bound passed is reported at once
     (at the marking event); ``finish`` reports the ones whose bound passed before the
@@ -283,13 +290,15 @@ class DeletionsComplete(TraceRule):
     def __init__(self, bound: float = DEFAULT_DELETION_BOUND) -> None:
         self.bound = bound
         self._faults: set[str] = set()
+        self._liveness = BrokerLiveness()
         self._now = 0.0
         # topic -> (its marking, fault-free seconds since)
         self._marks: dict[str, tuple[TraceEvent, float]] = {}
 
     def _advance(self, ts: float) -> list[Violation]:
         """Let time run to ``ts``; the deletions that became overdue on the way."""
-        elapsed = ts - self._now if not self._faults and ts > self._now else 0.0
+        quiet = not self._faults and not self._liveness.any_down()
+        elapsed = ts - self._now if quiet and ts > self._now else 0.0
         out: list[Violation] = []
         for topic, (mark, free) in sorted(self._marks.items()):
             if free + elapsed > self.bound:
@@ -310,6 +319,7 @@ class DeletionsComplete(TraceRule):
 
     def observe(self, event: TraceEvent) -> list[Violation]:
         out = self._advance(event.ts)
+        self._liveness.observe(event)
         if event.node == CHAOS_NODE and event.kind == "fault":
             fault_id = str(event.fields["id"])
             if event.type == "fault_injected" and not event.fields.get("instant", False):
