@@ -37,14 +37,12 @@ from anyio.abc import SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from actors.runtime.clock import Clock, RealClock
-from cluster.kafka.listener import (
-    api_key_of,
+from cluster.kafka.apis.api_versions import (
     codec_api_versions,
     decode_api_versions_response,
-    decode_response,
     encode_api_versions_request,
-    encode_request,
 )
+from cluster.kafka.apis.registry import api_key_of, decode_response, encode_request
 from protocol.errors import ErrorCode, FrameError, KafkaApiError, KemuError
 from protocol.ids import BrokerId, TopicName
 from protocol.kafka_api import (

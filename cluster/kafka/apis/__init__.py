@@ -1,0 +1,1 @@
+"""One module per Kafka API: its translations between the codec and kemu's plain values."""

@@ -1,0 +1,102 @@
+"""ApiVersions: the table a Kafka 2.7 broker advertises, the table a listener answers (the
+handler's ranges, clamped to the codec), and the client side's request and answer."""
+
+from __future__ import annotations
+
+import struct
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from cluster.kafka.codec import _codec_versions, _error_code
+from cluster.kafka.framing import _API_VERSIONS, _read_response, _request_frame
+from protocol.errors import ErrorCode
+
+API_VERSIONS_RANGE: Final = (0, 3)  # what a 2.7 broker answers; newer clients retry lower
+
+KAFKA_2_7_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = types.MappingProxyType({
+    0: (0, 8), 1: (0, 12), 2: (0, 5), 3: (0, 9), 4: (0, 4), 5: (0, 3), 6: (0, 6), 7: (0, 3),
+    8: (0, 8), 9: (0, 7), 10: (0, 3), 11: (0, 7), 12: (0, 4), 13: (0, 4), 14: (0, 5),
+    15: (0, 5), 16: (0, 4), 17: (0, 1), 18: (0, 3), 19: (0, 6), 20: (0, 5), 21: (0, 2),
+    22: (0, 4), 23: (0, 3), 24: (0, 2), 25: (0, 2), 26: (0, 2), 27: (0, 0), 28: (0, 3),
+    29: (0, 2), 30: (0, 2), 31: (0, 2), 32: (0, 3), 33: (0, 1), 34: (0, 1), 35: (0, 2),
+    36: (0, 2), 37: (0, 3), 38: (0, 2), 39: (0, 2), 40: (0, 2), 41: (0, 2), 42: (0, 2),
+    43: (0, 2), 44: (0, 1), 45: (0, 0), 46: (0, 0), 47: (0, 0), 48: (0, 0), 49: (0, 0),
+    50: (0, 0), 51: (0, 0), 56: (0, 0), 57: (0, 0),
+})  # fmt: skip
+"""The ApiVersions table of a Kafka 2.7 broker. kafka-python infers the broker's version
+from it (Fetch v12 means 2.7), so the advertised table starts from this one."""
+
+
+def advertised_api_versions(
+    supported: Mapping[int, tuple[int, int]],
+) -> dict[int, tuple[int, int]]:
+    """The ApiVersions table a listener answers: a Kafka 2.7 broker's keys, the handler's
+    ranges for the keys it implements (those may go past 2.7, e.g. Metadata v12 with topic
+    ids), and every range clamped to what the codec can decode."""
+    if _API_VERSIONS in supported:
+        raise ValueError("ApiVersions is answered by the listener, not the handler")
+    table: dict[int, tuple[int, int]] = {}
+    for key in sorted(set(KAFKA_2_7_API_VERSIONS) | set(supported)):
+        codec = _codec_versions(key)
+        if key in supported:
+            low, high = supported[key]
+            if codec is None or low > high or low < codec[0] or high > codec[1]:
+                raise ValueError(f"API {key} v{low}-{high}: the codec decodes only {codec}")
+        elif codec is None:  # inter-broker APIs 4-7: clients never send them
+            continue
+        else:
+            low, high = API_VERSIONS_RANGE if key == _API_VERSIONS else KAFKA_2_7_API_VERSIONS[key]
+            low, high = max(low, codec[0]), min(high, codec[1])
+            if low > high:
+                continue
+        table[key] = (low, high)
+    return table
+
+
+@dataclass(frozen=True, slots=True)
+class ApiVersionsAnswer:
+    """A decoded ApiVersions response: its error and the broker's version table."""
+
+    correlation_id: int
+    error_code: ErrorCode
+    api_versions: Mapping[int, tuple[int, int]]
+
+
+def codec_api_versions(api_key: int) -> tuple[int, int] | None:
+    """The versions of an API the codec can encode and decode (None: an unknown key)."""
+    return _codec_versions(api_key)
+
+
+def encode_api_versions_request(
+    *,
+    api_version: int,
+    correlation_id: int,
+    client_id: str | None,
+    software_name: str = "kemu",
+    software_version: str = "0",
+) -> bytes:
+    """A whole ApiVersions request frame (size prefix included)."""
+    return _request_frame(
+        _API_VERSIONS,
+        api_version,
+        correlation_id,
+        client_id,
+        {"client_software_name": software_name, "client_software_version": software_version},
+    )
+
+
+def decode_api_versions_response(api_version: int, frame: bytes) -> ApiVersionsAnswer:
+    """An ApiVersions response frame (no size prefix). A broker that does not know
+    ``api_version`` answers UNSUPPORTED_VERSION in a v0 body, read as such."""
+    if len(frame) >= 6 and struct.unpack_from(">h", frame, 4)[0] == ErrorCode.UNSUPPORTED_VERSION:
+        api_version = 0
+    correlation_id, body = _read_response(_API_VERSIONS, api_version, frame)
+    return ApiVersionsAnswer(
+        correlation_id=correlation_id,
+        error_code=_error_code(body.error_code),
+        api_versions=types.MappingProxyType(
+            {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in body.api_keys}
+        ),
+    )
