@@ -1,0 +1,1 @@
+"""A Kafka broker: the actor, its request handlers and its purgatory."""
