@@ -1,9 +1,63 @@
-"""Shared fixtures. The real ZooKeeper server fixture lives in tests/support/zookeeper.py;
-tests/support/kafka_python.py pre-imports kafka-python's protocol modules (their
-import-time deprecation warning would otherwise fail the warnings-as-errors suite)."""
+"""How kemu's tests run.
+
+Async tests use pytest-asyncio in strict mode: ``@pytest.mark.asyncio`` (or a module's
+``pytestmark``) on each test, ``@pytest_asyncio.fixture`` on each async fixture; anyio
+code runs on its asyncio loop. anyio's own pytest plugin is switched off (``-p no:anyio``
+in pyproject.toml), so ``@pytest.mark.anyio`` is an unknown marker and fails collection.
+A fixture that keeps a cluster (any task group) running across a test enters it with
+``tests.support.hosting.hosted``: pytest-asyncio sets a fixture up and tears it down in two
+different tasks. Tests that pause a broker ask for kemu's freezable loop with
+``@pytest.mark.asyncio(loop_factories=["freezable"])`` (``pytest_asyncio_loop_factories``
+below).
+
+Deterministic tests on the virtual clock are plain functions that call
+``actors.runtime.clock.run_virtual`` (a fresh ``VirtualEventLoop`` per run): that is the one
+way to run on the virtual clock, where time only moves when every task waits.
+
+Markers (registered in pyproject.toml): ``slow`` (left out of the inner loop,
+``pytest -m "not slow"``), ``spark``, ``processes`` (spawns kemu or broker processes),
+``zookeeper`` (uses the real ZooKeeper server; given here to every test that asks for the
+``zookeeper_server`` fixture, and by hand to the parameters that reach it another way).
+
+Helpers shared by test modules live in ``tests/support`` (no test module imports another);
+``tests.support.zookeeper`` provides the session's real ZooKeeper server;
+``tests.support.kafka_python`` pre-imports kafka-python's protocol modules (their
+import-time deprecation warning would otherwise fail the warnings-as-errors suite).
+"""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Mapping
+
+import pytest
+from pytest_asyncio.plugin import LoopFactory
+
 import tests.support.kafka_python  # noqa: F401 - imported for its side effect
+from actors.runtime.freeze import FreezableEventLoop
 
 pytest_plugins = ["tests.support.zookeeper"]
+
+LOOP_FACTORIES: Mapping[str, LoopFactory] = {
+    "asyncio": asyncio.new_event_loop,
+    "freezable": FreezableEventLoop,
+}
+"""The loops an async test can ask for by name; "asyncio" unless it names another."""
+
+
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> Mapping[str, LoopFactory]:
+    """Only the loops a test names in ``@pytest.mark.asyncio(loop_factories=[...])``, or
+    the default one (pytest-asyncio would otherwise run every test once on each loop)."""
+    marker = item.get_closest_marker("asyncio")
+    names = marker.kwargs.get("loop_factories", ["asyncio"]) if marker else ["asyncio"]
+    return {name: LOOP_FACTORIES[name] for name in names}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that uses the real ZooKeeper server carries the ``zookeeper`` marker."""
+    for item in items:
+        if "zookeeper_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.zookeeper)

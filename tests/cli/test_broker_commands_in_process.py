@@ -17,7 +17,6 @@ from pathlib import Path
 import anyio
 import pytest
 
-from actors.runtime.freeze import FreezableEventLoop
 from actors.runtime.tracer import MemorySink, Tracer
 from cluster.cli.broker import BrokerCommandError, broker_main, run_broker_command
 from cluster.cli.main import build_parser
@@ -27,31 +26,12 @@ from cluster.launch.control import ClusterLauncher, Publisher, refusal, serve_co
 from protocol import zkdata
 from protocol.ids import BrokerId
 from protocol.launcher import BrokerAction, BrokerCommand, BrokerState
+from tests.support.hosting import hosted_fixture
+from tests.support.kemu_commands import Row, parse_status
 from tests.support.waiting import eventually
 
-
-@dataclass(frozen=True)
-class Row:
-    """One broker line of ``kemu broker status``."""
-
-    state: str
-    pid: str
-    endpoint: str
-    epoch: str
-
-
-def parse_status(out: str) -> tuple[dict[int, Row], int]:
-    """The broker table and the controller of a ``kemu broker`` output."""
-    rows: dict[int, Row] = {}
-    controller = -2
-    for line in out.splitlines():
-        fields = line.split()
-        if fields and fields[0].isdigit():
-            rows[int(fields[0])] = Row(*fields[1:])
-        elif line.startswith("controller: "):
-            last = line.split()[-1]
-            controller = int(last) if last.isdigit() else -1
-    return rows, controller
+# As ``kemu up`` runs a cluster in one process: on a loop that can pause a broker.
+on_a_freezable_loop = pytest.mark.asyncio(loop_factories=["freezable"])
 
 
 @dataclass
@@ -89,12 +69,6 @@ class Launched:
         return ClusterFile.read(self.cluster_file)
 
 
-@pytest.fixture
-def anyio_backend() -> tuple[str, dict[str, object]]:
-    """As ``kemu up`` runs a cluster in one process: on a loop that can pause a broker."""
-    return "asyncio", {"loop_factory": FreezableEventLoop}
-
-
 async def _launched(tmp_path: Path, session_timeout_ms: int) -> AsyncIterator[Launched]:
     tracer = Tracer()
     sink = MemorySink()
@@ -125,21 +99,21 @@ async def _launched(tmp_path: Path, session_timeout_ms: int) -> AsyncIterator[La
         tg.cancel_scope.cancel()
 
 
-@pytest.fixture
-async def launched(tmp_path: Path, anyio_backend: str) -> AsyncIterator[Launched]:
+@hosted_fixture()
+async def launched(tmp_path: Path) -> AsyncIterator[Launched]:
     """Session timeout 2 s: a killed broker is seen gone quickly."""
     async for running in _launched(tmp_path, 2000):
         yield running
 
 
-@pytest.fixture
-async def long_sessions(tmp_path: Path, anyio_backend: str) -> AsyncIterator[Launched]:
+@hosted_fixture()
+async def long_sessions(tmp_path: Path) -> AsyncIterator[Launched]:
     """Session timeout 30 s: a broker seen gone at once was not left to expire."""
     async for running in _launched(tmp_path, 30_000):
         yield running
 
 
-@pytest.mark.anyio
+@on_a_freezable_loop
 async def test_kill_the_controller_then_start_it_again(launched: Launched) -> None:
     """Killing the controller's broker leaves its registration until its session expires;
     then another broker becomes controller. Starting it again registers it with a higher
@@ -193,7 +167,7 @@ async def test_kill_the_controller_then_start_it_again(launched: Launched) -> No
     assert not launched.sink.of("event", "broker_command_refused")
 
 
-@pytest.mark.anyio
+@on_a_freezable_loop
 async def test_stop_is_graceful_and_the_controller_moves_at_once(long_sessions: Launched) -> None:
     """A stopped broker runs its graceful steps and closes its session: with 30 s sessions,
     its registration is gone as the command returns and, if it was the controller, another
@@ -220,7 +194,7 @@ async def test_stop_is_graceful_and_the_controller_moves_at_once(long_sessions: 
     assert (await launched.registered())[controller] == int(rows[controller].epoch)
 
 
-@pytest.mark.anyio
+@on_a_freezable_loop
 async def test_bad_commands_are_refused_and_change_nothing(launched: Launched) -> None:
     """An unknown broker, starting a running one, stopping or killing one that is down:
     one line each, and neither the brokers, their registrations nor the file change."""
@@ -247,7 +221,7 @@ async def test_bad_commands_are_refused_and_change_nothing(launched: Launched) -
     ]
 
 
-@pytest.mark.anyio
+@on_a_freezable_loop
 async def test_a_start_that_fails_is_one_line_and_leaves_the_broker_down(
     launched: Launched, tmp_path: Path
 ) -> None:
@@ -303,7 +277,7 @@ def test_refusal_rules() -> None:
     assert why(BrokerAction.START, 0) == "broker 0 is already running (paused)"
 
 
-@pytest.mark.anyio
+@on_a_freezable_loop
 async def test_pause_the_controller_past_its_session_then_resume_it(launched: Launched) -> None:
     """A paused controller answers nothing: its session expires (2 s here), another broker
     becomes controller, the cluster file stops offering it. Resumed, it learns its session

@@ -5,103 +5,15 @@ with Kafka's output and exit statuses; ``kemu up`` stops cleanly on SIGINT."""
 
 from __future__ import annotations
 
-import os
-import selectors
-import signal
 import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.kemu_commands import KemuUp, kemu
 from tests.support.zookeeper import ZooKeeperServer
-
-REPO = Path(__file__).resolve().parents[2]
-READY_TIMEOUT = 30.0  # seconds for `kemu up` to print its cluster file line
-STOP_TIMEOUT = 15.0
-COMMAND_TIMEOUT = 60.0
-
-
-class KemuUp:
-    """A ``kemu up`` child process; ``start`` returns once its readiness table is out."""
-
-    def __init__(self, tmp: Path, *extra: str) -> None:
-        self.cluster_file = tmp / "cluster.json"
-        self.args = [
-            sys.executable, "-m", "cluster.cli", "up", "--port", "0", "--brokers", "3",
-            "--log-dir", str(tmp / "logs"), "--cluster-file", str(self.cluster_file), *extra,
-        ]  # fmt: skip
-        self.output = ""
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            self.args,
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        self._read_until("Ctrl-C stops the cluster.", READY_TIMEOUT)
-
-    def _read_until(self, marker: str, timeout: float) -> None:
-        assert self.process is not None
-        assert self.process.stdout is not None
-        deadline = time.monotonic() + timeout
-        with selectors.DefaultSelector() as selector:
-            selector.register(self.process.stdout, selectors.EVENT_READ)
-            while marker not in self.output:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise AssertionError(f"no {marker!r} within {timeout}s:\n{self.output}")
-                if not selector.select(remaining):
-                    continue
-                chunk = os.read(self.process.stdout.fileno(), 65536)
-                if not chunk:
-                    raise AssertionError(f"kemu up exited before {marker!r}:\n{self.output}")
-                self.output += chunk.decode(errors="replace")
-
-    @property
-    def store(self) -> str:
-        """The store address of the readiness table's "store:" line."""
-        return next(
-            line.split()[1] for line in self.output.splitlines() if line.startswith("store:")
-        )
-
-    @property
-    def bootstrap(self) -> str:
-        endpoints = [line.split()[1] for line in self.output.splitlines() if line[:1].isdigit()]
-        return ",".join(endpoints)
-
-    def stop(self) -> int:
-        """SIGINT, then wait for "kemu: stopped" and the exit status."""
-        assert self.process is not None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            self._read_until("kemu: stopped", STOP_TIMEOUT)
-        return self.process.wait(STOP_TIMEOUT)
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(STOP_TIMEOUT)
-        if self.process is not None and self.process.stdout is not None:
-            self.process.stdout.close()
-
-
-def kemu(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cluster.cli", *argv],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=COMMAND_TIMEOUT,
-        check=False,
-    )
 
 
 def outcome(result: subprocess.CompletedProcess[str]) -> tuple[int, str]:

@@ -58,16 +58,10 @@ from protocol.kafka_api import (
     TopicMetadata,
     TopicRef,
 )
+from tests.support.hosting import hosted_fixture
 from tests.support.zookeeper import free_port
 
-pytestmark = pytest.mark.anyio
-
 FAST = AdminClientConfig(request_timeout_ms=300, default_api_timeout_ms=1500, retry_backoff_ms=20)
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @dataclass
@@ -136,8 +130,8 @@ class FakeBroker:
         return None
 
 
-@pytest.fixture
-async def fake(anyio_backend: str) -> AsyncIterator[FakeCluster]:
+@hosted_fixture()
+async def fake() -> AsyncIterator[FakeCluster]:
     cluster = FakeCluster()
     async with anyio.create_task_group() as tg:
         for broker_id in (0, 1):
@@ -151,6 +145,7 @@ def _bootstrap(fake: FakeCluster, broker: int = 0) -> str:
     return f"127.0.0.1:{fake.ports[broker]}"
 
 
+@pytest.mark.asyncio
 async def test_admin_requests_follow_the_controller_through_not_controller(
     fake: FakeCluster,
 ) -> None:
@@ -165,6 +160,7 @@ async def test_admin_requests_follow_the_controller_through_not_controller(
     assert creates == [0, 1]
 
 
+@pytest.mark.asyncio
 async def test_a_silent_broker_times_out_each_request_and_the_call(fake: FakeCluster) -> None:
     """A request unanswered within request.timeout.ms is retried until the call's
     default.api.timeout.ms passes, then the call fails with a timeout."""
@@ -178,6 +174,7 @@ async def test_a_silent_broker_times_out_each_request_and_the_call(fake: FakeClu
     assert len([k for _, k in fake.received if k == "CreateTopicsRequestData"]) >= 2
 
 
+@pytest.mark.asyncio
 async def test_nobody_listening_is_a_node_assignment_timeout() -> None:
     """With no broker reachable the call fails once its deadline passes, as Kafka's."""
     config = AdminClientConfig(default_api_timeout_ms=300, retry_backoff_ms=20)
@@ -190,7 +187,8 @@ async def test_nobody_listening_is_a_node_assignment_timeout() -> None:
                 await client.list_topics(include_internal=True)
 
 
-async def test_an_api_version_the_client_cannot_send_is_refused(anyio_backend: str) -> None:
+@pytest.mark.asyncio
+async def test_an_api_version_the_client_cannot_send_is_refused() -> None:
     """A broker whose CreateTopics versions lie past a 2.7 client's (v7 only) is refused
     before anything is sent, with NodeApiVersions' message, also through the CLI."""
     cluster = FakeCluster(reported_controller=0, controller=0)
@@ -221,6 +219,7 @@ async def test_an_api_version_the_client_cannot_send_is_refused(anyio_backend: s
         tg.cancel_scope.cancel()
 
 
+@pytest.mark.asyncio
 async def test_broker_errors_without_a_message_get_kafkas_default_text(fake: FakeCluster) -> None:
     """An error answered without a message reads as Kafka's Errors default message."""
     fake.reported_controller = 1
@@ -233,6 +232,7 @@ async def test_broker_errors_without_a_message_get_kafkas_default_text(fake: Fak
     assert str(error) == "Number of partitions is below 1."
 
 
+@pytest.mark.asyncio
 async def test_command_config_is_read_and_honoured(tmp_path: Path) -> None:
     """--command-config: unknown client properties are accepted, request and API timeouts
     honoured, so an unreachable bootstrap fails fast with Kafka's timeout message."""

@@ -21,11 +21,12 @@ from protocol import jvm, zkdata
 from protocol.control import TopicPartition
 from protocol.ids import TopicName
 from protocol.jvm import java_string_hash, scala_hash_set_order
-from tests.cli.conftest import STORE, Harness, Result
+from tests.support.hosting import hosted_fixture
+from tests.support.topics_harness import STORE, Harness, Result
 from tests.support.waiting import eventually
 from tests.support.zookeeper import ZooKeeperServer
 
-pytestmark = pytest.mark.anyio
+pytestmark = pytest.mark.asyncio
 
 PREFERRED = zkdata.PREFERRED_REPLICA_ELECTION_PATH
 WARNINGS = (
@@ -42,10 +43,8 @@ async def elect(harness: Harness, *argv: str) -> Result:
     return Result(rc, out.getvalue(), err.getvalue())
 
 
-@pytest.fixture(params=[pytest.param("zookeeper", marks=pytest.mark.zookeeper), "embedded"])
-async def quiet_cluster(
-    request: pytest.FixtureRequest, tmp_path: Path, anyio_backend: str
-) -> AsyncIterator[Harness]:
+@hosted_fixture(params=[pytest.param("zookeeper", marks=pytest.mark.zookeeper), "embedded"])
+async def quiet_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Harness]:
     """3 brokers without auto leader rebalance: only an election asked for moves leaders."""
     zookeeper = None
     if request.param == "zookeeper":

@@ -18,10 +18,10 @@ from cluster.cli.reassign import CANNOT_EXECUTE_BECAUSE_OF_EXISTING, run_reassig
 from cluster.launch.connect import BrokerEntry, ClusterFile
 from protocol import zkdata
 from protocol.ids import BrokerId, TopicName
-from tests.cli.conftest import STORE, Harness, Result
+from tests.support.topics_harness import STORE, Harness, Result
 from tests.support.waiting import eventually
 
-pytestmark = pytest.mark.anyio
+pytestmark = pytest.mark.asyncio
 
 REASSIGN = zkdata.REASSIGN_PARTITIONS_PATH
 ZK_WARNING = "Warning: --zookeeper is deprecated, and will be removed in a future version of Kafka."

@@ -15,13 +15,15 @@ from pathlib import Path
 
 import anyio
 import pytest
+import pytest_asyncio
 
 from cluster.launch.cluster import Cluster, ClusterSpec
-from tests.cli.conftest import STORE, WIRE, Harness, Result, _harness
+from tests.support.hosting import hosted_fixture
+from tests.support.topics_harness import STORE, WIRE, Harness, Result, running_harness
 from tests.support.waiting import eventually
 from tests.support.zookeeper import ZooKeeperServer
 
-pytestmark = pytest.mark.anyio
+pytestmark = pytest.mark.asyncio
 
 ERR = "Error while executing topic command : "
 WARN_PARTITIONS = (
@@ -117,19 +119,11 @@ BAD_INPUT = [
 ]
 
 
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    """One backend for the module, so that the bad-input cases can share a cluster."""
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-async def shared(
-    tmp_path_factory: pytest.TempPathFactory, anyio_backend: str
-) -> AsyncIterator[Harness]:
+@hosted_fixture(scope="module", loop_scope="module")
+async def shared(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Harness]:
     """One embedded cluster for the bad-input cases (each checks it changed nothing),
     with the 2-partition topic ``existing``."""
-    async for harness in _harness(tmp_path_factory.mktemp("more-bad-input"), None):
+    async for harness in running_harness(tmp_path_factory.mktemp("more-bad-input"), None):
         created = await harness.topics(
             "--create", "--topic", "existing", "--replica-assignment", "0:1,1:2", via=STORE
         )
@@ -137,6 +131,7 @@ async def shared(
         yield harness
 
 
+@pytest.mark.asyncio(loop_scope="module")  # the loop of the module's shared cluster
 @pytest.mark.parametrize(
     ("argv", "via", "out"), [c[1:] for c in BAD_INPUT], ids=[c[0] for c in BAD_INPUT]
 )
@@ -222,8 +217,8 @@ async def test_altered_configs_show_in_describe(store_cluster: Harness) -> None:
 # ------------------------------------------------------------------ rack-aware
 
 
-@pytest.fixture
-async def racked_cluster(tmp_path: Path, anyio_backend: str) -> AsyncIterator[Harness]:
+@hosted_fixture()
+async def racked_cluster(tmp_path: Path) -> AsyncIterator[Harness]:
     """Six brokers on three racks (Kafka's test layout), on the embedded store."""
     spec = ClusterSpec(brokers=6, base_port=0, log_dir=tmp_path / "logs", racks=RACKS)
     async with anyio.create_task_group() as tg:
@@ -281,8 +276,8 @@ async def test_rack_aware_creation_and_growth_keep_the_racks_even(
 # ------------------------------------------------------------------ concurrent creators
 
 
-@pytest.fixture(params=[pytest.param("zookeeper", marks=pytest.mark.zookeeper), "embedded"])
-async def bare(request: pytest.FixtureRequest, anyio_backend: str) -> AsyncIterator[Harness]:
+@pytest_asyncio.fixture(params=[pytest.param("zookeeper", marks=pytest.mark.zookeeper), "embedded"])
+async def bare(request: pytest.FixtureRequest) -> AsyncIterator[Harness]:
     """Brokers registered on a store with nobody acting on topics: what the commands write
     stays as written."""
     from actors.zk import kafka_zk

@@ -149,7 +149,7 @@ USAGE_CASES = [
 ]
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 @pytest.mark.parametrize(("argv", "message"), USAGE_CASES)
 async def test_argument_checks_print_kafkas_message_and_the_usage(
     argv: list[str], message: str
@@ -164,7 +164,7 @@ async def test_argument_checks_print_kafkas_message_and_the_usage(
     assert second.endswith("Description")
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 async def test_both_connections_is_an_illegal_argument_without_usage() -> None:
     """--bootstrap-server with --zookeeper is IllegalArgumentException: one line, exit 1."""
     rc, out, err = await _run("--list", *BS, *ZK)
@@ -175,7 +175,7 @@ async def test_both_connections_is_an_illegal_argument_without_usage() -> None:
     )
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -199,7 +199,7 @@ def test_abbreviations_single_dash_and_equals_forms_are_accepted() -> None:
     assert opts.values_of("config") == ("x=y",)
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -291,7 +291,7 @@ def test_jvm_orders_match_known_java_and_scala_results() -> None:
     assert sorted(scala_hash_set_order(ints)) == ints
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 async def test_version_is_printed_before_the_action_checks() -> None:
     """--version prints Kafka's version and exits 0, as printHelpAndExitIfNeeded does."""
     assert await _run("--version") == (0, "2.7.2 (Commit:kemu)\n", "")

@@ -10,7 +10,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.cli.conftest import STORE, WIRE, Harness, _harness
+from tests.support.hosting import hosted_fixture
+from tests.support.topics_harness import STORE, WIRE, Harness, running_harness
 from tests.support.zookeeper import ZooKeeperServer
 
 ERR = "Error while executing topic command : "
@@ -41,23 +42,19 @@ def counts(partitions: str, rf: str) -> list[str]:
     return ["--partitions", partitions, "--replication-factor", rf]
 
 
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    """The module's cluster lives across its tests: one backend for the module."""
-    return "asyncio"
-
-
-@pytest.fixture(
-    scope="module", params=[pytest.param("zookeeper", marks=pytest.mark.zookeeper), "embedded"]
+@hosted_fixture(
+    scope="module",
+    loop_scope="module",
+    params=[pytest.param("zookeeper", marks=pytest.mark.zookeeper), "embedded"],
 )
 async def shared(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, anyio_backend: str
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Harness]:
     """One cluster for the module, with the topics the cases need already there."""
     server: ZooKeeperServer | None = (
         request.getfixturevalue("zookeeper_server") if request.param == "zookeeper" else None
     )
-    async for harness in _harness(tmp_path_factory.mktemp("bad-input"), server):
+    async for harness in running_harness(tmp_path_factory.mktemp("bad-input"), server):
         for argv in (
             create("existing", *counts("2", "2")),
             create("a.b", *counts("1", "1")),
@@ -367,7 +364,7 @@ CASES: list[tuple[str, list[str], str, str, str]] = [
 ]
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio(loop_scope="module")  # the loop of the module's shared cluster
 @pytest.mark.parametrize(
     ("argv", "via", "out", "err"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
 )

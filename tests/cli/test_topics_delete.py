@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cli.conftest import STORE, Harness, Result
+from tests.support.topics_harness import STORE, Harness, Result
 
-pytestmark = pytest.mark.anyio
+pytestmark = pytest.mark.asyncio
 
 MARKED = (
     "Topic {t} is marked for deletion.\n"

@@ -23,10 +23,11 @@ import pytest
 from cluster.cli.topics import run_topic_command
 from cluster.launch.cluster import Cluster, ClusterSpec
 from cluster.launch.connect import BrokerEntry, ClusterFile
-from tests.cli.conftest import STORE, WIRE, Harness, Result
+from tests.support.hosting import hosted_fixture
+from tests.support.topics_harness import STORE, WIRE, Harness, Result
 from tests.support.waiting import eventually
 
-pytestmark = pytest.mark.anyio
+pytestmark = pytest.mark.asyncio
 
 ERR = "Error while executing topic command : "
 
@@ -48,8 +49,8 @@ async def _until_listed(h: Harness, via: str, expected: str) -> None:
     await eventually(lambda: _listed(h, via), until=lambda out: out == expected, timeout=20)
 
 
-@pytest.fixture
-async def disabled_cluster(tmp_path: Path, anyio_backend: str) -> AsyncIterator[Harness]:
+@hosted_fixture()
+async def disabled_cluster(tmp_path: Path) -> AsyncIterator[Harness]:
     """A 3-broker cluster on the embedded store with delete.topic.enable=false."""
     spec = ClusterSpec(
         brokers=3,

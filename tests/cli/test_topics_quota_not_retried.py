@@ -30,16 +30,12 @@ from protocol.kafka_api import (
     TopicErrorResult,
     TopicMetadata,
 )
+from tests.support.hosting import hosted_fixture
 
-pytestmark = pytest.mark.anyio
+pytestmark = pytest.mark.asyncio
 
 ERR = "Error while executing topic command : "
 QUOTA = ErrorCode.THROTTLING_QUOTA_EXCEEDED
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @dataclass
@@ -78,8 +74,8 @@ class ThrottlingBroker:
         return None
 
 
-@pytest.fixture
-async def broker(anyio_backend: str) -> AsyncIterator[ThrottlingBroker]:
+@hosted_fixture()
+async def broker() -> AsyncIterator[ThrottlingBroker]:
     fake = ThrottlingBroker()
     async with anyio.create_task_group() as tg:
         fake.port = await tg.start(KafkaWireServer(fake, node="throttling").serve)

@@ -11,10 +11,10 @@ import pytest
 
 from actors.admin import BrokerMetadata, assign_replicas
 from protocol.ids import BrokerId
-from tests.cli.conftest import STORE, Harness, Result
+from tests.support.topics_harness import STORE, Harness, Result
 from tests.support.waiting import eventually
 
-pytestmark = pytest.mark.anyio
+pytestmark = pytest.mark.asyncio
 
 ERR = "Error while executing topic command : "
 

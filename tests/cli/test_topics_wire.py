@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from tests.cli.conftest import STORE, WIRE, Harness, Result
+from tests.support.topics_harness import STORE, WIRE, Harness, Result
 from tests.support.waiting import eventually
 
-pytestmark = pytest.mark.anyio
+pytestmark = pytest.mark.asyncio
 
 ERR = "Error while executing topic command : "
 

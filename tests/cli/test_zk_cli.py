@@ -10,9 +10,7 @@ import re
 import pytest
 
 from cluster.cli.zk import ZkCommandError, format_data, run_zk_command, zk_main
-from tests.cli.conftest import STORE, Harness
-
-pytestmark = pytest.mark.anyio
+from tests.support.topics_harness import STORE, Harness
 
 
 async def _zk(harness: Harness, command: str, path: str) -> str:
@@ -23,6 +21,7 @@ async def _zk(harness: Harness, command: str, path: str) -> str:
     return out.getvalue()
 
 
+@pytest.mark.asyncio
 async def test_ls_get_and_tree_show_the_clusters_znodes(store_cluster: Harness) -> None:
     """ls lists the broker ids, get prints a topic's assignment and its stat line, tree
     walks a subtree with two spaces per level."""
@@ -46,6 +45,7 @@ async def test_ls_get_and_tree_show_the_clusters_znodes(store_cluster: Harness) 
     assert "    t" in tree
 
 
+@pytest.mark.asyncio
 async def test_a_missing_node_is_one_error(store_cluster: Harness) -> None:
     """Every command on a missing node raises "Node does not exist: <path>"."""
     for command in ("ls", "get", "tree"):

@@ -3,8 +3,7 @@ chroot, so the same tests run against the embedded store and a real ZooKeeper.""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
@@ -12,16 +11,7 @@ import pytest_asyncio
 from actors.zk.store import MetadataStore, StoreSession
 from cluster.store.embedded import EmbeddedStore
 from tests.support.served_store import ServedStore
-
-StoreFactory = Callable[[str], Awaitable[MetadataStore]]
-"""Opens another store on the same backend as ``store``, under the given chroot."""
-
-SessionFactory = Callable[..., Awaitable[StoreSession]]
-"""Opens a session (``name=``, ``on=`` another store) that the fixture cleans up."""
-
-
-def unique_chroot() -> str:
-    return f"/kemu-test-{uuid.uuid4().hex}"
+from tests.support.store_factories import SessionFactory, StoreFactory, unique_chroot
 
 
 def _zookeeper_store(request: pytest.FixtureRequest, chroot: str) -> MetadataStore:

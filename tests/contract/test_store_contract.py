@@ -16,11 +16,9 @@ import sys
 from pathlib import Path
 
 import anyio
-import msgspec
 import pytest
 
 from actors.runtime.clock import VIRTUAL_EPOCH_MS, VirtualClock, run_virtual
-from actors.runtime.tracer import MemorySink, Tracer
 from actors.zk.store import MetadataStore, StoreSession
 from cluster.store.embedded import EmbeddedStore
 from protocol.errors import (
@@ -52,7 +50,8 @@ from protocol.store import (
     WatchEvent,
     WatchKind,
 )
-from tests.contract.conftest import SessionFactory, StoreFactory, unique_chroot
+from tests.support.store_factories import SessionFactory, StoreFactory, unique_chroot
+from tests.support.store_scenario import scenario_trace
 
 DEADLINE = 15.0  # seconds to wait for one event; generous for a real server's expiry
 REPO = Path(__file__).resolve().parents[2]
@@ -760,47 +759,6 @@ async def test_the_chroot_is_created_with_parents_on_first_session(
 # ----------------------------------------------------------------------------- embedded only
 
 
-async def _scenario(sink: MemorySink) -> list[Stat | None]:
-    """A fixed sequence of calls covering every kind of change, watch and session end."""
-    clock = VirtualClock()
-    tracer = Tracer()
-    tracer.add_sink(sink)
-    store = EmbeddedStore(tracer=tracer, clock=clock, chroot="/det/root")
-    a = await store.open_session(name="a")
-    b = await store.open_session(name="b")
-    stats: list[Stat | None] = []
-    await b.exists("/n", watch=True)
-    await a.create("/n", b"x")
-    await clock.sleep(1.5)
-    stats.append(await a.set("/n", b"y"))
-    for name in ("zeta", "alpha", "mid", "omega", "beta"):
-        await b.children("/n", watch=True)
-        await a.create(f"/n/{name}", ephemeral=True)
-    await a.create("/n/s-", sequential=True, ephemeral=True)
-    store.set_latency(0.25)
-    await a.multi(
-        [CheckOp(path="/n", version=1), CreateOp(path="/m"), SetDataOp(path="/m", data=b"1")]
-    )
-    store.set_latency(0)
-    stats.append(await b.exists("/n"))
-    stats.append(await b.exists("/m"))
-    await b.children("/n", watch=True)
-    await store.expire_session(a.session_id)
-    stats.append(await b.exists("/n"))
-    await b.create("/r/s/t", make_parents=True)
-    await b.delete("/r", recursive=True)
-    stats.append(await b.exists("/"))
-    await store.aclose()
-    return stats
-
-
-def scenario_trace() -> str:
-    """The scenario's Stats and trace, as JSON, from a fresh virtual-time run."""
-    sink = MemorySink()
-    stats = run_virtual(lambda: _scenario(sink))
-    return json.dumps(msgspec.to_builtins({"stats": stats, "trace": sink.events}))
-
-
 def test_embedded_store_runs_are_identical_under_virtual_time() -> None:
     """Two runs of one call sequence under run_virtual give identical Stats and traces,
     with times from the virtual clock."""
@@ -815,12 +773,15 @@ def test_embedded_store_runs_are_identical_under_virtual_time() -> None:
 def test_embedded_store_runs_do_not_depend_on_the_hash_seed() -> None:
     """The same call sequence gives the same trace whatever PYTHONHASHSEED is (nothing
     iterates a set of strings in hash order)."""
-    code = "from tests.contract.test_store_contract import scenario_trace; print(scenario_trace())"
     outputs = set()
     for seed in ("1", "2", "3"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
         done = subprocess.run(
-            [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, check=True
+            [sys.executable, "-m", "tests.support.store_scenario"],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            check=True,
         )
         outputs.add(done.stdout)
     assert len(outputs) == 1

@@ -42,7 +42,7 @@ from protocol.store import (
     WatchEvent,
     WatchKind,
 )
-from tests.contract.conftest import SessionFactory
+from tests.support.store_factories import SessionFactory
 from tests.support.zookeeper import ZooKeeperServer
 
 DEADLINE = 10.0

@@ -3,12 +3,7 @@ changes and failover, with fake brokers and the embedded store on the virtual cl
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
-import anyio
-
 from actors.controller.events import Reelect
-from actors.runtime.clock import run_virtual
 from actors.zk import kafka_zk
 from actors.zk.store import StoreSession
 from protocol import zkdata
@@ -16,60 +11,19 @@ from protocol.control import (
     Endpoint,
     LeaderAndIsrRequest,
     SecurityProtocol,
-    TopicPartition,
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
 from protocol.errors import ErrorCode
 from protocol.ids import BrokerEpoch, BrokerId, ControllerEpoch, TopicName
 from protocol.store import CreateOp, DeleteOp, SetDataOp
+from tests.support.controller_cluster import ids, run_cluster, start, state_of, tp
 from tests.support.fake_brokers import ControllerCluster, registration
-
-
-def cluster_test(body: Callable[[ControllerCluster], Awaitable[None]], **options: bool) -> None:
-    """Run ``body`` with a fresh cluster on the virtual clock, then tear everything down."""
-
-    async def main() -> None:
-        async with anyio.create_task_group() as tg:
-            cluster = ControllerCluster(tg, **options)
-            try:
-                await body(cluster)
-                await cluster.settle()
-                assert await cluster.invariant_violations() == []
-            finally:
-                await cluster.aclose()
-                tg.cancel_scope.cancel()
-
-    run_virtual(main)
-
-
-def tp(topic: str, partition: int = 0) -> TopicPartition:
-    return TopicPartition(TopicName(topic), partition)
-
-
-def ids(*values: int) -> tuple[BrokerId, ...]:
-    return tuple(BrokerId(v) for v in values)
 
 
 async def controller_epoch(session: StoreSession) -> tuple[int, int]:
     data, stat = await session.get(zkdata.CONTROLLER_EPOCH_PATH)
     return zkdata.decode_controller_epoch(data), stat.version
-
-
-async def state_of(
-    cluster: ControllerCluster, topic: str, partition: int = 0
-) -> tuple[int, int, tuple[BrokerId, ...], int]:
-    state = await cluster.partition_state(topic, partition)
-    assert state is not None
-    s = state.state
-    return s.leader, s.leader_epoch, s.isr, s.controller_epoch
-
-
-async def start(cluster: ControllerCluster, n: int = 3) -> None:
-    for i in range(n):
-        await cluster.start_broker(i)
-    await cluster.active_controller()
-    await cluster.settle()
 
 
 # ------------------------------------------------------------------ election
@@ -88,7 +42,7 @@ def test_the_first_controller_of_a_cluster_gets_epoch_1() -> None:
         (elected,) = cluster.sink.of("event", "controller_elected")
         assert elected.fields == {"epoch": 1, "epoch_zk_version": 1}
 
-    cluster_test(body)
+    run_cluster(body)
 
 
 def test_only_one_of_three_brokers_becomes_controller_and_others_know_it() -> None:
@@ -103,7 +57,7 @@ def test_only_one_of_three_brokers_becomes_controller_and_others_know_it() -> No
             assert status.active == (i == active.broker_id)
         assert len(cluster.sink.of("event", "controller_elected")) == 1
 
-    cluster_test(body)
+    run_cluster(body)
 
 
 def test_the_epoch_persists_when_all_brokers_are_down_and_grows_on_restart() -> None:
@@ -120,7 +74,7 @@ def test_the_epoch_persists_when_all_brokers_are_down_and_grows_on_restart() -> 
         await cluster.active_controller()
         assert await controller_epoch(admin) == (2, 2)
 
-    cluster_test(body)
+    run_cluster(body)
 
 
 # ------------------------------------------------------------------ topic creation
@@ -152,7 +106,7 @@ def test_topic_creation_elects_leaders_and_tells_every_broker() -> None:
         assert ("OnlinePartition", "orders", 0, None) in transitions
         assert ("OnlineReplica", "orders", 1, 0) in transitions
 
-    cluster_test(body)
+    run_cluster(body)
 
 
 def test_topic_creation_with_an_offline_first_replica_elects_the_live_one() -> None:
@@ -165,7 +119,7 @@ def test_topic_creation_with_an_offline_first_replica_elects_the_live_one() -> N
         await cluster.settle()
         assert await state_of(cluster, "t") == (active.broker_id, 0, ids(active.broker_id), 1)
 
-    cluster_test(body)
+    run_cluster(body)
 
 
 def test_a_partition_without_live_replicas_stays_new_until_a_replica_registers() -> None:
@@ -183,7 +137,7 @@ def test_a_partition_without_live_replicas_stays_new_until_a_replica_registers()
         assert await state_of(cluster, "later") == (2, 0, ids(2), 1)
         assert cluster.brokers[2].broker.partitions[tp("later")].leader == 2
 
-    cluster_test(body)
+    run_cluster(body)
 
 
 def test_partition_modifications_add_partitions() -> None:
@@ -203,7 +157,7 @@ def test_partition_modifications_add_partitions() -> None:
         for h in cluster.brokers.values():
             assert {p.partition for p in h.broker.metadata if p.topic == "grow"} == {0, 1, 2}
 
-    cluster_test(body)
+    run_cluster(body)
 
 
 # ------------------------------------------------------------------ broker changes
@@ -235,7 +189,7 @@ def test_broker_failure_reelects_leaders_and_shrinks_isrs() -> None:
             assert victim not in cluster.brokers[b].broker.live_brokers
         assert active.controller.context.offline_partition_count == 1
 
-    cluster_test(body)
+    run_cluster(body)
 
 
 def test_an_rf1_partition_on_a_dead_broker_stays_leaderless_even_with_unclean_election() -> None:
@@ -251,7 +205,7 @@ def test_an_rf1_partition_on_a_dead_broker_stays_leaderless_even_with_unclean_el
         await cluster.settle()
         assert await state_of(cluster, "solo") == (-1, 1, ids(victim), 1)
 
-    cluster_test(body, unclean_leader_election_enable=True)
+    run_cluster(body, unclean_leader_election_enable=True)
 
 
 def test_a_follower_restart_clears_its_offline_replicas_without_moving_leaders() -> None:
@@ -275,7 +229,7 @@ def test_a_follower_restart_clears_its_offline_replicas_without_moving_leaders()
         assert restarted.partitions[tp("t")].leader == active.broker_id
         assert restarted.metadata[tp("t")].leader == active.broker_id
 
-    cluster_test(body)
+    run_cluster(body)
 
 
 def test_a_bounced_broker_is_treated_as_failed_and_restarted() -> None:
@@ -312,7 +266,7 @@ def test_a_bounced_broker_is_treated_as_failed_and_restarted() -> None:
         last = cluster.brokers[bounced].broker.leader_and_isr()[-1]
         assert last.broker_epoch == stat.czxid
 
-    cluster_test(body)
+    run_cluster(body)
 
 
 def test_a_storage_error_in_a_leader_and_isr_response_takes_the_replica_offline() -> None:
@@ -328,7 +282,7 @@ def test_a_storage_error_in_a_leader_and_isr_response_takes_the_replica_offline(
         assert await state_of(cluster, "disk") == (active.broker_id, 1, ids(active.broker_id), 1)
         assert active.controller.context.replicas_on_offline_dirs[BrokerId(sick)] == {tp("disk")}
 
-    cluster_test(body)
+    run_cluster(body)
 
 
 def test_new_broker_endpoints_are_announced_to_every_broker() -> None:
@@ -354,7 +308,7 @@ def test_new_broker_endpoints_are_announced_to_every_broker() -> None:
             (b2,) = [b for b in last.live_brokers if b.id == 2]
             assert b2.endpoints[0].host == "10.0.0.9"
 
-    cluster_test(body)
+    run_cluster(body)
 
 
 # ------------------------------------------------------------------ failover and fencing
@@ -381,7 +335,7 @@ def test_deleting_the_controller_znode_elects_a_controller_with_the_next_epoch()
             assert lair[0].controller_epoch == 2
             assert h.broker.controller_epoch == 2
 
-    cluster_test(body)
+    run_cluster(body)
 
 
 def test_the_controllers_session_expiry_moves_the_controller() -> None:
@@ -408,7 +362,7 @@ def test_the_controllers_session_expiry_moves_the_controller() -> None:
         assert old.broker.controller_epoch == 2
         assert (await cluster.status(old.broker_id)).controller_id == new.broker_id
 
-    cluster_test(body)
+    run_cluster(body)
 
 
 def test_controller_failover_after_a_crash_resends_state_and_handles_the_dead_broker() -> None:
@@ -434,7 +388,7 @@ def test_controller_failover_after_a_crash_resends_state_and_handles_the_dead_br
         await cluster.settle()
         assert await state_of(cluster, "after") == (new.broker_id, 0, ids(new.broker_id), 2)
 
-    cluster_test(body)
+    run_cluster(body)
 
 
 def test_a_stale_controllers_fenced_write_fails_and_it_resigns() -> None:
@@ -470,7 +424,7 @@ def test_a_stale_controllers_fenced_write_fails_and_it_resigns() -> None:
         assert await admin.exists(zkdata.topic_partitions_path(TopicName("t"))) is None
         assert await cluster.partition_state("t", 0) is None
 
-    cluster_test(body)
+    run_cluster(body)
 
 
 def test_the_broker_rejects_requests_from_a_deposed_controller() -> None:
@@ -494,7 +448,7 @@ def test_the_broker_rejects_requests_from_a_deposed_controller() -> None:
         assert isinstance(reply, UpdateMetadataResponse)
         assert reply.error_code is ErrorCode.STALE_CONTROLLER_EPOCH
 
-    cluster_test(body)
+    run_cluster(body)
 
 
 def test_queued_events_are_preempted_when_the_controller_shuts_down() -> None:
@@ -518,7 +472,7 @@ def test_queued_events_are_preempted_when_the_controller_shuts_down() -> None:
         assert len(preempted) == controller.events.preempted
         assert controller.events.depth == 0
 
-    cluster_test(body)
+    run_cluster(body)
 
 
 def test_caches_show_offline_replicas_after_all_brokers_restart_but_one() -> None:
@@ -545,7 +499,7 @@ def test_caches_show_offline_replicas_after_all_brokers_restart_but_one() -> Non
             assert (state.leader, state.replicas, state.isr) == (-1, ids(missing), ids(missing))
             assert state.offline_replicas == ids(missing)
 
-    cluster_test(body)
+    run_cluster(body)
 
 
 def test_a_controller_given_a_plain_session_dispatches_its_watches_itself() -> None:
@@ -561,7 +515,7 @@ def test_a_controller_given_a_plain_session_dispatches_its_watches_itself() -> N
         await cluster.settle()
         assert await state_of(cluster, "t") == (1, 0, ids(1, 0), 1)
 
-    cluster_test(body)
+    run_cluster(body)
 
 
 def test_a_follower_whose_session_expires_comes_back_with_a_new_broker_epoch() -> None:
@@ -588,7 +542,7 @@ def test_a_follower_whose_session_expires_comes_back_with_a_new_broker_epoch() -
         assert last.broker_epoch == handle.controller.broker_epoch
         assert tp("t") in {p.topic_partition for p in last.partition_states}
 
-    cluster_test(body)
+    run_cluster(body)
 
 
 def test_an_illegal_batch_state_makes_the_controller_resign_and_another_election_happen() -> None:
@@ -610,4 +564,4 @@ def test_an_illegal_batch_state_makes_the_controller_resign_and_another_election
         failed = cluster.sink.of("error", "controller_event_failed")
         assert [e.fields["error"] for e in failed] == ["IllegalControllerStateError"]
 
-    cluster_test(body)
+    run_cluster(body)

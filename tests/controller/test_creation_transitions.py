@@ -11,9 +11,9 @@ from actors.controller.model import PartitionAndReplica
 from protocol import zkdata
 from protocol.control import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 from protocol.ids import BrokerId
-from tests.controller.test_controller_integration import cluster_test
-from tests.controller.test_state_machines import T0, P, R, Rig, rig_test
+from tests.support.controller_cluster import run_cluster
 from tests.support.fake_brokers import ControllerCluster
+from tests.support.state_machine_rig import T0, P, R, Rig, rig_test
 
 R0 = PartitionAndReplica(T0, BrokerId(0))
 
@@ -70,7 +70,7 @@ def _with_feature_node(existing: zkdata.FeatureNode | None) -> zkdata.FeatureNod
         data, _ = await admin.get(zkdata.FEATURE_PATH)
         found.append(zkdata.FeatureNode.decode(data))
 
-    cluster_test(body)
+    run_cluster(body)
     return found[0]
 
 

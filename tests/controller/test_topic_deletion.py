@@ -13,7 +13,7 @@ from protocol import zkdata
 from protocol.control import LEADER_DURING_DELETE, StopReplicaRequest
 from protocol.ids import TopicName
 from protocol.trace import TraceEvent
-from tests.controller.test_controller_integration import cluster_test, tp
+from tests.support.controller_cluster import run_cluster, tp
 from tests.support.fake_brokers import ControllerCluster
 
 ALPHA = {0: [0, 1, 2], 1: [1, 2, 0]}
@@ -108,7 +108,7 @@ def test_deletion_with_all_replicas_alive() -> None:
         assert names[:2] == ["topic_deletion_enqueued", "topic_deletion_started"]
         assert names[-1] == "topic_deletion_completed"
 
-    cluster_test(body)
+    run_cluster(body)
 
 
 def test_stop_replica_goes_only_to_brokers_hosting_replicas() -> None:
@@ -122,7 +122,7 @@ def test_stop_replica_goes_only_to_brokers_hosting_replicas() -> None:
             assert cluster.brokers[broker_id].broker.of_type(StopReplicaRequest) == []
         assert cluster.brokers[1].broker.stopped == [(tp("solo"), False), (tp("solo"), True)]
 
-    cluster_test(body)
+    run_cluster(body)
 
 
 def test_deletion_waits_for_a_dead_follower_and_resumes_when_it_returns() -> None:
@@ -162,7 +162,7 @@ def test_deletion_waits_for_a_dead_follower_and_resumes_when_it_returns() -> Non
         # The restarted follower was told to delete its replicas.
         assert (tp("alpha", 0), True) in cluster.brokers[follower].broker.stopped
 
-    cluster_test(body)
+    run_cluster(body)
 
 
 def test_new_controller_finishes_a_paused_deletion() -> None:
@@ -194,7 +194,7 @@ def test_new_controller_finishes_a_paused_deletion() -> None:
         await cluster.settle()
         await assert_topic_gone(cluster, "alpha")
 
-    cluster_test(body)
+    run_cluster(body)
 
 
 def test_controller_failover_after_deletion_started_resends_both_phases() -> None:
@@ -227,7 +227,7 @@ def test_controller_failover_after_deletion_started_resends_both_phases() -> Non
                 (tp("alpha"), True),
             ]
 
-    cluster_test(body)
+    run_cluster(body)
 
 
 def test_deletion_disabled_removes_the_marker_and_keeps_the_topic() -> None:
@@ -248,7 +248,7 @@ def test_deletion_disabled_removes_the_marker_and_keeps_the_topic() -> None:
             assert handle.broker.of_type(StopReplicaRequest) == []
             assert not handle.controller.context.topics_to_be_deleted
 
-    cluster_test(body, delete_topic_enable=False)
+    run_cluster(body, delete_topic_enable=False)
 
 
 def test_deletion_disabled_markers_removed_at_failover() -> None:
@@ -262,7 +262,7 @@ def test_deletion_disabled_markers_removed_at_failover() -> None:
         assert not await _exists(cluster, "/admin/delete_topics/alpha")
         assert await _exists(cluster, "/brokers/topics/alpha")
 
-    cluster_test(body, delete_topic_enable=False)
+    run_cluster(body, delete_topic_enable=False)
 
 
 def test_marker_of_a_non_existent_topic_is_removed() -> None:
@@ -279,7 +279,7 @@ def test_marker_of_a_non_existent_topic_is_removed() -> None:
         assert await _exists(cluster, "/brokers/topics/alpha")
         assert (await cluster.partition_state("alpha", 0)) is not None
 
-    cluster_test(body)
+    run_cluster(body)
 
 
 def test_recreate_topic_after_deletion() -> None:
@@ -302,7 +302,7 @@ def test_recreate_topic_after_deletion() -> None:
         for handle in cluster.brokers.values():
             assert tp("alpha") in handle.broker.metadata
 
-    cluster_test(body)
+    run_cluster(body)
 
 
 def test_stop_replica_error_pauses_until_the_broker_restarts() -> None:
@@ -336,7 +336,7 @@ def test_stop_replica_error_pauses_until_the_broker_restarts() -> None:
         await cluster.settle()
         await assert_topic_gone(cluster, "alpha")
 
-    cluster_test(body)
+    run_cluster(body)
 
 
 def test_partitions_added_during_deletion_are_undone() -> None:
@@ -365,7 +365,7 @@ def test_partitions_added_during_deletion_are_undone() -> None:
         await cluster.settle()
         await assert_topic_gone(cluster, "alpha")
 
-    cluster_test(body)
+    run_cluster(body)
 
 
 def test_many_topics_deleted_at_once() -> None:
@@ -385,7 +385,7 @@ def test_many_topics_deleted_at_once() -> None:
             await assert_topic_gone(cluster, name)
         assert await cluster.partition_state("keep", 0) is not None
 
-    cluster_test(body)
+    run_cluster(body)
 
 
 def test_deleting_a_partially_deleted_topic() -> None:
@@ -407,7 +407,7 @@ def test_deleting_a_partially_deleted_topic() -> None:
         await cluster.settle()
         await assert_topic_gone(cluster, "alpha")
 
-    cluster_test(body)
+    run_cluster(body)
 
 
 def test_broker_failure_after_deletion_started() -> None:
@@ -446,4 +446,4 @@ def test_broker_failure_after_deletion_started() -> None:
         await assert_topic_gone(cluster, "alpha")
         assert (tp("alpha", 1), True) in cluster.brokers[victim].broker.stopped
 
-    cluster_test(body)
+    run_cluster(body)

@@ -21,20 +21,15 @@ from protocol.kafka_api import (
     CreatePartitionsTopic,
 )
 from tests.support.creation import Assignment, Harness, running_cluster, wait_until_complete
+from tests.support.hosting import hosted_fixture
 
-pytestmark = pytest.mark.anyio
+pytestmark = pytest.mark.asyncio
 
 BROKERS = (0, 1, 2, 3)
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    """The cluster fixture holds a task group across the test (see test_cluster.py)."""
-    return "asyncio"
-
-
-@pytest.fixture
-async def harness(tmp_path: Path, anyio_backend: str) -> AsyncIterator[Harness]:
+@hosted_fixture()
+async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
     async with running_cluster(tmp_path / "logs", brokers=len(BROKERS)) as h:
         yield h
 

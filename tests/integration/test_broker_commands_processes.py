@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 
 from cluster.launch.connect import ClusterFile
-from tests.cli.test_broker_commands_in_process import parse_status
-from tests.cli.test_end_to_end import KemuUp, kemu
-from tests.integration.test_processes import alive, eventually
+from tests.support.kemu_commands import KemuUp, alive, kemu, parse_status
+from tests.support.waiting import wait_until
 from tests.support.zookeeper import ZooKeeperServer
 
 SESSION = "zookeeper.session.timeout.ms=2000"
@@ -63,7 +62,7 @@ def kill_and_restart(up: KemuUp, victim: int) -> None:
 
     # The controller moves once the killed broker's session expired (and with it both its
     # /controller and /brokers/ids znodes).
-    eventually(lambda: controller(up), lambda c: c in others, EXPIRY_TIMEOUT)
+    wait_until(lambda: controller(up), lambda c: c in others, EXPIRY_TIMEOUT)
     assert registered(up) == others
 
     started = broker(up, "start", str(victim))
@@ -173,7 +172,7 @@ def test_stop_a_broker_process_gracefully(processes: KemuUp) -> None:
     assert all(b.running and alive(b.pid) for b in final.values())
     assert final[1].pid != pids[1]
     assert up.stop() == 0
-    eventually(lambda: [b.pid for b in final.values() if alive(b.pid)], lambda left: not left, 10)
+    wait_until(lambda: [b.pid for b in final.values() if alive(b.pid)], lambda left: not left, 10)
 
 
 def _process_state(pid: int) -> str:
@@ -196,19 +195,19 @@ def test_pause_and_resume_a_broker_process(processes: KemuUp) -> None:
     assert parse_status(paused.stdout)[0][victim].state == "paused"
     assert _process_state(pids[victim]) == "T"
     others = sorted({0, 1, 2} - {victim})
-    eventually(lambda: registered(up), lambda r: r == others, EXPIRY_TIMEOUT)
+    wait_until(lambda: registered(up), lambda r: r == others, EXPIRY_TIMEOUT)
 
     resumed = broker(up, "resume", str(victim))
     assert resumed.returncode == 0, resumed.stderr
     assert resumed.stdout.startswith(f"Broker {victim} resumed (SIGCONT to pid {pids[victim]})")
     assert _process_state(pids[victim]) != "T"
-    eventually(lambda: registered(up), lambda r: r == [0, 1, 2], EXPIRY_TIMEOUT)
+    wait_until(lambda: registered(up), lambda r: r == [0, 1, 2], EXPIRY_TIMEOUT)
     assert epoch_of(up, victim) > old_epoch
 
     assert broker(up, "pause", str(victim)).returncode == 0
     killed = broker(up, "kill", str(victim))
     assert killed.returncode == 0, killed.stderr
-    eventually(lambda: alive(pids[victim]), lambda up_still: not up_still, 10)
+    wait_until(lambda: alive(pids[victim]), lambda up_still: not up_still, 10)
 
 
 def test_a_broker_process_that_died_on_its_own_can_be_started(processes: KemuUp) -> None:
@@ -218,7 +217,7 @@ def test_a_broker_process_that_died_on_its_own_can_be_started(processes: KemuUp)
     pids = {b.id: b.pid for b in ClusterFile.read(up.cluster_file).brokers}
     os.kill(pids[2], signal.SIGKILL)
     up._read_until(f"broker 2 (pid {pids[2]}) exited unexpectedly", 10)
-    eventually(
+    wait_until(
         lambda: ClusterFile.read(up.cluster_file).brokers[2].running,
         lambda running: not running,
         10,

@@ -23,6 +23,7 @@ from protocol.kafka_api import (
     CreateTopicsResponseData,
     PartitionAssignment,
 )
+from tests.support.hosting import hosted_fixture
 from tests.support.waiting import eventually
 from tests.support.zookeeper import ZooKeeperServer
 
@@ -33,17 +34,8 @@ BACKENDS = [
 ]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    """Cluster fixtures hold a task group across the test: anyio's plugin runs a fixture
-    and its test in one task, which pytest-asyncio does not."""
-    return "asyncio"
-
-
-@pytest.fixture(params=BACKENDS, ids=lambda p: "-".join(p) if isinstance(p, tuple) else p)
-async def cluster(
-    request: pytest.FixtureRequest, tmp_path: Path, anyio_backend: str
-) -> AsyncIterator[Cluster]:
+@hosted_fixture(params=BACKENDS, ids=lambda p: "-".join(p) if isinstance(p, tuple) else p)
+async def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Cluster]:
     """A running 3-broker cluster on the backend and transport of the parameter."""
     store_kind, transport = request.param
     zookeeper = None
@@ -88,7 +80,7 @@ async def _create(cluster: Cluster, via: int, topic: CreatableTopic) -> None:
     assert reply.topics[0].error_code == 0, reply
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 async def test_brokers_register_and_the_first_controller_gets_epoch_one(cluster: Cluster) -> None:
     """Every broker registers a v5 znode, one controller is elected with epoch 1, and
     /controller_epoch holds "1"."""
@@ -103,7 +95,7 @@ async def test_brokers_register_and_the_first_controller_gets_epoch_one(cluster:
         assert data["endpoints"] == [f"PLAINTEXT://127.0.0.1:{cluster.ports[broker_id]}"]
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 async def test_create_topics_writes_kafka_znodes_elects_leaders_and_makes_log_dirs(
     cluster: Cluster, tmp_path: Path
 ) -> None:
@@ -144,7 +136,7 @@ async def test_create_topics_writes_kafka_znodes_elects_leaders_and_makes_log_di
     assert (tmp_path / "logs/broker-1/manual-0/00000000000000000000.log").is_file()
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 async def test_a_new_controller_takes_over_after_the_controller_crashes(cluster: Cluster) -> None:
     """Crashing the controller's broker elects another with epoch 2 once its session
     expires (2 s here); the new controller serves creations and every live broker learns
@@ -172,8 +164,8 @@ async def test_a_new_controller_takes_over_after_the_controller_crashes(cluster:
     assert new != old
 
 
-@pytest.fixture
-async def small_cluster(tmp_path: Path, anyio_backend: str) -> AsyncIterator[Cluster]:
+@hosted_fixture()
+async def small_cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
     """One embedded, in-process 3-broker cluster (real Kafka listeners on free ports)."""
     spec = ClusterSpec(brokers=3, base_port=0, log_dir=tmp_path / "logs")
     async with anyio.create_task_group() as tg:
@@ -182,7 +174,7 @@ async def small_cluster(tmp_path: Path, anyio_backend: str) -> AsyncIterator[Clu
         tg.cancel_scope.cancel()
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 async def test_real_kafka_clients_create_alter_and_describe_topics(small_cluster: Cluster) -> None:
     """confluent-kafka, kafka-python and aiokafka create topics and add partitions through
     any broker, and kcat -L sees the leaders, replicas and ISRs the controller chose."""

@@ -16,15 +16,11 @@ from actors.zk import kafka_zk
 from cluster.launch.cluster import Cluster, ClusterSpec
 from protocol.control import TopicPartition
 from protocol.ids import TopicName
+from tests.support.hosting import hosted_fixture
 from tests.support.waiting import eventually
 from tests.support.zookeeper import ZooKeeperServer
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
+pytestmark = pytest.mark.asyncio
 
 
 async def _cluster(
@@ -55,17 +51,17 @@ async def _cluster(
 STORES = [pytest.param("zookeeper", marks=pytest.mark.zookeeper), "embedded"]
 
 
-@pytest.fixture(params=STORES)
+@hosted_fixture(params=STORES)
 async def cluster(
-    request: pytest.FixtureRequest, tmp_path: Path, anyio_backend: str
+    request: pytest.FixtureRequest, tmp_path: Path
 ) -> AsyncIterator[tuple[Cluster, MemorySink]]:
     async for pair in _cluster(request, tmp_path, {"auto.leader.rebalance.enable": "false"}):
         yield pair
 
 
-@pytest.fixture(params=STORES)
+@hosted_fixture(params=STORES)
 async def impatient_cluster(
-    request: pytest.FixtureRequest, tmp_path: Path, anyio_backend: str
+    request: pytest.FixtureRequest, tmp_path: Path
 ) -> AsyncIterator[tuple[Cluster, MemorySink]]:
     config = {
         "controlled.shutdown.max.retries": "2",

@@ -28,18 +28,13 @@ from protocol.kafka_api import (
 from protocol.store import CreateOp, StoreOp
 from tests.support.creation import Harness, running_cluster, wait_until_complete
 from tests.support.hooked_store import HookedSession
+from tests.support.hosting import hosted_fixture
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    """The cluster fixture holds a task group across the test (see test_cluster.py)."""
-    return "asyncio"
+pytestmark = pytest.mark.asyncio
 
 
-@pytest.fixture
-async def harness(tmp_path: Path, anyio_backend: str) -> AsyncIterator[Harness]:
+@hosted_fixture()
+async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
     async with running_cluster(tmp_path / "logs") as h:
         yield h
 

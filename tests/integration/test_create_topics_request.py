@@ -43,9 +43,10 @@ from tests.support.creation import (
     stop_after_states,
     wait_until_complete,
 )
+from tests.support.hosting import hosted_fixture
 from tests.support.wire import DirectWire
 
-pytestmark = pytest.mark.anyio
+pytestmark = pytest.mark.asyncio
 
 BROKERS = (0, 1, 2)
 DEFAULT_PARTITIONS = 3  # num.partitions of the cluster, so that -1 is observable
@@ -54,14 +55,8 @@ LONG = 20_000  # a timeout no test waits out
 NONE = ErrorCode.NONE
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    """The cluster fixture holds a task group across the test (see test_cluster.py)."""
-    return "asyncio"
-
-
-@pytest.fixture
-async def harness(tmp_path: Path, anyio_backend: str) -> AsyncIterator[Harness]:
+@hosted_fixture()
+async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
     config = {
         "num.partitions": str(DEFAULT_PARTITIONS),
         "default.replication.factor": str(DEFAULT_RF),
@@ -340,9 +335,7 @@ async def test_timeouts_answer_request_timed_out_and_the_topics_are_still_create
 # ------------------------------------------------------------------ not the controller
 
 
-async def test_a_broker_that_knows_no_controller_answers_not_controller(
-    tmp_path: Path, anyio_backend: str
-) -> None:
+async def test_a_broker_that_knows_no_controller_answers_not_controller(tmp_path: Path) -> None:
     """testNotController: a broker that is not the controller and knows of no other (kemu
     forwards to a known controller instead) answers NOT_CONTROLLER for every topic and
     writes nothing."""

@@ -40,22 +40,15 @@ from tests.support.creation import (
     wait_until_complete,
     write_topics_as_zookeeper_path,
 )
+from tests.support.hosting import hosted_fixture
 
 STORES = ["embedded", pytest.param("zookeeper", marks=pytest.mark.zookeeper)]
 BROKERS = (0, 1, 2)
 STOP_AFTER = 5  # state znodes the old controller writes before it is stopped
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    """The cluster fixture holds a task group across the test (see test_cluster.py)."""
-    return "asyncio"
-
-
-@pytest.fixture(params=STORES)
-async def harness(
-    request: pytest.FixtureRequest, tmp_path: Path, anyio_backend: str
-) -> AsyncIterator[Harness]:
+@hosted_fixture(params=STORES)
+async def harness(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Harness]:
     """Three brokers on a hooked embedded store or real ZooKeeper."""
     server = request.getfixturevalue("zookeeper_server") if request.param == "zookeeper" else None
     async with running_cluster(tmp_path / "logs", server) as harness:
@@ -65,7 +58,7 @@ async def harness(
 # ------------------------------------------------------------------ the controller crashes
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 @pytest.mark.parametrize("via", ["zookeeper-path", "create-topics"])
 async def test_a_crashed_controller_s_half_done_creation_is_completed_by_the_next_one(
     harness: Harness, via: str
@@ -151,7 +144,7 @@ async def test_a_crashed_controller_s_half_done_creation_is_completed_by_the_nex
 # ------------------------------------------------------------------ the session expires
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 async def test_a_controller_whose_session_expires_mid_creation_still_answers_its_caller(
     harness: Harness,
 ) -> None:
@@ -214,7 +207,7 @@ async def state_contents(h: Harness) -> dict[str, tuple[bytes, int]]:
     return contents
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 async def test_a_controller_moved_mid_creation_fails_its_fenced_write_and_resigns(
     harness: Harness,
 ) -> None:

@@ -56,6 +56,7 @@ from tests.support.deletion import (
     topic_log_dirs,
     topic_znodes,
 )
+from tests.support.hosting import hosted_fixture
 from tests.support.waiting import eventually
 from tests.support.zookeeper import ZooKeeperServer
 
@@ -97,12 +98,6 @@ def _backend(store: str, transport: str) -> object:
 
 EVERY_STORE = [_backend("embedded", "inproc"), _backend("zookeeper", "inproc")]
 WITH_TCP = [*EVERY_STORE, _backend("embedded", "tcp")]  # TCP between nodes: any store
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    """Cluster fixtures hold a task group across the test (see test_cluster.py)."""
-    return "asyncio"
 
 
 @dataclass
@@ -298,10 +293,8 @@ async def running(
             tg.cancel_scope.cancel()
 
 
-@pytest.fixture
-async def harness(
-    request: pytest.FixtureRequest, tmp_path: Path, anyio_backend: str
-) -> AsyncIterator[Harness]:
+@hosted_fixture()
+async def harness(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Harness]:
     async with running(request, request.param, tmp_path) as h:
         yield h
 
@@ -348,7 +341,7 @@ async def _wait_paused(h: Harness, topic: str, hosts: Sequence[int]) -> None:
 # ============================================================================ scenarios
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 @pytest.mark.parametrize("harness", WITH_TCP, indirect=True)
 async def test_delete_with_all_replicas_alive(harness: Harness) -> None:
     """DeleteTopicTest.testDeleteTopicWithAllAliveReplicas: every replica's log is renamed
@@ -384,7 +377,7 @@ async def test_delete_with_all_replicas_alive(harness: Harness) -> None:
         assert "kept" in (await h.status(b)).topics
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 @pytest.mark.parametrize("harness", WITH_TCP, indirect=True)
 async def test_delete_with_a_follower_down_resumes_when_it_restarts(harness: Harness) -> None:
     """DeleteTopicTest.testResumeDeleteTopicWithRecoveredFollower: with a follower stopped,
@@ -414,7 +407,7 @@ async def test_delete_with_a_follower_down_resumes_when_it_restarts(harness: Har
             e.node == f"broker-{follower}"] == [0, 1]  # fmt: skip
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 @pytest.mark.parametrize("harness", WITH_TCP, indirect=True)
 async def test_new_controller_finishes_a_deletion_paused_by_a_dead_follower(
     harness: Harness,
@@ -443,10 +436,10 @@ async def test_new_controller_finishes_a_deletion_paused_by_a_dead_follower(
     assert (await h.probe.get(zkdata.CONTROLLER_EPOCH_PATH))[0] == b"2"
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 @pytest.mark.parametrize("backend", EVERY_STORE)
 async def test_deletion_disabled_removes_the_marker_and_keeps_the_topic(
-    request: pytest.FixtureRequest, backend: Backend, tmp_path: Path, anyio_backend: str
+    request: pytest.FixtureRequest, backend: Backend, tmp_path: Path
 ) -> None:
     """DeleteTopicTest.testDisableDeleteTopic: with delete.topic.enable=false the controller
     removes the marker and leaves the topic whole: znodes, logs, leaders, caches."""
@@ -485,7 +478,7 @@ async def test_deletion_disabled_removes_the_marker_and_keeps_the_topic(
             assert "stays" in (await h.status(b)).topics
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 @pytest.mark.parametrize("harness", EVERY_STORE, indirect=True)
 async def test_recreate_a_topic_right_after_its_deletion(harness: Harness) -> None:
     """DeleteTopicTest.testRecreateTopicAfterDeletion: as soon as the deletion completes
@@ -522,7 +515,7 @@ async def test_recreate_a_topic_right_after_its_deletion(harness: Harness) -> No
     assert "again" not in ctx.topics_to_be_deleted
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 @pytest.mark.parametrize("harness", EVERY_STORE, indirect=True)
 async def test_deleting_a_topic_that_does_not_exist(harness: Harness) -> None:
     """DeleteTopicTest.testDeleteNonExistingTopic: the command refuses it and writes no
@@ -553,10 +546,10 @@ async def test_deleting_a_topic_that_does_not_exist(harness: Harness) -> None:
         assert "bystander" in (await h.status(b)).topics
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 @pytest.mark.parametrize("backend", EVERY_STORE)
 async def test_stop_replica_storage_error_pauses_the_deletion_until_a_healthy_restart(
-    request: pytest.FixtureRequest, backend: Backend, tmp_path: Path, anyio_backend: str
+    request: pytest.FixtureRequest, backend: Backend, tmp_path: Path
 ) -> None:
     """A StopReplica(delete=true) whose rename fails (a disk fault in one of the broker's
     two log dirs) answers KAFKA_STORAGE_ERROR for that replica: the dir goes offline, the
@@ -597,7 +590,7 @@ async def test_stop_replica_storage_error_pauses_the_deletion_until_a_healthy_re
             assert "spared" in (await h.status(b)).topics
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 @pytest.mark.parametrize("harness", EVERY_STORE, indirect=True)
 async def test_disk_fault_in_the_only_log_dir_halts_the_broker_then_deletion_resumes(
     harness: Harness,
@@ -635,7 +628,7 @@ async def test_disk_fault_in_the_only_log_dir_halts_the_broker_then_deletion_res
     await h.wait_topic_gone("faulted")
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 @pytest.mark.parametrize("harness", EVERY_STORE, indirect=True)
 async def test_partitions_added_while_a_deletion_is_paused_are_undone(harness: Harness) -> None:
     """DeleteTopicTest.testAddPartitionDuringDeleteTopic: partitions written to the store
@@ -669,7 +662,7 @@ async def test_partitions_added_while_a_deletion_is_paused_are_undone(harness: H
     assert {e.fields["partition"] for e in h.log_dir_events("growing", "create")} == {0}
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 @pytest.mark.parametrize("harness", EVERY_STORE, indirect=True)
 async def test_a_partially_deleted_topic_is_finished_by_the_next_controller(
     harness: Harness,
@@ -693,7 +686,7 @@ async def test_a_partially_deleted_topic_is_finished_by_the_next_controller(
     assert renamed == {("broker-0", 0), ("broker-1", 0), ("broker-1", 1), ("broker-2", 1)}
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 @pytest.mark.parametrize("harness", EVERY_STORE, indirect=True)
 async def test_many_topics_deleted_at_once(harness: Harness) -> None:
     """Twenty topics marked by one regex command are all deleted; a topic outside the
@@ -712,10 +705,10 @@ async def test_many_topics_deleted_at_once(harness: Harness) -> None:
     assert await h.exists("/brokers/topics/bulky")
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 @pytest.mark.parametrize("backend", EVERY_STORE)
 async def test_a_topics_file_delete_delay_overrides_the_broker_default(
-    request: pytest.FixtureRequest, backend: Backend, tmp_path: Path, anyio_backend: str
+    request: pytest.FixtureRequest, backend: Backend, tmp_path: Path
 ) -> None:
     """``file.delete.delay.ms`` set on a topic decides when its ``-delete`` directories go
     (LogManagerTest's per-log delay); a topic without it waits for the broker's
@@ -748,7 +741,7 @@ async def test_a_topics_file_delete_delay_overrides_the_broker_default(
         assert not h.log_dir_events("slow", "remove")
 
 
-@pytest.mark.anyio
+@pytest.mark.asyncio
 @pytest.mark.parametrize("harness", EVERY_STORE, indirect=True)
 async def test_a_deletion_waits_for_a_running_reassignment_then_completes(
     harness: Harness,

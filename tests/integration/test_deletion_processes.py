@@ -26,9 +26,9 @@ import pytest
 
 from cluster.cli.zk import run_zk_command
 from cluster.launch.connect import ClusterFile
-from tests.cli.test_end_to_end import KemuUp, kemu
-from tests.integration.test_processes import alive, eventually
 from tests.support.deletion import topic_log_dirs
+from tests.support.kemu_commands import KemuUp, alive, kemu
+from tests.support.waiting import wait_until
 from tests.support.zookeeper import ZooKeeperServer
 
 CONFIG = (
@@ -163,7 +163,7 @@ def leftovers(up: KemuUp, topic: str) -> list[str]:
 
 
 def wait_gone(up: KemuUp, topic: str) -> None:
-    eventually(lambda: leftovers(up, topic), lambda left: not left, DELETION_TIMEOUT)
+    wait_until(lambda: leftovers(up, topic), lambda left: not left, DELETION_TIMEOUT)
     assert topic_znodes(up, topic) == []
 
 
@@ -179,18 +179,18 @@ def test_deletion_survives_killed_follower_and_controller_processes(up: KemuUp) 
     survivor, follower = sorted({0, 1, 2} - {old})
     create(up, "paused", f"{survivor}:{follower},{follower}:{survivor}")
     broker(up, "kill", str(follower))
-    eventually(lambda: znodes(up), lambda z: f"/brokers/ids/{follower}" not in z, EXPIRY_TIMEOUT)
+    wait_until(lambda: znodes(up), lambda z: f"/brokers/ids/{follower}" not in z, EXPIRY_TIMEOUT)
     delete(up, "paused")
 
     def stuck() -> list[str]:
         return dirs(up, "paused")
 
     expected = [f"broker-{follower}/paused-0", f"broker-{follower}/paused-1"]
-    eventually(stuck, lambda left: left == expected, DELETION_TIMEOUT)
+    wait_until(stuck, lambda left: left == expected, DELETION_TIMEOUT)
     assert "/admin/delete_topics/paused" in topic_znodes(up, "paused")
 
     broker(up, "kill", str(old))
-    eventually(lambda: controller(up), lambda c: c == survivor, EXPIRY_TIMEOUT)
+    wait_until(lambda: controller(up), lambda c: c == survivor, EXPIRY_TIMEOUT)
     assert "/brokers/topics/paused" in topic_znodes(up, "paused")
     assert "/admin/delete_topics/paused" in topic_znodes(up, "paused")
     # The new controller's start-up sends LeaderAndIsr for every replica it finds online,
@@ -201,7 +201,7 @@ def test_deletion_survives_killed_follower_and_controller_processes(up: KemuUp) 
     broker(up, "start", str(follower))
     wait_gone(up, "paused")
     broker(up, "start", str(old))
-    eventually(lambda: cached_by(up, "paused"), lambda held: not held, DELETION_TIMEOUT)
+    wait_until(lambda: cached_by(up, "paused"), lambda held: not held, DELETION_TIMEOUT)
     assert sorted(ports(up)) == [0, 1, 2]
     assert dirs(up, "paused") == []
 
@@ -209,7 +209,7 @@ def test_deletion_survives_killed_follower_and_controller_processes(up: KemuUp) 
     listed = topics(up, "--list")
     assert (listed.returncode, listed.stdout) == (0, "paused\n")
     new_logs = sorted(f"broker-{b}/paused-0" for b in (old, follower))
-    eventually(lambda: dirs(up, "paused"), lambda found: found == new_logs, DELETION_TIMEOUT)
+    wait_until(lambda: dirs(up, "paused"), lambda found: found == new_logs, DELETION_TIMEOUT)
     assert topic_znodes(up, "paused") == [
         "/brokers/topics/paused",
         "/brokers/topics/paused/partitions",
@@ -217,7 +217,7 @@ def test_deletion_survives_killed_follower_and_controller_processes(up: KemuUp) 
         "/brokers/topics/paused/partitions/0/state",
         "/config/topics/paused",
     ]
-    eventually(lambda: cached_by(up, "paused"), lambda held: held == [0, 1, 2], DELETION_TIMEOUT)
+    wait_until(lambda: cached_by(up, "paused"), lambda held: held == [0, 1, 2], DELETION_TIMEOUT)
 
 
 def test_many_topics_deleted_over_the_wire_and_unknown_topics_refused(up: KemuUp) -> None:

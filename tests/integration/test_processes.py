@@ -8,33 +8,20 @@ import json
 import os
 import signal
 import subprocess
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
 from cluster.launch.connect import ClusterFile
-from tests.cli.test_end_to_end import KemuUp, kemu
+from tests.support.kemu_commands import KemuUp, alive, kemu
+from tests.support.waiting import wait_until
 from tests.support.zookeeper import ZooKeeperServer
 
-T = TypeVar("T")
 SESSION_TIMEOUT_MS = 2000
 EXPIRY_TIMEOUT = 30.0  # for the controller to see a killed broker gone, and re-elect
-
-
-def eventually(probe: Callable[[], T], until: Callable[[T], bool], timeout: float) -> T:
-    """Re-run ``probe`` until ``until(result)`` holds; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        last = probe()
-        if until(last):
-            return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s; last value: {last!r}")
-        time.sleep(0.1)
 
 
 def metadata(bootstrap: str) -> dict[str, Any]:
@@ -50,19 +37,6 @@ def metadata(bootstrap: str) -> dict[str, Any]:
         return {}
     listing: dict[str, Any] = json.loads(out.stdout)
     return listing
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie, exited but not yet reaped by init, does not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except FileNotFoundError:
-        return False
-    return "\nState:\tZ" not in status
 
 
 @pytest.fixture
@@ -125,7 +99,7 @@ def test_one_process_per_broker_survives_a_killed_broker_and_stops_on_sigint(
         found = partitions(listing)
         return len(found) == 6 and all(p["leader"] in among for p in found)
 
-    listing = eventually(lambda: metadata(via_controller), lambda m: led(m, set(pids)), 30)
+    listing = wait_until(lambda: metadata(via_controller), lambda m: led(m, set(pids)), 30)
     leaders = {p["partition"]: p["leader"] for p in partitions(listing)}
     victim = next(b for b in sorted(pids) if b != controller and b in leaders.values())
     survivors = set(pids) - {victim}
@@ -142,7 +116,7 @@ def test_one_process_per_broker_survives_a_killed_broker_and_stops_on_sigint(
         )
         return brokers == sorted(survivors) and led(listing, survivors) and isrs_shrunk
 
-    listing = eventually(lambda: metadata(via_controller), moved, EXPIRY_TIMEOUT)
+    listing = wait_until(lambda: metadata(via_controller), moved, EXPIRY_TIMEOUT)
     assert listing["controllerid"] == controller
     for partition in partitions(listing):
         if leaders[partition["partition"]] != victim:
@@ -151,7 +125,7 @@ def test_one_process_per_broker_survives_a_killed_broker_and_stops_on_sigint(
 
     assert up.stop() == 0
     assert not up.cluster_file.exists()
-    eventually(lambda: [pid for pid in pids.values() if alive(pid)], lambda left: not left, 10)
+    wait_until(lambda: [pid for pid in pids.values() if alive(pid)], lambda left: not left, 10)
 
 
 def test_broker_processes_stop_when_the_launcher_is_killed(processes_up: KemuUp) -> None:
@@ -162,7 +136,7 @@ def test_broker_processes_stop_when_the_launcher_is_killed(processes_up: KemuUp)
     assert all(alive(pid) for pid in pids)
     up.process.kill()
     up.process.wait(10)
-    eventually(lambda: [pid for pid in pids if alive(pid)], lambda left: not left, 15)
+    wait_until(lambda: [pid for pid in pids if alive(pid)], lambda left: not left, 15)
 
 
 @pytest.mark.zookeeper
@@ -184,7 +158,7 @@ def test_broker_processes_on_a_real_zookeeper(
         assert sorted(b["id"] for b in listing["brokers"]) == [0, 1, 2]
         assert listing["controllerid"] == info.controller
         assert up.stop() == 0
-        eventually(lambda: [pid for pid in pids if alive(pid)], lambda left: not left, 10)
+        wait_until(lambda: [pid for pid in pids if alive(pid)], lambda left: not left, 10)
     finally:
         up.kill()
         for pid in pids:

@@ -28,8 +28,8 @@ import pytest
 
 from cluster.cli.topics import run_topic_command
 from cluster.launch.connect import ClusterFile, open_store
-from tests.cli.test_end_to_end import KemuUp
-from tests.integration.test_processes import alive, eventually
+from tests.support.kemu_commands import KemuUp, alive
+from tests.support.waiting import wait_until
 from tests.support.zookeeper import ZooKeeperServer
 
 CLIENT_TIMEOUT_MS = 20_000
@@ -133,7 +133,7 @@ def check_created(
             p["leader"] == p["replicas"][0]["id"] and len(p["isrs"]) == rf for p in found
         )
 
-    listed = eventually(lambda: kcat_partitions(cluster.bootstrap, topic), complete, SETTLE_TIMEOUT)
+    listed = wait_until(lambda: kcat_partitions(cluster.bootstrap, topic), complete, SETTLE_TIMEOUT)
     seen = {p["partition"]: [r["id"] for r in p["replicas"]] for p in listed}
     assert {len(r) for r in seen.values()} == {rf}
     for found in listed:

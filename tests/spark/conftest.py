@@ -10,12 +10,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from cluster.chaos import RunOptions, load_scenario, run_scenario
 from spark.session import spark_session
-
-ROOT = Path(__file__).resolve().parents[2]
-CAMPAIGN = (("create-delete-all-up", 1), ("controller-killed-mid-deletion", 1))
-"""The runs of the shared campaign: (scenario, seed)."""
+from tests.support.campaign import run_campaign
 
 
 @pytest.fixture(scope="session")
@@ -35,17 +31,6 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
         },
     ) as session:
         yield session
-
-
-def run_campaign(out: Path, runs: tuple[tuple[str, int], ...] = CAMPAIGN) -> Path:
-    """Run each (scenario, seed) deterministically into ``out/<scenario>/seed-<N>``."""
-    for name, seed in runs:
-        scenario = load_scenario(ROOT / "scenarios" / f"{name}.yaml")
-        result = run_scenario(
-            scenario, RunOptions(run_dir=out / scenario.name / f"seed-{seed}", seed=seed)
-        )
-        assert result.status == "passed", [p.line() for p in result.problems]
-    return out
 
 
 @pytest.fixture(scope="session")

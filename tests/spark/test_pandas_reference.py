@@ -18,7 +18,7 @@ from spark.analyze import analyze
 from spark.diff import diff
 from spark.pandas_analysis import analyze_pandas, diff_pandas
 from spark.schema import TraceSchemaError
-from tests.spark.conftest import ROOT
+from tests.support.campaign import ROOT
 
 
 def _rounded(value: Any) -> Any:

@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 from cluster.trace_files import export_parquet
 from spark.replay import replay_command, replay_runs
 from spark.schema import resolve_inputs
-from tests.spark.conftest import run_campaign
+from tests.support.campaign import run_campaign
 from tests.support.planted import no_delete_phase
 
 RUNS = tuple(

@@ -14,7 +14,7 @@ from actors.controller.topic_deletion import TopicDeletionManager
 from cluster.chaos import RunOptions, load_scenario, run_scenario
 from cluster.cli.main import main
 from spark.diff import Limit, Thresholds, ThresholdsError, load_thresholds
-from tests.spark.conftest import ROOT, run_campaign
+from tests.support.campaign import ROOT, run_campaign
 
 SCENARIO = "controller-killed-mid-deletion"
 

@@ -49,8 +49,9 @@ def ids(*values: int) -> tuple[BrokerId, ...]:
     return tuple(BrokerId(v) for v in values)
 
 
-async def start(cluster: ControllerCluster, n: int) -> BrokerHandle:
-    """Brokers 0..n-1, started in order (broker 0 becomes the controller); settled."""
+async def start(cluster: ControllerCluster, n: int = 3) -> BrokerHandle:
+    """Brokers 0..n-1 (three by default), started in order (broker 0 becomes the
+    controller); settled."""
     for i in range(n):
         await cluster.start_broker(i)
     active = await cluster.active_controller()

@@ -1,7 +1,9 @@
-"""Waiting for a condition with a deadline (never a bare sleep to let things settle)."""
+"""Waiting for a condition with a deadline (never a bare sleep to let things settle):
+``eventually`` in async tests, ``wait_until`` in plain ones (tests of child processes)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -29,3 +31,16 @@ async def eventually(
                 await anyio.sleep(interval)
     except TimeoutError:
         raise AssertionError(f"condition not met within {timeout}s; last value: {last!r}") from None
+
+
+def wait_until(probe: Callable[[], T], until: Callable[[T], bool], timeout: float) -> T:
+    """Re-run ``probe`` (blocking) until ``until(result)`` holds; fail after ``timeout``
+    seconds with the last result in the message."""
+    deadline = time.monotonic() + timeout
+    while True:
+        last = probe()
+        if until(last):
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s; last value: {last!r}")
+        time.sleep(0.1)  # the poll interval between probes of another process

@@ -51,11 +51,12 @@ from protocol.controller import ControllerStatus, ControllerStatusRequest
 from protocol.errors import ErrorCode
 from protocol.ids import BrokerEpoch, BrokerId, ControllerEpoch, LeaderEpoch, TopicName
 from tests.support.fake_kafka import kp_decode, kp_frame
+from tests.support.hosting import hosted_fixture
 from tests.support.raw_kafka import exchange
 from tests.support.waiting import eventually
 from tests.support.wire import DirectWire
 
-pytestmark = pytest.mark.anyio
+pytestmark = pytest.mark.asyncio
 
 ME = BrokerId(0)
 HOST = "127.0.0.1"
@@ -66,12 +67,6 @@ ZERO_ID = uuid.UUID(int=0)
 NONE = ErrorCode.NONE
 TIMED_OUT = ErrorCode.REQUEST_TIMED_OUT
 UNKNOWN = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    """The broker fixture holds a task group across the test, which anyio's plugin allows."""
-    return "asyncio"
 
 
 class StandInController(Actor):
@@ -264,14 +259,14 @@ async def _lone_broker(tmp_path: Path, **config: str) -> AsyncIterator[LoneBroke
         await store.aclose()
 
 
-@pytest.fixture
-async def broker(tmp_path: Path, anyio_backend: str) -> AsyncIterator[LoneBroker]:
+@hosted_fixture()
+async def broker(tmp_path: Path) -> AsyncIterator[LoneBroker]:
     async for lone in _lone_broker(tmp_path):
         yield lone
 
 
-@pytest.fixture
-async def disabled_broker(tmp_path: Path, anyio_backend: str) -> AsyncIterator[LoneBroker]:
+@hosted_fixture()
+async def disabled_broker(tmp_path: Path) -> AsyncIterator[LoneBroker]:
     async for lone in _lone_broker(tmp_path, **{"delete.topic.enable": "false"}):
         yield lone
 

@@ -31,20 +31,15 @@ from protocol.errors import ErrorCode
 from protocol.ids import TopicName
 from protocol.kafka_api import CreatableTopic
 from tests.support.fake_kafka import kp_decode, kp_frame
+from tests.support.hosting import hosted_fixture
 from tests.support.raw_kafka import exchange
 from tests.support.waiting import eventually
 
-pytestmark = pytest.mark.anyio
+pytestmark = pytest.mark.asyncio
 
 T = TypeVar("T")
 HOST = "127.0.0.1"
 WAIT = 30.0  # seconds any one client session may take
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    """Cluster fixtures hold a task group across the test, which anyio's plugin allows."""
-    return "asyncio"
 
 
 class Running:
@@ -109,14 +104,14 @@ async def _running(tmp_path: Path, **config: str) -> AsyncIterator[Running]:
         tg.cancel_scope.cancel()
 
 
-@pytest.fixture
-async def running(tmp_path: Path, anyio_backend: str) -> AsyncIterator[Running]:
+@hosted_fixture()
+async def running(tmp_path: Path) -> AsyncIterator[Running]:
     async for r in _running(tmp_path):
         yield r
 
 
-@pytest.fixture
-async def deletion_disabled(tmp_path: Path, anyio_backend: str) -> AsyncIterator[Running]:
+@hosted_fixture()
+async def deletion_disabled(tmp_path: Path) -> AsyncIterator[Running]:
     async for r in _running(tmp_path, **{"delete.topic.enable": "false"}):
         yield r
 
