@@ -1,7 +1,7 @@
-"""The control plane's invariants (spec Appendix A) as reusable checkers: rules over a
-trace, checked live as a chaos run writes it or afterwards over a recorded one
-(``trace_rules``), and rules over the end state of a run (``final_rules``). Chaos runs,
-tests and the Spark jobs share them; docs/chaos.md lists them."""
+"""The control plane's invariants as reusable checkers: rules over a trace, checked live as
+a chaos run writes it or afterwards over a recorded one (``trace_rules``), and rules over
+the end state of a run (``final_rules``). Chaos runs, tests and the Spark jobs share them;
+docs/chaos.md lists them."""
 
 from actors.invariants.base import CHAOS_NODE, TraceRule, Violation, violation_at
 from actors.invariants.final_rules import (

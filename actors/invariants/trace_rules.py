@@ -1,4 +1,4 @@
-"""The invariants over a trace (spec Appendix A, issue 5), checked as the trace is written.
+"""The invariants over a trace, checked as the trace is written.
 
 Each rule is a ``TraceRule``: fed the events of a run one at a time, in sequence order, it
 answers at once the violations the event shows, so a chaos run sees a violation at the
@@ -219,8 +219,9 @@ _REPLICA_STATES: Final = {s.label: s for s in ReplicaState}
 
 
 class LegalTransitions(TraceRule):
-    """Every transition a state machine made is in its table (spec §3.2, §3.3): the
-    state it left is a valid previous state of the one it entered."""
+    """Every transition a state machine made is in its table (Kafka's
+    ``validPreviousStates``, ``actors.controller.states``): the state it left is a valid
+    previous state of the one it entered."""
 
     name = "legal_transitions"
 
