@@ -16,6 +16,7 @@ from protocol.base import ActorRef, Message
 from protocol.control import UpdateMetadataRequest, UpdateMetadataResponse
 from protocol.errors import ErrorCode
 from protocol.ids import BrokerEpoch, BrokerId, ControllerEpoch
+from tests.support.waiting import until
 from tests.support.wire import DirectWire
 
 
@@ -88,7 +89,7 @@ def test_requests_are_delivered_in_order_and_answered_as_events() -> None:
             for n in (1, 2, 3):
                 channel.send_request(BrokerId(1), request(n), to_event)
             assert channel.queue_depth(BrokerId(1)) == 3
-            await anyio.sleep(0.01)
+            await until(lambda: len(broker.served) == 3)
             assert broker.served == [1, 2, 3]
             assert len(events) == 3
             assert channel.queue_depth(BrokerId(1)) == 0
@@ -107,6 +108,7 @@ def test_a_failing_request_is_retried_every_100ms_until_answered() -> None:
             channel.add_broker(BrokerId(1))
             channel.send_request(BrokerId(1), request(1), to_event)
             channel.send_request(BrokerId(1), request(2), None)
+            # Virtual time is the behaviour here: failed at t=0 and t=0.1, delivered at 0.2.
             await anyio.sleep(0.15)
             assert broker.served == []
             await anyio.sleep(0.1)
@@ -135,7 +137,7 @@ def test_removing_a_broker_stops_its_sender_and_drops_its_queue() -> None:
             await anyio.sleep(1.05)  # between two attempts: nothing in flight
             channel.remove_broker(BrokerId(1))
             broker.failures = 0
-            await anyio.sleep(1.0)
+            await anyio.sleep(1.0)  # ten retry intervals of virtual time: none comes
             assert broker.served == []
             assert events == []
             (dropped,) = sink.of("event", "channel_requests_dropped")
@@ -144,7 +146,7 @@ def test_removing_a_broker_stops_its_sender_and_drops_its_queue() -> None:
             assert sink.of("drop", "controller_request_dropped")
             channel.add_broker(BrokerId(1))  # a fresh queue after re-adding
             channel.send_request(BrokerId(1), request(4), to_event)
-            await anyio.sleep(0.01)
+            await until(lambda: broker.served != [])
             assert broker.served == [4]
             tg.cancel_scope.cancel()
 

@@ -187,7 +187,7 @@ def test_auto_rebalance_runs_only_when_enabled_and_stops_with_the_controller() -
 
     async def disabled(cluster: ControllerCluster) -> None:
         await start(cluster, 2)
-        await cluster.clock.sleep(30)
+        await cluster.clock.sleep(30)  # virtual time: 30 s without a check when disabled
         assert not cluster.sink.of("event", "leader_imbalance_checked")
         assert cluster.brokers[0].controller.scheduler.pending == ()
 
@@ -198,7 +198,7 @@ def test_auto_rebalance_runs_only_when_enabled_and_stops_with_the_controller() -
         (elected,) = cluster.sink.of("event", "controller_elected")
         check = await cluster.wait_for(lambda e: e.type == "leader_imbalance_checked")
         assert 5.0 <= check.ts - elected.ts <= 5.1
-        await cluster.clock.sleep(10.05)
+        await cluster.clock.sleep(10.05)  # virtual time: one check per interval
         checks = cluster.sink.of("event", "leader_imbalance_checked")
         assert all(e.node == "broker-0" for e in checks)
         assert 10 <= len(checks) - 1 <= 11  # every 10 s of the interval
@@ -209,7 +209,7 @@ def test_auto_rebalance_runs_only_when_enabled_and_stops_with_the_controller() -
         assert not old.scheduler.running
         assert new.controller.scheduler.pending == ("auto-leader-rebalance-task",)
         seen = len(cluster.sink.of("event", "leader_imbalance_checked"))
-        await cluster.clock.sleep(6)
+        await cluster.clock.sleep(6)  # virtual time: the new controller's first check, 5 s
         later = cluster.sink.of("event", "leader_imbalance_checked")[seen:]
         assert later
         assert {e.node for e in later} == {"broker-1"}

@@ -8,6 +8,7 @@ from actors.runtime.clock import VirtualClock, run_virtual
 from actors.zk.watch import ChildWatch, DataWatch, StateCallbacks, WatchRouter, ZkConnection
 from cluster.store.embedded import EmbeddedStore
 from protocol.store import SessionState, WatchEvent, WatchKind
+from tests.support.waiting import until
 
 
 def test_the_router_calls_the_handler_for_the_path_and_kind() -> None:
@@ -51,17 +52,17 @@ def test_reads_arm_watches_only_for_registered_handlers() -> None:
             await admin.set("/watched", b"2")
             await admin.set("/ignored", b"2")
             await admin.create("/watched/kid")
-            await anyio.sleep(0.1)
+            await until(lambda: len(seen) == 2)
             assert seen == ["watched", "children"]
             await admin.set("/watched", b"3")  # one-shot: not re-armed by any read
-            await anyio.sleep(0.1)
-            assert seen == ["watched", "children"]
             assert await conn.register_data_and_check_existence(
                 "/ignored", DataWatch(on_delete=lambda: seen.append("gone"))
             )
             await admin.delete("/ignored")
-            await anyio.sleep(0.1)
-            assert seen[-1] == "gone"
+            await until(lambda: len(seen) == 3)
+            # Watches are dispatched in order: "gone" came with nothing before it from the
+            # second set of /watched, whose watch had fired already.
+            assert seen == ["watched", "children", "gone"]
             tg.cancel_scope.cancel()
         await store.aclose()
 
@@ -99,21 +100,19 @@ def test_an_expired_session_is_replaced_between_the_state_handlers() -> None:
             await tg.start(conn.run)
             first = conn.session.session_id
             await store.expire_session(first)
-            await anyio.sleep(1.0)
+            await until(lambda: len(order) == 2)
             assert order == [SessionState.EXPIRED.value, "before"]
             assert conn.session.session_id == first  # not replaced while "before" waits
             release.set()
-            await anyio.sleep(0.1)
+            await until(lambda: order[-1] == "after")
             assert order[-2:] == ["released", "after"]
             assert conn.session.session_id != first
             assert conn.sessions_opened == 2
             await conn.session.get("/node")  # re-arm on the new session
             await admin.set("/node", b"1")
-            await anyio.sleep(0.1)
-            assert seen == ["change"]
+            await until(lambda: seen == ["change"])
             await conn.session.close()
-            await anyio.sleep(0.1)
-            assert order[-1] == SessionState.CLOSED.value
+            await until(lambda: order[-1] == SessionState.CLOSED.value)
         await store.aclose()
 
     run_virtual(body)
@@ -142,9 +141,8 @@ def test_a_failing_handler_does_not_stop_the_dispatcher() -> None:
             await conn.session.get("/b")
             await admin.set("/a", b"1")
             await admin.set("/b", b"1")
-            await anyio.sleep(0.1)
-            assert seen == ["b"]
-            assert traced == ["watch_handler_failed"]
+            await until(lambda: seen == ["b"])
+            assert traced == ["watch_handler_failed"]  # /a's event came first, and failed
             tg.cancel_scope.cancel()
         await store.aclose()
 

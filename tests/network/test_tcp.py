@@ -202,7 +202,7 @@ async def test_a_peer_that_stops_reading_pauses_then_drops() -> None:
             c.post(envelope("a", "z", NetTestBulk(data=b""), corr=posted))
             await c.wait_event(lambda e: e.type == "connected")
             while not c.events("drop"):  # nobody reads: the socket buffers fill, then the queue
-                await anyio.sleep(0.001)
+                await anyio.sleep(0.001)  # pacing: the writer runs between batches; ends on a drop
                 for _ in range(16):
                     posted += 1
                     c.post(envelope("a", "z", NetTestBulk(data=b"x" * 65536), corr=posted))
@@ -415,7 +415,7 @@ async def test_a_connected_node_that_stops_reading_pauses_then_drops() -> None:
         await c.wait_event(lambda e: e.type == "route_learned" and e.node == "z")
         posted = 0
         while not c.events("drop"):  # z does not read: the socket buffers fill, then the queue
-            await anyio.sleep(0.001)
+            await anyio.sleep(0.001)  # pacing: the writer runs between batches; ends on a drop
             for _ in range(16):
                 posted += 1
                 c.post(envelope("b", "z", NetTestBulk(data=b"x" * 65536), corr=posted))

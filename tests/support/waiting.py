@@ -1,5 +1,6 @@
 """Waiting for a condition with a deadline (never a bare sleep to let things settle):
-``eventually`` in async tests, ``wait_until`` in plain ones (tests of child processes)."""
+``eventually`` (an async probe) and ``until`` (a plain predicate) in async tests, on the real
+or the virtual clock; ``wait_until`` in plain ones (tests of child processes)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,18 @@ async def eventually(
                 await anyio.sleep(interval)
     except TimeoutError:
         raise AssertionError(f"condition not met within {timeout}s; last value: {last!r}") from None
+
+
+async def until(
+    holds: Callable[[], bool], *, timeout: float = 10.0, interval: float = 0.01
+) -> None:
+    """Return once ``holds()`` is true; fail after ``timeout`` seconds of the loop's clock
+    (virtual time under ``run_virtual``)."""
+
+    async def probe() -> bool:
+        return holds()
+
+    await eventually(probe, timeout=timeout, interval=interval)
 
 
 def wait_until(probe: Callable[[], T], until: Callable[[T], bool], timeout: float) -> T:

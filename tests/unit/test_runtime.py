@@ -250,7 +250,7 @@ def test_a_deferred_reply_lets_the_actor_serve_other_messages_first() -> None:
             async with anyio.create_task_group() as askers:
                 askers.start_soon(ask_later)
                 askers.start_soon(ask_later)
-                await anyio.sleep(1.0)
+                await anyio.sleep(1.0)  # a virtual second: both asks stay held until released
                 assert results == []
                 node.tell(actor.ref, RtRelease())
             assert sorted(r.n for r in results if isinstance(r, RtCount)) == [0, 1]

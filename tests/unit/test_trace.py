@@ -22,7 +22,7 @@ def test_events_are_numbered_without_gaps_and_stamped_with_the_clock(tmp_path: P
         sink = MemorySink()
         tracer.add_sink(sink)
         tracer.emit("event", node="n", type="a")
-        await anyio.sleep(2.5)
+        await anyio.sleep(2.5)  # virtual time passing is the behaviour: the next ts is 2.5
         tracer.emit("event", node="n", type="b", corr=7, x=1)
         assert [(e.seq, e.ts, e.type) for e in sink] == [(1, 0.0, "a"), (2, 2.5, "b")]
         assert sink.events[1].fields == {"x": 1}
