@@ -42,7 +42,7 @@ from cluster.kafka.apis.api_versions import (
     decode_api_versions_response,
     encode_api_versions_request,
 )
-from cluster.kafka.apis.registry import api_key_of, decode_response, encode_request
+from cluster.kafka.apis.registry import CODECS, api_key_of, decode_response, encode_request
 from protocol.errors import ErrorCode, FrameError, KafkaApiError, KemuError
 from protocol.ids import BrokerId, TopicName
 from protocol.kafka_api import (
@@ -88,14 +88,10 @@ __all__ = [
 
 CLIENT_MAX_VERSIONS: Final[Mapping[ClientApiKey, int]] = {
     ClientApiKey.API_VERSIONS: 3,
-    ClientApiKey.METADATA: 9,
-    ClientApiKey.CREATE_TOPICS: 6,
-    ClientApiKey.DELETE_TOPICS: 5,
-    ClientApiKey.DESCRIBE_CONFIGS: 3,
-    ClientApiKey.CREATE_PARTITIONS: 3,
-    ClientApiKey.DESCRIBE_CLUSTER: 0,
+    **{codec.api_key: codec.client_version for codec in CODECS.values()},
 }
-"""The newest version of each API a Kafka 2.7 admin client sends."""
+"""The newest version of each API a Kafka 2.7 admin client sends (the table's
+``client_version``, and ApiVersions v3)."""
 
 ERROR_MESSAGES: Final[Mapping[ErrorCode, str]] = {
     ErrorCode.UNKNOWN_SERVER_ERROR: (

@@ -28,7 +28,8 @@ from protocol.kafka_api import (
 _NO_THROTTLE = datetime.timedelta(0)
 
 
-def _codec_versions(api_key: int) -> tuple[int, int] | None:
+def codec_versions(api_key: int) -> tuple[int, int] | None:
+    """The versions of an API the codec can encode and decode (None: an unknown key)."""
     name = api_key_map.get(api_key)
     if name is None:
         return None
@@ -37,20 +38,22 @@ def _codec_versions(api_key: int) -> tuple[int, int] | None:
 
 
 @functools.cache
-def _request_schema(api_key: int, api_version: int) -> Any:
+def request_schema(api_key: int, api_version: int) -> Any:
+    """The codec's request class of an API version (its ``__header_schema__`` too)."""
     return load_request_schema(api_key, api_version)
 
 
 @functools.cache
-def _response_schema(api_key: int, api_version: int) -> Any:
+def response_schema(api_key: int, api_version: int) -> Any:
+    """The codec's response class of an API version."""
     return load_response_schema(api_key, api_version)
 
 
-def _kio_error(code: int) -> Any:
+def kio_error(code: int) -> Any:
     return _KioErrorCode(int(code))
 
 
-def _millis(value: Any) -> int:
+def as_millis(value: Any) -> int:
     if isinstance(value, datetime.timedelta):
         return round(value.total_seconds() * 1000)
     return int(value)
@@ -88,10 +91,10 @@ def _convert(kafka_type: str | None, nested: Any, value: Any) -> Any:
         return None
     if nested is not None:
         if isinstance(value, Mapping):
-            return _build(nested, value)
-        return tuple(_build(nested, item) for item in value)
+            return build(nested, value)
+        return tuple(build(nested, item) for item in value)
     if kafka_type == "error_code":
-        return _kio_error(value)
+        return kio_error(value)
     if kafka_type in ("timedelta_i32", "timedelta_i64") and isinstance(value, int):
         return datetime.timedelta(milliseconds=value)
     if isinstance(value, list):
@@ -99,7 +102,7 @@ def _convert(kafka_type: str | None, nested: Any, value: Any) -> Any:
     return value
 
 
-def _build(cls: Any, values: Mapping[str, Any]) -> Any:
+def build(cls: Any, values: Mapping[str, Any]) -> Any:
     """An entity of ``cls`` from plain values keyed by the schema's field names. Values for
     fields this version lacks are dropped, which is how one description of a response
     serves every version; a missing required field raises ``TypeError``."""
@@ -115,29 +118,68 @@ def _has_field(cls: Any, name: str) -> bool:
     return any(f[0] == name for f in _fields(cls))
 
 
-def _encode_body(response: Any) -> bytes:
+def encode_body(response: Any) -> bytes:
+    """An entity's bytes (a body, without size or header)."""
     buffer = io.BytesIO()
     entity_writer(type(response))(buffer, response)
     return buffer.getvalue()
 
 
-def _topic_id(value: Any) -> uuid.UUID | None:
+def as_topic_id(value: Any) -> uuid.UUID | None:
     return None if value is None or value.int == 0 else uuid.UUID(int=value.int)
 
 
-def _broker_ids(ids: Iterable[int]) -> tuple[BrokerId, ...]:
+def as_broker_ids(ids: Iterable[int]) -> tuple[BrokerId, ...]:
     return tuple(BrokerId(int(b)) for b in ids)
 
 
-def _error_code(value: Any) -> ErrorCode:
+def as_error_code(value: Any) -> ErrorCode:
     try:
         return ErrorCode(int(value))
     except ValueError:  # a code newer than our table: what Kafka's clients do with it
         return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
-def _config_source(value: Any) -> ConfigSource:
+def as_config_source(value: Any) -> ConfigSource:
     try:
         return ConfigSource(int(value))
     except ValueError:
         return ConfigSource.UNKNOWN
+
+
+def _neutral(kafka_type: str | None, nested: Any, field_type: Any) -> Any:
+    """A neutral value for a required field, or raises ``LookupError``."""
+    if typing.get_origin(field_type) is tuple:
+        return ()
+    if isinstance(field_type, types.UnionType) and type(None) in typing.get_args(field_type):
+        return None
+    if nested is not None:
+        raise LookupError("a required nested entity has no neutral value")
+    neutral: dict[str | None, Any] = {
+        "bool": False,
+        "string": "",
+        "uuid": None,
+        "timedelta_i32": _NO_THROTTLE,
+        "timedelta_i64": _NO_THROTTLE,
+    }
+    if kafka_type in neutral:
+        return neutral[kafka_type]
+    if kafka_type is not None and kafka_type.startswith(("int", "uint", "float")):
+        return 0
+    raise LookupError(f"no neutral value for a {kafka_type} field")
+
+
+def generic_error_response(cls: Any, code: ErrorCode, message: str | None) -> Any | None:
+    """For a response class with a top-level ``error_code`` and nothing else that needs a
+    value: the error, and neutral values elsewhere. ``None`` where the schema cannot."""
+    if not _has_field(cls, "error_code"):
+        return None
+    types_by_name = {f.name: f.type for f in dataclasses.fields(cls)}
+    values: dict[str, Any] = {"error_code": code, "error_message": message}
+    try:
+        for name, kafka_type, nested, required in _fields(cls):
+            if required and name not in values:
+                values[name] = _neutral(kafka_type, nested, types_by_name[name])
+    except LookupError:
+        return None
+    return build(cls, values)

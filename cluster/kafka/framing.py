@@ -13,15 +13,15 @@ from typing import Any
 from kio.serial import entity_reader, entity_writer
 
 from cluster.kafka.bounds import check_lengths
-from cluster.kafka.codec import _build, _encode_body, _request_schema, _response_schema
+from cluster.kafka.codec import build, encode_body, request_schema, response_schema
 from protocol.errors import FrameError, NetworkError
 from protocol.kafka_api import (
     ClientApiKey,
 )
 
-_API_VERSIONS = int(ClientApiKey.API_VERSIONS)
+API_VERSIONS_KEY = int(ClientApiKey.API_VERSIONS)
 _FIXED_HEADER = struct.Struct(">hhi")  # api key, api version, correlation id
-_SIZE = struct.Struct(">i")
+SIZE = struct.Struct(">i")
 
 
 class UnsupportedApiError(NetworkError):
@@ -57,7 +57,7 @@ def decode_request(frame: bytes, advertised: Mapping[int, tuple[int, int]]) -> K
     versions = advertised.get(api_key)
     if versions is None or not versions[0] <= api_version <= versions[1]:
         raise UnsupportedApiError(api_key, api_version, correlation_id)
-    schema = _request_schema(api_key, api_version)
+    schema = request_schema(api_key, api_version)
     try:
         check_lengths(schema, frame, check_lengths(schema.__header_schema__, frame))
         header, used = entity_reader(schema.__header_schema__)(frame, 0)
@@ -75,10 +75,10 @@ def decode_request(frame: bytes, advertised: Mapping[int, tuple[int, int]]) -> K
     )
 
 
-def _header_only(frame: bytes) -> KafkaRequest:
+def decode_header_only(frame: bytes) -> KafkaRequest:
     """A request whose body we cannot read (ApiVersions newer than ours): its v1 header,
     which the v2 header starts with."""
-    schema = _request_schema(_API_VERSIONS, 0)
+    schema = request_schema(API_VERSIONS_KEY, 0)
     try:
         check_lengths(schema.__header_schema__, frame)
         header, _ = entity_reader(schema.__header_schema__)(frame, 0)
@@ -97,30 +97,36 @@ def encode_response(request: KafkaRequest, response: Any) -> bytes:
     """The whole response frame (size, header of the schema's version, body). Raises
     ``TypeError`` when ``response`` is not the response to ``request``'s API and version."""
     cls = type(response)
-    if cls is not _response_schema(request.api_key, request.api_version):
+    if cls is not response_schema(request.api_key, request.api_version):
         raise TypeError(
             f"{cls.__name__} does not answer API {request.api_key} v{request.api_version}"
         )
-    return _frame(request, _encode_body(response))
+    return response_frame(request, encode_body(response))
 
 
-def _frame(request: KafkaRequest, body: bytes) -> bytes:
+def response_frame(request: KafkaRequest, body: bytes) -> bytes:
     """Size prefix, the response header of the version the API's schema says, ``body``."""
-    header_cls = _response_schema(request.api_key, request.api_version).__header_schema__
+    header_cls = response_schema(request.api_key, request.api_version).__header_schema__
     buffer = io.BytesIO()
-    buffer.write(bytes(_SIZE.size))
+    buffer.write(bytes(SIZE.size))
     entity_writer(header_cls)(buffer, header_cls(correlation_id=request.correlation_id))
     buffer.write(body)
     data = bytearray(buffer.getvalue())
-    _SIZE.pack_into(data, 0, len(data) - _SIZE.size)
+    SIZE.pack_into(data, 0, len(data) - SIZE.size)
     return bytes(data)
 
 
-def _request_frame(
+def header_v0_frame(correlation_id: int, body: bytes) -> bytes:
+    """A response frame with header v0 (the correlation id alone): ApiVersions' answers,
+    whatever their version, so that a client can read them before it knows ours."""
+    return SIZE.pack(SIZE.size + len(body)) + SIZE.pack(correlation_id) + body
+
+
+def request_frame(
     api_key: int, api_version: int, correlation_id: int, client_id: str | None, values: Any
 ) -> bytes:
     """Size prefix, the request header of the version the API's schema says, the body."""
-    cls = _request_schema(api_key, api_version)
+    cls = request_schema(api_key, api_version)
     header_cls = cls.__header_schema__
     header_values = {
         "request_api_key": api_key,
@@ -129,17 +135,17 @@ def _request_frame(
         "client_id": client_id,
     }
     buffer = io.BytesIO()
-    buffer.write(bytes(_SIZE.size))
-    entity_writer(header_cls)(buffer, _build(header_cls, header_values))
-    entity_writer(cls)(buffer, _build(cls, values))
+    buffer.write(bytes(SIZE.size))
+    entity_writer(header_cls)(buffer, build(header_cls, header_values))
+    entity_writer(cls)(buffer, build(cls, values))
     data = bytearray(buffer.getvalue())
-    _SIZE.pack_into(data, 0, len(data) - _SIZE.size)
+    SIZE.pack_into(data, 0, len(data) - SIZE.size)
     return bytes(data)
 
 
-def _read_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, Any]:
+def read_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, Any]:
     """The correlation id and the codec's body of a response frame (no size prefix)."""
-    cls = _response_schema(api_key, api_version)
+    cls = response_schema(api_key, api_version)
     try:
         check_lengths(cls, frame, check_lengths(cls.__header_schema__, frame))
         header, used = entity_reader(cls.__header_schema__)(frame, 0)

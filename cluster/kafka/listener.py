@@ -1,10 +1,11 @@
-"""The Kafka wire protocol: a TCP listener that real Kafka clients talk to.
+"""The Kafka listener: the TCP side of the wire protocol that real Kafka clients talk to.
 
-The one module that imports the wire codec library (kio, generated from Kafka's message
-schemas). It speaks the protocol; what to answer is decided by a ``KafkaApiHandler`` (the
-broker), which gets each request decoded and returns the response object for that API and
-version. ``request_data`` and ``build_response`` translate between the codec's objects and
-kemu's plain values (``protocol.kafka_api``), so the handler never touches codec types.
+Sockets, connections, pipelining and response order live here; what the bytes mean lives
+beside it (``cluster.kafka.framing`` for frames and headers, ``cluster.kafka.apis`` for
+each API's translations, ``cluster.kafka.bounds`` for the length check; the flow is told
+in docs/kafka-wire.md). What to answer is decided by a ``KafkaApiHandler`` (the broker),
+which gets each request decoded and returns the response object for that API and version,
+or kemu's plain values (``protocol.kafka_api``), so the handler never touches codec types.
 
 The listener, per connection (as Kafka's ``SocketServer`` and ``KafkaApis`` do):
 
@@ -22,7 +23,8 @@ The listener, per connection (as Kafka's ``SocketServer`` and ``KafkaApis`` do):
   tagged field) or whose length prefixes claim more than the frame holds (checked before
   the codec runs, which would otherwise allocate from them: ``cluster.kafka.bounds``),
   traced as an ``error`` of type ``bad_frame``; other connections and the listener carry
-  on;
+  on. The requests before it on the connection are answered first, as Kafka's
+  ``SocketServer.Processor`` sends what it has before closing;
 * hands every other request to the handler in its own task, several at a time (librdkafka
   pipelines), and writes the responses in request order whatever order they complete in.
   A handler that returns ``None`` (an advertised API it does not implement) or raises gets
@@ -38,11 +40,14 @@ connection only.
 
 Every task belongs to the listener's task group: stopping it (cancelling ``serve``) closes
 the listener and every connection. Socket errors become ``NetworkError`` here.
+
+The codec names this module used to hold (``KafkaRequest``, ``request_data``,
+``build_response``, ...) are re-exported for the modules that still import them from here;
+new code imports them from ``cluster.kafka``.
 """
 
 from __future__ import annotations
 
-import io
 import types
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -59,7 +64,6 @@ from anyio.abc import (
     TaskGroup,
     TaskStatus,
 )
-from kio.serial import entity_writer
 
 from actors.runtime.clock import Clock, RealClock
 from actors.runtime.tracer import Tracer
@@ -70,6 +74,7 @@ from cluster.kafka.apis.api_versions import (
     advertised_api_versions,
     codec_api_versions,
     decode_api_versions_response,
+    encode_api_versions_body,
     encode_api_versions_request,
 )
 from cluster.kafka.apis.registry import (
@@ -80,16 +85,16 @@ from cluster.kafka.apis.registry import (
     error_response,
     request_data,
 )
-from cluster.kafka.codec import _build, _encode_body, _request_schema, _response_schema
+from cluster.kafka.codec import encode_body, request_schema
 from cluster.kafka.framing import (
-    _API_VERSIONS,
-    _SIZE,
+    API_VERSIONS_KEY,
     KafkaRequest,
     UnsupportedApiError,
-    _frame,
-    _header_only,
+    decode_header_only,
     decode_request,
     encode_response,
+    header_v0_frame,
+    response_frame,
 )
 from protocol.codec import FrameReader
 from protocol.errors import ErrorCode, FrameError, NetworkError, NodeStoppedError
@@ -237,9 +242,9 @@ class KafkaWireServer:
         self._clock = clock or RealClock()
         self._api_versions = advertised_api_versions(handler.supported)
         for key, (low, high) in self._api_versions.items():  # load what we implement now
-            if key in handler.supported or key == _API_VERSIONS:
+            if key in handler.supported or key == API_VERSIONS_KEY:
                 for version in range(low, high + 1):
-                    _request_schema(key, version)
+                    request_schema(key, version)
         self._api_versions_bodies: dict[int, bytes] = {}
         # Encoding is pure Python (~15 ms for 1,000 partitions): Metadata answers, asked
         # for again and again with nothing changed, are encoded once per version.
@@ -370,8 +375,8 @@ class KafkaWireServer:
             return self._bad_frame(conn, str(exc))
         except UnsupportedApiError as unsupported:
             if (
-                unsupported.api_key == _API_VERSIONS
-                and unsupported.api_version > self._api_versions[_API_VERSIONS][1]
+                unsupported.api_key == API_VERSIONS_KEY
+                and unsupported.api_version > self._api_versions[API_VERSIONS_KEY][1]
             ):
                 return self._api_versions_too_new(conn, frame)
             self._trace(
@@ -393,7 +398,7 @@ class KafkaWireServer:
                 api_version=request.api_version,
                 client_id=request.client_id,
             )
-        if request.api_key == _API_VERSIONS:
+        if request.api_key == API_VERSIONS_KEY:
             return _Slot(self._api_versions_frame(request.api_version, request.correlation_id))
         slot = _Slot()
         tg.start_soon(self._handle, conn, request, slot)
@@ -401,7 +406,7 @@ class KafkaWireServer:
 
     def _api_versions_too_new(self, conn: _Connection, frame: bytes) -> _Slot:
         try:
-            request = _header_only(frame)
+            request = decode_header_only(frame)
         except FrameError as exc:
             return self._bad_frame(conn, str(exc))
         self._trace(
@@ -423,22 +428,9 @@ class KafkaWireServer:
         key = version if error is ErrorCode.NONE else -1
         body = self._api_versions_bodies.get(key)
         if body is None:
-            cls = _response_schema(_API_VERSIONS, version)
-            response = _build(
-                cls,
-                {
-                    "error_code": error,
-                    "throttle_time": 0,
-                    "api_keys": [
-                        {"api_key": k, "min_version": low, "max_version": high}
-                        for k, (low, high) in sorted(self._api_versions.items())
-                    ],
-                },
-            )
-            buffer = io.BytesIO()
-            entity_writer(cls)(buffer, response)
-            body = self._api_versions_bodies[key] = buffer.getvalue()
-        return _SIZE.pack(4 + len(body)) + _SIZE.pack(correlation_id) + body
+            body = encode_api_versions_body(version, self._api_versions, error)
+            self._api_versions_bodies[key] = body
+        return header_v0_frame(correlation_id, body)
 
     async def _handle(self, conn: _Connection, request: KafkaRequest, slot: _Slot) -> None:
         """Run the handler for one request and fill its slot; never raises (but cancels)."""
@@ -503,13 +495,13 @@ class KafkaWireServer:
         key = (request.api_version, response)
         body = self._metadata_bodies.get(key)
         if body is None:
-            body = _encode_body(build_response(request, response))
+            body = encode_body(build_response(request, response))
             self._metadata_bodies[key] = body
             if len(self._metadata_bodies) > METADATA_CACHE_SIZE:
                 self._metadata_bodies.popitem(last=False)
         else:
             self._metadata_bodies.move_to_end(key)
-        return _frame(request, body)
+        return response_frame(request, body)
 
     async def _write_responses(
         self, conn: _Connection, receive: ObjectReceiveStream[_Slot], tg: TaskGroup

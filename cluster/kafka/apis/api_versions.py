@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from cluster.kafka.codec import _codec_versions, _error_code
-from cluster.kafka.framing import _API_VERSIONS, _read_response, _request_frame
+from cluster.kafka.codec import as_error_code, build, codec_versions, encode_body, response_schema
+from cluster.kafka.framing import API_VERSIONS_KEY, read_response, request_frame
 from protocol.errors import ErrorCode
 
 API_VERSIONS_RANGE: Final = (0, 3)  # what a 2.7 broker answers; newer clients retry lower
@@ -35,11 +35,11 @@ def advertised_api_versions(
     """The ApiVersions table a listener answers: a Kafka 2.7 broker's keys, the handler's
     ranges for the keys it implements (those may go past 2.7, e.g. Metadata v12 with topic
     ids), and every range clamped to what the codec can decode."""
-    if _API_VERSIONS in supported:
+    if API_VERSIONS_KEY in supported:
         raise ValueError("ApiVersions is answered by the listener, not the handler")
     table: dict[int, tuple[int, int]] = {}
     for key in sorted(set(KAFKA_2_7_API_VERSIONS) | set(supported)):
-        codec = _codec_versions(key)
+        codec = codec_versions(key)
         if key in supported:
             low, high = supported[key]
             if codec is None or low > high or low < codec[0] or high > codec[1]:
@@ -47,7 +47,9 @@ def advertised_api_versions(
         elif codec is None:  # inter-broker APIs 4-7: clients never send them
             continue
         else:
-            low, high = API_VERSIONS_RANGE if key == _API_VERSIONS else KAFKA_2_7_API_VERSIONS[key]
+            low, high = (
+                API_VERSIONS_RANGE if key == API_VERSIONS_KEY else KAFKA_2_7_API_VERSIONS[key]
+            )
             low, high = max(low, codec[0]), min(high, codec[1])
             if low > high:
                 continue
@@ -64,9 +66,25 @@ class ApiVersionsAnswer:
     api_versions: Mapping[int, tuple[int, int]]
 
 
+def encode_api_versions_body(
+    version: int, table: Mapping[int, tuple[int, int]], error: ErrorCode = ErrorCode.NONE
+) -> bytes:
+    """An ApiVersions response body of ``version`` advertising ``table``, with ``error``."""
+    cls = response_schema(API_VERSIONS_KEY, version)
+    values = {
+        "error_code": error,
+        "throttle_time": 0,
+        "api_keys": [
+            {"api_key": key, "min_version": low, "max_version": high}
+            for key, (low, high) in sorted(table.items())
+        ],
+    }
+    return encode_body(build(cls, values))
+
+
 def codec_api_versions(api_key: int) -> tuple[int, int] | None:
     """The versions of an API the codec can encode and decode (None: an unknown key)."""
-    return _codec_versions(api_key)
+    return codec_versions(api_key)
 
 
 def encode_api_versions_request(
@@ -78,8 +96,8 @@ def encode_api_versions_request(
     software_version: str = "0",
 ) -> bytes:
     """A whole ApiVersions request frame (size prefix included)."""
-    return _request_frame(
-        _API_VERSIONS,
+    return request_frame(
+        API_VERSIONS_KEY,
         api_version,
         correlation_id,
         client_id,
@@ -92,10 +110,10 @@ def decode_api_versions_response(api_version: int, frame: bytes) -> ApiVersionsA
     ``api_version`` answers UNSUPPORTED_VERSION in a v0 body, read as such."""
     if len(frame) >= 6 and struct.unpack_from(">h", frame, 4)[0] == ErrorCode.UNSUPPORTED_VERSION:
         api_version = 0
-    correlation_id, body = _read_response(_API_VERSIONS, api_version, frame)
+    correlation_id, body = read_response(API_VERSIONS_KEY, api_version, frame)
     return ApiVersionsAnswer(
         correlation_id=correlation_id,
-        error_code=_error_code(body.error_code),
+        error_code=as_error_code(body.error_code),
         api_versions=types.MappingProxyType(
             {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in body.api_keys}
         ),
