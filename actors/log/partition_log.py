@@ -1,0 +1,556 @@
+"""One partition's log: its directory of segments (Kafka's ``Log``).
+
+The log appends as a leader (``append_as_leader``: records checked and given offsets,
+``actors.log.records``) or as a follower (``append_as_follower``: the leader's batches as
+they are), rolling to a new segment when the active one is full by size, by record age or
+by index; it reads whole batches for Fetch; it truncates (a follower's divergent tail, or
+everything), advances its start offset and deletes the segments below it, and flushes up
+to a recovery point. Its ``leader-epoch-checkpoint`` is kept by a
+``LeaderEpochFileCache``.
+
+Opening a log loads it as ``Log.loadSegments`` does: stale files are removed, every
+segment is opened, a segment with a missing or corrupt index is rebuilt, and unless the
+log directory was shut down cleanly (``.kafka_cleanshutdown``, which the log manager
+reads) every segment from the one holding the recovery point on is recovered: read batch
+by batch and cut at the first torn or corrupt one, the later segments deleted.
+
+Everything is synchronous and deterministic: files go through the injected ``LogFiles``
+(``actors.log.channel``) and time comes from the injected ``now_ms``. docs/log-format.md
+describes the files and where kemu differs from Kafka.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from actors.log.channel import LogFiles
+from actors.log.index import CorruptIndexError
+from actors.log.leader_epoch import LEADER_EPOCH_CHECKPOINT, EpochEntry, LeaderEpochFileCache
+from actors.log.records import (
+    NO_TIMESTAMP,
+    BatchHeader,
+    TimestampType,
+    ValidatedRecords,
+    assign_offsets,
+    check_follower_batches,
+)
+from actors.log.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    SegmentConfig,
+)
+from protocol.errors import ErrorCode, KafkaApiError
+
+__all__ = [
+    "CLEAN_SHUTDOWN_FILE",
+    "FetchDataInfo",
+    "Log",
+    "LogAppendInfo",
+    "LogConfig",
+    "had_clean_shutdown",
+    "mark_clean_shutdown",
+]
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+"""Created in a log directory by a clean shutdown; its presence at start-up skips recovery
+(``Log.CleanShutdownFile``). The log manager creates it after closing every log and
+deletes it once all logs are loaded (``LogManager.shutdown`` / ``loadLogs``)."""
+
+_STALE_SUFFIXES = (".deleted", ".cleaned", ".swap")
+_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+
+
+def had_clean_shutdown(files: LogFiles, log_dir: Path) -> bool:
+    """Whether ``log_dir`` holds the clean-shutdown marker."""
+    return files.exists(log_dir / CLEAN_SHUTDOWN_FILE)
+
+
+def mark_clean_shutdown(files: LogFiles, log_dir: Path, *, present: bool) -> None:
+    """Create the marker (``present``: every log of the dir closed) or delete it (every
+    log of the dir loaded)."""
+    path = log_dir / CLEAN_SHUTDOWN_FILE
+    if present:
+        files.write_file(path, b"")
+    else:
+        files.delete(path)
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """The topic configs a log reads, with Kafka 2.7's defaults (``LogConfig``):
+    ``segment.bytes``, ``segment.ms``, ``segment.jitter.ms`` (a fixed jitter here, the
+    caller draws it), ``segment.index.bytes``, ``index.interval.bytes``,
+    ``max.message.bytes`` and ``message.timestamp.type``."""
+
+    segment_bytes: int = 1024 * 1024 * 1024
+    segment_ms: int = 7 * 24 * 60 * 60 * 1000
+    roll_jitter_ms: int = 0
+    max_index_size: int = 10 * 1024 * 1024
+    index_interval_bytes: int = 4096
+    max_message_bytes: int = 1024 * 1024 + 12
+    timestamp_type: TimestampType = TimestampType.CREATE_TIME
+
+    def __post_init__(self) -> None:
+        if self.segment_bytes < 14:  # LegacyRecord.RECORD_OVERHEAD_V0, Kafka's minimum
+            raise ValueError(f"segment.bytes must be at least 14, not {self.segment_bytes}")
+        if self.max_index_size < 12:
+            raise ValueError(f"segment.index.bytes must be at least 12, not {self.max_index_size}")
+        if min(self.segment_ms, self.index_interval_bytes, self.max_message_bytes) < 0:
+            raise ValueError("segment.ms, index.interval.bytes, max.message.bytes: not negative")
+
+    @property
+    def segment(self) -> SegmentConfig:
+        return SegmentConfig(self.index_interval_bytes, self.max_index_size)
+
+
+@dataclass(frozen=True, slots=True)
+class LogAppendInfo:
+    """What an append did (Kafka's ``LogAppendInfo``): the offsets it was given, its
+    largest timestamp and where it is, the broker time under LogAppendTime (else -1),
+    the log start offset after it, its batches and bytes."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int
+    log_start_offset: int
+    batch_count: int
+    valid_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchDataInfo:
+    """A read (Kafka's ``FetchDataInfo``): whole batches from the one holding
+    ``fetch_offset``, as the log stores them; empty at the end of what may be read."""
+
+    fetch_offset: int
+    segment_base_offset: int
+    position: int
+    records: bytes
+
+
+class Log:
+    """One partition directory. Public state: ``log_start_offset``, ``log_end_offset``,
+    ``recovery_point``; ``leader_epoch_cache``; ``recovered_segments`` (the base offsets
+    of the segments recovery read at open, for tests and traces)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig | None = None,
+        *,
+        files: LogFiles | None = None,
+        now_ms: Callable[[], int],
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        had_clean_shutdown: bool = False,
+    ) -> None:
+        """Open (or create) the log in ``directory``. ``recovery_point`` and
+        ``log_start_offset`` come from the log directory's checkpoints; with
+        ``had_clean_shutdown`` nothing is recovered."""
+        self.directory = directory
+        self.config = config or LogConfig()
+        self._files = files or LogFiles()
+        self._now_ms = now_ms
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self.recovered_segments: list[int] = []
+        self.recovery_point = recovery_point
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = 0
+        self._files.mkdir(directory)
+        self.leader_epoch_cache = LeaderEpochFileCache(
+            directory / LEADER_EPOCH_CHECKPOINT, self._files, lambda: self.log_end_offset
+        )
+        self._load(had_clean_shutdown=had_clean_shutdown)
+
+    # -- loading (Log.loadSegments, Log.recoverLog)
+
+    def _load(self, *, had_clean_shutdown: bool) -> None:
+        names = self._files.listdir(self.directory)
+        bases = []
+        for name in names:
+            path = self.directory / name
+            if name.endswith(_STALE_SUFFIXES) or name.endswith(".tmp"):
+                # Kafka deletes .deleted and .cleaned and completes .swap files; kemu never
+                # writes the last two, and a .tmp is a checkpoint write a crash cut short.
+                self._files.delete(path)
+                continue
+            stem, dot, suffix = name.partition(".")
+            if not (
+                dot and stem.isdigit() and len(stem) == 20 and f".{suffix}" in _SEGMENT_SUFFIXES
+            ):
+                continue
+            if suffix == "log":
+                bases.append(int(stem))
+            elif not self._files.exists(self.directory / f"{stem}{LOG_SUFFIX}"):
+                self._files.delete(path)  # an index without its .log
+        for base in sorted(bases):
+            segment = LogSegment(
+                self.directory, base, self.config.segment, self._files, self._now_ms
+            )
+            if not self._indexes_usable(segment):
+                self._recover_segment(segment)
+            self._add_segment(segment)
+        if not had_clean_shutdown:
+            self._recover_log()
+        if self._segments and self._segments[-1].read_next_offset() < self.log_start_offset:
+            for segment in list(self._segments):
+                self._remove_segment(segment)
+        if not self._segments:
+            self._add_segment(self._new_segment(self.log_start_offset))
+        self.log_end_offset = self.active_segment.read_next_offset()
+        self.recovery_point = self.log_end_offset
+        self.active_segment.resize_indexes(self.config.max_index_size)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+
+    @staticmethod
+    def _indexes_usable(segment: LogSegment) -> bool:
+        """Both index files were there and pass their sanity checks (else Kafka's
+        ``loadSegmentFiles`` rebuilds them by recovering the segment)."""
+        if segment.index_was_missing or segment.time_index_was_missing:
+            return False
+        try:
+            segment.sanity_check()
+        except CorruptIndexError:
+            return False
+        return True
+
+    def _recover_log(self) -> None:
+        """Recover every segment from the one holding the recovery point; after one that
+        had to be cut, the later segments go (``Log.recoverLog``)."""
+        start = max(0, bisect.bisect_right(self._bases, self.recovery_point) - 1)
+        unflushed = self._segments[start:]
+        for i, segment in enumerate(unflushed):
+            if self._recover_segment(segment) > 0:
+                for later in unflushed[i + 1 :]:
+                    self._remove_segment(later)
+                break
+
+    def _recover_segment(self, segment: LogSegment) -> int:
+        self.recovered_segments.append(segment.base_offset)
+        return segment.recover(self._assign_epoch_of)
+
+    def _assign_epoch_of(self, batch: BatchHeader) -> None:
+        """A stored batch of a newer leader epoch starts that epoch (``Log.append`` and
+        ``LogSegment.recover``)."""
+        epoch = batch.partition_leader_epoch
+        latest = self.leader_epoch_cache.latest_epoch
+        if epoch >= 0 and (latest is None or epoch > latest):
+            self.leader_epoch_cache.assign(epoch, batch.base_offset)
+
+    # -- segments
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment(
+            self.directory, base_offset, self.config.segment, self._files, self._now_ms
+        )
+
+    def _add_segment(self, segment: LogSegment) -> None:
+        self._segments.append(segment)
+        self._bases.append(segment.base_offset)
+
+    def _remove_segment(self, segment: LogSegment) -> None:
+        i = self._segments.index(segment)
+        del self._segments[i]
+        del self._bases[i]
+        segment.delete()
+
+    def _segment_for(self, offset: int) -> int:
+        """The index in ``_segments`` of the segment holding ``offset`` (-1: before all)."""
+        return bisect.bisect_right(self._bases, offset) - 1
+
+    # -- append
+
+    def append_as_leader(self, records: bytes, leader_epoch: int) -> LogAppendInfo:
+        """Append a client's records (one produce to this partition): checked, offsets
+        from the log end, ``leader_epoch`` stamped, as ``Log.appendAsLeader``. Raises
+        ``KafkaApiError`` (CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE,
+        RECORD_LIST_TOO_LARGE, UNSUPPORTED_FOR_MESSAGE_FORMAT) and then changed nothing."""
+        validated = assign_offsets(
+            records,
+            next_offset=self.log_end_offset,
+            leader_epoch=leader_epoch,
+            max_message_bytes=self.config.max_message_bytes,
+            timestamp_type=self.config.timestamp_type,
+            now_ms=self._now_ms(),
+        )
+        return self._append(validated)
+
+    def append_as_follower(self, records: bytes) -> LogAppendInfo | None:
+        """Append batches fetched from the leader, offsets and bytes as they are
+        (``Log.appendAsFollower``); a torn tail is left out, and with no whole batch
+        nothing is appended (``None``). Offsets must increase and not start below the log
+        end: else UNKNOWN_SERVER_ERROR, as Kafka's ``OffsetsOutOfOrderException`` and
+        ``UnexpectedAppendOffsetException`` are answered."""
+        headers, valid_bytes = check_follower_batches(records, self.config.max_message_bytes)
+        if not headers:
+            return None
+        last = -1
+        max_timestamp, offset_of_max = NO_TIMESTAMP, -1
+        for header in headers:
+            if header.last_offset <= last:
+                raise KafkaApiError(
+                    ErrorCode.UNKNOWN_SERVER_ERROR,
+                    f"Out of order offsets found in append to {self.directory.name}",
+                )
+            last = header.last_offset
+            if header.max_timestamp > max_timestamp:
+                max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
+        first = headers[0].base_offset
+        if first < self.log_end_offset:
+            raise KafkaApiError(
+                ErrorCode.UNKNOWN_SERVER_ERROR,
+                f"Unexpected offset in append to {self.directory.name}: first offset {first} "
+                f"is below the log end offset {self.log_end_offset}",
+            )
+        view = memoryview(records)[:valid_bytes]
+        validated = ValidatedRecords(
+            chunks=(view,),
+            size=valid_bytes,
+            batches=tuple(headers),
+            first_offset=first,
+            last_offset=last,
+            max_timestamp=max_timestamp,
+            offset_of_max_timestamp=offset_of_max,
+            log_append_time=NO_TIMESTAMP,
+            source_compression=headers[0].compression,
+        )
+        return self._append(validated)
+
+    def _append(self, validated: ValidatedRecords) -> LogAppendInfo:
+        if validated.size > self.config.segment_bytes:
+            raise KafkaApiError(
+                ErrorCode.RECORD_LIST_TOO_LARGE,
+                f"Message batch size is {validated.size} bytes in append to partition "
+                f"{self.directory.name} which exceeds the maximum configured segment size "
+                f"of {self.config.segment_bytes}.",
+            )
+        segment = self._maybe_roll(validated)
+        for batch in validated.batches:
+            self._assign_epoch_of(batch)
+        segment.append(
+            validated.last_offset,
+            validated.max_timestamp,
+            validated.offset_of_max_timestamp,
+            validated.chunks,
+            validated.size,
+        )
+        self.log_end_offset = validated.last_offset + 1
+        return LogAppendInfo(
+            first_offset=validated.first_offset,
+            last_offset=validated.last_offset,
+            max_timestamp=validated.max_timestamp,
+            offset_of_max_timestamp=validated.offset_of_max_timestamp,
+            log_append_time=validated.log_append_time,
+            log_start_offset=self.log_start_offset,
+            batch_count=len(validated.batches),
+            valid_bytes=validated.size,
+        )
+
+    def _maybe_roll(self, validated: ValidatedRecords) -> LogSegment:
+        """The segment to append to, a new one if the active one should roll
+        (``Log.maybeRoll``)."""
+        segment = self.active_segment
+        if segment.should_roll(
+            messages_size=validated.size,
+            max_timestamp_in_messages=validated.max_timestamp,
+            max_offset_in_messages=validated.last_offset,
+            segment_bytes=self.config.segment_bytes,
+            segment_ms=self.config.segment_ms,
+            roll_jitter_ms=self.config.roll_jitter_ms,
+        ):
+            return self.roll(validated.first_offset)
+        return segment
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end (or ``expected_next_offset`` if
+        larger), finishing the old one, and flush below it (``Log.roll``; Kafka schedules
+        that flush, here it runs at once)."""
+        new_offset = max(expected_next_offset or 0, self.log_end_offset)
+        active = self.active_segment
+        if active.base_offset == new_offset:
+            if active.size:
+                raise KafkaApiError(
+                    ErrorCode.UNKNOWN_SERVER_ERROR,
+                    f"Trying to roll a new log segment with start offset {new_offset} "
+                    "while it already exists",
+                )
+            self._remove_segment(active)  # an empty active segment is replaced
+        else:
+            for suffix in _SEGMENT_SUFFIXES:
+                self._files.delete(self.directory / f"{new_offset:020d}{suffix}")
+            active.on_become_inactive()
+        segment = self._new_segment(new_offset)
+        self._add_segment(segment)
+        self.flush(new_offset)
+        return segment
+
+    # -- read
+
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        max_offset: int | None = None,
+        *,
+        min_one_message: bool = True,
+    ) -> FetchDataInfo:
+        """Whole batches from the one holding ``start_offset``, up to ``max_bytes`` (the
+        first batch whole even if larger, with ``min_one_message``) and below
+        ``max_offset`` (the high watermark for a consumer; the log end when ``None``), as
+        ``Log.read``. OFFSET_OUT_OF_RANGE outside [log start, log end]."""
+        end = self.log_end_offset
+        i = self._segment_for(start_offset)
+        if start_offset > end or i < 0 or start_offset < self.log_start_offset:
+            raise KafkaApiError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"Received request for offset {start_offset} for partition "
+                f"{self.directory.name}, but we only have log segments in the range "
+                f"{self.log_start_offset} to {end}.",
+            )
+        limit = end if max_offset is None else min(max_offset, end)
+        if start_offset >= limit:
+            return FetchDataInfo(start_offset, self._segments[i].base_offset, -1, b"")
+        limit_segment = self._segment_for(limit)
+        while i < len(self._segments):
+            segment = self._segments[i]
+            max_position: int | None = None
+            if i == limit_segment:
+                found = segment.translate_offset(limit)
+                max_position = segment.size if found is None else found.position
+            got = segment.read(
+                start_offset, max_bytes, max_position, min_one_message=min_one_message
+            )
+            if got is not None:
+                position, data = got
+                return FetchDataInfo(start_offset, segment.base_offset, position, data)
+            if i >= limit_segment:
+                break
+            i += 1
+        return FetchDataInfo(start_offset, self.active_segment.base_offset, -1, b"")
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """``(timestamp, offset)`` of the first record at or after ``timestamp``
+        (``Log.fetchOffsetByTimestamp`` for a timestamp, not the -1/-2 specials)."""
+        for segment in self._segments:
+            if segment.max_timestamp_so_far < timestamp:
+                continue
+            found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+            if found is not None:
+                return found
+        return None
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> EpochEntry:
+        """``(epoch, end offset)`` as OffsetForLeaderEpoch answers (``endOffsetFor``)."""
+        return self.leader_epoch_cache.end_offset_for(leader_epoch)
+
+    def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
+        """A new leader epoch starts at ``start_offset`` (``Partition.makeLeader`` calls
+        it with the log end)."""
+        self.leader_epoch_cache.assign(leader_epoch, start_offset)
+
+    # -- truncation and deletion
+
+    def truncate_to(self, target_offset: int) -> bool:
+        """Cut the log at ``target_offset`` (a follower's divergent tail; whole batches go,
+        from the one holding the target), as ``Log.truncateTo``. At or past the log end
+        only the epoch cache is truncated. Whether anything was cut."""
+        if target_offset < 0:
+            raise ValueError(f"cannot truncate to a negative offset ({target_offset})")
+        if target_offset >= self.log_end_offset:
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+            return False
+        if self._segments[0].base_offset > target_offset:
+            self.truncate_fully_and_start_at(target_offset)
+            return True
+        for segment in [s for s in self._segments if s.base_offset > target_offset]:
+            self._remove_segment(segment)
+        self.active_segment.truncate_to(target_offset)
+        self.active_segment.resize_indexes(self.config.max_index_size)
+        self.log_end_offset = target_offset
+        self.log_start_offset = min(target_offset, self.log_start_offset)
+        self.recovery_point = min(self.recovery_point, target_offset)
+        self.leader_epoch_cache.truncate_from_end(target_offset)
+        return True
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Delete every segment and start empty at ``new_offset`` (``Log.truncateFullyAndStartAt``:
+        a follower far behind the leader's log start)."""
+        if new_offset < 0:
+            raise ValueError(f"cannot start a log at a negative offset ({new_offset})")
+        for segment in list(self._segments):
+            self._remove_segment(segment)
+        self._add_segment(self._new_segment(new_offset))
+        self.log_end_offset = new_offset
+        self.leader_epoch_cache.clear_and_flush()
+        self.recovery_point = min(new_offset, self.recovery_point)
+        self.log_start_offset = new_offset
+
+    def maybe_increment_log_start_offset(
+        self, new_log_start_offset: int, high_watermark: int | None = None
+    ) -> bool:
+        """Advance the log start (DeleteRecords, or a follower following its leader's)
+        and delete the segments wholly below it (``maybeIncrementLogStartOffset`` then
+        ``deleteOldSegments``). OFFSET_OUT_OF_RANGE above ``high_watermark`` (the log end
+        when ``None``). Whether the start moved."""
+        ceiling = self.log_end_offset if high_watermark is None else high_watermark
+        if new_log_start_offset > ceiling:
+            raise KafkaApiError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"Cannot increment the log start offset to {new_log_start_offset} of partition "
+                f"{self.directory.name} since it is larger than the high watermark {ceiling}",
+            )
+        if new_log_start_offset <= self.log_start_offset:
+            return False
+        self.log_start_offset = new_log_start_offset
+        self.leader_epoch_cache.truncate_from_start(new_log_start_offset)
+        self.delete_old_segments()
+        return True
+
+    def delete_old_segments(self) -> int:
+        """Delete the segments whose next segment starts at or below the log start (the
+        active segment stays); how many went (``deleteLogStartOffsetBreachedSegments``)."""
+        deleted = 0
+        while len(self._segments) > 1 and self._segments[1].base_offset <= self.log_start_offset:
+            self._remove_segment(self._segments[0])
+            deleted += 1
+        return deleted
+
+    # -- durability
+
+    def flush(self, offset: int | None = None) -> None:
+        """Force the segments holding offsets from the recovery point up to ``offset``
+        (the log end when ``None``) to disk; the recovery point moves there (``Log.flush``)."""
+        target = self.log_end_offset if offset is None else offset
+        if target <= self.recovery_point:
+            return
+        first = max(0, self._segment_for(self.recovery_point))
+        for segment in self._segments[first:]:
+            if segment.base_offset >= target:
+                break
+            segment.flush()
+        self.recovery_point = target
+
+    def close(self) -> None:
+        """Flush everything and close the files (``Log.close`` after the log manager's
+        flush at shutdown): the next open needs no recovery if the marker is written."""
+        self.flush()
+        for segment in self._segments:
+            segment.close()

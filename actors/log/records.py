@@ -1,0 +1,475 @@
+"""Record batches of message format v2, as clients send them and as the log stores them.
+
+Kafka's ``DefaultRecordBatch`` (the header, read in place), the checks of
+``Log.analyzeAndValidateRecords`` and ``LogValidator.validateMessagesAndAssignOffsets``
+(leader) and the offset assignment they end with. A batch is never decoded into objects:
+the 61-byte header is unpacked from the buffer, the payload stays where it is, and what
+goes to the segment is a new header prefix followed by a view of the client's bytes. The
+layout (big-endian)::
+
+    0  baseOffset int64          12 partitionLeaderEpoch int32   16 magic int8
+    8  batchLength int32         17 crc uint32 (CRC-32C of bytes 21..end)
+    21 attributes int16          23 lastOffsetDelta int32        27 firstTimestamp int64
+    35 maxTimestamp int64        43 producerId int64             51 producerEpoch int16
+    53 baseSequence int32        57 recordsCount int32           61 records
+
+Uncompressed records are walked one by one (``DefaultRecord.readFrom``'s structure:
+lengths, varints, headers); compressed ones are stored as sent, without being
+decompressed (docs/log-format.md says what Kafka checks that we do not). Every rejection
+is a ``KafkaApiError`` carrying the code Kafka answers with.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from enum import IntEnum
+
+from crc32c import crc32c
+
+from protocol.errors import ErrorCode, KafkaApiError
+
+__all__ = [
+    "LOG_OVERHEAD",
+    "NO_TIMESTAMP",
+    "RECORD_BATCH_OVERHEAD",
+    "BatchHeader",
+    "CompressionType",
+    "TimestampType",
+    "ValidatedRecords",
+    "assign_offsets",
+    "batch_headers",
+    "check_follower_batches",
+    "check_stored_batch",
+    "last_offset_at",
+    "read_header",
+    "record_timestamps",
+]
+
+LOG_OVERHEAD = 12
+"""Bytes before a batch's length is known: base offset and batch length (``Records``)."""
+RECORD_BATCH_OVERHEAD = 61
+"""A v2 batch's header (``DefaultRecordBatch.RECORD_BATCH_OVERHEAD``)."""
+NO_TIMESTAMP = -1
+"""``RecordBatch.NO_TIMESTAMP``."""
+
+_MAGIC_OFFSET = 16
+_CRC_OFFSET = 17
+_ATTRIBUTES_OFFSET = 21
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_LENGTH = struct.Struct(">qi")
+_PREFIX = struct.Struct(">qiib")  # base offset, batch length, leader epoch, magic
+_ATTRIBUTES = struct.Struct(">h")
+_MAX_TIMESTAMP = struct.Struct(">q")
+_MAX_TIMESTAMP_OFFSET = 35
+_LAST_OFFSET = struct.Struct(">qi11xi")  # base offset, length, last offset delta
+_COMPRESSION_MASK = 0x07
+_TIMESTAMP_TYPE_MASK = 0x08
+_TRANSACTIONAL_MASK = 0x10
+_CONTROL_MASK = 0x20
+
+
+class CompressionType(IntEnum):
+    """Attribute bits 0-2 (``CompressionType``)."""
+
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+
+class TimestampType(IntEnum):
+    """Attribute bit 3, and a topic's ``message.timestamp.type`` (``TimestampType``)."""
+
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    """A v2 batch's header as it is in the buffer at ``position`` (``DefaultRecordBatch``
+    accessors). Nothing here is checked: see ``assign_offsets`` and
+    ``check_follower_batches``."""
+
+    position: int
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    first_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def size(self) -> int:
+        """The whole batch's bytes (``sizeInBytes``)."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def compression(self) -> int:
+        """The codec id (an unknown one is returned as is; ``CompressionType`` names 0-4)."""
+        return self.attributes & _COMPRESSION_MASK
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        if self.attributes & _TIMESTAMP_TYPE_MASK:
+            return TimestampType.LOG_APPEND_TIME
+        return TimestampType.CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & _TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & _CONTROL_MASK)
+
+    @property
+    def has_producer_id(self) -> bool:
+        return self.producer_id >= 0
+
+
+def read_header(
+    buffer: bytes | memoryview, position: int = 0, *, located_at: int | None = None
+) -> BatchHeader:
+    """The header at ``position``; the buffer must hold its 61 bytes. ``located_at``: the
+    position to record instead (where the buffer was read from in a file)."""
+    at = position if located_at is None else located_at
+    return BatchHeader(at, *_HEADER.unpack_from(buffer, position))
+
+
+def last_offset_at(buffer: bytes | memoryview, position: int) -> tuple[int, int]:
+    """``(last offset, size)`` of the batch at ``position`` from its first 27 bytes: what a
+    scan for an offset needs (``FileLogInputStream``'s lazy batch)."""
+    base, length, delta = _LAST_OFFSET.unpack_from(buffer, position)
+    return base + delta, length + LOG_OVERHEAD
+
+
+def batch_headers(buffer: bytes | memoryview, start: int = 0) -> Iterator[BatchHeader]:
+    """The headers of the whole batches from ``start``, stopping at a torn tail (fewer
+    bytes than a header, or than the batch's stated size) as Kafka's
+    ``ByteBufferLogInputStream`` does. Sizes below a header raise CORRUPT_MESSAGE."""
+    end = len(buffer)
+    position = start
+    while end - position >= RECORD_BATCH_OVERHEAD:
+        _, length = _LENGTH.unpack_from(buffer, position)
+        size = length + LOG_OVERHEAD
+        if size < RECORD_BATCH_OVERHEAD:
+            raise KafkaApiError(
+                ErrorCode.CORRUPT_MESSAGE,
+                f"Record batch size {size} at position {position} is less than the "
+                f"minimum record batch overhead ({RECORD_BATCH_OVERHEAD})",
+            )
+        if size > end - position:
+            return
+        yield read_header(buffer, position)
+        position += size
+
+
+def _check_batch(buffer: bytes | memoryview, header: BatchHeader, max_message_bytes: int) -> None:
+    """What every append checks of each batch, leader or follower, in Kafka's order:
+    the size against ``max.message.bytes``, the magic, the CRC."""
+    if header.size > max_message_bytes:
+        raise KafkaApiError(
+            ErrorCode.MESSAGE_TOO_LARGE,
+            f"The record batch at offset {header.base_offset} is {header.size} bytes, "
+            f"larger than the maximum allowed ({max_message_bytes})",
+        )
+    if header.magic != 2:
+        if header.magic in (0, 1):
+            raise KafkaApiError(
+                ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+                f"Message format v{header.magic} is not supported: kemu stores v2 batches only",
+            )
+        raise KafkaApiError(ErrorCode.CORRUPT_MESSAGE, f"Invalid magic found: {header.magic}")
+    start = header.position
+    if crc32c(buffer[start + _ATTRIBUTES_OFFSET : start + header.size]) != header.crc:
+        raise KafkaApiError(
+            ErrorCode.CORRUPT_MESSAGE,
+            f"Record batch at position {start} is corrupt (stored crc = {header.crc})",
+        )
+    if header.compression > CompressionType.ZSTD:
+        # CompressionType.forId's IllegalArgumentException: Kafka answers it as unknown.
+        raise KafkaApiError(
+            ErrorCode.UNKNOWN_SERVER_ERROR, f"Unknown compression type id: {header.compression}"
+        )
+
+
+def check_stored_batch(data: bytes, *, located_at: int = 0) -> BatchHeader:
+    """The header of one batch read back from a segment (``data`` is the whole batch),
+    checked as recovery checks it (``DefaultRecordBatch.ensureValid``): v2, at least a
+    header long, and its CRC. CORRUPT_MESSAGE otherwise."""
+    if len(data) < RECORD_BATCH_OVERHEAD:
+        raise KafkaApiError(ErrorCode.CORRUPT_MESSAGE, "Record batch is shorter than its header")
+    header = read_header(data)
+    if header.magic != 2 or header.size != len(data):
+        raise KafkaApiError(
+            ErrorCode.CORRUPT_MESSAGE, f"Invalid stored batch (magic {header.magic})"
+        )
+    if crc32c(data[_ATTRIBUTES_OFFSET:]) != header.crc:
+        raise KafkaApiError(ErrorCode.CORRUPT_MESSAGE, "Record batch is corrupt")
+    return read_header(data, located_at=located_at)
+
+
+def _whole_batches(buffer: bytes | memoryview, max_message_bytes: int) -> list[BatchHeader]:
+    """Every batch of a produce's records, checked; the records must be whole batches."""
+    headers = []
+    end = 0
+    for header in batch_headers(buffer):
+        _check_batch(buffer, header, max_message_bytes)
+        headers.append(header)
+        end = header.position + header.size
+    if end != len(buffer):
+        raise KafkaApiError(
+            ErrorCode.CORRUPT_MESSAGE,
+            f"{len(buffer) - end} bytes at position {end} are not a whole record batch",
+        )
+    if not headers:
+        raise KafkaApiError(
+            ErrorCode.INVALID_RECORD, "An append must have at least one record batch"
+        )
+    return headers
+
+
+def check_follower_batches(
+    buffer: bytes | memoryview, max_message_bytes: int
+) -> tuple[list[BatchHeader], int]:
+    """The whole batches of a follower's fetched records, each checked as the leader's
+    are on the way in (size, magic, CRC); a torn tail is left out (Kafka's
+    ``Log.trimInvalidBytes``). Returns the headers and the bytes they cover."""
+    headers = []
+    end = 0
+    for header in batch_headers(buffer):
+        _check_batch(buffer, header, max_message_bytes)
+        headers.append(header)
+        end = header.position + header.size
+    return headers, end
+
+
+def _invalid(message: str) -> KafkaApiError:
+    return KafkaApiError(ErrorCode.INVALID_RECORD, message)
+
+
+def _check_client_batch(header: BatchHeader) -> None:
+    """``LogValidator.validateBatch`` for a client's v2 batch, and the base offset rule of
+    ``Log.analyzeAndValidateRecords``."""
+    if header.base_offset != 0:
+        raise _invalid(
+            f"The baseOffset of the record batch in the append should be 0, "
+            f"but it is {header.base_offset}"
+        )
+    if header.last_offset_delta < 0:
+        raise _invalid(
+            f"Batch has an invalid offset range: [{header.base_offset}, {header.last_offset}]"
+        )
+    if header.records_count <= 0:
+        raise _invalid(f"Invalid reported count for record batch: {header.records_count}")
+    if header.records_count != header.last_offset_delta + 1:
+        raise _invalid(
+            f"Inconsistent batch offset range [{header.base_offset}, {header.last_offset}] "
+            f"and count of records {header.records_count}"
+        )
+    if header.is_control:
+        raise _invalid("Clients are not allowed to write control records")
+    if header.has_producer_id and header.base_sequence < 0:
+        raise _invalid(
+            f"Invalid sequence number {header.base_sequence} in record batch "
+            f"with producerId {header.producer_id}"
+        )
+    if header.is_transactional and not header.has_producer_id:
+        raise _invalid("A transactional record batch must have a producer id")
+
+
+class _Malformed(Exception):
+    """A record's structure is broken (turned into INVALID_RECORD by the caller)."""
+
+
+def _varint(buffer: bytes | memoryview, position: int, end: int, bits: int) -> tuple[int, int]:
+    """A zig-zag varint (``ByteUtils.readVarint``/``readVarlong``: ``bits`` 35 or 70 bounds
+    its length to 5 or 10 bytes) and the position after it."""
+    raw = 0
+    shift = 0
+    while True:
+        if position >= end:
+            raise _Malformed("a varint runs past the record")
+        byte = buffer[position]
+        position += 1
+        raw |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (raw >> 1) ^ -(raw & 1), position
+        shift += 7
+        if shift >= bits:
+            raise _Malformed("a varint is too long")
+
+
+def record_timestamps(
+    buffer: bytes | memoryview, header: BatchHeader, *, at: int | None = None
+) -> Iterator[tuple[int, int]]:
+    """``(offset delta, timestamp)`` of each record of an uncompressed batch, checking the
+    structure as ``DefaultRecord.readFrom`` does; INVALID_RECORD where it is broken. The
+    batch is at ``header.position`` in ``buffer``, or at ``at``."""
+    try:
+        yield from _walk_records(buffer, header, header.position if at is None else at)
+    except _Malformed as exc:
+        raise _invalid(f"Found invalid record structure: {exc}") from None
+
+
+def _walk_records(
+    buffer: bytes | memoryview, header: BatchHeader, start: int
+) -> Iterator[tuple[int, int]]:
+    position = start + RECORD_BATCH_OVERHEAD
+    end = start + header.size
+    first = header.first_timestamp
+    for _ in range(header.records_count):
+        length, position = _varint(buffer, position, end, 35)
+        record_end = position + length
+        if length < 1 or record_end > end:
+            raise _Malformed(f"record size {length} does not fit the batch")
+        position += 1  # attributes, unused
+        delta, position = _varint(buffer, position, record_end, 70)
+        offset_delta, position = _varint(buffer, position, record_end, 35)
+        for _field in range(2):  # key, value: a negative size is null
+            size, position = _varint(buffer, position, record_end, 35)
+            if size > 0:
+                position += size
+        headers, position = _varint(buffer, position, record_end, 35)
+        if headers < 0:
+            raise _Malformed(f"invalid number of record headers {headers}")
+        for _header in range(headers):
+            size, position = _varint(buffer, position, record_end, 35)
+            if size < 0:
+                raise _Malformed(f"invalid negative header key size {size}")
+            position += size
+            size, position = _varint(buffer, position, record_end, 35)
+            if size > 0:
+                position += size
+        if position != record_end:
+            raise _Malformed(
+                f"expected to read {length} bytes in the record payload, "
+                f"read {length + position - record_end}"
+            )
+        yield offset_delta, first + delta
+    if position != end:
+        raise _Malformed("incorrect declared batch size, records still remaining")
+
+
+@dataclass(frozen=True, slots=True)
+class ValidatedRecords:
+    """An append after validation and offset assignment: what to write and what it holds
+    (Kafka's ``ValidationAndOffsetAssignResult`` with ``LogAppendInfo``'s counts).
+
+    ``chunks`` are written one after the other: per batch a rewritten header prefix and a
+    view of the rest of the batch as sent. ``batches`` are the headers as written."""
+
+    chunks: tuple[bytes | memoryview, ...]
+    size: int
+    batches: tuple[BatchHeader, ...]
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int
+    source_compression: int
+
+
+def assign_offsets(
+    records: bytes,
+    *,
+    next_offset: int,
+    leader_epoch: int,
+    max_message_bytes: int,
+    timestamp_type: TimestampType,
+    now_ms: int,
+) -> ValidatedRecords:
+    """Check a client's records and give them offsets from ``next_offset``, in place, as
+    ``LogValidator.assignOffsetsNonCompressed`` and the in-place branch of
+    ``validateMessagesAndAssignOffsetsCompressed`` do for v2: base offset and partition
+    leader epoch are rewritten (outside the CRC); the max timestamp and the
+    timestamp-type bit become the topic's (``now_ms`` under LogAppendTime, the largest
+    record timestamp under CreateTime), and only when they change is the CRC computed
+    again. Everything else is kept byte for byte."""
+    buffer = memoryview(records)
+    headers = _whole_batches(records, max_message_bytes)
+    chunks: list[bytes | memoryview] = []
+    written: list[BatchHeader] = []
+    offset = next_offset
+    max_timestamp = NO_TIMESTAMP
+    offset_of_max = -1
+    source = CompressionType.NONE.value
+    append_time = timestamp_type is TimestampType.LOG_APPEND_TIME
+    for header in headers:
+        _check_client_batch(header)
+        base = offset
+        if header.compression != CompressionType.NONE:
+            source = header.compression
+            # Not decompressed: the batch's own max timestamp stands for its records'.
+            batch_max = header.max_timestamp
+            batch_max_offset = base + header.last_offset_delta
+        else:
+            batch_max, batch_max_offset = NO_TIMESTAMP, -1
+            for delta, timestamp in record_timestamps(records, header):
+                if timestamp > batch_max:
+                    batch_max, batch_max_offset = timestamp, base + delta
+        offset = base + header.last_offset_delta + 1
+        if batch_max > max_timestamp:
+            max_timestamp, offset_of_max = batch_max, batch_max_offset
+        if append_time:
+            attributes = header.attributes | _TIMESTAMP_TYPE_MASK
+            new_max = now_ms
+        else:
+            attributes = header.attributes & ~_TIMESTAMP_TYPE_MASK
+            new_max = batch_max
+        start, end = header.position, header.position + header.size
+        if attributes == header.attributes and new_max == header.max_timestamp:
+            crc = header.crc
+            chunks.append(_PREFIX.pack(base, header.batch_length, leader_epoch, 2))
+            chunks.append(buffer[start + _CRC_OFFSET : end])
+        else:  # DefaultRecordBatch.setMaxTimestamp: the CRC covers what changed
+            tail = bytearray(buffer[start + _ATTRIBUTES_OFFSET : start + RECORD_BATCH_OVERHEAD])
+            _ATTRIBUTES.pack_into(tail, 0, attributes)
+            _MAX_TIMESTAMP.pack_into(tail, _MAX_TIMESTAMP_OFFSET - _ATTRIBUTES_OFFSET, new_max)
+            payload = buffer[start + RECORD_BATCH_OVERHEAD : end]
+            crc = crc32c(payload, crc32c(tail))
+            prefix = _PREFIX.pack(base, header.batch_length, leader_epoch, 2)
+            chunks.append(prefix + crc.to_bytes(4, "big") + tail)
+            chunks.append(payload)
+        written.append(
+            replace(
+                header,
+                base_offset=base,
+                partition_leader_epoch=leader_epoch,
+                crc=crc,
+                attributes=attributes,
+                max_timestamp=new_max,
+            )
+        )
+    last_offset = offset - 1
+    if append_time:
+        max_timestamp, offset_of_max = now_ms, last_offset
+    return ValidatedRecords(
+        chunks=tuple(chunks),
+        size=len(records),
+        batches=tuple(written),
+        first_offset=next_offset,
+        last_offset=last_offset,
+        max_timestamp=max_timestamp,
+        offset_of_max_timestamp=offset_of_max,
+        log_append_time=now_ms if append_time else NO_TIMESTAMP,
+        source_compression=source,
+    )
