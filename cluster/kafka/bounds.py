@@ -17,9 +17,11 @@ same before kio runs: it walks the entity's schema as kio will read it (the same
 classification, ``kio.serial._introspect``; request headers read ``client_id`` as a classic
 nullable string in every version, as kio does) and checks every length prefix, arrays,
 strings, bytes, records, nullable entities and tagged fields, nested entities included,
-against the bytes that remain. A frame that passes makes kio reserve at most eight bytes
-(one pointer) per remaining byte for any array. The walk is pure Python but cheap: runs of
-fixed-width fields are skipped as one step, and arrays of fixed-width items in one step.
+against the bytes that remain. It also refuses a null array where the version does not
+allow one, which kio would let through to code that iterates it. A frame that passes
+makes kio reserve at most eight bytes (one pointer) per remaining byte for any array. The
+walk is pure Python but cheap: runs of fixed-width fields are skipped as one step, and
+arrays of fixed-width items in one step.
 """
 
 from __future__ import annotations
@@ -145,9 +147,12 @@ def _classic_bytes(frame: bytes, offset: int) -> int:
     return start if length == -1 else _sized(length, start, frame, "bytes")
 
 
-def _array(item: Walk, item_width: int | None, *, compact: bool) -> Walk:
+def _array(item: Walk, item_width: int | None, *, compact: bool, null: str | None) -> Walk:
     """An array: its length (compact: n + 1 as a varint, 0 for null; classic: an int32,
-    -1 for null), refused when longer than the bytes that remain, then its items."""
+    -1 for null), refused when longer than the bytes that remain, then its items. ``null``
+    names the field when the version does not allow it to be null: kio would read a null
+    there anyway, Kafka's generated readers refuse it ("non-nullable field ... was
+    serialized as null")."""
 
     def walk(frame: bytes, offset: int) -> int:
         if compact:
@@ -158,6 +163,8 @@ def _array(item: Walk, item_width: int | None, *, compact: bool) -> Walk:
             if count < -1:
                 raise FrameError(f"an array at byte {offset} has a negative length: {count}")
         if count == -1:
+            if null is not None:
+                raise FrameError(f"non-nullable field {null} was serialized as null")
             return start
         remaining = len(frame) - start
         if count > remaining:
@@ -194,12 +201,13 @@ def _field_walk(
     kind = classify_field(field)
     if isinstance(kind, EntityField):
         return _entity(kind.type_, nullable=is_optional(field))
+    null = None if is_optional(field) else field.name
     if isinstance(kind, EntityTupleField):
         item, item_width = _entity(kind.type_, nullable=False)
-        return _array(item, item_width, compact=flexible), None
+        return _array(item, item_width, compact=flexible, null=null), None
     walk, width = _primitive(get_schema_field_type(field), flexible)
     if isinstance(kind, PrimitiveTupleField):
-        return _array(walk, width, compact=flexible), None
+        return _array(walk, width, compact=flexible, null=null), None
     return walk, width
 
 

@@ -451,7 +451,7 @@ class KafkaWireServer:
                 api_key=request.api_key,
                 detail=repr(exc),
             )
-            response = error_response(request, ErrorCode.UNKNOWN_SERVER_ERROR)
+            response = self._error_response(conn, request, ErrorCode.UNKNOWN_SERVER_ERROR)
         if response is None:
             self._trace(
                 TraceKind.EVENT,
@@ -461,7 +461,7 @@ class KafkaWireServer:
                 api_key=request.api_key,
                 api_version=request.api_version,
             )
-            response = error_response(request, ErrorCode.UNSUPPORTED_VERSION)
+            response = self._error_response(conn, request, ErrorCode.UNSUPPORTED_VERSION)
         if response is None:
             slot.close_reason = "unanswerable_request"
             self._trace(
@@ -486,6 +486,22 @@ class KafkaWireServer:
                     detail=repr(exc),
                 )
         slot.done.set()
+
+    def _error_response(self, conn: _Connection, request: KafkaRequest, code: ErrorCode) -> Any:
+        """``error_response``, or ``None`` (the connection closes) when even that fails: a
+        request the handler could not read may not be readable here either."""
+        try:
+            return error_response(request, code)
+        except Exception as exc:
+            self._trace(
+                TraceKind.ERROR,
+                "error_response_failed",
+                corr=request.correlation_id,
+                peer=conn.peer,
+                api_key=request.api_key,
+                detail=repr(exc),
+            )
+            return None
 
     def _encode(self, request: KafkaRequest, response: Any) -> bytes:
         if not isinstance(response, KafkaApiResponseData):
