@@ -229,12 +229,7 @@ def check_stored_batch(data: bytes, *, located_at: int = 0) -> BatchHeader:
 
 def _whole_batches(buffer: bytes | memoryview, max_message_bytes: int) -> list[BatchHeader]:
     """Every batch of a produce's records, checked; the records must be whole batches."""
-    headers = []
-    end = 0
-    for header in batch_headers(buffer):
-        _check_batch(buffer, header, max_message_bytes)
-        headers.append(header)
-        end = header.position + header.size
+    headers, end = check_follower_batches(buffer, max_message_bytes)
     if end != len(buffer):
         raise KafkaApiError(
             ErrorCode.CORRUPT_MESSAGE,
