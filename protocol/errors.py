@@ -259,15 +259,15 @@ def sole_error(error: BaseException) -> BaseException:
 
 
 @contextlib.contextmanager
-def unwrap_kemu_error() -> Iterator[None]:
-    """Around a body whose task groups may wrap its failure: the ``KemuError`` alone inside
-    single-error groups (``sole_error``) goes on by itself, so that a command prints its one
-    line; any other group goes on as it is."""
+def unwrap_kemu_error(*also: type[BaseException]) -> Iterator[None]:
+    """Around a body whose task groups may wrap its failure: the ``KemuError`` (or one of
+    ``also``) alone inside single-error groups (``sole_error``) goes on by itself, so that a
+    command prints its one line; any other group goes on as it is."""
     try:
         yield
     except BaseExceptionGroup as group:
         leaf = sole_error(group)
-        if isinstance(leaf, KemuError):
+        if isinstance(leaf, (KemuError, *also)):
             raise leaf from None
         raise
 

@@ -19,7 +19,7 @@ from actors.runtime.clock import run_real
 from cluster.cli.args import UsageError, key_values
 from cluster.cli.trace import add_trace_parser
 from cluster.logging import configure_logging
-from protocol.errors import KemuError, sole_error
+from protocol.errors import KemuError, unwrap_kemu_error
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -368,14 +368,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     configure_logging(level=args.log_level)
     try:
-        try:
+        # anyio's task groups wrap what fails in them: a user's error is the one inside
+        with unwrap_kemu_error(BrokenPipeError):
             status: int = args.func(args)
-        except BaseExceptionGroup as group:
-            # anyio's task groups wrap what fails in them: a user's error is the one inside
-            leaf = sole_error(group)
-            if isinstance(leaf, KemuError | UsageError | BrokenPipeError):
-                raise leaf from None
-            raise
     except BrokenPipeError:
         _quiet_stdout()
         return 128 + signal.SIGPIPE
