@@ -389,12 +389,11 @@ class KafkaWireServer:
             )
             return _Slot.closing("unsupported_request")
         if self._tracer is not None and self._tracer.enabled:
-            self._trace(
+            self._trace_request(
                 TraceKind.EVENT,
                 "kafka_request",
-                corr=request.correlation_id,
-                peer=conn.peer,
-                api_key=request.api_key,
+                conn,
+                request,
                 api_version=request.api_version,
                 client_id=request.client_id,
             )
@@ -443,33 +442,24 @@ class KafkaWireServer:
             slot.done.set()
             return
         except Exception as exc:  # the handler's bug: answer as Kafka would, and trace it
-            self._trace(
-                TraceKind.ERROR,
-                "handler_failed",
-                corr=request.correlation_id,
-                peer=conn.peer,
-                api_key=request.api_key,
-                detail=repr(exc),
-            )
+            self._trace_request(TraceKind.ERROR, "handler_failed", conn, request, detail=repr(exc))
             response = self._error_response(conn, request, ErrorCode.UNKNOWN_SERVER_ERROR)
         if response is None:
-            self._trace(
+            self._trace_request(
                 TraceKind.EVENT,
                 "kafka_unimplemented_api",
-                corr=request.correlation_id,
-                peer=conn.peer,
-                api_key=request.api_key,
+                conn,
+                request,
                 api_version=request.api_version,
             )
             response = self._error_response(conn, request, ErrorCode.UNSUPPORTED_VERSION)
         if response is None:
             slot.close_reason = "unanswerable_request"
-            self._trace(
+            self._trace_request(
                 TraceKind.ERROR,
                 "unanswerable_request",
-                corr=request.correlation_id,
-                peer=conn.peer,
-                api_key=request.api_key,
+                conn,
+                request,
                 api_version=request.api_version,
             )
         else:
@@ -477,13 +467,8 @@ class KafkaWireServer:
                 slot.frame = self._encode(request, response)
             except Exception as exc:  # a response the codec refuses: a handler bug
                 slot.close_reason = "bad_response"
-                self._trace(
-                    TraceKind.ERROR,
-                    "bad_response",
-                    corr=request.correlation_id,
-                    peer=conn.peer,
-                    api_key=request.api_key,
-                    detail=repr(exc),
+                self._trace_request(
+                    TraceKind.ERROR, "bad_response", conn, request, detail=repr(exc)
                 )
         slot.done.set()
 
@@ -493,13 +478,8 @@ class KafkaWireServer:
         try:
             return error_response(request, code)
         except Exception as exc:
-            self._trace(
-                TraceKind.ERROR,
-                "error_response_failed",
-                corr=request.correlation_id,
-                peer=conn.peer,
-                api_key=request.api_key,
-                detail=repr(exc),
+            self._trace_request(
+                TraceKind.ERROR, "error_response_failed", conn, request, detail=repr(exc)
             )
             return None
 
@@ -544,6 +524,19 @@ class KafkaWireServer:
         conn.close_reason = "bad_frame"
         self._trace(TraceKind.ERROR, "bad_frame", peer=conn.peer, detail=detail)
         return _Slot.closing("bad_frame")
+
+    def _trace_request(
+        self, kind: TraceKind, type: str, conn: _Connection, request: KafkaRequest, **fields: Any
+    ) -> None:
+        """Trace an event of one request: its correlation id, peer and API key, and more."""
+        self._trace(
+            kind,
+            type,
+            corr=request.correlation_id,
+            peer=conn.peer,
+            api_key=request.api_key,
+            **fields,
+        )
 
     def _trace(self, kind: TraceKind, type: str, corr: int | None = None, **fields: Any) -> None:
         if self._tracer is not None:
