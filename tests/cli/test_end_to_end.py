@@ -15,6 +15,11 @@ import pytest
 from tests.support.kemu_commands import KemuUp, kemu
 from tests.support.zookeeper import ZooKeeperServer
 
+pytestmark = [
+    pytest.mark.processes,
+    pytest.mark.slow,
+]  # kemu up and each command in child processes
+
 
 def outcome(result: subprocess.CompletedProcess[str]) -> tuple[int, str]:
     return result.returncode, result.stdout

@@ -20,6 +20,8 @@ from tests.support.kemu_commands import KemuUp, alive, kemu, parse_status
 from tests.support.waiting import wait_until
 from tests.support.zookeeper import ZooKeeperServer
 
+pytestmark = [pytest.mark.processes, pytest.mark.slow]  # kemu up and kemu broker in child processes
+
 SESSION = "zookeeper.session.timeout.ms=2000"
 EXPIRY_TIMEOUT = 30.0  # for a killed broker's registration to go and the controller to move
 

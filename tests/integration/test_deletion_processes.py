@@ -31,6 +31,8 @@ from tests.support.kemu_commands import KemuUp, alive, kemu
 from tests.support.waiting import wait_until
 from tests.support.zookeeper import ZooKeeperServer
 
+pytestmark = [pytest.mark.processes, pytest.mark.slow]  # kemu up --processes, SIGKILLed brokers
+
 CONFIG = (
     "zookeeper.session.timeout.ms=2000",
     "log.segment.delete.delay.ms=200",

@@ -20,6 +20,8 @@ from tests.support.kemu_commands import KemuUp, alive, kemu
 from tests.support.waiting import wait_until
 from tests.support.zookeeper import ZooKeeperServer
 
+pytestmark = [pytest.mark.processes, pytest.mark.slow]  # kemu up --processes: a process per broker
+
 SESSION_TIMEOUT_MS = 2000
 EXPIRY_TIMEOUT = 30.0  # for the controller to see a killed broker gone, and re-elect
 

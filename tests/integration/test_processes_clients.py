@@ -32,6 +32,11 @@ from tests.support.kemu_commands import KemuUp, alive
 from tests.support.waiting import wait_until
 from tests.support.zookeeper import ZooKeeperServer
 
+pytestmark = [
+    pytest.mark.processes,
+    pytest.mark.slow,
+]  # kemu up --processes and real client processes
+
 CLIENT_TIMEOUT_MS = 20_000
 SETTLE_TIMEOUT = 30.0  # seconds for kcat to show a created topic complete
 

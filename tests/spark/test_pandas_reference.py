@@ -20,6 +20,8 @@ from spark.pandas_analysis import analyze_pandas, diff_pandas
 from spark.schema import TraceSchemaError
 from tests.support.campaign import ROOT
 
+pytestmark = [pytest.mark.spark, pytest.mark.slow]  # a Spark session: one JVM for the run
+
 
 def _rounded(value: Any) -> Any:
     """Floats to 6 places (Spark and numpy sum differently in the last bits), violations

@@ -19,6 +19,8 @@ from spark.schema import resolve_inputs
 from tests.support.campaign import run_campaign
 from tests.support.planted import no_delete_phase
 
+pytestmark = [pytest.mark.spark, pytest.mark.slow]  # a Spark session: one JVM for the run
+
 RUNS = tuple(
     (scenario, seed)
     for scenario in (

@@ -12,6 +12,8 @@ from pyspark.sql import SparkSession
 from cluster.trace_files import export_parquet
 from spark.schema import TraceSchemaError, read_traces, resolve_inputs, with_fields
 
+pytestmark = [pytest.mark.spark, pytest.mark.slow]  # a Spark session: one JVM for the run
+
 
 def test_campaign_runs_are_labelled_and_complete(spark: SparkSession, campaign: Path) -> None:
     """Every event line of every run arrives once, under its `<scenario>/seed-<N>` label."""

@@ -18,6 +18,8 @@ import spark.replay
 from cluster.cli.main import main
 from spark.session import spark_session
 
+pytestmark = [pytest.mark.spark, pytest.mark.slow]  # a Spark session: one JVM for the run
+
 RUN = Path("create-delete-all-up") / "seed-1"
 CONF = ["--conf", "spark.sql.shuffle.partitions=1", "--conf", "spark.kemu.test=yes"]
 

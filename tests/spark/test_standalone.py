@@ -19,6 +19,8 @@ import pytest
 from cluster.cli.main import main
 from cluster.launch.processes import free_ports
 
+pytestmark = [pytest.mark.spark, pytest.mark.slow]  # a Spark session: one JVM for the run
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 HOST = "127.0.0.1"

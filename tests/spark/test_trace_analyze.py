@@ -17,6 +17,8 @@ from cluster.cli.main import main
 from spark.analyze import LIFECYCLE_COLUMNS, RATE_BUCKETS
 from spark.checks import ROUTED_RULES
 
+pytestmark = [pytest.mark.spark, pytest.mark.slow]  # a Spark session: one JVM for the run
+
 Analysis = tuple[dict[str, dict[str, Any]], dict[str, Any], Path]
 
 

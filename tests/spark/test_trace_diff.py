@@ -16,6 +16,8 @@ from cluster.cli.main import main
 from spark.diff import Limit, Thresholds, ThresholdsError, load_thresholds
 from tests.support.campaign import ROOT, run_campaign
 
+pytestmark = [pytest.mark.spark, pytest.mark.slow]  # a Spark session: one JVM for the run
+
 SCENARIO = "controller-killed-mid-deletion"
 
 

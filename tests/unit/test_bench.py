@@ -119,6 +119,8 @@ def _bench(args: list[str], *, timeout: float) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
+@pytest.mark.processes
 def test_bench_rows_7_and_8_print_the_campaign_ratio_and_the_scale_run(tmp_path: Path) -> None:
     """``python -m cluster.bench --only 7,8`` runs both rows in child processes and prints
     the campaign's ratio against its goal and the scale run's times and peak RSS."""
@@ -150,6 +152,9 @@ def test_bench_rows_7_and_8_print_the_campaign_ratio_and_the_scale_run(tmp_path:
     assert rss_line.endswith("GB  OK")
 
 
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.processes
 @pytest.mark.timeout(300)
 def test_bench_row_9_times_spark_and_pandas_on_the_same_pair() -> None:
     """``--only 9`` makes a pair of long traces from real chaos runs, then times the

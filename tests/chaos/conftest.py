@@ -1,0 +1,30 @@
+"""Markers of the chaos tests that are slow or spawn processes, by test (the modules mix
+them with quick checks of the same feature): the real-mode and SIGSTOP runs start kemu
+processes and a real ZooKeeper; the library sweep runs every scenario twice, which
+``scripts/chaos.sh`` does again at 50 seeds."""
+
+from __future__ import annotations
+
+import pytest
+
+SLOW_TESTS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("test_real_mode.py", "test_a_real_session_expiry_of_the_controller_on_processes"): (
+        "processes",
+    ),
+    ("test_real_mode.py", "test_a_sigkilled_follower_on_processes_comes_back"): ("processes",),
+    (
+        "test_pause_fault.py",
+        "test_a_sigstopped_controller_process_is_expired_by_zookeeper_and_comes_back",
+    ): ("processes",),
+    ("test_scenarios.py", "test_library_scenario_passes"): (),
+}
+"""(module, test function) -> its markers besides ``slow``."""
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    function = getattr(item, "originalname", item.name)
+    marks = SLOW_TESTS.get((item.path.name, function))
+    if marks is None:
+        return
+    for name in ("slow", *marks):
+        item.add_marker(getattr(pytest.mark, name))
