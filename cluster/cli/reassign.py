@@ -194,13 +194,6 @@ def check_args(opts: Options) -> str:
     return action
 
 
-def scala_int_set_order(items: Sequence[BrokerId]) -> list[BrokerId]:
-    """A Scala ``Set[Int]`` of ``items`` (distinct, in insertion order), as it iterates:
-    ``Set1``..``Set4`` in insertion order, a CHAMP ``HashSet`` from five (an ``Int``'s hash
-    is itself)."""
-    return jvm.scala_immutable_order(items)
-
-
 # ============================================================================ JSON
 
 
@@ -386,7 +379,7 @@ class ZkReassignCommand:
             distinct = list(dict.fromkeys(unknown))
             raise ReassignCommandError(
                 "The proposed assignment contains non-existent brokerIDs: "
-                + ",".join(str(b) for b in scala_int_set_order(distinct))
+                + ",".join(str(b) for b in jvm.scala_immutable_order(distinct))
             )
         if await self._session.exists(zkdata.REASSIGN_PARTITIONS_PATH) is not None:
             raise TerseReassignmentError(CANNOT_EXECUTE_BECAUSE_OF_EXISTING)
@@ -458,7 +451,7 @@ class ZkReassignCommand:
         replicas' brokers, and of the file's topics, removed where set."""
         active = list(await kafka_zk.get_brokers(self._session))
         targeted = [b for _, replicas in targets for b in replicas]
-        brokers = scala_int_set_order(list(dict.fromkeys([*active, *targeted])))
+        brokers = jvm.scala_immutable_order(list(dict.fromkeys([*active, *targeted])))
         self._print(
             "Clearing broker-level throttles on broker"
             + ("" if len(brokers) == 1 else "s")

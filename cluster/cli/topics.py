@@ -73,7 +73,12 @@ from protocol.errors import (
     StoreError,
 )
 from protocol.ids import BrokerId, TopicName
-from protocol.jvm import java_hash_map_order, scala_hash_set_order
+from protocol.jvm import (
+    java_hash_map_order,
+    java_trim,
+    scala_hash_set_order,
+    scala_immutable_order,
+)
 from protocol.kafka_api import (
     ConfigResource,
     ConfigResourceType,
@@ -399,10 +404,6 @@ def check_args(opts: TopicOptions) -> None:
 # ====================================================================== shared helpers
 
 
-def _java_trim(text: str) -> str:
-    return text.strip("".join(chr(c) for c in range(0x21)))
-
-
 def _java_split(text: str, separator: str) -> list[str]:
     """``String.split`` with a one-character literal: trailing empty strings removed."""
     parts = text.split(separator)
@@ -432,11 +433,6 @@ def _properties_order(props: Mapping[str, str]) -> dict[str, str]:
     return {key: props[key] for key in keys}
 
 
-def _scala_map_keys(keys: Sequence[int]) -> list[int]:
-    """Key order of a Scala 2.13 ``immutable.Map[Int, _]`` built in ``keys``' order."""
-    return list(keys) if len(keys) <= 4 else scala_hash_set_order(list(keys))
-
-
 def parse_replica_assignment(text: str) -> dict[int, list[int]]:
     """``TopicCommand.parseReplicaAssignment``: ``b1:b2,b3:b4`` -> partition i's replicas
     (a ``LinkedHashMap``). Raises ``TopicCommandError`` with Kafka's messages."""
@@ -444,12 +440,12 @@ def parse_replica_assignment(text: str) -> dict[int, list[int]]:
     for i, group in enumerate(_java_split(text, ",")):
         brokers: list[int] = []
         for item in _java_split(group, ":"):
-            number = java_parse_int(_java_trim(item))
+            number = java_parse_int(java_trim(item))
             if number is None:
-                raise TopicCommandError(f'For input string: "{_java_trim(item)}"')
+                raise TopicCommandError(f'For input string: "{java_trim(item)}"')
             brokers.append(number)
         distinct = list(dict.fromkeys(brokers))
-        duplicates = [b for b in _scala_map_keys(distinct) if brokers.count(b) > 1]
+        duplicates = [b for b in scala_immutable_order(distinct) if brokers.count(b) > 1]
         if duplicates:
             raise TopicCommandError(
                 "Partition replica lists may not contain duplicate entries:"
@@ -477,7 +473,7 @@ def parse_topic_configs_to_add(values: Sequence[str], out: TextIO) -> dict[str, 
         )
     props: dict[str, str] = {}
     for key, value in pairs:
-        props[_java_trim(key)] = _java_trim(value)
+        props[java_trim(key)] = java_trim(value)
     _validate_configs(props)
     if "message.format.version" in props:
         out.write(
@@ -499,7 +495,7 @@ def _validate_configs(props: Mapping[str, str]) -> None:
 
 def parse_topic_configs_to_delete(values: Sequence[str]) -> list[str]:
     """``TopicCommand.parseTopicConfigsToBeDeleted``: names, checked to be topic configs."""
-    names = [_java_trim(value) for value in values]
+    names = [java_trim(value) for value in values]
     for name in _properties_order(dict.fromkeys(names, "")):
         if name not in TOPIC_CONFIGS:
             raise TopicCommandError(f"Unknown topic config name: {name}")
@@ -546,7 +542,7 @@ class CommandTopic:
 def _topic_filter(raw: str) -> re.Pattern[str]:
     """``TopicFilter``/``IncludeList``: trim, ',' -> '|', no spaces, no surrounding
     quotes; matched against whole names."""
-    regex = _java_trim(raw).replace(",", "|").replace(" ", "")
+    regex = java_trim(raw).replace(",", "|").replace(" ", "")
     regex = re.sub(r"""^["']+""", "", regex)
     regex = re.sub(r"""["']+$""", "", regex)
     try:
