@@ -22,7 +22,6 @@ import typing
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
 import anyio
 from anyio.abc import TaskGroup
@@ -52,7 +51,7 @@ CLOSE_TIMEOUT = 3.0  # then for closing what is left of its store client
 PARENT_POLL = 0.5  # how often a child checks that its launcher still lives
 
 
-class NetworkTap(Protocol):
+class NetworkTap(typing.Protocol):
     """What a traced broker process installs on its network: ``observe`` sees every
     envelope posted (``Network.add_observer``), ``attach`` wraps the node's attach function
     to see the envelopes delivered to it."""
