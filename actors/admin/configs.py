@@ -24,6 +24,12 @@ from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from typing import Any, Final, TypeAlias
 
+from actors.admin.limits import (
+    DEFAULT_MAX_REPLICAS_PER_CLUSTER,
+    DEFAULT_MAX_REPLICAS_PER_REQUEST,
+    MAX_REPLICAS_PER_CLUSTER_CONFIG,
+    MAX_REPLICAS_PER_REQUEST_CONFIG,
+)
 from protocol import jvm as _jvm
 from protocol.errors import ErrorCode, KafkaApiError, KemuError
 
@@ -535,6 +541,10 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigKey]] = _table(
     # Kafka 3.8's internal config (KAFKA-16552): the least wait, after start-up, before the
     # log manager's first sweep of deleted logs (Kafka 2.7 hard-codes 30 s). For tests.
     _broker("log.initial.task.delay.ms", _T.LONG, 30_000, Range(0)),
+    # kemu's own bounds on what one request and the whole cluster may hold
+    # (actors/admin/limits.py, docs/limits.md); Kafka 2.7 has none.
+    _broker(MAX_REPLICAS_PER_REQUEST_CONFIG, _T.INT, DEFAULT_MAX_REPLICAS_PER_REQUEST, Range(1)),
+    _broker(MAX_REPLICAS_PER_CLUSTER_CONFIG, _T.INT, DEFAULT_MAX_REPLICAS_PER_CLUSTER, Range(1)),
     # The defaults of topic configs (KafkaServer.copyKafkaConfigToLog).
     _broker("log.segment.bytes", _T.INT, 1 << 30, Range(_RECORD_OVERHEAD_V0)),
     _broker("log.roll.ms", _T.LONG, None),
@@ -599,6 +609,8 @@ class BrokerConfig:
     broker_id_generation_enable: bool = True
     create_topic_policy_class_name: str | None = None
     log_initial_task_delay_ms: int = 30_000
+    kemu_max_replicas_per_request: int = DEFAULT_MAX_REPLICAS_PER_REQUEST
+    kemu_max_replicas_per_cluster: int = DEFAULT_MAX_REPLICAS_PER_CLUSTER
     log_segment_bytes: int = 1 << 30
     log_roll_ms: int | None = None
     log_roll_hours: int = 24 * 7

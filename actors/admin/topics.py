@@ -33,6 +33,7 @@ from actors.admin.assignment import (
     check_partition_addition,
 )
 from actors.admin.configs import BrokerConfig, validate_topic_config
+from actors.admin.limits import DEFAULT_MAX_REPLICAS_PER_REQUEST, check_topic_replicas
 from protocol import jvm as _jvm
 from protocol.errors import ErrorCode, KafkaApiError
 from protocol.ids import BrokerId
@@ -202,19 +203,23 @@ def validate_topic_create(
         colliding = [topic for topic in existing_topics if collides(name, topic)]
         if colliding:
             _invalid_topic(f"Topic '{name}' collides with existing topics: {', '.join(colliding)}")
-    if len({len(replicas) for replicas in assignment.values()}) != 1:
+    # Each check is about one replica list alone, so it is made once per distinct list
+    # (an automatic assignment repeats a few lists over all its partitions).
+    distinct = set(map(tuple, assignment.values()))
+    if len({len(replicas) for replicas in distinct}) != 1:
         raise KafkaApiError(
             ErrorCode.INVALID_REPLICA_ASSIGNMENT,
             "All partitions should have the same number of replicas",
         )
-    if any(len(set(replicas)) != len(replicas) for replicas in assignment.values()):
+    if any(len(set(replicas)) != len(replicas) for replicas in distinct):
         raise KafkaApiError(
             ErrorCode.INVALID_REPLICA_ASSIGNMENT,
             f"Duplicate replica assignment found: {_jvm.scala_hash_map_string(assignment)}",
         )
     n = len(assignment)
     expected_sum = _java_int_div2(_int32(n * (n - 1)))
-    if _int32(sum(p for p in assignment if p >= 0)) != expected_sum:
+    counted = assignment if min(assignment) >= 0 else [p for p in assignment if p >= 0]
+    if _int32(sum(counted)) != expected_sum:
         raise KafkaApiError(
             ErrorCode.INVALID_REPLICA_ASSIGNMENT,
             "partitions should be a consecutive 0-based integer sequence",
@@ -267,6 +272,10 @@ def plan_create_topic(
     ``rack_mode`` is passed to ``assign_replicas``: None for CreateTopics; metadata
     auto-creation (``KafkaApis.createTopic``) uses ``RackMode.SAFE`` over the registered
     brokers.
+
+    More replicas than the broker's ``kemu.max.replicas.per.request`` (a manual
+    assignment's lists as given; automatic counts once Kafka's own checks of them passed)
+    -> POLICY_VIOLATION, before any assignment is built (docs/limits.md).
     """
     manual = dict(assignment or {})
     given_config = dict(config or {})
@@ -279,10 +288,14 @@ def plan_create_topic(
         in_metadata_cache=name in metadata_topics,
     )
     partitions, rf = resolve_counts(num_partitions, replication_factor, broker_config)
+    limit = broker_config.kemu_max_replicas_per_request
     if manual:
+        check_topic_replicas(1, sum(len(replicas) for replicas in manual.values()), limit)
         planned = {p: tuple(BrokerId(b) for b in replicas) for p, replicas in manual.items()}
     else:
-        planned = assign_replicas(alive_brokers, partitions, rf, rng=rng, rack_mode=rack_mode)
+        planned = assign_replicas(
+            alive_brokers, partitions, rf, rng=rng, rack_mode=rack_mode, max_replicas=limit
+        )
     stored = {k: v for k, v in given_config.items() if v is not None}
     return TopicCreation(planned, validate_topic_create(name, planned, existing_topics, stored))
 
@@ -296,6 +309,8 @@ def new_partitions_assignment(
     brokers: Sequence[BrokerMetadata],
     num_partitions: int,
     replica_assignment: Mapping[int, Sequence[int]] | None = None,
+    *,
+    max_replicas: int = DEFAULT_MAX_REPLICAS_PER_REQUEST,
 ) -> Assignment:
     """``AdminZkClient.createNewPartitionsAssignment``: the assignment of the partitions
     that take ``topic`` to ``num_partitions``.
@@ -305,11 +320,14 @@ def new_partitions_assignment(
     INVALID_PARTITIONS; then each list of ``replica_assignment`` (in its order): empty or
     with a duplicate -> INVALID_REPLICA_ASSIGNMENT, naming an unregistered broker ->
     BROKER_NOT_AVAILABLE; then sizes other than partition 0's ->
-    INVALID_REPLICA_ASSIGNMENT. Without ``replica_assignment``: ``add_partitions_assignment``.
+    INVALID_REPLICA_ASSIGNMENT. Without ``replica_assignment``: ``add_partitions_assignment``,
+    whose new replicas ``max_replicas`` bounds (POLICY_VIOLATION, docs/limits.md).
     """
     partition0 = check_partition_addition(topic, existing, num_partitions)
     if replica_assignment is None:
-        return add_partitions_assignment(brokers, existing, num_partitions, topic=topic)
+        return add_partitions_assignment(
+            brokers, existing, num_partitions, topic=topic, max_replicas=max_replicas
+        )
     ids = list(dict.fromkeys(b.id for b in brokers))
     available = set(ids)
     for partition, replicas in replica_assignment.items():
@@ -349,6 +367,8 @@ def validate_create_partitions(
     count: int,
     assignments: Sequence[Sequence[int]] | None,
     brokers: Sequence[BrokerMetadata],
+    *,
+    max_replicas: int = DEFAULT_MAX_REPLICAS_PER_REQUEST,
 ) -> Assignment:
     """One topic of a CreatePartitions request (``AdminManager.createPartitions``): the
     assignment of its new partitions, or Kafka's error.
@@ -362,7 +382,11 @@ def validate_create_partitions(
     Then, in order: a partition being reassigned -> REASSIGNMENT_IN_PROGRESS; no
     assignment -> UNKNOWN_TOPIC_OR_PARTITION; fewer or as many partitions as now ->
     INVALID_PARTITIONS; manual lists naming unknown brokers, or not one per new partition
-    -> INVALID_REPLICA_ASSIGNMENT; then ``new_partitions_assignment``.
+    -> INVALID_REPLICA_ASSIGNMENT; then ``new_partitions_assignment``. The new replicas
+    (the manual lists as given, or the new partitions times partition 0's replication
+    factor) are bounded by ``max_replicas`` (the broker's
+    ``kemu.max.replicas.per.request``): more -> POLICY_VIOLATION before any assignment is
+    built (docs/limits.md).
     """
     registered = broker_metadatas(brokers, RackMode.ENFORCED)
     if any(a.adding_replicas or a.removing_replicas for a in existing.values()):
@@ -387,6 +411,7 @@ def validate_create_partitions(
         )
     manual: dict[int, Sequence[int]] | None = None
     if assignments is not None:
+        check_topic_replicas(1, sum(len(replicas) for replicas in assignments), max_replicas)
         listed = list(dict.fromkeys(b for replicas in assignments for b in replicas))
         unknown = _jvm.scala_set_after_removal(listed, (b.id for b in registered))
         if unknown:
@@ -404,4 +429,6 @@ def validate_create_partitions(
         # Kafka builds an immutable Map, so it checks the partitions in that map's order.
         manual = {p: by_partition[p] for p in _jvm.scala_immutable_order(list(by_partition))}
     replicas = {p: a.replicas for p, a in existing.items()}
-    return new_partitions_assignment(topic, replicas, registered, count, manual)
+    return new_partitions_assignment(
+        topic, replicas, registered, count, manual, max_replicas=max_replicas
+    )
