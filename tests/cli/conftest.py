@@ -1,10 +1,14 @@
-"""Fixtures of the CLI tests: a running cluster and a harness that runs ``kemu topics``
-in-process against it, over the Kafka wire or straight on its metadata store.
+"""Fixtures of the CLI tests: a running cluster with the harness of
+``tests.support.topics_harness``, which runs ``kemu topics`` in-process against it, over the
+Kafka wire or straight on its metadata store.
 
 ``zk_cluster`` runs on a real ZooKeeper (``--zookeeper HOST:PORT/chroot``, opened by the
 command itself); ``embedded_cluster`` on the embedded store, which the command is handed
-in-process. ``shared_zk_cluster`` is one cluster for a whole module, for the bad-input
-tests: each of them checks that it changed nothing, so they cannot disturb each other.
+in-process; ``store_cluster`` each way in turn, the embedded store over TCP included;
+``bare_store`` is a store with no cluster. The bad-input modules share one cluster per
+module (their own ``shared`` fixture, on a module-scoped loop): each case checks that it
+changed nothing, so the cases cannot disturb each other. Each cluster runs in a host task
+of its own (``tests.support.hosting``).
 """
 
 from __future__ import annotations

@@ -7,22 +7,19 @@ from __future__ import annotations
 
 import io
 import json
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import anyio
 import pytest
 
 from actors.zk import kafka_zk
 from cluster.cli.leader_election import run_leader_election_command
-from cluster.launch.cluster import Cluster, ClusterSpec
 from protocol import jvm, zkdata
 from protocol.control import TopicPartition
 from protocol.ids import TopicName
 from protocol.jvm import java_string_hash, scala_hash_set_order
 from tests.support.hosting import hosted_fixture
-from tests.support.topics_harness import STORE, Harness, Result
+from tests.support.topics_harness import STORE, Harness, Result, running_harness
 from tests.support.waiting import eventually
 from tests.support.zookeeper import ZooKeeperServer
 
@@ -46,26 +43,12 @@ async def elect(harness: Harness, *argv: str) -> Result:
 @hosted_fixture(params=[pytest.param("zookeeper", marks=pytest.mark.zookeeper), "embedded"])
 async def quiet_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Harness]:
     """3 brokers without auto leader rebalance: only an election asked for moves leaders."""
-    zookeeper = None
-    if request.param == "zookeeper":
-        server: ZooKeeperServer = request.getfixturevalue("zookeeper_server")
-        zookeeper = f"{server.hosts}/kemu-{uuid.uuid4().hex}"
-    spec = ClusterSpec(
-        brokers=3,
-        base_port=0,
-        log_dir=tmp_path / "logs",
-        zookeeper=zookeeper,
-        config={"zookeeper.session.timeout.ms": "6000", "auto.leader.rebalance.enable": "false"},
+    server: ZooKeeperServer | None = (
+        request.getfixturevalue("zookeeper_server") if request.param == "zookeeper" else None
     )
-    async with anyio.create_task_group() as tg:
-        cluster: Cluster = await tg.start(Cluster(spec).run)
-        assert cluster.store is not None
-        harness = Harness(cluster.store, zookeeper, cluster)
-        try:
-            yield harness
-        finally:
-            await harness.close()
-            tg.cancel_scope.cancel()
+    quiet = {"auto.leader.rebalance.enable": "false"}
+    async for harness in running_harness(tmp_path, server, config=quiet):
+        yield harness
 
 
 async def leader_and_isr(harness: Harness, topic: str, partition: int) -> tuple[int, set[int]]:

@@ -17,7 +17,6 @@ import anyio
 import pytest
 import pytest_asyncio
 
-from cluster.launch.cluster import Cluster, ClusterSpec
 from tests.support.hosting import hosted_fixture
 from tests.support.topics_harness import STORE, WIRE, Harness, Result, running_harness
 from tests.support.waiting import eventually
@@ -220,16 +219,8 @@ async def test_altered_configs_show_in_describe(store_cluster: Harness) -> None:
 @hosted_fixture()
 async def racked_cluster(tmp_path: Path) -> AsyncIterator[Harness]:
     """Six brokers on three racks (Kafka's test layout), on the embedded store."""
-    spec = ClusterSpec(brokers=6, base_port=0, log_dir=tmp_path / "logs", racks=RACKS)
-    async with anyio.create_task_group() as tg:
-        cluster: Cluster = await tg.start(Cluster(spec).run)
-        assert cluster.store is not None
-        harness = Harness(cluster.store, None, cluster)
-        try:
-            yield harness
-        finally:
-            await harness.close()
-            tg.cancel_scope.cancel()
+    async for harness in running_harness(tmp_path, None, RACKS, brokers=6):
+        yield harness
 
 
 def rack_distribution_problems(assignment: dict[int, list[int]], rf: int) -> list[str]:

@@ -17,14 +17,12 @@ import random
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import anyio
 import pytest
 
 from cluster.cli.topics import run_topic_command
-from cluster.launch.cluster import Cluster, ClusterSpec
 from cluster.launch.connect import BrokerEntry, ClusterFile
 from tests.support.hosting import hosted_fixture
-from tests.support.topics_harness import STORE, WIRE, Harness, Result
+from tests.support.topics_harness import STORE, WIRE, Harness, Result, running_harness
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.asyncio
@@ -52,21 +50,8 @@ async def _until_listed(h: Harness, via: str, expected: str) -> None:
 @hosted_fixture()
 async def disabled_cluster(tmp_path: Path) -> AsyncIterator[Harness]:
     """A 3-broker cluster on the embedded store with delete.topic.enable=false."""
-    spec = ClusterSpec(
-        brokers=3,
-        base_port=0,
-        log_dir=tmp_path / "logs",
-        config={"delete.topic.enable": "false"},
-    )
-    async with anyio.create_task_group() as tg:
-        cluster: Cluster = await tg.start(Cluster(spec).run)
-        assert cluster.store is not None
-        harness = Harness(cluster.store, None, cluster)
-        try:
-            yield harness
-        finally:
-            await harness.close()
-            tg.cancel_scope.cancel()
+    async for harness in running_harness(tmp_path, None, config={"delete.topic.enable": "false"}):
+        yield harness
 
 
 # ---------------------------------------------------------------------- deleting

@@ -109,32 +109,28 @@ class Harness:
         self._sessions.clear()
 
 
-def _spec(
-    tmp: Path, zookeeper: str | None, racks: Mapping[int, str], *, served: bool
-) -> ClusterSpec:
-    return ClusterSpec(
-        brokers=3,
-        base_port=0,
-        log_dir=tmp / "logs",
-        zookeeper=zookeeper,
-        racks=dict(racks),
-        config={"zookeeper.session.timeout.ms": "6000"},
-        store_port=0 if served else None,
-    )
-
-
 async def running_harness(
     tmp: Path,
     server: ZooKeeperServer | None,
     racks: Mapping[int, str] = {},
     *,
     served: bool = False,
+    brokers: int = 3,
+    config: Mapping[str, str] = {},
 ) -> AsyncIterator[Harness]:
-    """A running cluster: on ``server`` (a real ZooKeeper) or the embedded store, which
-    the command is handed in-process, or (``served``) reaches over TCP at its
-    ``embedded://`` address as another process would."""
+    """A running cluster (6 s store sessions, then ``config``): on ``server`` (a real
+    ZooKeeper) or the embedded store, which the command is handed in-process, or
+    (``served``) reaches over TCP at its ``embedded://`` address as another process would."""
     zookeeper = None if server is None else f"{server.hosts}/kemu-{uuid.uuid4().hex}"
-    spec = _spec(tmp, zookeeper, racks, served=served)
+    spec = ClusterSpec(
+        brokers=brokers,
+        base_port=0,
+        log_dir=tmp / "logs",
+        zookeeper=zookeeper,
+        racks=dict(racks),
+        config={"zookeeper.session.timeout.ms": "6000", **config},
+        store_port=0 if served else None,
+    )
     async with anyio.create_task_group() as tg:
         cluster: Cluster = await tg.start(Cluster(spec).run)
         assert cluster.store is not None
