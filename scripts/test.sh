@@ -5,6 +5,7 @@
 # then the chaos campaigns (scripts/chaos.sh: every scenario x 50 seeds, deterministic;
 # --real: scenarios/real on processes and a real ZooKeeper, SIGKILL, 3 seeds).
 # Usage: scripts/test.sh [pytest args...]
+# The inner loop alone: .venv/bin/pytest -m "not slow" (the markers: tests/conftest.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
