@@ -157,10 +157,18 @@ class FrameReader:
         self._max = max_bytes
         self._tail = bytearray()
         self._need = _LEN.size  # bytes the tail must hold before it can yield a frame
+        self.error: FrameError | None = None
+        """A length over the limit met after complete frames of the same chunk: those
+        frames were returned (a server answers them first, as Kafka's ``SocketServer``
+        does), and the connection must then be closed. ``feed`` raises it if called again."""
 
     def feed(self, data: bytes) -> list[bytes]:
-        """Add received bytes; return the complete frame bodies. Raises ``FrameError`` on a
-        length over the limit (the connection must then be closed)."""
+        """Add received bytes; return the complete frame bodies. A length over the limit
+        (the connection must then be closed) raises ``FrameError`` when no complete frame
+        comes before it in ``data``; otherwise those frames are returned and the error is
+        kept in ``error``."""
+        if self.error is not None:
+            raise self.error
         if self._tail:
             self._tail += data
             if len(self._tail) < self._need:
@@ -178,7 +186,11 @@ class FrameReader:
         while total - pos >= _LEN.size:
             (size,) = unpack_from(data, pos)
             if size > limit:
-                raise FrameError(f"frame length {size} exceeds the limit of {limit}")
+                error = FrameError(f"frame length {size} exceeds the limit of {limit}")
+                if not out:
+                    raise error
+                self.error, self._tail = error, bytearray()
+                return out
             end = pos + _LEN.size + size
             if end > total:
                 need = end - pos

@@ -365,6 +365,9 @@ class KafkaWireServer:
                 await send.send(slot)
                 if slot.final:
                     return True
+            if reader.error is not None:  # a length over the limit after these frames
+                await send.send(self._bad_frame(conn, str(reader.error)))
+                return True
 
     def _accept(self, conn: _Connection, frame: bytes, tg: TaskGroup) -> _Slot:
         """Decode one request and give it its slot (a closing one if it ends the

@@ -168,13 +168,21 @@ def test_a_lying_length_closes_only_its_connection(
     assert took < ANSWER_WITHIN
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [
+        pytest.param(huge_array(3, 9), id="lying_array"),
+        pytest.param(struct.pack(">i", 200 * 1024 * 1024), id="over_max_frame_bytes"),
+    ],
+)
 def test_requests_before_a_bad_frame_are_all_answered_first(
-    child: KemuChild, witness: socket.socket
+    child: KemuChild, witness: socket.socket, bad: bytes
 ) -> None:
-    """500 pipelined Metadata requests and then a bad frame, in one write: exactly 500
-    answers, in request order, and then the end of the stream."""
+    """500 pipelined Metadata requests and then a bad frame (a lying array, or a frame
+    size over the limit), in one write: exactly 500 answers, in request order, and then the
+    end of the stream."""
     with child.connect(timeout=30.0) as sock:
-        sock.sendall(b"".join(metadata_v1_frame(c) for c in range(PIPELINED)) + huge_array(3, 9))
+        sock.sendall(b"".join(metadata_v1_frame(c) for c in range(PIPELINED)) + bad)
         answered = []
         while (frame := read_frame(sock)) is not None:
             answered.append(correlation_of(frame))
