@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from actors.admin.limits import DEFAULT_MAX_REPLICAS_PER_REQUEST, check_topic_replicas
-from protocol import jvm as _jvm
+from protocol import jvm
 from protocol.errors import ErrorCode, KafkaApiError, KemuError
 from protocol.ids import BrokerId
 
@@ -102,7 +102,7 @@ def rack_alternated_brokers(racks: Mapping[BrokerId, str]) -> list[BrokerId]:
     by_rack: dict[str, list[BrokerId]] = {}
     for broker, rack in racks.items():
         by_rack.setdefault(rack, []).append(broker)
-    columns = [sorted(by_rack[rack]) for rack in sorted(by_rack, key=_jvm.utf16_sort_key)]
+    columns = [sorted(by_rack[rack]) for rack in sorted(by_rack, key=jvm.utf16_sort_key)]
     depth = max((len(column) for column in columns), default=0)
     return [column[i] for i in range(depth) for column in columns if i < len(column)]
 
@@ -367,7 +367,7 @@ def add_partitions_assignment(
 def _scala_assignment_string(existing: Mapping[int, Sequence[int]]) -> str:
     """``toString`` of the ``Map[Int, ReplicaAssignment]`` Kafka prints (no partition of it
     is being reassigned when this is reached)."""
-    keys = _jvm.scala_immutable_order(list(existing))
+    keys = jvm.scala_immutable_order(list(existing))
     entries = ", ".join(
         f"{p} -> ReplicaAssignment(replicas={','.join(map(str, existing[p]))},"
         " addingReplicas=, removingReplicas=)"

@@ -30,7 +30,7 @@ from actors.admin.limits import (
     MAX_REPLICAS_PER_CLUSTER_CONFIG,
     MAX_REPLICAS_PER_REQUEST_CONFIG,
 )
-from protocol import jvm as _jvm
+from protocol import jvm
 from protocol.errors import ErrorCode, KafkaApiError, KemuError
 
 __all__ = [
@@ -102,9 +102,9 @@ def _java_string(value: object) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
-        return _jvm.java_bool(value)
+        return jvm.java_bool(value)
     if isinstance(value, float):
-        return _jvm.java_double(value)
+        return jvm.java_double(value)
     if isinstance(value, tuple | list):
         return "[" + ", ".join(_java_string(v) for v in value) + "]"
     return str(value)
@@ -164,12 +164,12 @@ def parse_type(name: str, value: object, type_: ConfigValueType) -> ConfigValue:
     ``type_``; raises ``ConfigError`` with Kafka's message."""
     if value is None:
         return None
-    trimmed = _jvm.java_trim(value) if isinstance(value, str) else None
+    trimmed = jvm.java_trim(value) if isinstance(value, str) else None
     if type_ is ConfigValueType.BOOLEAN:
         if trimmed is not None:
-            if _jvm.java_equals_ignore_case(trimmed, "true"):
+            if jvm.java_equals_ignore_case(trimmed, "true"):
                 return True
-            if _jvm.java_equals_ignore_case(trimmed, "false"):
+            if jvm.java_equals_ignore_case(trimmed, "false"):
                 return False
         elif isinstance(value, bool):
             return value
@@ -337,7 +337,7 @@ class ThrottledReplicaListValidator:
 
     def ensure_valid(self, name: str, value: ConfigValue) -> None:
         assert isinstance(value, tuple)
-        elements = [_jvm.java_trim(v) for v in value]
+        elements = [jvm.java_trim(v) for v in value]
         if not (all(_THROTTLED_REPLICA.fullmatch(e) for e in elements) or elements[:1] == ["*"]):
             raise _invalid(
                 name,

@@ -34,7 +34,7 @@ from actors.admin.assignment import (
 )
 from actors.admin.configs import BrokerConfig, validate_topic_config
 from actors.admin.limits import DEFAULT_MAX_REPLICAS_PER_REQUEST, check_topic_replicas
-from protocol import jvm as _jvm
+from protocol import jvm
 from protocol.errors import ErrorCode, KafkaApiError
 from protocol.ids import BrokerId
 from protocol.zkdata import ReplicaAssignment
@@ -80,7 +80,7 @@ def validate_topic_name(name: str) -> None:
         _invalid_topic("Topic name is illegal, it can't be empty")
     if name in (".", ".."):
         _invalid_topic('Topic name cannot be "." or ".."')
-    if _jvm.java_length(name) > MAX_NAME_LENGTH:
+    if jvm.java_length(name) > MAX_NAME_LENGTH:
         _invalid_topic(
             f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters,"
             f" topic name: {name}"
@@ -214,7 +214,7 @@ def validate_topic_create(
     if any(len(set(replicas)) != len(replicas) for replicas in distinct):
         raise KafkaApiError(
             ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-            f"Duplicate replica assignment found: {_jvm.scala_hash_map_string(assignment)}",
+            f"Duplicate replica assignment found: {jvm.scala_hash_map_string(assignment)}",
         )
     n = len(assignment)
     expected_sum = _java_int_div2(_int32(n * (n - 1)))
@@ -348,7 +348,7 @@ def new_partitions_assignment(
                 ErrorCode.BROKER_NOT_AVAILABLE,
                 f"Some brokers specified for partition id {partition} are not available."
                 f" Specified brokers: {listed}, available brokers:"
-                f" {', '.join(map(str, _jvm.scala_immutable_order(ids)))}.",
+                f" {', '.join(map(str, jvm.scala_immutable_order(ids)))}.",
             )
     bad = sorted((p, len(r)) for p, r in replica_assignment.items() if len(r) != len(partition0))
     if bad:
@@ -413,7 +413,7 @@ def validate_create_partitions(
     if assignments is not None:
         check_topic_replicas(1, sum(len(replicas) for replicas in assignments), max_replicas)
         listed = list(dict.fromkeys(b for replicas in assignments for b in replicas))
-        unknown = _jvm.scala_set_after_removal(listed, (b.id for b in registered))
+        unknown = jvm.scala_set_after_removal(listed, (b.id for b in registered))
         if unknown:
             raise KafkaApiError(
                 ErrorCode.INVALID_REPLICA_ASSIGNMENT,
@@ -427,7 +427,7 @@ def validate_create_partitions(
             )
         by_partition = {current + i: replicas for i, replicas in enumerate(assignments)}
         # Kafka builds an immutable Map, so it checks the partitions in that map's order.
-        manual = {p: by_partition[p] for p in _jvm.scala_immutable_order(list(by_partition))}
+        manual = {p: by_partition[p] for p in jvm.scala_immutable_order(list(by_partition))}
     replicas = {p: a.replicas for p, a in existing.items()}
     return new_partitions_assignment(
         topic, replicas, registered, count, manual, max_replicas=max_replicas
