@@ -1,4 +1,16 @@
-"""Kafka's ``AdminManager``: topic creation, partition creation, deletion and configs."""
+"""The admin requests only the active controller's broker handles: Kafka's ``AdminManager``.
+
+CreateTopics (``createTopics``), CreatePartitions (``createPartitions``) and DeleteTopics
+(``deleteTopics``) validate in Kafka's order, write the store (``/brokers/topics/<t>``,
+``/admin/delete_topics/<t>``) and leave the rest to the controller, which watches those
+paths; the answer then waits in the broker's ``DelayedOperationPurgatory`` until the
+broker's metadata cache shows the result (every new partition with a leader, or the
+topic gone), or the request's timeout. DescribeConfigs (``describeConfigs``) answers for
+topics from their config znodes and the broker's defaults.
+
+A component of the ``Broker`` actor, not an actor: it runs on the broker's task, and
+``KafkaApis`` hands it only requests this broker's controller is active for.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +23,7 @@ import msgspec
 from actors.admin import (
     AdminOperationError,
     BrokerMetadata,
+    ConfigEntry,
     ConfigError,
     TopicCreation,
     plan_create_topic,
@@ -56,13 +69,18 @@ if TYPE_CHECKING:
 
 
 class AdminManager:
+    """The admin requests of ``broker``; their delayed answers wait in ``purgatory``."""
+
     def __init__(self, broker: Broker, purgatory: DelayedOperationPurgatory) -> None:
         self._broker = broker
         self._purgatory = purgatory
 
-    async def _describe_configs(
+    async def describe_configs(
         self, req: DescribeConfigsRequestData
     ) -> DescribeConfigsResponseData:
+        """Each topic's configs (those asked for, or all): its overrides, then the broker's
+        defaults, each with its source. Other resource types are refused (INVALID_REQUEST),
+        a topic without ``/brokers/topics/<t>`` is UNKNOWN_TOPIC_OR_PARTITION."""
         results = []
         for res in req.resources:
             if res.resource_type != ConfigResourceType.TOPIC:
@@ -89,12 +107,7 @@ class AdminManager:
                 continue
             overrides = await kafka_zk.get_topic_config(self._broker.session, topic)
             entries = [
-                WireConfigEntry(
-                    name=e.name,
-                    value=e.text,
-                    source=WireConfigSource(int(e.source)),
-                    value_type=_wire_type(e.type),
-                )
+                _wire_entry(e)
                 for e in topic_config_entries(overrides, self._broker.config)
                 if res.configuration_keys is None or e.name in res.configuration_keys
             ]
@@ -107,13 +120,15 @@ class AdminManager:
             )
         return DescribeConfigsResponseData(results=tuple(results))
 
-    async def _create_topics(self, req: CreateTopicsRequestData, ctx: Context) -> Message | None:
-        """Spec §4.2: every topic is checked in request order (a topic planned earlier
-        counts as existing for the later ones, as if written), then all planned topics are
-        written at once (``kafka_zk.write_topics``); a write refused with NODEEXISTS is
-        TOPIC_ALREADY_EXISTS, any other store error its own code. Unlike one write after
-        the other, a later topic's collision check also counts an earlier topic whose
-        write then failed (only a store failure mid-request can tell the two apart)."""
+    async def create_topics(self, req: CreateTopicsRequestData, ctx: Context) -> Message | None:
+        """As ``AdminManager.createTopics``: every topic is checked in request order (a
+        topic planned earlier counts as existing for the later ones, as if written), then
+        all planned topics are written at once (``kafka_zk.write_topics``); a write refused
+        with NODEEXISTS is TOPIC_ALREADY_EXISTS, any other store error its own code. Unlike
+        one write after the other, a later topic's collision check also counts an earlier
+        topic whose write then failed (only a store failure mid-request can tell the two
+        apart). The answer waits until every written topic's partitions have leaders
+        (``DelayedCreatePartitions``). None means the answer comes later."""
         duplicates = topic_rules.duplicate_topics(t.name for t in req.topics)
         existing = set(await kafka_zk.get_all_topics(self._broker.session))
         alive = [BrokerMetadata(b.id, b.rack) for b in self._broker.cache.alive_brokers()]
@@ -182,7 +197,7 @@ class AdminManager:
             for topic in req.topics:
                 result = results[topic.name]
                 if topic.name in timed_out:
-                    result = _topic_error(
+                    result = topic_error(
                         topic.name,
                         ErrorCode.REQUEST_TIMED_OUT,
                         "Timed out waiting for the topic's partitions to get leaders.",
@@ -190,13 +205,17 @@ class AdminManager:
                 out.append(result)
             return CreateTopicsResponseData(topics=tuple(out))
 
-        return self._purgatory._complete_or_park(
+        return self._purgatory.try_complete_else_watch(
             ctx, req.timeout_ms, written, self._has_leaders(written), finish
         )
 
-    async def _create_partitions(
+    async def create_partitions(
         self, req: CreatePartitionsRequestData, ctx: Context
     ) -> Message | None:
+        """As ``AdminManager.createPartitions``: a topic named twice is INVALID_REQUEST;
+        each other topic's new partitions are validated against its assignment and the
+        registered brokers, then its whole assignment is written; the answer waits until
+        its partitions have leaders. None means the answer comes later."""
         duplicates = topic_rules.duplicate_topics(t.name for t in req.topics)
         registered = [
             BrokerMetadata(b, r.registration.rack)
@@ -245,13 +264,13 @@ class AdminManager:
                 out.append(result)
             return CreatePartitionsResponseData(results=tuple(out))
 
-        return self._purgatory._complete_or_park(
+        return self._purgatory.try_complete_else_watch(
             ctx, req.timeout_ms, written, self._has_leaders(written), finish
         )
 
-    async def _delete_topics(self, req: DeleteTopicsRequestData, ctx: Context) -> Message | None:
-        """Spec §6.1, in the order of Kafka's ``handleDeleteTopicsRequest`` (the controller
-        check is ``_admin``'s) and ``AdminManager.deleteTopics``: deletion disabled →
+    async def delete_topics(self, req: DeleteTopicsRequestData, ctx: Context) -> Message | None:
+        """In the order of Kafka's ``KafkaApis.handleDeleteTopicsRequest`` (the controller
+        check is ``KafkaApis``') and ``AdminManager.deleteTopics``: deletion disabled →
         TOPIC_DELETION_DISABLED for every topic (the wire adapter says INVALID_REQUEST to
         clients older than v3); an entry with both a name and an id → INVALID_REQUEST for
         every topic; per topic: an id naming no topic → UNKNOWN_TOPIC_ID, a topic not in
@@ -263,16 +282,16 @@ class AdminManager:
 
         A topic named twice is marked once; as in Kafka 2.7 (whose result collection keeps
         duplicates and sets each outcome on the first entry only), its first entry gets
-        the outcome and later ones stay NONE."""
+        the outcome and later ones stay NONE. None means the answer comes later."""
         if not self._broker.config.delete_topic_enable:
-            return _delete_refused(req, ErrorCode.TOPIC_DELETION_DISABLED)
+            return delete_refused(req, ErrorCode.TOPIC_DELETION_DISABLED)
         if any(t.name is not None and t.topic_id is not None for t in req.topics):
-            return _delete_refused(req, ErrorCode.INVALID_REQUEST)
+            return delete_refused(req, ErrorCode.INVALID_REQUEST)
         try:
             names = await self._topic_names(req.topics)
         except StoreError as exc:
             self._broker.trace("error", "topic_ids_unresolved", detail=repr(exc))
-            return _delete_refused(req, ErrorCode.UNKNOWN_SERVER_ERROR)
+            return delete_refused(req, ErrorCode.UNKNOWN_SERVER_ERROR)
         entries: list[DeleteTopicResult] = []
         first: dict[TopicName, int] = {}  # each topic to delete -> its first entry
         for ref, name in zip(req.topics, names, strict=True):
@@ -295,7 +314,7 @@ class AdminManager:
             return DeleteTopicsResponseData(topics=tuple(out))
 
         marked = [t for t, code in outcomes.items() if code is ErrorCode.NONE]
-        return self._purgatory._complete_or_park(
+        return self._purgatory.try_complete_else_watch(
             ctx,
             req.timeout_ms,
             marked,
@@ -345,23 +364,17 @@ class AdminManager:
             )
 
     def _created_configs(self, overrides: dict[str, str]) -> tuple[WireConfigEntry, ...]:
-        return tuple(
-            WireConfigEntry(
-                name=e.name,
-                value=e.text,
-                source=WireConfigSource(int(e.source)),
-                value_type=_wire_type(e.type),
-            )
-            for e in topic_config_entries(overrides, self._broker.config)
-        )
+        """A created topic's configs, as CreateTopics v5+ returns them."""
+        return tuple(_wire_entry(e) for e in topic_config_entries(overrides, self._broker.config))
 
     def _has_leaders(self, written: dict[TopicName, int]) -> Callable[[TopicName], bool]:
-        """DelayedCreatePartitions' condition: the topic has, in this broker's metadata
+        """``DelayedCreatePartitions``' condition: the topic has, in this broker's metadata
         cache, all of its ``written[topic]`` partitions, each with a leader."""
         return lambda topic: self._broker.cache.all_partitions_have_leaders(topic, written[topic])
 
 
-def _topic_error(name: TopicName, code: ErrorCode, message: str | None) -> CreateTopicResult:
+def topic_error(name: TopicName, code: ErrorCode, message: str | None) -> CreateTopicResult:
+    """A topic's CreateTopics result that is an error."""
     return CreateTopicResult(name=name, error_code=code, error_message=message)
 
 
@@ -371,18 +384,27 @@ def _creation_error(
     """A topic's CreateTopics error: NODEEXISTS on its write is TOPIC_ALREADY_EXISTS, a
     config error INVALID_CONFIG; an unknown server error carries no message."""
     if isinstance(exc, NodeExistsError):
-        return _topic_error(name, ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        return topic_error(name, ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
     code = error_code_for(exc) if not isinstance(exc, ConfigError) else ErrorCode.INVALID_CONFIG
     message = None if code is ErrorCode.UNKNOWN_SERVER_ERROR else str(exc)
-    return _topic_error(name, code, message)
+    return topic_error(name, code, message)
 
 
-def _delete_refused(req: DeleteTopicsRequestData, code: ErrorCode) -> DeleteTopicsResponseData:
+def delete_refused(req: DeleteTopicsRequestData, code: ErrorCode) -> DeleteTopicsResponseData:
     """The same error for every entry, as sent (name and id), nothing done."""
     return DeleteTopicsResponseData(
         topics=tuple(
             DeleteTopicResult(name=t.name, topic_id=t.topic_id, error_code=code) for t in req.topics
         )
+    )
+
+
+def _wire_entry(entry: ConfigEntry) -> WireConfigEntry:
+    return WireConfigEntry(
+        name=entry.name,
+        value=entry.text,
+        source=WireConfigSource(int(entry.source)),
+        value_type=_wire_type(entry.type),
     )
 
 

@@ -1,20 +1,26 @@
-"""The broker actor: registration, control requests, metadata cache, admin APIs.
+"""The broker actor: Kafka's ``KafkaServer``, one per emulated Kafka broker.
 
-One ``Broker`` (actor ``broker`` on node ``broker-<id>``) per emulated Kafka broker. At
-start-up it follows Kafka's order (spec §8.5): store session, top-level paths, cluster
-id, log manager, **registration of ``/brokers/ids/<id>``** (its czxid is the broker
-epoch), then the controller component. It then serves:
+One ``Broker`` (actor ``broker`` on node ``broker-<id>``). At start-up it follows
+``KafkaServer.startup``'s order: store session, top-level paths, cluster id, log manager,
+**registration of ``/brokers/ids/<id>``** (its czxid is the broker epoch), then the
+controller, then the controlled-shutdown actor. It then serves Kafka's requests through
+the components it owns, each named after Kafka's:
 
-* the controller's LeaderAndIsr / UpdateMetadata / StopReplica, rejecting a stale
-  controller epoch (STALE_CONTROLLER_EPOCH) or a request meant for an older incarnation
-  of itself (STALE_BROKER_EPOCH) — spec §4.4;
-* the admin APIs (Metadata, CreateTopics, CreatePartitions, DeleteTopics,
-  DescribeConfigs, DescribeCluster) as typed ``protocol.kafka_api`` messages, with
-  Kafka's validation order and the purgatory wait on this broker's metadata cache: for
-  leaders after a creation (spec §4.2, §5.1), for the topics to leave it after a
-  deletion is marked (spec §6.1). Admin requests reaching a broker that is not the
-  controller are forwarded to the controller (real clients do not all retry
-  NOT_CONTROLLER).
+* ``KafkaApis`` (``actors.broker.kafka_apis``): each request to its handler; Metadata
+  and DescribeCluster from the ``MetadataCache``; admin requests forwarded to the active
+  controller's broker when this one's controller is not active;
+* ``ReplicaManager`` (``actors.broker.replica_manager``): the controller's LeaderAndIsr,
+  UpdateMetadata and StopReplica, fenced by controller and broker epoch;
+* ``AdminManager`` (``actors.broker.admin_manager``): CreateTopics, CreatePartitions,
+  DeleteTopics, DescribeConfigs;
+* ``DelayedOperationPurgatory`` (``actors.broker.purgatory``): the admin answers that
+  wait for the metadata cache to show their outcome.
+
+They are components, not actors: they run on the broker's one task, take their requests
+from its one mailbox, and their state is the broker's private state. Timers and helper
+tasks only enqueue (``PurgatoryExpired``, ``BrokerEpochChanged``). A data plane (Produce
+and Fetch, replica fetchers, a group coordinator) is added the same way: a ``case`` in
+``KafkaApis.handle`` and the component that owns its state.
 """
 
 from __future__ import annotations
@@ -184,8 +190,8 @@ class Broker(Actor):
                     name=CONTROLLER_ACTOR,
                 )
             )
-        # (Issue 4) Spawned last, so that on a graceful stop its controlled shutdown runs
-        # first, while the controller, the log manager and this broker still serve.
+        # Spawned last, so that on a graceful stop its controlled shutdown runs first (as
+        # KafkaServer.shutdown), while the controller, the log manager and this broker serve.
         await self.node.spawn(
             ControlledShutdownActor(
                 self.broker_id,
@@ -217,9 +223,10 @@ class Broker(Actor):
     # ------------------------------------------------------------------ dispatch
 
     async def receive(self, msg: Message, ctx: Context) -> Message | None:
+        """The broker's own messages here; every Kafka request through ``KafkaApis``."""
         match msg:
             case PurgatoryExpired(operation=op):
-                self.purgatory._expire(op)
+                self.purgatory.expire(op)
                 return None
             case BrokerStatusRequest():
                 return self._status()
@@ -251,6 +258,8 @@ class Broker(Actor):
 
 __all__ = [
     "BROKER_ACTOR",
+    "CONTROLLER_ACTOR",
+    "LOG_MANAGER_ACTOR",
     "Broker",
     "BrokerSettings",
     "BrokerStatus",

@@ -1,4 +1,4 @@
-"""Controlled shutdown, the broker's side (Kafka's ``KafkaServer.controlledShutdown``, §8.4).
+"""Controlled shutdown, the broker's side (Kafka's ``KafkaServer.controlledShutdown``).
 
 Before a broker stops gracefully it asks the active controller to move its leaderships
 away, so that clients lose no partition. Up to ``controlled.shutdown.max.retries``

@@ -1,4 +1,16 @@
-"""Kafka's ``KafkaApis``: a broker's requests, each to the component that handles it."""
+"""A broker's requests, each to what handles it: Kafka's ``KafkaApis``.
+
+``KafkaApis.handle`` is the one place a request type meets its handler: the controller's
+requests go to the ``ReplicaManager``, the admin requests to the ``AdminManager`` (or, on
+a broker whose controller is not the active one, to the active controller's broker, as
+real clients do not all retry NOT_CONTROLLER), and Metadata (as
+``KafkaApis.handleTopicMetadataRequest``) and DescribeCluster are answered here from the
+broker's metadata cache.
+
+Everything here runs on the ``Broker`` actor's task; only ``_forward`` runs as a helper
+task, and it touches no broker state. A new API (Produce, Fetch, the group coordinator's)
+is one more ``case`` in ``handle`` and a handler in the component that owns its state.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +24,7 @@ from actors.admin import (
     is_internal,
     plan_create_topic,
 )
-from actors.broker.admin_manager import AdminManager, _delete_refused, _topic_error
+from actors.broker.admin_manager import AdminManager, delete_refused, topic_error
 from actors.broker.names import BROKER_ACTOR, broker_ref
 from actors.broker.purgatory import DelayedOperationPurgatory
 from actors.broker.replica_manager import ReplicaManager
@@ -24,6 +36,7 @@ from protocol.control import (
     LeaderAndIsrRequest,
     StopReplicaRequest,
     UpdateMetadataRequest,
+    UpdateMetadataResponse,
 )
 from protocol.controller import ControllerStatus, ControllerStatusRequest
 from protocol.errors import (
@@ -62,6 +75,8 @@ _AdminRequest = CreateTopicsRequestData | CreatePartitionsRequestData | DeleteTo
 
 
 class KafkaApis:
+    """The requests ``broker`` serves, handled by its components."""
+
     def __init__(
         self,
         broker: Broker,
@@ -75,26 +90,36 @@ class KafkaApis:
         self._purgatory = purgatory
 
     async def handle(self, msg: Message, ctx: Context) -> Message | None:
+        """The answer to ``msg``; None when it comes later (through ``ctx.defer``). A
+        request no handler takes is INVALID_REQUEST."""
         match msg:
             case LeaderAndIsrRequest():
-                return await self._replicas._leader_and_isr(msg)
+                return await self._replicas.become_leader_or_follower(msg)
             case UpdateMetadataRequest():
-                return self._replicas._update_metadata(msg)
+                return self._handle_update_metadata(msg)
             case StopReplicaRequest():
-                return await self._replicas._stop_replica(msg)
+                return await self._replicas.stop_replicas(msg)
             case MetadataRequestData():
-                return await self._metadata(msg)
+                return await self._handle_topic_metadata(msg)
             case DescribeClusterRequestData():
-                return self._describe_cluster()
+                return self._handle_describe_cluster()
             case DescribeConfigsRequestData():
-                return await self._admin_manager._describe_configs(msg)
+                return await self._admin_manager.describe_configs(msg)
             case (
                 CreateTopicsRequestData()
                 | CreatePartitionsRequestData()
                 | DeleteTopicsRequestData()
             ):
-                return await self._admin(msg, ctx)
+                return await self._handle_admin(msg, ctx)
         raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"broker cannot handle {type(msg).__name__}")
+
+    def _handle_update_metadata(self, req: UpdateMetadataRequest) -> UpdateMetadataResponse:
+        """The metadata cache updated, then the delayed admin operations on the topics it
+        changed checked (``AdminManager.tryCompleteDelayedTopicOperations``)."""
+        response, touched = self._replicas.maybe_update_metadata_cache(req)
+        if touched:
+            self._purgatory.check_and_complete(touched)
+        return response
 
     def _brokers(self) -> tuple[BrokerEndpoint, ...]:
         out = []
@@ -130,7 +155,10 @@ class KafkaApis:
             partitions=tuple(partitions),
         )
 
-    async def _metadata(self, req: MetadataRequestData) -> MetadataResponseData:
+    async def _handle_topic_metadata(self, req: MetadataRequestData) -> MetadataResponseData:
+        """Every topic of the metadata cache, or those asked for: a topic the cache does
+        not know may be created (``_unknown_topic``); one asked for by id only is
+        UNKNOWN_TOPIC_ID (ZooKeeper-mode Kafka has no topic ids to look up)."""
         if req.topics is None:
             names = self._broker.cache.topic_names()
             topics = [self._topic_metadata(t) for t in names]
@@ -163,8 +191,10 @@ class KafkaApis:
         )
 
     async def _unknown_topic(self, name: TopicName, allow_auto_create: bool) -> TopicMetadata:
-        """Spec §4.5: metadata auto-creation writes the store directly and answers
-        LEADER_NOT_AVAILABLE; without it, UNKNOWN_TOPIC_OR_PARTITION."""
+        """A topic the metadata cache does not know, as ``KafkaApis.getTopicMetadata``:
+        with auto-creation asked for and ``auto.create.topics.enable``, the topic is
+        written to the store directly (``createTopic``) and answered LEADER_NOT_AVAILABLE;
+        otherwise UNKNOWN_TOPIC_OR_PARTITION."""
         if not (allow_auto_create and self._broker.config.auto_create_topics_enable):
             return TopicMetadata(name=name, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         try:
@@ -194,7 +224,7 @@ class KafkaApis:
             error_code=ErrorCode.LEADER_NOT_AVAILABLE,
         )
 
-    def _describe_cluster(self) -> DescribeClusterResponseData:
+    def _handle_describe_cluster(self) -> DescribeClusterResponseData:
         return DescribeClusterResponseData(
             cluster_id=self._broker.cluster_id,
             controller_id=self._controller_id(),
@@ -210,7 +240,9 @@ class KafkaApis:
             return False
         return isinstance(status, ControllerStatus) and status.active
 
-    async def _admin(self, msg: _AdminRequest, ctx: Context) -> Message | None:
+    async def _handle_admin(self, msg: _AdminRequest, ctx: Context) -> Message | None:
+        """Handled here if this broker's controller is the active one; otherwise forwarded
+        once to the controller's broker the cache names, or NOT_CONTROLLER."""
         if not await self._is_active_controller():
             controller = self._broker.cache.controller_id
             if (
@@ -224,11 +256,11 @@ class KafkaApis:
             return None
         match msg:
             case CreateTopicsRequestData():
-                return await self._admin_manager._create_topics(msg, ctx)
+                return await self._admin_manager.create_topics(msg, ctx)
             case CreatePartitionsRequestData():
-                return await self._admin_manager._create_partitions(msg, ctx)
+                return await self._admin_manager.create_partitions(msg, ctx)
             case DeleteTopicsRequestData():
-                return await self._admin_manager._delete_topics(msg, ctx)
+                return await self._admin_manager.delete_topics(msg, ctx)
             case _:
                 assert_never(msg)
 
@@ -244,12 +276,13 @@ class KafkaApis:
 
 
 def _not_controller(msg: _AdminRequest) -> Message:
+    """NOT_CONTROLLER for every topic of ``msg``, with Kafka's message."""
     text = "This is not the correct controller for this cluster."
     match msg:
         case CreateTopicsRequestData():
             return CreateTopicsResponseData(
                 topics=tuple(
-                    _topic_error(t.name, ErrorCode.NOT_CONTROLLER, text) for t in msg.topics
+                    topic_error(t.name, ErrorCode.NOT_CONTROLLER, text) for t in msg.topics
                 )
             )
         case CreatePartitionsRequestData():
@@ -262,6 +295,6 @@ def _not_controller(msg: _AdminRequest) -> Message:
                 )
             )
         case DeleteTopicsRequestData():
-            return _delete_refused(msg, ErrorCode.NOT_CONTROLLER)
+            return delete_refused(msg, ErrorCode.NOT_CONTROLLER)
         case _:
             assert_never(msg)

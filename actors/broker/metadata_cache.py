@@ -2,9 +2,9 @@
 
 Kafka's ``MetadataCache``: live brokers with their endpoints and racks, the controller id,
 and every partition's leader, ISR, replicas and offline replicas. A broker learns cluster
-metadata only this way (spec §8.5). Partitions sent with leader ``LEADER_DURING_DELETE``
-are removed, and a topic goes when its last partition goes (spec §4.4). Pure data: the
-broker actor owns one and is its only writer.
+metadata only this way (``MetadataCache.updateMetadata``). Partitions sent with leader
+``LEADER_DURING_DELETE`` are removed, and a topic goes when its last partition goes. Pure
+data: the broker actor owns one and is its only writer.
 """
 
 from __future__ import annotations
@@ -56,7 +56,8 @@ class MetadataCache:
         return self.topics.get(TopicName(topic), {})
 
     def all_partitions_have_leaders(self, topic: str, expected: int | None = None) -> bool:
-        """Spec §4.2 step 5: every partition present with a leader (≠ -1)."""
+        """``DelayedCreatePartitions``' condition: every partition present with a leader
+        (≠ -1)."""
         partitions = self.topics.get(TopicName(topic))
         if not partitions:
             return False

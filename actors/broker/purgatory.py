@@ -1,4 +1,14 @@
-"""Kafka's ``DelayedOperationPurgatory``, for the admin operations a broker answers late."""
+"""The admin requests a broker answers late: Kafka's ``DelayedOperationPurgatory``.
+
+A CreateTopics or CreatePartitions request is answered once this broker's metadata cache
+shows every new partition with a leader (Kafka's ``DelayedCreatePartitions``), a
+DeleteTopics request once its topics have left the cache (``DelayedDeleteTopics``), or at
+its timeout, whichever comes first. The purgatory is a component of the ``Broker`` actor,
+not an actor: the broker checks its operations on every UpdateMetadata
+(``check_and_complete``, as ``AdminManager.tryCompleteDelayedTopicOperations``) and
+expires them when their timer's ``PurgatoryExpired`` reaches its mailbox (``expire``).
+The timers only enqueue; the broker's task is the only one to touch the operations.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +17,15 @@ from dataclasses import dataclass
 
 from actors.runtime.actor import Actor, Context, DeferredReply
 from protocol.base import Message
-from protocol.broker import (
-    PurgatoryExpired,
-)
+from protocol.broker import PurgatoryExpired
 from protocol.ids import TopicName
 
 
 @dataclass
-class _Parked:
-    """An admin operation waiting until this broker's metadata cache shows each of its
-    topics done: Kafka's DelayedCreatePartitions (every partition has a leader) or
-    DelayedDeleteTopics (the topic is gone)."""
+class DelayedTopicOperation:
+    """An admin operation waiting until the broker's metadata cache shows each of its
+    topics done: Kafka's ``DelayedCreatePartitions`` (every partition has a leader) or
+    ``DelayedDeleteTopics`` (the topic is gone)."""
 
     reply: DeferredReply
     waiting: set[TopicName]  # the topics not done yet
@@ -26,12 +34,20 @@ class _Parked:
 
 
 class DelayedOperationPurgatory:
+    """The delayed admin operations of the actor ``owner`` (the broker), which answers
+    them and whose mailbox their timers feed."""
+
     def __init__(self, owner: Actor) -> None:
         self._owner = owner
-        self._parked: dict[int, _Parked] = {}
+        self._delayed: dict[int, DelayedTopicOperation] = {}
         self._next_op = 0
 
-    def _complete_or_park(
+    @property
+    def delayed(self) -> int:
+        """How many operations wait (Kafka's ``DelayedOperationPurgatory.numDelayed``)."""
+        return len(self._delayed)
+
+    def try_complete_else_watch(
         self,
         ctx: Context,
         timeout_ms: int,
@@ -39,12 +55,13 @@ class DelayedOperationPurgatory:
         done: Callable[[TopicName], bool],
         finish: Callable[[set[TopicName]], Message],
     ) -> Message | None:
-        """Spec §4.2 step 5 and §6.1: answer now when nothing succeeded (validateOnly
-        writes nothing, so it lands here) or ``timeout_ms <= 0`` (every succeeded topic
-        then reported REQUEST_TIMED_OUT; the work goes on), or when every succeeded topic
-        is already ``done``; otherwise park the request until ``done`` holds for each of
-        them (``_poke``, on every UpdateMetadata) or the timeout passes (those still not
-        done: REQUEST_TIMED_OUT)."""
+        """Answer now when nothing succeeded (validateOnly writes nothing, so it lands
+        here) or ``timeout_ms <= 0`` (every succeeded topic then reported
+        REQUEST_TIMED_OUT; the work goes on), or when every succeeded topic is already
+        ``done``, as ``AdminManager.createTopics`` and ``deleteTopics`` do; otherwise
+        delay the request until ``done`` holds for each of them (``check_and_complete``,
+        on every UpdateMetadata) or the timeout passes (those still not done:
+        REQUEST_TIMED_OUT). None means the answer comes later."""
         topics = set(succeeded)
         if not topics:
             return finish(set())
@@ -55,31 +72,33 @@ class DelayedOperationPurgatory:
             return finish(set())
         self._next_op += 1
         op = self._next_op
-        self._parked[op] = _Parked(ctx.defer(), waiting, done, finish)
+        self._delayed[op] = DelayedTopicOperation(ctx.defer(), waiting, done, finish)
         self._owner.trace("event", "admin_request_parked", operation=op, topics=len(waiting))
-        self._owner.start_soon(self._purgatory_timer, op, timeout_ms / 1000)
+        self._owner.start_soon(self._timer, op, timeout_ms / 1000)
         return None
 
-    async def _purgatory_timer(self, op: int, seconds: float) -> None:
+    async def _timer(self, op: int, seconds: float) -> None:
         await self._owner.clock.sleep(seconds)
         self._owner.send_self(PurgatoryExpired(operation=op))
 
-    def _poke(self, topics: set[TopicName]) -> None:
-        for op in sorted(self._parked):
-            parked = self._parked[op]
-            waiting = parked.waiting
+    def check_and_complete(self, topics: set[TopicName]) -> None:
+        """``topics`` changed in the metadata cache: answer each operation done with them."""
+        for op in sorted(self._delayed):
+            delayed = self._delayed[op]
+            waiting = delayed.waiting
             # A set intersection walks the smaller side: an UpdateMetadata of a few topics
             # does not walk every topic a big request still waits for (nor the reverse).
-            waiting -= {topic for topic in topics & waiting if parked.done(topic)}
+            waiting -= {topic for topic in topics & waiting if delayed.done(topic)}
             if not waiting:
-                del self._parked[op]
+                del self._delayed[op]
                 self._owner.trace("event", "admin_request_completed", operation=op)
-                parked.reply.send(self._owner, parked.finish(set()))
+                delayed.reply.send(self._owner, delayed.finish(set()))
 
-    def _expire(self, op: int) -> None:
-        parked = self._parked.pop(op, None)
-        if parked is not None:
+    def expire(self, op: int) -> None:
+        """Operation ``op``'s timeout passed: answer it, its topics not done timed out."""
+        delayed = self._delayed.pop(op, None)
+        if delayed is not None:
             self._owner.trace(
-                "event", "admin_request_expired", operation=op, topics=len(parked.waiting)
+                "event", "admin_request_expired", operation=op, topics=len(delayed.waiting)
             )
-            parked.reply.send(self._owner, parked.finish(set(parked.waiting)))
+            delayed.reply.send(self._owner, delayed.finish(set(delayed.waiting)))

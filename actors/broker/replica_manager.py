@@ -1,4 +1,17 @@
-"""Kafka's ``ReplicaManager``: the controller's requests about this broker's replicas."""
+"""The controller's requests about a broker's replicas: Kafka's ``ReplicaManager``.
+
+LeaderAndIsr (``becomeLeaderOrFollower``: create the logs of the partitions this broker
+is now a replica of, remember their leader epochs), UpdateMetadata
+(``maybeUpdateMetadataCache``) and StopReplica (``stopReplicas``: delete the logs of
+deleted partitions). Each first passes the fencing Kafka applies to the three: a request
+for an older incarnation of this broker is STALE_BROKER_EPOCH
+(``KafkaApis.isBrokerEpochStale``), one from an older controller STALE_CONTROLLER_EPOCH.
+
+A component of the ``Broker`` actor, not an actor: its state (the controller epoch, the
+leader epochs) is the broker's, touched only on its task. The data plane goes here next
+(Kafka's ``ReplicaManager`` also appends and fetches records and runs the replica
+fetchers).
+"""
 
 from __future__ import annotations
 
@@ -32,13 +45,17 @@ FILE_DELETE_DELAY_MS = "file.delete.delay.ms"  # the topic config a deleted log 
 
 
 class ReplicaManager:
+    """The replicas of ``broker``, as the controller has told it about them."""
+
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
         self.controller_epoch = ControllerEpoch(0)  # highest seen in a control request
-        self.leader_epochs: dict[TopicPartition, int] = {}
+        self.leader_epochs: dict[TopicPartition, int] = {}  # of each partition hosted here
 
     def _stale(self, controller_epoch: int, broker_epoch: int) -> ErrorCode | None:
-        """Spec §4.4 / §7.3: the fencing checks shared by the three control requests."""
+        """The fencing shared by the three control requests: an older incarnation of this
+        broker (``KafkaApis.isBrokerEpochStale``; -1 means the sender does not know),
+        then an older controller; a newer controller epoch is remembered."""
         if broker_epoch != -1 and broker_epoch < self._broker.broker_epoch:
             return ErrorCode.STALE_BROKER_EPOCH
         if controller_epoch < self.controller_epoch:
@@ -46,7 +63,11 @@ class ReplicaManager:
         self.controller_epoch = ControllerEpoch(controller_epoch)
         return None
 
-    async def _leader_and_isr(self, req: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
+    async def become_leader_or_follower(self, req: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
+        """Create the logs of the partitions of ``req`` this broker is a replica of. A
+        partition whose leader epoch is not newer than the one known here is ignored
+        (STALE_CONTROLLER_EPOCH, as Kafka answers it), one not assigned to this broker is
+        UNKNOWN_TOPIC_OR_PARTITION."""
         stale = self._stale(req.controller_epoch, req.broker_epoch)
         if stale is not None:
             self._broker.trace(
@@ -87,19 +108,24 @@ class ReplicaManager:
         ]
         return LeaderAndIsrResponse(error_code=ErrorCode.NONE, partition_errors=tuple(errors))
 
-    def _update_metadata(self, req: UpdateMetadataRequest) -> UpdateMetadataResponse:
+    def maybe_update_metadata_cache(
+        self, req: UpdateMetadataRequest
+    ) -> tuple[UpdateMetadataResponse, set[TopicName]]:
+        """Apply ``req`` to the broker's metadata cache unless it is fenced; the response
+        and the topics it changed (the delayed admin operations to check)."""
         stale = self._stale(req.controller_epoch, req.broker_epoch)
         if stale is not None:
             self._broker.trace(
                 "event", "stale_request_rejected", request="UpdateMetadata", error=stale.name
             )
-            return UpdateMetadataResponse(error_code=stale)
+            return UpdateMetadataResponse(error_code=stale), set()
         touched = self._broker.cache.update(req)
-        if touched:
-            self._broker.purgatory._poke(touched)
-        return UpdateMetadataResponse(error_code=ErrorCode.NONE)
+        return UpdateMetadataResponse(error_code=ErrorCode.NONE), touched
 
-    async def _stop_replica(self, req: StopReplicaRequest) -> StopReplicaResponse:
+    async def stop_replicas(self, req: StopReplicaRequest) -> StopReplicaResponse:
+        """Stop the replicas of ``req``, deleting the logs of those marked for deletion
+        (each after its topic's ``file.delete.delay.ms``). A request whose leader epoch
+        for a partition is older than the one known here is FENCED_LEADER_EPOCH there."""
         stale = self._stale(req.controller_epoch, req.broker_epoch)
         if stale is not None:
             return StopReplicaResponse(error_code=stale)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.broker.broker import Broker
+from actors.broker.replica_manager import ReplicaManager
 from actors.runtime.tracer import read_trace
 from cluster.chaos import RunOptions, ScenarioError, load_scenario, parse_scenario, run_scenario
 from cluster.launch.zookeeper_server import ZooKeeperServer
@@ -104,10 +104,10 @@ def test_a_zombie_controller_thawed_late_is_fenced_and_a_broker_that_is_not_fail
     ]
     assert refused
 
-    def accept_all(self: Broker, controller_epoch: int, broker_epoch: int) -> None:
+    def accept_all(self: ReplicaManager, controller_epoch: int, broker_epoch: int) -> None:
         self.controller_epoch = ControllerEpoch(max(self.controller_epoch, controller_epoch))
 
-    monkeypatch.setattr(Broker, "_stale", accept_all)
+    monkeypatch.setattr(ReplicaManager, "_stale", accept_all)
     bad = run_scenario(load_scenario(path), RunOptions(run_dir=tmp_path / "bad", seed=1))
     assert bad.status == "failed"
     stale = [v.message for v in bad.violations if v.rule == "no_stale_epoch_accepted"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.broker.broker import Broker
+from actors.broker.replica_manager import ReplicaManager
 from actors.controller.topic_deletion import TopicDeletionManager
 from actors.log.manager import LogManager
 from actors.runtime.tracer import read_trace
@@ -155,10 +155,10 @@ def test_a_broker_accepting_stale_epochs_is_caught(
     """Brokers that never refuse an older controller epoch accept the zombie controller's
     held-up requests: ``no_stale_epoch_accepted`` names the broker and the epochs."""
 
-    def accept_all(self: Broker, controller_epoch: int, broker_epoch: int) -> None:
+    def accept_all(self: ReplicaManager, controller_epoch: int, broker_epoch: int) -> None:
         self.controller_epoch = ControllerEpoch(max(self.controller_epoch, controller_epoch))
 
-    monkeypatch.setattr(Broker, "_stale", accept_all)
+    monkeypatch.setattr(ReplicaManager, "_stale", accept_all)
     result = run(SCENARIOS / "stale-controller-requests.yaml", 1, tmp_path)
     assert result.status == "failed"
     stale = [v for v in result.violations if v.rule == "no_stale_epoch_accepted"]
