@@ -34,9 +34,11 @@ EpochEntry = tuple[int, int]
 """``(epoch, start offset)`` (Kafka's ``EpochEntry``)."""
 
 
-class CheckpointError(Exception):
+class CheckpointError(OSError):
     """A checkpoint file Kafka would refuse to read (its ``IOException``: wrong version,
-    a malformed line, a count that does not match)."""
+    a malformed line, a count that does not match). An ``OSError``, as a failing disk:
+    the log manager takes the log directory offline for either, as Kafka's
+    ``LogDirFailureChannel`` does."""
 
 
 def format_epoch_checkpoint(entries: Iterable[EpochEntry]) -> bytes:

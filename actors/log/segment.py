@@ -320,7 +320,13 @@ class LogSegment:
             if header.max_timestamp > self.max_timestamp_so_far:
                 self.max_timestamp_so_far = header.max_timestamp
                 self.offset_of_max_timestamp_so_far = header.last_offset
-            if valid_bytes - last_index_entry > interval:
+            if valid_bytes - last_index_entry > interval and not (
+                self.offset_index.is_full or self.time_index.is_full
+            ):
+                # Full indexes are left sparser (lookups scan on from the floor entry):
+                # after a truncation, recovery can index more batches than the appends
+                # did, and a tiny segment.index.bytes would not hold them; Kafka, whose
+                # indexes dwarf a segment, fails the load there.
                 self.offset_index.append(header.last_offset, valid_bytes)
                 self.time_index.maybe_append(
                     self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far
