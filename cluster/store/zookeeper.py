@@ -79,10 +79,10 @@ from protocol.store import (
 from protocol.trace import TraceKind
 
 _SET_WATCHES_BATCH = 128 * 1024  # path bytes per SetWatches (as the Java client)
+_OPEN_ACL = [zk_proto.UNRESTRICTED_ACCESS]
+
 # Looked up when a forced expiry runs, so that tests can widen the expiry trick's window.
 _kill_server_session = kill_server_session
-
-_OPEN_ACL = [zk_proto.UNRESTRICTED_ACCESS]
 
 
 def _parse_hosts(hosts: str) -> tuple[str, str]:
@@ -142,7 +142,9 @@ class _Life(Enum):
 
 
 class ZooKeeperSession(StoreSession):
-    """One ZooKeeper session. Calls are safe from several tasks at once."""
+    """One ZooKeeper session. Calls are safe from several tasks at once. Its ``kemu_*``
+    members are for its aiozk session (a ``zk_client.SessionOwner``), its pipelined
+    batches (a ``zk_pipeline.PipelineHost``) and its store; nothing else calls them."""
 
     def __init__(self, store: ZooKeeperStore, timeout: float, name: str) -> None:
         self._store = store
