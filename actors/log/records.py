@@ -298,6 +298,10 @@ class _Malformed(Exception):
 def _varint(buffer: bytes | memoryview, position: int, end: int, bits: int) -> tuple[int, int]:
     """A zig-zag varint (``ByteUtils.readVarint``/``readVarlong``: ``bits`` 35 or 70 bounds
     its length to 5 or 10 bytes) and the position after it."""
+    if position < end:  # the common case, a value below 64 in magnitude: one byte
+        byte = buffer[position]
+        if byte < 0x80:
+            return (byte >> 1) ^ -(byte & 1), position + 1
     raw = 0
     shift = 0
     while True:
