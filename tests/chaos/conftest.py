@@ -1,7 +1,8 @@
 """Markers of the chaos tests that are slow or spawn processes, by test (the modules mix
 them with quick checks of the same feature): the real-mode and SIGSTOP runs start kemu
-processes and a real ZooKeeper; the library sweep runs every scenario twice, which
-``scripts/chaos.sh`` does again at 50 seeds."""
+processes and a real ZooKeeper; the hash-seed check runs scenarios in other
+interpreters; the library sweep runs every scenario twice, which ``scripts/chaos.sh`` does
+again at 50 seeds."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ SLOW_TESTS: dict[tuple[str, str], tuple[str, ...]] = {
         "test_a_sigstopped_controller_process_is_expired_by_zookeeper_and_comes_back",
     ): ("processes",),
     ("test_scenarios.py", "test_library_scenario_passes"): (),
+    ("test_scenarios.py", "test_the_trace_does_not_depend_on_the_process_or_its_hash_seed"): (
+        "processes",
+    ),
 }
 """(module, test function) -> its markers besides ``slow``."""
 

@@ -113,6 +113,7 @@ async def long_sessions(tmp_path: Path) -> AsyncIterator[Launched]:
         yield running
 
 
+@pytest.mark.slow  # waits out a 2 s store session
 @on_a_freezable_loop
 async def test_kill_the_controller_then_start_it_again(launched: Launched) -> None:
     """Killing the controller's broker leaves its registration until its session expires;
@@ -277,6 +278,7 @@ def test_refusal_rules() -> None:
     assert why(BrokerAction.START, 0) == "broker 0 is already running (paused)"
 
 
+@pytest.mark.slow  # waits out a 2 s store session
 @on_a_freezable_loop
 async def test_pause_the_controller_past_its_session_then_resume_it(launched: Launched) -> None:
     """A paused controller answers nothing: its session expires (2 s here), another broker

@@ -285,6 +285,7 @@ async def test_each_pipelined_multi_is_traced_in_order(
     assert len(await s.children("/t")) == 599
 
 
+@pytest.mark.slow  # stops and starts a ZooKeeper server of its own
 @pytest.mark.zookeeper
 @pytest.mark.asyncio
 async def test_an_outage_during_a_pipelined_batch_fails_what_was_not_answered(

@@ -24,7 +24,8 @@ from protocol.store import SessionEvent, SessionState, StoreEvent, WatchEvent, W
 from protocol.trace import TraceEvent
 from tests.support.zookeeper import ZooKeeperServer
 
-pytestmark = pytest.mark.zookeeper
+# Each test stops and starts a ZooKeeper server of its own (a JVM): seconds apiece.
+pytestmark = [pytest.mark.zookeeper, pytest.mark.slow]
 
 DEADLINE = 10.0  # seconds for any one expected outcome (generous for a busy machine)
 SHORT = 2.0  # session timeout when a test waits for expiry (the server's minimum is 1 s)

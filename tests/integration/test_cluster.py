@@ -136,6 +136,7 @@ async def test_create_topics_writes_kafka_znodes_elects_leaders_and_makes_log_di
     assert (tmp_path / "logs/broker-1/manual-0/00000000000000000000.log").is_file()
 
 
+@pytest.mark.slow  # waits out the crashed controller's session
 @pytest.mark.asyncio
 async def test_a_new_controller_takes_over_after_the_controller_crashes(cluster: Cluster) -> None:
     """Crashing the controller's broker elects another with epoch 2 once its session

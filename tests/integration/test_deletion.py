@@ -407,6 +407,7 @@ async def test_delete_with_a_follower_down_resumes_when_it_restarts(harness: Har
             e.node == f"broker-{follower}"] == [0, 1]  # fmt: skip
 
 
+@pytest.mark.slow  # seconds of real time: failover, halts, many topics
 @pytest.mark.asyncio
 @pytest.mark.parametrize("harness", WITH_TCP, indirect=True)
 async def test_new_controller_finishes_a_deletion_paused_by_a_dead_follower(
@@ -590,6 +591,7 @@ async def test_stop_replica_storage_error_pauses_the_deletion_until_a_healthy_re
             assert "spared" in (await h.status(b)).topics
 
 
+@pytest.mark.slow  # seconds of real time: failover, halts, many topics
 @pytest.mark.asyncio
 @pytest.mark.parametrize("harness", EVERY_STORE, indirect=True)
 async def test_disk_fault_in_the_only_log_dir_halts_the_broker_then_deletion_resumes(
@@ -686,6 +688,7 @@ async def test_a_partially_deleted_topic_is_finished_by_the_next_controller(
     assert renamed == {("broker-0", 0), ("broker-1", 0), ("broker-1", 1), ("broker-2", 1)}
 
 
+@pytest.mark.slow  # seconds of real time: failover, halts, many topics
 @pytest.mark.asyncio
 @pytest.mark.parametrize("harness", EVERY_STORE, indirect=True)
 async def test_many_topics_deleted_at_once(harness: Harness) -> None:

@@ -119,6 +119,8 @@ async def _store_address(up: Process, log: Path) -> str:
     raise AssertionError(f"kemu up ended without a store address: {seen!r}, stderr {errors!r}")
 
 
+@pytest.mark.slow
+@pytest.mark.processes
 @pytest.mark.asyncio
 async def test_another_process_reads_the_store_of_a_running_cluster(tmp_path: Path) -> None:
     """A client process's node, in no address book of the cluster, opens a session on the
