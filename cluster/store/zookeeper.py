@@ -5,9 +5,10 @@ hence one TCP connection) per ``StoreSession``, as Kafka gives each broker its o
 ``ZooKeeperSession`` is the adapter: it builds the requests, keeps the watches and decides
 the session's life; around it, ``cluster.store.zk_client`` holds aiozk's patched
 connection and session, ``zk_translate`` turns aiozk's errors and stats into ours,
-``zk_pipeline`` sends pipelined batches, ``zk_expiry`` forces an expiry, and ``_jute``
-encodes multi-ops. Only these modules import aiozk. What the adapter does around aiozk,
-and why, is in docs/zookeeper-adapter.md.
+``zk_watches`` keeps the armed watches, ``zk_pipeline`` sends pipelined batches,
+``zk_expiry`` forces an expiry, and ``_jute`` encodes multi-ops. Only these modules
+import aiozk. What the adapter does around aiozk, and why, is in
+docs/zookeeper-adapter.md.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from cluster.store.zk_client import (
 from cluster.store.zk_expiry import kill_server_session
 from cluster.store.zk_pipeline import Pipeline, run_pipeline
 from cluster.store.zk_translate import multi_errors, stat_of, translate, translated
+from cluster.store.zk_watches import ArmedWatches
 from protocol.errors import (
     BadArgumentsError,
     ConnectionLossError,
@@ -74,11 +76,9 @@ from protocol.store import (
     StoreEvent,
     StoreOp,
     WatchEvent,
-    WatchKind,
 )
 from protocol.trace import TraceKind
 
-_SET_WATCHES_BATCH = 128 * 1024  # path bytes per SetWatches (as the Java client)
 _OPEN_ACL = [zk_proto.UNRESTRICTED_ACCESS]
 
 # Looked up when a forced expiry runs, so that tests can widen the expiry trick's window.
@@ -157,10 +157,7 @@ class ZooKeeperSession(StoreSession):
         self._send: MemoryObjectSendStream[StoreEvent]
         self._recv: MemoryObjectReceiveStream[StoreEvent]
         self._send, self._recv = new_event_stream()
-        # Armed watches by full path. Data watches remember whether the node existed when
-        # armed (a data watch) or not (an exist watch): SetWatches sends them apart.
-        self._data_watches: dict[str, bool] = {}
-        self._child_watches: set[str] = set()
+        self._watches = ArmedWatches()
         self._calls: set[anyio.CancelScope] = set()
         self._expiry: asyncio.TimerHandle | None = None
         self._expiry_cause = "server"  # what a trace of its expiry names as the cause
@@ -501,26 +498,10 @@ class ZooKeeperSession(StoreSession):
         """A watch notification, read off the wire in order (see "Watches")."""
         if self._life is not _Life.ALIVE or event.type == -1:  # -1: a state event; unused
             return
-        full = event.path
-        kind: WatchKind | None = None
-        if event.type == zk_proto.WatchEvent.CREATED:
-            if self._data_watches.pop(full, None) is not None:
-                kind = WatchKind.CREATED
-        elif event.type == zk_proto.WatchEvent.DATA_CHANGED:
-            if self._data_watches.pop(full, None) is not None:
-                kind = WatchKind.DATA_CHANGED
-        elif event.type == zk_proto.WatchEvent.CHILDREN_CHANGED:
-            if full in self._child_watches:
-                self._child_watches.discard(full)
-                kind = WatchKind.CHILDREN_CHANGED
-        elif event.type == zk_proto.WatchEvent.DELETED:
-            data = self._data_watches.pop(full, None) is not None
-            if data or full in self._child_watches:
-                self._child_watches.discard(full)
-                kind = WatchKind.DELETED
+        kind = self._watches.fire(event)
         if kind is None:
             return
-        path = self._relative(full)
+        path = self._relative(event.path)
         if path is None:
             return
         self.trace("watch", path, "ok", event=kind.value)
@@ -536,7 +517,7 @@ class ZooKeeperSession(StoreSession):
         if self._life is not _Life.ALIVE:
             return
         try:
-            for request in self._set_watches_requests():
+            for request in self._watches.set_watches_requests(zk.kemu_last_zxid):
                 try:
                     await asyncio.wait_for(zk.send(request), zk.timeout)
                 finally:
@@ -685,43 +666,18 @@ class ZooKeeperSession(StoreSession):
             if self._life is not _Life.ALIVE:
                 return
             if not isinstance(reply, Exception):
-                self._data_watches[full] = True
+                self._watches.armed_data(full, existed=True)
             elif or_exist and isinstance(translate(reply, full), NoNodeError):
-                self._data_watches[full] = False
+                self._watches.armed_data(full, existed=False)
 
         return on_reply
 
     def _arms_child(self, full: str) -> Callable[[Any], None]:
         def on_reply(reply: Any) -> None:
             if self._life is _Life.ALIVE and not isinstance(reply, Exception):
-                self._child_watches.add(full)
+                self._watches.armed_child(full)
 
         return on_reply
-
-    def _set_watches_requests(self) -> Iterator[Any]:
-        """SetWatches requests for every armed watch, each under the batch size."""
-        lists: dict[str, list[str]] = {"data": [], "exist": [], "child": []}
-        size = 0
-
-        def request() -> Any:
-            return zk_proto.SetWatchesRequest(
-                relative_zxid=self._zk.kemu_last_zxid,
-                data_watches=lists["data"],
-                exist_watches=lists["exist"],
-                child_watches=lists["child"],
-            )
-
-        armed = [("data" if existed else "exist", p) for p, existed in self._data_watches.items()]
-        armed += [("child", p) for p in sorted(self._child_watches)]
-        for kind, path in armed:
-            if size + len(path) > _SET_WATCHES_BATCH and size:
-                yield request()
-                lists = {"data": [], "exist": [], "child": []}
-                size = 0
-            lists[kind].append(path)
-            size += len(path.encode())
-        if size:
-            yield request()
 
     # -- internals: session life
 
@@ -742,8 +698,7 @@ class ZooKeeperSession(StoreSession):
             self._zk.closing = True  # ends the repair loop and the heartbeat
         self._stop_expiry_timer()
         self._cancel_calls()
-        self._data_watches.clear()
-        self._child_watches.clear()
+        self._watches.clear()
         if was_alive:
             self._finish(SessionState.EXPIRED)
 
