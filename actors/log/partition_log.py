@@ -195,7 +195,9 @@ class Log:
             segment = LogSegment(
                 self.directory, base, self.config.segment, self._files, self._now_ms
             )
-            if not self._indexes_usable(segment):
+            if self._indexes_usable(segment):
+                segment.load_largest_timestamp()
+            else:
                 self._recover_segment(segment)
             self._add_segment(segment)
         if not had_clean_shutdown:

@@ -82,7 +82,8 @@ class LogSegment:
         now_ms: Callable[[], int],
     ) -> None:
         """Open the segment's files, creating the missing ones (an index just created is
-        preallocated). Nothing is checked here: see ``sanity_check`` and ``recover``."""
+        preallocated). Nothing is checked or read here: see ``sanity_check``, then
+        ``load_largest_timestamp`` or ``recover``."""
         self.base_offset = base_offset
         self.config = config
         self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
@@ -100,8 +101,6 @@ class LogSegment:
         self._rolling_based_timestamp: int | None = None
         self.max_timestamp_so_far = NO_TIMESTAMP
         self.offset_of_max_timestamp_so_far = base_offset
-        if self._log.size:
-            self._load_largest_timestamp()
 
     # -- views
 
@@ -290,12 +289,13 @@ class LogSegment:
             self._rolling_based_timestamp = None
         self._bytes_since_last_index_entry = 0
         if self.max_timestamp_so_far >= 0:
-            self._load_largest_timestamp()
+            self.load_largest_timestamp()
         return cut
 
-    def _load_largest_timestamp(self) -> None:
+    def load_largest_timestamp(self) -> None:
         """The largest timestamp so far: the time index's last entry, then the batches
-        after it (``LogSegment.loadLargestTimestamp``)."""
+        after it (``LogSegment.loadLargestTimestamp``). For a segment opened from disk,
+        once its indexes passed ``sanity_check``."""
         timestamp, offset = self.time_index.last_entry
         self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = timestamp, offset
         _, position = self.offset_index.lookup(offset)

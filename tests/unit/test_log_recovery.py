@@ -167,13 +167,13 @@ def test_a_deleted_index_is_rebuilt_identically(tmp_path: Path) -> None:
 
 
 def test_a_corrupt_index_is_rebuilt(tmp_path: Path) -> None:
-    """An index with a partial entry, or entries out of order, is rebuilt from the .log;
-    lookups then find every offset again."""
+    """An index with a partial entry, entries out of order, or garbage (negative
+    positions), is rebuilt from the .log; lookups then find every offset again."""
     directory = tmp_path / "t-0"
     write_log(directory, batches=12, index_interval_bytes=100)
     index = directory / f"{SEGMENT}.index"
     good = index.read_bytes()
-    for broken in (good + b"\x00\x01", good[8:16] + good[:8] + good[16:]):
+    for broken in (good + b"\x00\x01", good[8:16] + good[:8] + good[16:], b"\xff" * 16):
         index.write_bytes(broken)
         config = LogConfig(index_interval_bytes=100)
         log = open_log(directory, config=config, had_clean_shutdown=True)
