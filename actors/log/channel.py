@@ -8,18 +8,24 @@ Those operations are here, one plain ``os`` call each, synchronous (see
 ``actors.log.disk`` for why there is no worker thread). ``LogFiles`` hands out channels
 and passes directory and checkpoint operations to the ``Disk`` it wraps, so a
 ``FaultyDisk`` under it still breaks the checkpoint writes of a log.
+
+``FaultyLogFiles`` is ``FaultyDisk``'s counterpart for the data files: its channels fail
+chosen operations (an append, an index write, a flush...) under a chosen directory.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 from actors.log.disk import Disk
 
-__all__ = ["FileChannel", "LogFiles"]
+__all__ = ["ChannelFault", "ChannelOp", "FaultyLogFiles", "FileChannel", "LogFiles"]
 
 _OPEN_FLAGS = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
 
@@ -123,3 +129,109 @@ class LogFiles:
     def write_file(self, path: Path, data: bytes) -> None:
         """Replace a small file atomically and durably (``Disk.write_file``)."""
         self.disk.write_file(path, data)
+
+
+class ChannelOp(StrEnum):
+    """The file operations of a log that ``FaultyLogFiles`` can fail."""
+
+    OPEN = "open"
+    APPEND = "append"
+    WRITE_AT = "write_at"
+    READ = "read"
+    TRUNCATE = "truncate"
+    FLUSH = "flush"
+    DELETE = "delete"
+
+
+@dataclass(slots=True)
+class ChannelFault:
+    """``ops`` on files at or under ``where`` raise ``OSError(err)``; ``remaining``
+    failures left (``None``: until healed)."""
+
+    where: Path
+    ops: frozenset[ChannelOp]
+    err: int
+    remaining: int | None
+
+
+class FaultyLogFiles(LogFiles):
+    """``LogFiles`` whose channel operations fail under chosen directories until healed.
+    ``injected`` records every failure raised, in order, as ``(op, path)``."""
+
+    def __init__(self, disk: Disk | None = None) -> None:
+        super().__init__(disk)
+        self._faults: list[ChannelFault] = []
+        self.injected: list[tuple[ChannelOp, Path]] = []
+
+    def fail(
+        self,
+        where: Path,
+        ops: Iterable[ChannelOp] | None = None,
+        *,
+        times: int | None = None,
+        err: int = errno.EIO,
+    ) -> ChannelFault:
+        """Make ``ops`` (all when ``None``) under ``where`` raise ``OSError(err)``,
+        ``times`` times or until healed."""
+        chosen = frozenset(ChannelOp) if ops is None else frozenset(ops)
+        fault = ChannelFault(where, chosen, err, times)
+        self._faults.append(fault)
+        return fault
+
+    def heal(self, fault: ChannelFault | None = None) -> None:
+        if fault is None:
+            self._faults.clear()
+        else:
+            self._faults.remove(fault)
+
+    def check(self, op: ChannelOp, path: Path) -> None:
+        for fault in self._faults:
+            live = fault.remaining is None or fault.remaining > 0
+            if (
+                live
+                and op in fault.ops
+                and (path == fault.where or path.is_relative_to(fault.where))
+            ):
+                if fault.remaining is not None:
+                    fault.remaining -= 1
+                self.injected.append((op, path))
+                raise OSError(fault.err, f"injected fault: {op} failed", str(path))
+
+    def open(self, path: Path) -> FileChannel:
+        self.check(ChannelOp.OPEN, path)
+        return _FaultyChannel(path, self)
+
+    def delete(self, path: Path) -> None:
+        self.check(ChannelOp.DELETE, path)
+        super().delete(path)
+
+
+class _FaultyChannel(FileChannel):
+    """A channel that asks its ``FaultyLogFiles`` before each operation."""
+
+    __slots__ = ("_faults", "_where")
+
+    def __init__(self, path: Path, faults: FaultyLogFiles) -> None:
+        super().__init__(os.fspath(path))
+        self._where = path
+        self._faults = faults
+
+    def append(self, chunks: Sequence[bytes | memoryview]) -> int:
+        self._faults.check(ChannelOp.APPEND, self._where)
+        return super().append(chunks)
+
+    def write_at(self, position: int, data: bytes) -> None:
+        self._faults.check(ChannelOp.WRITE_AT, self._where)
+        super().write_at(position, data)
+
+    def read(self, position: int, length: int) -> bytes:
+        self._faults.check(ChannelOp.READ, self._where)
+        return super().read(position, length)
+
+    def truncate(self, size: int) -> None:
+        self._faults.check(ChannelOp.TRUNCATE, self._where)
+        super().truncate(size)
+
+    def flush(self) -> None:
+        self._faults.check(ChannelOp.FLUSH, self._where)
+        super().flush()

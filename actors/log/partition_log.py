@@ -22,9 +22,11 @@ describes the files and where kemu differs from Kafka.
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
 
 from actors.log.channel import LogFiles
 from actors.log.index import CorruptIndexError
@@ -135,10 +137,37 @@ class FetchDataInfo:
     records: bytes
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _guarded(method: Callable[Concatenate[Log, _P], _R]) -> Callable[Concatenate[Log, _P], _R]:
+    """Kafka's ``LogDirFailureChannel`` at the scale of one log: an ``OSError`` fails the
+    log and goes on to the caller (the log manager takes the log directory offline);
+    every later call is KAFKA_STORAGE_ERROR. A file half-written when the error came is
+    left for recovery at the next open."""
+
+    @functools.wraps(method)
+    def guarded(self: Log, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        if self.failure is not None:
+            raise KafkaApiError(
+                ErrorCode.KAFKA_STORAGE_ERROR,
+                f"The log {self.directory} is offline after an I/O error: {self.failure}",
+            )
+        try:
+            return method(self, *args, **kwargs)
+        except OSError as exc:
+            self.failure = exc
+            raise
+
+    return guarded
+
+
 class Log:
     """One partition directory. Public state: ``log_start_offset``, ``log_end_offset``,
     ``recovery_point``; ``leader_epoch_cache``; ``recovered_segments`` (the base offsets
-    of the segments recovery read at open, for tests and traces)."""
+    of the segments recovery read at open, for tests and traces); ``failure``, the
+    ``OSError`` that took the log offline, if one did."""
 
     def __init__(
         self,
@@ -164,6 +193,7 @@ class Log:
         self.recovery_point = recovery_point
         self.log_start_offset = log_start_offset
         self.log_end_offset = 0
+        self.failure: OSError | None = None
         self._files.mkdir(directory)
         self.leader_epoch_cache = LeaderEpochFileCache(
             directory / LEADER_EPOCH_CHECKPOINT, self._files, lambda: self.log_end_offset
@@ -280,6 +310,7 @@ class Log:
 
     # -- append
 
+    @_guarded
     def append_as_leader(self, records: bytes, leader_epoch: int) -> LogAppendInfo:
         """Append a client's records (one produce to this partition): checked, offsets
         from the log end, ``leader_epoch`` stamped, as ``Log.appendAsLeader``. Raises
@@ -295,6 +326,7 @@ class Log:
         )
         return self._append(validated)
 
+    @_guarded
     def append_as_follower(self, records: bytes) -> LogAppendInfo | None:
         """Append batches fetched from the leader, offsets and bytes as they are
         (``Log.appendAsFollower``); a torn tail is left out, and with no whole batch
@@ -381,6 +413,7 @@ class Log:
             return self.roll(validated.first_offset)
         return segment
 
+    @_guarded
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at the log end (or ``expected_next_offset`` if
         larger), finishing the old one, and flush below it (``Log.roll``; Kafka schedules
@@ -406,6 +439,7 @@ class Log:
 
     # -- read
 
+    @_guarded
     def read(
         self,
         start_offset: int,
@@ -448,6 +482,7 @@ class Log:
             i += 1
         return FetchDataInfo(start_offset, self.active_segment.base_offset, -1, b"")
 
+    @_guarded
     def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """``(timestamp, offset)`` of the first record at or after ``timestamp``
         (``Log.fetchOffsetByTimestamp`` for a timestamp, not the -1/-2 specials)."""
@@ -463,6 +498,7 @@ class Log:
         """``(epoch, end offset)`` as OffsetForLeaderEpoch answers (``endOffsetFor``)."""
         return self.leader_epoch_cache.end_offset_for(leader_epoch)
 
+    @_guarded
     def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
         """A new leader epoch starts at ``start_offset`` (``Partition.makeLeader`` calls
         it with the log end)."""
@@ -470,6 +506,7 @@ class Log:
 
     # -- truncation and deletion
 
+    @_guarded
     def truncate_to(self, target_offset: int) -> bool:
         """Cut the log at ``target_offset`` (a follower's divergent tail; whole batches go,
         from the one holding the target), as ``Log.truncateTo``. At or past the log end
@@ -492,6 +529,7 @@ class Log:
         self.leader_epoch_cache.truncate_from_end(target_offset)
         return True
 
+    @_guarded
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and start empty at ``new_offset`` (``Log.truncateFullyAndStartAt``:
         a follower far behind the leader's log start)."""
@@ -505,6 +543,7 @@ class Log:
         self.recovery_point = min(new_offset, self.recovery_point)
         self.log_start_offset = new_offset
 
+    @_guarded
     def maybe_increment_log_start_offset(
         self, new_log_start_offset: int, high_watermark: int | None = None
     ) -> bool:
@@ -537,6 +576,7 @@ class Log:
 
     # -- durability
 
+    @_guarded
     def flush(self, offset: int | None = None) -> None:
         """Force the segments holding offsets from the recovery point up to ``offset``
         (the log end when ``None``) to disk; the recovery point moves there (``Log.flush``)."""
@@ -552,7 +592,12 @@ class Log:
 
     def close(self) -> None:
         """Flush everything and close the files (``Log.close`` after the log manager's
-        flush at shutdown): the next open needs no recovery if the marker is written."""
-        self.flush()
+        flush at shutdown): the next open needs no recovery if the marker is written. A
+        failed log only closes its files."""
+        if self.failure is None:
+            self.flush()
+            for segment in self._segments:
+                segment.close()
+            return
         for segment in self._segments:
-            segment.close()
+            segment.close_handlers()

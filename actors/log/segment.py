@@ -399,11 +399,15 @@ class LogSegment:
         self.time_index.close()
         self._log.close()
 
-    def delete(self) -> None:
-        """Close and remove the three files (``LogSegment.deleteIfExists``)."""
+    def close_handlers(self) -> None:
+        """Close the files without writing anything (``LogSegment.closeHandlers``)."""
         self.offset_index.close_handler()
         self.time_index.close_handler()
         self._log.close()
+
+    def delete(self) -> None:
+        """Close and remove the three files (``LogSegment.deleteIfExists``)."""
+        self.close_handlers()
         for path in (self.log_path, self.index_path, self.time_index_path):
             self._files.delete(path)
 
