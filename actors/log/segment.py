@@ -23,11 +23,11 @@ from actors.log.records import (
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
     CompressionType,
-    batch_headers,
     check_stored_batch,
     last_offset_at,
     read_header,
     record_timestamps,
+    whole_batches_end,
 )
 from protocol.errors import KafkaApiError
 
@@ -237,10 +237,8 @@ class LogSegment:
         if fetch_size <= 0:
             return found.position, b""
         data = self._log.read(found.position, fetch_size)
-        end = 0
-        for header in batch_headers(data):
-            end = header.position + header.size
-        return found.position, data[:end]
+        end = whole_batches_end(data)
+        return found.position, data if end == len(data) else data[:end]
 
     def find_offset_by_timestamp(
         self, timestamp: int, starting_offset: int | None = None
