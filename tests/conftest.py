@@ -52,6 +52,11 @@ def pytest_asyncio_loop_factories(
     the default one (pytest-asyncio would otherwise run every test once on each loop)."""
     marker = item.get_closest_marker("asyncio")
     names = marker.kwargs.get("loop_factories", ["asyncio"]) if marker else ["asyncio"]
+    unknown = [name for name in names if name not in LOOP_FACTORIES]
+    if unknown:
+        raise pytest.UsageError(
+            f"{item.nodeid}: no event loop named {unknown}: {[*LOOP_FACTORIES]}"
+        )
     return {name: LOOP_FACTORIES[name] for name in names}
 
 
