@@ -272,8 +272,8 @@ class Log:
         return segment.recover(self._assign_epoch_of)
 
     def _assign_epoch_of(self, batch: BatchHeader) -> None:
-        """A stored batch of a newer leader epoch starts that epoch (``Log.append`` and
-        ``LogSegment.recover``)."""
+        """A recovered batch of a newer leader epoch starts that epoch
+        (``LogSegment.recover``)."""
         epoch = batch.partition_leader_epoch
         latest = self.leader_epoch_cache.latest_epoch
         if epoch >= 0 and (latest is None or epoch > latest):
@@ -316,6 +316,8 @@ class Log:
         from the log end, ``leader_epoch`` stamped, as ``Log.appendAsLeader``. Raises
         ``KafkaApiError`` (CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE,
         RECORD_LIST_TOO_LARGE, UNSUPPORTED_FOR_MESSAGE_FORMAT) and then changed nothing."""
+        if leader_epoch < 0:
+            raise ValueError(f"a leader appends with its leader epoch, not {leader_epoch}")
         validated = assign_offsets(
             records,
             next_offset=self.log_end_offset,
@@ -345,6 +347,12 @@ class Log:
                     f"Out of order offsets found in append to {self.directory.name}",
                 )
             last = header.last_offset
+            if header.partition_leader_epoch < 0:  # the cache's IllegalArgumentException
+                raise KafkaApiError(
+                    ErrorCode.UNKNOWN_SERVER_ERROR,
+                    f"Received invalid partition leader epoch {header.partition_leader_epoch} "
+                    f"in append to {self.directory.name}",
+                )
             if header.max_timestamp > max_timestamp:
                 max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
         first = headers[0].base_offset
@@ -377,8 +385,8 @@ class Log:
                 f"of {self.config.segment_bytes}.",
             )
         segment = self._maybe_roll(validated)
-        for batch in validated.batches:
-            self._assign_epoch_of(batch)
+        for batch in validated.batches:  # Log.append: the cache ignores a known start
+            self.leader_epoch_cache.assign(batch.partition_leader_epoch, batch.base_offset)
         segment.append(
             validated.last_offset,
             validated.max_timestamp,

@@ -577,3 +577,25 @@ def test_the_clean_shutdown_marker(tmp_path: Path) -> None:
     assert had_clean_shutdown(files, tmp_path)
     mark_clean_shutdown(files, tmp_path, present=False)
     assert not had_clean_shutdown(files, tmp_path)
+
+
+def test_a_follower_append_assigns_each_batch_epoch_as_kafka_does(tmp_path: Path) -> None:
+    """Every appended batch's epoch goes through the cache's assign: a newer one is added,
+    an older one replaces the entries it contradicts; a batch without an epoch (-1) is
+    refused before anything is written."""
+    follower = open_log(tmp_path / "follower")
+    batch = client_batch([b"a"])
+
+    def stamped(offset: int, epoch: int) -> bytes:
+        return fix_crc(
+            set_field(set_field(batch, "base_offset", offset), "partition_leader_epoch", epoch)
+        )
+
+    follower.append_as_follower(stamped(0, 0) + stamped(1, 5))
+    cached = follower.leader_epoch_cache.entries
+    follower.append_as_follower(stamped(2, 3))
+    assert (cached, follower.leader_epoch_cache.entries) == (((0, 0), (5, 1)), ((0, 0), (3, 2)))
+    with pytest.raises(KafkaApiError) as raised:
+        follower.append_as_follower(stamped(3, -1))
+    assert raised.value.code == ErrorCode.UNKNOWN_SERVER_ERROR
+    assert follower.log_end_offset == 3
