@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from actors.log.channel import LogFiles
+from actors.log.manager import LEADER_EPOCH_CHECKPOINT, SEGMENT_FILES, checkpoint_file
 from actors.log.partition_log import (
     CLEAN_SHUTDOWN_FILE,
     Log,
@@ -599,3 +600,26 @@ def test_a_follower_append_assigns_each_batch_epoch_as_kafka_does(tmp_path: Path
         follower.append_as_follower(stamped(3, -1))
     assert raised.value.code == ErrorCode.UNKNOWN_SERVER_ERROR
     assert follower.log_end_offset == 3
+
+
+def test_a_log_made_by_the_log_manager_opens_as_a_partition_log(tmp_path: Path) -> None:
+    """The directory the log manager creates today (empty segment files, an empty epoch
+    checkpoint) opens as an empty log at offset 0, and appends do not roll it (its empty
+    index files are resized to segment.index.bytes)."""
+    directory = tmp_path / "t-0"
+    directory.mkdir()
+    for name, data in manager_new_log_files():
+        (directory / name).write_bytes(data)
+    log = Log(directory, LogConfig(), now_ms=Clock().now, had_clean_shutdown=True)
+    assert (log.log_start_offset, log.log_end_offset) == (0, 0)
+    for offset in range(3):
+        assert log.append_as_leader(client_batch([b"x"]), leader_epoch=0).first_offset == offset
+    assert len(log.segments) == 1
+
+
+def manager_new_log_files() -> list[tuple[str, bytes]]:
+    """What ``LogManager`` writes for a new log (its SEGMENT_FILES, then the checkpoint)."""
+    return [
+        *((name, b"") for name in SEGMENT_FILES),
+        (LEADER_EPOCH_CHECKPOINT, checkpoint_file(())),
+    ]
