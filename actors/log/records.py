@@ -56,7 +56,6 @@ RECORD_BATCH_OVERHEAD = 61
 NO_TIMESTAMP = -1
 """``RecordBatch.NO_TIMESTAMP``."""
 
-_MAGIC_OFFSET = 16
 _CRC_OFFSET = 17
 _ATTRIBUTES_OFFSET = 21
 _HEADER = struct.Struct(">qiibIhiqqqhii")
