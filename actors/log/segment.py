@@ -82,8 +82,8 @@ class LogSegment:
         now_ms: Callable[[], int],
     ) -> None:
         """Open the segment's files, creating the missing ones (an index just created is
-        preallocated). Nothing is checked or read here: see ``sanity_check``, then
-        ``load_largest_timestamp`` or ``recover``."""
+        preallocated; an existing one is read). Nothing is checked and the ``.log`` is not
+        read here: see ``sanity_check``, then ``load_largest_timestamp`` or ``recover``."""
         self.base_offset = base_offset
         self.config = config
         self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
