@@ -1,6 +1,7 @@
 """A partition log against a simple in-memory model, under random sequences of appends
 (plain and gzip batches), reads, truncations to batch boundaries, log start advances,
-flushes and reopenings (clean, or recovering everything), with tiny segments and indexes
+flushes, reopenings (clean, or recovering everything) and crashes (the files copied while
+the log is open, then recovered from the recovery point), with tiny segments and indexes
 so that every roll condition happens.
 
 The model is a list of the batches the log should hold, each as the bytes it should store
@@ -9,6 +10,7 @@ The model is a list of the batches the log should hold, each as the bytes it sho
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +51,7 @@ read = st.tuples(st.just("read"), st.integers(0, 10**4), st.integers(1, 400), st
 truncate = st.tuples(st.just("truncate"), st.integers(0, 10**4), st.just(0), st.just(False))
 advance = st.tuples(st.just("advance"), st.integers(0, 10**4), st.just(0), st.just(False))
 reopen = st.tuples(st.just("reopen"), st.just(0), st.just(0), st.booleans())
+crash = st.tuples(st.just("crash"), st.just(0), st.just(0), st.just(False))
 flush = st.tuples(st.just("flush"), st.just(0), st.just(0), st.just(False))
 operations = st.lists(
     st.one_of(append, append, read, truncate, advance, reopen, flush), max_size=40
@@ -73,7 +76,7 @@ def append_one(log: Log, model: Model, n: int, *, codec: int) -> None:
     model.log_end += n
 
 
-def apply(log: Log, model: Model, op: Op, directory: Path) -> Log:
+def apply(log: Log, model: Model, op: Op) -> Log:
     kind, n, m, flag = op
     if kind == "append":  # n: 1 + n // 4 batches of 1 + n % 4 records
         model.epoch += int(flag)
@@ -107,17 +110,23 @@ def apply(log: Log, model: Model, op: Op, directory: Path) -> Log:
     elif kind == "flush":
         log.flush()
         assert log.recovery_point == model.log_end
-    elif kind == "reopen":
+    elif kind == "reopen":  # flag: clean (the marker), else everything is recovered
         start, point = log.log_start_offset, log.recovery_point
         log.close()
         log = Log(
-            directory,
+            log.directory,
             CONFIG,
             now_ms=lambda: T0,
             recovery_point=point if flag else 0,
             log_start_offset=start,
             had_clean_shutdown=flag,
         )
+    elif kind == "crash":  # the files as a killed broker leaves them: nothing closed
+        copy = log.directory.with_name(f"{log.directory.name}-{len(model.batches)}-crash")
+        shutil.copytree(log.directory, copy)
+        start, point = log.log_start_offset, log.recovery_point
+        log.close()
+        log = Log(copy, CONFIG, now_ms=lambda: T0, recovery_point=point, log_start_offset=start)
     assert (log.log_start_offset, log.log_end_offset) == (model.log_start, model.log_end)
     return log
 
@@ -157,7 +166,7 @@ def test_the_log_behaves_as_the_model(ops: list[Op]) -> None:
         model = Model()
         try:
             for op in ops:
-                log = apply(log, model, op, directory)
+                log = apply(log, model, op)
             assert read_all(log, model.log_start) == model.stream_from(model.log_start)
             for segment in log.segments:
                 assert segment.size <= CONFIG.segment_bytes
