@@ -54,6 +54,7 @@ __all__ = [
     "collides",
     "duplicate_topics",
     "has_collision_chars",
+    "is_valid_topic_name",
     "is_internal",
     "new_partitions_assignment",
     "plan_create_topic",
@@ -90,6 +91,15 @@ def validate_topic_name(name: str) -> None:
             f'Topic name "{name}" is illegal, it contains a character other than'
             " ASCII alphanumerics, '.', '_' and '-'"
         )
+
+
+def is_valid_topic_name(name: str) -> bool:
+    """Whether ``validate_topic_name`` accepts ``name``: a name some topic could have."""
+    try:
+        validate_topic_name(name)
+    except KafkaApiError:
+        return False
+    return True
 
 
 def _invalid_topic(message: str) -> None:

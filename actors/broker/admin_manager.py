@@ -21,11 +21,15 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from actors.admin import (
+    QUEUED_FOR_DELETION_MESSAGE,
     AdminOperationError,
     BrokerMetadata,
     ConfigEntry,
     ConfigError,
+    RequestedTopic,
     TopicCreation,
+    check_cluster_replicas,
+    check_request_replicas,
     plan_create_topic,
     topic_config_entries,
     validate_create_partitions,
@@ -80,7 +84,9 @@ class AdminManager:
     ) -> DescribeConfigsResponseData:
         """Each topic's configs (those asked for, or all): its overrides, then the broker's
         defaults, each with its source. Other resource types are refused (INVALID_REQUEST),
-        a topic without ``/brokers/topics/<t>`` is UNKNOWN_TOPIC_OR_PARTITION."""
+        a name that is not a legal topic name is INVALID_TOPIC_EXCEPTION (``Topic.validate``
+        comes first in ``AdminManager.describeConfigs``), a topic without
+        ``/brokers/topics/<t>`` is UNKNOWN_TOPIC_OR_PARTITION."""
         results = []
         for res in req.resources:
             if res.resource_type != ConfigResourceType.TOPIC:
@@ -95,6 +101,18 @@ class AdminManager:
                 )
                 continue
             topic = TopicName(res.resource_name)
+            try:
+                topic_rules.validate_topic_name(topic)  # Topic.validate, before any lookup
+            except KafkaApiError as exc:
+                results.append(
+                    DescribeConfigsResult(
+                        resource_type=res.resource_type,
+                        resource_name=res.resource_name,
+                        error_code=exc.code,
+                        error_message=str(exc),
+                    )
+                )
+                continue
             if await self._broker.session.exists(zkdata.topic_path(topic)) is None:
                 results.append(
                     DescribeConfigsResult(
@@ -130,6 +148,12 @@ class AdminManager:
         apart). The answer waits until every written topic's partitions have leaders
         (``DelayedCreatePartitions``). None means the answer comes later."""
         duplicates = topic_rules.duplicate_topics(t.name for t in req.topics)
+        try:
+            self._check_size(req, duplicates)
+        except KafkaApiError as exc:  # ReplicationControlManager.validateTotalNumberOfPartitions
+            return CreateTopicsResponseData(
+                topics=tuple(_creation_error(t.name, exc) for t in req.topics)
+            )
         existing = set(await kafka_zk.get_all_topics(self._broker.session))
         alive = [BrokerMetadata(b.id, b.rack) for b in self._broker.cache.alive_brokers()]
         results: dict[TopicName, CreateTopicResult] = {}
@@ -209,18 +233,51 @@ class AdminManager:
             ctx, req.timeout_ms, written, self._has_leaders(written), finish
         )
 
+    def _check_size(self, req: CreateTopicsRequestData, duplicates: frozenset[str]) -> None:
+        """kemu's bounds on a whole CreateTopics, before any topic is planned
+        (docs/limits.md): the replicas of all its topics against
+        ``kemu.max.replicas.per.request``, and with those the cluster already holds against
+        ``kemu.max.replicas.per.cluster``. Raises POLICY_VIOLATION."""
+        config = self._broker.config
+        adding = check_request_replicas(
+            (
+                RequestedTopic(
+                    t.num_partitions,
+                    t.replication_factor,
+                    tuple(len(a.broker_ids) for a in t.assignments),
+                )
+                for t in req.topics
+                if t.name not in duplicates
+            ),
+            num_partitions=config.num_partitions,
+            replication_factor=config.default_replication_factor,
+            limit=config.kemu_max_replicas_per_request,
+        )
+        check_cluster_replicas(
+            self._broker.cache.replica_count(), adding, config.kemu_max_replicas_per_cluster
+        )
+
     async def create_partitions(
         self, req: CreatePartitionsRequestData, ctx: Context
     ) -> Message | None:
-        """As ``AdminManager.createPartitions``: a topic named twice is INVALID_REQUEST;
-        each other topic's new partitions are validated against its assignment and the
-        registered brokers, then its whole assignment is written; the answer waits until
-        its partitions have leaders. None means the answer comes later."""
+        """As ``KafkaApis.handleCreatePartitionsRequest`` and
+        ``AdminManager.createPartitions``: a topic named twice is INVALID_REQUEST, one queued
+        for deletion INVALID_TOPIC_EXCEPTION; a name no topic can have is
+        UNKNOWN_TOPIC_OR_PARTITION (Kafka looks such a name up in ZooKeeper and finds
+        nothing; for ``.``, ``..`` and the empty name its ZooKeeper client refuses the path
+        and the whole request fails with UNKNOWN_SERVER_ERROR, which kemu does not copy);
+        each other topic's new partitions are validated against its assignment, the
+        registered brokers and kemu's replica bounds, then its whole assignment is written;
+        the answer waits until its partitions have leaders. None means the answer comes
+        later."""
         duplicates = topic_rules.duplicate_topics(t.name for t in req.topics)
         registered = [
             BrokerMetadata(b, r.registration.rack)
             for b, r in (await kafka_zk.get_brokers(self._broker.session)).items()
         ]
+        queued = set(await kafka_zk.get_topic_deletions(self._broker.session))
+        config = self._broker.config
+        held = self._broker.cache.replica_count()
         results: dict[TopicName, TopicErrorResult] = {}
         written: dict[TopicName, int] = {}
         for topic in req.topics:
@@ -231,13 +288,30 @@ class AdminManager:
                     error_message=topic_rules.DUPLICATE_CREATE_PARTITIONS_MESSAGE,
                 )
                 continue
+            if topic.name in queued:
+                results[topic.name] = TopicErrorResult(
+                    name=topic.name,
+                    error_code=ErrorCode.INVALID_TOPIC_EXCEPTION,
+                    error_message=QUEUED_FOR_DELETION_MESSAGE,
+                )
+                continue
             try:
-                existing = (
-                    await kafka_zk.get_topic_assignment(self._broker.session, topic.name) or {}
-                )
+                existing = {}
+                if topic_rules.is_valid_topic_name(topic.name):
+                    existing = (
+                        await kafka_zk.get_topic_assignment(self._broker.session, topic.name) or {}
+                    )
                 added = validate_create_partitions(
-                    topic.name, existing, topic.count, topic.assignments, registered
+                    topic.name,
+                    existing,
+                    topic.count,
+                    topic.assignments,
+                    registered,
+                    max_replicas=config.kemu_max_replicas_per_request,
                 )
+                adding = sum(len(replicas) for replicas in added.values())
+                check_cluster_replicas(held, adding, config.kemu_max_replicas_per_cluster)
+                held += adding
                 if not req.validate_only:
                     full = {p: a.replicas for p, a in existing.items()}
                     full.update(added)

@@ -28,6 +28,10 @@ class MetadataCache:
     brokers: dict[BrokerId, UpdateMetadataBroker] = field(default_factory=dict)
     topics: dict[TopicName, dict[int, UpdateMetadataPartitionState]] = field(default_factory=dict)
 
+    def replica_count(self) -> int:
+        """The replicas of every partition in the cache (``kemu.max.replicas.per.cluster``)."""
+        return sum(len(s.replicas) for ps in self.topics.values() for s in ps.values())
+
     def update(self, request: UpdateMetadataRequest) -> set[TopicName]:
         """Apply an UpdateMetadata; return the topics it mentioned (to poke purgatories)."""
         self.controller_id = request.controller_id
