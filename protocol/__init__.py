@@ -2,9 +2,9 @@
 
 The public face of the package. Implementation lives in one-concept modules behind it:
 ``base`` (the ``Message`` root), ``ids``, ``errors``, ``codec``/``envelope`` (frames),
-``store`` (metadata-store values), ``control`` (controller-to-broker APIs 4-7), ``log``
-(a broker's log manager), ``controller`` (asking a broker's controller about itself) and
-``zkdata`` (every ZooKeeper path and payload). Path helpers
+``store`` (metadata-store values), ``control`` (controller-to-broker APIs 4-7 and
+AlterIsr, 56), ``log`` (a broker's log manager), ``controller`` (asking a broker's
+controller about itself) and ``zkdata`` (every ZooKeeper path and payload). Path helpers
 stay in ``protocol.zkdata`` (e.g. ``zkdata.partition_state_path``) so that this namespace
 holds types, not strings.
 
@@ -21,6 +21,10 @@ from protocol.control import (
     LEADER_DURING_DELETE,
     NO_EPOCH,
     NO_LEADER,
+    AlterIsrPartition,
+    AlterIsrPartitionResult,
+    AlterIsrRequest,
+    AlterIsrResponse,
     ApiKey,
     ControlledShutdownRequest,
     ControlledShutdownResponse,
@@ -89,6 +93,10 @@ __all__ = [
     "NO_EPOCH",
     "NO_LEADER",
     "PERSISTENT_PATHS",
+    "AlterIsrPartition",
+    "AlterIsrPartitionResult",
+    "AlterIsrRequest",
+    "AlterIsrResponse",
     "ApiKey",
     "BrokerRegistration",
     "ClusterId",

@@ -27,6 +27,11 @@ Message                    API key  Version   What we emulate
                                               and rack.
 ``ControlledShutdown...``  7        v3        broker id and broker epoch; the answer lists the
                                               partitions the broker still leads.
+``AlterIsrRequest``        56       v0        a partition leader's proposed ISR per partition
+                                              with the leader epoch and the state znode's
+                                              version it was based on; the answer is the
+                                              ISR written (or the current one) per
+                                              partition, or why not.
 =========================  =======  ========  ==============================================
 
 Kafka groups partitions by topic on the wire; here each partition entry carries its topic,
@@ -55,6 +60,10 @@ __all__ = [
     "LEADER_DURING_DELETE",
     "NO_EPOCH",
     "NO_LEADER",
+    "AlterIsrPartition",
+    "AlterIsrPartitionResult",
+    "AlterIsrRequest",
+    "AlterIsrResponse",
     "ApiKey",
     "ControlledShutdownRequest",
     "ControlledShutdownResponse",
@@ -95,6 +104,7 @@ class ApiKey(IntEnum):
     STOP_REPLICA = 5
     UPDATE_METADATA = 6
     CONTROLLED_SHUTDOWN = 7
+    ALTER_ISR = 56
 
 
 class SecurityProtocol(IntEnum):
@@ -333,3 +343,70 @@ class ControlledShutdownResponse(Message, frozen=True, kw_only=True):
 
     error_code: ErrorCode
     remaining_partitions: tuple[TopicPartition, ...] = ()
+
+
+# ---------------------------------------------------------------------- AlterIsr (56)
+
+
+class AlterIsrPartition(msgspec.Struct, frozen=True, kw_only=True):
+    """One partition's proposed ISR: ``leader_epoch`` is the epoch the leader holds,
+    ``current_isr_version`` the zkVersion of the state znode its ISR came from (the
+    controller writes conditionally on it)."""
+
+    topic: TopicName
+    partition: int
+    leader_epoch: LeaderEpoch
+    new_isr: tuple[BrokerId, ...]
+    current_isr_version: int
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+class AlterIsrRequest(Message, frozen=True, kw_only=True):
+    """Partition leader → controller: change these ISRs (API key 56, v0; Kafka's
+    ``AlterIsrManager`` sends every queued change of a broker in one request).
+
+    ``broker_id`` is the leader asking (the leader the controller writes), ``broker_epoch``
+    its registration's czxid: an unknown broker or another epoch than the controller's is
+    answered STALE_BROKER_EPOCH as a whole.
+    """
+
+    api_key: ClassVar[ApiKey] = ApiKey.ALTER_ISR
+    api_version: ClassVar[int] = 0
+
+    broker_id: BrokerId
+    broker_epoch: BrokerEpoch
+    partitions: tuple[AlterIsrPartition, ...]
+
+
+class AlterIsrPartitionResult(msgspec.Struct, frozen=True, kw_only=True):
+    """One partition's answer: with ``error_code`` NONE, the leader, leader epoch, ISR and
+    state znode version now in force (the leader commits them); otherwise
+    UNKNOWN_TOPIC_OR_PARTITION, FENCED_LEADER_EPOCH or INVALID_UPDATE_VERSION and the
+    other fields at their sentinels."""
+
+    topic: TopicName
+    partition: int
+    error_code: ErrorCode = ErrorCode.NONE
+    leader: BrokerId = NO_LEADER
+    leader_epoch: LeaderEpoch = NO_EPOCH
+    isr: tuple[BrokerId, ...] = ()
+    current_isr_version: int = -1
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+class AlterIsrResponse(Message, frozen=True, kw_only=True):
+    """Controller → partition leader: a top-level error (NOT_CONTROLLER,
+    STALE_BROKER_EPOCH: nothing was looked at, the leader sends again) or one result per
+    partition."""
+
+    api_key: ClassVar[ApiKey] = ApiKey.ALTER_ISR
+    api_version: ClassVar[int] = 0
+
+    error_code: ErrorCode
+    partitions: tuple[AlterIsrPartitionResult, ...] = ()

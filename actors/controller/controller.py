@@ -41,6 +41,7 @@ from typing import Any, assert_never
 import structlog
 
 from actors.controller import recording
+from actors.controller.alter_isr import AlterIsrHandler
 from actors.controller.channel import ControllerChannelManager, broker_actor_ref
 from actors.controller.context import Broker, ControllerContext, is_being_reassigned
 from actors.controller.controlled_shutdown import ControlledShutdowns
@@ -48,6 +49,7 @@ from actors.controller.election import OfflineElection
 from actors.controller.errors import IllegalControllerStateError
 from actors.controller.event_manager import ControllerEventManager
 from actors.controller.events import (
+    AlterIsrReceived,
     AutoPreferredReplicaLeaderElection,
     BrokerChange,
     BrokerModifications,
@@ -88,6 +90,8 @@ from actors.zk.watch import ChildWatch, DataWatch, StateCallbacks, ZkConnection
 from protocol import zkdata
 from protocol.base import ActorRef, Message
 from protocol.control import (
+    AlterIsrRequest,
+    AlterIsrResponse,
     ControlledShutdownRequest,
     ControlledShutdownResponse,
     LeaderAndIsrResponse,
@@ -246,6 +250,7 @@ class KafkaController(Actor):
             ops,
         )
         self.isr_expansion = IsrExpansion(self.context, self.reassignments, ops)
+        self.alter_isr = AlterIsrHandler(self.context, self.reassignments, ops)
         self.leader_elections = LeaderElections(
             self.context,
             self.partition_state_machine,
@@ -309,6 +314,21 @@ class KafkaController(Actor):
 
                 self.events.put(
                     ControlledShutdown(broker_id=broker_id, broker_epoch=broker_epoch, reply=answer)
+                )
+                return None
+            case AlterIsrRequest(broker_id=broker_id, broker_epoch=broker_epoch):
+                alter_reply = ctx.defer()
+
+                def answer_alter_isr(response: AlterIsrResponse) -> None:
+                    alter_reply.send(self, response)
+
+                self.events.put(
+                    AlterIsrReceived(
+                        broker_id=broker_id,
+                        broker_epoch=broker_epoch,
+                        partitions=msg.partitions,
+                        reply=answer_alter_isr,
+                    )
                 )
                 return None
             case _:
@@ -467,6 +487,14 @@ class KafkaController(Actor):
                 )
             case ControlledShutdown():
                 await self._process_controlled_shutdown(event)
+            case AlterIsrReceived():
+                await self.alter_isr.process(
+                    event.broker_id,
+                    event.broker_epoch,
+                    event.partitions,
+                    event.reply,
+                    active=self.is_active,
+                )
             case _:
                 assert_never(event)
 

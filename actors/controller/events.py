@@ -11,9 +11,10 @@ Adding an event: define it here, add it to ``ControllerEventUnion``, and give it
 in ``KafkaController.process`` (mypy's ``assert_never`` check fails until it has one).
 Topic deletion, controlled shutdown, leader elections and reassignment (TopicDeletion,
 TopicDeletionStopReplicaResponseReceived, ControlledShutdown, ReplicaLeaderElection,
-ZkPartitionReassignment, AutoPreferredReplicaLeaderElection) were added that way. The two
-with a caller (ControlledShutdown, ReplicaLeaderElection with ``on_result``) answer it
-when preempted: STALE_CONTROLLER_EPOCH, and NOT_CONTROLLER per partition.
+ZkPartitionReassignment, AutoPreferredReplicaLeaderElection) and AlterIsrReceived were added
+that way. The three with a caller (ControlledShutdown, ReplicaLeaderElection with
+``on_result``, AlterIsrReceived) answer it when preempted: STALE_CONTROLLER_EPOCH,
+NOT_CONTROLLER per partition, NOT_CONTROLLER.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import msgspec
 
 from actors.controller.states import ControllerState
 from protocol.control import (
+    AlterIsrPartition,
+    AlterIsrResponse,
     ControlledShutdownResponse,
     LeaderAndIsrResponse,
     TopicPartition,
@@ -230,6 +233,22 @@ class ControlledShutdown(ControllerEvent, frozen=True, kw_only=True):
         self.reply(ControlledShutdownResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH))
 
 
+class AlterIsrReceived(ControllerEvent, frozen=True, kw_only=True):
+    """A partition leader asks for ISR changes (``processAlterIsr``, see
+    ``actors.controller.alter_isr``). ``reply`` gets the answer; preempted, it gets
+    NOT_CONTROLLER and the leader sends again."""
+
+    state: ClassVar[ControllerState] = ControllerState.ISR_CHANGE
+
+    broker_id: BrokerId
+    broker_epoch: BrokerEpoch
+    partitions: tuple[AlterIsrPartition, ...]
+    reply: Callable[[AlterIsrResponse], None]
+
+    def preempt(self) -> None:
+        self.reply(AlterIsrResponse(error_code=ErrorCode.NOT_CONTROLLER))
+
+
 ControllerEventUnion = (
     Startup
     | ControllerChange
@@ -248,5 +267,6 @@ ControllerEventUnion = (
     | ReplicaLeaderElection
     | AutoPreferredReplicaLeaderElection
     | ControlledShutdown
+    | AlterIsrReceived
 )
 """Every event the controller processes."""
