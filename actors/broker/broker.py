@@ -152,7 +152,7 @@ class Broker(Actor):
         )
         await self.node.task_group.start(self.zk.run)
         await kafka_zk.create_top_level_paths(self.session)
-        self.cluster_id = await kafka_zk.get_or_create_cluster_id(self.session, self.rng)
+        self.cluster_id = await kafka_zk.get_or_create_cluster_id(self.session, self.node.ids)
         await self.node.spawn(
             LogManager(
                 self.settings.log_dirs,

@@ -33,6 +33,7 @@ class DiskOp(StrEnum):
     RMTREE = "rmtree"
     LISTDIR = "listdir"
     IS_DIR = "is_dir"
+    READ_FILE = "read_file"
 
 
 MUTATING_OPS = frozenset({DiskOp.MKDIR, DiskOp.WRITE_FILE, DiskOp.RENAME, DiskOp.RMTREE})
@@ -75,6 +76,13 @@ class Disk:
                 os.mknod(prefix + name, _EMPTY_FILE)
             except OSError:
                 _create(prefix + name, data)
+
+    def read_file(self, path: Path) -> bytes | None:
+        """A small state file's content (``meta.properties``), or None if there is none."""
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            return None
 
     def rename(self, src: Path, dst: Path) -> None:
         os.rename(src, dst)
@@ -238,6 +246,10 @@ class FaultyDisk(Disk):
         for name, data in files:  # each file checked on its own, as the real disk stops
             self._check(DiskOp.WRITE_FILE, Path(directory) / name)
             self._inner.write_files(directory, ((name, data),))
+
+    def read_file(self, path: Path) -> bytes | None:
+        self._check(DiskOp.READ_FILE, path)
+        return self._inner.read_file(path)
 
     def rename(self, src: Path, dst: Path) -> None:
         self._check(DiskOp.RENAME, src, dst)

@@ -278,6 +278,56 @@ def meta_properties(broker_id: int, cluster_id: str | None, wall_ms: int) -> byt
     return "".join(f"{line}\n" for line in lines).encode()
 
 
+def _properties(data: bytes) -> dict[str, str]:
+    """``key=value`` lines of a properties file (comments and blank lines skipped)."""
+    out: dict[str, str] = {}
+    for line in data.decode("latin-1").splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", "!")):
+            key, _, value = line.partition("=")
+            out[key.strip()] = value.strip()
+    return out
+
+
+def check_meta_properties(
+    found: Mapping[Path, bytes], *, broker_id: int, cluster_id: str | None
+) -> None:
+    """The checks ``KafkaServer.startup`` makes of the ``meta.properties`` its log dirs
+    hold (``found``, by log dir; a dir without one is not in it) before it loads any log:
+    the same broker and cluster in every dir (``InconsistentBrokerMetadataException``),
+    the cluster id of the store (``InconsistentClusterIdException``), the configured
+    broker id (``InconsistentBrokerIdException``). Raises ``FatalNodeError`` with Kafka's
+    message: the broker does not start, and nothing is rewritten."""
+    stored = {d: _properties(data) for d, data in found.items()}
+    seen = {(p.get("broker.id"), p.get("cluster.id")) for p in stored.values()}
+    if len(seen) > 1:
+        listing = "; ".join(
+            f"{d}: broker.id={p.get('broker.id')}, cluster.id={p.get('cluster.id')}"
+            for d, p in sorted(stored.items())
+        )
+        raise FatalNodeError(
+            "BrokerMetadata is not consistent across log.dirs. This could happen if multiple"
+            " brokers shared a log directory (log.dirs) or partial data was manually copied"
+            f" from another broker. Found: {listing}"
+        )
+    if not seen:
+        return
+    ((stored_broker, stored_cluster),) = seen
+    if stored_cluster is not None and cluster_id is not None and stored_cluster != cluster_id:
+        raise FatalNodeError(
+            f"The Cluster ID {cluster_id} doesn't match stored clusterId Some({stored_cluster})"
+            " in meta.properties. The broker is trying to join the wrong cluster. Configured"
+            " zookeeper.connect may be wrong."
+        )
+    if stored_broker is not None and stored_broker != str(broker_id):
+        raise FatalNodeError(
+            f"Configured broker.id {broker_id} doesn't match stored broker.id"
+            f" Some({stored_broker}) in meta.properties. If you moved your data, make sure"
+            " your configured broker.id matches. If you intend to create a new broker, you"
+            " should remove all data in your data directories (log.dirs)."
+        )
+
+
 def delete_delay_resolver(
     config: DeleteDelay | Mapping[str, float] | None, default: float
 ) -> DeleteDelay:
@@ -428,6 +478,7 @@ class LogManager(Actor):
                 "none of the specified log dirs can be created or opened: "
                 + "; ".join(f"{d}: {self._offline[d]}" for d in self.log_dirs)
             )
+        self._check_meta()
         for log_dir in self._online_dirs():
             self._write_meta(log_dir)
         for log_dir in self._online_dirs():
@@ -701,6 +752,23 @@ class LogManager(Actor):
             return False
         self._trace_op("checkpoint", log_dir, log_dir=log_dir, logs=len(hosted))
         return True
+
+    def _check_meta(self) -> None:
+        """``check_meta_properties`` over the online dirs' ``meta.properties``; a dir whose
+        file cannot be read goes offline, as any other disk error at start-up."""
+        found: dict[Path, bytes] = {}
+        for log_dir in self._online_dirs():
+            try:
+                data = self.disk.read_file(log_dir / META_PROPERTIES)
+            except OSError as exc:
+                self._trace_op("read_meta", log_dir, log_dir=log_dir, error=exc)
+                self._mark_offline(
+                    log_dir, f"Error while reading meta.properties in {log_dir}", exc
+                )
+                continue
+            if data is not None:
+                found[log_dir] = data
+        check_meta_properties(found, broker_id=self.broker_id, cluster_id=self.cluster_id)
 
     def _write_meta(self, log_dir: Path) -> None:
         data = meta_properties(self.broker_id, self.cluster_id, self.clock.wall_ms())

@@ -227,6 +227,13 @@ class Node:
         self.clock = clock or RealClock()
         # A str seed goes through SHA-512, so it is independent of PYTHONHASHSEED.
         self.rng = random.Random(f"{seed}:{node_id}")
+        # Identities (a new cluster's id) must differ between runs, as Kafka's random
+        # UUIDs do, except in a deterministic run, where they come from the seed too.
+        self.ids: random.Random = (
+            random.Random(f"{seed}:{node_id}:ids")
+            if self.clock.deterministic
+            else random.SystemRandom()
+        )
         self._attach = attach
         self._postman: Postman | None = None
         self._actors: dict[str, Actor] = {}

@@ -34,6 +34,10 @@ VIRTUAL_EPOCH_MS = 1_609_459_200_000
 class Clock:
     """Reads time from the running loop; ``skew`` shifts readings, ``rate`` scales sleeps."""
 
+    deterministic = False
+    """Whether runs on this clock are replays of a seed (the virtual clock): identities
+    (cluster ids) are then drawn from the seed, otherwise from the OS (``Node.ids``)."""
+
     def __init__(self, *, skew: float = 0.0, rate: float = 1.0) -> None:
         if rate <= 0:
             raise ValueError("clock rate must be positive")
@@ -78,6 +82,8 @@ class RealClock(Clock):
 
 
 class VirtualClock(Clock):
+    deterministic = True
+
     def wall_ms(self) -> int:
         return VIRTUAL_EPOCH_MS + int(self.now() * 1000)
 

@@ -222,3 +222,18 @@ def test_a_cluster_that_ran_keeps_the_log_dir_it_created(
     stop_up(process)
     assert (tmp_path / "logs" / "broker-0" / "meta.properties").is_file()
     assert not cluster_file.exists()
+
+
+def test_a_log_dir_of_an_earlier_cluster_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    """Each embedded store is a new cluster with a fresh id, so a second ``kemu up`` on
+    the first one's log dir meets Kafka's ``InconsistentClusterIdException`` in one line,
+    and the first cluster's ``meta.properties`` is not rewritten."""
+    process, _ = start_up(tmp_path)
+    stop_up(process)
+    meta = tmp_path / "logs" / "broker-0" / "meta.properties"
+    before = meta.read_bytes()
+    result = kemu("up", "--port", "0", "--brokers", "1", "--log-dir", str(tmp_path / "logs"),
+                  "--cluster-file", str(tmp_path / "cluster.json"))  # fmt: skip
+    assert_one_line(result, 1, "doesn't match stored clusterId Some(")
+    assert "The broker is trying to join the wrong cluster." in result.stderr
+    assert meta.read_bytes() == before
