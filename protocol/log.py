@@ -23,13 +23,20 @@ from protocol.errors import ErrorCode
 from protocol.ids import TopicName
 
 __all__ = [
+    "AdvanceLogStart",
+    "AppendOutcome",
+    "AppendRecords",
+    "AppendToLogs",
     "CheckpointFlush",
     "DeleteLog",
+    "EpochEndOffsetQuery",
     "GetLogDirStatus",
     "GetOrCreateLog",
     "GetOrCreateLogs",
+    "HighWatermark",
     "HostedLog",
     "ListLogs",
+    "LogConfigOverrides",
     "LogCreated",
     "LogDeleted",
     "LogDeletionSweep",
@@ -38,9 +45,22 @@ __all__ = [
     "LogDirStatus",
     "LogDirsAllFailed",
     "LogListing",
+    "LogOffsets",
     "LogOutcome",
+    "LogsAppended",
+    "LogsConfigured",
     "LogsCreated",
+    "LogsRead",
+    "LookupOffsets",
+    "OffsetFound",
+    "OffsetTimestampQuery",
+    "OffsetsFound",
     "PendingLogDeletion",
+    "ReadFromLogs",
+    "ReadOutcome",
+    "ReadRecords",
+    "RecordHighWatermarks",
+    "TruncateLog",
 ]
 
 
@@ -51,11 +71,14 @@ class GetOrCreateLog(Message, frozen=True, kw_only=True):
     """Return the partition's log, creating ``<topic>-<partition>/`` in the least-loaded
     online log directory if there is none. With ``is_new`` false (the replica should
     already exist on this broker) and some log directory offline, the log may be in that
-    directory: KAFKA_STORAGE_ERROR rather than an empty new log."""
+    directory: KAFKA_STORAGE_ERROR rather than an empty new log. With ``leader_epoch``
+    (this broker becomes the partition's leader, ``Partition.makeLeader``) that epoch
+    starts at the log end offset in the log's leader epoch cache."""
 
     topic: TopicName
     partition: int
     is_new: bool = False
+    leader_epoch: int | None = None
 
     @property
     def topic_partition(self) -> TopicPartition:
@@ -69,6 +92,11 @@ class LogCreated(Message, frozen=True, kw_only=True):
     partition: int
     log_dir: str
     created: bool
+    log_start_offset: int = 0
+    log_end_offset: int = 0
+    high_watermark: int = 0
+    """From ``replication-offset-checkpoint``, within [log start, log end]
+    (``Partition.createLog``)."""
 
 
 class DeleteLog(Message, frozen=True, kw_only=True):
@@ -187,14 +215,208 @@ class GetOrCreateLogs(Message, frozen=True, kw_only=True):
 
 
 class LogOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """One log of ``GetOrCreateLogs``: its error, or its directory and offsets (the high
+    watermark from ``replication-offset-checkpoint``, within [log start, log end])."""
+
     topic: TopicName
     partition: int
     error_code: ErrorCode = ErrorCode.NONE
     log_dir: str | None = None
+    log_start_offset: int = 0
+    log_end_offset: int = 0
+    high_watermark: int = 0
 
 
 class LogsCreated(Message, frozen=True, kw_only=True):
     results: tuple[LogOutcome, ...]
+
+
+# --------------------------------------------------------------------------- records
+#
+# One Produce or Fetch is one round trip to the log manager: each message below carries
+# every partition of the request. A partition's failure is its ``error_code`` (with
+# ``error_message``); the others go on.
+
+
+class LogConfigOverrides(Message, frozen=True, kw_only=True):
+    """A topic's log configs (``segment.bytes``, ``segment.ms``, ``segment.jitter.ms``,
+    ``segment.index.bytes``, ``index.interval.bytes``, ``max.message.bytes``,
+    ``message.timestamp.type``) as Kafka's ``LogConfig`` reads them: the broker's
+    defaults with the topic's overrides applied, as text. The topic's logs use them from
+    now on (open ones too); answered with ``LogsConfigured``."""
+
+    topic: TopicName
+    configs: tuple[tuple[str, str], ...]
+
+
+class LogsConfigured(Message, frozen=True, kw_only=True):
+    """The topic's configs are in force."""
+
+    topic: TopicName
+
+
+class AppendRecords(msgspec.Struct, frozen=True, kw_only=True):
+    """Records for one partition's log: as its leader (``leader_epoch``: checked, given
+    offsets from the log end, stamped with the epoch; ``Log.appendAsLeader``) or, with
+    ``leader_epoch`` None, as a follower (the leader's batches as they are;
+    ``Log.appendAsFollower``)."""
+
+    topic: TopicName
+    partition: int
+    records: bytes
+    leader_epoch: int | None
+
+
+class AppendToLogs(Message, frozen=True, kw_only=True):
+    """Every partition of one Produce (or one fetch answer of a follower), answered with
+    ``LogsAppended`` in the same order."""
+
+    appends: tuple[AppendRecords, ...]
+
+
+class AppendOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """What one append did (Kafka's ``LogAppendInfo``): the offsets given (-1 when nothing
+    was appended), the broker time under LogAppendTime (else -1), the log's start and end
+    offsets after it."""
+
+    topic: TopicName
+    partition: int
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    first_offset: int = -1
+    last_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    log_end_offset: int = -1
+
+
+class LogsAppended(Message, frozen=True, kw_only=True):
+    results: tuple[AppendOutcome, ...]
+
+
+class ReadRecords(msgspec.Struct, frozen=True, kw_only=True):
+    """Whole batches of one partition from the one holding ``offset``, at most
+    ``max_bytes`` (Fetch's ``partition_max_bytes``) and below ``max_offset`` (a
+    consumer's high watermark; the log end when None)."""
+
+    topic: TopicName
+    partition: int
+    offset: int
+    max_bytes: int
+    max_offset: int | None = None
+
+
+class ReadFromLogs(Message, frozen=True, kw_only=True):
+    """Every partition of one Fetch, read in order as ``ReplicaManager.readFromLocalLog``
+    does: at most ``max_bytes`` in all, and, with ``min_one_message`` (Fetch v3+), the
+    first batch found is returned whole even past the limits. Answered with
+    ``LogsRead`` in the same order."""
+
+    reads: tuple[ReadRecords, ...]
+    max_bytes: int
+    min_one_message: bool = True
+
+
+class ReadOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """One partition's read: its batches (empty at the end of what may be read) and the
+    log's start and end offsets at the time of the read."""
+
+    topic: TopicName
+    partition: int
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    records: bytes = b""
+    log_start_offset: int = -1
+    log_end_offset: int = -1
+
+
+class LogsRead(Message, frozen=True, kw_only=True):
+    results: tuple[ReadOutcome, ...]
+
+
+class EpochEndOffsetQuery(msgspec.Struct, frozen=True, kw_only=True):
+    """OffsetForLeaderEpoch for one partition: where ``leader_epoch`` ends in its log."""
+
+    topic: TopicName
+    partition: int
+    leader_epoch: int
+
+
+class OffsetTimestampQuery(msgspec.Struct, frozen=True, kw_only=True):
+    """ListOffsets by timestamp for one partition: the first record at or after it."""
+
+    topic: TopicName
+    partition: int
+    timestamp: int
+
+
+class LookupOffsets(Message, frozen=True, kw_only=True):
+    """The epoch-cache and time-index lookups of one OffsetForLeaderEpoch or ListOffsets
+    request, answered with ``OffsetsFound`` in the same order."""
+
+    queries: tuple[EpochEndOffsetQuery | OffsetTimestampQuery, ...]
+
+
+class OffsetFound(msgspec.Struct, frozen=True, kw_only=True):
+    """One lookup: for an epoch, the largest epoch at or below it and where it ends
+    (``LeaderEpochFileCache.endOffsetFor``: -1, -1 when unknown); for a timestamp, the
+    first record's ``(timestamp, offset)`` (-1, -1 when there is none)."""
+
+    topic: TopicName
+    partition: int
+    error_code: ErrorCode = ErrorCode.NONE
+    leader_epoch: int = -1
+    offset: int = -1
+    timestamp: int = -1
+
+
+class OffsetsFound(Message, frozen=True, kw_only=True):
+    results: tuple[OffsetFound, ...]
+
+
+class TruncateLog(Message, frozen=True, kw_only=True):
+    """A follower's log cut at ``offset`` (``Log.truncateTo``), or, with ``fully``,
+    emptied to start at ``offset`` (``Log.truncateFullyAndStartAt``). Answered with
+    ``LogOffsets``."""
+
+    topic: TopicName
+    partition: int
+    offset: int
+    fully: bool = False
+
+
+class AdvanceLogStart(Message, frozen=True, kw_only=True):
+    """Move the log start up to ``offset`` (DeleteRecords below ``high_watermark``, or a
+    follower adopting its leader's; ``Log.maybeIncrementLogStartOffset``). Answered with
+    ``LogOffsets``."""
+
+    topic: TopicName
+    partition: int
+    offset: int
+    high_watermark: int | None = None
+
+
+class LogOffsets(Message, frozen=True, kw_only=True):
+    """A log's start and end offsets after a change."""
+
+    topic: TopicName
+    partition: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+class HighWatermark(msgspec.Struct, frozen=True, kw_only=True):
+    topic: TopicName
+    partition: int
+    high_watermark: int
+
+
+class RecordHighWatermarks(Message, frozen=True, kw_only=True):
+    """Told by the broker when its partitions' high watermarks moved: what the log
+    manager writes to ``replication-offset-checkpoint`` at its next checkpoint (Kafka's
+    ``ReplicaManager.checkpointHighWatermarks``)."""
+
+    high_watermarks: tuple[HighWatermark, ...]
 
 
 class CheckpointFlush(Message, frozen=True, kw_only=True):

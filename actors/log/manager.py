@@ -1,14 +1,34 @@
 """The log manager: a broker's partition logs as real directories on disk.
 
-What Kafka 2.7's ``LogManager`` does with directories, minus the records:
+What Kafka 2.7's ``LogManager`` does, and the record operations of ``ReplicaManager``
+that reach a ``Log`` (``actors.log.partition_log``):
 
 * **Layout.** Each configured log directory (``log.dirs``) holds ``meta.properties``
   (written at start-up, as ``KafkaServer`` does), the ``recovery-point-offset-checkpoint``,
   ``replication-offset-checkpoint`` and ``log-start-offset-checkpoint`` files (version line
-  ``0``, a count line, then ``topic partition offset`` lines), and one ``<topic>-<partition>/``
-  directory per hosted log with an empty first segment (``00000000000000000000.log``,
-  ``.index``, ``.timeindex``) and a ``leader-epoch-checkpoint``.
-* **Checkpoints.** The offset checkpoints of a log directory are rewritten at once when a
+  ``0``, a count line, then ``topic partition offset`` lines), ``.kafka_cleanshutdown``
+  after a clean stop, and one ``<topic>-<partition>/`` directory per hosted log
+  (docs/log-format.md). A log is created as an empty first segment
+  (``00000000000000000000.log``, ``.index``, ``.timeindex``) and a
+  ``leader-epoch-checkpoint`` (holding the new leader's epoch at offset 0), written in
+  one go without opening anything: a LeaderAndIsr of many partitions costs four small
+  files each.
+* **Records.** A log is opened (``Log``) the first time a request needs it, and the
+  least recently used one is closed beyond ``max_open_logs`` (each open segment holds
+  three files). Every Produce is one ``AppendToLogs`` (leader appends, with the
+  idempotent producers' checks of ``actors.log.producer_state``; a follower's fetched
+  batches), every Fetch one ``ReadFromLogs``, every ListOffsets or OffsetForLeaderEpoch
+  one ``LookupOffsets``; each partition answers its own error. ``TruncateLog`` and
+  ``AdvanceLogStart`` serve followers. A topic's log configs come with
+  ``LogConfigOverrides`` (else the broker's defaults).
+* **Start-up and stop** (``loadLogs``, ``shutdown``): after a clean shutdown a log needs
+  no recovery and is opened when first used; without the marker every log is opened and
+  recovered at start-up (``Log`` cuts a torn tail). The markers go once all are loaded.
+  A clean stop closes every open log (flushed: recovery point = log end), writes the
+  checkpoints and the markers.
+* **Checkpoints.** The recovery points and log start offsets are the logs' own, the
+  high watermarks what the broker reports (``RecordHighWatermarks``). The offset
+  checkpoints of a log directory are rewritten at once when a
   log leaves it (as ``asyncDelete`` does), and, for the logs that came, on a timer as
   Kafka does (``checkpoint_interval``, by default Kafka's 5 s of
   ``replica.high.watermark.checkpoint.interval.ms``; Kafka writes the recovery-point and
@@ -64,32 +84,52 @@ log is concerned, and ``result``: ``ok`` or the exception's class name (with ``d
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 import os
 import re
 import uuid
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
-from typing import Any, Final, TypeAlias, assert_never
+from typing import Any, Final, TypeAlias, TypeVar, assert_never
 
+import anyio
+import anyio.lowlevel
+
+from actors.log.channel import LogFiles
 from actors.log.disk import Disk
+from actors.log.leader_epoch import LEADER_EPOCH_CHECKPOINT, format_epoch_checkpoint
+from actors.log.partition_log import (
+    Log,
+    LogConfig,
+    had_clean_shutdown,
+    mark_clean_shutdown,
+)
+from actors.log.producer_state import ProducerStateManager
+from actors.log.records import BatchHeader, TimestampType, batch_headers
 from actors.runtime.actor import Actor, Context
 from protocol.base import ActorRef, Message
 from protocol.control import TopicPartition
 from protocol.errors import ErrorCode, FatalNodeError, KafkaApiError
 from protocol.ids import BrokerId, TopicName
 from protocol.log import (
+    AdvanceLogStart,
+    AppendOutcome,
+    AppendRecords,
+    AppendToLogs,
     CheckpointFlush,
     DeleteLog,
+    EpochEndOffsetQuery,
     GetLogDirStatus,
     GetOrCreateLog,
     GetOrCreateLogs,
     HostedLog,
     ListLogs,
+    LogConfigOverrides,
     LogCreated,
     LogDeleted,
     LogDeletionSweep,
@@ -98,9 +138,21 @@ from protocol.log import (
     LogDirsAllFailed,
     LogDirStatus,
     LogListing,
+    LogOffsets,
     LogOutcome,
+    LogsAppended,
+    LogsConfigured,
     LogsCreated,
+    LogsRead,
+    LookupOffsets,
+    OffsetFound,
+    OffsetsFound,
+    OffsetTimestampQuery,
     PendingLogDeletion,
+    ReadFromLogs,
+    ReadOutcome,
+    RecordHighWatermarks,
+    TruncateLog,
 )
 from protocol.trace import TraceKind
 
@@ -108,6 +160,7 @@ __all__ = [
     "DEFAULT_CHECKPOINT_INTERVAL",
     "DEFAULT_DELETE_RETRY_BACKOFF",
     "DEFAULT_FILE_DELETE_DELAY",
+    "DEFAULT_MAX_OPEN_LOGS",
     "INITIAL_TASK_DELAY",
     "DeleteDelay",
     "LogDirKind",
@@ -115,10 +168,12 @@ __all__ = [
     "checkpoint_file",
     "delete_delay_resolver",
     "delete_dir_name",
+    "log_config",
     "meta_properties",
     "next_log_dirs",
     "offsets_checkpoint",
     "parse_log_dir_name",
+    "parse_offsets_checkpoint",
 ]
 
 DEFAULT_FILE_DELETE_DELAY: Final = 60.0
@@ -130,6 +185,12 @@ DEFAULT_DELETE_RETRY_BACKOFF: Final = 1.0
 DEFAULT_CHECKPOINT_INTERVAL: Final = 5.0
 """Seconds between a log's creation and the rewrite of its dir's offset checkpoints
 (Kafka's ``replica.high.watermark.checkpoint.interval.ms``)."""
+DEFAULT_MAX_OPEN_LOGS: Final = 500
+"""Partition logs kept open at once (each holds three files per segment): the least
+recently used one is closed beyond that, and opened again when next needed."""
+# Logs created (or recovered) between two yields to the event loop: a LeaderAndIsr of
+# 300,000 partitions must not hold every other actor of the process for seconds.
+_LOGS_PER_CHECKPOINT: Final = 1000
 
 MAX_DIR_NAME: Final = 255
 DELETE_SUFFIX: Final = "-delete"
@@ -139,7 +200,6 @@ SEGMENT_FILES: Final = (
     "00000000000000000000.index",
     "00000000000000000000.timeindex",
 )
-LEADER_EPOCH_CHECKPOINT: Final = "leader-epoch-checkpoint"
 RECOVERY_POINT_CHECKPOINT: Final = "recovery-point-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT: Final = "replication-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT: Final = "log-start-offset-checkpoint"
@@ -152,6 +212,8 @@ _FUTURE_DIR = re.compile(r"^(\S+)-(\S+)\.(\S+)-future$", re.ASCII)
 # Deadlines and the loop's time are sums of floats: compare with a microsecond of slack (the
 # trace's resolution) so that a timer firing at its deadline always finds its entry due.
 _TIME_SLACK: Final = 1e-6
+
+_T = TypeVar("_T")
 
 DeleteDelay: TypeAlias = Callable[[str], float]
 """Seconds between renaming a topic's log to ``-delete`` and removing it."""
@@ -212,27 +274,45 @@ def offsets_checkpoint(offsets: Iterable[tuple[TopicPartition, int]]) -> bytes:
 
 
 class _CheckpointRows:
-    """One log dir's offset-checkpoint rows (``topic partition 0``, every log being empty):
-    ``render`` is ``offsets_checkpoint`` of them. A new log's row is only noted (O(1): a
-    burst of creations costs nothing until the next checkpoint); the sorted rows are built
-    on the next render and then kept sorted as logs go, so that each deletion's rewrite
+    """One log dir's rows of an offset checkpoint (``topic partition offset``): ``render``
+    is ``offsets_checkpoint`` of them. A new log's row is only noted (O(1): a burst of
+    creations costs nothing until the next checkpoint); the sorted rows are built on the
+    next render and then kept sorted as logs go and offsets change, so that a rewrite
     does not sort every hosted log again."""
 
-    __slots__ = ("_added", "_keys", "_rows")
+    __slots__ = ("_added", "_keys", "_offsets", "_rows")
 
     def __init__(self) -> None:
         self._keys: list[tuple[str, int]] = []  # sorted, with _rows alike
         self._rows: list[str] = []
+        self._offsets: dict[tuple[str, int], int] = {}  # every row's offset
         self._added: dict[tuple[str, int], None] = {}  # not yet in _keys
 
     def __len__(self) -> int:
         return len(self._rows) + len(self._added)
 
-    def add(self, tp: TopicPartition) -> None:
-        self._added[(tp.topic, tp.partition)] = None
+    def add(self, tp: TopicPartition, offset: int = 0) -> None:
+        key = (tp.topic, tp.partition)
+        self._offsets[key] = offset
+        self._added[key] = None
+
+    def get(self, tp: TopicPartition) -> int | None:
+        return self._offsets.get((tp.topic, tp.partition))
+
+    def set(self, tp: TopicPartition, offset: int) -> None:
+        """The row of a hosted ``tp`` now says ``offset``."""
+        key = (tp.topic, tp.partition)
+        if self._offsets.get(key) == offset:
+            return
+        self._offsets[key] = offset
+        if key in self._added:
+            return
+        index = bisect.bisect_left(self._keys, key)
+        self._rows[index] = f"{tp.topic} {tp.partition} {offset}\n"
 
     def remove(self, tp: TopicPartition) -> None:
         key = (tp.topic, tp.partition)
+        del self._offsets[key]
         if key in self._added:
             del self._added[key]
             return
@@ -245,8 +325,57 @@ class _CheckpointRows:
             keys = sorted([*self._keys, *self._added])
             self._added.clear()
             self._keys = keys
-            self._rows = [f"{topic} {partition} 0\n" for topic, partition in keys]
+            offsets = self._offsets
+            self._rows = [
+                f"{topic} {partition} {offsets[topic, partition]}\n" for topic, partition in keys
+            ]
         return f"0\n{len(self._rows)}\n{''.join(self._rows)}".encode()
+
+
+def parse_offsets_checkpoint(data: bytes) -> dict[TopicPartition, int]:
+    """Read an ``OffsetCheckpointFile``: ``ValueError`` for a wrong version, a malformed
+    line or a count that does not match (Kafka's ``CheckpointFile`` IOException). An
+    empty file holds no entries."""
+    lines = data.decode().split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines:
+        return {}
+    if lines[0].strip() != "0" or len(lines) < 2:
+        raise ValueError(f"unrecognised checkpoint version or header: {lines[:2]!r}")
+    count = int(lines[1])
+    rows = lines[2:]
+    if count != len(rows):
+        raise ValueError(f"expected {count} entries but found {len(rows)}")
+    offsets: dict[TopicPartition, int] = {}
+    for row in rows:
+        topic, partition, offset = row.split()
+        offsets[TopicPartition(TopicName(topic), int(partition))] = int(offset)
+    return offsets
+
+
+def log_config(configs: Mapping[str, str], default: LogConfig) -> LogConfig:
+    """A log's ``LogConfig`` from topic config values as text (``LogConfig.fromProps``);
+    the names not given keep ``default``'s values."""
+
+    def number(name: str, current: int) -> int:
+        value = configs.get(name)
+        return current if value is None else int(value)
+
+    timestamp_type = default.timestamp_type
+    if (kind := configs.get("message.timestamp.type")) is not None:
+        timestamp_type = (
+            TimestampType.LOG_APPEND_TIME if kind == "LogAppendTime" else TimestampType.CREATE_TIME
+        )
+    return LogConfig(
+        segment_bytes=number("segment.bytes", default.segment_bytes),
+        segment_ms=number("segment.ms", default.segment_ms),
+        roll_jitter_ms=number("segment.jitter.ms", default.roll_jitter_ms),
+        max_index_size=number("segment.index.bytes", default.max_index_size),
+        index_interval_bytes=number("index.interval.bytes", default.index_interval_bytes),
+        max_message_bytes=number("max.message.bytes", default.max_message_bytes),
+        timestamp_type=timestamp_type,
+    )
 
 
 _DAYS: Final = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
@@ -352,8 +481,19 @@ LogManagerMessage: TypeAlias = (
     | LogDirsAllFailed
     | CheckpointFlush
     | GetOrCreateLogs
+    | AppendToLogs
+    | ReadFromLogs
+    | LookupOffsets
+    | TruncateLog
+    | AdvanceLogStart
+    | RecordHighWatermarks
+    | LogConfigOverrides
 )
 _HANDLED: Final = (
+    AppendToLogs,
+    ReadFromLogs,
+    RecordHighWatermarks,
+    LookupOffsets,
     CheckpointFlush,
     GetOrCreateLogs,
     GetOrCreateLog,
@@ -362,6 +502,9 @@ _HANDLED: Final = (
     GetLogDirStatus,
     LogDeletionSweep,
     LogDirsAllFailed,
+    TruncateLog,
+    AdvanceLogStart,
+    LogConfigOverrides,
 )
 
 
@@ -380,6 +523,43 @@ class _PendingDelete:
     @property
     def path(self) -> Path:
         return self.log_dir / self.name
+
+
+def _all_batches(records: bytes) -> list[BatchHeader]:
+    """The headers of the whole batches of ``records`` (none when they are corrupt: the
+    append refuses them anyway)."""
+    try:
+        return list(batch_headers(records))
+    except KafkaApiError:
+        return []
+
+
+def _producer_batches(records: bytes) -> list[BatchHeader]:
+    """The batches of idempotent producers among ``records``."""
+    return [h for h in _all_batches(records) if h.has_producer_id]
+
+
+def _appended(
+    tp: TopicPartition, log: Log, first: int = -1, last: int = -1, append_time: int = -1
+) -> AppendOutcome:
+    """An append's answer: the offsets given (-1: nothing appended) and ``log``'s after it."""
+    return AppendOutcome(
+        topic=tp.topic,
+        partition=tp.partition,
+        first_offset=first,
+        last_offset=last,
+        log_append_time=append_time,
+        log_start_offset=log.log_start_offset,
+        log_end_offset=log.log_end_offset,
+    )
+
+
+def _read_state_file(path: Path) -> bytes | None:
+    """A checkpoint file's bytes, None if there is none (read at start-up only)."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
 
 
 def _storage_error(message: str) -> KafkaApiError:
@@ -410,13 +590,18 @@ class LogManager(Actor):
         delete_retry_backoff: float = DEFAULT_DELETE_RETRY_BACKOFF,
         checkpoint_interval: float = DEFAULT_CHECKPOINT_INTERVAL,
         failure_listener: ActorRef | None = None,
+        log_config: LogConfig | None = None,
+        max_open_logs: int = DEFAULT_MAX_OPEN_LOGS,
         name: str = "log_manager",
     ) -> None:
         """``log_dirs``: the broker's ``log.dirs``, in order. ``file_delete_delay``: per-topic
         delays (a callable, or overrides by topic name) over ``segment_delete_delay``, the
         broker's ``log.segment.delete.delay.ms``; all in seconds. ``checkpoint_interval``:
         seconds from a creation to its checkpoint write (0: right after the request).
-        ``failure_listener`` is told ``LogDirFailed`` when a log directory goes offline."""
+        ``failure_listener`` is told ``LogDirFailed`` when a log directory goes offline.
+        ``log_config``: the broker's defaults of the topic log configs (a topic's
+        ``LogConfigOverrides`` replace them); ``max_open_logs``: partition logs open at
+        once."""
         super().__init__(name)
         dirs = tuple(Path(d) for d in log_dirs)
         if not dirs:
@@ -427,6 +612,8 @@ class LogManager(Actor):
             delete_retry_backoff <= 0
         ):
             raise ValueError("delays must not be negative, the retry backoff must be positive")
+        if max_open_logs < 1:
+            raise ValueError(f"max_open_logs must be at least 1, not {max_open_logs}")
         self.log_dirs = dirs
         self.broker_id = broker_id
         self.cluster_id = cluster_id
@@ -438,7 +625,21 @@ class LogManager(Actor):
         self._delete_delay = delete_delay_resolver(file_delete_delay, segment_delete_delay)
         self._logs: dict[TopicPartition, Path] = {}
         self._counts: dict[Path, int] = dict.fromkeys(self.log_dirs, 0)
+        # The checkpoint rows of each log dir: recovery points, high watermarks (as the
+        # broker reported them), and the log start offsets past their first segment.
         self._rows: dict[Path, _CheckpointRows] = {d: _CheckpointRows() for d in self.log_dirs}
+        self._hw_rows: dict[Path, _CheckpointRows] = {d: _CheckpointRows() for d in self.log_dirs}
+        self._start_offsets: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
+        self.log_config = log_config or LogConfig()
+        self.max_open_logs = max_open_logs
+        self._files = LogFiles(self.disk)
+        self._topic_configs: dict[TopicName, LogConfig] = {}
+        self._open: OrderedDict[TopicPartition, Log] = OrderedDict()  # least recent first
+        self._clean: dict[Path, bool] = {}  # the clean-shutdown marker, as found at start
+        self._closed_clean: set[TopicPartition] = set()  # closed by us since start-up
+        # Idempotent producers per log, kept while the log closes and reopens; built from
+        # the log's batches the first time it opens (kemu writes no .snapshot files).
+        self._producers: dict[TopicPartition, ProducerStateManager] = {}
         self._dirty: set[Path] = set()
         self._flush_armed = False  # a CheckpointFlush is queued or its timer is running
         self._dir_names = {d: str(d) for d in dirs}
@@ -464,15 +665,39 @@ class LogManager(Actor):
         return len(self._pending)
 
     @property
+    def open_logs(self) -> int:
+        """How many partition logs are open (at most ``max_open_logs``)."""
+        return len(self._open)
+
+    @property
     def offline_dirs(self) -> tuple[Path, ...]:
         return tuple(d for d in self.log_dirs if d in self._offline)
 
     # -- start-up
 
     async def on_start(self) -> None:
+        """``LogManager.loadLogs``: per log dir, the clean-shutdown marker and the
+        checkpoints are read, the logs found; after an unclean shutdown every log is
+        opened (and recovered) now, else each is opened when first used. Then the markers
+        are deleted."""
         self._started_at = self.clock.now()
         for log_dir in self.log_dirs:
             self._load_dir(log_dir)
+        for log_dir in self._online_dirs():
+            if self._clean.get(log_dir, True):
+                continue
+            for i, tp in enumerate([tp for tp, d in self._logs.items() if d == log_dir]):
+                if i and i % _LOGS_PER_CHECKPOINT == 0:
+                    await anyio.lowlevel.checkpoint()
+                try:
+                    self._log(tp)
+                except KafkaApiError:
+                    break  # the dir went offline
+        for log_dir in self._online_dirs():
+            try:
+                mark_clean_shutdown(self._files, log_dir, present=False)
+            except OSError as exc:
+                self._mark_offline(log_dir, f"Error while deleting the marker in {log_dir}", exc)
         if not self._online_dirs():
             raise FatalNodeError(
                 "none of the specified log dirs can be created or opened: "
@@ -487,8 +712,17 @@ class LogManager(Actor):
         self._schedule_sweep()
 
     async def on_stop(self) -> None:
-        """A clean shutdown writes the checkpoints still owed (Kafka does at shutdown)."""
+        """A clean shutdown (``LogManager.shutdown``): every open log flushed and closed,
+        the checkpoints still owed written, then the clean-shutdown marker of each log
+        dir still online."""
+        while self._open:
+            self._close_log(next(iter(self._open)))
         self._flush_checkpoints()
+        for log_dir in self._online_dirs():
+            try:
+                mark_clean_shutdown(self._files, log_dir, present=True)
+            except OSError as exc:
+                self._trace_op("checkpoint", log_dir, log_dir=log_dir, error=exc)
 
     def _load_dir(self, log_dir: Path) -> None:
         try:
@@ -499,6 +733,27 @@ class LogManager(Actor):
             self._mark_offline(log_dir, "cannot create or read the log dir", exc)
             return
         self._trace_op("init", log_dir, log_dir=log_dir, entries=len(names))
+        self._clean[log_dir] = had_clean_shutdown(self._files, log_dir)
+        checkpoints: list[dict[TopicPartition, int]] = []
+        for file_name in (
+            RECOVERY_POINT_CHECKPOINT,
+            REPLICATION_OFFSET_CHECKPOINT,
+            LOG_START_OFFSET_CHECKPOINT,
+        ):
+            try:
+                data = _read_state_file(log_dir / file_name)
+                checkpoints.append({} if data is None else parse_offsets_checkpoint(data))
+            except (OSError, ValueError, UnicodeDecodeError) as exc:
+                # Kafka logs the error and reads no entries (the next write replaces it).
+                self._trace_op(
+                    "load",
+                    log_dir / file_name,
+                    log_dir=log_dir,
+                    result="bad_checkpoint",
+                    detail=str(exc),
+                )
+                checkpoints.append({})
+        recovery_points, high_watermarks, start_offsets = checkpoints
         now = self.clock.now()
         for name in names:
             path = log_dir / name
@@ -520,7 +775,13 @@ class LogManager(Actor):
                             f"Duplicate log directories for {tp} are found in both "
                             f"{other / name} and {path}."
                         )
-                    self._add_log(tp, log_dir)
+                    self._add_log(
+                        tp,
+                        log_dir,
+                        recovery_point=recovery_points.get(tp, 0),
+                        high_watermark=high_watermarks.get(tp, 0),
+                        log_start_offset=start_offsets.get(tp, 0),
+                    )
                     self._trace_op("load", path, log_dir=log_dir, tp=tp)
                 case LogDirKind.DELETED:
                     entry = self._enqueue(tp, log_dir, name, now)
@@ -537,12 +798,32 @@ class LogManager(Actor):
             raise KafkaApiError(
                 ErrorCode.INVALID_REQUEST, f"{self.name} does not handle {type(msg).__name__}"
             )
-        return self._dispatch(msg)
+        return await self._dispatch(msg)
 
-    def _dispatch(self, msg: LogManagerMessage) -> Message | None:
+    async def _dispatch(self, msg: LogManagerMessage) -> Message | None:
         match msg:
+            case AppendToLogs(appends=appends):
+                return LogsAppended(results=tuple(self._append(a) for a in appends))
+            case ReadFromLogs():
+                return self._read(msg)
+            case LookupOffsets(queries=queries):
+                return OffsetsFound(results=tuple(self._lookup(q) for q in queries))
+            case RecordHighWatermarks(high_watermarks=marks):
+                for mark in marks:
+                    self._set_high_watermark(
+                        TopicPartition(mark.topic, mark.partition), mark.high_watermark
+                    )
+                return None
+            case TruncateLog():
+                return self._truncate(msg)
+            case AdvanceLogStart():
+                return self._advance_log_start(msg)
+            case LogConfigOverrides(topic=topic, configs=configs):
+                return self._configure(topic, dict(configs))
             case GetOrCreateLog():
-                return self._get_or_create(msg.topic_partition, is_new=msg.is_new)
+                return self._get_or_create(
+                    msg.topic_partition, is_new=msg.is_new, leader_epoch=msg.leader_epoch
+                )
             case DeleteLog(file_delete_delay_ms=delay_ms):
                 return self._delete(
                     msg.topic_partition, None if delay_ms is None else delay_ms / 1000
@@ -560,18 +841,25 @@ class LogManager(Actor):
                 self._flush_checkpoints()
                 return None
             case GetOrCreateLogs(logs=logs):
-                return self._get_or_create_batch(logs)
+                return await self._get_or_create_batch(logs)
             case _:
                 assert_never(msg)
 
     # -- getOrCreateLog
 
-    def _get_or_create_batch(self, logs: tuple[GetOrCreateLog, ...]) -> LogsCreated:
+    async def _get_or_create_batch(self, logs: tuple[GetOrCreateLog, ...]) -> LogsCreated:
+        """Every log of one LeaderAndIsr; the event loop gets a turn every
+        ``_LOGS_PER_CHECKPOINT`` logs (a yield only, so the virtual clock does not move
+        and deterministic runs stay identical)."""
         results = []
-        for request in logs:
+        for i, request in enumerate(logs):
+            if i and i % _LOGS_PER_CHECKPOINT == 0:
+                await anyio.lowlevel.checkpoint()
             tp = request.topic_partition
             try:
-                log_dir, _ = self._get_or_create_dir(tp, is_new=request.is_new)
+                created = self._get_or_create(
+                    tp, is_new=request.is_new, leader_epoch=request.leader_epoch
+                )
             except KafkaApiError as exc:
                 results.append(
                     LogOutcome(topic=tp.topic, partition=tp.partition, error_code=exc.code)
@@ -579,21 +867,49 @@ class LogManager(Actor):
             else:
                 results.append(
                     LogOutcome(
-                        topic=tp.topic, partition=tp.partition, log_dir=self._dir_names[log_dir]
+                        topic=tp.topic,
+                        partition=tp.partition,
+                        log_dir=created.log_dir,
+                        log_start_offset=created.log_start_offset,
+                        log_end_offset=created.log_end_offset,
+                        high_watermark=created.high_watermark,
                     )
                 )
         return LogsCreated(results=tuple(results))
 
-    def _get_or_create(self, tp: TopicPartition, *, is_new: bool) -> LogCreated:
-        log_dir, created = self._get_or_create_dir(tp, is_new=is_new)
+    def _get_or_create(
+        self, tp: TopicPartition, *, is_new: bool, leader_epoch: int | None = None
+    ) -> LogCreated:
+        """``LogManager.getOrCreateLog``, then, for a new leader, its epoch started at the
+        log end (``Partition.makeLeader``). A log created just now is empty: its epoch
+        goes straight into the checkpoint file it is created with, nothing is opened."""
+        log_dir, created = self._get_or_create_dir(tp, is_new=is_new, leader_epoch=leader_epoch)
+        if created:
+            start = end = high_watermark = 0
+        else:
+            log = self._log(tp)
+            if leader_epoch is not None:
+                self._guard(
+                    tp,
+                    log,
+                    lambda: log.maybe_assign_epoch_start_offset(leader_epoch, log.log_end_offset),
+                )
+            start, end = log.log_start_offset, log.log_end_offset
+            checkpointed = self._hw_rows[log_dir].get(tp) or 0
+            high_watermark = min(max(checkpointed, start), end)
         return LogCreated(
             topic=tp.topic,
             partition=tp.partition,
             log_dir=self._dir_names[log_dir],
             created=created,
+            log_start_offset=start,
+            log_end_offset=end,
+            high_watermark=high_watermark,
         )
 
-    def _get_or_create_dir(self, tp: TopicPartition, *, is_new: bool) -> tuple[Path, bool]:
+    def _get_or_create_dir(
+        self, tp: TopicPartition, *, is_new: bool, leader_epoch: int | None = None
+    ) -> tuple[Path, bool]:
         """The log dir of ``tp``'s log, and whether the log was created just now."""
         log_dir = self._logs.get(tp)
         if log_dir is not None:
@@ -618,15 +934,23 @@ class LogManager(Actor):
                     candidate, f"Error while creating log for {name} in dir {candidate}", exc
                 )
                 continue
-            self._create_log(tp, candidate, path)
+            self._create_log(tp, candidate, path, leader_epoch)
             return candidate, True
         raise _storage_error(
             f"No log directories available. Tried {', '.join(map(str, tried)) or 'none'}"
         )
 
-    def _create_log(self, tp: TopicPartition, log_dir: Path, path: str) -> None:
+    def _create_log(
+        self, tp: TopicPartition, log_dir: Path, path: str, leader_epoch: int | None
+    ) -> None:
+        files = self._new_log_files
+        if leader_epoch is not None:  # the empty log's epoch cache: (epoch, 0)
+            files = (
+                *files[:-1],
+                (LEADER_EPOCH_CHECKPOINT, format_epoch_checkpoint([(leader_epoch, 0)])),
+            )
         try:
-            self.disk.write_files(path, self._new_log_files)
+            self.disk.write_files(path, files)
         except OSError as exc:
             self._trace_op("create", path, log_dir=log_dir, tp=tp, error=exc, step="files")
             message = f"Error while creating log for {tp} in dir {log_dir}"
@@ -635,6 +959,284 @@ class LogManager(Actor):
         self._add_log(tp, log_dir)
         self._trace_op("create", path, log_dir=log_dir, tp=tp)
         self._checkpoint_soon(log_dir)
+
+    # -- open partition logs
+
+    def _log(self, tp: TopicPartition) -> Log:
+        """``tp``'s open log, opened (and recovered after an unclean shutdown) if it is
+        not; the least recently used log is closed beyond ``max_open_logs``.
+        UNKNOWN_TOPIC_OR_PARTITION if it is not hosted, KAFKA_STORAGE_ERROR if its dir is
+        offline or fails now."""
+        log = self._open.get(tp)
+        if log is not None:
+            self._open.move_to_end(tp)
+            return log
+        log_dir = self._logs.get(tp)
+        if log_dir is None:
+            raise KafkaApiError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No log for {tp} on this broker"
+            )
+        if log_dir in self._offline:
+            raise _storage_error(f"Log for partition {tp} is in offline log dir {log_dir}")
+        clean = self._clean.get(log_dir, True) or tp in self._closed_clean
+        try:
+            log = Log(
+                log_dir / str(tp),
+                self._topic_configs.get(tp.topic, self.log_config),
+                files=self._files,
+                now_ms=self.clock.wall_ms,
+                recovery_point=self._rows[log_dir].get(tp) or 0,
+                log_start_offset=self._start_offsets[log_dir].get(tp, 0),
+                had_clean_shutdown=clean,
+            )
+        except OSError as exc:
+            self._trace_op("load", log_dir / str(tp), log_dir=log_dir, tp=tp, error=exc)
+            message = f"Error while loading log dir {log_dir}"
+            self._mark_offline(log_dir, message, exc)
+            raise _storage_error(message) from exc
+        if not clean:
+            self._trace_op(
+                "recover",
+                log_dir / str(tp),
+                log_dir=log_dir,
+                tp=tp,
+                segments=list(log.recovered_segments),
+                log_end_offset=log.log_end_offset,
+            )
+        self._open[tp] = log
+        if tp not in self._producers:
+            self._producers[tp] = self._load_producers(tp, log)
+        self._note_offsets(tp, log_dir, log)
+        while len(self._open) > self.max_open_logs:
+            self._close_log(next(iter(self._open)))
+        return log
+
+    def _load_producers(self, tp: TopicPartition, log: Log) -> ProducerStateManager:
+        """The producers' state read again from every batch of ``log`` (Kafka loads
+        its latest snapshot and replays the batches after it)."""
+        producers = ProducerStateManager()
+        offset = log.log_start_offset
+        while offset < log.log_end_offset:
+            data = self._guard(tp, log, lambda: log.read(offset, 1 << 20)).records  # noqa: B023
+            headers = list(batch_headers(data))
+            if not headers:
+                break
+            for header in headers:
+                producers.update(header, header.base_offset, header.max_timestamp)
+            offset = headers[-1].last_offset + 1
+        return producers
+
+    def _close_log(self, tp: TopicPartition) -> None:
+        log = self._open.pop(tp)
+        log.close()
+        self._closed_clean.add(tp)
+        log_dir = self._logs.get(tp)
+        if log_dir is not None:
+            self._note_offsets(tp, log_dir, log)
+
+    def _note_offsets(self, tp: TopicPartition, log_dir: Path, log: Log) -> None:
+        """Take ``log``'s recovery point and log start into its dir's checkpoint rows
+        (written at the next checkpoint)."""
+        rows = self._rows[log_dir]
+        starts = self._start_offsets[log_dir]
+        first_base = log.segments[0].base_offset
+        changed = rows.get(tp) != log.recovery_point
+        rows.set(tp, log.recovery_point)
+        if log.log_start_offset > first_base:
+            changed |= starts.get(tp) != log.log_start_offset
+            starts[tp] = log.log_start_offset
+        elif starts.pop(tp, None) is not None:
+            changed = True
+        if changed:
+            self._checkpoint_soon(log_dir)
+
+    def _set_high_watermark(self, tp: TopicPartition, high_watermark: int) -> None:
+        log_dir = self._logs.get(tp)
+        if log_dir is None or log_dir in self._offline:
+            return
+        rows = self._hw_rows[log_dir]
+        if rows.get(tp) != high_watermark:
+            rows.set(tp, high_watermark)
+            self._checkpoint_soon(log_dir)
+
+    def _guard(self, tp: TopicPartition, log: Log, operation: Callable[[], _T]) -> _T:
+        """Run ``operation`` on ``tp``'s open ``log``: an ``OSError`` takes its log dir
+        offline (Kafka's ``LogDirFailureChannel``) and is KAFKA_STORAGE_ERROR."""
+        try:
+            result = operation()
+        except OSError as exc:
+            log_dir = self._logs[tp]
+            self._trace_op("io_error", log.directory, log_dir=log_dir, tp=tp, error=exc)
+            message = f"Error while operating on the log of {tp} in dir {log_dir}"
+            self._mark_offline(log_dir, message, exc)
+            raise _storage_error(message) from exc
+        self._note_offsets(tp, self._logs[tp], log)
+        return result
+
+    def _configure(self, topic: TopicName, configs: Mapping[str, str]) -> LogsConfigured:
+        """A topic's log configs, for its logs opened from now on and those open now."""
+        config = log_config(configs, self.log_config)
+        if config.roll_jitter_ms > 0:  # Kafka draws each log's jitter; here each topic's
+            config = dataclasses.replace(
+                config, roll_jitter_ms=self.rng.randrange(config.roll_jitter_ms)
+            )
+        self._topic_configs[topic] = config
+        for tp, log in self._open.items():
+            if tp.topic == topic:
+                log.config = config
+        return LogsConfigured(topic=topic)
+
+    # -- records (ReplicaManager.appendToLocalLog, readFromLocalLog and the offset lookups)
+
+    def _append(self, request: AppendRecords) -> AppendOutcome:
+        """One partition's append (``Log.append``): a leader's checked against its
+        producers first (a duplicate answers the original offsets and writes nothing)."""
+        tp = TopicPartition(request.topic, request.partition)
+        try:
+            log = self._log(tp)
+            producers = self._producers[tp]
+            headers = _producer_batches(request.records)
+            epoch = request.leader_epoch
+            if epoch is None:
+                info = self._guard(tp, log, lambda: log.append_as_follower(request.records))
+            else:
+                for header in headers:
+                    duplicate = producers.check(header, str(tp))
+                    if duplicate is not None:
+                        return _appended(tp, log, duplicate.first_offset, duplicate.last_offset)
+                info = self._guard(tp, log, lambda: log.append_as_leader(request.records, epoch))
+        except KafkaApiError as exc:
+            return AppendOutcome(
+                topic=tp.topic,
+                partition=tp.partition,
+                error_code=exc.code,
+                error_message=exc.detail,
+            )
+        if info is None:  # a follower's fetch with no whole batch
+            return _appended(tp, log)
+        if headers:
+            first = info.first_offset
+            for header in _all_batches(request.records):
+                if header.has_producer_id:
+                    stamp = (
+                        header.max_timestamp if info.log_append_time < 0 else info.log_append_time
+                    )
+                    producers.update(
+                        header, first if epoch is not None else header.base_offset, stamp
+                    )
+                first += header.last_offset_delta + 1
+        return _appended(tp, log, info.first_offset, info.last_offset, info.log_append_time)
+
+    def _read(self, request: ReadFromLogs) -> LogsRead:
+        """``ReplicaManager.readFromLocalLog``: partitions in order, ``max_bytes`` in all;
+        the first batch found may pass the limits when ``min_one_message``."""
+        remaining = request.max_bytes
+        min_one = request.min_one_message
+        results = []
+        for read in request.reads:
+            tp = TopicPartition(read.topic, read.partition)
+            limit = max(0, min(read.max_bytes, remaining))
+            try:
+                log = self._log(tp)
+                start, end = log.log_start_offset, log.log_end_offset
+                got = self._guard(
+                    tp,
+                    log,
+                    lambda: log.read(  # noqa: B023 (called at once)
+                        read.offset,  # noqa: B023
+                        limit,  # noqa: B023
+                        read.max_offset,  # noqa: B023
+                        min_one_message=min_one,  # noqa: B023
+                    ),
+                )
+            except KafkaApiError as exc:
+                results.append(
+                    ReadOutcome(
+                        topic=tp.topic,
+                        partition=tp.partition,
+                        error_code=exc.code,
+                        error_message=exc.detail,
+                    )
+                )
+                continue
+            if got.records:
+                min_one = False
+                remaining -= len(got.records)
+            results.append(
+                ReadOutcome(
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    records=got.records,
+                    log_start_offset=start,
+                    log_end_offset=end,
+                )
+            )
+        return LogsRead(results=tuple(results))
+
+    def _lookup(self, query: EpochEndOffsetQuery | OffsetTimestampQuery) -> OffsetFound:
+        tp = TopicPartition(query.topic, query.partition)
+        try:
+            log = self._log(tp)
+            match query:
+                case EpochEndOffsetQuery(leader_epoch=epoch):
+                    entry = log.end_offset_for_epoch(epoch)
+                    return OffsetFound(
+                        topic=tp.topic,
+                        partition=tp.partition,
+                        leader_epoch=entry[0],
+                        offset=entry[1],
+                    )
+                case OffsetTimestampQuery(timestamp=timestamp):
+                    found = self._guard(tp, log, lambda: log.fetch_offset_by_timestamp(timestamp))
+                    if found is None:
+                        return OffsetFound(topic=tp.topic, partition=tp.partition)
+                    return OffsetFound(
+                        topic=tp.topic,
+                        partition=tp.partition,
+                        timestamp=found[0],
+                        offset=found[1],
+                    )
+                case _:
+                    assert_never(query)
+        except KafkaApiError as exc:
+            return OffsetFound(topic=tp.topic, partition=tp.partition, error_code=exc.code)
+
+    def _truncate(self, request: TruncateLog) -> LogOffsets:
+        tp = TopicPartition(request.topic, request.partition)
+        log = self._log(tp)
+        if request.fully:
+            self._guard(tp, log, lambda: log.truncate_fully_and_start_at(request.offset))
+        else:
+            self._guard(tp, log, lambda: log.truncate_to(request.offset))
+        self._producers[tp] = self._load_producers(tp, log)  # Log.truncateTo reloads it
+        self._trace_op(
+            "truncate",
+            log.directory,
+            log_dir=self._logs[tp],
+            tp=tp,
+            offset=request.offset,
+            fully=request.fully,
+        )
+        return self._offsets_of(tp, log)
+
+    def _advance_log_start(self, request: AdvanceLogStart) -> LogOffsets:
+        tp = TopicPartition(request.topic, request.partition)
+        log = self._log(tp)
+        self._guard(
+            tp,
+            log,
+            lambda: log.maybe_increment_log_start_offset(request.offset, request.high_watermark),
+        )
+        return self._offsets_of(tp, log)
+
+    @staticmethod
+    def _offsets_of(tp: TopicPartition, log: Log) -> LogOffsets:
+        return LogOffsets(
+            topic=tp.topic,
+            partition=tp.partition,
+            log_start_offset=log.log_start_offset,
+            log_end_offset=log.log_end_offset,
+        )
 
     # -- asyncDelete
 
@@ -649,6 +1251,10 @@ class LogManager(Actor):
             return LogDeleted(topic=tp.topic, partition=tp.partition)
         if log_dir in self._offline:
             raise _storage_error(f"Log for partition {tp} is in offline log dir {log_dir}")
+        if tp in self._open:  # Log.renameDir keeps it open; here it is closed first
+            self._open.pop(tp).close()
+        self._producers.pop(tp, None)
+        self._closed_clean.discard(tp)
         unique_id = uuid.UUID(int=self.rng.getrandbits(128), version=4).hex
         name = delete_dir_name(tp, unique_id)
         src = log_dir / str(tp)
@@ -736,16 +1342,24 @@ class LogManager(Actor):
     def _checkpoint(self, log_dir: Path) -> bool:
         """Rewrite the offset checkpoints of ``log_dir``; say whether it is still online.
 
-        Every log is empty, so recovery point and high watermark are 0; Kafka lists a log
-        in ``log-start-offset-checkpoint`` only once its start offset passed its first
-        segment's base offset, which never happens here (no records), so that file is empty.
+        The recovery points and log starts are the logs' (open logs noted after each
+        change), the high watermarks what the broker reported (``RecordHighWatermarks``);
+        Kafka lists a log in ``log-start-offset-checkpoint`` only once its start offset
+        passed its first segment's base offset.
         """
+        for tp, log in self._open.items():
+            if self._logs.get(tp) == log_dir:
+                self._note_offsets(tp, log_dir, log)
         hosted = self._rows[log_dir]
-        data = hosted.render()  # offsets_checkpoint((tp, 0) for every hosted tp)
         try:
-            self.disk.write_file(log_dir / RECOVERY_POINT_CHECKPOINT, data)
-            self.disk.write_file(log_dir / REPLICATION_OFFSET_CHECKPOINT, data)
-            self.disk.write_file(log_dir / LOG_START_OFFSET_CHECKPOINT, offsets_checkpoint(()))
+            self.disk.write_file(log_dir / RECOVERY_POINT_CHECKPOINT, hosted.render())
+            self.disk.write_file(
+                log_dir / REPLICATION_OFFSET_CHECKPOINT, self._hw_rows[log_dir].render()
+            )
+            self.disk.write_file(
+                log_dir / LOG_START_OFFSET_CHECKPOINT,
+                offsets_checkpoint(self._start_offsets[log_dir].items()),
+            )
         except OSError as exc:
             self._trace_op("checkpoint", log_dir, log_dir=log_dir, error=exc)
             self._mark_offline(log_dir, f"Disk error while writing checkpoints in {log_dir}", exc)
@@ -788,15 +1402,28 @@ class LogManager(Actor):
     def _log_counts(self) -> dict[Path, int]:
         return dict(self._counts)
 
-    def _add_log(self, tp: TopicPartition, log_dir: Path) -> None:
+    def _add_log(
+        self,
+        tp: TopicPartition,
+        log_dir: Path,
+        *,
+        recovery_point: int = 0,
+        high_watermark: int = 0,
+        log_start_offset: int = 0,
+    ) -> None:
         self._logs[tp] = log_dir
         self._counts[log_dir] = self._counts.get(log_dir, 0) + 1
-        self._rows[log_dir].add(tp)
+        self._rows[log_dir].add(tp, recovery_point)
+        self._hw_rows[log_dir].add(tp, high_watermark)
+        if log_start_offset > 0:
+            self._start_offsets[log_dir][tp] = log_start_offset
 
     def _remove_log(self, tp: TopicPartition) -> None:
         log_dir = self._logs.pop(tp)
         self._counts[log_dir] -= 1
         self._rows[log_dir].remove(tp)
+        self._hw_rows[log_dir].remove(tp)
+        self._start_offsets[log_dir].pop(tp, None)
 
     def _checkpoint_soon(self, log_dir: Path) -> None:
         """A creation rewrites its dir's checkpoints on the checkpoint timer, as Kafka's
