@@ -52,7 +52,8 @@ def test_a_healthy_trace_breaks_no_rule() -> None:
 
 
 def test_an_illegal_transition_is_reported_at_its_event() -> None:
-    """A replica going Online -> ReplicaDeletionStarted skips OfflineReplica (spec §3.3)."""
+    """A replica going Online -> ReplicaDeletionStarted skips OfflineReplica
+    (ReplicaStateMachine's valid previous states)."""
     t = healthy()
     bad = t.transition("replica", "OnlineReplica", "ReplicaDeletionStarted", replica=1)
     violations = legal_transitions(t.events)

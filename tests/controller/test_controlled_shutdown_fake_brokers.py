@@ -1,7 +1,8 @@
-"""Controlled shutdown (spec §8.4): the controller's side asked directly
-(ControllerIntegrationTest.testControlledShutdown, ...WithStaleBrokerEpoch), and the
-broker's side (``actors.broker.controlled_shutdown``) run by a graceful stop, with its
-retries on the virtual clock. Fake brokers, real controllers; broker 0 is the controller."""
+"""Controlled shutdown (``KafkaController.doControlledShutdown``): the controller's side
+asked directly (ControllerIntegrationTest.testControlledShutdown, ...WithStaleBrokerEpoch),
+and the broker's side (``actors.broker.controlled_shutdown``) run by a graceful stop, with
+its retries on the virtual clock. Fake brokers, real controllers; broker 0 is the
+controller."""
 
 from __future__ import annotations
 

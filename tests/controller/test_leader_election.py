@@ -1,7 +1,8 @@
 """Preferred replica leader elections: through ``/admin/preferred_replica_election``, from
 an ElectLeaders-style caller, and automatically on the virtual clock (ControllerIntegration
-Test's preferred-election lines, spec §2.3, §6.6, §7.4 steps 11-12). Broker 0 is the
-controller; brokers stop gracefully with the real broker-side controlled shutdown."""
+Test's preferred-election lines, ``KafkaController.onReplicaElection`` and the partition
+state machine's election). Broker 0 is the controller; brokers stop gracefully with the real
+broker-side controlled shutdown."""
 
 from __future__ import annotations
 

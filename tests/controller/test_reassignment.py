@@ -1,5 +1,5 @@
 """Partition reassignment through ``/admin/reassign_partitions`` (ControllerIntegrationTest's
-reassignment lines, spec §6.4/§6.6, §7.4 step 9, §8.2 step 6): fake brokers, real
+reassignment lines, ``KafkaController.onPartitionReassignment``): fake brokers, real
 controllers, the embedded store, the virtual clock. Broker 0 is the controller."""
 
 from __future__ import annotations

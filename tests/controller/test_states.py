@@ -71,7 +71,7 @@ def test_tables_are_the_spec_tables() -> None:
 
 
 @pytest.mark.parametrize(("current", "target"), list(itertools.product(P, P)))
-def test_every_partition_transition_is_valid_exactly_when_the_spec_says(
+def test_every_partition_transition_is_valid_exactly_when_its_table_says(
     current: PartitionState, target: PartitionState
 ) -> None:
     """A partition may move to a target only from one of the target's valid previous states."""
@@ -79,7 +79,7 @@ def test_every_partition_transition_is_valid_exactly_when_the_spec_says(
 
 
 @pytest.mark.parametrize(("current", "target"), list(itertools.product(R, R)))
-def test_every_replica_transition_is_valid_exactly_when_the_spec_says(
+def test_every_replica_transition_is_valid_exactly_when_its_table_says(
     current: ReplicaState, target: ReplicaState
 ) -> None:
     """A replica may move to a target only from one of the target's valid previous states."""

@@ -1,6 +1,7 @@
-"""Topic deletion in the controller (spec §6, TopicDeletionManagerTest and the controller
-side of DeleteTopicTest): fake brokers, the embedded store and the virtual clock. Every
-test ends with the cluster settled and the Appendix A invariants holding."""
+"""Topic deletion in the controller (``TopicDeletionManager``, TopicDeletionManagerTest and
+the controller side of DeleteTopicTest): fake brokers, the embedded store and the virtual
+clock. Every test ends with the cluster settled and the control plane's invariants holding
+(docs/chaos.md)."""
 
 from __future__ import annotations
 
@@ -231,7 +232,7 @@ def test_controller_failover_after_deletion_started_resends_both_phases() -> Non
 
 
 def test_deletion_disabled_removes_the_marker_and_keeps_the_topic() -> None:
-    """DeleteTopicTest.testDisableDeleteTopic (spec §10.3)."""
+    """DeleteTopicTest.testDisableDeleteTopic."""
 
     async def body(cluster: ControllerCluster) -> None:
         await _start(cluster)

@@ -1,5 +1,5 @@
-"""Controlled shutdown with real brokers (spec §8.4): a graceful stop moves the broker's
-leaderships before its registration goes, configured by the broker's
+"""Controlled shutdown with real brokers (``KafkaServer.controlledShutdown``): a graceful
+stop moves the broker's leaderships before its registration goes, configured by the broker's
 ``controlled.shutdown.*``; on the embedded store and a real ZooKeeper."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""Topic deletion end to end on a real cluster in one process (spec §6, §11 DeleteTopicTest
-and the deletion lines of ControllerIntegrationTest): real brokers, log managers writing
-real directories, the controller, on the embedded store and a real ZooKeeper, over
-in-process queues and (for a subset) TCP between the nodes.
+"""Topic deletion end to end on a real cluster in one process (``TopicDeletionManager``,
+Kafka's DeleteTopicTest and the deletion lines of ControllerIntegrationTest): real brokers,
+log managers writing real directories, the controller, on the embedded store and a real
+ZooKeeper, over in-process queues and (for a subset) TCP between the nodes.
 
 Topics are marked for deletion as ``kemu topics --delete --zookeeper`` does (the command
 itself, run in-process against the cluster's store), or by writing
@@ -9,13 +9,12 @@ itself, run in-process against the cluster's store), or by writing
 (``tests.support.deletion.topic_leftovers``) what Kafka's ``TestUtils.verifyTopicDeletion``
 checks and more: no znode of the topic, no ``<topic>-<p>`` and, once
 ``log.segment.delete.delay.ms`` (200 ms here) has passed, no ``-delete`` directory in any
-broker's log dir, nothing of it in any controller's context, any broker's metadata cache
-or log manager.
+broker's log dir, nothing of it in any controller's context, any broker's metadata cache or
+log manager.
 
 Each broker's log manager works through an ``actors.log.disk.FaultyDisk`` (healthy until a
 test breaks it), and ``log.initial.task.delay.ms=0`` lets the first removal happen within
-the delay rather than 30 s after start-up (Kafka 2.7's fixed ``InitialTaskDelayMs``).
-"""
+the delay rather than 30 s after start-up (Kafka 2.7's fixed ``InitialTaskDelayMs``)."""
 
 from __future__ import annotations
 
@@ -521,7 +520,7 @@ async def test_recreate_a_topic_right_after_its_deletion(harness: Harness) -> No
 async def test_deleting_a_topic_that_does_not_exist(harness: Harness) -> None:
     """DeleteTopicTest.testDeleteNonExistingTopic: the command refuses it and writes no
     marker (with --if-exists it does nothing, quietly); a marker written anyway is removed
-    by the controller (spec §6.2). Another topic is untouched."""
+    by the controller (``TopicDeletionManager.onTopicDeletion``). Another topic is untouched."""
     h = harness
     await h.create("bystander", {0: [0, 1, 2]})
     before = h.dirs("bystander")
@@ -749,10 +748,11 @@ async def test_a_topics_file_delete_delay_overrides_the_broker_default(
 async def test_a_deletion_waits_for_a_running_reassignment_then_completes(
     harness: Harness,
 ) -> None:
-    """Deletion during a reassignment (spec §6.4): a reassignment whose new replica's broker
-    is down holds; the topic marked meanwhile is queued paused, nothing of it is renamed;
-    once the broker is back the reassignment completes, the deletion resumes and the topic,
-    its logs (the new replica's too) and the reassignment znode all go."""
+    """Deletion during a reassignment (``TopicDeletionManager`` marks the topic ineligible):
+    a reassignment whose new replica's broker is down holds; the topic marked meanwhile is
+    queued paused, nothing of it is renamed; once the broker is back the reassignment
+    completes, the deletion resumes and the topic, its logs (the new replica's too) and the
+    reassignment znode all go."""
     h = harness
     controller = await h.controller_id()
     target, other = _others(controller)

@@ -24,7 +24,7 @@ def run_cluster(
     **options: bool | int,
 ) -> None:
     """Run ``body`` with a fresh cluster (``ControllerCluster`` options) on the virtual
-    clock; then settle, check the Appendix A invariants, and tear everything down."""
+    clock; then settle, check the invariants (docs/chaos.md), and tear everything down."""
 
     async def main() -> None:
         async with anyio.create_task_group() as tg:

@@ -1,5 +1,5 @@
-"""What a cluster still holds of a topic: the check that a deletion is complete (spec
-Appendix A, "a deleted topic leaves no znode and no log directory behind"), for any test
+"""What a cluster still holds of a topic: the check that a deletion is complete (the
+invariant "a deleted topic leaves no znode and no log directory behind"), for any test
 that runs a ``Cluster`` in its own process.
 
 ``topic_leftovers`` lists, one line each, everything left of the topic: its znodes

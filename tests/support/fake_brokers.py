@@ -374,9 +374,9 @@ class ControllerCluster:
         )
 
     async def invariant_violations(self) -> list[str]:
-        """Appendix A over the store and the trace: every state znode's leader is in its
-        non-empty ISR within the replicas; leader epochs never go down; one controller per
-        epoch, epochs increasing."""
+        """The invariants of docs/chaos.md over the store and the trace: every state
+        znode's leader is in its non-empty ISR within the replicas; leader epochs never go
+        down; one controller per epoch, epochs increasing."""
         admin = await self.admin()
         problems: list[str] = []
         for topic in await kafka_zk.get_all_topics(admin):

@@ -1,4 +1,4 @@
-"""Replica assignment is Kafka 2.7's ``AdminUtils.assignReplicasToBrokers`` (spec §9).
+"""Replica assignment is Kafka 2.7's ``AdminUtils.assignReplicasToBrokers``.
 
 Exact lists come from the spec's worked examples (§9.4, each checked against Kafka's
 tests) and seed 003's example; the distribution checks are those of Kafka's

@@ -145,7 +145,8 @@ def test_sequence_numbers_and_ids_parse_as_kafka_parses_them() -> None:
 
 
 def test_controller_znode_bytes() -> None:
-    """/controller is ``{"version":1,"brokerid":N,"timestamp":"ms"}`` (ZkData.scala, spec §1.2)."""
+    """/controller is ``{"version":1,"brokerid":N,"timestamp":"ms"}`` (ZkData.scala,
+    ``ControllerZNode``)."""
     data = b'{"version":1,"brokerid":1001,"timestamp":"1620000000000"}'
     value = ControllerRegistration(broker_id=BrokerId(1001), timestamp=1620000000000)
     assert value.encode() == data
@@ -265,7 +266,7 @@ def test_broker_registration_v1_and_v2_decode() -> None:
 
 
 def test_topic_assignment_bytes() -> None:
-    """/brokers/topics/<t> is v2 with empty adding/removing maps (spec §1.2's example)."""
+    """/brokers/topics/<t> is v2 with empty adding/removing maps (``TopicZNode.encode``)."""
     data = (
         b'{"version":2,"partitions":{"0":[1,2],"1":[2,0]},'
         b'"adding_replicas":{},"removing_replicas":{}}'
