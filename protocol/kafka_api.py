@@ -24,6 +24,9 @@ CreatePartitions           37       ``CreatePartitionsRequestData`` / ``...Respo
 DescribeCluster            60       ``DescribeClusterRequestData`` / ``...ResponseData``
 =========================  =======  ===================================================
 
+The data-plane APIs (Produce, Fetch, ListOffsets, InitProducerId, OffsetForLeaderEpoch)
+have their values in ``protocol.kafka_data``; the unions below include them.
+
 The request and response values are ``Message`` subclasses, so a broker can forward an
 admin request to the controller over kemu's own network unchanged.
 """
@@ -39,6 +42,7 @@ import msgspec
 from protocol.base import Message
 from protocol.errors import ErrorCode
 from protocol.ids import BrokerId, TopicName
+from protocol.kafka_data import KafkaDataRequestData, KafkaDataResponseData
 
 __all__ = [
     "NO_AUTHORIZED_OPERATIONS",
@@ -84,10 +88,15 @@ NO_AUTHORIZED_OPERATIONS: Final = -(2**31)
 class ClientApiKey(IntEnum):
     """The API keys of the client-facing requests kemu's brokers answer (``ApiKeys.java``)."""
 
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
     METADATA = 3
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     CREATE_PARTITIONS = 37
     DESCRIBE_CLUSTER = 60
@@ -388,6 +397,7 @@ KafkaApiRequestData = (
     | DescribeConfigsRequestData
     | CreatePartitionsRequestData
     | DescribeClusterRequestData
+    | KafkaDataRequestData
 )
 """Every client request kemu's brokers answer, as ``cluster.kafka.listener.request_data``
 returns it."""
@@ -399,5 +409,6 @@ KafkaApiResponseData = (
     | DescribeConfigsResponseData
     | CreatePartitionsResponseData
     | DescribeClusterResponseData
+    | KafkaDataResponseData
 )
 """Every answer ``cluster.kafka.listener.build_response`` turns into a wire response."""

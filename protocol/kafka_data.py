@@ -40,6 +40,7 @@ and their version-only fields are absent here. Every 2.7 client negotiates a new
 
 from __future__ import annotations
 
+import struct
 from enum import IntEnum
 from typing import Final
 
@@ -91,6 +92,7 @@ __all__ = [
     "ProduceTopicData",
     "ProduceTopicResponse",
     "RecordError",
+    "validate_records",
 ]
 
 CONSUMER_REPLICA_ID: Final = -1
@@ -134,6 +136,47 @@ class ProducePartitionData(_Value, frozen=True, kw_only=True):
     records: bytes | None
 
 
+_LOG_OVERHEAD: Final = 12  # baseOffset + batchLength (``Records.LOG_OVERHEAD``)
+_MIN_BATCH_LENGTH: Final = 14  # below it a batch is corrupt (``LegacyRecord.RECORD_OVERHEAD_V0``)
+_V2_HEADER: Final = 61  # ``DefaultRecordBatch.RECORD_BATCH_OVERHEAD``
+_MAGIC_AT: Final = 16
+_ATTRIBUTES_AT: Final = 21
+_ZSTD: Final = 4
+_INT32 = struct.Struct(">i")
+
+
+def validate_records(records: bytes | None, version: int) -> ErrorCode:
+    """What Kafka's ``ProduceRequest.validateRecords`` (called by
+    ``KafkaApis.handleProduceRequest`` for each partition of a known topic) makes of one
+    partition's records sent in Produce ``version``: from v3 exactly one magic-v2 batch
+    (else INVALID_RECORD), zstd only from v7 (else UNSUPPORTED_COMPRESSION_TYPE), and a
+    batch whose header is broken while the batches are walked is CORRUPT_MESSAGE. Only the
+    headers are read, as ``MemoryRecords.batches`` does; a partial trailing batch is not a
+    batch. NONE when the records pass (the log checks the rest: CRC, sizes, offsets)."""
+    if version < 3:
+        return ErrorCode.NONE
+    data = records or b""
+    position, batches = 0, 0
+    while len(data) - position >= _LOG_OVERHEAD and batches < 2:
+        length = _INT32.unpack_from(data, position + 8)[0]
+        if length < _MIN_BATCH_LENGTH:
+            return ErrorCode.CORRUPT_MESSAGE
+        size = length + _LOG_OVERHEAD
+        if len(data) - position < size:
+            break
+        magic = data[position + _MAGIC_AT]
+        if magic > 2 or (magic == 2 and size < _V2_HEADER):
+            return ErrorCode.CORRUPT_MESSAGE
+        if batches == 0:
+            if magic != 2:
+                return ErrorCode.INVALID_RECORD
+            if version < 7 and data[position + _ATTRIBUTES_AT + 1] & 0x07 == _ZSTD:
+                return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+        batches += 1
+        position += size
+    return ErrorCode.NONE if batches == 1 else ErrorCode.INVALID_RECORD
+
+
 class ProduceTopicData(_Value, frozen=True, kw_only=True):
     name: TopicName
     partition_data: tuple[ProducePartitionData, ...]
@@ -149,6 +192,9 @@ class ProduceRequestData(Message, frozen=True, kw_only=True):
     timeout_ms: int
     topic_data: tuple[ProduceTopicData, ...]
     transactional_id: str | None = None
+    version: int = 8
+    """The Produce version the client sent, as Kafka's ``ProduceRequest`` knows its own:
+    ``validate_records`` depends on it."""
 
 
 class RecordError(_Value, frozen=True, kw_only=True):

@@ -29,9 +29,11 @@ The listener, per connection (as Kafka's ``SocketServer`` and ``KafkaApis`` do):
   pipelines), and writes the responses in request order whatever order they complete in.
   A handler that returns ``None`` (an advertised API it does not implement) or raises gets
   the error response Kafka would send where the API's schema can carry one
-  (``error_response``); otherwise the connection is closed. A handler may answer with plain
-  values; the listener then builds the response, and reuses the encoding of a Metadata
-  answer it has already sent (encoding is pure Python, and clients poll Metadata).
+  (``error_response``); otherwise the connection is closed. A Produce with ``acks`` 0 is
+  answered with nothing, or, if a partition failed, by closing the connection, as Kafka
+  does. A handler may answer with plain values; the listener then builds the response,
+  and reuses the encoding of a Metadata answer it has already sent (encoding is pure
+  Python, and clients poll Metadata).
 
 An ``accept()`` that fails (EMFILE: the process is out of file descriptors) is logged once
 per run of failures and retried after ``ACCEPT_BACKOFF``, as Kafka's
@@ -99,9 +101,11 @@ from cluster.kafka.framing import (
 from protocol.codec import FrameReader
 from protocol.errors import ErrorCode, FrameError, NetworkError, NodeStoppedError
 from protocol.kafka_api import (
+    ClientApiKey,
     KafkaApiResponseData,
     MetadataResponseData,
 )
+from protocol.kafka_data import ProduceResponseData
 from protocol.trace import TraceKind
 
 __all__ = [
@@ -196,6 +200,29 @@ def _remote(stream: SocketStream) -> str:
     except (OSError, anyio.TypedAttributeLookupError):
         return "?"
     return address if isinstance(address, str) else f"{address[0]}:{address[1]}"
+
+
+def _unacknowledged(request: KafkaRequest) -> bool:
+    """A Produce with ``acks`` 0: the client expects no response."""
+    return request.api_key == ClientApiKey.PRODUCE and int(request.body.acks) == 0
+
+
+def _failed_partitions(response: Any) -> list[str]:
+    """``topic-partition:ERROR`` for each partition of a Produce answer (plain values or
+    the codec's response) that did not succeed."""
+    if isinstance(response, ProduceResponseData):
+        return [
+            f"{t.name}-{p.index}:{p.error_code.name}"
+            for t in response.responses
+            for p in t.partition_responses
+            if p.error_code is not ErrorCode.NONE
+        ]
+    return [
+        f"{t.name}-{p.index}:{int(p.error_code)}"
+        for t in response.responses
+        for p in t.partition_responses
+        if int(p.error_code) != 0
+    ]
 
 
 async def _receive(stream: SocketStream) -> bytes:
@@ -456,6 +483,23 @@ class KafkaWireServer:
                 api_version=request.api_version,
             )
             response = self._error_response(conn, request, ErrorCode.UNSUPPORTED_VERSION)
+        if response is not None and _unacknowledged(request):
+            # Produce with acks=0: no answer at all; a failed partition closes the
+            # connection instead, so that the producer notices (``KafkaApis.handleProduceRequest``).
+            failed = _failed_partitions(response)
+            if failed:
+                slot.close_reason = "produce_failed_without_acks"
+                self._trace_request(
+                    TraceKind.EVENT,
+                    "kafka_produce_failed_without_acks",
+                    conn,
+                    request,
+                    errors=failed,
+                )
+            else:
+                slot.frame = b""
+            slot.done.set()
+            return
         if response is None:
             slot.close_reason = "unanswerable_request"
             self._trace_request(
@@ -513,6 +557,8 @@ class KafkaWireServer:
                     conn.close_reason = slot.close_reason
                     tg.cancel_scope.cancel()
                     return
+                if not slot.frame:  # a request answered with nothing (Produce, acks=0)
+                    continue
                 try:
                     await _send(conn.stream, slot.frame)
                 except NetworkError:

@@ -141,6 +141,8 @@ class FakeHandler:
                     controller_id=self.cluster.controller_id,
                     brokers=tuple(self.cluster.brokers),
                 )
+            case _:  # the data-plane APIs: the fake cluster keeps no logs
+                raise TypeError(f"the fake broker does not answer {type(data).__name__}")
 
     def metadata(self, data: MetadataRequestData) -> MetadataResponseData:
         topics = self.cluster.topics

@@ -50,9 +50,14 @@ def test_served_versions_are_decodable_and_what_brokers_advertise() -> None:
 
 
 def test_the_admin_client_caps_each_api_at_a_2_7_clients_version() -> None:
-    """The admin client's caps are the table's, plus ApiVersions v3 (Kafka 2.7's
-    ``ApiVersionsRequest`` max)."""
+    """The client's caps are the table's, plus ApiVersions v3 (Kafka 2.7's
+    ``ApiVersionsRequest`` max): what a 2.7 admin client, producer and consumer send."""
     assert CLIENT_MAX_VERSIONS == {
+        ClientApiKey.PRODUCE: 8,
+        ClientApiKey.FETCH: 12,
+        ClientApiKey.LIST_OFFSETS: 5,
+        ClientApiKey.INIT_PRODUCER_ID: 4,
+        ClientApiKey.OFFSET_FOR_LEADER_EPOCH: 3,
         ClientApiKey.API_VERSIONS: 3,
         ClientApiKey.METADATA: 9,
         ClientApiKey.CREATE_TOPICS: 6,

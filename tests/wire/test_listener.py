@@ -21,13 +21,17 @@ from kafka.protocol.admin import (  # type: ignore[import-untyped]
     ListGroupsRequest,
     ListGroupsResponse,
 )
+from kafka.protocol.consumer import OffsetCommitRequest  # type: ignore[import-untyped]
 from kafka.protocol.metadata import (  # type: ignore[import-untyped]
     ApiVersionsRequest,
     ApiVersionsResponse,
     MetadataRequest,
     MetadataResponse,
 )
-from kafka.protocol.producer import ProduceRequest  # type: ignore[import-untyped]
+from kafka.protocol.producer import (  # type: ignore[import-untyped]
+    ProduceRequest,
+    ProduceResponse,
+)
 
 from actors.runtime.tracer import MemorySink, Tracer
 from cluster.kafka.listener import KafkaRequest, KafkaWireServer
@@ -309,12 +313,28 @@ async def test_advertised_but_unimplemented_api_gets_unsupported_version() -> No
             correlation_id, body = kp_decode(ListGroupsResponse, 3, await conn.frame())
             assert (correlation_id, body["error_code"]) == (8, 35)
             assert (await cluster.sink.wait_for(of_type("kafka_unimplemented_api"), WAIT)).corr == 8
-        async with connect(cluster) as conn:  # Produce has no error field to say it with
-            produce = ProduceRequest(version=8, acks=1, timeout_ms=100, topic_data=[])
+        async with connect(cluster) as conn:  # Produce says it per partition
+            topic = ProduceRequest.TopicProduceData
+            produce = ProduceRequest(
+                version=8,
+                acks=1,
+                timeout_ms=100,
+                topic_data=[
+                    topic(
+                        name="t", partition_data=[topic.PartitionProduceData(index=3, records=b"")]
+                    )
+                ],
+            )
             await conn.send(kp_frame(produce, correlation_id=9))
+            correlation_id, body = kp_decode(ProduceResponse, 8, await conn.frame())
+            ((answer,),) = [t["partition_responses"] for t in body["responses"]]
+            assert (correlation_id, answer["index"], answer["error_code"]) == (9, 3, 35)
+        async with connect(cluster) as conn:  # OffsetCommit has no error field to say it with
+            commit = OffsetCommitRequest(version=8, group_id="g", topics=[])
+            await conn.send(kp_frame(commit, correlation_id=10))
             assert await conn.closed_by_server()
         event = await cluster.sink.wait_for(of_type("unanswerable_request"), WAIT)
-        assert (event.corr, event.fields["api_key"]) == (9, 0)
+        assert (event.corr, event.fields["api_key"]) == (10, 8)
         await still_serves(cluster)
 
 

@@ -19,7 +19,12 @@ from cluster.kafka.apis import (
     delete_topics,
     describe_cluster,
     describe_configs,
+    fetch,
+    init_producer_id,
+    list_offsets,
     metadata,
+    offset_for_leader_epoch,
+    produce,
 )
 from cluster.kafka.apis.api_codec import ApiCodec
 from cluster.kafka.codec import build, generic_error_response, response_schema
@@ -34,6 +39,11 @@ _APIS: Final[tuple[ApiCodec[Any, Any], ...]] = (
     describe_configs.CODEC,
     create_partitions.CODEC,
     describe_cluster.CODEC,
+    produce.CODEC,
+    fetch.CODEC,
+    list_offsets.CODEC,
+    init_producer_id.CODEC,
+    offset_for_leader_epoch.CODEC,
 )
 
 CODECS: Final[Mapping[int, ApiCodec[Any, Any]]] = types.MappingProxyType(

@@ -1,0 +1,144 @@
+"""ListOffsets (API key 2): the earliest, latest or first-at-a-timestamp offset of
+partitions, answered by the leader (``KafkaApis.handleListOffsetRequest``). The codec has
+no v0 (the legacy list of offsets), so kemu serves v1-v5."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cluster.kafka.apis.api_codec import ApiCodec, Values
+from cluster.kafka.codec import as_error_code, as_millis
+from cluster.kafka.framing import KafkaRequest
+from protocol.errors import ErrorCode
+from protocol.ids import TopicName
+from protocol.kafka_api import ClientApiKey
+from protocol.kafka_data import (
+    ListOffsetsPartition,
+    ListOffsetsPartitionResponse,
+    ListOffsetsRequestData,
+    ListOffsetsResponseData,
+    ListOffsetsTopic,
+    ListOffsetsTopicResponse,
+)
+
+
+def request_data(body: Any, version: int) -> ListOffsetsRequestData:
+    del version
+    return ListOffsetsRequestData(
+        replica_id=int(body.replica_id),
+        isolation_level=int(getattr(body, "isolation_level", 0)),
+        topics=tuple(
+            ListOffsetsTopic(
+                name=TopicName(t.name),
+                partitions=tuple(
+                    ListOffsetsPartition(
+                        partition_index=int(p.partition_index),
+                        timestamp=int(p.timestamp),
+                        current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)),
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in body.topics
+        ),
+    )
+
+
+def response_values(data: ListOffsetsResponseData, request: KafkaRequest) -> Values:
+    del request
+    return {
+        "throttle_time": data.throttle_time_ms,
+        "topics": [
+            {
+                "name": t.name,
+                "partitions": [
+                    {
+                        "partition_index": p.partition_index,
+                        "error_code": p.error_code,
+                        "timestamp": p.timestamp,
+                        "offset": p.offset,
+                        "leader_epoch": p.leader_epoch,
+                    }
+                    for p in t.partitions
+                ],
+            }
+            for t in data.topics
+        ],
+    }
+
+
+def error_answer(
+    data: ListOffsetsRequestData, code: ErrorCode, message: str | None
+) -> ListOffsetsResponseData:
+    """``ListOffsetRequest.getErrorResponse``: every partition fails, offset and timestamp
+    -1."""
+    del message  # ListOffsets has no error message
+    return ListOffsetsResponseData(
+        topics=tuple(
+            ListOffsetsTopicResponse(
+                name=t.name,
+                partitions=tuple(
+                    ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=code)
+                    for p in t.partitions
+                ),
+            )
+            for t in data.topics
+        )
+    )
+
+
+def request_values(data: ListOffsetsRequestData) -> Values:
+    return {
+        "replica_id": data.replica_id,
+        "isolation_level": data.isolation_level,
+        "topics": [
+            {
+                "name": t.name,
+                "partitions": [
+                    {
+                        "partition_index": p.partition_index,
+                        "current_leader_epoch": p.current_leader_epoch,
+                        "timestamp": p.timestamp,
+                    }
+                    for p in t.partitions
+                ],
+            }
+            for t in data.topics
+        ],
+    }
+
+
+def response_data(body: Any) -> ListOffsetsResponseData:
+    return ListOffsetsResponseData(
+        throttle_time_ms=as_millis(getattr(body, "throttle_time", 0)),
+        topics=tuple(
+            ListOffsetsTopicResponse(
+                name=TopicName(t.name),
+                partitions=tuple(
+                    ListOffsetsPartitionResponse(
+                        partition_index=int(p.partition_index),
+                        error_code=as_error_code(p.error_code),
+                        timestamp=int(p.timestamp),
+                        offset=int(p.offset),
+                        leader_epoch=int(getattr(p, "leader_epoch", -1)),
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in body.topics
+        ),
+    )
+
+
+CODEC = ApiCodec(
+    api_key=ClientApiKey.LIST_OFFSETS,
+    versions=(1, 5),
+    client_version=5,
+    request_type=ListOffsetsRequestData,
+    response_type=ListOffsetsResponseData,
+    request_data=request_data,
+    response_values=response_values,
+    error_answer=error_answer,
+    request_values=request_values,
+    response_data=response_data,
+)

@@ -1,0 +1,170 @@
+"""Produce (API key 0): records for partitions, answered by each partition's leader
+(``KafkaApis.handleProduceRequest``). The codec has no v0-v2 (message formats v0/v1), so
+kemu serves v3-v8, where every partition carries exactly one magic-v2 batch
+(``protocol.kafka_data.validate_records``). Records pass through as the bytes the client
+sent. A request with ``acks`` 0 gets no response at all (the listener's business)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from cluster.kafka.apis.api_codec import ApiCodec, Values
+from cluster.kafka.codec import as_error_code, as_millis
+from cluster.kafka.framing import KafkaRequest
+from protocol.errors import ErrorCode
+from protocol.ids import TopicName
+from protocol.kafka_api import ClientApiKey
+from protocol.kafka_data import (
+    ProducePartitionData,
+    ProducePartitionResponse,
+    ProduceRequestData,
+    ProduceResponseData,
+    ProduceTopicData,
+    ProduceTopicResponse,
+    RecordError,
+)
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+def request_data(body: Any, version: int) -> ProduceRequestData:
+    return ProduceRequestData(
+        acks=int(body.acks),
+        timeout_ms=as_millis(body.timeout),
+        transactional_id=body.transactional_id,
+        topic_data=tuple(
+            ProduceTopicData(
+                name=TopicName(t.name),
+                partition_data=tuple(
+                    ProducePartitionData(index=int(p.index), records=p.records)
+                    for p in t.partition_data
+                ),
+            )
+            for t in body.topic_data
+        ),
+        version=version,
+    )
+
+
+def _append_time(ms: int) -> datetime.datetime | None:
+    """``log_append_time`` is a timestamp in the codec; -1 (CreateTime) is its null."""
+    return None if ms < 0 else _EPOCH + datetime.timedelta(milliseconds=ms)
+
+
+def _append_time_ms(value: Any) -> int:
+    if value is None:
+        return -1
+    if isinstance(value, datetime.datetime):
+        return (value - _EPOCH) // datetime.timedelta(milliseconds=1)
+    return int(value)
+
+
+def response_values(data: ProduceResponseData, request: KafkaRequest) -> Values:
+    del request  # what a version lacks is dropped by ``build``
+    return {
+        "throttle_time": data.throttle_time_ms,
+        "responses": [
+            {
+                "name": t.name,
+                "partition_responses": [
+                    {
+                        "index": p.index,
+                        "error_code": p.error_code,
+                        "base_offset": p.base_offset,
+                        "log_append_time": _append_time(p.log_append_time_ms),
+                        "log_start_offset": p.log_start_offset,
+                        "record_errors": [
+                            {
+                                "batch_index": e.batch_index,
+                                "batch_index_error_message": e.batch_index_error_message,
+                            }
+                            for e in p.record_errors
+                        ],
+                        "error_message": p.error_message,
+                    }
+                    for p in t.partition_responses
+                ],
+            }
+            for t in data.responses
+        ],
+    }
+
+
+def error_answer(
+    data: ProduceRequestData, code: ErrorCode, message: str | None
+) -> ProduceResponseData:
+    """``ProduceRequest.getErrorResponse``: every partition fails with the code."""
+    return ProduceResponseData(
+        responses=tuple(
+            ProduceTopicResponse(
+                name=t.name,
+                partition_responses=tuple(
+                    ProducePartitionResponse(index=p.index, error_code=code, error_message=message)
+                    for p in t.partition_data
+                ),
+            )
+            for t in data.topic_data
+        )
+    )
+
+
+def request_values(data: ProduceRequestData) -> Values:
+    return {
+        "transactional_id": data.transactional_id,
+        "acks": data.acks,
+        "timeout": data.timeout_ms,
+        "topic_data": [
+            {
+                "name": t.name,
+                "partition_data": [
+                    {"index": p.index, "records": p.records} for p in t.partition_data
+                ],
+            }
+            for t in data.topic_data
+        ],
+    }
+
+
+def response_data(body: Any) -> ProduceResponseData:
+    return ProduceResponseData(
+        responses=tuple(
+            ProduceTopicResponse(
+                name=TopicName(t.name),
+                partition_responses=tuple(
+                    ProducePartitionResponse(
+                        index=int(p.index),
+                        error_code=as_error_code(p.error_code),
+                        base_offset=int(p.base_offset),
+                        log_append_time_ms=_append_time_ms(getattr(p, "log_append_time", None)),
+                        log_start_offset=int(getattr(p, "log_start_offset", -1)),
+                        record_errors=tuple(
+                            RecordError(
+                                batch_index=int(e.batch_index),
+                                batch_index_error_message=e.batch_index_error_message,
+                            )
+                            for e in getattr(p, "record_errors", ())
+                        ),
+                        error_message=getattr(p, "error_message", None),
+                    )
+                    for p in t.partition_responses
+                ),
+            )
+            for t in body.responses
+        ),
+        throttle_time_ms=as_millis(getattr(body, "throttle_time", 0)),
+    )
+
+
+CODEC = ApiCodec(
+    api_key=ClientApiKey.PRODUCE,
+    versions=(3, 8),
+    client_version=8,
+    request_type=ProduceRequestData,
+    response_type=ProduceResponseData,
+    request_data=request_data,
+    response_values=response_values,
+    error_answer=error_answer,
+    request_values=request_values,
+    response_data=response_data,
+)
