@@ -56,6 +56,18 @@ Receiving: every connection splits the stream into frames and decodes them as th
 arrive. A malformed, oversized or truncated frame closes that connection only, traced as an
 ``error`` of type ``bad_frame``; the listener keeps serving.
 
+Authentication: a transport given the cluster's ``secret`` opens every connection with
+the handshake of ``cluster.network.auth``, both ways: its listeners challenge each
+connection they accept and take nothing from it (no frame is decoded, no route learned)
+until it answered with proof of the secret, within ``handshake_timeout``; a connection
+that answers wrong, too late, or closes half-way through its answer is closed, traced as an
+``error`` of type ``auth_refused`` with its peer, and logged once per peer host and
+minute (an attacker looping does not flood the log). Its connectors answer the challenges
+of the endpoints they connect to and send frames only once the endpoint accepted them and
+proved it knows the secret too; a refusal is a connect failure like any other
+(``connect_failed``, then the back-off). A transport without a secret does no handshake:
+in-process clusters and tests whose both ends are its own.
+
 Socket errors are translated to ``NetworkError`` subclasses here and nowhere else.
 """
 
@@ -68,10 +80,21 @@ from types import MappingProxyType
 from typing import Any, cast
 
 import anyio
+import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
 from actors.runtime.clock import Clock
 from actors.runtime.freeze import outside_nodes
+from cluster.network.auth import (
+    ANSWER_BYTES,
+    CHALLENGE_BYTES,
+    HANDSHAKE_TIMEOUT,
+    VERDICT_BYTES,
+    AuthError,
+    Challenge,
+    client_answer,
+    server_verdict,
+)
 from cluster.network.transport import DropReason, Transport, TransportEvents
 from protocol.codec import MAX_FRAME_BYTES, FrameReader, decode_envelope, frame
 from protocol.envelope import Envelope
@@ -86,6 +109,10 @@ RECONNECT_BACKOFF_MAX = 1.0  # Kafka's reconnect.backoff.max.ms
 _WILDCARDS = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}  # noqa: S104 - a lookup
 
 _WRITE_FAILED = "connection lost: the write failed"
+_NOT_ACCEPTED = "the endpoint closed the connection instead of accepting us: it refused the secret"
+REFUSAL_LOG_INTERVAL = 60.0  # seconds: one log line per peer host and interval, however many
+
+log = structlog.get_logger("kemu.network")
 
 Address = tuple[str, int]
 
@@ -172,7 +199,10 @@ class _Inbound(_Backlog, asyncio.Protocol):
     waits for it to drain while it is paused."""
 
     __slots__ = (
+        "_answer",
         "_arrived",
+        "_challenge",
+        "_deadline",
         "_owner",
         "_reader",
         "gone",
@@ -194,16 +224,30 @@ class _Inbound(_Backlog, asyncio.Protocol):
         self.paused = False  # the write buffer is over its high-water mark
         self.gone = False  # no longer a route: closing or closed
         self.why = ""
+        self._challenge: Challenge | None = None  # while the peer has not answered it
+        self._answer = b""  # the part of its answer read so far
+        self._deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
         if self.server.closed:  # accepted just as the listener closed
             self.gone = True
             self.transport.abort()
-        else:
-            self.server.connections.add(self)
+            return
+        self.server.connections.add(self)
+        secret = self._owner._secret
+        if secret is not None:
+            self._challenge = Challenge(secret)
+            self.transport.write(self._challenge.wire)
+            self._deadline = asyncio.get_running_loop().call_later(
+                self._owner._handshake_timeout, self._too_late
+            )
 
     def data_received(self, data: bytes) -> None:
+        if self._challenge is not None:
+            data = self._answered(data)
+            if not data:
+                return
         arrived, sources = self._arrived, self.sources
         try:
             for body in self._reader.feed(data):
@@ -217,15 +261,54 @@ class _Inbound(_Backlog, asyncio.Protocol):
             self._fail("connection_failed", repr(exc))
 
     def eof_received(self) -> bool:
-        if self._reader.pending:
+        if self._challenge is not None and self._answer:
+            self._refuse(f"closed {len(self._answer)} bytes into its answer to the challenge")
+        elif self._reader.pending:
             self._fail("bad_frame", _truncated(self._reader.pending))
-        else:
+        else:  # a connection that said nothing asked for nothing: no refusal to tell
             self._owner._forget(self, "closed by the peer")
         return False  # close our side too
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_deadline()
         self.server.connections.discard(self)
         self._owner._forget(self, _lost(exc))
+
+    def _answered(self, data: bytes) -> bytes:
+        """Read the peer's answer to our challenge out of ``data``; once it is whole, accept
+        the peer (and return the bytes after it: its first frames) or refuse it."""
+        answer = self._answer + data
+        challenge = self._challenge
+        if len(answer) < ANSWER_BYTES or challenge is None:
+            self._answer = answer
+            return b""
+        self._challenge, self._answer = None, b""
+        self._stop_deadline()
+        verdict = challenge.verdict(answer[:ANSWER_BYTES])
+        if verdict is None:
+            self._refuse("wrong answer to the challenge: it does not know the cluster's secret")
+            return b""
+        self.transport.write(verdict)
+        return answer[ANSWER_BYTES:]
+
+    def _too_late(self) -> None:
+        self._deadline = None
+        if self._challenge is not None and not self.gone:
+            self._refuse(f"no answer to the challenge within {self._owner._handshake_timeout:g} s")
+
+    def _stop_deadline(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _refuse(self, detail: str) -> None:
+        """Close a peer that did not prove the secret; nothing it sent is acted on."""
+        self._challenge = None
+        self._stop_deadline()
+        peer = _remote(self.transport)
+        self.transport.abort()
+        self._owner._refused(self.server.node, peer, detail)
+        self._owner._forget(self, f"auth_refused: {detail}")
 
     def pause_writing(self) -> None:
         self.paused = True
@@ -275,12 +358,17 @@ class _Link(asyncio.Protocol):
 
     __slots__ = (
         "_arrived",
+        "_challenge",
+        "_handshake",
         "_owner",
         "_reader",
+        "_secret",
         "address",
+        "authenticated",
         "closed",
         "paused",
         "peer",
+        "settled",
         "transport",
         "why",
     )
@@ -295,11 +383,22 @@ class _Link(asyncio.Protocol):
         self.paused = False  # the write buffer is over its high-water mark
         self.closed = False  # connection_lost was called
         self.why = ""
+        self._secret = owner._secret
+        self._challenge = b""  # the endpoint's challenge, once read and answered
+        self._handshake = b""  # handshake bytes read and not used yet
+        self.authenticated = self._secret is None  # frames may flow
+        self.settled = asyncio.Event()  # the handshake is over, either way
+        if self.authenticated:
+            self.settled.set()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
+        if not self.authenticated:
+            data = self._shake(data)
+            if not data:
+                return
         arrived = self._arrived
         try:
             for body in self._reader.feed(data):
@@ -312,13 +411,45 @@ class _Link(asyncio.Protocol):
     def eof_received(self) -> bool:
         if self._reader.pending:
             self._fail("bad_frame", _truncated(self._reader.pending))
+        if not self.authenticated:
+            self.why = self.why or (_NOT_ACCEPTED if self._challenge else "closed by the peer")
         self.why = self.why or "closed by the peer"
+        self.settled.set()
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.why = self.why or _lost(exc)
+        self.settled.set()
         self._owner._link_lost(self.peer, self)
+
+    def _shake(self, data: bytes) -> bytes:
+        """Our side of the handshake (``cluster.network.auth``): answer the endpoint's
+        challenge, then check its verdict; the bytes after the verdict (frames) once it
+        accepted us, else nothing."""
+        assert self._secret is not None
+        buffered = self._handshake + data
+        try:
+            if not self._challenge:
+                if len(buffered) < CHALLENGE_BYTES:
+                    self._handshake = buffered
+                    return b""
+                challenge, buffered = buffered[:CHALLENGE_BYTES], buffered[CHALLENGE_BYTES:]
+                self.transport.write(client_answer(self._secret, challenge))
+                self._challenge = challenge
+            if len(buffered) < VERDICT_BYTES:
+                self._handshake = buffered
+                return b""
+            server_verdict(self._secret, self._challenge, buffered[:VERDICT_BYTES])
+        except AuthError as exc:
+            self.why = f"handshake failed: {exc}"
+            self.transport.abort()
+            self.settled.set()
+            return b""
+        self._handshake = b""
+        self.authenticated = True
+        self.settled.set()
+        return buffered[VERDICT_BYTES:]
 
     def pause_writing(self) -> None:
         self.paused = True
@@ -388,7 +519,16 @@ class TcpTransport(Transport):
         connect_timeout: float = CONNECT_TIMEOUT,
         reconnect_backoff: float = RECONNECT_BACKOFF,
         reconnect_backoff_max: float = RECONNECT_BACKOFF_MAX,
+        secret: bytes | None = None,
+        handshake_timeout: float = HANDSHAKE_TIMEOUT,
     ) -> None:
+        """``secret``: the cluster's secret, which every connection must prove both ways
+        (see "Authentication" above); None for a transport that does no handshake."""
+        if secret is not None and len(secret) < 16:
+            raise ValueError("a cluster secret has at least 16 bytes")
+        self._secret = secret
+        self._handshake_timeout = handshake_timeout
+        self._refusals: dict[str, tuple[float, int]] = {}  # per peer host: last logged, since
         self._host = host
         self._listen_at: dict[str, Address] = {
             n: (host, _check_port(p)) for n, p in (ports or {}).items()
@@ -542,6 +682,20 @@ class TcpTransport(Transport):
                 peer=_remote(connection.transport),
             )
 
+    def _refused(self, node: str, peer: str, detail: str) -> None:
+        """Trace a refused connection; log it, once per peer host and interval."""
+        self._report(TraceKind.ERROR, "auth_refused", node=node, peer=peer, detail=detail)
+        host = peer.rpartition(":")[0] or peer
+        now = self._clock.now() if self._clock is not None else 0.0
+        logged, since = self._refusals.get(host, (float("-inf"), 0))
+        if now - logged < REFUSAL_LOG_INTERVAL:
+            self._refusals[host] = (logged, since + 1)
+            return
+        self._refusals[host] = (now, 0)
+        log.warning(
+            "auth_refused", node=node, peer=peer, detail=detail, refused_since_last_log=since
+        )
+
     def _forget(self, connection: _Inbound, why: str) -> None:
         """A connection a node opened to us is going away: it is no one's route any more
         (another connection of the same node takes over, if there is one), and the frames
@@ -688,13 +842,23 @@ class TcpTransport(Transport):
             peer.connecting = False
 
     async def _open(self, peer: _Peer, address: Address) -> _Link:
+        """A connection to ``address`` that has passed the handshake (if there is one)."""
         try:
             with anyio.fail_after(self._connect_timeout):
-                return await _connect(functools.partial(_Link, self, peer, address), address)
+                link = await _connect(functools.partial(_Link, self, peer, address), address)
+                try:
+                    await link.settled.wait()
+                except BaseException:  # too late, or cancelled: the connection goes with it
+                    link.transport.abort()
+                    raise
         except TimeoutError:
             raise UnreachableError(
                 f"cannot connect to {_fmt(address)} within {self._connect_timeout} s"
             ) from None
+        if not link.authenticated:
+            link.transport.abort()
+            raise UnreachableError(f"cannot connect to {_fmt(address)}: {link.why}")
+        return link
 
     async def _back_off(self, peer: _Peer) -> None:
         assert self._clock is not None
