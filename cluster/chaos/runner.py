@@ -397,7 +397,7 @@ class _Run:
             await ready.wait()
             tg.start_soon(tail.run, self.clock)
             tg.start_soon(self._release_live)
-            transport = TcpTransport(host=spec.host)
+            transport = TcpTransport(host=spec.host, secret=cluster.secret)
             for broker, port in cluster.network_ports.items():
                 transport.add_peer(broker_node_id(broker), spec.host, port)
             network = Network(

@@ -70,12 +70,12 @@ def format_status(status: LauncherStatus) -> str:
 
 
 async def run_broker_command(
-    action: str, broker_id: int | None, *, address: str, out: TextIO
+    action: str, broker_id: int | None, *, address: str, secret: bytes, out: TextIO
 ) -> None:
     """Send one command (or a status request) to the launcher at ``address`` and print
     its answer; ``KemuError`` when it was not carried out."""
     with unwrap_kemu_error():  # connect_launcher's task group wraps what fails
-        async with connect_launcher(address) as ask:
+        async with connect_launcher(address, secret=secret) as ask:
             if action == "status":
                 reply = await ask(LauncherStatusRequest(), timeout=STATUS_TIMEOUT)
                 if not isinstance(reply, LauncherStatus):
@@ -117,7 +117,12 @@ def broker_main(
                 f"the cluster in {path} has no control endpoint"
                 " (its `kemu up` is older than `kemu broker`)"
             )
-        anyio.run(lambda: run_broker_command(action, broker_id, address=info.control, out=out))
+        secret = info.secret_bytes
+        anyio.run(
+            lambda: run_broker_command(
+                action, broker_id, address=info.control, secret=secret, out=out
+            )
+        )
     except KemuError as exc:
         err.write(f"Error: {exc}\n")
         return 1

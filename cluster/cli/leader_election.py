@@ -277,6 +277,7 @@ async def run_leader_election_command(
             store,
             "kemu-leader-election",
             lambda session: elect_preferred_leaders(session, requested, out),
+            cluster_file=cluster_file,
         )
         return 0
     except (KemuError, BaseExceptionGroup) as exc:

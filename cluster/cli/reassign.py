@@ -538,6 +538,7 @@ async def run_reassign_command(
             store,
             "kemu-reassign",
             lambda session: _run(session, action, text, opts, out, throttle, zookeeper is not None),
+            cluster_file=cluster_file,
         )
         return 0
     except (KemuError, BaseExceptionGroup) as exc:

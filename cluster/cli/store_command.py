@@ -4,7 +4,9 @@ session on it for the command's body, and the one line a failure ends as.
 The store is ``--zookeeper ADDRESS`` (a ZooKeeper connection string, or
 ``embedded://HOST:PORT``), else the store of the running ``kemu up`` in the cluster file
 (``--cluster-file``, default ``.kemu/cluster.json``); a ``MetadataStore`` handed in by the
-caller (tests, in-process clusters) stands in for the one at that address.
+caller (tests, in-process clusters) stands in for the one at that address. An embedded
+store takes a command only with its cluster's secret, which is in that cluster file too
+(``cluster.launch.connect.store_secret``).
 """
 
 from __future__ import annotations
@@ -37,12 +39,16 @@ async def with_session(
     store: MetadataStore | None,
     name: str,
     body: Callable[[StoreSession], Awaitable[T]],
+    *,
+    cluster_file: str | None = None,
 ) -> T:
-    """``body`` on a session of ``store``, or of the store at ``address`` if none is given;
+    """``body`` on a session of ``store``, or of the store at ``address`` if none is given
+    (an embedded one with the secret of ``cluster_file``, default ``.kemu/cluster.json``);
     the session (and a store opened here) is closed however ``body`` ends."""
     if store is not None:
         return await _on_session(store, name, body)
-    async with open_store(address, name=name) as opened:
+    path = Path(cluster_file) if cluster_file else None
+    async with open_store(address, name=name, cluster_file=path) as opened:
         return await _on_session(opened, name, body)
 
 

@@ -1080,7 +1080,7 @@ async def run_topic_command(
     rng = rng or random.Random()
     try:
         if zookeeper is not None:
-            return await _with_store(zookeeper, store, opts, out, rng)
+            return await _with_store(zookeeper, store, opts, out, rng, cluster_file)
         if bootstrap is None:
             bootstrap = load_cluster_file(
                 Path(cluster_file) if cluster_file else None
@@ -1100,12 +1100,13 @@ async def _with_store(
     opts: TopicOptions,
     out: TextIO,
     rng: random.Random,
+    cluster_file: str | None,
 ) -> int:
     async def run(session: StoreSession) -> int:
         service = ZkTopicService(session, out, rng)
         return await _guarded(lambda: _run_action(service, opts, out), out)
 
-    return await with_session(address, store, "kemu-topics", run)
+    return await with_session(address, store, "kemu-topics", run, cluster_file=cluster_file)
 
 
 def main(argv: Sequence[str], *, out: TextIO | None = None, err: TextIO | None = None) -> int:

@@ -26,7 +26,7 @@ from actors.controller.recording import CONTROLLER_INPUTS
 from actors.runtime.tracer import Tracer
 from cluster.cli.args import UsageError
 from cluster.launch.cluster import Cluster, ClusterSpec
-from cluster.launch.connect import ClusterFile, ClusterFileError
+from cluster.launch.connect import ClusterFile, ClusterFileError, unregister_store
 from cluster.launch.control import ClusterLauncher, Publisher, serve_control
 from cluster.trace_files import JsonlTraceWriter
 from protocol.trace import TraceHeader
@@ -73,7 +73,7 @@ def prepare_up(spec: ClusterSpec, cluster_file: Path, *, default_cluster_file: b
     if not parent.is_dir():
         if parent.exists() or not default_cluster_file:
             raise UsageError(f"--cluster-file {cluster_file}: no directory {parent}")
-        parent.mkdir(parents=True, exist_ok=True)
+        parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # it will hold the secret
     if cluster_file.exists():
         try:
             other = ClusterFile.read(cluster_file)
@@ -97,10 +97,12 @@ def discard_failed_start(start: UpStart) -> None:
 def release_cluster_file(cluster_file: Path) -> None:
     """Remove the cluster file at exit, unless another launcher has written it since."""
     try:
-        owner = ClusterFile.read(cluster_file).pid
+        info: ClusterFile | None = ClusterFile.read(cluster_file)
     except ClusterFileError:
-        owner = os.getpid()  # ours, half-written or gone
-    if owner == os.getpid():
+        info = None  # ours, half-written or gone
+    if info is None or info.pid == os.getpid():
+        if info is not None:
+            unregister_store(info.store, cluster_file)
         cluster_file.unlink(missing_ok=True)
 
 
@@ -151,7 +153,9 @@ async def run_up(
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 await tg.start(cluster.run)
                 elapsed = time.perf_counter() - started
-                publisher = Publisher(cluster_file, spec, store=cluster.store_address or "")
+                publisher = Publisher(
+                    cluster_file, spec, store=cluster.store_address or "", secret=cluster.secret
+                )
                 async with anyio.create_task_group() as control_tg:
                     publisher.control = await control_tg.start(
                         functools.partial(
@@ -159,6 +163,7 @@ async def run_up(
                             launcher,
                             publisher,
                             host=spec.host,
+                            secret=cluster.secret,
                             tracer=tracer,
                             clock=cluster.clock,
                         )

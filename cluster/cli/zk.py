@@ -90,11 +90,13 @@ async def _tree(session: StoreSession, path: str, out: TextIO) -> None:
 
 
 @asynccontextmanager
-async def _store(address: str, store: MetadataStore | None) -> AsyncIterator[MetadataStore]:
+async def _store(
+    address: str, store: MetadataStore | None, cluster_file: Path | None
+) -> AsyncIterator[MetadataStore]:
     if store is not None:
         yield store
         return
-    async with open_store(address, name="kemu-zk") as opened:
+    async with open_store(address, name="kemu-zk", cluster_file=cluster_file) as opened:
         yield opened
 
 
@@ -105,6 +107,7 @@ async def run_zk_command(
     address: str,
     out: TextIO,
     store: MetadataStore | None = None,
+    cluster_file: Path | None = None,
 ) -> None:
     """Run one command against the store at ``address`` (or ``store``, if given). Raises
     ``KemuError`` subclasses; a missing node is ``ZkCommandError``."""
@@ -113,7 +116,7 @@ async def run_zk_command(
     validate_path(path)
     action = {"ls": _ls, "get": _get, "tree": _tree}[command]
     with unwrap_kemu_error():  # open_store's task group wraps what its body raises
-        async with _store(address, store) as opened:
+        async with _store(address, store, cluster_file) as opened:
             session = await opened.open_session(timeout=30.0, name="kemu-zk")
             try:
                 await action(session, path, out)
@@ -139,12 +142,17 @@ def zk_main(
     err = err or sys.stderr
     try:
         address = zookeeper
+        path_of_file = Path(cluster_file) if cluster_file else None
         if address is None:
-            address = load_cluster_file(Path(cluster_file) if cluster_file else None).store
+            address = load_cluster_file(path_of_file).store
             if not address:
                 raise ZkCommandError("the cluster file names no store")
         resolved = address
-        anyio.run(lambda: run_zk_command(command, path, address=resolved, out=out))
+        anyio.run(
+            lambda: run_zk_command(
+                command, path, address=resolved, out=out, cluster_file=path_of_file
+            )
+        )
     except KemuError as exc:
         err.write(f"Error: {exc}\n")
         return 1

@@ -6,6 +6,12 @@ listener, assembled by ``cluster.launch.cluster.start_broker_node`` as in ``kemu
 prints ``broker <id> ready pid <pid> port <kafka port>`` once registered. Its launcher is
 ``cluster.launch.processes``.
 
+The launcher hands the process the cluster's secret in the environment variable
+``KEMU_CLUSTER_SECRET`` (hex; an environment is readable by its user only, where the
+command line is everyone's to see), which the process takes out of its environment at
+once: its inter-node port asks every connection to prove it, and it proves it to the
+store server and to the other brokers (``cluster.network.auth``).
+
 A traced broker process (``BrokerProcessSpec.trace``) writes its own trace, installs the
 ``NetworkTap`` its caller builds (the command line hands in the one a real-mode run reads;
 this package knows only its shape) and expires its own store session on SIGUSR1.
@@ -14,6 +20,7 @@ this package knows only its shape) and expires its own store session on SIGUSR1.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import random
 import signal
@@ -41,7 +48,7 @@ from cluster.store.remote import STORE_ACTOR, RemoteStore
 from cluster.trace_files import JsonlTraceWriter
 from protocol.base import ActorRef
 from protocol.envelope import Envelope
-from protocol.errors import unwrap_kemu_error
+from protocol.errors import KemuError, unwrap_kemu_error
 from protocol.trace import TraceEvent, TraceHeader
 
 BROKER_PROCESS_COMMAND = "_broker"  # the hidden `kemu _broker` that runs one broker process
@@ -49,6 +56,24 @@ READY_LINE = "broker {id} ready pid {pid} port {port}"
 CHILD_STOP_TIMEOUT = 10.0  # a child gives up its graceful steps (store gone?) after this
 CLOSE_TIMEOUT = 3.0  # then for closing what is left of its store client
 PARENT_POLL = 0.5  # how often a child checks that its launcher still lives
+# The name of the variable that carries the secret (hex) from the launcher to a broker process.
+SECRET_ENV = "KEMU_CLUSTER_SECRET"  # noqa: S105 - a variable name, not a password
+
+
+def inherited_secret() -> bytes:
+    """The cluster's secret, as the launcher handed it over (``SECRET_ENV``), taken out of
+    this process's environment (a process it starts does not inherit it); ``KemuError`` if
+    there is none."""
+    try:
+        secret = bytes.fromhex(os.environ.pop(SECRET_ENV, ""))
+    except ValueError:
+        secret = b""
+    if len(secret) < 16:
+        raise KemuError(
+            f"no cluster secret in {SECRET_ENV}: a broker process is started by"
+            " `kemu up --processes`, which hands it the secret"
+        )
+    return secret
 
 
 class NetworkTap(typing.Protocol):
@@ -90,12 +115,16 @@ class BrokerProcessSpec:
     CLOCK_MONOTONIC, which every process on the machine shares, so that the traces of
     several processes merge in time order."""
     trace_origin: float = 0.0
+    secret: bytes | None = None
+    """The cluster's secret; None: take it from the environment (``inherited_secret``)."""
 
 
 async def run_broker_process(spec: BrokerProcessSpec, *, tap: TapFactory | None = None) -> int:
     """Run one broker until SIGINT/SIGTERM (or its launcher's death), then stop it
     gracefully: the broker closes its store session, so its registration goes at once.
     A traced process (``spec.trace``) installs the network tap ``tap`` builds, if any."""
+    if spec.secret is None:
+        spec = dataclasses.replace(spec, secret=inherited_secret())
     with unwrap_kemu_error():  # the task groups wrap what fails in them
         if spec.trace is None:
             return await _serve_broker(spec, Tracer(), None)
@@ -144,7 +173,7 @@ async def _expire_on_signal(store: MetadataStore, broker: list[Node]) -> None:
 async def _serve_broker(spec: BrokerProcessSpec, tracer: Tracer, tap: NetworkTap | None) -> int:
     clock = RealClock()
     node_id = broker_node_id(spec.broker_id)
-    transport = TcpTransport(host=spec.host, ports={node_id: spec.network_port})
+    transport = TcpTransport(host=spec.host, ports={node_id: spec.network_port}, secret=spec.secret)
     for peer, (host, port) in spec.peers.items():
         transport.add_peer(broker_node_id(peer), host, port)
     embedded = spec.store.startswith(EMBEDDED_SCHEME)

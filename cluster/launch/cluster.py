@@ -24,14 +24,14 @@ from actors.admin import BrokerConfig
 from actors.broker.broker import BROKER_ACTOR, Broker, BrokerSettings, broker_node_id, broker_ref
 from actors.log.disk import Disk
 from actors.runtime.actor import Attach, Node
-from actors.runtime.clock import Clock, RealClock
+from actors.runtime.clock import Clock, RealClock, VirtualClock
 from actors.runtime.freeze import NODE
 from actors.runtime.tracer import Tracer
 from actors.zk.store import MetadataStore
-from cluster.kafka.apis import SERVED_API_VERSIONS
 from cluster.kafka.listener import KafkaRequest, KafkaWireServer, request_data
 from cluster.launch.connect import EMBEDDED_SCHEME, STORE_NODE
 from cluster.network import InProcessTransport, Network, TcpTransport
+from cluster.network.auth import new_secret, seeded_secret
 from cluster.store.embedded import EmbeddedStore
 from cluster.store.remote import StoreServer
 from protocol.broker import BrokerStatus, BrokerStatusRequest
@@ -40,9 +40,15 @@ from protocol.ids import BrokerId
 from protocol.kafka_api import KafkaApiResponseData
 from protocol.trace import TraceKind
 
-SUPPORTED_APIS: Mapping[int, tuple[int, int]] = SERVED_API_VERSIONS
-"""The Kafka APIs a kemu broker answers: those of the codec table (``cluster.kafka.apis``),
-admin and data alike."""
+SUPPORTED_APIS: Mapping[int, tuple[int, int]] = {
+    3: (0, 12),  # Metadata
+    19: (2, 7),  # CreateTopics
+    20: (1, 6),  # DeleteTopics (v0 is not in the codec: Kafka 4 dropped it)
+    32: (1, 4),  # DescribeConfigs
+    37: (0, 3),  # CreatePartitions
+    60: (0, 1),  # DescribeCluster
+}
+"""The Kafka APIs a kemu broker answers."""
 
 
 class ClusterError(KemuError):
@@ -180,13 +186,15 @@ async def serve_store(
     *,
     host: str,
     port: int,
+    secret: bytes,
     tracer: Tracer,
     clock: Clock,
     task_status: anyio.abc.TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """The embedded store as an actor (node ``store``) on its own TCP network, for other
-    processes; reports its ``embedded://HOST:PORT`` address, serves until cancelled."""
-    transport = TcpTransport(host=host, ports={STORE_NODE: port})
+    """The embedded store as an actor (node ``store``) on its own TCP network, for the
+    processes that prove the cluster's ``secret``; reports its ``embedded://HOST:PORT``
+    address, serves until cancelled."""
+    transport = TcpTransport(host=host, ports={STORE_NODE: port}, secret=secret)
     network = Network(transport, tracer=tracer, rng=random.Random(0), clock=clock)
     async with anyio.create_task_group() as tg:
         await tg.start(network.run)
@@ -236,14 +244,22 @@ class Cluster:
         clock: Clock | None = None,
         store: MetadataStore | None = None,
         disks: Mapping[int, Disk] | None = None,
+        secret: bytes | None = None,
     ) -> None:
         """``disks``: the filesystem of a broker's log manager, by broker id, kept across its
-        restarts (tests hand in an ``actors.log.disk.FaultyDisk``); the others use the real one."""
+        restarts (tests hand in an ``actors.log.disk.FaultyDisk``); the others use the real one.
+        ``secret``: what its store server and TCP transport ask of every connection
+        (``cluster.network.auth``); by default a new random one, or on a virtual clock (a
+        deterministic run) one derived from the seed."""
         self.spec = spec
         self._disks = dict(disks or {})
         self.config = spec.broker_config()
         self.tracer = tracer or Tracer()
         self.clock = clock or RealClock()
+        if secret is None:
+            virtual = isinstance(self.clock, VirtualClock)
+            secret = seeded_secret(spec.seed) if virtual else new_secret()
+        self.secret = secret
         self.store = store
         self.network: Network | None = None
         self.nodes: dict[int, Node] = {}
@@ -270,7 +286,11 @@ class Cluster:
     ) -> None:
         """Start everything, report readiness, run until cancelled."""
         self.store = self.store or self._make_store()
-        transport = TcpTransport() if self.spec.transport == "tcp" else InProcessTransport()
+        transport = (
+            TcpTransport(secret=self.secret)
+            if self.spec.transport == "tcp"
+            else InProcessTransport()
+        )
         self.network = Network(
             transport, tracer=self.tracer, rng=random.Random(self.spec.seed), clock=self.clock
         )
@@ -307,6 +327,7 @@ class Cluster:
                     store,
                     host=self.spec.host,
                     port=self.spec.store_port or 0,
+                    secret=self.secret,
                     tracer=self.tracer,
                     clock=self.clock,
                 )

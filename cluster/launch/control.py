@@ -5,7 +5,9 @@ The launcher serves node ``launcher`` on a loopback TCP port of its own (the add
 into the cluster file as ``control``), with two actors: ``control`` carries out
 ``BrokerCommand``s one at a time, ``status`` answers ``LauncherStatusRequest`` (so a status
 is never stuck behind a slow start). Messages are the typed ones of ``protocol.launcher``
-over the project's frame codec, like every other message between kemu processes.
+over the project's frame codec, like every other message between kemu processes. The
+endpoint takes a connection only once it proved the cluster's secret
+(``cluster.network.auth``): another user of the machine cannot stop a broker.
 
 What a command does depends on how the brokers run, behind the ``Launcher`` interface:
 ``ClusterLauncher`` here for brokers in the launcher's own process (``Cluster``), and
@@ -38,6 +40,7 @@ from cluster.launch.connect import (
     STATUS_ACTOR,
     BrokerEntry,
     ClusterFile,
+    register_store,
 )
 from cluster.network import Network, TcpTransport
 from protocol import zkdata
@@ -206,13 +209,14 @@ async def serve_control(
     published: Published,
     *,
     host: str,
+    secret: bytes,
     tracer: Tracer,
     clock: Clock,
     task_status: anyio.abc.TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve the control endpoint on a free port of ``host``; reports its ``HOST:PORT``,
-    serves until cancelled."""
-    transport = TcpTransport(host=host)
+    """Serve the control endpoint on a free port of ``host`` to the clients that prove
+    ``secret``; reports its ``HOST:PORT``, serves until cancelled."""
+    transport = TcpTransport(host=host, secret=secret)
     network = Network(transport, tracer=tracer, rng=random.Random(0), clock=clock)
     async with anyio.create_task_group() as tg:
         await tg.start(network.run)
@@ -288,6 +292,7 @@ def cluster_file_for(
     store: str,
     control: str,
     pid: int,
+    secret: bytes,
 ) -> ClusterFile:
     """The cluster file of a launcher whose cluster is as ``status`` says."""
     return ClusterFile(
@@ -309,6 +314,7 @@ def cluster_file_for(
         pid=pid,
         processes=status.processes,
         control=control,
+        secret=secret.hex(),
     )
 
 
@@ -316,16 +322,23 @@ class Publisher:
     """The launcher's ``Published``: keeps the cluster file current and tells the user (on
     the launcher's stdout) what each command did."""
 
-    def __init__(self, path: Path, spec: ClusterSpec, *, store: str) -> None:
+    def __init__(self, path: Path, spec: ClusterSpec, *, store: str, secret: bytes) -> None:
         self.path = path
         self.spec = spec
         self.store = store
+        self.secret = secret
         self.control = ""  # the control endpoint's address, once it serves
 
     def __call__(self, status: LauncherStatus, note: str | None) -> None:
         cluster_file_for(
-            status, self.spec, store=self.store, control=self.control, pid=os.getpid()
+            status,
+            self.spec,
+            store=self.store,
+            control=self.control,
+            pid=os.getpid(),
+            secret=self.secret,
         ).write(self.path)
+        register_store(self.store, self.path)
         if note is not None:
             print(f"kemu: {note}", flush=True)
 

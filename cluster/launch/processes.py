@@ -21,6 +21,10 @@ the control endpoint of ``cluster.launch.control``: kill is a SIGKILL of the bro
 stop a SIGTERM (the broker's own graceful stop, controlled shutdown first), start a new
 process for the same id with the same ports, log dir and config, once the killed one's
 registration has expired.
+
+The launcher makes the cluster's secret (``cluster.network.auth``): its store server and
+control endpoint ask for it, it proves it to the brokers, and it hands it to each child in
+the environment (``broker_process.SECRET_ENV``), never on the command line.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ from actors.runtime.actor import Node
 from actors.runtime.clock import Clock, RealClock
 from actors.runtime.tracer import Tracer
 from cluster.cli.up import release_cluster_file, render_table
-from cluster.launch.broker_process import BROKER_PROCESS_COMMAND, READY_LINE
+from cluster.launch.broker_process import BROKER_PROCESS_COMMAND, READY_LINE, SECRET_ENV
 from cluster.launch.cluster import ClusterError, ClusterSpec, serve_store, wait_until_ready
 from cluster.launch.connect import open_store
 from cluster.launch.control import (
@@ -63,6 +67,7 @@ from cluster.launch.control import (
 )
 from cluster.logging import configured_level
 from cluster.network import Network, TcpTransport
+from cluster.network.auth import new_secret
 from cluster.store.embedded import EmbeddedStore
 from cluster.trace_files import JsonlTraceWriter
 from protocol.broker import BrokerStatus, BrokerStatusRequest
@@ -120,6 +125,7 @@ class ProcessCluster:
 
     def __init__(self, spec: ClusterSpec, *, tracer: Tracer, clock: Clock) -> None:
         self.spec = spec
+        self.secret = new_secret()  # what every connection to the cluster must prove
         self.tracer = tracer
         self.clock = clock
         self.network_ports: dict[int, int] = {}
@@ -246,6 +252,7 @@ class ProcessCluster:
                                 self._store,
                                 host=self.spec.host,
                                 port=self.spec.store_port or 0,
+                                secret=self.secret,
                                 tracer=self.tracer,
                                 clock=self.clock,
                             )
@@ -296,7 +303,7 @@ class ProcessCluster:
         self.stop()
 
     async def _start_status_node(self, tg: TaskGroup) -> None:
-        transport = TcpTransport(host=self.spec.host)
+        transport = TcpTransport(host=self.spec.host, secret=self.secret)
         for broker_id, port in self.network_ports.items():
             transport.add_peer(broker_node_id(broker_id), self.spec.host, port)
         network = Network(transport, tracer=self.tracer, rng=random.Random(0), clock=self.clock)
@@ -317,6 +324,7 @@ class ProcessCluster:
             stdout=-1,  # subprocess.PIPE
             stderr=None,
             start_new_session=True,
+            env={**os.environ, SECRET_ENV: self.secret.hex()},
         )
         child = _Child(broker_id, process)
         self.children[broker_id] = child
@@ -457,7 +465,9 @@ class ProcessCluster:
         if self._store is not None:
             await wait_unregistered(self._store, broker_id, timeout=timeout, clock=self.clock)
         else:
-            async with open_store(self.store_address, name="kemu-launcher") as store:
+            async with open_store(
+                self.store_address, name="kemu-launcher", secret=self.secret
+            ) as store:
                 await wait_unregistered(store, broker_id, timeout=timeout, clock=self.clock)
         if self.stopping:
             raise LauncherError("the cluster is stopping")
@@ -543,7 +553,7 @@ async def _launch(
     started: float,
     on_ready: Callable[[], None],
 ) -> None:
-    publisher = Publisher(cluster_file, spec, store="")
+    publisher = Publisher(cluster_file, spec, store="", secret=cluster.secret)
 
     async def announce(control_tg: TaskGroup) -> None:
         elapsed = time.perf_counter() - started
@@ -554,6 +564,7 @@ async def _launch(
                 cluster,
                 publisher,
                 host=spec.host,
+                secret=cluster.secret,
                 tracer=cluster.tracer,
                 clock=cluster.clock,
             )

@@ -23,6 +23,7 @@ from cluster.cli.main import build_parser
 from cluster.launch.cluster import Cluster, ClusterSpec
 from cluster.launch.connect import ClusterFile
 from cluster.launch.control import ClusterLauncher, Publisher, refusal, serve_control
+from cluster.network.auth import new_secret
 from protocol import zkdata
 from protocol.ids import BrokerId
 from protocol.launcher import BrokerAction, BrokerCommand, BrokerState
@@ -47,7 +48,9 @@ class Launched:
 
     async def broker(self, action: str, broker_id: int | None = None) -> str:
         out = io.StringIO()
-        await run_broker_command(action, broker_id, address=self.address, out=out)
+        await run_broker_command(
+            action, broker_id, address=self.address, secret=self.cluster.secret, out=out
+        )
         return out.getvalue()
 
     async def registered(self) -> dict[int, int]:
@@ -83,13 +86,14 @@ async def _launched(tmp_path: Path, session_timeout_ms: int) -> AsyncIterator[La
     async with anyio.create_task_group() as tg:
         cluster: Cluster = await tg.start(Cluster(spec, tracer=tracer).run)
         launcher = ClusterLauncher(cluster)
-        publisher = Publisher(cluster_file, spec, store="")
+        publisher = Publisher(cluster_file, spec, store="", secret=cluster.secret)
         publisher.control = await tg.start(
             functools.partial(
                 serve_control,
                 launcher,
                 publisher,
                 host="127.0.0.1",
+                secret=cluster.secret,
                 tracer=tracer,
                 clock=cluster.clock,
             )
@@ -325,9 +329,15 @@ def _finished_child() -> int:
 
 
 def _write(path: Path, *, pid: int, control: str) -> None:
-    ClusterFile(store="", brokers=(), controller=-1, cluster_id="", pid=pid, control=control).write(
-        path
-    )
+    ClusterFile(
+        store="",
+        brokers=(),
+        controller=-1,
+        cluster_id="",
+        pid=pid,
+        control=control,
+        secret=new_secret().hex(),
+    ).write(path)
 
 
 def test_without_a_running_cluster_each_command_fails_with_one_line(tmp_path: Path) -> None:

@@ -109,7 +109,9 @@ def ports(up: KemuUp) -> dict[int, int]:
 def znodes(up: KemuUp) -> set[str]:
     """Every path of ``kemu zk tree /`` (its code, run here: no interpreter to start)."""
     out = io.StringIO()
-    anyio.run(lambda: run_zk_command("tree", "/", address=up.store, out=out))
+    anyio.run(
+        lambda: run_zk_command("tree", "/", address=up.store, out=out, cluster_file=up.cluster_file)
+    )
     paths: set[str] = set()
     stack: list[str] = []
     for line in out.getvalue().splitlines()[1:]:

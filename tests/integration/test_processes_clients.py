@@ -102,9 +102,10 @@ def kcat_partitions(bootstrap: str, topic: str) -> list[dict[str, Any]]:
     return sorted(found.get("partitions", []), key=lambda p: p["partition"])
 
 
-async def read_znodes(address: str, topic: str) -> tuple[Any, dict[int, Any], Any]:
+async def read_znodes(info: ClusterFile, topic: str) -> tuple[Any, dict[int, Any], Any]:
     """The topic's assignment JSON, each partition's state JSON, and its config JSON."""
-    async with open_store(address, name="test-probe") as store:
+    secret = info.secret_bytes if info.store.startswith("embedded://") else None
+    async with open_store(info.store, name="test-probe", secret=secret) as store:
         session = await store.open_session(timeout=10.0, name="probe")
         try:
             assignment = json.loads((await session.get(f"/brokers/topics/{topic}"))[0])
@@ -145,7 +146,7 @@ def check_created(
         assert sorted(i["id"] for i in found["isrs"]) == sorted(seen[found["partition"]])
     if replicas is not None:
         assert seen == replicas
-    assignment, states, stored_config = anyio.run(read_znodes, cluster.info.store, topic)
+    assignment, states, stored_config = anyio.run(read_znodes, cluster.info, topic)
     assert assignment["version"] == 2
     assert {int(p): r for p, r in assignment["partitions"].items()} == seen
     assert (assignment["adding_replicas"], assignment["removing_replicas"]) == ({}, {})

@@ -148,7 +148,7 @@ async def test_another_process_reads_the_store_of_a_running_cluster(tmp_path: Pa
             assert address.startswith(EMBEDDED_SCHEME)
             assert ClusterFile.read(cluster_file).store == address
             with anyio.fail_after(10):
-                async with open_store(address) as store:
+                async with open_store(address, cluster_file=cluster_file) as store:
                     session = await store.open_session(timeout=5)
                     assert sorted(await session.children("/brokers/ids")) == ["0", "1", "2"]
                     assert await session.exists("/controller") is not None

@@ -6,6 +6,7 @@ store handed in-process, or the embedded store served over TCP)."""
 from __future__ import annotations
 
 import io
+import os
 import random
 import uuid
 from collections.abc import AsyncIterator, Mapping
@@ -17,6 +18,7 @@ import anyio
 from actors.zk.store import MetadataStore, StoreSession
 from cluster.cli.topics import run_topic_command
 from cluster.launch.cluster import Cluster, ClusterSpec
+from cluster.launch.connect import ClusterFile, register_store, unregister_store
 from protocol.errors import NoNodeError
 from tests.support.zookeeper import ZooKeeperServer
 
@@ -120,7 +122,8 @@ async def running_harness(
 ) -> AsyncIterator[Harness]:
     """A running cluster (6 s store sessions, then ``config``): on ``server`` (a real
     ZooKeeper) or the embedded store, which the command is handed in-process, or
-    (``served``) reaches over TCP at its ``embedded://`` address as another process would."""
+    (``served``) reaches over TCP at its ``embedded://`` address as another process would,
+    with the secret of the cluster file that ``kemu up`` would write (and register)."""
     zookeeper = None if server is None else f"{server.hosts}/kemu-{uuid.uuid4().hex}"
     spec = ClusterSpec(
         brokers=brokers,
@@ -134,13 +137,26 @@ async def running_harness(
     async with anyio.create_task_group() as tg:
         cluster: Cluster = await tg.start(Cluster(spec).run)
         assert cluster.store is not None
+        cluster_file = tmp / "cluster.json"
         if served:
             zookeeper = cluster.store_address
             assert zookeeper is not None
             assert zookeeper.startswith("embedded://")
+            info = ClusterFile(
+                store=zookeeper,
+                brokers=(),
+                controller=-1,
+                cluster_id="",
+                pid=os.getpid(),
+                secret=cluster.secret.hex(),
+            )
+            info.write(cluster_file)
+            register_store(zookeeper, cluster_file)
         harness = Harness(cluster.store, zookeeper, cluster)
         try:
             yield harness
         finally:
+            if served and zookeeper is not None:
+                unregister_store(zookeeper, cluster_file)
             await harness.close()
             tg.cancel_scope.cancel()
