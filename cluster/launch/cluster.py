@@ -28,6 +28,7 @@ from actors.runtime.clock import Clock, RealClock, VirtualClock
 from actors.runtime.freeze import NODE
 from actors.runtime.tracer import Tracer
 from actors.zk.store import MetadataStore
+from cluster.kafka.apis import SERVED_API_VERSIONS
 from cluster.kafka.listener import KafkaRequest, KafkaWireServer, request_data
 from cluster.launch.connect import EMBEDDED_SCHEME, STORE_NODE
 from cluster.network import InProcessTransport, Network, TcpTransport
@@ -40,15 +41,9 @@ from protocol.ids import BrokerId
 from protocol.kafka_api import KafkaApiResponseData
 from protocol.trace import TraceKind
 
-SUPPORTED_APIS: Mapping[int, tuple[int, int]] = {
-    3: (0, 12),  # Metadata
-    19: (2, 7),  # CreateTopics
-    20: (1, 6),  # DeleteTopics (v0 is not in the codec: Kafka 4 dropped it)
-    32: (1, 4),  # DescribeConfigs
-    37: (0, 3),  # CreatePartitions
-    60: (0, 1),  # DescribeCluster
-}
-"""The Kafka APIs a kemu broker answers."""
+SUPPORTED_APIS: Mapping[int, tuple[int, int]] = SERVED_API_VERSIONS
+"""The Kafka APIs a kemu broker answers: those of the codec table (``cluster.kafka.apis``),
+admin and data alike."""
 
 
 class ClusterError(KemuError):
