@@ -334,7 +334,7 @@ class LogsRead(Message, frozen=True, kw_only=True):
     results: tuple[ReadOutcome, ...]
 
 
-class EpochEndOffsetQuery(msgspec.Struct, frozen=True, kw_only=True):
+class EpochEndOffsetQuery(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """OffsetForLeaderEpoch for one partition: where ``leader_epoch`` ends in its log."""
 
     topic: TopicName
@@ -342,7 +342,7 @@ class EpochEndOffsetQuery(msgspec.Struct, frozen=True, kw_only=True):
     leader_epoch: int
 
 
-class OffsetTimestampQuery(msgspec.Struct, frozen=True, kw_only=True):
+class OffsetTimestampQuery(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """ListOffsets by timestamp for one partition: the first record at or after it."""
 
     topic: TopicName
