@@ -101,3 +101,20 @@ def test_a_varint_longer_than_five_bytes_is_refused() -> None:
     """A compact length whose fifth byte still says "more" is refused, as the codec does."""
     with pytest.raises(FrameError, match="longer than 5 bytes"):
         check_lengths(load_request_schema(3, 9), b"\xff\xff\xff\xff\xff\x01")
+
+
+def test_records_longer_than_the_rest_of_the_frame_are_refused() -> None:
+    """A Produce whose records claim more bytes than the frame holds is refused before the
+    codec reads it; the same request with its records whole passes to the end."""
+    produce = load_request_schema(0, 8)
+    head = (
+        b"\xff\xff"  # transactional_id: null
+        + b"\xff\xff"  # acks -1
+        + b"\x00\x00\x05\xdc"  # timeout 1500
+        + b"\x00\x00\x00\x01\x00\x01t"  # one topic "t"
+        + b"\x00\x00\x00\x01\x00\x00\x00\x00"  # one partition, index 0
+    )
+    whole = head + b"\x00\x00\x00\x03abc"
+    assert check_lengths(produce, whole) == len(whole)
+    with pytest.raises(FrameError):
+        check_lengths(produce, head + b"\x7f\xff\xff\xffabc")

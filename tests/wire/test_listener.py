@@ -34,10 +34,16 @@ from kafka.protocol.producer import (  # type: ignore[import-untyped]
 )
 
 from actors.runtime.tracer import MemorySink, Tracer
-from cluster.kafka.listener import KafkaRequest, KafkaWireServer
-from protocol.errors import NetworkError
+from cluster.kafka.listener import KafkaRequest, KafkaWireServer, request_data
+from protocol.errors import ErrorCode, NetworkError
 from protocol.ids import BrokerId, TopicName
 from protocol.kafka_api import CreatableTopic
+from protocol.kafka_data import (
+    ProducePartitionResponse,
+    ProduceRequestData,
+    ProduceResponseData,
+    ProduceTopicResponse,
+)
 from protocol.trace import TraceEvent
 from tests.support.fake_kafka import (
     HOST,
@@ -49,6 +55,7 @@ from tests.support.fake_kafka import (
     kp_decode,
     kp_frame,
 )
+from tests.support.record_batches import client_batch
 
 pytestmark = pytest.mark.asyncio
 
@@ -335,6 +342,68 @@ async def test_advertised_but_unimplemented_api_gets_unsupported_version() -> No
             assert await conn.closed_by_server()
         event = await cluster.sink.wait_for(of_type("unanswerable_request"), WAIT)
         assert (event.corr, event.fields["api_key"]) == (10, 8)
+        await still_serves(cluster)
+
+
+class LeaderOfPartitionZero(FakeHandler):
+    """Answers Produce as the leader of every topic's partition 0 and of nothing else."""
+
+    async def handle(self, request: KafkaRequest) -> Any:
+        if request.api_key != 0:
+            return await super().handle(request)
+        data = request_data(request)
+        assert isinstance(data, ProduceRequestData)
+        return ProduceResponseData(
+            responses=tuple(
+                ProduceTopicResponse(
+                    name=t.name,
+                    partition_responses=tuple(
+                        ProducePartitionResponse(index=p.index, base_offset=0)
+                        if p.index == 0
+                        else ProducePartitionResponse(
+                            index=p.index, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER
+                        )
+                        for p in t.partition_data
+                    ),
+                )
+                for t in data.topic_data
+            )
+        )
+
+
+def produce_without_acks(partition: int, correlation_id: int) -> bytes:
+    topic = ProduceRequest.TopicProduceData
+    data = topic.PartitionProduceData(index=partition, records=client_batch([b"v"]))
+    request = ProduceRequest(
+        version=8, acks=0, timeout_ms=100, topic_data=[topic(name="t", partition_data=[data])]
+    )
+    return kp_frame(request, correlation_id=correlation_id)
+
+
+async def test_produce_without_acks_gets_no_answer() -> None:
+    """A Produce with acks=0 that succeeds is answered with nothing: the next answer on the
+    connection is the next request's."""
+    async with fake_cluster(LeaderOfPartitionZero) as cluster, connect(cluster) as conn:
+        await conn.send(produce_without_acks(0, 11), metadata_request(12))
+        correlation_id, _ = kp_decode(MetadataResponse, 12, await conn.frame())
+        assert correlation_id == 12
+        await conn.send(produce_without_acks(0, 13), metadata_request(14))
+        assert kp_decode(MetadataResponse, 12, await conn.frame())[0] == 14
+        assert not cluster.sink.of(type="kafka_produce_failed_without_acks")
+
+
+async def test_failed_produce_without_acks_closes_the_connection() -> None:
+    """A Produce with acks=0 that fails anywhere closes its connection (the producer's only
+    way to learn of it), after the answers before it, traced with the failures."""
+    async with fake_cluster(LeaderOfPartitionZero) as cluster:
+        async with connect(cluster) as conn:
+            await conn.send(metadata_request(20), produce_without_acks(1, 21), metadata_request(22))
+            assert kp_decode(MetadataResponse, 12, await conn.frame())[0] == 20
+            assert await conn.closed_by_server()
+        event = await cluster.sink.wait_for(of_type("kafka_produce_failed_without_acks"), WAIT)
+        assert (event.corr, event.fields["errors"]) == (21, ["t-1:NOT_LEADER_OR_FOLLOWER"])
+        (closed,) = cluster.sink.of(type="kafka_connection_closed")
+        assert closed.fields["reason"] == "produce_failed_without_acks"
         await still_serves(cluster)
 
 
