@@ -1,0 +1,91 @@
+"""Messages of a broker's replica fetchers (Kafka's ``ReplicaFetcherManager`` and its
+``ReplicaFetcherThread`` s), between the broker's actors.
+
+The broker's fetcher manager hands partitions to the fetcher of their leader
+(``AddFetcherPartitions``, on becoming follower) and takes them back
+(``RemoveFetcherPartitions``, on becoming leader, StopReplica, or a leader change);
+``FetcherStatusRequest`` reads a fetcher's partition states (for tests and tools). What
+travels to the leader are Kafka's own OffsetForLeaderEpoch and Fetch requests
+(``protocol.kafka_data``) with the follower's id as ``replica_id``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+import msgspec
+
+from protocol.base import Message
+from protocol.control import TopicPartition
+from protocol.ids import BrokerId
+
+__all__ = [
+    "AddFetcherPartitions",
+    "FetcherStatus",
+    "FetcherStatusRequest",
+    "FetcherWork",
+    "InitialFetchState",
+    "PartitionFetchState",
+    "RemoveFetcherPartitions",
+    "ReplicaState",
+]
+
+
+class InitialFetchState(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a new follower starts (Kafka's ``InitialFetchState``): its ``leader`` and
+    ``leader_epoch`` from the LeaderAndIsr, and ``fetch_offset``, the local high watermark
+    (truncation comes first and may move it)."""
+
+    partition: TopicPartition
+    leader: BrokerId
+    leader_epoch: int
+    fetch_offset: int
+
+
+class ReplicaState(StrEnum):
+    """Kafka's ``ReplicaState`` of a fetched partition, plus ``failed``
+    (``markPartitionFailed``: no more fetching until the next LeaderAndIsr)."""
+
+    TRUNCATING = "truncating"
+    FETCHING = "fetching"
+    FAILED = "failed"
+
+
+class PartitionFetchState(msgspec.Struct, frozen=True, kw_only=True):
+    """Kafka's ``PartitionFetchState``: the next offset to fetch, the leader epoch the
+    fetcher believes in, its state, and until when (clock seconds) it is delayed after an
+    error (``replica.fetch.backoff.ms``); 0 when not delayed."""
+
+    partition: TopicPartition
+    fetch_offset: int
+    leader_epoch: int
+    state: ReplicaState
+    delayed_until: float = 0.0
+
+
+class AddFetcherPartitions(Message, frozen=True, kw_only=True):
+    """Fetch these partitions from their leader (``addPartitions``). A partition already
+    fetched at the same leader epoch keeps its state; otherwise it starts truncating."""
+
+    partitions: tuple[InitialFetchState, ...]
+
+
+class RemoveFetcherPartitions(Message, frozen=True, kw_only=True):
+    """Stop fetching these partitions (``removePartitions``)."""
+
+    partitions: tuple[TopicPartition, ...]
+
+
+class FetcherWork(Message, frozen=True, kw_only=True):
+    """A fetcher's own wake-up: run one round (``doWork``)."""
+
+
+class FetcherStatusRequest(Message, frozen=True, kw_only=True):
+    """Ask a fetcher for its ``FetcherStatus``."""
+
+
+class FetcherStatus(Message, frozen=True, kw_only=True):
+    """A fetcher's source broker and the state of each of its partitions, sorted."""
+
+    leader: BrokerId
+    partitions: tuple[PartitionFetchState, ...]
