@@ -66,19 +66,39 @@ from protocol.kafka_api import (
     KafkaApiResponseData,
     MetadataRequestData,
     MetadataResponseData,
+    PartitionMetadata,
     TopicErrorResult,
     TopicMetadata,
     TopicRef,
+)
+from protocol.kafka_data import (
+    FetchPartition,
+    FetchPartitionData,
+    FetchRequestData,
+    FetchResponseData,
+    FetchTopic,
+    ListOffsetsPartition,
+    ListOffsetsPartitionResponse,
+    ListOffsetsRequestData,
+    ListOffsetsResponseData,
+    ListOffsetsTopic,
+    ProducePartitionData,
+    ProducePartitionResponse,
+    ProduceRequestData,
+    ProduceResponseData,
+    ProduceTopicData,
 )
 
 __all__ = [
     "CLIENT_MAX_VERSIONS",
     "ERROR_MESSAGES",
+    "RETRIABLE_PARTITION_ERRORS",
     "AdminClientConfig",
     "ClientConfigError",
     "ClusterView",
     "KafkaAdminClient",
     "KafkaClientError",
+    "KafkaDataClient",
     "KafkaTimeoutError",
     "UnsupportedVersionError",
     "api_error",
@@ -131,9 +151,40 @@ ERROR_MESSAGES: Final[Mapping[ErrorCode, str]] = {
     ErrorCode.TOPIC_DELETION_DISABLED: "Topic deletion is disabled.",
     ErrorCode.THROTTLING_QUOTA_EXCEEDED: "The throttling quota has been exceeded.",
     ErrorCode.UNKNOWN_TOPIC_ID: "This server does not host this topic ID.",
+    ErrorCode.OFFSET_OUT_OF_RANGE: (
+        "The requested offset is not within the range of offsets maintained by the server."
+    ),
+    ErrorCode.CORRUPT_MESSAGE: (
+        "This message has failed its CRC checksum, exceeds the valid size, has a null key for"
+        " a compacted topic, or is otherwise corrupt."
+    ),
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: (
+        "For requests intended only for the leader, this error indicates that the broker is"
+        " not the current leader. For requests intended for any replica, this error indicates"
+        " that the broker is not a replica of the topic partition."
+    ),
+    ErrorCode.MESSAGE_TOO_LARGE: (
+        "The request included a message larger than the max message size the server will accept."
+    ),
+    ErrorCode.RECORD_LIST_TOO_LARGE: (
+        "The request included message batch larger than the configured segment size on the server."
+    ),
+    ErrorCode.NOT_ENOUGH_REPLICAS: (
+        "Messages are rejected since there are fewer in-sync replicas than required."
+    ),
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: (
+        "Messages are written to the log, but to fewer in-sync replicas than required."
+    ),
+    ErrorCode.INVALID_REQUIRED_ACKS: (
+        "Produce request specified an invalid value for required acks."
+    ),
+    ErrorCode.INVALID_RECORD: (
+        "This record has failed the validation on broker and hence will be rejected."
+    ),
+    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER: "The broker received an out of order sequence number.",
 }
-"""Kafka's default message of each error code a topic command can meet (``Errors.java``):
-what the exception says when the broker sent no message."""
+"""Kafka's default message of each error code a topic or console command can meet
+(``Errors.java``): what the exception says when the broker sent no message."""
 
 DEFAULT_CLIENT_ID: Final = "adminclient-1"
 _SIZE = struct.Struct(">i")
@@ -368,6 +419,22 @@ class _Connection:
             raise _ConnectionError(f"bad response from {self._name}: {exc}") from None
         del correlation_id  # checked by _exchange
         return response
+
+    async def send_only(self, data: KafkaApiRequestData) -> None:
+        """Send a request the broker does not answer (Produce with acks=0)."""
+        version = self.version_for(api_key_of(data))
+        async with self._lock:
+            self._correlation += 1
+            frame = encode_request(
+                data,
+                api_version=version,
+                correlation_id=self._correlation,
+                client_id=self._client_id,
+            )
+            try:
+                await self._stream.send(frame)
+            except (OSError, anyio.BrokenResourceError) as exc:
+                raise _ConnectionError(f"connection to {self._name} lost: {exc!r}") from None
 
     @property
     def _name(self) -> str:
@@ -670,3 +737,202 @@ def _answers_not_controller(response: KafkaApiResponseData) -> bool:
         case _:
             return False
     return any(code is ErrorCode.NOT_CONTROLLER for code in codes)
+
+
+# --------------------------------------------------------------------------- data
+
+
+RETRIABLE_PARTITION_ERRORS: Final = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.FENCED_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_LEADER_EPOCH,
+    ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    ErrorCode.REQUEST_TIMED_OUT,
+    ErrorCode.KAFKA_STORAGE_ERROR,
+    ErrorCode.OFFSET_NOT_AVAILABLE,
+})  # fmt: skip
+"""Partition errors a Kafka client retries after refreshing its metadata (the
+``RetriableException`` subclasses among them)."""
+
+P = TypeVar("P")
+
+
+class KafkaDataClient(KafkaAdminClient):
+    """The admin client plus what Kafka's producer and consumer do with one partition at a
+    time: Produce, Fetch and ListOffsets sent to the partition's leader, which is learnt
+    from Metadata and learnt again after a retriable partition error or a lost connection
+    (``Sender`` and ``Fetcher``'s handling), until ``default.api.timeout.ms`` runs out. The
+    last retriable error is then raised as ``KafkaApiError``."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[tuple[str, int]],
+        config: AdminClientConfig | None = None,
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        super().__init__(bootstrap_servers, config, clock=clock)
+        self._leaders: dict[tuple[TopicName, int], BrokerId] = {}
+
+    async def partitions(self, topic: str) -> dict[int, PartitionMetadata]:
+        """The topic's partitions by index, from Metadata (raises ``KafkaApiError`` for a
+        topic the cluster does not have)."""
+        response = await self.metadata([topic])
+        self._brokers = {b.broker_id: (b.host, b.port) for b in response.brokers}
+        (found,) = response.topics
+        if found.error_code is not ErrorCode.NONE:
+            raise api_error(found.error_code, None)
+        for p in found.partitions:
+            self._leaders[(found.name, p.partition)] = p.leader
+        return {p.partition: p for p in found.partitions}
+
+    async def produce(
+        self,
+        topic: str,
+        partition: int,
+        records: bytes,
+        *,
+        acks: int = 1,
+        timeout_ms: int | None = None,
+    ) -> ProducePartitionResponse:
+        """Send one partition's records (one v2 batch). With ``acks`` 0 nothing comes back:
+        the answer is an empty success."""
+        name = TopicName(topic)
+        request = ProduceRequestData(
+            acks=acks,
+            timeout_ms=self.config.request_timeout_ms if timeout_ms is None else timeout_ms,
+            topic_data=(
+                ProduceTopicData(
+                    name=name,
+                    partition_data=(ProducePartitionData(index=partition, records=records),),
+                ),
+            ),
+        )
+        if acks == 0:
+            connection = await self._leader_connection(name, partition)
+            await connection.send_only(request)
+            return ProducePartitionResponse(index=partition)
+
+        def answer(response: ProduceResponseData) -> ProducePartitionResponse:
+            return response.responses[0].partition_responses[0]
+
+        return await self._leader_call(
+            "produce", name, partition, request, ProduceResponseData, answer
+        )
+
+    async def fetch(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        *,
+        max_wait_ms: int = 500,
+        min_bytes: int = 1,
+        max_bytes: int = 52_428_800,
+        partition_max_bytes: int = 1_048_576,
+    ) -> FetchPartitionData:
+        """One Fetch of one partition from ``offset``, as a consumer (``replica_id`` -1,
+        no fetch session)."""
+        name = TopicName(topic)
+        request = FetchRequestData(
+            max_wait_ms=max_wait_ms,
+            min_bytes=min_bytes,
+            max_bytes=max_bytes,
+            topics=(
+                FetchTopic(
+                    topic=name,
+                    partitions=(
+                        FetchPartition(
+                            partition=partition,
+                            fetch_offset=offset,
+                            partition_max_bytes=partition_max_bytes,
+                        ),
+                    ),
+                ),
+            ),
+        )
+
+        def answer(response: FetchResponseData) -> FetchPartitionData:
+            if response.error_code is not ErrorCode.NONE:
+                raise api_error(response.error_code, None)
+            return response.responses[0].partitions[0]
+
+        return await self._leader_call("fetch", name, partition, request, FetchResponseData, answer)
+
+    async def list_offset(
+        self, topic: str, partition: int, timestamp: int
+    ) -> ListOffsetsPartitionResponse:
+        """ListOffsets for one partition: ``timestamp`` -1 the latest offset (the high
+        watermark), -2 the earliest (the log start), else the first offset at or after it."""
+        name = TopicName(topic)
+        request = ListOffsetsRequestData(
+            topics=(
+                ListOffsetsTopic(
+                    name=name,
+                    partitions=(
+                        ListOffsetsPartition(partition_index=partition, timestamp=timestamp),
+                    ),
+                ),
+            )
+        )
+
+        def answer(response: ListOffsetsResponseData) -> ListOffsetsPartitionResponse:
+            return response.topics[0].partitions[0]
+
+        return await self._leader_call(
+            "listOffsets", name, partition, request, ListOffsetsResponseData, answer
+        )
+
+    async def _leader_connection(self, topic: TopicName, partition: int) -> _Connection:
+        leader = self._leaders.get((topic, partition))
+        if leader is None or leader < 0 or leader not in self._brokers:
+            known = await self.partitions(topic)
+            if partition not in known:
+                raise api_error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+            leader = known[partition].leader
+        if leader < 0 or leader not in self._brokers:
+            raise _Retry(f"no leader for {topic}-{partition}")
+        return await self._connect(self._brokers[leader])
+
+    async def _leader_call(
+        self,
+        name: str,
+        topic: TopicName,
+        partition: int,
+        request: KafkaApiRequestData,
+        expected: type[R],
+        answer: Callable[[R], P],
+    ) -> P:
+        """Send ``request`` to the partition's leader until it is answered without a
+        retriable error, or the deadline passes (then the last error is raised)."""
+        deadline = self._clock.now() + self.config.default_api_timeout_ms / 1000
+        last: ErrorCode | None = None
+        while True:
+            remaining = deadline - self._clock.now()
+            if remaining <= 0:
+                if last is not None:
+                    raise api_error(last, None)
+                raise KafkaTimeoutError(f"Call(callName={name}) timed out")
+            try:
+                with anyio.fail_after(min(remaining, self.config.request_timeout_ms / 1000)):
+                    connection = await self._leader_connection(topic, partition)
+                    response = await connection.request(request)
+            except (TimeoutError, _ConnectionError, _Retry) as exc:
+                if isinstance(exc, TimeoutError | _ConnectionError):
+                    await self._drop_connections()
+                self._leaders.pop((topic, partition), None)
+                await self._backoff(deadline)
+                continue
+            if not isinstance(response, expected):
+                raise KafkaClientError(f"{name}: unexpected answer {type(response).__name__}")
+            result = answer(response)
+            code = getattr(result, "error_code", ErrorCode.NONE)
+            if code in RETRIABLE_PARTITION_ERRORS:
+                last = code
+                self._leaders.pop((topic, partition), None)
+                await self._backoff(deadline)
+                continue
+            return result
