@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = [pytest.mark.processes, pytest.mark.slow]
+
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 60.0  # seconds for one command to end
 
