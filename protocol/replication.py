@@ -4,7 +4,8 @@
 The broker's fetcher manager hands partitions to the fetcher of their leader
 (``AddFetcherPartitions``, on becoming follower) and takes them back
 (``RemoveFetcherPartitions``, on becoming leader, StopReplica, or a leader change);
-``FetcherStatusRequest`` reads a fetcher's partition states (for tests and tools). What
+``FetcherStatusRequest`` reads a fetcher's partition states (for tests and tools);
+``IsrExpiration`` is the leader's ISR-expiration timer. What
 travels to the leader are Kafka's own OffsetForLeaderEpoch and Fetch requests
 (``protocol.kafka_data``) with the follower's id as ``replica_id``.
 """
@@ -25,6 +26,7 @@ __all__ = [
     "FetcherStatusRequest",
     "FetcherWork",
     "InitialFetchState",
+    "IsrExpiration",
     "PartitionFetchState",
     "RemoveFetcherPartitions",
     "ReplicaState",
@@ -78,6 +80,11 @@ class RemoveFetcherPartitions(Message, frozen=True, kw_only=True):
 
 class FetcherWork(Message, frozen=True, kw_only=True):
     """A fetcher's own wake-up: run one round (``doWork``)."""
+
+
+class IsrExpiration(Message, frozen=True, kw_only=True):
+    """A broker's own timer (Kafka's ``isr-expiration`` task, every
+    ``replica.lag.time.max.ms`` / 2): look for ISR followers that stopped catching up."""
 
 
 class FetcherStatusRequest(Message, frozen=True, kw_only=True):

@@ -31,14 +31,15 @@ DelayedFetch never does) does not make the fetcher spin: the next round waits th
 of ``max_wait_ms``.
 
 The local log is reached through ``FollowerLog``, the fetcher's own port to the broker's
-log manager (``Partition.truncateTo``, ``appendRecordsToFollowerOrFutureReplica``, the
-follower high watermark); the leader is reached with Kafka's own requests over the
-Network. The decisions are in ``actors.broker.replica_fetcher_state``.
+log manager, made for each fetcher, which asks through it (``Partition.truncateTo``,
+``appendRecordsToFollowerOrFutureReplica``, the follower high watermark); the leader is
+reached with Kafka's own requests over the Network. The decisions are in
+``actors.broker.replica_fetcher_state``.
 
-**Manager.** ``ReplicaFetcherManager`` is a component of the broker actor (as Kafka's
-ReplicaManager owns its ``replicaFetcherManager``): ``add_fetcher_for_partitions`` on
-``makeFollowers``, ``remove_fetcher_for_partitions`` on ``makeLeaders``, StopReplica and
-before a leader change. Fetcher actors are spawned when first needed; one left without
+**Manager.** ``ReplicaFetcherManager`` is an actor of the broker node the broker tells
+(as Kafka's ReplicaManager calls its ``replicaFetcherManager``): ``AddFetcherPartitions``
+on ``makeFollowers``, ``RemoveFetcherPartitions`` on ``makeLeaders``, StopReplica and
+before a leader change. It spawns fetcher actors when first needed; one left without
 partitions idles (no timer, no traffic) until it is given partitions again.
 """
 
@@ -90,6 +91,7 @@ from protocol.replication import (
 )
 
 __all__ = [
+    "REPLICA_FETCHER_MANAGER_ACTOR",
     "FetcherConfig",
     "FollowerLog",
     "ReplicaFetcher",
@@ -126,8 +128,9 @@ class FollowerLog(Protocol):
 
     async def log_start_offset(self, tp: TopicPartition) -> int: ...
 
-    async def latest_epoch(self, tp: TopicPartition) -> int | None:
-        """The latest leader epoch of the local epoch cache (None: empty)."""
+    async def latest_epoch(self, tp: TopicPartition, current_leader_epoch: int) -> int | None:
+        """The latest leader epoch of the local epoch cache (None: empty); none is above
+        ``current_leader_epoch``, the epoch of the partition's leader now."""
         ...
 
     async def end_offset_for_epoch(self, tp: TopicPartition, epoch: int) -> tuple[int, int]:
@@ -167,7 +170,7 @@ class ReplicaFetcher(Actor):
         broker_id: BrokerId,
         leader: BrokerId,
         fid: int,
-        follower_log: FollowerLog,
+        follower_log: Callable[[Actor], FollowerLog],
         *,
         config: FetcherConfig | None = None,
         leader_ref: Callable[[BrokerId], ActorRef] = leader_broker_ref,
@@ -176,7 +179,7 @@ class ReplicaFetcher(Actor):
         self.broker_id = broker_id
         self.leader = leader
         self.config = config or FetcherConfig()
-        self.log = follower_log
+        self.log = follower_log(self)
         self._leader_ref = leader_ref(leader)
         self.states: dict[TopicPartition, PartitionFetchState] = {}
         self._scheduled = False
@@ -298,7 +301,7 @@ class ReplicaFetcher(Actor):
             for s in truncating:
                 tp = s.partition
                 try:
-                    latest = await self.log.latest_epoch(tp)
+                    latest = await self.log.latest_epoch(tp, s.leader_epoch)
                 except KafkaApiError as exc:
                     self._fail(tp, exc.code.name)
                     continue
@@ -534,21 +537,26 @@ class ReplicaFetcher(Actor):
         return None
 
 
-class ReplicaFetcherManager:
-    """The broker's fetchers (see the module docstring). ``owner`` is the broker actor
-    (it spawns the fetchers on its node and tells them); ``follower_log`` makes each
+REPLICA_FETCHER_MANAGER_ACTOR = "replica_fetcher_manager"
+
+
+class ReplicaFetcherManager(Actor):
+    """The broker's fetchers (see the module docstring): told ``AddFetcherPartitions`` and
+    ``RemoveFetcherPartitions`` by the broker, it hands each partition to the fetcher of
+    its leader, spawning that fetcher on this node the first time (so a partition's
+    messages always reach a running fetcher, in order). ``follower_log`` makes each
     fetcher's port to the local logs."""
 
     def __init__(
         self,
-        owner: Actor,
         broker_id: BrokerId,
         *,
-        follower_log: Callable[[], FollowerLog],
+        follower_log: Callable[[Actor], FollowerLog],
         config: FetcherConfig | None = None,
         leader_ref: Callable[[BrokerId], ActorRef] = leader_broker_ref,
+        name: str = REPLICA_FETCHER_MANAGER_ACTOR,
     ) -> None:
-        self.owner = owner
+        super().__init__(name)
         self.broker_id = broker_id
         self.config = config or FetcherConfig()
         self._follower_log = follower_log
@@ -556,6 +564,16 @@ class ReplicaFetcherManager:
         self.fetchers: dict[tuple[BrokerId, int], ActorRef] = {}
         self.assigned: dict[TopicPartition, tuple[BrokerId, int]] = {}
         """Which fetcher each partition was given to."""
+
+    async def receive(self, msg: Message, ctx: Context) -> Message | None:
+        match msg:
+            case AddFetcherPartitions(partitions=partitions):
+                await self.add_fetcher_for_partitions(partitions)
+            case RemoveFetcherPartitions(partitions=partitions):
+                self.remove_fetcher_for_partitions(partitions)
+            case _:
+                pass
+        return None
 
     async def add_fetcher_for_partitions(self, states: Iterable[InitialFetchState]) -> None:
         """``addFetcherForPartitions``: each partition to the fetcher of its leader (a
@@ -579,11 +597,11 @@ class ReplicaFetcherManager:
                     self.broker_id,
                     leader,
                     fid,
-                    self._follower_log(),
+                    self._follower_log,
                     config=self.config,
                     leader_ref=self._leader_ref,
                 )
-                self.fetchers[key] = await self.owner.node.spawn(fetcher)
+                self.fetchers[key] = await self.node.spawn(fetcher)
             self._tell(key, AddFetcherPartitions(partitions=tuple(groups[key])))
 
     def remove_fetcher_for_partitions(self, partitions: Iterable[TopicPartition]) -> None:
@@ -599,4 +617,4 @@ class ReplicaFetcherManager:
     def _tell(self, key: tuple[BrokerId, int], msg: Message) -> None:
         ref = self.fetchers.get(key)
         if ref is not None:
-            self.owner.tell(ref, msg)
+            self.tell(ref, msg)

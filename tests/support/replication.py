@@ -75,7 +75,7 @@ class LogsFollower:
     async def log_start_offset(self, tp: TopicPartition) -> int:
         return self._log(tp).log_start_offset
 
-    async def latest_epoch(self, tp: TopicPartition) -> int | None:
+    async def latest_epoch(self, tp: TopicPartition, current_leader_epoch: int) -> int | None:
         return self._log(tp).leader_epoch_cache.latest_epoch
 
     async def end_offset_for_epoch(self, tp: TopicPartition, epoch: int) -> tuple[int, int]:
@@ -266,7 +266,9 @@ async def replication_rig(
         leader = LogsLeader(leader_logs, epochs)
         await nodes["broker-0"].spawn(leader)
         follower = LogsFollower(follower_logs)
-        fetcher = ReplicaFetcher(BrokerId(1), BrokerId(0), 0, follower, config=config)
+        fetcher = ReplicaFetcher(
+            BrokerId(1), BrokerId(0), 0, lambda _fetcher: follower, config=config
+        )
         await nodes["broker-1"].spawn(fetcher)
         yield ReplicationRig(network, clock, sink, leader, follower, fetcher, nodes)
         tg.cancel_scope.cancel()
