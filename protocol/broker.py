@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 from protocol.base import Message
+from protocol.control import TopicPartition
 from protocol.ids import BrokerId, TopicName
 
-__all__ = ["BrokerEpochChanged", "BrokerStatus", "BrokerStatusRequest", "PurgatoryExpired"]
+__all__ = [
+    "BrokerEpochChanged",
+    "BrokerStatus",
+    "BrokerStatusRequest",
+    "CompleteDelayedData",
+    "DelayedDataExpired",
+    "PurgatoryExpired",
+]
 
 
 class BrokerStatusRequest(Message, frozen=True, kw_only=True):
@@ -27,6 +35,19 @@ class PurgatoryExpired(Message, frozen=True, kw_only=True):
     """Timer event: a parked admin operation ran out of time."""
 
     operation: int
+
+
+class DelayedDataExpired(Message, frozen=True, kw_only=True):
+    """Timer event: a parked Produce (acks=all) or Fetch reached its timeout."""
+
+    operation: int
+
+
+class CompleteDelayedData(Message, frozen=True, kw_only=True):
+    """The broker's reminder to itself: the leadership or ISR of these partitions
+    changed, look at the Produce and Fetch requests parked on them."""
+
+    partitions: tuple[TopicPartition, ...]
 
 
 class BrokerEpochChanged(Message, frozen=True, kw_only=True):

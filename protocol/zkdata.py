@@ -74,6 +74,8 @@ __all__ = [
     "ISR_CHANGE_PREFIX",
     "ISR_CHANGE_SEQUENCE_PATH",
     "LATEST_PRODUCER_ID_BLOCK_PATH",
+    "PRODUCER_ID_BLOCK_SIZE",
+    "ProducerIdBlock",
     "LOG_DIR_EVENT_NOTIFICATION_PATH",
     "LOG_DIR_EVENT_PREFIX",
     "LOG_DIR_EVENT_SEQUENCE_PATH",
@@ -1000,6 +1002,42 @@ class ClusterId(msgspec.Struct, frozen=True, kw_only=True):
     def decode(cls, data: bytes) -> Self:
         """Only ``id`` is read, as ``ClusterIdZNode.fromJson`` does."""
         return cls(cluster_id=_Object.parse(data, CLUSTER_ID_PATH).string("id"))
+
+
+# ============================================================ /latest_producer_id_block
+
+
+PRODUCER_ID_BLOCK_SIZE: Final = 1000
+"""``ProducerIdManager.PidBlockSize``: the producer ids a broker reserves at a time."""
+
+
+class ProducerIdBlock(msgspec.Struct, frozen=True, kw_only=True):
+    """``/latest_producer_id_block``: the last block of producer ids a broker reserved,
+    bounds inclusive (``ProducerIdManager``); the bounds are written as decimal strings."""
+
+    broker: int
+    block_start: int
+    block_end: int
+
+    def encode(self) -> bytes:
+        # ProducerIdManager.generateProducerIdBlockJson: version, broker, start, end.
+        return _dumps(
+            {
+                "version": 1,
+                "broker": self.broker,
+                "block_start": str(self.block_start),
+                "block_end": str(self.block_end),
+            }
+        )
+
+    @classmethod
+    def decode(cls, data: bytes) -> Self:
+        node = _Object.parse(data, LATEST_PRODUCER_ID_BLOCK_PATH)
+        try:
+            start, end = int(node.string("block_start")), int(node.string("block_end"))
+        except ValueError:
+            raise node.fail("block_start", "decimal strings") from None
+        return cls(broker=node.int32("broker"), block_start=start, block_end=end)
 
 
 # ============================================================================= /feature

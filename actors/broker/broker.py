@@ -15,11 +15,14 @@ the components it owns, each named after Kafka's:
   DeleteTopics, DescribeConfigs;
 * ``DelayedOperationPurgatory`` (``actors.broker.purgatory``): the admin answers that
   wait for the metadata cache to show their outcome.
+* the data plane: Produce, Fetch, ListOffsets and OffsetForLeaderEpoch through the
+  ``ReplicaManager`` (with its ``Partition``s and delayed requests,
+  ``actors.broker.delayed_data``), InitProducerId through the ``ProducerIdManager``.
 
 They are components, not actors: they run on the broker's one task, take their requests
 from its one mailbox, and their state is the broker's private state. Timers and helper
-tasks only enqueue (``PurgatoryExpired``, ``BrokerEpochChanged``). A data plane (Produce
-and Fetch, replica fetchers, a group coordinator) is added the same way: a ``case`` in
+tasks only enqueue (``PurgatoryExpired``, ``DelayedDataExpired``, ``BrokerEpochChanged``).
+A new API (a group coordinator's) is added the same way: a ``case`` in
 ``KafkaApis.handle`` and the component that owns its state.
 """
 
@@ -43,11 +46,14 @@ from actors.broker.names import (
     broker_node_id,
     broker_ref,
 )
+from actors.broker.producer_ids import ProducerIdManager
 from actors.broker.purgatory import DelayedOperationPurgatory
 from actors.broker.replica_manager import ReplicaManager
 from actors.controller.controller import ControllerConfig, KafkaController
 from actors.log.disk import Disk
 from actors.log.manager import LogManager
+from actors.log.partition_log import LogConfig
+from actors.log.records import TimestampType
 from actors.runtime.actor import Actor, Context
 from actors.zk import kafka_zk
 from actors.zk.store import MetadataStore, StoreSession
@@ -58,6 +64,8 @@ from protocol.broker import (
     BrokerEpochChanged,
     BrokerStatus,
     BrokerStatusRequest,
+    CompleteDelayedData,
+    DelayedDataExpired,
     PurgatoryExpired,
 )
 from protocol.control import (
@@ -102,7 +110,10 @@ class Broker(Actor):
         self.purgatory = DelayedOperationPurgatory(self)
         self.replica_manager = ReplicaManager(self)
         self.admin_manager = AdminManager(self, self.purgatory)
-        self.apis = KafkaApis(self, self.replica_manager, self.admin_manager, self.purgatory)
+        self.producer_ids = ProducerIdManager(self)
+        self.apis = KafkaApis(
+            self, self.replica_manager, self.admin_manager, self.purgatory, self.producer_ids
+        )
 
     @property
     def controller_epoch(self) -> ControllerEpoch:
@@ -161,6 +172,7 @@ class Broker(Actor):
                 disk=self.settings.disk,
                 segment_delete_delay=self.config.log_segment_delete_delay_ms / 1000,
                 initial_task_delay=self.config.log_initial_task_delay_ms / 1000,
+                log_config=self._log_config(),
                 name=LOG_MANAGER_ACTOR,
             )
         )
@@ -205,6 +217,22 @@ class Broker(Actor):
             )
         )
 
+    def _log_config(self) -> LogConfig:
+        """The broker's defaults of the topic log configs (``KafkaServer.copyKafkaConfigToLog``)."""
+        config = self.config
+        return LogConfig(
+            segment_bytes=config.log_segment_bytes,
+            segment_ms=config.log_roll_time_millis,
+            max_index_size=config.log_index_size_max_bytes,
+            index_interval_bytes=config.log_index_interval_bytes,
+            max_message_bytes=config.message_max_bytes,
+            timestamp_type=(
+                TimestampType.LOG_APPEND_TIME
+                if config.log_message_timestamp_type == "LogAppendTime"
+                else TimestampType.CREATE_TIME
+            ),
+        )
+
     def _epoch_changed(self, epoch: int) -> None:
         """Called on the controller's event task: hand the new epoch over as a message."""
         self.send_self(BrokerEpochChanged(epoch=epoch))
@@ -227,6 +255,12 @@ class Broker(Actor):
         match msg:
             case PurgatoryExpired(operation=op):
                 self.purgatory.expire(op)
+                return None
+            case DelayedDataExpired(operation=op):
+                await self.replica_manager.expire_delayed(op)
+                return None
+            case CompleteDelayedData(partitions=partitions):
+                await self.replica_manager.complete_delayed_now(partitions)
                 return None
             case BrokerStatusRequest():
                 return self._status()

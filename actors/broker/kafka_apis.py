@@ -9,7 +9,9 @@ broker's metadata cache.
 
 Everything here runs on the ``Broker`` actor's task; only ``_forward`` runs as a helper
 task, and it touches no broker state. A new API (Produce, Fetch, the group coordinator's)
-is one more ``case`` in ``handle`` and a handler in the component that owns its state.
+is one more ``case`` in ``handle`` and a handler in the component that owns its state:
+Produce, Fetch, ListOffsets and OffsetForLeaderEpoch go to the ``ReplicaManager``,
+InitProducerId to the ``ProducerIdManager``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from actors.admin import (
 )
 from actors.broker.admin_manager import AdminManager, delete_refused, topic_error
 from actors.broker.names import BROKER_ACTOR, broker_ref
+from actors.broker.producer_ids import ProducerIdManager
 from actors.broker.purgatory import DelayedOperationPurgatory
 from actors.broker.replica_manager import ReplicaManager
 from actors.runtime.actor import Context, DeferredReply
@@ -65,6 +68,13 @@ from protocol.kafka_api import (
     TopicErrorResult,
     TopicMetadata,
 )
+from protocol.kafka_data import (
+    FetchRequestData,
+    InitProducerIdRequestData,
+    ListOffsetsRequestData,
+    OffsetForLeaderEpochRequestData,
+    ProduceRequestData,
+)
 
 if TYPE_CHECKING:
     from actors.broker.broker import Broker
@@ -83,16 +93,28 @@ class KafkaApis:
         replicas: ReplicaManager,
         admin: AdminManager,
         purgatory: DelayedOperationPurgatory,
+        producer_ids: ProducerIdManager,
     ) -> None:
         self._broker = broker
         self._replicas = replicas
         self._admin_manager = admin
         self._purgatory = purgatory
+        self._producer_ids = producer_ids
 
     async def handle(self, msg: Message, ctx: Context) -> Message | None:
         """The answer to ``msg``; None when it comes later (through ``ctx.defer``). A
         request no handler takes is INVALID_REQUEST."""
         match msg:
+            case ProduceRequestData():
+                return await self._replicas.append_records(msg, ctx)
+            case FetchRequestData():
+                return await self._replicas.fetch_messages(msg, ctx)
+            case ListOffsetsRequestData():
+                return await self._replicas.fetch_offsets(msg)
+            case OffsetForLeaderEpochRequestData():
+                return await self._replicas.last_offset_for_leader_epoch(msg)
+            case InitProducerIdRequestData():
+                return await self._producer_ids.init_producer_id(msg)
             case LeaderAndIsrRequest():
                 return await self._replicas.become_leader_or_follower(msg)
             case UpdateMetadataRequest():

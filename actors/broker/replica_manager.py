@@ -1,23 +1,37 @@
-"""The controller's requests about a broker's replicas: Kafka's ``ReplicaManager``.
+"""A broker's replicas: Kafka's ``ReplicaManager``.
 
-LeaderAndIsr (``becomeLeaderOrFollower``: create the logs of the partitions this broker
-is now a replica of, remember their leader epochs), UpdateMetadata
-(``maybeUpdateMetadataCache``) and StopReplica (``stopReplicas``: delete the logs of
-deleted partitions). Each first passes the fencing Kafka applies to the three: a request
-for an older incarnation of this broker is STALE_BROKER_EPOCH
-(``KafkaApis.isBrokerEpochStale``), one from an older controller STALE_CONTROLLER_EPOCH.
+The controller's requests: LeaderAndIsr (``becomeLeaderOrFollower``: create the logs of
+the partitions this broker is now a replica of, and make it their leader or follower,
+``actors.broker.partition``), UpdateMetadata (``maybeUpdateMetadataCache``) and
+StopReplica (``stopReplicas``: delete the logs of deleted partitions). Each first passes
+the fencing Kafka applies to the three: a request for an older incarnation of this broker
+is STALE_BROKER_EPOCH (``KafkaApis.isBrokerEpochStale``), one from an older controller
+STALE_CONTROLLER_EPOCH.
+
+The data plane, as the leader serves it (``appendRecords``, ``fetchMessages``,
+``fetchOffsetForTimestamp``, ``lastOffsetForLeaderEpoch``): each request is one round trip
+to the log manager with every partition in it, then the partitions' high watermarks
+move and the delayed requests they wake are answered (``actors.broker.delayed_data``).
+Followers' fetchers, and the ISR changes a leader sends as AlterIsr, plug in through
+``ReplicationHooks``.
 
 A component of the ``Broker`` actor, not an actor: its state (the controller epoch, the
-leader epochs) is the broker's, touched only on its task. The data plane goes here next
-(Kafka's ``ReplicaManager`` also appends and fetches records and runs the replica
-fetchers).
+partitions, the delayed requests) is the broker's, touched only on its task.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, Protocol
 
+from actors.broker.delayed_data import DataPurgatory, DelayedFetch, DelayedProduce, timed_out
+from actors.broker.isr import LeaderIsr
+from actors.broker.partition import DEFAULT_REPLICA_LAG_TIME_MAX_MS, Partition
+from actors.runtime.actor import Context
 from actors.zk import kafka_zk
+from protocol.base import Message
+from protocol.broker import CompleteDelayedData
 from protocol.control import (
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
@@ -34,14 +48,105 @@ from protocol.errors import (
     RemoteError,
     StoreError,
 )
-from protocol.ids import ControllerEpoch, TopicName
-from protocol.log import DeleteLog, GetOrCreateLog, GetOrCreateLogs, LogsCreated
+from protocol.ids import BrokerId, ControllerEpoch, TopicName
+from protocol.kafka_data import (
+    DEBUG_REPLICA_ID,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    FetchPartitionData,
+    FetchRequestData,
+    FetchResponseData,
+    FetchTopicResponse,
+    IsolationLevel,
+    ListOffsetsPartitionResponse,
+    ListOffsetsRequestData,
+    ListOffsetsResponseData,
+    ListOffsetsTopicResponse,
+    OffsetForLeaderEpochRequestData,
+    OffsetForLeaderEpochResponseData,
+    OffsetForLeaderPartitionResult,
+    OffsetForLeaderTopicResult,
+    ProducePartitionResponse,
+    ProduceRequestData,
+    ProduceResponseData,
+    ProduceTopicResponse,
+)
+from protocol.log import (
+    AppendRecords,
+    AppendToLogs,
+    DeleteLog,
+    EpochEndOffsetQuery,
+    GetOrCreateLog,
+    GetOrCreateLogs,
+    HighWatermark,
+    LogConfigOverrides,
+    LogsAppended,
+    LogsCreated,
+    LogsRead,
+    LookupOffsets,
+    OffsetsFound,
+    OffsetTimestampQuery,
+    ReadFromLogs,
+    ReadRecords,
+    RecordHighWatermarks,
+)
 
 if TYPE_CHECKING:
     from actors.broker.broker import Broker
 
 
 FILE_DELETE_DELAY_MS = "file.delete.delay.ms"  # the topic config a deleted log waits for
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
+FETCH_MAX_BYTES: Final = 57_671_680
+"""``fetch.max.bytes``: the most one Fetch answer holds (with one batch past it)."""
+LOG_CONFIGS: Final = frozenset(
+    {
+        "segment.bytes",
+        "segment.ms",
+        "segment.jitter.ms",
+        "segment.index.bytes",
+        "index.interval.bytes",
+        "max.message.bytes",
+        "message.timestamp.type",
+    }
+)
+"""The topic configs a partition log reads (``LogConfigOverrides``)."""
+
+
+class ReplicationHooks(Protocol):
+    """Where the follower side and the ISR changes plug in: Kafka's
+    ``ReplicaFetcherManager`` and ``Partition.maybeExpandIsr``."""
+
+    def make_followers(self, partitions: list[Partition]) -> None:
+        """These partitions are now followed here (``addFetcherForPartitions``, after
+        ``makeFollowers``): fetch from their leaders."""
+
+    def stop_fetching(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stop fetching these partitions (``removeFetcherForPartitions``): this broker
+        leads them now, or stops replicating them."""
+
+    def follower_fetched(self, partition: Partition, replica: BrokerId) -> None:
+        """A follower's fetch updated its state on this leader (``maybeExpandIsr``)."""
+
+
+class NoReplication:
+    """No follower side: LeaderAndIsr makes followers that never fetch."""
+
+    def make_followers(self, partitions: list[Partition]) -> None:
+        return None
+
+    def stop_fetching(self, partitions: Iterable[TopicPartition]) -> None:
+        return None
+
+    def follower_fetched(self, partition: Partition, replica: BrokerId) -> None:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSettings:
+    """What the data plane reads of a topic's configs: ``min.insync.replicas``."""
+
+    min_insync_replicas: int
 
 
 class ReplicaManager:
@@ -51,6 +156,11 @@ class ReplicaManager:
         self._broker = broker
         self.controller_epoch = ControllerEpoch(0)  # highest seen in a control request
         self.leader_epochs: dict[TopicPartition, int] = {}  # of each partition hosted here
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.delayed = DataPurgatory(broker)
+        self.hooks: ReplicationHooks = NoReplication()
+        self.replica_lag_time_max_ms = DEFAULT_REPLICA_LAG_TIME_MAX_MS
+        self._topic_settings: dict[TopicName, TopicSettings] = {}
 
     def _stale(self, controller_epoch: int, broker_epoch: int) -> ErrorCode | None:
         """The fencing shared by the three control requests: an older incarnation of this
@@ -85,19 +195,52 @@ class ReplicaManager:
             else:
                 accepted.append(state)
         if accepted:
+            local = self._broker.broker_id
             batch = GetOrCreateLogs(
                 logs=tuple(
-                    GetOrCreateLog(topic=s.topic, partition=s.partition, is_new=s.is_new)
+                    GetOrCreateLog(
+                        topic=s.topic,
+                        partition=s.partition,
+                        is_new=s.is_new,
+                        leader_epoch=s.leader_epoch if s.leader == local else None,
+                    )
                     for s in accepted
                 )
             )
             reply = await self._broker.ask(self._broker.log_manager_ref, batch)
             assert isinstance(reply, LogsCreated)
+            now_ms = self._now_ms()
+            leaders: list[TopicPartition] = []
+            followers: list[Partition] = []
             for outcome, state in zip(reply.results, accepted, strict=True):
                 tp = TopicPartition(state.topic, state.partition)
                 codes[tp] = outcome.error_code
-                if outcome.error_code is ErrorCode.NONE:
-                    self.leader_epochs[tp] = state.leader_epoch
+                if outcome.error_code is not ErrorCode.NONE:
+                    continue
+                self.leader_epochs[tp] = state.leader_epoch
+                partition = self.partitions.get(tp)
+                if partition is None:
+                    partition = Partition(
+                        tp=tp,
+                        local=local,
+                        leader=state.leader,
+                        leader_epoch=state.leader_epoch,
+                        partition_epoch=state.zk_version,
+                        replicas=tuple(state.replicas),
+                    )
+                    self.partitions[tp] = partition
+                offsets = {
+                    "log_start_offset": outcome.log_start_offset,
+                    "log_end_offset": outcome.log_end_offset,
+                    "high_watermark": outcome.high_watermark,
+                }
+                if state.leader == local:
+                    partition.make_leader(state, **offsets, now_ms=now_ms)
+                    leaders.append(tp)
+                else:
+                    partition.make_follower(state, **offsets)
+                    followers.append(partition)
+            self._became(leaders, followers)
         errors = [
             PartitionError(
                 topic=s.topic,
@@ -130,6 +273,7 @@ class ReplicaManager:
         if stale is not None:
             return StopReplicaResponse(error_code=stale)
         errors: list[PartitionError] = []
+        stopped: list[TopicPartition] = []
         delays = await self._file_delete_delays(
             {TopicName(p.topic) for p in req.partitions if p.delete_partition}
         )
@@ -141,6 +285,7 @@ class ReplicaManager:
                 code = ErrorCode.FENCED_LEADER_EPOCH
             elif p.delete_partition:
                 self.leader_epochs.pop(tp, None)
+                self.partitions.pop(tp, None)
                 try:
                     await self._broker.ask(
                         self._broker.log_manager_ref,
@@ -153,6 +298,13 @@ class ReplicaManager:
                 except RemoteError as exc:
                     code = exc.code
             errors.append(PartitionError(topic=p.topic, partition=p.partition, error_code=code))
+            if code is ErrorCode.NONE:
+                stopped.append(tp)
+        if stopped:
+            self.hooks.stop_fetching(stopped)
+            await self._complete_delayed(stopped)  # force-completed: NOT_LEADER_OR_FOLLOWER
+        for topic in {TopicName(p.topic) for p in req.partitions if p.delete_partition}:
+            self._topic_settings.pop(topic, None)
         return StopReplicaResponse(error_code=ErrorCode.NONE, partition_errors=tuple(errors))
 
     async def _file_delete_delays(self, topics: set[TopicName]) -> dict[TopicName, int]:
@@ -171,3 +323,554 @@ class ReplicaManager:
             if value is not None and value.lstrip("-").isdigit() and int(value) >= 0:
                 delays[topic] = int(value)
         return delays
+
+    # ------------------------------------------------------------------ leadership
+
+    def _now_ms(self) -> int:
+        """The broker's monotonic time in ms (follower lag, caught-up times)."""
+        return int(self._broker.clock.now() * 1000)
+
+    def _became(self, leaders: list[TopicPartition], followers: list[Partition]) -> None:
+        """After a LeaderAndIsr: fetchers stop for the partitions led here now
+        (``makeLeaders``) and start for the followed ones (``makeFollowers``), whose
+        parked requests are answered (NOT_LEADER_OR_FOLLOWER) right after."""
+        if leaders:
+            self.hooks.stop_fetching(leaders)
+            self._trace_hw(leaders)
+        if followers:
+            self.hooks.make_followers(followers)
+            self._broker.send_self(CompleteDelayedData(partitions=tuple(p.tp for p in followers)))
+
+    def apply_isr_state(self, tp: TopicPartition, state: LeaderIsr) -> None:
+        """An ISR change of a led partition (``LeaderIsr``: a proposal in flight, or the
+        controller's answer): the high watermark may move and parked produces complete."""
+        partition = self.partitions.get(tp)
+        if partition is None or not partition.is_leader:
+            return
+        partition.set_isr_state(state)
+        self._broker.send_self(CompleteDelayedData(partitions=(tp,)))
+
+    def _trace_hw(self, tps: Iterable[TopicPartition]) -> None:
+        """Tell the log manager the high watermarks of ``tps`` (its next
+        replication-offset-checkpoint)."""
+        marks = tuple(
+            HighWatermark(topic=tp.topic, partition=tp.partition, high_watermark=p.high_watermark)
+            for tp in tps
+            if (p := self.partitions.get(tp)) is not None
+        )
+        if marks:
+            self._broker.tell(
+                self._broker.log_manager_ref, RecordHighWatermarks(high_watermarks=marks)
+            )
+
+    def _raise_high_watermarks(self, tps: Iterable[TopicPartition]) -> list[TopicPartition]:
+        """``maybeIncrementLeaderHW`` for ``tps``; the ones whose high watermark moved
+        (traced and told to the log manager)."""
+        now_ms = self._now_ms()
+        moved = []
+        for tp in tps:
+            partition = self.partitions.get(tp)
+            if partition is None:
+                continue
+            before = partition.high_watermark
+            if partition.maybe_increment_high_watermark(now_ms, self.replica_lag_time_max_ms):
+                moved.append(tp)
+                self._broker.trace(
+                    "event",
+                    "high_watermark_moved",
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    leader_epoch=partition.leader_epoch,
+                    **{"from": before, "to": partition.high_watermark},
+                )
+        self._trace_hw(moved)
+        return moved
+
+    # ------------------------------------------------------------------ topic configs
+
+    async def topic_settings(self, topic: TopicName) -> TopicSettings:
+        """A topic's data-plane configs, read from its config znode once (its log
+        configs handed to the log manager then); a failed read keeps the broker's
+        defaults for this request. kemu brokers do not follow later config changes."""
+        known = self._topic_settings.get(topic)
+        if known is not None:
+            return known
+        config = self._broker.config
+        default = TopicSettings(min_insync_replicas=config.min_insync_replicas)
+        try:
+            overrides = await kafka_zk.get_topic_config(self._broker.session, topic)
+        except StoreError:
+            return default
+        logs = tuple(sorted((k, v) for k, v in overrides.items() if k in LOG_CONFIGS))
+        if logs:
+            await self._broker.ask(
+                self._broker.log_manager_ref, LogConfigOverrides(topic=topic, configs=logs)
+            )
+        value = overrides.get(MIN_INSYNC_REPLICAS)
+        settings = TopicSettings(
+            min_insync_replicas=int(value)
+            if value and value.isdigit()
+            else default.min_insync_replicas
+        )
+        self._topic_settings[topic] = settings
+        return settings
+
+    # ------------------------------------------------------------------ Produce
+
+    def _leader_error(self, topic: TopicName, tp: TopicPartition) -> ErrorCode | None:
+        """Why this broker cannot serve ``tp`` as its leader, if it cannot: a topic the
+        metadata cache does not know, UNKNOWN_TOPIC_OR_PARTITION; a partition not led
+        here, NOT_LEADER_OR_FOLLOWER."""
+        if not self._broker.cache.contains(topic):
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        partition = self.partitions.get(tp)
+        if partition is None or not partition.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return None
+
+    def _fenced_leader(
+        self, tp: TopicPartition, current_leader_epoch: int
+    ) -> tuple[Partition | None, ErrorCode]:
+        """``tp``'s partition if this broker leads it in the epoch the request names
+        (``Partition.fence``), else None and why not."""
+        code = self._leader_error(TopicName(tp.topic), tp)
+        partition = self.partitions.get(tp)
+        if code is None and partition is not None:
+            code = partition.fence(current_leader_epoch)
+        if code is not None or partition is None:
+            return None, code or ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return partition, ErrorCode.NONE
+
+    async def append_records(self, req: ProduceRequestData, ctx: Context) -> Message | None:
+        """``ReplicaManager.appendRecords``: every partition checked (leadership, and for
+        acks=all the ISR against ``min.insync.replicas``: NOT_ENOUGH_REPLICAS, nothing
+        written), the rest appended in one round trip, the high watermarks raised; acks=all
+        then waits in a DelayedProduce for the high watermark to pass each partition's
+        records (None: answered later)."""
+        responses: dict[tuple[str, int], ProducePartitionResponse] = {}
+        if req.acks not in (0, 1, -1):
+            for topic in req.topic_data:
+                for data in topic.partition_data:
+                    responses[topic.name, data.index] = ProducePartitionResponse(
+                        index=data.index, error_code=ErrorCode.INVALID_REQUIRED_ACKS
+                    )
+            return _produce_response(req, responses)
+        appends: list[AppendRecords] = []
+        min_insync: dict[TopicPartition, int] = {}
+        for topic in req.topic_data:
+            for data in topic.partition_data:
+                tp = TopicPartition(topic.name, data.index)
+                code = self._leader_error(topic.name, tp)
+                if code is None and req.acks == -1:
+                    settings = await self.topic_settings(topic.name)
+                    min_insync[tp] = settings.min_insync_replicas
+                    if len(self.partitions[tp].isr) < settings.min_insync_replicas:
+                        code = ErrorCode.NOT_ENOUGH_REPLICAS
+                elif code is None:
+                    await self.topic_settings(topic.name)  # its log configs in force
+                if code is not None:
+                    responses[topic.name, data.index] = ProducePartitionResponse(
+                        index=data.index, error_code=code
+                    )
+                    continue
+                appends.append(
+                    AppendRecords(
+                        topic=topic.name,
+                        partition=data.index,
+                        records=data.records or b"",
+                        leader_epoch=self.partitions[tp].leader_epoch,
+                    )
+                )
+        appended: list[TopicPartition] = []
+        required: dict[TopicPartition, int] = {}
+        if appends:
+            reply = await self._broker.ask(
+                self._broker.log_manager_ref, AppendToLogs(appends=tuple(appends))
+            )
+            assert isinstance(reply, LogsAppended)
+            for outcome in reply.results:
+                tp = TopicPartition(outcome.topic, outcome.partition)
+                if outcome.error_code is not ErrorCode.NONE:
+                    responses[outcome.topic, outcome.partition] = ProducePartitionResponse(
+                        index=outcome.partition,
+                        error_code=outcome.error_code,
+                        error_message=outcome.error_message,
+                    )
+                    continue
+                partition = self.partitions[tp]
+                partition.on_log_offsets(outcome.log_start_offset, outcome.log_end_offset)
+                appended.append(tp)
+                required[tp] = outcome.last_offset + 1
+                responses[outcome.topic, outcome.partition] = ProducePartitionResponse(
+                    index=outcome.partition,
+                    base_offset=outcome.first_offset,
+                    log_append_time_ms=outcome.log_append_time,
+                    log_start_offset=outcome.log_start_offset,
+                )
+        moved = self._raise_high_watermarks(appended)
+        await self._complete_delayed(appended, produces=moved)
+        if req.acks != -1 or not required:
+            return _produce_response(req, responses)
+        delayed = DelayedProduce(
+            reply=ctx.defer(),
+            request=req,
+            responses={key: r for key, r in responses.items()},
+            required=required,
+            min_insync=min_insync,
+        )
+        for tp in required:
+            key = (tp.topic, tp.partition)
+            delayed.responses[key] = timed_out(delayed.responses[key])
+        if self._try_complete_produce(delayed):
+            delayed.reply.send(self._broker, _produce_response(req, delayed.responses))
+            return None
+        self.delayed.watch(delayed, list(required), req.timeout_ms)
+        return None
+
+    def _try_complete_produce(self, delayed: DelayedProduce) -> bool:
+        """``DelayedProduce.tryComplete``: each pending partition whose high watermark
+        reached its records (or that lost its leadership) gets its answer; whether none
+        is pending any more."""
+        for tp, offset in list(delayed.required.items()):
+            partition = self.partitions.get(tp)
+            code = (
+                ErrorCode.NOT_LEADER_OR_FOLLOWER
+                if partition is None
+                else partition.check_enough_replicas_reach_offset(
+                    offset, delayed.min_insync.get(tp, 1)
+                )
+            )
+            if code is None:
+                continue
+            del delayed.required[tp]
+            key = (tp.topic, tp.partition)
+            previous = delayed.responses[key]
+            delayed.responses[key] = ProducePartitionResponse(
+                index=previous.index,
+                error_code=code,
+                base_offset=previous.base_offset,
+                log_append_time_ms=previous.log_append_time_ms,
+                log_start_offset=previous.log_start_offset,
+            )
+        return not delayed.required
+
+    # ------------------------------------------------------------------ Fetch
+
+    async def fetch_messages(self, req: FetchRequestData, ctx: Context) -> Message | None:
+        """``ReplicaManager.fetchMessages``: read every partition (one round trip), a
+        follower's fetch moving its state and maybe the high watermark; answered now
+        when ``max_wait_ms`` is not positive, nothing was asked, ``min_bytes`` are there
+        or a partition failed; else parked in a DelayedFetch (None: answered later).
+        kemu opens no fetch sessions: a request naming one is FETCH_SESSION_ID_NOT_FOUND
+        (0/-1 and 0/0 are sessionless full fetches, answered with session 0)."""
+        if req.session_id != 0:
+            return FetchResponseData(responses=(), error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+        response, size, failed = await self._read(req)
+        asked = any(topic.partitions for topic in req.topics)
+        if req.max_wait_ms <= 0 or not asked or size >= req.min_bytes or failed:
+            return response
+        partitions = frozenset(
+            TopicPartition(topic.topic, p.partition)
+            for topic in req.topics
+            for p in topic.partitions
+        )
+        self.delayed.watch(
+            DelayedFetch(reply=ctx.defer(), request=req, partitions=partitions),
+            sorted(partitions),
+            req.max_wait_ms,
+        )
+        return None
+
+    async def _read(self, req: FetchRequestData) -> tuple[FetchResponseData, int, bool]:
+        """``readFromLocalLog`` and, for a follower, ``updateFollowerFetchState``: the
+        answer, its bytes and whether a partition failed. A consumer reads below the high
+        watermark, a follower (and a debugging consumer) up to the log end; the high
+        watermark, log start and last stable offset answered are those before the read."""
+        follower = BrokerId(req.replica_id) if req.replica_id >= 0 else None
+        answers: dict[tuple[str, int], FetchPartitionData] = {}
+        reads: list[ReadRecords] = []
+        snapshot: dict[TopicPartition, tuple[int, int]] = {}
+        for topic in req.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.topic, p.partition)
+                partition = self.partitions.get(tp)
+                code: ErrorCode | None
+                if not self._broker.cache.contains(topic.topic):
+                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif partition is None:
+                    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                else:
+                    code = partition.fence(p.current_leader_epoch)
+                    if (
+                        code is None
+                        and not partition.is_leader
+                        and (req.replica_id != DEBUG_REPLICA_ID)
+                    ):
+                        code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                if code is not None:
+                    answers[topic.topic, p.partition] = _fetch_error(p.partition, code)
+                    continue
+                assert partition is not None
+                snapshot[tp] = (partition.high_watermark, partition.log_end_offset)
+                ceiling = None if req.replica_id != -1 else partition.high_watermark
+                reads.append(
+                    ReadRecords(
+                        topic=topic.topic,
+                        partition=p.partition,
+                        offset=p.fetch_offset,
+                        max_bytes=p.partition_max_bytes,
+                        max_offset=ceiling,
+                    )
+                )
+        size, failed = 0, len(answers) > 0
+        followed: list[TopicPartition] = []
+        if reads:
+            reply = await self._broker.ask(
+                self._broker.log_manager_ref,
+                ReadFromLogs(reads=tuple(reads), max_bytes=min(req.max_bytes, FETCH_MAX_BYTES)),
+            )
+            assert isinstance(reply, LogsRead)
+            now_ms = self._now_ms()
+            for read, outcome in zip(reads, reply.results, strict=True):
+                tp = TopicPartition(read.topic, read.partition)
+                if outcome.error_code is not ErrorCode.NONE:
+                    answers[read.topic, read.partition] = _fetch_error(
+                        read.partition, outcome.error_code
+                    )
+                    failed = True
+                    continue
+                partition = self.partitions[tp]
+                partition.on_log_offsets(outcome.log_start_offset, outcome.log_end_offset)
+                high_watermark, _ = snapshot[tp]
+                size += len(outcome.records)
+                answers[read.topic, read.partition] = FetchPartitionData(
+                    partition_index=read.partition,
+                    high_watermark=high_watermark,
+                    last_stable_offset=high_watermark,
+                    log_start_offset=outcome.log_start_offset,
+                    aborted_transactions=(
+                        () if req.isolation_level == IsolationLevel.READ_COMMITTED else None
+                    ),
+                    records=outcome.records,
+                )
+                if follower is not None and partition.update_follower_fetch_state(
+                    follower,
+                    fetch_offset=read.offset,
+                    follower_log_start_offset=_follower_log_start(req, tp),
+                    leader_log_end_offset=outcome.log_end_offset,
+                    now_ms=now_ms,
+                ):
+                    followed.append(tp)
+                    self.hooks.follower_fetched(partition, follower)
+        if followed:
+            moved = self._raise_high_watermarks(followed)
+            await self._complete_delayed(moved, produces=moved)
+        response = FetchResponseData(
+            responses=tuple(
+                FetchTopicResponse(
+                    topic=topic.topic,
+                    partitions=tuple(answers[topic.topic, p.partition] for p in topic.partitions),
+                )
+                for topic in req.topics
+            )
+        )
+        return response, size, failed
+
+    async def _complete_delayed(
+        self, tps: Iterable[TopicPartition], *, produces: Iterable[TopicPartition] | None = None
+    ) -> None:
+        """``checkAndComplete`` for the delayed requests watching ``tps``: fetches read
+        again and answered if they now have ``min_bytes`` (or an error); produces
+        watching ``produces`` (all of ``tps`` when None: a leadership change) answered
+        once every partition is done. A follower's parked fetch is not released by a
+        high watermark move alone (KAFKA-9952), only by appends and leadership changes."""
+        keys = list(tps)
+        produce_keys = set(keys if produces is None else produces)
+        for op, operation in self.delayed.watching([*keys, *produce_keys]):
+            if isinstance(operation, DelayedProduce):
+                done = produce_keys & operation.required.keys() and self._try_complete_produce(
+                    operation
+                )
+                if done and self.delayed.complete(op) is not None:
+                    answer = _produce_response(operation.request, operation.responses)
+                    operation.reply.send(self._broker, answer)
+                continue
+            if not operation.partitions & set(keys):
+                continue
+            response, size, failed = await self._read(operation.request)
+            if (size >= operation.request.min_bytes or failed) and self.delayed.complete(
+                op
+            ) is not None:
+                operation.reply.send(self._broker, response)
+
+    async def expire_delayed(self, op: int) -> None:
+        """A delayed request's timeout passed: a produce answers its pending partitions
+        REQUEST_TIMED_OUT (what was written stays), a fetch answers what there is."""
+        operation = self.delayed.complete(op)
+        if operation is None:
+            return
+        self._broker.trace("event", "data_request_expired", operation=op)
+        if isinstance(operation, DelayedProduce):
+            self._try_complete_produce(operation)
+            operation.reply.send(
+                self._broker, _produce_response(operation.request, operation.responses)
+            )
+            return
+        response, _, _ = await self._read(operation.request)
+        operation.reply.send(self._broker, response)
+
+    async def complete_delayed_now(self, tps: tuple[TopicPartition, ...]) -> None:
+        """Leadership of ``tps`` changed (``CompleteDelayedData``): their parked requests
+        are looked at again; produces on partitions no longer led here complete with
+        NOT_LEADER_OR_FOLLOWER, fetches with their read."""
+        moved = self._raise_high_watermarks(tps)
+        await self._complete_delayed(tps, produces=[*tps, *moved])
+
+    # ------------------------------------------------------------------ offsets
+
+    async def fetch_offsets(self, req: ListOffsetsRequestData) -> ListOffsetsResponseData:
+        """``ReplicaManager.fetchOffsetForTimestamp`` per partition: earliest, the log
+        start; latest, the high watermark for a consumer (the log end for a replica or a
+        debugging consumer), OFFSET_NOT_AVAILABLE while a new leader's high watermark is
+        below its epoch's start; a timestamp, the first record at or after it below that
+        ceiling (-1/-1 when none)."""
+        answers: dict[tuple[str, int], ListOffsetsPartitionResponse] = {}
+        queries: list[OffsetTimestampQuery] = []
+        for topic in req.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.name, p.partition_index)
+                partition, code = self._fenced_leader(tp, p.current_leader_epoch)
+                if partition is None:
+                    answers[topic.name, p.partition_index] = ListOffsetsPartitionResponse(
+                        partition_index=p.partition_index, error_code=code
+                    )
+                    continue
+                consumer = req.replica_id == -1
+                ceiling = partition.high_watermark if consumer else partition.log_end_offset
+                if p.timestamp == EARLIEST_TIMESTAMP:
+                    answer = ListOffsetsPartitionResponse(
+                        partition_index=p.partition_index, offset=partition.log_start_offset
+                    )
+                elif p.timestamp == LATEST_TIMESTAMP:
+                    if consumer and partition.high_watermark < partition.leader_epoch_start_offset:
+                        answer = ListOffsetsPartitionResponse(
+                            partition_index=p.partition_index,
+                            error_code=ErrorCode.OFFSET_NOT_AVAILABLE,
+                        )
+                    else:
+                        answer = ListOffsetsPartitionResponse(
+                            partition_index=p.partition_index,
+                            offset=ceiling,
+                            leader_epoch=partition.leader_epoch,
+                        )
+                else:
+                    queries.append(
+                        OffsetTimestampQuery(
+                            topic=topic.name, partition=p.partition_index, timestamp=p.timestamp
+                        )
+                    )
+                    continue
+                answers[topic.name, p.partition_index] = answer
+        if queries:
+            reply = await self._broker.ask(
+                self._broker.log_manager_ref, LookupOffsets(queries=tuple(queries))
+            )
+            assert isinstance(reply, OffsetsFound)
+            for found in reply.results:
+                partition = self.partitions[TopicPartition(found.topic, found.partition)]
+                ceiling = (
+                    partition.high_watermark if req.replica_id == -1 else partition.log_end_offset
+                )
+                hit = found.error_code is ErrorCode.NONE and 0 <= found.offset < ceiling
+                answers[found.topic, found.partition] = ListOffsetsPartitionResponse(
+                    partition_index=found.partition,
+                    error_code=found.error_code,
+                    timestamp=found.timestamp if hit else -1,
+                    offset=found.offset if hit else -1,
+                )
+        return ListOffsetsResponseData(
+            topics=tuple(
+                ListOffsetsTopicResponse(
+                    name=topic.name,
+                    partitions=tuple(
+                        answers[topic.name, p.partition_index] for p in topic.partitions
+                    ),
+                )
+                for topic in req.topics
+            )
+        )
+
+    async def last_offset_for_leader_epoch(
+        self, req: OffsetForLeaderEpochRequestData
+    ) -> OffsetForLeaderEpochResponseData:
+        """``Partition.lastOffsetForLeaderEpoch`` on the leader: the largest epoch at or
+        below the one asked and where it ends in the leader's epoch cache (the log end for
+        the current epoch)."""
+        answers: dict[tuple[str, int], OffsetForLeaderPartitionResult] = {}
+        queries: list[EpochEndOffsetQuery] = []
+        for topic in req.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.topic, p.partition)
+                partition, code = self._fenced_leader(tp, p.current_leader_epoch)
+                if partition is None:
+                    answers[topic.topic, p.partition] = OffsetForLeaderPartitionResult(
+                        partition=p.partition, error_code=code
+                    )
+                    continue
+                queries.append(
+                    EpochEndOffsetQuery(
+                        topic=topic.topic, partition=p.partition, leader_epoch=p.leader_epoch
+                    )
+                )
+        if queries:
+            reply = await self._broker.ask(
+                self._broker.log_manager_ref, LookupOffsets(queries=tuple(queries))
+            )
+            assert isinstance(reply, OffsetsFound)
+            for found in reply.results:
+                answers[found.topic, found.partition] = OffsetForLeaderPartitionResult(
+                    partition=found.partition,
+                    error_code=found.error_code,
+                    leader_epoch=found.leader_epoch,
+                    end_offset=found.offset,
+                )
+        return OffsetForLeaderEpochResponseData(
+            topics=tuple(
+                OffsetForLeaderTopicResult(
+                    topic=topic.topic,
+                    partitions=tuple(answers[topic.topic, p.partition] for p in topic.partitions),
+                )
+                for topic in req.topics
+            )
+        )
+
+
+def _produce_response(
+    req: ProduceRequestData, responses: Mapping[tuple[str, int], ProducePartitionResponse]
+) -> ProduceResponseData:
+    """The answers in the request's order."""
+    return ProduceResponseData(
+        responses=tuple(
+            ProduceTopicResponse(
+                name=topic.name,
+                partition_responses=tuple(
+                    responses[topic.name, data.index] for data in topic.partition_data
+                ),
+            )
+            for topic in req.topic_data
+        )
+    )
+
+
+def _fetch_error(partition: int, code: ErrorCode) -> FetchPartitionData:
+    """A partition's failed read: no records, offsets unknown (-1), as Kafka answers."""
+    return FetchPartitionData(partition_index=partition, error_code=code, records=b"")
+
+
+def _follower_log_start(req: FetchRequestData, tp: TopicPartition) -> int:
+    for topic in req.topics:
+        if topic.topic == tp.topic:
+            for p in topic.partitions:
+                if p.partition == tp.partition:
+                    return p.log_start_offset
+    return -1

@@ -599,6 +599,36 @@ async def ensure_feature_versioning_enabled(session: StoreSession) -> zkdata.Fea
     return updated
 
 
+# ----------------------------------------------------------------------- producer ids
+
+
+async def allocate_producer_id_block(
+    session: StoreSession, broker_id: BrokerId, size: int = zkdata.PRODUCER_ID_BLOCK_SIZE
+) -> zkdata.ProducerIdBlock:
+    """Reserve the next ``size`` producer ids in ``/latest_producer_id_block``, as
+    ``ProducerIdManager.getNewProducerIdBlock``: read the last block (an empty node: none
+    yet, the first block starts at 0), write the next one conditionally on the version
+    read, and on a conflict read again and retry."""
+    while True:
+        try:
+            data, stat = await session.get(zkdata.LATEST_PRODUCER_ID_BLOCK_PATH)
+        except NoNodeError:
+            with contextlib.suppress(NodeExistsError):
+                await session.create(zkdata.LATEST_PRODUCER_ID_BLOCK_PATH, b"")
+            continue
+        start = zkdata.ProducerIdBlock.decode(data).block_end + 1 if data else 0
+        block = zkdata.ProducerIdBlock(
+            broker=broker_id, block_start=start, block_end=start + size - 1
+        )
+        try:
+            await session.set(
+                zkdata.LATEST_PRODUCER_ID_BLOCK_PATH, block.encode(), version=stat.version
+            )
+        except BadVersionError:
+            continue  # another broker took this block: read again
+        return block
+
+
 # ----------------------------------------------------------------------- topic deletion
 
 
