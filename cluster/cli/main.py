@@ -137,6 +137,15 @@ def _cmd_topics(args: argparse.Namespace) -> int:
     return topics_main(args.args)
 
 
+def _cmd_kafka_tool(args: argparse.Namespace) -> int:
+    """The console tools, each with its own jopt-style parser (``cluster.cli.<module>``)."""
+    import importlib
+
+    module = importlib.import_module(f"cluster.cli.{args.tool_module}")
+    status: int = module.main(args.args)
+    return status
+
+
 def _cmd_zk(args: argparse.Namespace) -> int:
     from cluster.cli.zk import zk_main
 
@@ -342,6 +351,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     topics.add_argument("args", nargs=argparse.REMAINDER)
     topics.set_defaults(func=_cmd_topics)
+
+    for name, module, summary in (
+        (
+            "console-producer",
+            "console_producer",
+            "kafka-console-producer.sh: stdin lines to a topic",
+        ),
+        (
+            "console-consumer",
+            "console_consumer",
+            "kafka-console-consumer.sh: a topic's records to stdout",
+        ),
+        ("get-offsets", "get_offsets", "GetOffsetShell: the earliest, latest or by-time offsets"),
+        ("dump-log", "dump_log", "kafka-dump-log.sh: print log segment and index files"),
+    ):
+        tool = sub.add_parser(
+            name, help=f"{summary} (--help for options)", add_help=False, prefix_chars="\0"
+        )
+        tool.add_argument("args", nargs=argparse.REMAINDER)
+        tool.set_defaults(func=_cmd_kafka_tool, tool_module=module)
 
     zk = sub.add_parser("zk", help="look into the metadata store: ls, get, tree")
     zk.add_argument("zk_command", choices=("ls", "get", "tree"), metavar="{ls,get,tree}")

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Final, TypeVar
+from typing import Final, Self, TypeVar
 
 import anyio
 from anyio.abc import SocketStream
@@ -506,7 +506,7 @@ class KafkaAdminClient:
         self._controller: BrokerId | None = None
         self._next_bootstrap = 0
 
-    async def __aenter__(self) -> KafkaAdminClient:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(
@@ -761,11 +761,11 @@ P = TypeVar("P")
 
 
 class KafkaDataClient(KafkaAdminClient):
-    """The admin client plus what Kafka's producer and consumer do with one partition at a
-    time: Produce, Fetch and ListOffsets sent to the partition's leader, which is learnt
-    from Metadata and learnt again after a retriable partition error or a lost connection
-    (``Sender`` and ``Fetcher``'s handling), until ``default.api.timeout.ms`` runs out. The
-    last retriable error is then raised as ``KafkaApiError``."""
+    """The admin client plus what Kafka's producer and consumer do: Produce and ListOffsets
+    of one partition, and rounds of Fetches, sent to the partitions' leaders. A leader is
+    learnt from Metadata, and again after a retriable partition error or a lost connection
+    (``Sender`` and ``Fetcher``'s handling); Produce and ListOffsets retry until
+    ``default.api.timeout.ms`` runs out, then raise the last error as ``KafkaApiError``."""
 
     def __init__(
         self,
@@ -777,12 +777,26 @@ class KafkaDataClient(KafkaAdminClient):
         super().__init__(bootstrap_servers, config, clock=clock)
         self._leaders: dict[tuple[TopicName, int], BrokerId] = {}
 
-    async def partitions(self, topic: str) -> dict[int, PartitionMetadata]:
-        """The topic's partitions by index, from Metadata (raises ``KafkaApiError`` for a
-        topic the cluster does not have)."""
-        response = await self.metadata([topic])
-        self._brokers = {b.broker_id: (b.host, b.port) for b in response.brokers}
-        (found,) = response.topics
+    async def partitions(
+        self, topic: str, *, auto_create: bool = False
+    ) -> dict[int, PartitionMetadata]:
+        """The topic's partitions by index, from Metadata (asking the brokers to create the
+        topic if ``auto_create``, as a producer does). A topic unknown or without leaders
+        yet is asked again until the deadline; then its error is raised as
+        ``KafkaApiError``."""
+        deadline = self._clock.now() + self.config.default_api_timeout_ms / 1000
+        while True:
+            response = await self.metadata([topic], allow_auto_topic_creation=auto_create)
+            self._brokers = {b.broker_id: (b.host, b.port) for b in response.brokers}
+            (found,) = response.topics
+            code = found.error_code
+            if code is ErrorCode.NONE and any(p.leader < 0 for p in found.partitions):
+                code = ErrorCode.LEADER_NOT_AVAILABLE
+            if code is ErrorCode.NONE or code not in RETRIABLE_PARTITION_ERRORS:
+                break
+            if self._clock.now() >= deadline:
+                break
+            await self._backoff(deadline)
         if found.error_code is not ErrorCode.NONE:
             raise api_error(found.error_code, None)
         for p in found.partitions:
@@ -823,44 +837,68 @@ class KafkaDataClient(KafkaAdminClient):
             "produce", name, partition, request, ProduceResponseData, answer
         )
 
-    async def fetch(
+    async def fetch_positions(
         self,
         topic: str,
-        partition: int,
-        offset: int,
+        positions: Mapping[int, int],
         *,
         max_wait_ms: int = 500,
         min_bytes: int = 1,
         max_bytes: int = 52_428_800,
         partition_max_bytes: int = 1_048_576,
-    ) -> FetchPartitionData:
-        """One Fetch of one partition from ``offset``, as a consumer (``replica_id`` -1,
-        no fetch session)."""
+    ) -> dict[int, FetchPartitionData]:
+        """One round of a consumer's ``Fetcher``: one Fetch per leader for the partitions
+        it leads, from their positions. A partition whose leader is unknown or
+        unreachable is left out of the answer (its leader is learnt again next round); one
+        answered with a retriable error is in it, with the error."""
         name = TopicName(topic)
-        request = FetchRequestData(
-            max_wait_ms=max_wait_ms,
-            min_bytes=min_bytes,
-            max_bytes=max_bytes,
-            topics=(
-                FetchTopic(
-                    topic=name,
-                    partitions=(
-                        FetchPartition(
-                            partition=partition,
-                            fetch_offset=offset,
-                            partition_max_bytes=partition_max_bytes,
+        by_leader: dict[BrokerId, list[int]] = {}
+        for partition in sorted(positions):
+            leader = self._leaders.get((name, partition))
+            if leader is None or leader not in self._brokers:
+                await self.partitions(topic)
+                leader = self._leaders.get((name, partition), BrokerId(-1))
+            if leader >= 0 and leader in self._brokers:
+                by_leader.setdefault(leader, []).append(partition)
+        found: dict[int, FetchPartitionData] = {}
+        for leader, partitions in sorted(by_leader.items()):
+            request = FetchRequestData(
+                max_wait_ms=max_wait_ms,
+                min_bytes=min_bytes,
+                max_bytes=max_bytes,
+                topics=(
+                    FetchTopic(
+                        topic=name,
+                        partitions=tuple(
+                            FetchPartition(
+                                partition=p,
+                                fetch_offset=positions[p],
+                                partition_max_bytes=partition_max_bytes,
+                            )
+                            for p in partitions
                         ),
                     ),
                 ),
-            ),
-        )
-
-        def answer(response: FetchResponseData) -> FetchPartitionData:
+            )
+            try:
+                timeout = self.config.request_timeout_ms / 1000 + max_wait_ms / 1000
+                with anyio.fail_after(timeout):
+                    connection = await self._connect(self._brokers[leader])
+                    response = await connection.request(request)
+            except (TimeoutError, _ConnectionError):
+                await self._drop_connections()
+                for p in partitions:
+                    self._leaders.pop((name, p), None)
+                continue
+            if not isinstance(response, FetchResponseData):
+                raise KafkaClientError(f"fetch: unexpected answer {type(response).__name__}")
             if response.error_code is not ErrorCode.NONE:
                 raise api_error(response.error_code, None)
-            return response.responses[0].partitions[0]
-
-        return await self._leader_call("fetch", name, partition, request, FetchResponseData, answer)
+            for answer in (p for t in response.responses for p in t.partitions):
+                if answer.error_code in RETRIABLE_PARTITION_ERRORS:
+                    self._leaders.pop((name, answer.partition_index), None)
+                found[answer.partition_index] = answer
+        return found
 
     async def list_offset(
         self, topic: str, partition: int, timestamp: int

@@ -19,6 +19,7 @@ from actors.log.records import (
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
     CompressionType,
+    TimestampType,
     batch_headers,
 )
 from protocol.errors import KafkaApiError, KemuError
@@ -225,10 +226,15 @@ def batch_records(data: bytes | memoryview, header: BatchHeader) -> list[Consume
             header_value, at = _read_bytes(record, at)
             headers.append(((name or b"").decode(errors="replace"), header_value))
         sequence = -1 if header.base_sequence < 0 else header.base_sequence + offset_delta
+        timestamp = (
+            header.max_timestamp
+            if header.timestamp_type is TimestampType.LOG_APPEND_TIME
+            else header.first_timestamp + timestamp_delta
+        )
         out.append(
             ConsumedRecord(
                 offset=header.base_offset + offset_delta,
-                timestamp_ms=header.first_timestamp + timestamp_delta,
+                timestamp_ms=timestamp,
                 key=key,
                 value=value,
                 headers=tuple(headers),

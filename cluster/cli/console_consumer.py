@@ -1,0 +1,276 @@
+"""``kemu console-consumer``: Kafka 2.7's ``kafka-console-consumer.sh``
+(``kafka.tools.ConsoleConsumer``) with ``DefaultMessageFormatter``.
+
+kemu has no group coordinator, so the consumer always assigns itself partitions, as
+Kafka's tool does with ``--partition``: the one given, or every partition of
+``--topic``. Where each starts: ``--offset`` (a number, ``earliest`` or ``latest``; with
+``--partition`` only, as in Kafka), else the log start with ``--from-beginning``, else the
+end. An offset the log no longer (or not yet) has restarts at the log start or end as
+``auto.offset.reset`` (earliest with ``--from-beginning``, latest otherwise) says. A
+``--group`` is refused in one line.
+
+Output as ``DefaultMessageFormatter``: per record, the fields asked with ``--property
+print.timestamp|print.partition|print.offset|print.headers|print.key=true`` and the value
+(``print.value``, true), separated by ``key.separator`` (a tab), each record ended by
+``line.separator`` (a newline); a null key or value prints ``null.literal`` ("null").
+Values are written as their bytes. The tool ends after ``--max-messages`` records, after
+``--timeout-ms`` without a record, or on SIGINT/SIGTERM, and then prints "Processed a
+total of N messages" on stderr.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import BinaryIO, Final, TextIO
+
+import anyio
+
+from actors.log.records import TimestampType
+from actors.runtime.clock import RealClock
+from cluster.cli.args import UsageError
+from cluster.cli.client_tools import (
+    CLUSTER_OPTIONS,
+    ToolError,
+    admin_config,
+    client_config,
+    properties,
+    run_tool,
+    tool_bootstrap,
+    usage_text,
+)
+from cluster.cli.jopt import Option, OptionError, Options, java_parse_int, parse
+from cluster.kafka.client import KafkaDataClient, api_error
+from cluster.kafka.records import ConsumedRecord, RecordsError, batch_records, read_batches
+from protocol.errors import ErrorCode
+from protocol.kafka_data import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+
+__all__ = ["main"]
+
+SPECS: Final = (
+    *CLUSTER_OPTIONS,
+    Option("topic", "The topic id to consume on.", "topic"),
+    Option(
+        "partition", "The partition to consume from (all of the topic's without it).", "partition"
+    ),
+    Option(
+        "offset",
+        "The offset id to consume from (a non-negative number), or 'earliest' which means from"
+        " beginning, or 'latest' which means from end (default: latest).",
+        "consume offset",
+    ),
+    Option("from-beginning", "Start with the earliest message present in the log."),
+    Option(
+        "max-messages", "The maximum number of messages to consume before exiting.", "num_messages"
+    ),
+    Option("timeout-ms", "Exit if no message is available for this long (ms).", "timeout_ms"),
+    Option("property", "The properties to initialize the message formatter.", "prop"),
+    Option("consumer-property", "Consumer properties in the form key=value.", "consumer_prop"),
+    Option("consumer.config", "Consumer config properties file.", "config file"),
+    Option("group", "The consumer group id (kemu: not supported).", "consumer group id"),
+    Option(
+        "isolation-level", "read_committed or read_uncommitted (the same in kemu).", "isolation"
+    ),
+)
+USAGE: Final = usage_text(
+    "This tool helps to read data from Kafka topics and outputs it to standard output.", SPECS
+)
+_TIMESTAMP_TYPES: Final = {
+    TimestampType.CREATE_TIME: "CreateTime",
+    TimestampType.LOG_APPEND_TIME: "LogAppendTime",
+}  # ``TimestampType.name`` in Kafka
+POLL_WAIT_MS: Final = 500  # the Fetch max_wait_ms of each round (fetch.max.wait.ms)
+
+
+@dataclass(frozen=True)
+class _Formatter:
+    """``DefaultMessageFormatter`` and its properties."""
+
+    print_timestamp: bool = False
+    print_partition: bool = False
+    print_offset: bool = False
+    print_headers: bool = False
+    print_key: bool = False
+    print_value: bool = True
+    key_separator: bytes = b"\t"
+    line_separator: bytes = b"\n"
+    headers_separator: bytes = b","
+    null_literal: bytes = b"null"
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str]) -> _Formatter:
+        def flag(name: str, default: bool) -> bool:
+            return props.get(name, str(default)).strip().lower() == "true"
+
+        return cls(
+            print_timestamp=flag("print.timestamp", False),
+            print_partition=flag("print.partition", False),
+            print_offset=flag("print.offset", False),
+            print_headers=flag("print.headers", False),
+            print_key=flag("print.key", False),
+            print_value=flag("print.value", True),
+            key_separator=props.get("key.separator", "\t").encode(),
+            line_separator=props.get("line.separator", "\n").encode(),
+            headers_separator=props.get("headers.separator", ",").encode(),
+            null_literal=props.get("null.literal", "null").encode(),
+        )
+
+    def format(self, partition: int, record: ConsumedRecord, timestamp_type: str) -> bytes:
+        fields: list[bytes] = []
+        if self.print_timestamp:
+            fields.append(
+                b"NO_TIMESTAMP"
+                if record.timestamp_ms < 0
+                else f"{timestamp_type}:{record.timestamp_ms}".encode()
+            )
+        if self.print_partition:
+            fields.append(f"Partition:{partition}".encode())
+        if self.print_offset:
+            fields.append(f"Offset:{record.offset}".encode())
+        if self.print_headers:
+            fields.append(
+                self.headers_separator.join(
+                    name.encode() + b":" + (self.null_literal if value is None else value)
+                    for name, value in record.headers
+                )
+                if record.headers
+                else b"NO_HEADERS"
+            )
+        if self.print_key:
+            fields.append(self.null_literal if record.key is None else record.key)
+        if self.print_value:
+            fields.append(self.null_literal if record.value is None else record.value)
+        return self.key_separator.join(fields) + self.line_separator
+
+
+def _start(opts: Options) -> tuple[int | None, int]:
+    """The partition asked (None: all) and where to start: an offset, or -1 latest / -2
+    earliest (``ConsoleConsumer.ConsumerConfig``'s checks)."""
+    if opts.has("group"):
+        raise UsageError("kemu has no consumer groups: --group is not supported (use --partition)")
+    partition = opts.int_value("partition")
+    text = opts.value("offset")
+    if text is not None and partition is None:
+        raise UsageError("The partition is required when offset is specified.")
+    if partition is not None and partition < 0:
+        raise UsageError(f"The partition must be non-negative, not {partition}")
+    if text is None:
+        return partition, EARLIEST_TIMESTAMP if opts.has("from-beginning") else LATEST_TIMESTAMP
+    if text.lower() == "earliest":
+        return partition, EARLIEST_TIMESTAMP
+    if text.lower() == "latest":
+        return partition, LATEST_TIMESTAMP
+    number = java_parse_int(text)
+    if number is None or number < 0:
+        raise UsageError(
+            f"The provided offset value '{text}' is incorrect. Valid values are 'earliest',"
+            " 'latest', or a non-negative long."
+        )
+    return partition, number
+
+
+async def _position(client: KafkaDataClient, topic: str, partition: int, timestamp: int) -> int:
+    answer = await client.list_offset(topic, partition, timestamp)
+    if answer.error_code is not ErrorCode.NONE:
+        raise api_error(answer.error_code, None)
+    return answer.offset
+
+
+async def consume(argv: Sequence[str], *, stdout: BinaryIO, err: TextIO) -> int:
+    opts = parse(argv, SPECS)
+    if opts.has("help"):
+        raise UsageError("")
+    if not opts.has("topic"):
+        raise UsageError("Exactly one of whitelist/topic is required.")
+    topic = opts.value("topic") or ""
+    partition, start = _start(opts)
+    max_messages = opts.int_value("max-messages")
+    timeout_ms = opts.int_value("timeout-ms")
+    formatter = _Formatter.from_properties(properties(opts, "property"))
+    props = client_config(opts, "consumer-property", "consumer.config")
+    reset = EARLIEST_TIMESTAMP if opts.has("from-beginning") else LATEST_TIMESTAMP
+    reset_name = props.get(
+        "auto.offset.reset", "earliest" if opts.has("from-beginning") else "latest"
+    )
+    if opts.has("from-beginning") and reset_name != "earliest":
+        raise OptionError(
+            f"Can't simultaneously specify --from-beginning and 'auto.offset.reset={reset_name}'"
+            " to consumer"
+        )
+    props.setdefault("client.id", "console-consumer")
+    clock = RealClock()
+    processed = 0
+    try:
+        async with (
+            KafkaDataClient(
+                tool_bootstrap(opts), admin_config(props, "default.api.timeout.ms"), clock=clock
+            ) as client,
+            anyio.create_task_group() as tg,
+        ):
+            tg.start_soon(_stop_on_signal, tg.cancel_scope)
+            known = await client.partitions(topic)
+            wanted = sorted(known) if partition is None else [partition]
+            if partition is not None and partition not in known:
+                raise ToolError(f"Partition {partition} of topic {topic} does not exist")
+            positions = {
+                p: start if start >= 0 else await _position(client, topic, p, start) for p in wanted
+            }
+            idle_since = clock.now()
+            while max_messages is None or processed < max_messages:
+                answers = await client.fetch_positions(topic, positions, max_wait_ms=POLL_WAIT_MS)
+                got = 0
+                for p, answer in sorted(answers.items()):
+                    if answer.error_code is ErrorCode.OFFSET_OUT_OF_RANGE:
+                        positions[p] = await _position(client, topic, p, reset)
+                        continue
+                    if answer.error_code is not ErrorCode.NONE:
+                        continue  # retriable: the leader is learnt again next round
+                    for header in read_batches(answer.records):
+                        kind = _TIMESTAMP_TYPES[header.timestamp_type]
+                        for record in batch_records(answer.records, header):
+                            if record.offset < positions[p]:
+                                continue  # a batch starts before the position
+                            if max_messages is not None and processed >= max_messages:
+                                break
+                            stdout.write(formatter.format(p, record, kind))
+                            processed += 1
+                            got += 1
+                            positions[p] = record.offset + 1
+                        positions[p] = max(positions[p], header.next_offset)
+                stdout.flush()
+                if got:
+                    idle_since = clock.now()
+                elif timeout_ms is not None and (clock.now() - idle_since) * 1000 >= timeout_ms:
+                    break
+            tg.cancel_scope.cancel()
+    except RecordsError as exc:
+        raise ToolError(f"Error processing message, terminating consumer process: {exc}") from exc
+    finally:
+        err.write(f"Processed a total of {processed} messages\n")
+    return 0
+
+
+async def _stop_on_signal(scope: anyio.CancelScope) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            scope.cancel()
+            return
+
+
+def main(
+    argv: Sequence[str],
+    *,
+    stdout: BinaryIO | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """``kemu console-consumer ARGS``: run it and return the exit status."""
+    error = err or sys.stderr
+    return run_tool(
+        lambda: consume(argv, stdout=stdout or sys.stdout.buffer, err=error),
+        usage=USAGE,
+        err=error,
+        out=out or sys.stdout,
+    )

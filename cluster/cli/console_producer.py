@@ -1,0 +1,218 @@
+"""``kemu console-producer``: Kafka 2.7's ``kafka-console-producer.sh``
+(``kafka.tools.ConsoleProducer``).
+
+Each line of stdin becomes one record (its bytes, without the line end) sent to
+``--topic``; EOF ends the tool. With ``--property parse.key=true`` a line is
+``key<key.separator>value`` (separator a tab unless given; a line without one is an
+error, as ``LineMessageReader`` says "No key found on line N"). A keyed record goes to
+``murmur2(key) % partitions`` (``DefaultPartitioner``); unkeyed records stick to one
+partition per batch (``StickyPartitionCache``). Lines read together are sent as one batch
+per partition; from a terminal, each line as it is typed.
+
+Producer settings as the tool's: ``acks`` 1 unless ``--request-required-acks`` or
+``--producer-property acks=...`` say otherwise (0, 1, -1 or all); ``compression.type``
+(or ``--compression-codec``) none or gzip; ``max.block.ms`` is how long to wait for the
+topic's metadata and for each send. A send that fails prints Kafka's
+``ErrorLoggingCallback`` line on stderr and the tool exits 1 after the rest of the input.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from collections.abc import Sequence
+from typing import BinaryIO, Final, TextIO
+
+import anyio
+
+from actors.log.records import CompressionType
+from actors.runtime.clock import RealClock
+from cluster.cli.args import UsageError
+from cluster.cli.client_tools import (
+    CLUSTER_OPTIONS,
+    ToolError,
+    admin_config,
+    client_config,
+    properties,
+    run_tool,
+    tool_bootstrap,
+    usage_text,
+)
+from cluster.cli.jopt import Option, OptionError, Options, parse
+from cluster.kafka.client import KafkaDataClient, api_error
+from cluster.kafka.records import ProducerRecord, encode_batch
+from protocol.errors import ErrorCode, KafkaApiError
+
+__all__ = ["main", "murmur2", "partition_for_key"]
+
+SPECS: Final = (
+    *CLUSTER_OPTIONS,
+    Option("topic", "REQUIRED: the topic id to produce messages to.", "topic"),
+    Option(
+        "property",
+        "A mechanism to pass user-defined properties in the form key=value to the message"
+        " reader (parse.key, key.separator, ignore.error).",
+        "prop",
+    ),
+    Option("producer-property", "Producer properties in the form key=value.", "producer_prop"),
+    Option("producer.config", "Producer config properties file.", "config file"),
+    Option(
+        "request-required-acks", "The required acks of the producer requests (default 1).", "acks"
+    ),
+    Option(
+        "compression-codec", "The compression codec: either 'none' or 'gzip'.", "compression-codec"
+    ),
+    Option("sync", "If set, message send requests are sent synchronously (always, in kemu)."),
+)
+USAGE: Final = usage_text(
+    "This tool helps to read data from standard input and publish it to Kafka.", SPECS
+)
+BATCH_LINES: Final = 500  # lines read at once from a pipe; a terminal gives one at a time
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's ``Utils.murmur2`` (a signed 32-bit result, as Java's int)."""
+    m, mask = 0x5BD1E995, 0xFFFFFFFF
+    length = len(data)
+    h = (0x9747B28C ^ length) & mask
+    for i in range(0, length - length % 4, 4):
+        k = int.from_bytes(data[i : i + 4], "little")
+        k = (k * m) & mask
+        k ^= k >> 24
+        k = (k * m) & mask
+        h = ((h * m) & mask) ^ k
+    tail = length & ~3
+    rest = length % 4
+    if rest == 3:
+        h ^= data[tail + 2] << 16
+    if rest >= 2:
+        h ^= data[tail + 1] << 8
+    if rest >= 1:
+        h ^= data[tail]
+        h = (h * m) & mask
+    h ^= h >> 13
+    h = (h * m) & mask
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for_key(key: bytes, partitions: int) -> int:
+    """``DefaultPartitioner``: ``toPositive(murmur2(key)) % numPartitions``."""
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def _acks(opts: Options, props: dict[str, str]) -> int:
+    text = props.get("acks", opts.value("request-required-acks") or "1")
+    acks = {"all": -1, "-1": -1, "0": 0, "1": 1}.get(text.strip())
+    if acks is None:
+        raise OptionError(
+            f"Invalid value {text} for configuration acks: String must be one of: all, -1, 0, 1"
+        )
+    return acks
+
+
+def _compression(opts: Options, props: dict[str, str]) -> CompressionType:
+    text = props.get("compression.type", opts.value("compression-codec") or "none")
+    codec = {"none": CompressionType.NONE, "gzip": CompressionType.GZIP}.get(text.strip())
+    if codec is None:
+        raise OptionError(f"kemu's console producer compresses with none or gzip, not {text}")
+    return codec
+
+
+class _LineReader:
+    """``LineMessageReader``: lines to records, keys parsed if asked."""
+
+    def __init__(self, props: dict[str, str]) -> None:
+        self.parse_key = props.get("parse.key", "false").strip().lower() == "true"
+        self.separator = props.get("key.separator", "\t").encode()
+        self.line_number = 0
+
+    def record(self, line: bytes, timestamp_ms: int) -> ProducerRecord:
+        self.line_number += 1
+        line = line.removesuffix(b"\n").removesuffix(b"\r")
+        if not self.parse_key:
+            return ProducerRecord(value=line, timestamp_ms=timestamp_ms)
+        key, separator, value = line.partition(self.separator)
+        if not separator:
+            raise ToolError(
+                f"No key found on line {self.line_number}: {line.decode(errors='replace')}"
+            )
+        return ProducerRecord(key=key, value=value, timestamp_ms=timestamp_ms)
+
+
+async def _read_lines(stdin: BinaryIO) -> list[bytes]:
+    """The next lines of stdin: a chunk from a pipe or file, one line from a terminal;
+    empty at EOF."""
+    if stdin.isatty():
+        line = await anyio.to_thread.run_sync(stdin.readline)
+        return [line] if line else []
+    return await anyio.to_thread.run_sync(stdin.readlines, BATCH_LINES * 256)
+
+
+async def produce(argv: Sequence[str], *, stdin: BinaryIO, err: TextIO) -> int:
+    opts = parse(argv, SPECS)
+    if opts.has("help"):
+        raise UsageError("")
+    if not opts.has("topic"):
+        raise UsageError('Missing required argument "[topic]"')
+    topic = opts.value("topic") or ""
+    reader = _LineReader(properties(opts, "property"))
+    props = client_config(opts, "producer-property", "producer.config")
+    acks = _acks(opts, props)
+    compression = _compression(opts, props)
+    props.setdefault("client.id", "console-producer")
+    clock = RealClock()
+    rng = random.Random()
+    failed = 0
+    async with KafkaDataClient(
+        tool_bootstrap(opts), admin_config(props, "max.block.ms"), clock=clock
+    ) as client:
+        count = await _partition_count(client, topic)
+        sticky = rng.randrange(count)
+        while lines := await _read_lines(stdin):
+            by_partition: dict[int, list[ProducerRecord]] = {}
+            for line in lines:
+                record = reader.record(line, clock.wall_ms())
+                partition = sticky if record.key is None else partition_for_key(record.key, count)
+                by_partition.setdefault(partition, []).append(record)
+            for partition, records in by_partition.items():
+                batch = encode_batch(records, compression=compression)
+                try:
+                    answer = await client.produce(topic, partition, batch, acks=acks)
+                    if answer.error_code is not ErrorCode.NONE:
+                        raise api_error(answer.error_code, answer.error_message)
+                except KafkaApiError as exc:
+                    failed += len(records)
+                    for record in records:
+                        key = "null" if record.key is None else f"{len(record.key)} bytes"
+                        size = 0 if record.value is None else len(record.value)
+                        err.write(
+                            f"ERROR Error when sending message to topic {topic} with key: {key},"
+                            f" value: {size} bytes with error: {exc}\n"
+                        )
+            sticky = rng.randrange(count)  # StickyPartitionCache.nextPartition: a new batch
+    return 1 if failed else 0
+
+
+async def _partition_count(client: KafkaDataClient, topic: str) -> int:
+    """The topic's partition count, once Metadata has one (auto-creating the topic where
+    the brokers allow it, as a producer's Metadata request does)."""
+    partitions = await client.partitions(topic, auto_create=True)
+    return len(partitions)
+
+
+def main(
+    argv: Sequence[str],
+    *,
+    stdin: BinaryIO | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """``kemu console-producer ARGS``: run it and return the exit status."""
+    error = err or sys.stderr
+    return run_tool(
+        lambda: produce(argv, stdin=stdin or sys.stdin.buffer, err=error),
+        usage=USAGE,
+        err=error,
+        out=out or sys.stdout,
+    )
