@@ -18,6 +18,9 @@ the components it owns, each named after Kafka's:
 * the data plane: Produce, Fetch, ListOffsets and OffsetForLeaderEpoch through the
   ``ReplicaManager`` (with its ``Partition``s and delayed requests,
   ``actors.broker.delayed_data``), InitProducerId through the ``ProducerIdManager``.
+* ``Replication`` (``actors.broker.replication``): the replica fetchers of the
+  partitions it follows and the AlterIsr changes of those it leads, plugged into the
+  ``ReplicaManager`` as its ``ReplicationHooks``.
 
 They are components, not actors: they run on the broker's one task, take their requests
 from its one mailbox, and their state is the broker's private state. Timers and helper
@@ -49,6 +52,7 @@ from actors.broker.names import (
 from actors.broker.producer_ids import ProducerIdManager
 from actors.broker.purgatory import DelayedOperationPurgatory
 from actors.broker.replica_manager import ReplicaManager
+from actors.broker.replication import Replication
 from actors.controller.controller import ControllerConfig, KafkaController
 from actors.log.disk import Disk
 from actors.log.manager import LogManager
@@ -111,6 +115,12 @@ class Broker(Actor):
         self.replica_manager = ReplicaManager(self)
         self.admin_manager = AdminManager(self, self.purgatory)
         self.producer_ids = ProducerIdManager(self)
+        self.replication = Replication(
+            self,
+            self.broker_id,
+            log_manager=ActorRef(broker_node_id(self.broker_id), LOG_MANAGER_ACTOR),
+        )
+        self.replica_manager.hooks = self.replication
         self.apis = KafkaApis(
             self, self.replica_manager, self.admin_manager, self.purgatory, self.producer_ids
         )
@@ -176,6 +186,9 @@ class Broker(Actor):
                 name=LOG_MANAGER_ACTOR,
             )
         )
+        # The replica fetchers and the AlterIsrManager (ReplicaManager.startup), before
+        # the registration makes this broker a replica the controller may talk to.
+        await self.replication.start(self.replica_manager)
         registration = self.registration()
         await self.register(registration)
         if self._with_controller:
@@ -252,6 +265,8 @@ class Broker(Actor):
 
     async def receive(self, msg: Message, ctx: Context) -> Message | None:
         """The broker's own messages here; every Kafka request through ``KafkaApis``."""
+        if self.replication.handle(msg):
+            return None
         match msg:
             case PurgatoryExpired(operation=op):
                 self.purgatory.expire(op)

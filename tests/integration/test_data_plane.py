@@ -3,9 +3,10 @@ leader (Kafka's ReplicaManager and Partition), against a real in-process cluster
 embedded store.
 
 The requests are the typed values the broker's Kafka listener hands it; batches are built
-by a real client's code (``tests.support.record_batches``). A follower is played by the
-test: it sends the leader the very Fetch a replica fetcher sends (``replica_id`` = the
-follower's broker id), which is what moves the high watermark.
+by a real client's code (``tests.support.record_batches``). Where a test plays the
+follower itself, the real follower's fetches are dropped by a network rule and the test
+sends the leader the very Fetch a replica fetcher sends (``replica_id`` = the follower's
+broker id), which is what moves the high watermark.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import anyio
 import pytest
 
 from actors.broker.broker import broker_ref
+from cluster.network.faults import Drop, Match
 from protocol import zkdata
 from protocol.errors import ErrorCode
 from protocol.ids import TopicName
@@ -67,6 +69,20 @@ LONG = 20_000
 async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
     async with running_cluster(tmp_path / "logs", brokers=2) as h:
         yield h
+
+
+def silence_follower(h: Harness, follower: int = 1, leader: int = 0) -> None:
+    """Drop every fetch and epoch request of ``follower``'s replica fetchers to ``leader``."""
+    assert h.cluster.network is not None
+    h.cluster.network.add_rule(
+        Drop(
+            match=Match.where(
+                src=f"broker-{follower}",
+                dst=f"broker-{leader}",
+                types=(FetchRequestData, OffsetForLeaderEpochRequestData),
+            )
+        )
+    )
 
 
 async def make_topic(
@@ -214,6 +230,7 @@ async def test_acks_all_waits_for_the_follower_and_consumers_see_only_below_hw(
     fetched past its records (the high watermark passed them); until then consumers see
     nothing of it, and a follower sees it up to the log end."""
     h = harness
+    silence_follower(h)
     await make_topic(h, "acked", [0, 1])
     answer: list[ProducePartitionResponse] = []
 
@@ -247,6 +264,7 @@ async def test_acks_all_times_out_without_the_follower_and_keeps_the_write(
     """A follower that never fetches lets an acks=all produce time out
     (REQUEST_TIMED_OUT); the records stay in the leader's log."""
     h = harness
+    silence_follower(h)
     await make_topic(h, "slow", [0, 1])
     answer = await produce(h, "slow", client_batch([b"a"]), acks=-1, timeout_ms=200)
     assert answer.error_code is ErrorCode.REQUEST_TIMED_OUT
@@ -392,3 +410,15 @@ async def test_deleting_a_topic_with_records_renames_its_log(harness: Harness) -
     found = await eventually(probe, until=bool, timeout=30)
     assert (found[0] / "00000000000000000000.log").stat().st_size > 0
     assert not [d for d in broker_dir.rglob("gone-0") if d.is_dir()]
+
+
+async def test_the_follower_replicates_and_acks_all_completes(harness: Harness) -> None:
+    """With the follower's replica fetcher running, acks=all is answered once it has the
+    records; the follower's log then holds them at the same offsets."""
+    h = harness
+    await make_topic(h, "replicated", [0, 1])
+    answer = await produce(h, "replicated", client_batch([b"a", b"b"]), acks=-1)
+    assert (answer.error_code, answer.base_offset) == (ErrorCode.NONE, 0)
+    copy = await fetch(h, "replicated", 0, replica_id=-2, to=1)  # a debugging read of broker 1
+    assert values(copy) == [b"a", b"b"]
+    assert [b.batch.partition_leader_epoch for b in decode_batches(copy.records)] == [0]
