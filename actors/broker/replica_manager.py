@@ -327,7 +327,11 @@ class ReplicaManager:
     # ------------------------------------------------------------------ leadership
 
     def _now_ms(self) -> int:
-        """The broker's monotonic time in ms (follower lag, caught-up times)."""
+        """The broker's time in ms for follower lag and caught-up times: its clock's
+        monotonic time, as ``Replication``'s ISR-expiration timer reads it. (Kafka uses
+        wall time, where a follower never caught up, 0, is long ago; on a clock that
+        starts at 0 such a follower counts as caught up for the first
+        ``replica.lag.time.max.ms``.)"""
         return int(self._broker.clock.now() * 1000)
 
     def _became(self, leaders: list[TopicPartition], followers: list[Partition]) -> None:
