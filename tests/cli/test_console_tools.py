@@ -1,0 +1,218 @@
+"""kemu's console tools without a cluster: the key partitioner (Kafka's murmur2), record
+batches written and read back, ``dump-log`` on segment and index files, and bad command
+lines refused in one line with exit status 1 before anything is sent. Against a running
+cluster: tests/integration/test_data_clients.py."""
+
+from __future__ import annotations
+
+import io
+import struct
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.partitioner.default import murmur2  # type: ignore[import-untyped]
+from kio.records.readers import read_batch
+
+from actors.log.records import CompressionType
+from cluster.cli import console_consumer, console_producer, dump_log, get_offsets
+from cluster.cli.console_producer import murmur2 as kemu_murmur2
+from cluster.cli.console_producer import partition_for_key
+from cluster.kafka.records import ProducerRecord, batch_records, encode_batch, read_batches
+from tests.support.record_batches import client_batch, set_field
+
+# ---------------------------------------------------------------------- partitioning
+
+
+def test_murmur2_matches_kafkas_test_vectors() -> None:
+    """``Utils.murmur2`` of the strings Kafka's own UtilsTest checks."""
+    assert [
+        kemu_murmur2(s)
+        for s in (
+            b"21",
+            b"foobar",
+            b"a-little-bit-long-string",
+            b"a-little-bit-longer-string",
+            b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8",
+        )
+    ] == [-973932308, -790332482, -985981536, -1486304829, -58897971]
+
+
+@given(key=st.binary(max_size=40), partitions=st.integers(1, 50))
+def test_keys_go_where_kafka_python_sends_them(key: bytes, partitions: int) -> None:
+    """A keyed record's partition is the one kafka-python's DefaultPartitioner picks, from
+    its own murmur2 (a second implementation of Kafka's, unsigned)."""
+    assert kemu_murmur2(key) % 2**32 == murmur2(key)
+    assert partition_for_key(key, partitions) == (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+# ---------------------------------------------------------------------- batches
+
+records = st.lists(
+    st.builds(
+        ProducerRecord,
+        value=st.none() | st.binary(max_size=30),
+        key=st.none() | st.binary(max_size=10),
+        headers=st.lists(
+            st.tuples(st.text(max_size=5), st.none() | st.binary(max_size=5)), max_size=2
+        ).map(tuple),
+        timestamp_ms=st.integers(0, 2**41),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@settings(max_examples=50)
+@given(sent=records, gzip=st.booleans())
+def test_batches_read_back_as_written(sent: list[ProducerRecord], gzip: bool) -> None:
+    """A batch ``encode_batch`` writes is one valid v2 batch to kio's reader (an
+    independent implementation), and ``batch_records`` gives back every record."""
+    codec = CompressionType.GZIP if gzip else CompressionType.NONE
+    data = encode_batch(sent, compression=codec)
+    if not gzip:  # kio reads uncompressed batches only, and checks the CRC
+        theirs, size = read_batch(data, 0)
+        assert size == len(data)
+        assert [(r.key, r.value) for r in theirs.records] == [(r.key, r.value) for r in sent]
+    (header,) = read_batches(data)
+    assert (header.compression, header.records_count) == (codec, len(sent))
+    back = batch_records(data, header)
+    assert [(r.offset, r.key, r.value, r.headers) for r in back] == [
+        (i, r.key, r.value, r.headers) for i, r in enumerate(sent)
+    ]
+    assert [r.timestamp_ms for r in back] == [r.timestamp_ms for r in sent]
+
+
+# ---------------------------------------------------------------------- dump-log
+
+
+def run(module: object, *argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    status = module.main(list(argv), out=out, err=err)  # type: ignore[attr-defined]
+    return status, out.getvalue(), err.getvalue()
+
+
+def test_dump_log_prints_batches_records_and_the_torn_tail(tmp_path: Path) -> None:
+    """A segment of two batches (the second gzip, keyed) and 7 stray bytes: a batch line
+    each, record lines with --print-data-log, and the stray bytes reported."""
+    first = set_field(
+        client_batch([b"a", b"bb"], key=None, timestamps=[1000, 1001]), "base_offset", 100
+    )
+    second = set_field(client_batch([b"ccc"], codec=1, timestamps=[2000]), "base_offset", 102)
+    segment = tmp_path / "00000000000000000100.log"
+    segment.write_bytes(first + second + b"garbage")
+    status, out, err = run(dump_log, "--files", str(segment), "--print-data-log")
+    assert (status, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[:2] == [f"Dumping {segment}", "Starting offset: 100"]
+    assert lines[2].startswith(
+        "baseOffset: 100 lastOffset: 101 count: 2 baseSequence: -1 lastSequence: -1"
+        " producerId: -1 producerEpoch: -1 partitionLeaderEpoch: -1 isTransactional: false"
+        " isControl: false position: 0 CreateTime: 1001 size: "
+    )
+    (crc,) = struct.unpack_from(">I", first, 17)
+    assert lines[2].endswith(f"magic: 2 compresscodec: NONE crc: {crc} isvalid: true")
+    record = "| offset: {} CreateTime: {} keysize: {} valuesize: {} sequence: -1 headerKeys: []"
+    assert lines[3:5] == [
+        record.format(100, 1000, -1, 1) + " payload: a",
+        record.format(101, 1001, -1, 2) + " payload: bb",
+    ]
+    assert f"position: {len(first)} CreateTime: 2000 size: {len(second)}" in lines[5]
+    assert "compresscodec: GZIP" in lines[5]
+    assert lines[6:] == [
+        record.format(102, 2000, 3, 3) + " key: key payload: ccc",
+        f"Found 7 invalid bytes at the end of {segment.name}",
+    ]
+    shallow = run(dump_log, "--files", str(segment))[1].splitlines()
+    assert [line.split(" ")[0] for line in shallow[2:]] == ["baseOffset:", "baseOffset:", "Found"]
+
+
+def test_dump_log_prints_index_entries_up_to_the_unused_ones(tmp_path: Path) -> None:
+    """An offset index and a time index, preallocated with zeros after two entries: each
+    entry with its absolute offset, none of the unused ones."""
+    index = tmp_path / "00000000000000000050.index"
+    index.write_bytes(struct.pack(">iiii", 0, 0, 7, 4096) + bytes(80))
+    times = tmp_path / "00000000000000000050.timeindex"
+    times.write_bytes(struct.pack(">qiqi", 1000, 3, 2000, 9) + bytes(120))
+    status, out, _ = run(dump_log, "--files", f"{index},{times}")
+    assert status == 0
+    assert out.splitlines() == [
+        f"Dumping {index}",
+        "offset: 50 position: 0",
+        "offset: 57 position: 4096",
+        f"Dumping {times}",
+        "timestamp: 1000 offset: 53",
+        "timestamp: 2000 offset: 59",
+    ]
+
+
+# ---------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    ("module", "argv", "first_line"),
+    [
+        (
+            console_producer,
+            ["--bootstrap-server", "127.0.0.1:1"],
+            'Missing required argument "[topic]"',
+        ),
+        (
+            console_producer,
+            ["--bootstrap-server", "127.0.0.1:1", "--topic", "t", "--producer-property", "acks=2"],
+            "Invalid value 2 for configuration acks: String must be one of: all, -1, 0, 1",
+        ),
+        (
+            console_producer,
+            ["--bootstrap-server", "127.0.0.1:1", "--topic", "t", "--property", "parse.key"],
+            "Invalid command line properties: parse.key (expected key=value)",
+        ),
+        (
+            console_consumer,
+            ["--bootstrap-server", "127.0.0.1:1", "--topic", "t", "--offset", "3"],
+            "The partition is required when offset is specified.",
+        ),
+        (
+            console_consumer,
+            [
+                "--bootstrap-server",
+                "127.0.0.1:1",
+                "--topic",
+                "t",
+                "--partition",
+                "0",
+                "--offset",
+                "x",
+            ],
+            "The provided offset value 'x' is incorrect. Valid values are 'earliest', 'latest',"
+            " or a non-negative long.",
+        ),
+        (
+            console_consumer,
+            ["--bootstrap-server", "127.0.0.1:1", "--topic", "t", "--group", "g"],
+            "kemu has no consumer groups: --group is not supported (use --partition)",
+        ),
+        (
+            console_consumer,
+            ["--topic", "t", "--no-such-option"],
+            "no-such-option is not a recognized option",
+        ),
+        (
+            get_offsets,
+            ["--bootstrap-server", "127.0.0.1:1", "--topic", "t", "--time", "soon"],
+            "Cannot parse argument 'soon' of option time",
+        ),
+        (dump_log, ["--files", "segment.txt"], "Ignoring unknown file segment.txt"),
+        (dump_log, [], 'Missing required argument "[files]"'),
+    ],
+)
+def test_bad_command_lines_are_one_line_and_exit_1(
+    module: object, argv: list[str], first_line: str
+) -> None:
+    """A bad option or value is refused with its one line on stderr (then the usage, for a
+    usage error) and exit status 1, before any connection is tried (the servers named
+    here do not listen)."""
+    status, out, err = run(module, *argv)
+    assert (status, out) == (1, "")
+    assert err.splitlines()[0] == first_line
