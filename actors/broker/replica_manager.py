@@ -25,6 +25,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol
 
+import anyio.lowlevel
+
 from actors.broker.delayed_data import DataPurgatory, DelayedFetch, DelayedProduce, timed_out
 from actors.broker.isr import LeaderIsr
 from actors.broker.partition import DEFAULT_REPLICA_LAG_TIME_MAX_MS, Partition
@@ -97,6 +99,8 @@ if TYPE_CHECKING:
 
 FILE_DELETE_DELAY_MS = "file.delete.delay.ms"  # the topic config a deleted log waits for
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
+_PARTITIONS_PER_CHECKPOINT: Final = 1000
+"""Partitions of a LeaderAndIsr made leader or follower between two yields to the loop."""
 FETCH_MAX_BYTES: Final = 57_671_680
 """``fetch.max.bytes``: the most one Fetch answer holds (with one batch past it)."""
 LOG_CONFIGS: Final = frozenset(
@@ -212,7 +216,9 @@ class ReplicaManager:
             now_ms = self._now_ms()
             leaders: list[TopicPartition] = []
             followers: list[Partition] = []
-            for outcome, state in zip(reply.results, accepted, strict=True):
+            for i, (outcome, state) in enumerate(zip(reply.results, accepted, strict=True)):
+                if i and i % _PARTITIONS_PER_CHECKPOINT == 0:
+                    await anyio.lowlevel.checkpoint()  # a yield only: no virtual time passes
                 tp = TopicPartition(state.topic, state.partition)
                 codes[tp] = outcome.error_code
                 if outcome.error_code is not ErrorCode.NONE:
@@ -340,7 +346,6 @@ class ReplicaManager:
         parked requests are answered (NOT_LEADER_OR_FOLLOWER) right after."""
         if leaders:
             self.hooks.stop_fetching(leaders)
-            self._trace_hw(leaders)
         if followers:
             self.hooks.make_followers(followers)
             self._broker.send_self(CompleteDelayedData(partitions=tuple(p.tp for p in followers)))
