@@ -193,6 +193,22 @@ def register_store(store: str, cluster_file: Path) -> None:
     if store.startswith(EMBEDDED_SCHEME):
         note = {"store": store, "cluster_file": str(cluster_file.resolve())}
         write_private(_note_path(store), (json.dumps(note) + "\n").encode())
+        _prune_notes(keep=_note_path(store))
+
+
+def _prune_notes(*, keep: Path) -> None:
+    """Remove the notes of clusters that are gone (a ``kemu up`` that was killed could not
+    remove its own): their cluster file is missing, unreadable, or its launcher dead."""
+    for note in run_directory().glob("embedded_*.json"):
+        if note == keep:
+            continue
+        try:
+            noted = Path(json.loads(note.read_text())["cluster_file"])
+            gone = not ClusterFile.read(noted).is_running()
+        except (OSError, ValueError, KeyError, TypeError, ClusterFileError):
+            gone = True
+        if gone:
+            note.unlink(missing_ok=True)
 
 
 def unregister_store(store: str, cluster_file: Path) -> None:

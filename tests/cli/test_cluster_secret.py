@@ -5,8 +5,11 @@ or fails in one line saying where it comes from."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -97,6 +100,35 @@ def test_a_bare_address_is_found_through_the_run_directory(run_dir: Path, tmp_pa
     unregister_store(STORE, elsewhere)
     with pytest.raises(ClusterFileError, match="asks for its cluster's secret"):
         store_secret(STORE)
+
+
+def test_registering_a_store_drops_the_notes_of_clusters_that_are_gone(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    """A killed ``kemu up`` leaves its note behind: the next registration removes it (its
+    launcher is dead, or its cluster file gone) and keeps the live ones."""
+    live = tmp_path / "live.json"
+    _file("embedded://127.0.0.1:1", new_secret()).write(live)
+    register_store("embedded://127.0.0.1:1", live)
+    dead = tmp_path / "dead.json"
+    gone = dataclasses.replace(_file("embedded://127.0.0.1:2", new_secret()), pid=_reaped_pid())
+    gone.write(dead)
+    register_store("embedded://127.0.0.1:2", dead)
+    missing = tmp_path / "missing.json"
+    _file("embedded://127.0.0.1:3", new_secret()).write(missing)
+    register_store("embedded://127.0.0.1:3", missing)
+    missing.unlink()
+    register_store(STORE, live)
+    assert sorted(p.name for p in run_dir.iterdir()) == [
+        "embedded_127.0.0.1_1.json",
+        "embedded_127.0.0.1_41234.json",
+    ]
+
+
+def _reaped_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
 
 
 def test_a_run_directory_others_can_write_is_ignored(run_dir: Path, tmp_path: Path) -> None:
