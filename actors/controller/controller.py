@@ -70,7 +70,6 @@ from actors.controller.events import (
     UpdateMetadataResponseReceived,
     ZkPartitionReassignment,
 )
-from actors.controller.isr_expansion import IsrExpansion
 from actors.controller.leader_election import AUTO_REBALANCE_FIRST_DELAY, LeaderElections
 from actors.controller.model import Leadership, PartitionAndReplica
 from actors.controller.partition_state_machine import PartitionStateMachine
@@ -249,7 +248,6 @@ class KafkaController(Actor):
             self.topic_deletion_manager,
             ops,
         )
-        self.isr_expansion = IsrExpansion(self.context, self.reassignments, ops)
         self.alter_isr = AlterIsrHandler(self.context, self.reassignments, ops)
         self.leader_elections = LeaderElections(
             self.context,
@@ -1051,8 +1049,6 @@ class KafkaController(Actor):
             await self._on_replicas_become_offline(
                 [PartitionAndReplica(tp, broker_id) for tp in newly_offline]
             )
-        # The broker has these logs: it is caught up and joins their ISRs.
-        await self.isr_expansion.on_replicas_caught_up(broker_id, online)
 
     def _process_update_metadata_response(
         self, broker_id: BrokerId, response: UpdateMetadataResponse

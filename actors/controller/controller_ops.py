@@ -2,7 +2,7 @@
 
 Kafka writes these as methods of ``KafkaController`` that reach into its ZooKeeper client,
 its request batch and its event queue. kemu keeps their logic in modules of their own
-(``reassignment``, ``leader_election``, ``controlled_shutdown``, ``isr_expansion``); each
+(``reassignment``, ``leader_election``, ``controlled_shutdown``, ``alter_isr``); each
 gets the controller's context and state machines, and this narrow interface for the rest
 (the controller implements it with a small adapter), so that a test can watch what they
 ask for.

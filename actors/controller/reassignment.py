@@ -22,14 +22,12 @@ While a partition of a topic is being reassigned, the topic's deletion is paused
 for deletion is refused with UNKNOWN_TOPIC_OR_PARTITION, as Kafka's
 ``maybeTriggerPartitionReassignment`` does.
 
-How new replicas catch up in kemu: Kafka moves from phase A to B when the partition leader
-adds the new replicas to the ISR (AlterIsr, IBP 2.7) once they have fetched its log. kemu's
-brokers hold no data, so a replica is caught up as soon as its log exists: when a broker
-answers a LeaderAndIsr without error for a partition it is assigned, it joins the ISR
-(``isr_expansion``), and for a partition being reassigned the controller then checks
-whether the reassignment can complete. A target broker that is down answers nothing, so
-the reassignment halts in phase A until it comes back (``resume_for_new_brokers``).
-Deterministic: no timer, only responses and broker changes move it on.
+How new replicas catch up: phase A moves to B when the partition leader adds the new
+replicas to the ISR once they have fetched its log, by an AlterIsr (IBP 2.7) that the
+controller writes (``alter_isr``); after each such change the controller checks whether
+the partition's reassignment can complete (``maybe_complete_reassignment``). A target
+broker that is down fetches nothing, so the reassignment halts in phase A until it comes
+back (``resume_for_new_brokers``) and catches up.
 """
 
 from __future__ import annotations

@@ -22,8 +22,10 @@ from tests.support.fake_brokers import ControllerCluster
 async def shut_down(
     cluster: ControllerCluster, broker_id: int, *, epoch: int | None = None, via: int = 0
 ) -> ControlledShutdownResponse:
-    """Ask broker ``via``'s controller, as a stopping broker does."""
+    """Ask broker ``via``'s controller, as a stopping broker does (which, shutting down,
+    fetches nothing any more: Kafka's ``makeFollowers`` adds no fetcher then)."""
     handle = cluster.brokers[broker_id]
+    handle.broker.shutting_down = True
     request = ControlledShutdownRequest(
         broker_id=BrokerId(broker_id),
         broker_epoch=BrokerEpoch(handle.broker.broker_epoch if epoch is None else epoch),

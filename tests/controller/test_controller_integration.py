@@ -255,8 +255,8 @@ def test_a_bounced_broker_is_treated_as_failed_and_restarted() -> None:
         await cluster.settle()
         (change,) = [e for e in cluster.sink.of("event", "broker_change") if e.fields["bounced"]]
         assert change.fields["bounced"] == [bounced]
-        # Leadership moved at epoch 1; the restarted broker then rejoined the ISR (an
-        # ISR expansion keeps the leader epoch: see actors.controller.isr_expansion).
+        # Leadership moved at epoch 1; the restarted broker then rejoined the ISR by its
+        # leader's AlterIsr, which keeps the leader epoch (actors.controller.alter_isr).
         assert await state_of(cluster, "t") == (
             active.broker_id,
             1,

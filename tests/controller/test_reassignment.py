@@ -98,8 +98,9 @@ def test_partition_reassignment_moves_the_replica_and_removes_the_path() -> None
         (done,) = cluster.sink.of("event", "partition_reassignment_completed")
         assert done.fields["leader"] == 1
         assert done.fields["leader_epoch"] == 3
-        joined = cluster.sink.of("event", "isr_expanded")
-        assert [(e.fields["replica"], e.fields["leader_epoch"]) for e in joined] == [(1, 1)]
+        # The new replica joined the ISR by its leader's AlterIsr, at leader epoch 1.
+        joined = cluster.sink.of("event", "isr_altered")
+        assert [(e.fields["to_isr"], e.fields["leader_epoch"]) for e in joined] == [([0, 1], 1)]
 
     run_cluster(body)
 

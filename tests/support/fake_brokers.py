@@ -5,6 +5,13 @@ A ``FakeBroker`` is the actor ``broker`` of node ``broker-<id>``: it answers Lea
 UpdateMetadata and StopReplica as a Kafka broker would at the protocol level (rejecting a
 stale controller epoch or a stale broker epoch), records every request and keeps the
 leadership and metadata it was told, so tests can assert what each broker believes.
+
+Replication is modelled at the level the controller sees it: a follower that accepted a
+LeaderAndIsr is caught up at once and says so to its leader (``FakeCaughtUp``, standing
+for its fetches), unless its broker is shutting down (Kafka's ``makeFollowers`` adds no
+fetcher then) or ``replicating`` is off; the leader then asks the active controller to add
+it to the ISR with a real AlterIsr (``Partition.maybeExpandIsr``), one change per
+partition at a time, again after a refused or unanswered one.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import anyio
+import msgspec
 from anyio.abc import TaskGroup
 
 from actors.broker.controlled_shutdown import ControlledShutdownActor
@@ -34,6 +42,9 @@ from protocol import zkdata
 from protocol.base import ActorRef, Message
 from protocol.control import (
     LEADER_DURING_DELETE,
+    AlterIsrPartition,
+    AlterIsrRequest,
+    AlterIsrResponse,
     Endpoint,
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
@@ -48,9 +59,27 @@ from protocol.control import (
     UpdateMetadataResponse,
 )
 from protocol.controller import ControllerStatus, ControllerStatusRequest
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KemuError
 from protocol.ids import BrokerEpoch, BrokerId, TopicName
 from protocol.trace import TraceEvent
+
+
+class FakeCaughtUp(Message, frozen=True, kw_only=True):
+    """Fake follower → its leader: ``replica`` has fetched up to the leader's log end in
+    ``leader_epoch`` (what the leader learns from a follower's Fetch)."""
+
+    topic: TopicName
+    partition: int
+    replica: BrokerId
+    leader_epoch: int
+
+
+class FakeAlterIsrDone(Message, frozen=True, kw_only=True):
+    """A fake leader's AlterIsr came back (None: no answer, or no controller known)."""
+
+    topic: TopicName
+    partition: int
+    response: AlterIsrResponse | None
 
 
 class FakeBroker(Actor):
@@ -71,6 +100,15 @@ class FakeBroker(Actor):
         self.hold_delete = False
         """Never answer a StopReplica with a delete=true partition (the broker hangs)."""
         self.held: list[DeferredReply] = []
+        self.controller_id: BrokerId | None = None
+        self.replicating = True
+        """Followers report themselves caught up (off: a follower that never fetches)."""
+        self.shutting_down = False
+        self.joining: dict[TopicPartition, set[tuple[BrokerId, int]]] = {}
+        """Caught-up followers a leader has yet to add to the ISR, with the leader epoch
+        they follow (a report may come before the leader's own LeaderAndIsr)."""
+        self.altering: dict[TopicPartition, tuple[int, int]] = {}
+        """Partitions with an AlterIsr in flight: the leader epoch and zkVersion it used."""
 
     def of_type(self, kind: type[Message]) -> list[Message]:
         return [r for r in self.requests if isinstance(r, kind)]
@@ -97,6 +135,7 @@ class FakeBroker(Actor):
                 if stale is not None:
                     return LeaderAndIsrResponse(error_code=stale)
                 self.controller_epoch = msg.controller_epoch
+                self.controller_id = msg.controller_id
                 errors = []
                 for ps in msg.partition_states:
                     tp = ps.topic_partition
@@ -110,6 +149,8 @@ class FakeBroker(Actor):
                     else:
                         self.partitions[tp] = ps
                         code = ErrorCode.NONE
+                        self._follow(ps)
+                        self._maybe_expand(tp)
                     errors.append(
                         PartitionError(topic=ps.topic, partition=ps.partition, error_code=code)
                     )
@@ -121,6 +162,7 @@ class FakeBroker(Actor):
                 if stale is not None:
                     return UpdateMetadataResponse(error_code=stale)
                 self.controller_epoch = msg.controller_epoch
+                self.controller_id = msg.controller_id
                 self.live_brokers = tuple(b.id for b in msg.live_brokers)
                 for um in msg.partition_states:
                     if um.leader == LEADER_DURING_DELETE:
@@ -153,8 +195,95 @@ class FakeBroker(Actor):
                 return StopReplicaResponse(
                     error_code=ErrorCode.NONE, partition_errors=tuple(stop_errors)
                 )
+            case FakeCaughtUp():
+                tp = TopicPartition(msg.topic, msg.partition)
+                self.joining.setdefault(tp, set()).add((msg.replica, msg.leader_epoch))
+                self._maybe_expand(tp)
+                return None
+            case FakeAlterIsrDone(response=response):
+                self._on_alter_isr_done(TopicPartition(msg.topic, msg.partition), response)
+                return None
             case _:
                 return None
+
+    # -- replication as the controller sees it
+
+    def _follow(self, ps: LeaderAndIsrPartitionState) -> None:
+        """A follower that took a LeaderAndIsr tells its leader it caught up."""
+        if ps.leader in (self.broker_id, -1) or self.shutting_down or not self.replicating:
+            return
+        self.tell(
+            ActorRef(f"broker-{ps.leader}", "broker"),
+            FakeCaughtUp(
+                topic=ps.topic,
+                partition=ps.partition,
+                replica=self.broker_id,
+                leader_epoch=ps.leader_epoch,
+            ),
+        )
+
+    def _maybe_expand(self, tp: TopicPartition) -> None:
+        ps = self.partitions.get(tp)
+        if ps is None or ps.leader != self.broker_id or tp in self.altering:
+            return
+        joining = self.joining.get(tp, set())
+        joining -= {(r, e) for r, e in joining if e < ps.leader_epoch}
+        wanted = sorted(
+            r for r, e in joining if e == ps.leader_epoch and r in ps.replicas and r not in ps.isr
+        )
+        if not wanted or self.controller_id is None:
+            return
+        self.altering[tp] = (ps.leader_epoch, ps.zk_version)
+        item = AlterIsrPartition(
+            topic=ps.topic,
+            partition=ps.partition,
+            leader_epoch=ps.leader_epoch,
+            new_isr=(*ps.isr, wanted[0]),
+            current_isr_version=ps.zk_version,
+        )
+        request = AlterIsrRequest(
+            broker_id=self.broker_id,
+            broker_epoch=BrokerEpoch(self.broker_epoch),
+            partitions=(item,),
+        )
+        self.start_soon(
+            self._send_alter_isr,
+            tp,
+            ActorRef(f"broker-{self.controller_id}", "controller"),
+            request,
+        )
+
+    async def _send_alter_isr(
+        self, tp: TopicPartition, controller: ActorRef, request: AlterIsrRequest
+    ) -> None:
+        response: AlterIsrResponse | None = None
+        try:
+            reply = await self.ask(controller, request, timeout=5.0)
+            if isinstance(reply, AlterIsrResponse):
+                response = reply
+        except KemuError:
+            pass
+        if response is None or response.error_code is not ErrorCode.NONE:
+            await self.clock.sleep(0.05)  # AlterIsrManager's send period before a retry
+        self.send_self(FakeAlterIsrDone(topic=tp.topic, partition=tp.partition, response=response))
+
+    def _on_alter_isr_done(self, tp: TopicPartition, response: AlterIsrResponse | None) -> None:
+        sent = self.altering.pop(tp, None)
+        ps = self.partitions.get(tp)
+        if ps is None or ps.leader != self.broker_id:
+            return
+        if response is not None and response.error_code is ErrorCode.NONE:
+            for result in response.partitions:
+                refused = result.error_code is not ErrorCode.NONE
+                if refused and sent == (ps.leader_epoch, ps.zk_version):
+                    return  # fatal for this change: wait for the next LeaderAndIsr
+                if result.leader_epoch == ps.leader_epoch and result.current_isr_version >= (
+                    ps.zk_version
+                ):
+                    self.partitions[tp] = msgspec.structs.replace(
+                        ps, isr=result.isr, zk_version=result.current_isr_version
+                    )
+        self._maybe_expand(tp)
 
 
 class RecordingSender:
@@ -316,6 +445,7 @@ class ControllerCluster:
     async def stop_broker(self, broker_id: int) -> None:
         """Stop gracefully (controller resigns locally) and close the session."""
         handle = self.brokers.pop(broker_id)
+        handle.broker.shutting_down = True
         handle.node.stop()
         with anyio.fail_after(30):
             await handle.node.ended.wait()
@@ -341,8 +471,11 @@ class ControllerCluster:
                 await anyio.sleep(0.01)
 
     async def idle(self) -> bool:
-        """No controller event queued or running, and no control request in flight."""
+        """No controller event queued or running, no control request in flight, and no
+        fake broker with a message waiting or an AlterIsr out."""
         for h in self.brokers.values():
+            if h.broker.altering or h.broker.mailbox_depth:
+                return False
             c = h.controller
             if c.events.depth or c.events.state != 0:
                 return False
