@@ -155,7 +155,13 @@ class Replication:
     # ------------------------------------------------------------------ the hooks
 
     def make_followers(self, partitions: Iterable[ReplicatedPartition]) -> None:
-        followers = list(partitions)
+        # A partition without a leader has nobody to fetch from (makeFollowers only adds
+        # fetchers for a leader the metadata cache knows alive).
+        given = list(partitions)
+        followers = [p for p in given if p.leader >= 0]
+        leaderless = [p.tp for p in given if p.leader < 0]
+        if leaderless:
+            self.stop_fetching(leaderless)
         states = tuple(
             InitialFetchState(
                 partition=p.tp,
