@@ -65,6 +65,26 @@ class Rig:
         assert isinstance(reply, ProduceResponseData)
         assert reply.responses[0].partition_responses[0].error_code is ErrorCode.NONE
 
+    async def produce_once_led(
+        self, *values: bytes, to: int = 0, copied_to: tuple[int, ...] = ()
+    ) -> None:
+        """Produce as soon as broker ``to`` leads the partition, then wait until the
+        brokers ``copied_to`` hold exactly what was produced so far."""
+
+        async def produced() -> bool:
+            try:
+                await self.produce(*values, to=to)
+            except AssertionError:
+                return False
+            return True
+
+        await self.until(produced, timeout=30)
+
+        async def copied() -> bool:
+            return all([await self.values_on(b) == list(values) for b in copied_to])
+
+        await self.until(copied, timeout=30)
+
     async def values_on(self, broker: int) -> list[bytes | None]:
         """A broker's copy of the partition, read as a debugging replica (to the log end)."""
         request = FetchRequestData(
@@ -140,19 +160,7 @@ def test_a_cut_off_follower_leaves_the_isr_after_the_lag_and_rejoins_caught_up(
     async def body(rig: Rig) -> None:
         assert await rig.cluster.controller_id() != 2
 
-        async def produced() -> bool:
-            try:
-                await rig.produce(b"a", b"b")
-            except AssertionError:
-                return False
-            return True
-
-        await rig.until(produced, timeout=30)
-
-        async def copied() -> bool:
-            return all([await rig.values_on(b) == [b"a", b"b"] for b in (1, 2)])
-
-        await rig.until(copied, timeout=30)
+        await rig.produce_once_led(b"a", b"b", copied_to=(1, 2))
         assert await rig.isr() == (0, 1, 2)
 
         network = rig.cluster.network
@@ -190,19 +198,7 @@ def test_unclean_election_elects_the_out_of_sync_replica_and_loses_the_tail(
     2; the old leader comes back as a follower, truncates c and copies d: c is lost."""
 
     async def body(rig: Rig) -> None:
-        async def produced() -> bool:
-            try:
-                await rig.produce(b"a", b"b")
-            except AssertionError:
-                return False
-            return True
-
-        await rig.until(produced, timeout=30)
-
-        async def copied() -> bool:
-            return await rig.values_on(1) == [b"a", b"b"]
-
-        await rig.until(copied, timeout=30)
+        await rig.produce_once_led(b"a", b"b", copied_to=(1,))
         network = rig.cluster.network
         assert network is not None
         network.partition(["broker-1"], ["broker-0"])
@@ -225,14 +221,7 @@ def test_unclean_election_elects_the_out_of_sync_replica_and_loses_the_tail(
         assert new_epoch > epoch
         assert await rig.values_on(1) == [b"a", b"b"]
 
-        async def produced_d() -> bool:
-            try:
-                await rig.produce(b"d", to=1)
-            except AssertionError:
-                return False
-            return True
-
-        await rig.until(produced_d, timeout=30)
+        await rig.produce_once_led(b"d", to=1)
         await rig.cluster.start_broker(0)
 
         async def truncated() -> bool:
