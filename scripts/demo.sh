@@ -2,7 +2,8 @@
 # README command 1: install kemu into .venv and run the live demo — a 3-broker cluster on
 # the embedded store (`kemu up`), administered with `kemu topics` like kafka-topics.sh:
 # a topic with automatic and one with manual replica assignment, described, partitions
-# added, the znodes and the log directories the cluster wrote, then one topic deleted.
+# added, the znodes and the log directories the cluster wrote, records produced and
+# consumed with the console tools, then one topic deleted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -47,6 +48,18 @@ run zk "${cf[@]}" get /brokers/topics/orders
 run zk "${cf[@]}" get /brokers/topics/orders/partitions/4/state
 printf '\n$ ls %s/logs/broker-0\n' "$work"
 ls "$work/logs/broker-0"
+# Data: stdin lines as keyed records (acks=all: the followers have them before the answer),
+# read back from the beginning, the partitions' end offsets, and the stored batch.
+printf '\n$ printf '"'"'alice:1\\nbob:2\\ncarol:3\\n'"'"' | kemu console-producer %s --topic orders --property parse.key=true --property key.separator=: --producer-property acks=all\n' "${cf[*]}"
+printf 'alice:1\nbob:2\ncarol:3\n' | "$kemu" console-producer "${cf[@]}" --topic orders \
+  --property parse.key=true --property key.separator=: --producer-property acks=all
+run console-consumer "${cf[@]}" --topic orders --from-beginning --max-messages 3 --timeout-ms 10000 \
+  --property print.partition=true --property print.key=true
+run get-offsets "${cf[@]}" --topic orders
+for segment in "$work"/logs/broker-0/orders-*/00000000000000000000.log; do
+  [ -s "$segment" ] && break  # a partition with a record
+done
+run dump-log --files "$segment" --print-data-log
 # Deletion: the answer waits until the brokers dropped the topic; its log directories are
 # renamed <topic>-<p>.<uuid>-delete at once and removed after log.segment.delete.delay.ms.
 run topics "${cf[@]}" --delete --topic audit.log
