@@ -162,6 +162,11 @@ class FatalNodeError(ActorError):
     """Raised by a handler when the node cannot go on: the node crashes."""
 
 
+class InconsistentClusterIdError(FatalNodeError):
+    """A broker's log dirs hold another cluster's data (Kafka's
+    ``InconsistentClusterIdException``): it does not start."""
+
+
 # -- network layer
 
 

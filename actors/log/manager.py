@@ -114,7 +114,7 @@ from actors.log.records import BatchHeader, TimestampType, batch_headers
 from actors.runtime.actor import Actor, Context
 from protocol.base import ActorRef, Message
 from protocol.control import TopicPartition
-from protocol.errors import ErrorCode, FatalNodeError, KafkaApiError
+from protocol.errors import ErrorCode, FatalNodeError, InconsistentClusterIdError, KafkaApiError
 from protocol.ids import BrokerId, TopicName
 from protocol.log import (
     AdvanceLogStart,
@@ -443,7 +443,7 @@ def check_meta_properties(
         return
     ((stored_broker, stored_cluster),) = seen
     if stored_cluster is not None and cluster_id is not None and stored_cluster != cluster_id:
-        raise FatalNodeError(
+        raise InconsistentClusterIdError(
             f"The Cluster ID {cluster_id} doesn't match stored clusterId Some({stored_cluster})"
             " in meta.properties. The broker is trying to join the wrong cluster. Configured"
             " zookeeper.connect may be wrong."

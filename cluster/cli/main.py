@@ -19,7 +19,7 @@ from actors.runtime.clock import run_real
 from cluster.cli.args import UsageError, key_values
 from cluster.cli.trace import add_trace_parser
 from cluster.logging import configure_logging
-from protocol.errors import KemuError, unwrap_kemu_error
+from protocol.errors import InconsistentClusterIdError, KemuError, unwrap_kemu_error
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -64,7 +64,8 @@ def _cmd_up(args: argparse.Namespace) -> int:
         spec, cluster_file, default_cluster_file=args.cluster_file == DEFAULT_CLUSTER_FILE
     )
     trace = Path(args.trace) if args.trace else None
-    try:
+
+    def run() -> int:
         if args.processes:
             from cluster.launch.processes import run_up_processes
 
@@ -78,6 +79,19 @@ def _cmd_up(args: argparse.Namespace) -> int:
             # Brokers in this process: a loop that can freeze one (`kemu broker pause`).
             freezable=True,
         )
+
+    try:
+        with unwrap_kemu_error():
+            return run()
+    except InconsistentClusterIdError as exc:
+        if spec.zookeeper:
+            raise
+        # The embedded store is new at every start: a log dir kept from an earlier run is
+        # another cluster's, as Kafka's brokers find it after their ZooKeeper was wiped.
+        raise KemuError(
+            f"{exc} (the embedded store of kemu up starts empty each time: give another"
+            f" --log-dir, or remove {spec.log_dir})"
+        ) from exc
     finally:
         discard_failed_start(start)
 

@@ -237,5 +237,6 @@ def test_a_log_dir_of_an_earlier_cluster_is_refused_and_left_as_it_was(tmp_path:
     result = kemu("up", "--port", "0", "--brokers", "1", "--log-dir", str(tmp_path / "logs"),
                   "--cluster-file", str(tmp_path / "cluster.json"))  # fmt: skip
     assert_one_line(result, 1, "doesn't match stored clusterId Some(")
+    assert f"give another --log-dir, or remove {tmp_path / 'logs'}" in result.stderr
     assert "The broker is trying to join the wrong cluster." in result.stderr
     assert meta.read_bytes() == before
