@@ -63,6 +63,10 @@ class PartitionFetchState(msgspec.Struct, frozen=True, kw_only=True):
     leader_epoch: int
     state: ReplicaState
     delayed_until: float = 0.0
+    log_start_offset: int = -1
+    """The local log start as last seen (-1: not yet)."""
+    high_watermark: int = -1
+    """The follower high watermark last recorded (-1: none yet)."""
 
 
 class AddFetcherPartitions(Message, frozen=True, kw_only=True):

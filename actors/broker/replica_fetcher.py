@@ -122,11 +122,13 @@ class FetcherConfig:
 class FollowerLog(Protocol):
     """A follower's local partition logs, as its fetchers use them. Methods raise
     ``KafkaApiError`` with the partition's error code (CORRUPT_MESSAGE for a batch that
-    fails its checks, KAFKA_STORAGE_ERROR for a failed disk) and change nothing then."""
+    fails its checks, KAFKA_STORAGE_ERROR for a failed disk) and change nothing then.
+    Those that change the log answer its ``(log start, log end)`` offsets afterwards, so
+    the fetcher needs no extra round trip to know them."""
 
-    async def log_end_offset(self, tp: TopicPartition) -> int: ...
-
-    async def log_start_offset(self, tp: TopicPartition) -> int: ...
+    async def offsets(self, tp: TopicPartition) -> tuple[int, int]:
+        """``(log start, log end)``."""
+        ...
 
     async def latest_epoch(self, tp: TopicPartition, current_leader_epoch: int) -> int | None:
         """The latest leader epoch of the local epoch cache (None: empty); none is above
@@ -137,18 +139,21 @@ class FollowerLog(Protocol):
         """``(epoch, end offset)`` as the local epoch cache answers (``endOffsetFor``)."""
         ...
 
-    async def truncate_to(self, tp: TopicPartition, offset: int) -> None: ...
+    async def truncate_to(self, tp: TopicPartition, offset: int) -> tuple[int, int]: ...
 
-    async def truncate_fully_and_start_at(self, tp: TopicPartition, offset: int) -> None: ...
+    async def truncate_fully_and_start_at(
+        self, tp: TopicPartition, offset: int
+    ) -> tuple[int, int]: ...
 
-    async def append_as_follower(self, tp: TopicPartition, records: bytes) -> int:
-        """Append the leader's batches as they are; the log end offset after."""
+    async def append_as_follower(self, tp: TopicPartition, records: bytes) -> tuple[int, int]:
+        """Append the leader's batches as they are."""
         ...
 
     async def update_follower_offsets(
         self, tp: TopicPartition, *, high_watermark: int, leader_log_start_offset: int
-    ) -> None:
-        """The follower's high watermark and log start after a fetch."""
+    ) -> int:
+        """The follower's high watermark, and its log start raised towards the leader's
+        (not past the high watermark); the log start after."""
         ...
 
 
@@ -351,7 +356,7 @@ class ReplicaFetcher(Actor):
                         leader_epoch=result.leader_epoch,
                         leader_end_offset=result.end_offset,
                         local_end_for_epoch=None if local[1] < 0 else local,
-                        log_end_offset=await self.log.log_end_offset(tp),
+                        log_end_offset=(await self.log.offsets(tp))[1],
                         high_watermark=state.fetch_offset,
                     )
                 except KafkaApiError as exc:
@@ -364,8 +369,8 @@ class ReplicaFetcher(Actor):
     async def _truncate(self, tp: TopicPartition, offset: int, *, completed: bool) -> None:
         """``ReplicaFetcherThread.truncate``, then fetch from ``offset`` (or ask again)."""
         try:
-            before = await self.log.log_end_offset(tp)
-            await self.log.truncate_to(tp, offset)
+            before = (await self.log.offsets(tp))[1]
+            start, end = await self.log.truncate_to(tp, offset)
         except KafkaApiError as exc:
             self._fail(tp, exc.code.name)
             return
@@ -382,7 +387,8 @@ class ReplicaFetcher(Actor):
             )
         self._put(
             tp,
-            fetch_offset=offset,
+            fetch_offset=end,  # the target, or the log end if that was below it
+            log_start_offset=start,
             state=ReplicaState.FETCHING if completed else ReplicaState.TRUNCATING,
         )
 
@@ -395,11 +401,15 @@ class ReplicaFetcher(Actor):
         sent: dict[TopicPartition, PartitionFetchState] = {}
         for s in fetching:
             tp = s.partition
-            try:
-                start = await self.log.log_start_offset(tp)
-            except KafkaApiError as exc:
-                self._fail(tp, exc.code.name)
-                continue
+            start = s.log_start_offset
+            if start < 0:  # not known since this fetcher took the partition
+                try:
+                    start, _ = await self.log.offsets(tp)
+                except KafkaApiError as exc:
+                    self._fail(tp, exc.code.name)
+                    continue
+                self._put(tp, log_start_offset=start)
+                s = self.states[tp]
             sent[tp] = s
             by_topic.setdefault(TopicName(tp.topic), []).append(
                 FetchPartition(
@@ -443,28 +453,27 @@ class ReplicaFetcher(Actor):
         if data.error_code is not ErrorCode.NONE:
             await self._on_error(tp, data.error_code, state.leader_epoch)
             return False
+        # The fetch offset is the local log end: the fetcher set it at the truncation and
+        # after every append (an append starting elsewhere is refused by the log).
+        start, log_end = state.log_start_offset, state.fetch_offset
         try:
-            log_end = await self.log.log_end_offset(tp)
-            if log_end != state.fetch_offset:
-                self._fail(tp, f"fetch offset {state.fetch_offset} is not the log end {log_end}")
-                return False
             if data.records:
-                log_end = await self.log.append_as_follower(tp, data.records)
-            await self.log.update_follower_offsets(
-                tp,
-                high_watermark=follower_high_watermark(data.high_watermark, log_end),
-                leader_log_start_offset=data.log_start_offset,
-            )
+                start, log_end = await self.log.append_as_follower(tp, data.records)
+            high_watermark = follower_high_watermark(data.high_watermark, log_end)
+            if high_watermark != state.high_watermark or data.log_start_offset > start:
+                start = await self.log.update_follower_offsets(
+                    tp,
+                    high_watermark=high_watermark,
+                    leader_log_start_offset=data.log_start_offset,
+                )
         except KafkaApiError as exc:
             if exc.code in (ErrorCode.CORRUPT_MESSAGE, ErrorCode.INVALID_RECORD):
                 self._delay((tp,))
             else:
                 self._fail(tp, exc.code.name)
             return False
-        if log_end == state.fetch_offset:
-            return False
-        self._put(tp, fetch_offset=log_end)
-        return True
+        self._put(tp, fetch_offset=log_end, log_start_offset=start, high_watermark=high_watermark)
+        return log_end != state.fetch_offset
 
     async def _on_error(self, tp: TopicPartition, error: ErrorCode, sent_epoch: int) -> None:
         current = self.states.get(tp)
@@ -488,7 +497,7 @@ class ReplicaFetcher(Actor):
         election made a shorter log the leader's) cut there; under the leader's log start
         start over at it; then fetch from max(leader start, own log end)."""
         try:
-            log_end = await self.log.log_end_offset(tp)
+            start, log_end = await self.log.offsets(tp)
             latest = await self._leader_offset(tp, state, LATEST_TIMESTAMP)
             if latest is None:
                 self._delay((tp,))
@@ -501,12 +510,17 @@ class ReplicaFetcher(Actor):
                 self._delay((tp,))
                 return
             if earliest > log_end:
-                await self.log.truncate_fully_and_start_at(tp, earliest)
+                start, log_end = await self.log.truncate_fully_and_start_at(tp, earliest)
                 log.info("replica_restarted_at_leader_start", partition=str(tp), offset=earliest)
         except KafkaApiError as exc:
             self._fail(tp, exc.code.name)
             return
-        self._put(tp, fetch_offset=max(earliest, log_end), state=ReplicaState.FETCHING)
+        self._put(
+            tp,
+            fetch_offset=max(earliest, log_end),
+            log_start_offset=start,
+            state=ReplicaState.FETCHING,
+        )
 
     async def _leader_offset(
         self, tp: TopicPartition, state: PartitionFetchState, timestamp: int

@@ -266,19 +266,12 @@ class LogManagerFollowerLog(FollowerLog):
         except KemuError as exc:
             raise KafkaApiError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
 
-    async def _offsets(self, tp: TopicPartition) -> LogOffsets:
+    async def offsets(self, tp: TopicPartition) -> tuple[int, int]:
         # A log start advance to 0 changes nothing and answers the log's offsets.
         reply = await self._ask(
             AdvanceLogStart(topic=TopicName(tp.topic), partition=tp.partition, offset=0)
         )
-        assert isinstance(reply, LogOffsets)
-        return reply
-
-    async def log_end_offset(self, tp: TopicPartition) -> int:
-        return (await self._offsets(tp)).log_end_offset
-
-    async def log_start_offset(self, tp: TopicPartition) -> int:
-        return (await self._offsets(tp)).log_start_offset
+        return _pair(reply)
 
     async def latest_epoch(self, tp: TopicPartition, current_leader_epoch: int) -> int | None:
         # endOffsetFor answers (-1, -1) for every epoch above the latest cached one and
@@ -319,19 +312,21 @@ class LogManagerFollowerLog(FollowerLog):
             raise KafkaApiError(found.error_code, found.error_code.name)
         return found.leader_epoch, found.offset
 
-    async def truncate_to(self, tp: TopicPartition, offset: int) -> None:
-        await self._ask(
+    async def truncate_to(self, tp: TopicPartition, offset: int) -> tuple[int, int]:
+        reply = await self._ask(
             TruncateLog(topic=TopicName(tp.topic), partition=tp.partition, offset=offset)
         )
+        return _pair(reply)
 
-    async def truncate_fully_and_start_at(self, tp: TopicPartition, offset: int) -> None:
-        await self._ask(
+    async def truncate_fully_and_start_at(self, tp: TopicPartition, offset: int) -> tuple[int, int]:
+        reply = await self._ask(
             TruncateLog(
                 topic=TopicName(tp.topic), partition=tp.partition, offset=offset, fully=True
             )
         )
+        return _pair(reply)
 
-    async def append_as_follower(self, tp: TopicPartition, records: bytes) -> int:
+    async def append_as_follower(self, tp: TopicPartition, records: bytes) -> tuple[int, int]:
         reply = await self._ask(
             AppendToLogs(
                 appends=(
@@ -349,12 +344,12 @@ class LogManagerFollowerLog(FollowerLog):
         if outcome.error_code is not ErrorCode.NONE:
             raise KafkaApiError(outcome.error_code, outcome.error_message)
         if outcome.log_end_offset < 0:  # nothing whole appended
-            return await self.log_end_offset(tp)
-        return outcome.log_end_offset
+            return await self.offsets(tp)
+        return outcome.log_start_offset, outcome.log_end_offset
 
     async def update_follower_offsets(
         self, tp: TopicPartition, *, high_watermark: int, leader_log_start_offset: int
-    ) -> None:
+    ) -> int:
         topic = TopicName(tp.topic)
         self.fetcher.tell(
             self.log_manager,
@@ -366,14 +361,18 @@ class LogManagerFollowerLog(FollowerLog):
                 )
             ),
         )
-        offsets = await self._offsets(tp)
-        new_start = min(leader_log_start_offset, high_watermark)
-        if new_start > offsets.log_start_offset:
-            await self._ask(
-                AdvanceLogStart(
-                    topic=topic,
-                    partition=tp.partition,
-                    offset=new_start,
-                    high_watermark=high_watermark,
-                )
+        reply = await self._ask(
+            AdvanceLogStart(
+                topic=topic,
+                partition=tp.partition,
+                offset=max(0, min(leader_log_start_offset, high_watermark)),
+                high_watermark=high_watermark,
             )
+        )
+        return _pair(reply)[0]
+
+
+def _pair(reply: Message) -> tuple[int, int]:
+    """A log manager's ``LogOffsets`` answer as ``(log start, log end)``."""
+    assert isinstance(reply, LogOffsets)
+    return reply.log_start_offset, reply.log_end_offset

@@ -69,11 +69,9 @@ class LogsFollower:
             raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return log
 
-    async def log_end_offset(self, tp: TopicPartition) -> int:
-        return self._log(tp).log_end_offset
-
-    async def log_start_offset(self, tp: TopicPartition) -> int:
-        return self._log(tp).log_start_offset
+    async def offsets(self, tp: TopicPartition) -> tuple[int, int]:
+        log = self._log(tp)
+        return log.log_start_offset, log.log_end_offset
 
     async def latest_epoch(self, tp: TopicPartition, current_leader_epoch: int) -> int | None:
         return self._log(tp).leader_epoch_cache.latest_epoch
@@ -81,30 +79,32 @@ class LogsFollower:
     async def end_offset_for_epoch(self, tp: TopicPartition, epoch: int) -> tuple[int, int]:
         return self._log(tp).end_offset_for_epoch(epoch)
 
-    async def truncate_to(self, tp: TopicPartition, offset: int) -> None:
+    async def truncate_to(self, tp: TopicPartition, offset: int) -> tuple[int, int]:
         self._log(tp).truncate_to(offset)
         hw = self.high_watermarks.get(tp)
         if hw is not None:
             self.high_watermarks[tp] = min(hw, offset)
+        return await self.offsets(tp)
 
-    async def truncate_fully_and_start_at(self, tp: TopicPartition, offset: int) -> None:
+    async def truncate_fully_and_start_at(self, tp: TopicPartition, offset: int) -> tuple[int, int]:
         self._log(tp).truncate_fully_and_start_at(offset)
         self.high_watermarks[tp] = offset
+        return await self.offsets(tp)
 
-    async def append_as_follower(self, tp: TopicPartition, records: bytes) -> int:
-        log = self._log(tp)
-        log.append_as_follower(records)
-        return log.log_end_offset
+    async def append_as_follower(self, tp: TopicPartition, records: bytes) -> tuple[int, int]:
+        self._log(tp).append_as_follower(records)
+        return await self.offsets(tp)
 
     async def update_follower_offsets(
         self, tp: TopicPartition, *, high_watermark: int, leader_log_start_offset: int
-    ) -> None:
+    ) -> int:
         log = self._log(tp)
         self.high_watermarks[tp] = high_watermark
         if leader_log_start_offset > log.log_start_offset:
             log.maybe_increment_log_start_offset(
                 min(leader_log_start_offset, high_watermark), high_watermark
             )
+        return log.log_start_offset
 
 
 class LogsLeader(Actor):
