@@ -31,9 +31,11 @@ The listener, per connection (as Kafka's ``SocketServer`` and ``KafkaApis`` do):
   the error response Kafka would send where the API's schema can carry one
   (``error_response``); otherwise the connection is closed. A Produce with ``acks`` 0 is
   answered with nothing, or, if a partition failed, by closing the connection, as Kafka
-  does. A handler may answer with plain values; the listener then builds the response,
-  and reuses the encoding of a Metadata answer it has already sent (encoding is pure
-  Python, and clients poll Metadata).
+  does. A Produce's partitions whose records are not exactly one magic-v2 batch are
+  answered here (``produce.invalid_partitions``); the handler gets the rest. A handler may
+  answer with plain values; the listener then builds the response, and reuses the
+  encoding of a Metadata answer it has already sent (encoding is pure Python, and clients
+  poll Metadata).
 
 An ``accept()`` that fails (EMFILE: the process is out of file descriptors) is logged once
 per run of failures and retried after ``ACCEPT_BACKOFF``, as Kafka's
@@ -50,6 +52,7 @@ new code imports them from ``cluster.kafka``.
 
 from __future__ import annotations
 
+import dataclasses
 import types
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -69,6 +72,7 @@ from anyio.abc import (
 
 from actors.runtime.clock import Clock, RealClock
 from actors.runtime.tracer import Tracer
+from cluster.kafka.apis import produce
 from cluster.kafka.apis.api_versions import (
     API_VERSIONS_RANGE,
     KAFKA_2_7_API_VERSIONS,
@@ -461,10 +465,27 @@ class KafkaWireServer:
             self._api_versions_bodies[key] = body
         return header_v0_frame(correlation_id, body)
 
+    async def _produce(self, request: KafkaRequest) -> Any:
+        """A Produce: partitions whose records ``ProduceRequest.validateRecords`` refuses
+        are answered here with its code; the handler gets the rest, if any."""
+        refused = produce.invalid_partitions(request.body, request.api_version)
+        if not refused:
+            return await self._handler.handle(request)
+        rest = produce.without_partitions(request.body, refused)
+        answer = None
+        if rest is not None:
+            answer = await self._handler.handle(dataclasses.replace(request, body=rest))
+            if not isinstance(answer, ProduceResponseData):
+                return answer  # a codec object or nothing: the handler's own business
+        return produce.with_refused(answer, refused)
+
     async def _handle(self, conn: _Connection, request: KafkaRequest, slot: _Slot) -> None:
         """Run the handler for one request and fill its slot; never raises (but cancels)."""
         try:
-            response = await self._handler.handle(request)
+            if request.api_key == ClientApiKey.PRODUCE:
+                response = await self._produce(request)
+            else:
+                response = await self._handler.handle(request)
         except NodeStoppedError:
             # The broker went down while the request waited: its connections drop, as a
             # stopped Kafka broker's do, and the client retries elsewhere.

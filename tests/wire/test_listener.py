@@ -328,7 +328,10 @@ async def test_advertised_but_unimplemented_api_gets_unsupported_version() -> No
                 timeout_ms=100,
                 topic_data=[
                     topic(
-                        name="t", partition_data=[topic.PartitionProduceData(index=3, records=b"")]
+                        name="t",
+                        partition_data=[
+                            topic.PartitionProduceData(index=3, records=client_batch([b"v"]))
+                        ],
                     )
                 ],
             )
@@ -390,6 +393,45 @@ async def test_produce_without_acks_gets_no_answer() -> None:
         await conn.send(produce_without_acks(0, 13), metadata_request(14))
         assert kp_decode(MetadataResponse, 12, await conn.frame())[0] == 14
         assert not cluster.sink.of(type="kafka_produce_failed_without_acks")
+
+
+async def test_partitions_with_other_than_one_v2_batch_never_reach_the_broker() -> None:
+    """A Produce partition with two batches, or none, is answered INVALID_RECORD by the
+    listener (``ProduceRequest.validateRecords``); the broker is asked only for the
+    partitions whose records pass, and not at all when none does."""
+    topic = ProduceRequest.TopicProduceData
+    one = client_batch([b"v"])
+
+    def produce(correlation_id: int, *partitions: tuple[int, bytes]) -> bytes:
+        data = [topic.PartitionProduceData(index=i, records=r) for i, r in partitions]
+        request = ProduceRequest(
+            version=8, acks=1, timeout_ms=100, topic_data=[topic(name="t", partition_data=data)]
+        )
+        return kp_frame(request, correlation_id=correlation_id)
+
+    def answers(frame: bytes) -> list[tuple[int, int]]:
+        _, body = kp_decode(ProduceResponse, 8, frame)
+        return sorted(
+            (p["index"], p["error_code"])
+            for t in body["responses"]
+            for p in t["partition_responses"]
+        )
+
+    asked: list[KafkaRequest] = []
+
+    class Recording(LeaderOfPartitionZero):
+        async def handle(self, request: KafkaRequest) -> Any:
+            asked.append(request)
+            return await super().handle(request)
+
+    async with fake_cluster(Recording) as cluster, connect(cluster) as conn:
+        await conn.send(produce(30, (0, one), (1, one + one), (2, b"")))
+        assert answers(await conn.frame()) == [(0, 0), (1, 87), (2, 87)]
+        (seen,) = [r for r in asked if r.api_key == 0]
+        assert [p.index for t in seen.body.topic_data for p in t.partition_data] == [0]
+        await conn.send(produce(31, (0, one + one)))
+        assert answers(await conn.frame()) == [(0, 87)]
+        assert len([r for r in asked if r.api_key == 0]) == 1
 
 
 async def test_failed_produce_without_acks_closes_the_connection() -> None:

@@ -6,7 +6,9 @@ sent. A request with ``acks`` 0 gets no response at all (the listener's business
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+from collections.abc import Mapping
 from typing import Any
 
 from cluster.kafka.apis.api_codec import ApiCodec, Values
@@ -23,6 +25,7 @@ from protocol.kafka_data import (
     ProduceTopicData,
     ProduceTopicResponse,
     RecordError,
+    validate_records,
 )
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
@@ -153,6 +156,50 @@ def response_data(body: Any) -> ProduceResponseData:
             for t in body.responses
         ),
         throttle_time_ms=as_millis(getattr(body, "throttle_time", 0)),
+    )
+
+
+def invalid_partitions(body: Any, version: int) -> dict[tuple[str, int], ErrorCode]:
+    """The partitions of a decoded Produce whose records Kafka's
+    ``ProduceRequest.validateRecords`` refuses (``validate_records``), with their codes."""
+    found: dict[tuple[str, int], ErrorCode] = {}
+    for topic in body.topic_data:
+        for partition in topic.partition_data:
+            code = validate_records(partition.records, version)
+            if code is not ErrorCode.NONE:
+                found[(str(topic.name), int(partition.index))] = code
+    return found
+
+
+def without_partitions(body: Any, dropped: Mapping[tuple[str, int], ErrorCode]) -> Any | None:
+    """The decoded Produce without the ``dropped`` partitions (and topics left with none);
+    ``None`` when nothing is left."""
+    topics = []
+    for topic in body.topic_data:
+        kept = tuple(
+            p for p in topic.partition_data if (str(topic.name), int(p.index)) not in dropped
+        )
+        if kept:
+            topics.append(dataclasses.replace(topic, partition_data=kept))
+    return dataclasses.replace(body, topic_data=tuple(topics)) if topics else None
+
+
+def with_refused(
+    data: ProduceResponseData | None, refused: Mapping[tuple[str, int], ErrorCode]
+) -> ProduceResponseData:
+    """The broker's answer (``None``: it was asked nothing) with the ``refused``
+    partitions' codes added, topic by topic."""
+    topics = {t.name: list(t.partition_responses) for t in (data.responses if data else ())}
+    for (name, index), code in refused.items():
+        topics.setdefault(TopicName(name), []).append(
+            ProducePartitionResponse(index=index, error_code=code)
+        )
+    return ProduceResponseData(
+        responses=tuple(
+            ProduceTopicResponse(name=name, partition_responses=tuple(answers))
+            for name, answers in topics.items()
+        ),
+        throttle_time_ms=data.throttle_time_ms if data else 0,
     )
 
 
