@@ -539,6 +539,39 @@ def _producer_batches(records: bytes) -> list[BatchHeader]:
     return [h for h in _all_batches(records) if h.has_producer_id]
 
 
+def _fresh_read(tp: TopicPartition, offset: int) -> ReadOutcome:
+    """A read of an empty log (``Log.read``): nothing at 0, OFFSET_OUT_OF_RANGE elsewhere."""
+    if offset == 0:
+        return ReadOutcome(
+            topic=tp.topic, partition=tp.partition, log_start_offset=0, log_end_offset=0
+        )
+    return ReadOutcome(
+        topic=tp.topic,
+        partition=tp.partition,
+        error_code=ErrorCode.OFFSET_OUT_OF_RANGE,
+        error_message=f"Received request for offset {offset} for partition {tp}, but we only "
+        "have log segments in the range 0 to 0.",
+    )
+
+
+def _fresh_lookup(
+    tp: TopicPartition, query: EpochEndOffsetQuery | OffsetTimestampQuery, epoch: int | None
+) -> OffsetFound:
+    """The lookups of an empty log whose epoch cache holds ``(epoch, 0)`` or nothing
+    (``LeaderEpochFileCache.endOffsetFor``; no record for any timestamp)."""
+    match query:
+        case EpochEndOffsetQuery(leader_epoch=requested):
+            if epoch is None or requested < 0 or requested > epoch:
+                return OffsetFound(topic=tp.topic, partition=tp.partition)
+            return OffsetFound(
+                topic=tp.topic, partition=tp.partition, leader_epoch=requested, offset=0
+            )
+        case OffsetTimestampQuery():
+            return OffsetFound(topic=tp.topic, partition=tp.partition)
+        case _:
+            assert_never(query)
+
+
 def _appended(
     tp: TopicPartition, log: Log, first: int = -1, last: int = -1, append_time: int = -1
 ) -> AppendOutcome:
@@ -637,6 +670,11 @@ class LogManager(Actor):
         self._open: OrderedDict[TopicPartition, Log] = OrderedDict()  # least recent first
         self._clean: dict[Path, bool] = {}  # the clean-shutdown marker, as found at start
         self._closed_clean: set[TopicPartition] = set()  # closed by us since start-up
+        # Logs created empty by this incarnation and never opened since, with the leader
+        # epoch their epoch checkpoint holds: reads, lookups and no-op truncations of an
+        # empty log are answered without opening it (a LeaderAndIsr of 100,000 partitions
+        # starts as many fetchers; opening every log would cost three files each).
+        self._fresh: dict[TopicPartition, int | None] = {}
         # Idempotent producers per log, kept while the log closes and reopens; built from
         # the log's batches the first time it opens (kemu writes no .snapshot files).
         self._producers: dict[TopicPartition, ProducerStateManager] = {}
@@ -884,8 +922,10 @@ class LogManager(Actor):
         log end (``Partition.makeLeader``). A log created just now is empty: its epoch
         goes straight into the checkpoint file it is created with, nothing is opened."""
         log_dir, created = self._get_or_create_dir(tp, is_new=is_new, leader_epoch=leader_epoch)
-        if created:
+        if created or tp in self._fresh:
             start = end = high_watermark = 0
+            if not created and leader_epoch is not None and self._fresh[tp] != leader_epoch:
+                self._write_fresh_epoch(tp, log_dir, leader_epoch)
         else:
             log = self._log(tp)
             if leader_epoch is not None:
@@ -957,8 +997,22 @@ class LogManager(Actor):
             self._mark_offline(log_dir, message, exc)
             raise _storage_error(message) from exc
         self._add_log(tp, log_dir)
+        self._fresh[tp] = leader_epoch
         self._trace_op("create", path, log_dir=log_dir, tp=tp)
         self._checkpoint_soon(log_dir)
+
+    def _write_fresh_epoch(self, tp: TopicPartition, log_dir: Path, epoch: int) -> None:
+        """A new leader epoch of a fresh empty log: its checkpoint is ``(epoch, 0)`` alone,
+        as ``LeaderEpochFileCache.assign(epoch, 0)`` leaves it."""
+        try:
+            self.disk.write_file(
+                log_dir / str(tp) / LEADER_EPOCH_CHECKPOINT, format_epoch_checkpoint([(epoch, 0)])
+            )
+        except OSError as exc:
+            message = f"Error while writing the leader epoch checkpoint of {tp} in dir {log_dir}"
+            self._mark_offline(log_dir, message, exc)
+            raise _storage_error(message) from exc
+        self._fresh[tp] = epoch
 
     # -- open partition logs
 
@@ -979,6 +1033,8 @@ class LogManager(Actor):
         if log_dir in self._offline:
             raise _storage_error(f"Log for partition {tp} is in offline log dir {log_dir}")
         clean = self._clean.get(log_dir, True) or tp in self._closed_clean
+        fresh = tp in self._fresh
+        fresh_epoch = self._fresh.pop(tp, None)
         try:
             log = Log(
                 log_dir / str(tp),
@@ -1004,8 +1060,11 @@ class LogManager(Actor):
                 log_end_offset=log.log_end_offset,
             )
         self._open[tp] = log
-        if tp not in self._producers:
+        if fresh_epoch is not None:  # loading an empty log cut its (epoch, 0): put it back
+            self._guard(tp, log, lambda: log.maybe_assign_epoch_start_offset(fresh_epoch, 0))
+        if tp not in self._producers and not fresh:
             self._producers[tp] = self._load_producers(tp, log)
+        self._producers.setdefault(tp, ProducerStateManager())
         self._note_offsets(tp, log_dir, log)
         while len(self._open) > self.max_open_logs:
             self._close_log(next(iter(self._open)))
@@ -1136,6 +1195,9 @@ class LogManager(Actor):
         for read in request.reads:
             tp = TopicPartition(read.topic, read.partition)
             limit = max(0, min(read.max_bytes, remaining))
+            if tp in self._fresh:
+                results.append(_fresh_read(tp, read.offset))
+                continue
             try:
                 log = self._log(tp)
                 start, end = log.log_start_offset, log.log_end_offset
@@ -1175,6 +1237,8 @@ class LogManager(Actor):
 
     def _lookup(self, query: EpochEndOffsetQuery | OffsetTimestampQuery) -> OffsetFound:
         tp = TopicPartition(query.topic, query.partition)
+        if tp in self._fresh:
+            return _fresh_lookup(tp, query, self._fresh[tp])
         try:
             log = self._log(tp)
             match query:
@@ -1203,6 +1267,19 @@ class LogManager(Actor):
 
     def _truncate(self, request: TruncateLog) -> LogOffsets:
         tp = TopicPartition(request.topic, request.partition)
+        if tp in self._fresh and self._fresh[tp] is None and request.offset == 0:
+            # Nothing to cut in an empty log without epochs (Log.truncateTo changes nothing).
+            self._trace_op(
+                "truncate",
+                self._logs[tp] / str(tp),
+                log_dir=self._logs[tp],
+                tp=tp,
+                offset=request.offset,
+                fully=request.fully,
+            )
+            return LogOffsets(
+                topic=tp.topic, partition=tp.partition, log_start_offset=0, log_end_offset=0
+            )
         log = self._log(tp)
         if request.fully:
             self._guard(tp, log, lambda: log.truncate_fully_and_start_at(request.offset))
@@ -1221,6 +1298,10 @@ class LogManager(Actor):
 
     def _advance_log_start(self, request: AdvanceLogStart) -> LogOffsets:
         tp = TopicPartition(request.topic, request.partition)
+        if tp in self._fresh and request.offset <= 0:
+            return LogOffsets(
+                topic=tp.topic, partition=tp.partition, log_start_offset=0, log_end_offset=0
+            )
         log = self._log(tp)
         self._guard(
             tp,
@@ -1254,6 +1335,7 @@ class LogManager(Actor):
         if tp in self._open:  # Log.renameDir keeps it open; here it is closed first
             self._open.pop(tp).close()
         self._producers.pop(tp, None)
+        self._fresh.pop(tp, None)
         self._closed_clean.discard(tp)
         unique_id = uuid.UUID(int=self.rng.getrandbits(128), version=4).hex
         name = delete_dir_name(tp, unique_id)

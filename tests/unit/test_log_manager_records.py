@@ -349,3 +349,49 @@ def test_idempotent_producer_sequences_are_checked_as_kafka_does(tmp_path: Path)
 
     sim(lambda: run_broker(dirs, first))
     sim(lambda: run_broker(dirs, second))
+
+
+def test_a_fresh_empty_log_is_served_without_opening_it(tmp_path: Path) -> None:
+    """Reads, epoch lookups, no-op truncations and offsets of a log created empty are
+    answered as the opened log would answer them, with no file opened; a new leader
+    epoch rewrites its epoch checkpoint; once opened, the epoch is still there."""
+    dirs = log_dirs(tmp_path, 1)
+
+    async def body(b: Harness) -> None:
+        await create(b, 0, epoch=2)
+        await create(b, 1, epoch=None)
+        results = await read(
+            b,
+            ReadRecords(topic=T, partition=0, offset=0, max_bytes=100),
+            ReadRecords(topic=T, partition=1, offset=3, max_bytes=100),
+        )
+        assert [(r.error_code, r.records, r.log_end_offset) for r in results] == [
+            (ErrorCode.NONE, b"", 0),
+            (ErrorCode.OFFSET_OUT_OF_RANGE, b"", -1),
+        ]
+        queries = (
+            EpochEndOffsetQuery(topic=T, partition=0, leader_epoch=2),
+            EpochEndOffsetQuery(topic=T, partition=0, leader_epoch=1),
+            EpochEndOffsetQuery(topic=T, partition=0, leader_epoch=3),
+            EpochEndOffsetQuery(topic=T, partition=1, leader_epoch=0),
+        )
+        found = await b.node.ask(b.lm.ref, LookupOffsets(queries=queries))
+        assert isinstance(found, OffsetsFound)
+        fresh = [(r.leader_epoch, r.offset) for r in found.results]
+        assert fresh == [(2, 0), (1, 0), (-1, -1), (-1, -1)]
+        assert b.lm.open_logs == 0
+        await b.node.ask(
+            b.lm.ref, GetOrCreateLog(topic=T, partition=0, is_new=False, leader_epoch=5)
+        )
+        assert (dirs[0] / "orders-0" / "leader-epoch-checkpoint").read_text() == "0\n1\n5 0\n"
+        assert b.lm.open_logs == 0
+        await append(b, client_batch([b"a"]), epoch=5)  # opens it
+        assert b.lm.open_logs == 1
+        again = await b.node.ask(
+            b.lm.ref,
+            LookupOffsets(queries=(EpochEndOffsetQuery(topic=T, partition=0, leader_epoch=5),)),
+        )
+        assert isinstance(again, OffsetsFound)
+        assert (again.results[0].leader_epoch, again.results[0].offset) == (5, 1)
+
+    sim(lambda: run_broker(dirs, body))
