@@ -8,7 +8,9 @@ spread over partitions and each partition, sorted by group and seq, streams thro
 Python worker with ``mapInArrow``, so a group costs no more than its events):
 
 * ``partition/<topic>/<p>``: the partition and replica transitions of one partition, for
-  ``legal_transitions`` and ``leader_epochs_increase``;
+  ``legal_transitions`` and ``leader_epochs_increase``, and its ``isr_altered`` and
+  ``high_watermark_moved`` events, for ``alter_isr_keeps_shape`` and
+  ``high_watermarks_rise``;
 * ``topic/<topic>``: the log-directory operations of a topic and its
   ``topic_deletion_completed``, for ``orphan_log_dirs`` (below);
 * ``run``: controller elections, control requests and answers, node starts, deletion
@@ -57,7 +59,14 @@ VIOLATION_SCHEMA: Final = (
 )
 """One row per violation (``severity`` = ``violation``) or notice (``notice``)."""
 
-_PARTITION_RULES: Final = ("legal_transitions", "leader_epochs_increase")
+_PARTITION_RULES: Final = (
+    "legal_transitions",
+    "leader_epochs_increase",
+    "alter_isr_keeps_shape",
+    "high_watermarks_rise",
+)
+_PARTITION_EVENTS: Final = ("isr_altered", "high_watermark_moved")
+"""Events of one partition that partition rules read besides its transitions."""
 ROUTED_RULES: Final = frozenset(
     {
         *_PARTITION_RULES,
@@ -185,8 +194,11 @@ def check_runs(
     if ends is None:
         ends = events.groupBy("run").agg(F.max("ts").alias("end"))
     kind, type_, node = F.col("kind"), F.col("type"), F.col("node")
+    partition_event = ((kind == "transition") & type_.isin("partition", "replica")) | (
+        (kind == "event") & type_.isin(*_PARTITION_EVENTS)
+    )
     candidates = events.where(
-        ((kind == "transition") & type_.isin("partition", "replica"))
+        partition_event
         | (kind == "log_dir")
         | type_.isin(*_RUN_TYPES, "topic_deletion_completed")
         | ((node == CHAOS_NODE) & (kind == "fault"))
@@ -210,10 +222,7 @@ def check_runs(
         | ((kind == "store") & (type_ == "create") & path.startswith("/admin/delete_topics/"))
     )
     groups = F.array(
-        F.when(
-            (kind == "transition") & type_.isin("partition", "replica"),
-            F.concat_ws("/", F.lit("partition"), topic, partition),
-        ),
+        F.when(partition_event, F.concat_ws("/", F.lit("partition"), topic, partition)),
         F.when(
             ((kind == "log_dir") & topic.isNotNull()) | completed,
             F.concat_ws("/", F.lit("topic"), topic),

@@ -26,6 +26,7 @@ from actors.controller.states import (
     ReplicaState,
 )
 from actors.invariants.base import CHAOS_NODE, TraceRule, Violation, violation_at
+from actors.invariants.data import HighWatermarkTracker, isr_change_violations
 from actors.invariants.leadership import (
     ElectionTracker,
     LeaderEpochTracker,
@@ -211,6 +212,39 @@ class LeaderEpochsIncrease(TraceRule):
         if event.kind != "transition" or event.type != "partition":
             return []
         problem = self._epochs.observe(event.fields)
+        return [] if problem is None else [violation_at(self.name, problem, event)]
+
+
+class AlterIsrKeepsShape(TraceRule):
+    """An ISR the controller wrote for a partition leader's AlterIsr holds that leader, is
+    not empty and has no duplicates (``isr_change_violations`` over ``isr_altered``; the
+    replicas are checked in the states the controller then sends, ``leader_in_isr``)."""
+
+    name = "alter_isr_keeps_shape"
+
+    def observe(self, event: TraceEvent) -> list[Violation]:
+        if event.kind != "event" or event.type != "isr_altered":
+            return []
+        replicas = [int(r) for r in event.fields.get("to_isr", ())]
+        return [
+            violation_at(self.name, p, event)
+            for p in isr_change_violations(event.fields, replicas, None)
+        ]
+
+
+class HighWatermarksRise(TraceRule):
+    """A leader's high watermark never falls within one of its leader epochs (the
+    brokers' ``high_watermark_moved`` events, ``HighWatermarkTracker``)."""
+
+    name = "high_watermarks_rise"
+
+    def __init__(self) -> None:
+        self._marks = HighWatermarkTracker()
+
+    def observe(self, event: TraceEvent) -> list[Violation]:
+        if event.kind != "event" or event.type != "high_watermark_moved":
+            return []
+        problem = self._marks.observe(event.node, event.fields)
         return [] if problem is None else [violation_at(self.name, problem, event)]
 
 
@@ -406,6 +440,8 @@ TRACE_RULES: Final[Mapping[str, Callable[[], TraceRule]]] = {
     "leader_epochs_increase": LeaderEpochsIncrease,
     "legal_transitions": LegalTransitions,
     "deletions_complete": DeletionsComplete,
+    "alter_isr_keeps_shape": AlterIsrKeepsShape,
+    "high_watermarks_rise": HighWatermarksRise,
 }
 """Every trace rule by name (``deletions_complete`` with the default bound)."""
 

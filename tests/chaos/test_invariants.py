@@ -3,6 +3,8 @@ stay quiet on a healthy one."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from actors.invariants import (
     CacheView,
     FinalState,
@@ -25,6 +27,7 @@ from actors.invariants import (
     refused_transitions,
     store_leadership,
 )
+from protocol.trace import TraceEvent
 from tests.support.trace_builder import Trace
 
 
@@ -128,6 +131,41 @@ def test_a_leader_epoch_going_down_is_reported_unless_recreated() -> None:
     ok.transition("partition", "NonExistentPartition", "NewPartition")
     ok.transition("partition", "NewPartition", "OnlinePartition", leader_epoch=0)
     assert leader_epochs_increase(ok.events) == []
+
+
+def test_an_alter_isr_without_its_leader_or_a_falling_high_watermark_is_reported() -> None:
+    """isr_altered writing ISR [2] for leader 1 breaks alter_isr_keeps_shape; a high
+    watermark falling from 7 to 6 in one epoch on one broker breaks high_watermarks_rise,
+    a lower one in a later epoch does not."""
+    t = healthy()
+
+    def altered(isr: list[int]) -> TraceEvent:
+        return t.add(
+            "event", "isr_altered", topic="t", partition=0, leader=1, leader_epoch=3, to_isr=isr
+        )
+
+    def moved(epoch: int, start: int, to: int) -> TraceEvent:
+        fields: dict[str, Any] = {"from": start, "to": to}
+        return t.add(
+            "event",
+            "high_watermark_moved",
+            node="broker-1",
+            topic="t",
+            partition=0,
+            leader_epoch=epoch,
+            **fields,
+        )
+
+    altered([1])
+    bad_isr = altered([2])
+    moved(3, 0, 7)
+    moved(4, 2, 3)
+    bad_mark = moved(3, 5, 6)
+    found = check_trace(t.events, deletion_bound=30, end=100)
+    assert [(v.rule, v.seq) for v in found] == [
+        ("alter_isr_keeps_shape", bad_isr.seq),
+        ("high_watermarks_rise", bad_mark.seq),
+    ]
 
 
 def test_a_deletion_is_due_a_bound_of_fault_free_time_after_its_marking() -> None:
