@@ -3,8 +3,8 @@
 print. Kafka's ``MemoryRecordsBuilder`` / ``DefaultRecord.writeTo`` on the way out,
 ``DefaultRecordBatch`` / ``DefaultRecord.readFrom`` on the way in. The batch headers are
 read by the log's own reader (``actors.log.records.batch_headers``); the records inside
-are decoded here, gzip-compressed ones included (snappy, lz4 and zstd need libraries kemu
-does not ship: reading them raises ``RecordsError``)."""
+are decoded here, compressed ones through ``cluster.kafka.compression`` (gzip, snappy, lz4;
+zstd raises ``RecordsError``)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from actors.log.records import (
     TimestampType,
     batch_headers,
 )
+from cluster.kafka.compression import CompressionError, decompress
 from protocol.errors import KafkaApiError, KemuError
 
 __all__ = [
@@ -190,17 +191,12 @@ def batch_valid(data: bytes | memoryview, header: BatchHeader) -> bool:
 
 def _payload(data: bytes | memoryview, header: BatchHeader) -> bytes | memoryview:
     raw = data[header.position + RECORD_BATCH_OVERHEAD : header.position + header.size]
-    codec = header.compression
-    if codec == CompressionType.NONE:
+    if header.compression == CompressionType.NONE:
         return raw
-    if codec == CompressionType.GZIP:
-        try:
-            return zlib.decompress(bytes(raw), 16 + zlib.MAX_WBITS)
-        except zlib.error as exc:
-            raise RecordsError(f"a gzip batch does not decompress: {exc}") from None
-    known = {int(c): c.name.lower() for c in CompressionType}
-    name = known.get(codec, f"codec {codec}")
-    raise RecordsError(f"cannot decompress a {name} batch (only gzip is built in)")
+    try:
+        return decompress(header.compression, bytes(raw))
+    except CompressionError as exc:
+        raise RecordsError(str(exc)) from None
 
 
 def batch_records(data: bytes | memoryview, header: BatchHeader) -> list[ConsumedRecord]:

@@ -19,8 +19,15 @@ from actors.log.records import CompressionType
 from cluster.cli import console_consumer, console_producer, dump_log, get_offsets
 from cluster.cli.console_producer import murmur2 as kemu_murmur2
 from cluster.cli.console_producer import partition_for_key
-from cluster.kafka.records import ProducerRecord, batch_records, encode_batch, read_batches
-from tests.support.record_batches import client_batch, set_field
+from cluster.kafka.compression import CompressionError, decompress
+from cluster.kafka.records import (
+    ProducerRecord,
+    RecordsError,
+    batch_records,
+    encode_batch,
+    read_batches,
+)
+from tests.support.record_batches import client_batch, relabel, set_field
 
 # ---------------------------------------------------------------------- partitioning
 
@@ -82,6 +89,41 @@ def test_batches_read_back_as_written(sent: list[ProducerRecord], gzip: bool) ->
         (i, r.key, r.value, r.headers) for i, r in enumerate(sent)
     ]
     assert [r.timestamp_ms for r in back] == [r.timestamp_ms for r in sent]
+
+
+SNAPPY_BLOCK = bytes([12, 0x08]) + b"abc" + bytes([0x15, 3])  # "abc", then 9 bytes 3 back
+XERIAL = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
+LZ4_BLOCK = bytes([0x35]) + b"abc" + bytes([3, 0, 0x10]) + b"!"  # "abc", 9 bytes 3 back, "!"
+LZ4_HEADER = bytes([0x04, 0x22, 0x4D, 0x18, 0x60, 0x40, 0x00])
+
+
+def test_snappy_and_lz4_as_kafka_clients_frame_them() -> None:
+    """A raw snappy block, the xerial framing of Kafka's Java client (two blocks), and an
+    lz4 frame with a stored and a compressed block decompress to what they encode;
+    overlapping copies repeat what they overlap (real clients' output: the confluent-kafka
+    test in tests/integration/test_data_clients.py)."""
+    assert decompress(2, SNAPPY_BLOCK) == b"abc" * 4
+    framed = XERIAL + b"".join(struct.pack(">i", len(SNAPPY_BLOCK)) + SNAPPY_BLOCK for _ in "ab")
+    assert decompress(2, framed) == b"abc" * 8
+    stored = struct.pack("<I", 0x80000002) + b"xy"
+    frame = LZ4_HEADER + stored + struct.pack("<I", len(LZ4_BLOCK)) + LZ4_BLOCK + bytes(4)
+    assert decompress(3, frame) == b"xy" + b"abc" * 4 + b"!"
+
+
+def test_undecodable_compressed_batches_are_one_error() -> None:
+    """zstd (no library), a copy reaching before the start, a wrong length or a frame
+    without lz4's magic: ``CompressionError``, which the tools print as one line."""
+    for codec, data in [
+        (4, b"anything"),
+        (2, bytes([12, 0x15, 3])),
+        (2, bytes([13]) + SNAPPY_BLOCK[1:]),
+        (3, b"\x00" * 12),
+    ]:
+        with pytest.raises(CompressionError):
+            decompress(codec, data)
+    zstd = relabel(client_batch([b"x" * 100], codec=1), 4)
+    with pytest.raises(RecordsError, match="zstd"):
+        batch_records(zstd, next(read_batches(zstd)))
 
 
 # ---------------------------------------------------------------------- dump-log

@@ -1,0 +1,179 @@
+"""Decompression of the record batch codecs a client may use, for the tools that print
+records (``kemu console-consumer``, ``kemu dump-log``): gzip through the standard library,
+snappy and lz4 in pure Python (kemu ships neither library; brokers never decompress), as
+Kafka's clients frame them:
+
+* snappy: a raw snappy block, or the xerial framing Kafka's Java client writes
+  (``SnappyOutputStream``: the magic ``\\x82SNAPPY\\x00``, two version ints, then blocks
+  each preceded by its length);
+* lz4: the LZ4 frame format (``KafkaLZ4BlockOutputStream``), blocks dependent or not,
+  checksums skipped (the batch CRC covers the bytes).
+
+zstd is not supported. Anything malformed raises ``CompressionError``.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import Final
+
+from protocol.errors import KemuError
+
+__all__ = ["CompressionError", "decompress"]
+
+_XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"
+_XERIAL_HEADER: Final = 16  # the magic, then version and compatible version (int32 each)
+_LZ4_MAGIC: Final = 0x184D2204
+_GZIP, _SNAPPY, _LZ4 = 1, 2, 3
+
+
+class CompressionError(KemuError):
+    """Compressed records that cannot be decompressed here."""
+
+
+def decompress(codec: int, data: bytes) -> bytes:
+    """The records of a batch compressed with ``codec`` (attribute bits 0-2)."""
+    try:
+        if codec == _GZIP:
+            return zlib.decompress(data, 16 + zlib.MAX_WBITS)
+        if codec == _SNAPPY:
+            return _snappy(data)
+        if codec == _LZ4:
+            return _lz4_frame(data)
+    except (IndexError, struct.error, zlib.error) as exc:
+        raise CompressionError(f"a batch of codec {codec} does not decompress: {exc}") from None
+    raise CompressionError(f"cannot decompress codec {codec} (zstd needs a library kemu lacks)")
+
+
+# ------------------------------------------------------------------------ snappy
+
+
+def _snappy(data: bytes) -> bytes:
+    if not data.startswith(_XERIAL_MAGIC):
+        return _snappy_block(data)
+    out = bytearray()
+    position = _XERIAL_HEADER
+    while position < len(data):
+        (size,) = struct.unpack_from(">i", data, position)
+        position += 4
+        out += _snappy_block(data[position : position + size])
+        position += size
+    return bytes(out)
+
+
+def _snappy_block(data: bytes) -> bytes:
+    """One raw snappy block: its length as a varint, then literals and copies."""
+    length = shift = position = 0
+    while True:
+        byte = data[position]
+        position += 1
+        length |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            break
+    out = bytearray()
+    while position < len(data):
+        tag = data[position]
+        position += 1
+        kind = tag & 3
+        if kind == 0:  # a literal
+            size = tag >> 2
+            if size >= 60:
+                extra = size - 59
+                size = int.from_bytes(data[position : position + extra], "little")
+                position += extra
+            size += 1
+            out += data[position : position + size]
+            position += size
+            continue
+        if kind == 1:
+            size = ((tag >> 2) & 7) + 4
+            offset = ((tag >> 5) << 8) | data[position]
+            position += 1
+        elif kind == 2:
+            size = (tag >> 2) + 1
+            offset = int.from_bytes(data[position : position + 2], "little")
+            position += 2
+        else:
+            size = (tag >> 2) + 1
+            offset = int.from_bytes(data[position : position + 4], "little")
+            position += 4
+        _copy(out, offset, size)
+    if len(out) != length:
+        raise CompressionError(f"a snappy block gave {len(out)} bytes, not {length}")
+    return bytes(out)
+
+
+def _copy(out: bytearray, offset: int, size: int) -> None:
+    """Append ``size`` bytes starting ``offset`` back (they may overlap what is written)."""
+    if offset <= 0 or offset > len(out):
+        raise CompressionError(f"a match refers {offset} bytes back into {len(out)}")
+    start = len(out) - offset
+    if offset >= size:
+        out += out[start : start + size]
+    else:
+        for i in range(size):
+            out.append(out[start + i])
+
+
+# ------------------------------------------------------------------------ lz4
+
+
+def _lz4_frame(data: bytes) -> bytes:
+    (magic,) = struct.unpack_from("<I", data, 0)
+    if magic != _LZ4_MAGIC:
+        raise CompressionError(f"not an lz4 frame (magic {magic:#x})")
+    flags = data[4]
+    position = 6  # FLG, BD
+    if flags & 0x08:  # content size
+        position += 8
+    if flags & 0x01:  # dictionary id
+        position += 4
+    position += 1  # header checksum
+    block_checksums = bool(flags & 0x10)
+    out = bytearray()
+    while True:
+        (size,) = struct.unpack_from("<I", data, position)
+        position += 4
+        if size == 0:
+            return bytes(out)
+        stored = bool(size & 0x80000000)
+        size &= 0x7FFFFFFF
+        block = data[position : position + size]
+        position += size + (4 if block_checksums else 0)
+        if stored:
+            out += block
+        else:
+            _lz4_block(block, out)
+
+
+def _lz4_block(data: bytes, out: bytearray) -> None:
+    """One lz4 block appended to ``out`` (a match may reach into earlier blocks)."""
+    position = 0
+    while position < len(data):
+        token = data[position]
+        position += 1
+        literals = token >> 4
+        if literals == 15:
+            while True:
+                byte = data[position]
+                position += 1
+                literals += byte
+                if byte != 255:
+                    break
+        out += data[position : position + literals]
+        position += literals
+        if position >= len(data):
+            return  # the last sequence has literals only
+        offset = data[position] | (data[position + 1] << 8)
+        position += 2
+        size = token & 15
+        if size == 15:
+            while True:
+                byte = data[position]
+                position += 1
+                size += byte
+                if byte != 255:
+                    break
+        _copy(out, offset, size + 4)
