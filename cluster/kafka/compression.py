@@ -154,26 +154,24 @@ def _lz4_block(data: bytes, out: bytearray) -> None:
     while position < len(data):
         token = data[position]
         position += 1
-        literals = token >> 4
-        if literals == 15:
-            while True:
-                byte = data[position]
-                position += 1
-                literals += byte
-                if byte != 255:
-                    break
+        literals, position = _lz4_length(data, position, token >> 4)
         out += data[position : position + literals]
         position += literals
         if position >= len(data):
             return  # the last sequence has literals only
         offset = data[position] | (data[position + 1] << 8)
         position += 2
-        size = token & 15
-        if size == 15:
-            while True:
-                byte = data[position]
-                position += 1
-                size += byte
-                if byte != 255:
-                    break
+        size, position = _lz4_length(data, position, token & 15)
         _copy(out, offset, size + 4)
+
+
+def _lz4_length(data: bytes, position: int, length: int) -> tuple[int, int]:
+    """A token's 4-bit length, continued by bytes while they are 255 if it is 15."""
+    if length == 15:
+        while True:
+            byte = data[position]
+            position += 1
+            length += byte
+            if byte != 255:
+                break
+    return length, position

@@ -108,6 +108,10 @@ def test_snappy_and_lz4_as_kafka_clients_frame_them() -> None:
     stored = struct.pack("<I", 0x80000002) + b"xy"
     frame = LZ4_HEADER + stored + struct.pack("<I", len(LZ4_BLOCK)) + LZ4_BLOCK + bytes(4)
     assert decompress(3, frame) == b"xy" + b"abc" * 4 + b"!"
+    runs = bytes([0xF0, 5]) + b"L" * 20 + bytes([1, 0, 0x1F]) + b"z" + bytes([1, 0, 2, 0x10]) + b"q"
+    frame = LZ4_HEADER + struct.pack("<I", len(runs)) + runs + bytes(4)
+    # literals 15 + 5 and a match of 4; one literal and a match of 15 + 2 + 4; the last literal
+    assert decompress(3, frame) == b"L" * 24 + b"z" * 22 + b"q"
 
 
 def test_undecodable_compressed_batches_are_one_error() -> None:
