@@ -17,7 +17,9 @@ from cluster.chaos import RunOptions, ScenarioError, load_scenario, parse_scenar
 from cluster.chaos.model import (
     ClusterSetup,
     CreateTopic,
+    EventSeen,
     Expect,
+    Pattern,
     PreferredElection,
     PreferredLeaders,
     ReassignmentDone,
@@ -144,6 +146,9 @@ def test_a_bad_reassignment_or_election_is_one_line_with_the_file_and_line(
     assert message in error, error
 
 
+REJOINED = Pattern(type="isr_altered", fields={"topic": "t", "partition": 0, "to_isr": [2, 1]})
+
+
 def test_a_reassignment_and_a_preferred_election_do_what_they_say(tmp_path: Path) -> None:
     """The reassignment moves the partitions (the store, the caches, and the removed
     replicas' logs follow) and leaves no znode; bouncing broker 1 moves leadership off it,
@@ -169,6 +174,8 @@ def test_a_reassignment_and_a_preferred_election_do_what_they_say(tmp_path: Path
             StartBroker(broker=1),
             Wait(condition=TopicReady(topic="t"), within=10),
             Expect(condition=PreferredLeaders(topic="t")),  # fails: 2 leads partition 0
+            # Broker 1 is back in partition 0's ISR once it fetched and 2's AlterIsr landed.
+            Wait(condition=EventSeen(pattern=REJOINED), within=10),
             PreferredElection(topic="t", outcome="ok"),
             Wait(condition=PreferredLeaders(topic="t"), within=20),
         ),
