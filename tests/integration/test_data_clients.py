@@ -14,7 +14,10 @@ makes topics of its own.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import selectors
+import signal
 import subprocess
 import sys
 import time
@@ -352,3 +355,38 @@ def test_console_tools_produce_consume_list_offsets_and_dump_the_log(cluster: Ke
             rf" sequence: -1 headerKeys: \[\] key: {key} payload: {value}",
             line,
         ), line
+
+
+def test_console_consumer_follows_the_end_until_interrupted(cluster: KemuUp) -> None:
+    """Without --from-beginning the console consumer starts at the end and prints what is
+    produced after it started; SIGINT ends it with exit 0 and the count on stderr."""
+    topic = new_topic(cluster, "follow")
+    server = ["--bootstrap-server", cluster.bootstrap]
+    tool("console-producer", *server, "--topic", topic, stdin="before\n")
+    consumer = subprocess.Popen(
+        [sys.executable, "-m", "cluster.cli", "console-consumer", *server, "--topic", topic],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert consumer.stdout is not None
+        os.set_blocking(consumer.stdout.fileno(), False)
+        seen = b""
+        deadline = time.monotonic() + CLIENT_WAIT
+        while b"\n" not in seen:  # until the consumer is at the end, each try may land before it
+            assert time.monotonic() < deadline, "the console consumer printed nothing"
+            tool("console-producer", *server, "--topic", topic, stdin="after\n")
+            with selectors.DefaultSelector() as selector:
+                selector.register(consumer.stdout, selectors.EVENT_READ)
+                if selector.select(1.0):
+                    seen += consumer.stdout.read() or b""
+        consumer.send_signal(signal.SIGINT)
+        rest, err = consumer.communicate(timeout=CLIENT_WAIT)
+    finally:
+        if consumer.poll() is None:
+            consumer.kill()
+            consumer.wait()
+    lines = (seen + rest).decode().splitlines()
+    assert lines
+    assert set(lines) == {"after"}
+    assert consumer.returncode == 0
+    assert err.decode() == f"Processed a total of {len(lines)} messages\n"
