@@ -360,7 +360,8 @@ class LookupOffsets(Message, frozen=True, kw_only=True):
 class OffsetFound(msgspec.Struct, frozen=True, kw_only=True):
     """One lookup: for an epoch, the largest epoch at or below it and where it ends
     (``LeaderEpochFileCache.endOffsetFor``: -1, -1 when unknown); for a timestamp, the
-    first record's ``(timestamp, offset)`` (-1, -1 when there is none)."""
+    first record's ``(timestamp, offset)`` (-1, -1 when there is none) and the leader
+    epoch it was written in."""
 
     topic: TopicName
     partition: int

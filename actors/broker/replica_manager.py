@@ -796,6 +796,7 @@ class ReplicaManager:
                     error_code=found.error_code,
                     timestamp=found.timestamp if hit else -1,
                     offset=found.offset if hit else -1,
+                    leader_epoch=found.leader_epoch if hit else -1,
                 )
         return ListOffsetsResponseData(
             topics=tuple(

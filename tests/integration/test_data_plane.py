@@ -347,7 +347,7 @@ async def test_list_offsets_and_offset_for_leader_epoch(harness: Harness) -> Non
     assert (await list_offset(h, "offsets", EARLIEST_TIMESTAMP)).offset == 0
     assert (await list_offset(h, "offsets", LATEST_TIMESTAMP)).offset == 3
     found = await list_offset(h, "offsets", 1500)
-    assert (found.offset, found.timestamp) == (1, 2000)
+    assert (found.offset, found.timestamp, found.leader_epoch) == (1, 2000, 0)
     assert (await list_offset(h, "offsets", 9000)).offset == -1
     reply = await h.client.ask(
         broker_ref(0),

@@ -191,7 +191,7 @@ def test_epoch_and_timestamp_lookups(tmp_path: Path) -> None:
         )
         assert isinstance(found, OffsetsFound)
         got = [(r.leader_epoch, r.offset, r.timestamp) for r in found.results]
-        assert got == [(1, 2, -1), (1, 2, -1), (4, 3, -1), (-1, 1, 2000), (-1, -1, -1)]
+        assert got == [(1, 2, -1), (1, 2, -1), (4, 3, -1), (1, 1, 2000), (-1, -1, -1)]
         assert reply is not None
 
     sim(lambda: run_broker(log_dirs(tmp_path, 1), body))
