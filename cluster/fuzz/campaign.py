@@ -153,6 +153,9 @@ def run_target(
         pass
     except KeyboardInterrupt:
         report.interrupted = True
+    except Exception as exc:  # the fuzzer's own bug, or a server's answer it cannot read
+        report.failure = f"the fuzzer failed: {exc!r}"
+        report.reproducer = _save(crash_dir, target, seed, list(recent), report.failure, server)
     finally:
         report.seconds = time.monotonic() - started
         report.rss_end = rss_bytes(pid)

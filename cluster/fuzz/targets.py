@@ -44,7 +44,7 @@ from protocol.base import ActorRef, Message
 from protocol.broker import BrokerStatus, BrokerStatusRequest
 from protocol.codec import MAX_FRAME_BYTES, decode_envelope, frame
 from protocol.envelope import Envelope, EnvelopeKind
-from protocol.errors import KemuError
+from protocol.errors import FrameError, KemuError
 from protocol.launcher import LauncherStatus, LauncherStatusRequest
 from protocol.store import StoreExists, StoreFailure
 
@@ -170,10 +170,19 @@ def _metadata_probe(correlation_id: int) -> bytes:
     return request_frame(3, 1, correlation_id, "kemu-fuzz", {"topics": []})
 
 
-def _is_metadata_answer(body: bytes, correlation_id: int) -> bool:
+def _is_metadata_answer(body: bytes, correlation_id: int, *, strict: bool) -> bool:
+    """Whether ``body`` answers the Metadata v1 probe of ``correlation_id``. In an
+    exchange an input may have used that correlation id too, so a response that is not
+    Metadata is passed over there; on a fresh connection (``strict``) it is a failure
+    (``FrameError``)."""
     if len(body) < 4 or _SIZE.unpack_from(body)[0] != correlation_id:
         return False
-    decode_response(3, 1, body)  # raises FrameError: a probe answered with garbage
+    try:
+        decode_response(3, 1, body)
+    except FrameError:
+        if strict:
+            raise
+        return False
     return True
 
 
@@ -197,7 +206,7 @@ def _kafka_exchange(endpoints: Endpoints, case: object) -> Outcome:
             sock,
             case + _metadata_probe(PROBE_CORRELATION),
             DEFAULT_MAX_FRAME_BYTES,
-            lambda body: _is_metadata_answer(body, PROBE_CORRELATION),
+            lambda body: _is_metadata_answer(body, PROBE_CORRELATION, strict=False),
         )
 
 
@@ -206,7 +215,7 @@ def _kafka_probe(endpoints: Endpoints) -> None:
         with _connect(endpoints.kafka, PROBE_TIMEOUT) as sock:
             sock.sendall(_metadata_probe(7))
             for body in _frames(sock):
-                if _is_metadata_answer(body, 7):
+                if _is_metadata_answer(body, 7, strict=True):
                     return
     except (OSError, KemuError) as exc:
         raise ProbeFailed(f"Metadata on a fresh connection failed: {exc!r}") from exc

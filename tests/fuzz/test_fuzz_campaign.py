@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from cluster.fuzz import TARGETS, Outcome, Target, replay, run_target
-from cluster.fuzz.servers import Endpoints
+from cluster.fuzz.servers import Endpoints, KemuServer
+from cluster.fuzz.targets import PROBE_CORRELATION
+from cluster.kafka.apis import encode_api_versions_request
 
 pytestmark = [pytest.mark.slow, pytest.mark.processes]  # kemu up in a child process
 
@@ -120,3 +122,20 @@ def test_a_server_that_stops_answering_fails_the_probe(tmp_path: Path) -> None:
     assert report.failure.startswith("Metadata on a fresh connection failed")
     assert report.inputs == 4  # the fourth timed out, then the probe failed
     assert report.outcomes[Outcome.TIMED_OUT.value] == 1
+
+
+@pytest.mark.timeout(120)
+def test_an_input_using_the_probes_correlation_id_is_not_taken_for_the_probe(
+    tmp_path: Path,
+) -> None:
+    """A valid request carrying the correlation id of the probe that follows it gets its
+    own answer first; the exchange passes over it and ends at the probe's Metadata."""
+    server = KemuServer(tmp_path, "kafka", processes=False)
+    endpoints = server.start()
+    try:
+        request = encode_api_versions_request(
+            api_version=3, correlation_id=PROBE_CORRELATION, client_id="f"
+        )
+        assert TARGETS["kafka"].exchange(endpoints, request) is Outcome.ANSWERED
+    finally:
+        server.stop()
