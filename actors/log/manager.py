@@ -1348,6 +1348,8 @@ class LogManager(Actor):
             self._open.pop(tp).close()
         self._producers.pop(tp, None)
         self._fresh.pop(tp, None)
+        # A topic is deleted whole: a new topic of the same name brings its own configs.
+        self._topic_configs.pop(tp.topic, None)
         self._closed_clean.discard(tp)
         unique_id = uuid.UUID(int=self.rng.getrandbits(128), version=4).hex
         name = delete_dir_name(tp, unique_id)

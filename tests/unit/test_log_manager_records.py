@@ -278,7 +278,8 @@ def test_logs_beyond_the_open_limit_are_closed_and_reopened(tmp_path: Path) -> N
 
 def test_a_topic_config_applies_to_its_logs(tmp_path: Path) -> None:
     """``max.message.bytes`` from a topic's configs refuses a larger batch with
-    MESSAGE_TOO_LARGE; another topic keeps the default."""
+    MESSAGE_TOO_LARGE; once the topic is deleted, a new one of that name has the
+    default again."""
 
     async def body(b: Harness) -> None:
         await create(b)
@@ -288,6 +289,9 @@ def test_a_topic_config_applies_to_its_logs(tmp_path: Path) -> None:
         outcome = await append(b, client_batch([b"v" * 200]))
         assert outcome.error_code is ErrorCode.MESSAGE_TOO_LARGE
         assert (await append(b, client_batch([b"v"]))).error_code is ErrorCode.NONE
+        await b.delete("orders", 0)  # a topic of the same name later has its own configs
+        await create(b)
+        assert (await append(b, client_batch([b"v" * 200]))).error_code is ErrorCode.NONE
 
     sim(lambda: run_broker(log_dirs(tmp_path, 1), body))
 
