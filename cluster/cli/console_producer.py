@@ -6,8 +6,9 @@ Each line of stdin becomes one record (its bytes, without the line end) sent to
 ``key<key.separator>value`` (separator a tab unless given; a line without one is an
 error, as ``LineMessageReader`` says "No key found on line N"). A keyed record goes to
 ``murmur2(key) % partitions`` (``DefaultPartitioner``); unkeyed records stick to one
-partition per batch (``StickyPartitionCache``). Lines read together are sent as one batch
-per partition; from a terminal, each line as it is typed.
+partition per batch (``StickyPartitionCache``). The lines that have arrived when stdin is
+read are sent as one batch per partition: a terminal's as they are typed, a pipe's in
+chunks.
 
 Producer settings as the tool's: ``acks`` 1 unless ``--request-required-acks`` or
 ``--producer-property acks=...`` say otherwise (0, 1, -1 or all); ``compression.type``
@@ -21,7 +22,7 @@ from __future__ import annotations
 import random
 import sys
 from collections.abc import Sequence
-from typing import BinaryIO, Final, TextIO
+from typing import Final, Protocol, TextIO, cast
 
 import anyio
 
@@ -67,7 +68,7 @@ SPECS: Final = (
 USAGE: Final = usage_text(
     "This tool helps to read data from standard input and publish it to Kafka.", SPECS
 )
-BATCH_LINES: Final = 500  # lines read at once from a pipe; a terminal gives one at a time
+READ_BYTES: Final = 1 << 16  # the most one read of stdin takes
 
 
 def murmur2(data: bytes) -> int:
@@ -140,16 +141,35 @@ class _LineReader:
         return ProducerRecord(key=key, value=value, timestamp_ms=timestamp_ms)
 
 
-async def _read_lines(stdin: BinaryIO) -> list[bytes]:
-    """The next lines of stdin: a chunk from a pipe or file, one line from a terminal;
-    empty at EOF."""
-    if stdin.isatty():
-        line = await anyio.to_thread.run_sync(stdin.readline)
-        return [line] if line else []
-    return await anyio.to_thread.run_sync(stdin.readlines, BATCH_LINES * 256)
+class Stdin(Protocol):
+    """What the producer reads lines from (``sys.stdin.buffer``, or a test's ``BytesIO``)."""
+
+    def read1(self, size: int = -1, /) -> bytes: ...
 
 
-async def produce(argv: Sequence[str], *, stdin: BinaryIO, err: TextIO) -> int:
+class _Lines:
+    """Stdin cut into lines, as much as has arrived at each read: whatever a pipe or a
+    terminal holds when asked (one raw read, ``read1``) is one chunk of lines, so typed
+    lines go out as they come and piped ones in batches. A last line without its newline
+    is a line too."""
+
+    def __init__(self, stdin: Stdin) -> None:
+        self._stdin = stdin
+        self._partial = b""
+
+    async def next_chunk(self) -> list[bytes]:
+        """The complete lines that arrived next (newlines kept); empty at EOF."""
+        while True:
+            data = await anyio.to_thread.run_sync(self._stdin.read1, READ_BYTES)
+            if not data:
+                last, self._partial = self._partial, b""
+                return [last] if last else []
+            *lines, self._partial = (self._partial + data).split(b"\n")
+            if lines:
+                return [line + b"\n" for line in lines]
+
+
+async def produce(argv: Sequence[str], *, stdin: Stdin, err: TextIO) -> int:
     opts = parse(argv, SPECS)
     if opts.has("help"):
         raise UsageError("")
@@ -169,7 +189,8 @@ async def produce(argv: Sequence[str], *, stdin: BinaryIO, err: TextIO) -> int:
     ) as client:
         count = await _partition_count(client, topic)
         sticky = rng.randrange(count)
-        while lines := await _read_lines(stdin):
+        chunks = _Lines(stdin)
+        while lines := await chunks.next_chunk():
             by_partition: dict[int, list[ProducerRecord]] = {}
             for line in lines:
                 record = reader.record(line, clock.wall_ms())
@@ -204,14 +225,14 @@ async def _partition_count(client: KafkaDataClient, topic: str) -> int:
 def main(
     argv: Sequence[str],
     *,
-    stdin: BinaryIO | None = None,
+    stdin: Stdin | None = None,
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
     """``kemu console-producer ARGS``: run it and return the exit status."""
     error = err or sys.stderr
     return run_tool(
-        lambda: produce(argv, stdin=stdin or sys.stdin.buffer, err=error),
+        lambda: produce(argv, stdin=stdin or cast(Stdin, sys.stdin.buffer), err=error),
         usage=USAGE,
         err=error,
         out=out or sys.stdout,

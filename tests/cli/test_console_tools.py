@@ -262,3 +262,24 @@ def test_bad_command_lines_are_one_line_and_exit_1(
     status, out, err = run(module, *argv)
     assert (status, out) == (1, "")
     assert err.splitlines()[0] == first_line
+
+
+class Chunks:
+    """Stdin that has ``chunks`` arrive one per read, then EOF."""
+
+    def __init__(self, *chunks: bytes) -> None:
+        self.chunks = list(chunks)
+
+    def read1(self, size: int = -1, /) -> bytes:
+        return self.chunks.pop(0) if self.chunks else b""
+
+
+@pytest.mark.asyncio
+async def test_producer_lines_go_as_they_arrive() -> None:
+    """The producer takes the complete lines each read brings (a line split across reads
+    waits for its end), and a last line without a newline at EOF."""
+    lines = console_producer._Lines(Chunks(b"a\nb", b"c\nd\n", b"e"))
+    assert await lines.next_chunk() == [b"a\n"]
+    assert await lines.next_chunk() == [b"bc\n", b"d\n"]
+    assert await lines.next_chunk() == [b"e"]
+    assert await lines.next_chunk() == []
