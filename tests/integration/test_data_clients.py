@@ -139,6 +139,24 @@ def test_kcat_produces_and_consumes_keys_and_headers(cluster: KemuUp) -> None:
         assert offsets == list(range(len(offsets)))
 
 
+def test_kcat_produces_without_acks(cluster: KemuUp) -> None:
+    """``kcat -P -X acks=0`` gets no answers and needs none: every record arrives, and a
+    consumer (``-c``: until it has them all) reads them back."""
+    topic = new_topic(cluster, "acks0")
+    lines = "".join(f"v{i}\n" for i in range(COUNT))
+    produced = subprocess.run(
+        ["kcat", "-b", cluster.bootstrap, "-P", "-t", topic, "-X", "acks=0"],
+        input=lines, capture_output=True, text=True, timeout=CLIENT_WAIT, check=False,
+    )  # fmt: skip
+    assert produced.returncode == 0, produced.stderr
+    consumed = subprocess.run(
+        ["kcat", "-b", cluster.bootstrap, "-C", "-t", topic, "-c", str(COUNT), "-f", "%s\n"],
+        capture_output=True, text=True, timeout=CLIENT_WAIT, check=False,
+    )  # fmt: skip
+    assert consumed.returncode == 0, consumed.stderr
+    assert sorted(consumed.stdout.splitlines()) == sorted(f"v{i}" for i in range(COUNT))
+
+
 # ---------------------------------------------------------------------- confluent-kafka
 
 
