@@ -427,13 +427,19 @@ class ReplicaManager:
     # ------------------------------------------------------------------ Produce
 
     def _leader_error(self, topic: TopicName, tp: TopicPartition) -> ErrorCode | None:
-        """Why this broker cannot serve ``tp`` as its leader, if it cannot: a topic the
-        metadata cache does not know, UNKNOWN_TOPIC_OR_PARTITION; a partition not led
-        here, NOT_LEADER_OR_FOLLOWER."""
-        if not self._broker.cache.contains(topic):
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        """Why this broker cannot serve ``tp`` as its leader, if it cannot, as
+        ``ReplicaManager.getPartitionOrError`` decides: a partition this broker hosts (from
+        LeaderAndIsr) is served whatever the metadata cache says (a topic queued for
+        deletion is gone from the cache, but its partitions still replicate until
+        StopReplica); a partition not hosted is NOT_LEADER_OR_FOLLOWER if the metadata
+        cache knows its topic, UNKNOWN_TOPIC_OR_PARTITION if not; a hosted one not led
+        here is NOT_LEADER_OR_FOLLOWER."""
         partition = self.partitions.get(tp)
-        if partition is None or not partition.is_leader:
+        if partition is None:
+            if self._broker.cache.contains(topic):
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if not partition.is_leader:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return None
 
@@ -604,10 +610,12 @@ class ReplicaManager:
                 tp = TopicPartition(topic.topic, p.partition)
                 partition = self.partitions.get(tp)
                 code: ErrorCode | None
-                if not self._broker.cache.contains(topic.topic):
-                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif partition is None:
-                    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                if partition is None:  # as _leader_error: hosted partitions are served
+                    code = (
+                        ErrorCode.NOT_LEADER_OR_FOLLOWER
+                        if self._broker.cache.contains(topic.topic)
+                        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    )
                 else:
                     code = partition.fence(p.current_leader_epoch)
                     if (
