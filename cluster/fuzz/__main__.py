@@ -1,7 +1,7 @@
 """``python -m cluster.fuzz``: fuzz kemu's socket readers (docs/fuzzing.md).
 
     python -m cluster.fuzz [--inputs N] [--targets kafka,internal,store,control]
-                           [--seed S] [--crash-dir DIR] [--workdir DIR]
+                           [--seed S] [--crash-dir DIR] [--workdir DIR] [--keep-going]
     python -m cluster.fuzz --replay DIR
 
 Exit status 0 when no target crashed, 1 when one did (its reproducer's directory and the
@@ -28,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=100, help="inputs between probes")
     parser.add_argument("--crash-dir", type=Path, default=Path("fuzz-crashes"))
     parser.add_argument("--workdir", type=Path, default=None, help="servers' dirs (default: temp)")
+    parser.add_argument(
+        "--keep-going", action="store_true", help="after a crash, restart the server, go on"
+    )
     parser.add_argument("--replay", type=Path, default=None, help="a reproducer directory")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)  # so that the servers are stopped on the way out
@@ -51,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
                     seed=args.seed,
                     batch=args.batch,
                     crash_dir=args.crash_dir,
+                    keep_going=args.keep_going,
                     progress=lambda r: print(f"  ... {r.line()}", flush=True),
                 )
             except RuntimeError as exc:  # kemu up did not start
@@ -71,11 +75,10 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def _print_failure(report: TargetReport) -> None:
-    if report.failure is None:
-        return
-    print(f"{report.target}: CRASH after {report.inputs} inputs: {report.failure}")
-    print(f"  reproducer: {report.reproducer}")
-    print(f"  replay: scripts/fuzz.sh --replay {report.reproducer}")
+    for failure, reproducer in zip(report.failures, report.reproducers, strict=True):
+        print(f"{report.target}: CRASH: {failure}")
+        print(f"  reproducer: {reproducer}")
+        print(f"  replay: scripts/fuzz.sh --replay {reproducer}")
 
 
 def _replay(reproducer: Path, workdir: Path) -> int:

@@ -36,17 +36,27 @@ class Crashed(Exception):
 
 @dataclass
 class TargetReport:
-    """What one target's run measured."""
+    """What one target's run measured. With ``keep_going`` a crash restarts the server;
+    the RSS figures are then those of the last server, over its ``last_server_inputs``."""
 
     target: str
     inputs: int = 0
     seconds: float = 0.0
     outcomes: collections.Counter[str] = field(default_factory=collections.Counter)
-    failure: str | None = None
+    failures: list[str] = field(default_factory=list)
+    reproducers: list[Path] = field(default_factory=list)
     interrupted: bool = False  # stopped by the user (SIGINT, SIGTERM) before the end
-    reproducer: Path | None = None
     rss_start: int = 0
     rss_end: int = 0
+    last_server_inputs: int = 0
+
+    @property
+    def failure(self) -> str | None:
+        return self.failures[0] if self.failures else None
+
+    @property
+    def reproducer(self) -> Path | None:
+        return self.reproducers[0] if self.reproducers else None
 
     @property
     def rate(self) -> float:
@@ -54,18 +64,32 @@ class TargetReport:
 
     @property
     def crashes(self) -> int:
-        return 0 if self.failure is None else 1
+        return len(self.failures)
 
     def line(self) -> str:
         mib = 1024 * 1024
         outcomes = " ".join(f"{k}={v}" for k, v in sorted(self.outcomes.items()))
+        restarted = (
+            f" (last server: {self.last_server_inputs} inputs)"
+            if self.last_server_inputs != self.inputs
+            else ""
+        )
         return (
             f"{self.target:<9} {self.inputs:>8} inputs {self.seconds:>8.1f} s "
             f"{self.rate:>7.0f}/s  crashes={self.crashes}  "
             f"rss {self.rss_start / mib:.1f} -> {self.rss_end / mib:.1f} MiB "
-            f"({(self.rss_end - self.rss_start) / mib:+.1f})  [{outcomes}]"
+            f"({(self.rss_end - self.rss_start) / mib:+.1f}){restarted}  [{outcomes}]"
             + ("  (interrupted)" if self.interrupted else "")
         )
+
+
+class _Server:
+    """The server of a run, replaced after a crash when the run keeps going."""
+
+    def __init__(self, target: Target, workdir: Path) -> None:
+        self.server = KemuServer(workdir, target.name, processes=target.processes)
+        self.endpoints = self.server.start()
+        self.pid = target.pid(self.endpoints)
 
 
 def run_target(
@@ -76,35 +100,37 @@ def run_target(
     seed: int,
     batch: int = DEFAULT_BATCH,
     crash_dir: Path,
+    keep_going: bool = False,
     progress: Callable[[TargetReport], None] | None = None,
 ) -> TargetReport:
-    """Fuzz one target on a fresh ``kemu up`` under ``workdir``."""
+    """Fuzz one target on a fresh ``kemu up`` under ``workdir``. The first crash ends
+    the run, unless ``keep_going``: then the server is replaced and the run goes on."""
     report = TargetReport(target.name)
-    server = KemuServer(workdir, target.name, processes=target.processes)
-    endpoints = server.start()
-    pid = target.pid(endpoints)
+    live = _Server(target, workdir)
     recent: collections.deque[object] = collections.deque(maxlen=batch)
     failed: list[Crashed] = []
-    report.rss_start = rss_bytes(pid)
+    report.rss_start = rss_bytes(live.pid)
     started = time.monotonic()
 
     def check(why: str | None) -> None:
-        gone = server.exit_status(pid)
+        gone = live.server.exit_status(live.pid)
         problem = why
         if gone is not None:
             problem = f"the server's process {gone}"
         elif problem is None:
             try:
-                target.probe(endpoints)
+                target.probe(live.endpoints)
             except ProbeFailed as exc:
                 problem = str(exc)
         if problem is not None:
-            report.failure = problem
-            report.reproducer = _save(crash_dir, target, seed, list(recent), problem, server)
+            report.failures.append(problem)
+            report.reproducers.append(
+                _save(crash_dir, target, seed, list(recent), problem, live.server)
+            )
             failed.append(Crashed(problem))
             raise failed[-1]
 
-    strategy = target.inputs(endpoints)
+    strategy = target.inputs(live.endpoints)
 
     def run(count: int, round_seed: int) -> None:
         @settings(
@@ -122,44 +148,57 @@ def run_target(
                 raise failed[-1]
             recent.append(case)
             try:
-                outcome = target.exchange(endpoints, case).value
+                outcome = target.exchange(live.endpoints, case).value
             except Finding as exc:
                 check(str(exc))
             except OSError as exc:  # refused, reset during the handshake: look closer
                 outcome = f"error:{type(exc).__name__}"
             report.inputs += 1
+            report.last_server_inputs += 1
             report.outcomes[outcome] += 1
             if report.inputs % batch == 0 or outcome.startswith("error") or outcome == "timed_out":
                 check(None)
                 report.seconds = time.monotonic() - started
-                report.rss_end = rss_bytes(pid)
+                report.rss_end = rss_bytes(live.pid)
                 if progress is not None and report.inputs % (batch * 50) == 0:
                     progress(report)
-            elif server.exit_status(pid) is not None:
+            elif live.server.exit_status(live.pid) is not None:
                 check(None)
 
         hypothesis_seed(round_seed)(one)()
 
+    number = 0
     try:
-        number = 0
         while report.inputs < inputs:
             before = report.inputs
-            run(min(ROUND, inputs - report.inputs), seed * 1_000_003 + number)
+            try:
+                run(min(ROUND, inputs - report.inputs), seed * 1_000_003 + number)
+            except Crashed:
+                if not keep_going:
+                    break
+                live.server.stop()
+                live = _Server(target, workdir)
+                failed.clear()
+                recent.clear()
+                report.rss_start, report.last_server_inputs = rss_bytes(live.pid), 0
             number += 1
-            if report.inputs == before:  # hypothesis found nothing new to try
+            if report.inputs == before and not failed:  # hypothesis found nothing new
                 break
-        check(None)
+        else:
+            check(None)
     except Crashed:
         pass
     except KeyboardInterrupt:
         report.interrupted = True
     except Exception as exc:  # the fuzzer's own bug, or a server's answer it cannot read
-        report.failure = f"the fuzzer failed: {exc!r}"
-        report.reproducer = _save(crash_dir, target, seed, list(recent), report.failure, server)
+        report.failures.append(f"the fuzzer failed: {exc!r}")
+        report.reproducers.append(
+            _save(crash_dir, target, seed, list(recent), report.failures[-1], live.server)
+        )
     finally:
         report.seconds = time.monotonic() - started
-        report.rss_end = rss_bytes(pid)
-        server.stop()
+        report.rss_end = rss_bytes(live.pid)
+        live.server.stop()
     return report
 
 

@@ -139,3 +139,25 @@ def test_an_input_using_the_probes_correlation_id_is_not_taken_for_the_probe(
         assert TARGETS["kafka"].exchange(endpoints, request) is Outcome.ANSWERED
     finally:
         server.stop()
+
+
+@pytest.mark.timeout(300)
+def test_keep_going_restarts_the_server_after_a_crash(tmp_path: Path) -> None:
+    """With ``keep_going`` the server killed after the fifth input is replaced: the run
+    does all its inputs, counts one crash with its reproducer, and the last server
+    served the inputs after it."""
+    report = run_target(
+        _on_call(TARGETS["kafka"], 5, _kill),
+        tmp_path,
+        inputs=20,
+        seed=4,
+        batch=50,
+        crash_dir=tmp_path / "crashes",
+        keep_going=True,
+    )
+    assert report.inputs == 20
+    assert report.crashes == 1
+    assert len(report.reproducers) == 1
+    assert "exited with status -9" in report.failures[0]
+    assert report.last_server_inputs == 15
+    assert report.rss_end > 0
