@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from actors.log.channel import LogFiles
-from actors.log.manager import LEADER_EPOCH_CHECKPOINT, SEGMENT_FILES, checkpoint_file
+from actors.log.leader_epoch import LEADER_EPOCH_CHECKPOINT
+from actors.log.manager import SEGMENT_FILES, checkpoint_file
 from actors.log.partition_log import (
     CLEAN_SHUTDOWN_FILE,
     Log,
