@@ -11,12 +11,11 @@ that the failure is one line and leaves nothing behind.
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import signal
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,9 +24,10 @@ import anyio
 from actors.controller.recording import CONTROLLER_INPUTS
 from actors.runtime.tracer import Tracer
 from cluster.cli.args import UsageError
+from cluster.launch.announce import announce_ready, release_cluster_file
 from cluster.launch.cluster import Cluster, ClusterSpec
-from cluster.launch.connect import ClusterFile, ClusterFileError, unregister_store
-from cluster.launch.control import ClusterLauncher, Publisher, serve_control
+from cluster.launch.connect import ClusterFile, ClusterFileError
+from cluster.launch.control import ClusterLauncher, Publisher
 from cluster.trace_files import JsonlTraceWriter
 from protocol.trace import TraceHeader
 
@@ -94,44 +94,6 @@ def discard_failed_start(start: UpStart) -> None:
         shutil.rmtree(start.log_dir, ignore_errors=True)
 
 
-def release_cluster_file(cluster_file: Path) -> None:
-    """Remove the cluster file at exit, unless another launcher has written it since."""
-    try:
-        info: ClusterFile | None = ClusterFile.read(cluster_file)
-    except ClusterFileError:
-        info = None  # ours, half-written or gone
-    if info is None or info.pid == os.getpid():
-        if info is not None:
-            unregister_store(info.store, cluster_file)
-        cluster_file.unlink(missing_ok=True)
-
-
-def render_table(
-    spec: ClusterSpec,
-    *,
-    ports: Mapping[int, int],
-    pids: Mapping[int, int],
-    controller: int,
-    elapsed: float,
-    store_address: str | None,
-) -> str:
-    """The readiness table of ``kemu up``: one line per broker (its Kafka endpoint, the
-    process it runs in, its log dir), the controller and the store."""
-    store = "ZooKeeper at " + spec.zookeeper if spec.zookeeper else "the embedded store"
-    lines = [
-        f"kemu: {spec.brokers} brokers ready in {elapsed:.2f}s on {store}",
-        f"{'BROKER':<7}{'ENDPOINT':<22}{'PID':<9}LOG DIR",
-    ]
-    for broker_id in sorted(pids):
-        endpoint = f"{spec.host}:{ports.get(broker_id, '-')}"
-        log_dir = spec.log_dir / f"broker-{broker_id}"
-        lines.append(f"{broker_id:<7}{endpoint:<22}{pids[broker_id]:<9}{log_dir}")
-    lines.append(f"controller: broker {controller}")
-    if store_address:
-        lines.append(f"store: {store_address}")
-    return "\n".join(lines)
-
-
 async def run_up(
     spec: ClusterSpec,
     *,
@@ -157,32 +119,19 @@ async def run_up(
                     cluster_file, spec, store=cluster.store_address or "", secret=cluster.secret
                 )
                 async with anyio.create_task_group() as control_tg:
-                    publisher.control = await control_tg.start(
-                        functools.partial(
-                            serve_control,
-                            launcher,
-                            publisher,
-                            host=spec.host,
-                            secret=cluster.secret,
-                            tracer=tracer,
-                            clock=cluster.clock,
-                        )
+                    await announce_ready(
+                        control_tg,
+                        launcher,
+                        publisher,
+                        secret=cluster.secret,
+                        tracer=tracer,
+                        clock=cluster.clock,
+                        ports=cluster.ports,
+                        pids={b: os.getpid() for b in cluster.nodes},
+                        elapsed=elapsed,
+                        store_address=cluster.store_address,
+                        on_ready=on_ready,
                     )
-                    status = await launcher.cluster_status()
-                    publisher(status, None)
-                    on_ready()
-                    print(
-                        render_table(
-                            spec,
-                            ports=cluster.ports,
-                            pids={b: os.getpid() for b in cluster.nodes},
-                            controller=status.controller_id,
-                            elapsed=elapsed,
-                            store_address=cluster.store_address,
-                        ),
-                        flush=True,
-                    )
-                    print(f"cluster file: {cluster_file}\nCtrl-C stops the cluster.", flush=True)
                     async for signum in signals:
                         print(f"\nkemu: {signal.Signals(signum).name}: stopping", flush=True)
                         break

@@ -49,7 +49,7 @@ from actors.broker.broker import broker_node_id, broker_ref
 from actors.runtime.actor import Node
 from actors.runtime.clock import Clock, RealClock
 from actors.runtime.tracer import Tracer
-from cluster.cli.up import release_cluster_file, render_table
+from cluster.launch.announce import announce_ready, release_cluster_file
 from cluster.launch.broker_process import BROKER_PROCESS_COMMAND, READY_LINE, SECRET_ENV
 from cluster.launch.cluster import ClusterError, ClusterSpec, serve_store, wait_until_ready
 from cluster.launch.connect import open_store
@@ -61,7 +61,6 @@ from cluster.launch.control import (
     expiry_timeout,
     launcher_status,
     paused_note,
-    serve_control,
     settle,
     wait_unregistered,
 )
@@ -558,32 +557,19 @@ async def _launch(
     async def announce(control_tg: TaskGroup) -> None:
         elapsed = time.perf_counter() - started
         publisher.store = cluster.store_address
-        publisher.control = await control_tg.start(
-            functools.partial(
-                serve_control,
-                cluster,
-                publisher,
-                host=spec.host,
-                secret=cluster.secret,
-                tracer=cluster.tracer,
-                clock=cluster.clock,
-            )
+        await announce_ready(
+            control_tg,
+            cluster,
+            publisher,
+            secret=cluster.secret,
+            tracer=cluster.tracer,
+            clock=cluster.clock,
+            ports=cluster.ports,
+            pids=cluster.pids,
+            elapsed=elapsed,
+            store_address=cluster.store_address,
+            on_ready=on_ready,
         )
-        status = await cluster.cluster_status()
-        publisher(status, None)
-        on_ready()
-        print(
-            render_table(
-                spec,
-                ports=cluster.ports,
-                pids=cluster.pids,
-                controller=status.controller_id,
-                elapsed=elapsed,
-                store_address=cluster.store_address,
-            ),
-            flush=True,
-        )
-        print(f"cluster file: {cluster_file}\nCtrl-C stops the cluster.", flush=True)
 
     async def exited(broker_id: int) -> None:
         if publisher.control and not cluster.stopping:
