@@ -18,7 +18,7 @@ from typing import Final
 from cluster.launch.connect import ClusterFile, parse_host_port
 
 READY_MARKER: Final = "Ctrl-C stops the cluster."  # the last line of kemu up's readiness table
-READY_TIMEOUT: Final = 60.0  # seconds for a child to get ready (2 cores shared with others)
+READY_TIMEOUT: Final = 60.0  # seconds for a child to get ready, on a loaded machine too
 STOP_TIMEOUT: Final = 15.0
 
 Address = tuple[str, int]
