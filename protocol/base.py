@@ -7,11 +7,19 @@ without guessing, and nothing is ever unpickled.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import msgspec
 
 
 class Message(msgspec.Struct, frozen=True, kw_only=True, tag=True):
-    """Root of all typed messages. Subclasses are tagged with their class name."""
+    """Root of all typed messages. Subclasses are tagged with their class name.
+
+    ``local_only``: a message an actor sends only to itself (a timer's tick, a halt): a
+    node drops one that comes from another node, so that no peer can fire another
+    node's timers or halt it."""
+
+    local_only: ClassVar[bool] = False
 
     @classmethod
     def type_name(cls) -> str:

@@ -34,11 +34,15 @@ class BrokerStatus(Message, frozen=True, kw_only=True):
 class PurgatoryExpired(Message, frozen=True, kw_only=True):
     """Timer event: a parked admin operation ran out of time."""
 
+    local_only = True
+
     operation: int
 
 
 class DelayedDataExpired(Message, frozen=True, kw_only=True):
     """Timer event: a parked Produce (acks=all) or Fetch reached its timeout."""
+
+    local_only = True
 
     operation: int
 
@@ -47,11 +51,15 @@ class CompleteDelayedData(Message, frozen=True, kw_only=True):
     """The broker's reminder to itself: the leadership or ISR of these partitions
     changed, look at the Produce and Fetch requests parked on them."""
 
+    local_only = True
+
     partitions: tuple[TopicPartition, ...]
 
 
 class BrokerEpochChanged(Message, frozen=True, kw_only=True):
     """The controller component re-registered this broker after a store session expiry:
     its new broker epoch (the new znode's czxid)."""
+
+    local_only = True
 
     epoch: int

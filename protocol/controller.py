@@ -74,9 +74,13 @@ class AlterIsrFlush(Message, frozen=True, kw_only=True):
     """The AlterIsrManager's send timer (``send-alter-isr``, every 50 ms while changes
     wait)."""
 
+    local_only = True
+
 
 class AlterIsrSent(Message, frozen=True, kw_only=True):
     """The AlterIsrManager's send finished: the controller's answer, or None when no
     controller was known or it did not answer in time."""
+
+    local_only = True
 
     response: AlterIsrResponse | None

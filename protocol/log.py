@@ -204,6 +204,8 @@ class LogDirFailed(Message, frozen=True, kw_only=True):
 class LogDeletionSweep(Message, frozen=True, kw_only=True):
     """A deletion timer fired (``timer`` identifies it): remove every renamed log now due."""
 
+    local_only = True
+
     timer: int
 
 
@@ -424,8 +426,12 @@ class CheckpointFlush(Message, frozen=True, kw_only=True):
     """The log manager's own reminder: rewrite the checkpoints of the log dirs whose set
     of logs changed since the last flush (one write per dir for a burst of creations)."""
 
+    local_only = True
+
 
 class LogDirsAllFailed(Message, frozen=True, kw_only=True):
     """Every log directory is offline: the broker halts (Kafka's ``Exit.halt(1)``)."""
+
+    local_only = True
 
     reason: str

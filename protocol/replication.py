@@ -85,10 +85,14 @@ class RemoveFetcherPartitions(Message, frozen=True, kw_only=True):
 class FetcherWork(Message, frozen=True, kw_only=True):
     """A fetcher's own wake-up: run one round (``doWork``)."""
 
+    local_only = True
+
 
 class IsrExpiration(Message, frozen=True, kw_only=True):
     """A broker's own timer (Kafka's ``isr-expiration`` task, every
     ``replica.lag.time.max.ms`` / 2): look for ISR followers that stopped catching up."""
+
+    local_only = True
 
 
 class FetcherStatusRequest(Message, frozen=True, kw_only=True):

@@ -493,6 +493,17 @@ class Node:
                 return
             fut.set_result(env)
             return
+        if env.src.node != self.node_id and getattr(env.payload, "local_only", False):
+            self.tracer.emit(
+                TraceKind.DROP,
+                node=self.node_id,
+                actor=env.dst.name,
+                type=env.type_name,
+                corr=env.corr,
+                reason="local_only",
+                src=str(env.src),
+            )
+            return
         actor = self._actors.get(env.dst.name)
         if actor is None or not self.running:
             self.tracer.emit(

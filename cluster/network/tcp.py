@@ -257,8 +257,12 @@ class _Inbound(_Backlog, asyncio.Protocol):
                 arrived(envelope)
         except FrameError as exc:
             self._fail("bad_frame", str(exc))
+            return
         except Exception as exc:  # a bug must cost this connection only, not the listener
             self._fail("connection_failed", repr(exc))
+            return
+        if self._reader.error is not None:  # a size over the limit after those frames
+            self._fail("bad_frame", str(self._reader.error))
 
     def eof_received(self) -> bool:
         if self._challenge is not None and self._answer:
@@ -405,8 +409,12 @@ class _Link(asyncio.Protocol):
                 arrived(decode_envelope(body))
         except FrameError as exc:
             self._fail("bad_frame", str(exc))
+            return
         except Exception as exc:  # a bug must cost this connection only
             self._fail("connection_failed", repr(exc))
+            return
+        if self._reader.error is not None:  # a size over the limit after those frames
+            self._fail("bad_frame", str(self._reader.error))
 
     def eof_received(self) -> bool:
         if self._reader.pending:

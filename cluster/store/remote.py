@@ -66,6 +66,8 @@ STORE_ACTOR = "store"
 class StoreTick(Message, frozen=True, kw_only=True):
     """Timer event of the store server: time to expire silent sessions."""
 
+    local_only = True
+
 
 @dataclass
 class _Served:

@@ -213,3 +213,19 @@ async def test_a_burst_of_refusals_is_traced_each_time_and_logged_once() -> None
             await srv.wait_event(lambda _: len(srv.events("error", "auth_refused")) == 5)
         assert [entry["event"] for entry in logs] == ["auth_refused"]
         assert logs[0]["log_level"] == "warning"
+
+
+async def test_frames_before_an_oversized_size_are_delivered_then_the_connection_closes() -> None:
+    """An authenticated peer writing a frame and then a frame size over the limit in one
+    write: the frame is delivered, and the connection is closed at once (it stayed open
+    until the peer wrote again)."""
+    async with running(TcpTransport(secret=SECRET), ["srv"], name="server") as srv:
+        stream = await _connect(srv, "srv")
+        with anyio.fail_after(5):
+            await authenticate(stream, SECRET)
+        too_big = (16 * 1024 * 1024 + 1).to_bytes(4, "big")
+        await stream.send(frame(ping("peer", "srv", 5)) + too_big)
+        await srv.inboxes["srv"].wait_for(1)
+        assert srv.inboxes["srv"].seqs == [5]
+        assert await _closed_by_server(stream)
+        await stream.aclose()

@@ -257,3 +257,57 @@ def test_a_deferred_reply_lets_the_actor_serve_other_messages_first() -> None:
             node.stop()
 
     _sim(body)
+
+
+class RtTick(Message, frozen=True, kw_only=True):
+    local_only = True
+    n: int
+
+
+class Ticking(Actor):
+    """Counts its own ticks, as a timer-driven actor does."""
+
+    def __init__(self) -> None:
+        super().__init__("ticking")
+        self.ticks: list[int] = []
+
+    async def receive(self, msg: Message, ctx: Context) -> Message | None:
+        match msg:
+            case RtTick(n=n):
+                self.ticks.append(n)
+            case RtEcho():
+                self.send_self(RtTick(n=0))
+                return RtCount(n=len(self.ticks))
+        return None
+
+
+def test_a_message_an_actor_sends_itself_is_refused_from_another_node() -> None:
+    """A ``local_only`` message (a timer's tick, a halt) reaches its actor from the actor
+    itself, but one that comes from another node is dropped and traced: no peer can fire
+    another node's timers or halt it."""
+
+    async def body() -> None:
+        wire = DirectWire()
+        sink = MemorySink()
+        tracer = Tracer()
+        tracer.add_sink(sink)
+        a = Node("a", attach=wire.attach, clock=VirtualClock())
+        b = Node("b", attach=wire.attach, clock=VirtualClock(), tracer=tracer)
+        ticking = Ticking()
+        async with anyio.create_task_group() as tg:
+            await tg.start(a.run)
+            await tg.start(b.run, [ticking])
+            a.tell(ticking.ref, RtTick(n=7))  # forged from another node
+            assert await a.ask(ticking.ref, RtEcho(text="x")) == RtCount(n=0)
+            assert await a.ask(ticking.ref, RtEcho(text="y")) == RtCount(n=1)  # its own tick
+            assert 7 not in ticking.ticks
+            drops = [
+                e
+                for e in sink.events
+                if e.kind == "drop" and e.fields.get("reason") == "local_only"
+            ]
+            assert [e.type for e in drops] == ["RtTick"]
+            a.stop()
+            b.stop()
+
+    _sim(body)
