@@ -481,45 +481,33 @@ class Node:
         if env.kind is EnvelopeKind.REPLY:
             fut = self._pending.get(env.corr)
             if fut is None or fut.done():
-                self.tracer.emit(
-                    TraceKind.DROP,
-                    node=self.node_id,
-                    actor=env.dst.name,
-                    type=env.type_name,
-                    corr=env.corr,
-                    reason="late_reply",
-                    src=str(env.src),
-                )
+                self._drop(env, "late_reply")
                 return
             fut.set_result(env)
             return
-        if env.src.node != self.node_id and getattr(env.payload, "local_only", False):
-            self.tracer.emit(
-                TraceKind.DROP,
-                node=self.node_id,
-                actor=env.dst.name,
-                type=env.type_name,
-                corr=env.corr,
-                reason="local_only",
-                src=str(env.src),
-            )
+        if env.payload.local_only and env.src.node != self.node_id:
+            self._drop(env, "local_only")  # a peer may not fire our timers or halt us
             return
         actor = self._actors.get(env.dst.name)
         if actor is None or not self.running:
-            self.tracer.emit(
-                TraceKind.DROP,
-                node=self.node_id,
-                actor=env.dst.name,
-                type=env.type_name,
-                corr=env.corr,
-                reason="no_such_actor",
-                src=str(env.src),
-            )
+            self._drop(env, "no_such_actor")
             if env.kind is EnvelopeKind.ASK and self.running:
                 err = ActorNotFoundError(f"no actor {env.dst.name!r} on node {self.node_id}")
                 self._reply(env, ErrorReply(code=int(error_code_for(err)), message=str(err)))
             return
         actor._mailbox.put_nowait(env)
+
+    def _drop(self, env: Envelope, reason: str) -> None:
+        """An envelope this node will not deliver, traced with why."""
+        self.tracer.emit(
+            TraceKind.DROP,
+            node=self.node_id,
+            actor=env.dst.name,
+            type=env.type_name,
+            corr=env.corr,
+            reason=reason,
+            src=str(env.src),
+        )
 
     def mailbox_depths(self) -> dict[str, int]:
         return {name: self._actors[name].mailbox_depth for name in self._order}
