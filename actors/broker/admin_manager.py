@@ -85,8 +85,8 @@ class AdminManager:
         """Each topic's configs (those asked for, or all): its overrides, then the broker's
         defaults, each with its source. Other resource types are refused (INVALID_REQUEST),
         a name that is not a legal topic name is INVALID_TOPIC_EXCEPTION (``Topic.validate``
-        comes first in ``AdminManager.describeConfigs``), a topic without
-        ``/brokers/topics/<t>`` is UNKNOWN_TOPIC_OR_PARTITION."""
+        comes first in ``AdminManager.describeConfigs``), a topic the metadata cache does not
+        hold is UNKNOWN_TOPIC_OR_PARTITION with no message, as Kafka answers it."""
         results = []
         for res in req.resources:
             if res.resource_type != ConfigResourceType.TOPIC:
@@ -113,13 +113,13 @@ class AdminManager:
                     )
                 )
                 continue
-            if await self._broker.session.exists(zkdata.topic_path(topic)) is None:
+            if not self._broker.cache.contains(topic):  # AdminManager.describeConfigs: no message
                 results.append(
                     DescribeConfigsResult(
                         resource_type=res.resource_type,
                         resource_name=res.resource_name,
                         error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                        error_message=f"Topic {topic} does not exist",
+                        error_message=None,
                     )
                 )
                 continue

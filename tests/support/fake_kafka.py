@@ -286,7 +286,7 @@ class FakeHandler:
                             resource_type=r.resource_type,
                             resource_name=r.resource_name,
                             error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                            error_message=f"Topic '{r.resource_name}' does not exist.",
+                            error_message=None,
                         )
                     )
                     continue

@@ -58,6 +58,21 @@ async def test_describe_configs_of_an_illegal_name_is_invalid_topic(
     assert "Topic name" in result.error_message
 
 
+async def test_describe_configs_of_a_missing_topic_is_unknown_topic_without_a_message(
+    harness: Harness,
+) -> None:
+    """A legal name no topic has: UNKNOWN_TOPIC_OR_PARTITION with a null message and no
+    entries (``AdminManager.describeConfigs`` sets only the code)."""
+    async with KafkaAdminClient(harness.bootstrap) as client:
+        results = await client.describe_configs(
+            [ConfigResource(resource_type=ConfigResourceType.TOPIC, resource_name="absent")]
+        )
+    missing = results[(ConfigResourceType.TOPIC, "absent")]
+    assert missing.error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert missing.error_message is None
+    assert missing.configs == ()
+
+
 @pytest.mark.parametrize("name", BAD_NAMES)
 async def test_create_partitions_of_an_illegal_name_is_unknown_topic(
     harness: Harness, name: str
