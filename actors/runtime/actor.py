@@ -244,6 +244,8 @@ class Node:
         self._stop_requested: anyio.Event | None = None
         self.running = False
         self.crashed = False
+        self.fatal: str | None = None
+        """Why the node halted by itself (the ``FatalNodeError`` a handler raised), if it did."""
         self.paused = False
         self.ended = anyio.Event()
         """Set when ``run`` has returned (a stop, a crash, or a crash of its own)."""
@@ -385,9 +387,11 @@ class Node:
         ctx = Context(env)
         try:
             reply = await actor.receive(env.payload, ctx)
-        except FatalNodeError as exc:
+        except FatalNodeError as exc:  # Kafka's Exit.halt: the whole node goes, at once
             self._trace_error(actor.name, "fatal_error", exc)
             log.exception("fatal_error")
+            if self.fatal is None:
+                self.fatal = str(exc) or type(exc).__name__
             self.crash()
             return
         except Exception as exc:  # each message is its own error boundary

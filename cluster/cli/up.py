@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -118,6 +119,14 @@ async def run_up(
                 publisher = Publisher(
                     cluster_file, spec, store=cluster.store_address or "", secret=cluster.secret
                 )
+
+                async def halted(broker_id: int, reason: str) -> None:
+                    # As --processes reports a broker process that halts (its exit status 1).
+                    print(f"kemu: broker {broker_id} halted: {reason}", file=sys.stderr, flush=True)
+                    if publisher.control and not launcher.stopping:
+                        publisher(await launcher.cluster_status(), None)
+
+                cluster.on_halt = halted
                 async with anyio.create_task_group() as control_tg:
                     await announce_ready(
                         control_tg,

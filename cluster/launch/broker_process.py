@@ -15,6 +15,10 @@ store server and to the other brokers (``cluster.network.auth``).
 A traced broker process (``BrokerProcessSpec.trace``) writes its own trace, installs the
 ``NetworkTap`` its caller builds (the command line hands in the one a real-mode run reads;
 this package knows only its shape) and expires its own store session on SIGUSR1.
+
+A broker whose node halts by itself (``FatalNodeError``: every log dir failed) ends its
+process at once with status 1 (``HALT_STATUS``), as Kafka's ``Exit.halt(1)`` ends the
+JVM: the launcher reports the exit, the rest of the cluster carries on.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import dataclasses
 import os
 import random
 import signal
+import sys
 import time
 import typing
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
@@ -55,6 +60,7 @@ BROKER_PROCESS_COMMAND = "_broker"  # the hidden `kemu _broker` that runs one br
 READY_LINE = "broker {id} ready pid {pid} port {port}"
 CHILD_STOP_TIMEOUT = 10.0  # a child gives up its graceful steps (store gone?) after this
 CLOSE_TIMEOUT = 3.0  # then for closing what is left of its store client
+HALT_STATUS = 1  # the exit status of a broker that halts (Kafka's Exit.halt(1))
 PARENT_POLL = 0.5  # how often a child checks that its launcher still lives
 # The name of the variable that carries the secret (hex) from the launcher to a broker process.
 SECRET_ENV = "KEMU_CLUSTER_SECRET"  # noqa: S105 - a variable name, not a password
@@ -226,7 +232,9 @@ async def _serve_broker(spec: BrokerProcessSpec, tracer: Tracer, tap: NetworkTap
                         line = READY_LINE.format(id=spec.broker_id, pid=os.getpid(), port=port)
                         print(line, flush=True)
                         ready.set()
-                        await stop.wait()
+                        await _first_of(stop, node.ended)
+                        if not stop.is_set():
+                            _halt(spec.broker_id, node)
                         if received[:1] == [signal.SIGINT]:
                             _skip_controlled_shutdown(node)
                         stopping.deadline = anyio.current_time() + CHILD_STOP_TIMEOUT
@@ -279,6 +287,31 @@ def _skip_controlled_shutdown(node: Node) -> None:
     actor = node.actor(CONTROLLED_SHUTDOWN_ACTOR)
     if isinstance(actor, ControlledShutdownActor):
         actor.enable = False
+
+
+async def _first_of(*events: anyio.Event) -> None:
+    """Until one of ``events`` is set."""
+    async with anyio.create_task_group() as tg:
+        for event in events:
+            tg.start_soon(_cancel_when_set, event, tg.cancel_scope)
+
+
+async def _cancel_when_set(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
+
+
+def _halt(broker_id: int, node: Node) -> typing.NoReturn:
+    """The broker's node ended by itself: a handler raised ``FatalNodeError`` (every log
+    dir failed, ``LogDirFailureChannel``), and Kafka's broker calls ``Exit.halt(1)`` then.
+    So does this process: one line on stderr, exit status 1, no graceful step (no
+    controlled shutdown, no session close: the store expires the session after its
+    timeout, as ZooKeeper does for a halted JVM). The launcher sees the exit and reports
+    it; the trace, flushed per event, is complete."""
+    reason = node.fatal or "its node crashed"
+    print(f"kemu: broker {broker_id} halted: {reason}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(HALT_STATUS)
 
 
 async def _abort_start_up(stop: anyio.Event, ready: anyio.Event, scope: anyio.CancelScope) -> None:

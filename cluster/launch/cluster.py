@@ -266,6 +266,8 @@ class Cluster:
         self._incarnations: dict[int, int] = {}  # per broker: how many runs it started
         self._pause_expiries: dict[int, anyio.CancelScope] = {}  # per paused broker
         self.store_address: str | None = spec.zookeeper
+        self.on_halt: Callable[[int, str], Awaitable[None]] | None = None
+        """Called with a broker's id and reason when it halts by itself (``Node.fatal``)."""
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -396,13 +398,16 @@ class Cluster:
             stopped.set()
 
     async def _after_node_ended(self, broker_id: int, node: Node, scope: anyio.CancelScope) -> None:
-        """A broker that halts by itself (e.g. its last log dir failed) is a crashed
-        process: its listener goes, and its store session is left to expire, as
-        ``crash_broker`` does (a crash we were asked for has already done both)."""
+        """A broker that halts by itself (e.g. its last log dir failed: Kafka's
+        ``Exit.halt(1)``) is a crashed process: its listener goes, ``on_halt`` hears of
+        it, and its store session is left to expire, as ``crash_broker`` does (a crash we
+        were asked for has already done both). The other brokers carry on."""
         await node.ended.wait()
         if not node.crashed or self._broker_scopes.get(broker_id) is not scope:
             return
         self._stop_listener(broker_id)
+        if self.on_halt is not None:
+            await self.on_halt(broker_id, node.fatal or "its node crashed")
         session_id = _session_id(node)
         if session_id is None:  # it halted before it had a session
             return

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from cluster.launch.connect import ClusterFile
-from tests.support.kemu_commands import KemuUp, alive, kemu, parse_status
+from tests.support.kemu_commands import KemuUp, alive, kemu, parse_status, running_up
 from tests.support.waiting import wait_until
 from tests.support.zookeeper import ZooKeeperServer
 
@@ -109,18 +109,8 @@ def test_kill_and_start_in_one_process(one_process: KemuUp) -> None:
 
 @pytest.fixture
 def processes(tmp_path: Path) -> Iterator[KemuUp]:
-    up = KemuUp(tmp_path, "--processes", "--config", SESSION)
-    pids: set[int] = set()
-    try:
-        up.start()
+    with running_up(tmp_path, "--processes", "--config", SESSION) as up:
         yield up
-    finally:
-        if up.cluster_file.exists():
-            pids = {b.pid for b in ClusterFile.read(up.cluster_file).brokers}
-        up.kill()
-        for pid in pids:  # never leave a broker process behind, whatever failed
-            if alive(pid):
-                os.kill(pid, signal.SIGKILL)
 
 
 def test_kill_and_start_a_broker_process(processes: KemuUp) -> None:

@@ -4,14 +4,18 @@ that ``kemu broker`` prints (``parse_status``)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from cluster.launch.connect import ClusterFile
 
 REPO = Path(__file__).resolve().parents[2]
 READY_TIMEOUT = 30.0  # seconds for `kemu up` to print its cluster file line
@@ -85,6 +89,25 @@ class KemuUp:
             self.process.wait(STOP_TIMEOUT)
         if self.process is not None and self.process.stdout is not None:
             self.process.stdout.close()
+
+
+@contextlib.contextmanager
+def running_up(tmp: Path, *extra: str) -> Iterator[KemuUp]:
+    """A started ``KemuUp``, killed at the end with every broker process its cluster file
+    names (whatever failed, no broker process is left behind)."""
+    up = KemuUp(tmp, *extra)
+    pids: set[int] = set()
+    try:
+        up.start()
+        yield up
+    finally:
+        if up.cluster_file.exists():
+            pids = {b.pid for b in ClusterFile.read(up.cluster_file).brokers}
+        up.kill()
+        assert up.process is not None
+        for pid in pids - {up.process.pid}:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 def kemu(*argv: str) -> subprocess.CompletedProcess[str]:

@@ -133,6 +133,7 @@ def test_a_fatal_error_crashes_the_node_without_graceful_steps() -> None:
             await tg.start(node.run, [echo])
             node.tell(echo.ref, RtBoom(fatal=True))
         assert node.crashed
+        assert node.fatal == "disk on fire"
         assert not node.running
         assert not echo.stopped
         assert "n1" not in wire.nodes
@@ -191,6 +192,7 @@ def test_actors_on_two_nodes_talk_and_a_crashed_peer_makes_asks_time_out() -> No
             await tg.start(b.run, [echo])
             assert await a.ask(echo.ref, RtEcho(text="hi")) == RtEcho(text="HI")
             b.crash()
+            assert b.fatal is None  # crashed from outside, not halted by itself
             with pytest.raises(AskTimeoutError):
                 await a.ask(echo.ref, RtEcho(text="hi"), timeout=2.0)
             a.stop()
