@@ -55,7 +55,7 @@ from actors.broker.replica_manager import ReplicaManager
 from actors.broker.replication import Replication
 from actors.controller.controller import ControllerConfig, KafkaController
 from actors.log.disk import Disk
-from actors.log.manager import LogManager
+from actors.log.manager import DEFAULT_MAX_OPEN_LOGS, LogManager
 from actors.log.partition_log import LogConfig
 from actors.log.records import TimestampType
 from actors.runtime.actor import Actor, Context
@@ -91,6 +91,7 @@ class BrokerSettings:
     rack: str | None = None
     config: BrokerConfig = field(default_factory=BrokerConfig)
     disk: Disk | None = None  # what the log manager's file operations go through (tests: faults)
+    max_open_logs: int = DEFAULT_MAX_OPEN_LOGS  # the log manager's (open_logs_budget)
 
 
 class Broker(Actor):
@@ -183,6 +184,7 @@ class Broker(Actor):
                 segment_delete_delay=self.config.log_segment_delete_delay_ms / 1000,
                 initial_task_delay=self.config.log_initial_task_delay_ms / 1000,
                 log_config=self._log_config(),
+                max_open_logs=self.settings.max_open_logs,
                 name=LOG_MANAGER_ACTOR,
             )
         )

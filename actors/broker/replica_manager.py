@@ -605,6 +605,7 @@ class ReplicaManager:
         answers: dict[tuple[str, int], FetchPartitionData] = {}
         reads: list[ReadRecords] = []
         snapshot: dict[TopicPartition, tuple[int, int]] = {}
+        follower_log_starts: dict[TopicPartition, int] = {}
         for topic in req.topics:
             for p in topic.partitions:
                 tp = TopicPartition(topic.topic, p.partition)
@@ -629,6 +630,7 @@ class ReplicaManager:
                     continue
                 assert partition is not None
                 snapshot[tp] = (partition.high_watermark, partition.log_end_offset)
+                follower_log_starts[tp] = p.log_start_offset
                 ceiling = None if req.replica_id != -1 else partition.high_watermark
                 reads.append(
                     ReadRecords(
@@ -673,7 +675,7 @@ class ReplicaManager:
                 if follower is not None and partition.update_follower_fetch_state(
                     follower,
                     fetch_offset=read.offset,
-                    follower_log_start_offset=_follower_log_start(req, tp),
+                    follower_log_start_offset=follower_log_starts[tp],
                     leader_log_end_offset=outcome.log_end_offset,
                     now_ms=now_ms,
                 ):
@@ -883,12 +885,3 @@ def _produce_response(
 def _fetch_error(partition: int, code: ErrorCode) -> FetchPartitionData:
     """A partition's failed read: no records, offsets unknown (-1), as Kafka answers."""
     return FetchPartitionData(partition_index=partition, error_code=code, records=b"")
-
-
-def _follower_log_start(req: FetchRequestData, tp: TopicPartition) -> int:
-    for topic in req.topics:
-        if topic.topic == tp.topic:
-            for p in topic.partitions:
-                if p.partition == tp.partition:
-                    return p.log_start_offset
-    return -1

@@ -156,7 +156,10 @@ class LeaderEpochFileCache:
             removed += 1
         if removed:
             epoch = self._entries[removed - 1][0]
-            self._entries[:removed] = [(epoch, start_offset)]
+            kept = [(epoch, start_offset)]
+            if self._entries[:removed] == kept:
+                return  # the one entry already starts there: the file says so already
+            self._entries[:removed] = kept
             self._flush()
 
     def clear_and_flush(self) -> None:

@@ -172,6 +172,7 @@ __all__ = [
     "meta_properties",
     "next_log_dirs",
     "offsets_checkpoint",
+    "open_logs_budget",
     "parse_log_dir_name",
     "parse_offsets_checkpoint",
 ]
@@ -188,6 +189,22 @@ DEFAULT_CHECKPOINT_INTERVAL: Final = 5.0
 DEFAULT_MAX_OPEN_LOGS: Final = 500
 """Partition logs kept open at once (each holds three files per segment): the least
 recently used one is closed beyond that, and opened again when next needed."""
+FILES_PER_OPEN_LOG: Final = 3
+"""The files an open log holds: its active segment's ``.log``, ``.index``, ``.timeindex``."""
+_FILES_KEPT_FOR_SOCKETS: Final = 0.25
+"""The share of a process's file limit left to sockets and other files by ``open_logs_budget``."""
+
+
+def open_logs_budget(file_limit: int, brokers: int) -> int:
+    """``max_open_logs`` for each of ``brokers`` brokers sharing one process whose limit of
+    open files is ``file_limit``: Kafka keeps every log open, so the budget is what that
+    limit allows, less a share for sockets, and never below ``DEFAULT_MAX_OPEN_LOGS``. A
+    broker that reopens its logs in turn on every fetch (more logs than the budget) spends
+    its time in opening and closing them."""
+    usable = int(file_limit * (1 - _FILES_KEPT_FOR_SOCKETS))
+    return max(DEFAULT_MAX_OPEN_LOGS, usable // (FILES_PER_OPEN_LOG * max(1, brokers)))
+
+
 # Logs created (or recovered) between two yields to the event loop: a LeaderAndIsr of
 # 300,000 partitions must not hold every other actor of the process for seconds.
 _LOGS_PER_CHECKPOINT: Final = 1000

@@ -42,11 +42,12 @@ from actors.admin import BrokerConfig
 from actors.broker.broker import BROKER_ACTOR, Broker, broker_node_id
 from actors.broker.controlled_shutdown import CONTROLLED_SHUTDOWN_ACTOR, ControlledShutdownActor
 from actors.controller.recording import CONTROLLER_INPUTS
+from actors.log.manager import open_logs_budget
 from actors.runtime.actor import Attach, Node
 from actors.runtime.clock import Clock, RealClock
 from actors.runtime.tracer import Tracer
 from actors.zk.store import MetadataStore
-from cluster.launch.cluster import BrokerSpec, start_broker_node
+from cluster.launch.cluster import BrokerSpec, file_limit, start_broker_node
 from cluster.launch.connect import EMBEDDED_SCHEME, STORE_NODE, parse_host_port
 from cluster.network import Network, TcpTransport
 from cluster.store.remote import STORE_ACTOR, RemoteStore
@@ -221,6 +222,7 @@ async def _serve_broker(spec: BrokerProcessSpec, tracer: Tracer, tap: NetworkTap
                                 rack=spec.rack,
                                 seed=spec.seed,
                                 incarnation=spec.incarnation,
+                                max_open_logs=open_logs_budget(file_limit(), 1),
                             ),
                             attach=attach,
                             store=store,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import random
+import resource
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from anyio.abc import TaskGroup
 from actors.admin import BrokerConfig
 from actors.broker.broker import BROKER_ACTOR, Broker, BrokerSettings, broker_node_id, broker_ref
 from actors.log.disk import Disk
+from actors.log.manager import DEFAULT_MAX_OPEN_LOGS, open_logs_budget
 from actors.runtime.actor import Attach, Node
 from actors.runtime.clock import Clock, RealClock, VirtualClock
 from actors.runtime.freeze import NODE
@@ -44,6 +46,18 @@ from protocol.trace import TraceKind
 SUPPORTED_APIS: Mapping[int, tuple[int, int]] = SERVED_API_VERSIONS
 """The Kafka APIs a kemu broker answers: those of the codec table (``cluster.kafka.apis``),
 admin and data alike."""
+
+
+def file_limit() -> int:
+    """The process's limit of open files, raised to its hard limit first (a broker keeps
+    its logs open, as Kafka's deployment guide asks a high ``ulimit -n`` for)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            return soft
+    return hard
 
 
 class ClusterError(KemuError):
@@ -112,6 +126,8 @@ class BrokerSpec:
     (a restarted broker must not draw the same ``-delete`` directory names again)."""
     listener: bool = True
     disk: Disk | None = None  # the log manager's filesystem (None: the real one)
+    max_open_logs: int = DEFAULT_MAX_OPEN_LOGS
+    """The broker's log manager's open logs (``open_logs_budget`` of its process)."""
     log_dirs: int = 1
     """How many log dirs (``log.dirs``) the broker has: ``log_dir/broker-<id>``, then
     ``log_dir/broker-<id>.<k>`` for k = 1, 2 ... (tests fail one and keep the broker up)."""
@@ -157,6 +173,7 @@ async def start_broker_node(
         rack=spec.rack,
         config=spec.config,
         disk=spec.disk,
+        max_open_logs=spec.max_open_logs,
     )
     await tg.start(node.run, [Broker(settings, store)])
     return node, server, port
@@ -385,6 +402,7 @@ class Cluster:
                         listener=self.spec.listeners,
                         disk=self._disks.get(broker_id),
                         log_dirs=self.spec.log_dirs_per_broker,
+                        max_open_logs=open_logs_budget(file_limit(), self.spec.brokers),
                     ),
                     attach=self.network.attach,
                     store=self.store,

@@ -120,6 +120,19 @@ def test_truncate_from_end_and_from_start(c: Cache) -> None:
     assert c.file() == b"0\n0\n"
 
 
+def test_truncate_from_start_at_the_first_entry_s_start_writes_nothing(c: Cache) -> None:
+    """truncateFromStart at the start the first entry already has changes nothing and
+    writes nothing (every open of a log calls it: a log reopened in turn must not cost a
+    checkpoint write each time)."""
+    c.cache.assign(3, 10)
+    c.writes_fail()
+    c.cache.truncate_from_start(10)  # a write would raise: nothing was written
+    c.cache.truncate_from_start(5)  # below the first entry: nothing to drop
+    assert entries(c) == ((3, 10),)
+    c.disk.heal()
+    assert c.file() == b"0\n1\n3 10\n"
+
+
 def test_a_failing_checkpoint_write_is_an_os_error(c: Cache) -> None:
     """A checkpoint that cannot be written raises OSError (what the log manager turns
     into an offline log directory), not something swallowed."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from actors.log.manager import DEFAULT_MAX_OPEN_LOGS, open_logs_budget
 from protocol.errors import ErrorCode
 from protocol.ids import TopicName
 from protocol.log import (
@@ -268,12 +269,25 @@ def test_logs_beyond_the_open_limit_are_closed_and_reopened(tmp_path: Path) -> N
             await create(b, p)
             await append(b, client_batch([f"v{p}".encode()]), partition=p)
         assert b.lm.open_logs == 2
+        checkpoints = [dirs[0] / f"orders-{p}" / "leader-epoch-checkpoint" for p in range(5)]
+        written = [c.stat().st_ino for c in checkpoints]  # a rewrite replaces the file
         for p in range(5):
             (got,) = await read(b, ReadRecords(topic=T, partition=p, offset=0, max_bytes=1 << 20))
             assert [d.values for d in decode_batches(got.records)] == [[f"v{p}".encode()]]
         assert b.lm.open_logs == 2
+        assert [c.stat().st_ino for c in checkpoints] == written  # reopening rewrites none
 
-    sim(lambda: run_broker(log_dirs(tmp_path, 1), body, max_open_logs=2))
+    dirs = log_dirs(tmp_path, 1)
+    sim(lambda: run_broker(dirs, body, max_open_logs=2))
+
+
+def test_the_open_logs_budget_shares_the_file_limit_between_a_process_s_brokers() -> None:
+    """Each broker of a process may keep open what three quarters of the process's file
+    limit allow, three files a log, and never fewer than the default."""
+    assert open_logs_budget(20_000, 3) == 15_000 // 9
+    assert open_logs_budget(20_000, 1) == 5_000
+    assert open_logs_budget(1_024, 3) == DEFAULT_MAX_OPEN_LOGS
+    assert open_logs_budget(1_000_000, 100) == 2_500
 
 
 def test_a_topic_config_applies_to_its_logs(tmp_path: Path) -> None:
