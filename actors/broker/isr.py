@@ -32,6 +32,7 @@ epoch, and it is an assigned replica.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
 
 import msgspec
 
@@ -42,6 +43,7 @@ from protocol.ids import BrokerId, LeaderEpoch, TopicName
 __all__ = [
     "DEFAULT_REPLICA_LAG_TIME_MAX_MS",
     "FATAL_ALTER_ISR_ERRORS",
+    "NEVER_MS",
     "FollowerState",
     "LeaderIsr",
     "high_watermark_candidate",
@@ -49,6 +51,13 @@ __all__ = [
 
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
 """``replica.lag.time.max.ms`` (Kafka 2.5 and later)."""
+
+NEVER_MS: Final = -(1 << 62)
+"""A time that never was: a follower that never caught up, a fetch that never came. Every
+time here is the broker's clock in ms (``Clock.now``, monotonic, on the leader's fetch
+path and its ISR-expiration timer alike). Kafka writes 0 there and reads wall time, where
+0 is long ago; on a monotonic or virtual clock that starts near 0 it is not, and such a
+follower would count as caught up for the first ``replica.lag.time.max.ms``."""
 
 FATAL_ALTER_ISR_ERRORS = frozenset(
     {
@@ -62,13 +71,14 @@ FATAL_ALTER_ISR_ERRORS = frozenset(
 
 class FollowerState(msgspec.Struct, frozen=True, kw_only=True):
     """Kafka's ``Replica`` as a leader keeps it for one follower. ``log_end_offset`` -1:
-    not known yet (no fetch since this broker became leader)."""
+    not known yet (no fetch since this broker became leader); times are ``NEVER_MS``
+    until they happen."""
 
     log_end_offset: int = -1
     log_start_offset: int = -1
-    last_caught_up_time_ms: int = 0
+    last_caught_up_time_ms: int = NEVER_MS
     last_fetch_leader_log_end_offset: int = -1
-    last_fetch_time_ms: int = 0
+    last_fetch_time_ms: int = NEVER_MS
 
     def after_fetch(
         self,
@@ -129,7 +139,9 @@ class LeaderIsr(msgspec.Struct, frozen=True, kw_only=True):
     ) -> LeaderIsr:
         """``Partition.makeLeader``: the ISR and zkVersion from the LeaderAndIsr, nothing
         pending, the epoch starting at the log end; ISR followers count as caught up now,
-        the others never; follower offsets are kept only if this broker already led."""
+        the others never, and every follower's last fetch is taken as now at the epoch's
+        start (``Replica.resetLastCaughtUpTime``); follower offsets are kept only if this
+        broker already led."""
         kept = previous.followers if previous is not None else {}
         followers: dict[BrokerId, FollowerState] = {}
         for r in replicas:
@@ -137,7 +149,10 @@ class LeaderIsr(msgspec.Struct, frozen=True, kw_only=True):
                 continue
             known = kept.get(r, FollowerState())
             followers[r] = msgspec.structs.replace(
-                known, last_caught_up_time_ms=now_ms if r in isr else 0
+                known,
+                last_caught_up_time_ms=now_ms if r in isr else NEVER_MS,
+                last_fetch_leader_log_end_offset=log_end_offset,
+                last_fetch_time_ms=now_ms,
             )
         return cls(
             partition=partition,

@@ -213,7 +213,7 @@ class ReplicaManager:
             )
             reply = await self._broker.ask(self._broker.log_manager_ref, batch)
             assert isinstance(reply, LogsCreated)
-            now_ms = self._now_ms()
+            now_ms = self.now_ms()
             leaders: list[TopicPartition] = []
             followers: list[Partition] = []
             for i, (outcome, state) in enumerate(zip(reply.results, accepted, strict=True)):
@@ -332,12 +332,10 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ leadership
 
-    def _now_ms(self) -> int:
+    def now_ms(self) -> int:
         """The broker's time in ms for follower lag and caught-up times: its clock's
-        monotonic time, as ``Replication``'s ISR-expiration timer reads it. (Kafka uses
-        wall time, where a follower never caught up, 0, is long ago; on a clock that
-        starts at 0 such a follower counts as caught up for the first
-        ``replica.lag.time.max.ms``.)"""
+        monotonic time, the one ``Replication``'s ISR-expiration timer reads too (a
+        follower that never caught up is ``isr.NEVER_MS``, long before any of it)."""
         return int(self._broker.clock.now() * 1000)
 
     def _became(self, leaders: list[TopicPartition], followers: list[Partition]) -> None:
@@ -375,7 +373,7 @@ class ReplicaManager:
     def _raise_high_watermarks(self, tps: Iterable[TopicPartition]) -> list[TopicPartition]:
         """``maybeIncrementLeaderHW`` for ``tps``; the ones whose high watermark moved
         (traced and told to the log manager)."""
-        now_ms = self._now_ms()
+        now_ms = self.now_ms()
         moved = []
         for tp in tps:
             partition = self.partitions.get(tp)
@@ -649,7 +647,7 @@ class ReplicaManager:
                 ReadFromLogs(reads=tuple(reads), max_bytes=min(req.max_bytes, FETCH_MAX_BYTES)),
             )
             assert isinstance(reply, LogsRead)
-            now_ms = self._now_ms()
+            now_ms = self.now_ms()
             for read, outcome in zip(reads, reply.results, strict=True):
                 tp = TopicPartition(read.topic, read.partition)
                 if outcome.error_code is not ErrorCode.NONE:

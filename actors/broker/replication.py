@@ -94,6 +94,10 @@ class PartitionOwner(Protocol):
 
     def apply_isr_state(self, tp: TopicPartition, state: LeaderIsr) -> None: ...
 
+    def now_ms(self) -> int:
+        """The time follower fetches are stamped with (one source for both sides)."""
+        ...
+
 
 class Replication:
     """The broker's ``ReplicationHooks`` (see the module docstring)."""
@@ -196,7 +200,7 @@ class Replication:
         owner = self.owner
         if owner is None:
             return
-        now_ms = int(self.broker.clock.now() * 1000)
+        now_ms = owner.now_ms()
         for tp, partition in sorted(owner.partitions.items()):
             state = partition.isr_state
             if state is None:

@@ -51,6 +51,10 @@ class Leader(Actor):
     async def on_start(self) -> None:
         await self.replication.start(self)
 
+    def now_ms(self) -> int:
+        """The broker's one time source for fetch stamps and the expiration timer."""
+        return int(self.clock.now() * 1000)
+
     def apply_isr_state(self, tp: TopicPartition, state: LeaderIsr) -> None:
         self.partitions[tp].isr_state = state
         self.changed.set()
@@ -80,7 +84,7 @@ class Leader(Actor):
             BrokerId(follower),
             fetch_offset=offset,
             follower_log_start_offset=0,
-            fetch_time_ms=int(self.clock.now() * 1000),
+            fetch_time_ms=self.now_ms(),
             leader_log_end_offset=p.log_end_offset,
         )
         self.replication.follower_fetched(p, BrokerId(follower))
@@ -109,7 +113,7 @@ def test_a_silent_follower_leaves_the_isr_after_the_lag_and_rejoins_once_caught_
         node = cluster.brokers[0].node
         leader = Leader(cluster.brokers[0].broker.broker_epoch)
         await node.spawn(leader)
-        now_ms = int(cluster.clock.now() * 1000)
+        now_ms = leader.now_ms()
         leader.partitions[tp("t")] = LedPartition(
             tp=tp("t"),
             leader=BrokerId(0),

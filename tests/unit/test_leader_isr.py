@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from actors.broker.isr import FollowerState, LeaderIsr, high_watermark_candidate
+from actors.broker.isr import NEVER_MS, FollowerState, LeaderIsr, high_watermark_candidate
 from protocol.control import AlterIsrPartition, AlterIsrPartitionResult, TopicPartition
 from protocol.errors import ErrorCode
 from protocol.ids import BrokerId, LeaderEpoch, TopicName
@@ -181,3 +181,18 @@ def test_the_high_watermark_waits_for_the_maximal_isr_and_recently_caught_up_fol
     assert high_watermark_candidate(s, 20, 40_000, LAG) == 20
     unknown = leader((0, 1), start=0, now=0)
     assert high_watermark_candidate(unknown, 5, 0, LAG) == -1  # follower 1 never fetched
+
+
+def test_a_follower_that_never_caught_up_does_not_hold_the_mark_early_in_the_clock() -> None:
+    """On a clock that starts at 0 (the broker's monotonic or virtual clock), a follower
+    outside the ISR that never fetched is not caught up within the lag at time 1 000: only
+    the ISR's follower holds the high watermark back. An ISR follower counts as caught up
+    from the election, and a first fetch at or past the epoch's start credits that time
+    (``Replica.resetLastCaughtUpTime``)."""
+    s = leader((0, 1), start=5, now=1_000)
+    s = fetch(s, 1, 8, 1_000, 10)
+    assert s.followers[BrokerId(2)].last_caught_up_time_ms == NEVER_MS
+    assert high_watermark_candidate(s, 10, 1_000, LAG) == 8
+    assert s.out_of_sync_replicas(10, 1_000 + LAG + 1, LAG) == b(1)
+    s = fetch(s, 2, 6, 2_000, 10)  # behind the log end, past the epoch start
+    assert s.followers[BrokerId(2)].last_caught_up_time_ms == 1_000
