@@ -12,6 +12,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -20,6 +21,9 @@ from cluster.cli.args import UsageError, key_values
 from cluster.cli.trace import add_trace_parser
 from cluster.logging import configure_logging
 from protocol.errors import InconsistentClusterIdError, KemuError, unwrap_kemu_error
+
+if TYPE_CHECKING:
+    from cluster.launch.cluster import Advertised
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -35,10 +39,12 @@ def _cmd_up(args: argparse.Namespace) -> int:
 
     if args.brokers < 1:
         raise UsageError("--brokers must be at least 1")
-    if args.port and args.port + args.brokers - 1 > MAX_PORT:
+    listener_host, port, advertised = _listeners(args)
+    if port and port + args.brokers - 1 > MAX_PORT:
+        what = "--port" if args.listeners is None else "--listeners"
         raise UsageError(
-            f"--port {args.port}: {args.brokers} brokers need ports {args.port}"
-            f" to {args.port + args.brokers - 1}, beyond {MAX_PORT}"
+            f"{what} {port}: {args.brokers} brokers need ports {port}"
+            f" to {port + args.brokers - 1}, beyond {MAX_PORT}"
         )
     racks: dict[int, str] = {}
     for key, value in key_values(args.rack, "--rack").items():
@@ -47,7 +53,9 @@ def _cmd_up(args: argparse.Namespace) -> int:
         racks[int(key)] = value
     spec = ClusterSpec(
         brokers=args.brokers,
-        base_port=args.port,
+        base_port=port,
+        listener_host=listener_host,
+        advertised=advertised,
         log_dir=Path(args.log_dir),
         zookeeper=args.zookeeper,
         racks=racks,
@@ -96,6 +104,37 @@ def _cmd_up(args: argparse.Namespace) -> int:
         discard_failed_start(start)
 
 
+def _listeners(args: argparse.Namespace) -> tuple[str | None, int, Advertised | None]:
+    """``kemu up``'s Kafka listeners: where they bind (None: loopback, the default), the
+    first broker's port, and what is advertised (None: the listeners' own address). One
+    warning line on stderr for listeners off loopback (PLAINTEXT, no authentication)."""
+    from cluster.cli.listeners import check_routable, loopback, parse_advertised, parse_listener
+    from cluster.launch.cluster import Advertised
+
+    advertised = None
+    if args.advertised_listeners is not None:
+        one = parse_advertised(args.advertised_listeners)
+        advertised = Advertised(host=one.host, port=one.port)
+    if args.listeners is None:
+        return None, DEFAULT_KAFKA_PORT if args.port is None else args.port, advertised
+    if args.port is not None:
+        raise UsageError(
+            "--port and --listeners cannot be given together: the port is the listener's"
+        )
+    listener = parse_listener("--listeners", args.listeners)
+    if advertised is None:  # the listener's own address is advertised
+        check_routable("--listeners", args.listeners, listener.host)
+    if not loopback(listener.host):
+        print(
+            f"kemu: warning: --listeners {args.listeners}: the Kafka listeners are not on"
+            " loopback, and anyone who can reach them can use them (PLAINTEXT, no"
+            " authentication)",
+            file=sys.stderr,
+            flush=True,
+        )
+    return listener.host, listener.port, advertised
+
+
 def _cmd_broker(args: argparse.Namespace) -> int:
     from cluster.cli.broker import broker_main
 
@@ -123,6 +162,9 @@ def _cmd_broker_process(args: argparse.Namespace) -> int:
         port=args.port,
         log_dir=Path(args.log_dir),
         host=args.host,
+        listener_host=args.listener_host,
+        advertised_host=args.advertised_host,
+        advertised_port=args.advertised_port,
         rack=args.rack,
         config=key_values(args.config, "--config"),
         incarnation=args.incarnation,
@@ -237,6 +279,7 @@ def _add_reassignment_parsers(sub: argparse._SubParsersAction[argparse.ArgumentP
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 DEFAULT_CLUSTER_FILE = ".kemu/cluster.json"
 MAX_PORT = 65_535
+DEFAULT_KAFKA_PORT = 9092  # Kafka's default listener port
 
 
 def _port(text: str) -> int:
@@ -281,7 +324,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     up = sub.add_parser("up", help="launch a local cluster and run it until Ctrl-C")
     up.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
-    up.add_argument("--port", type=_port, default=9092, help="broker i listens on PORT+i (0: any)")
+    up.add_argument(
+        "--port", type=_port, help="broker i listens on 127.0.0.1:PORT+i (default 9092; 0: any)"
+    )
+    up.add_argument(
+        "--listeners",
+        metavar="PLAINTEXT://HOST:PORT",
+        help="where the Kafka listeners bind, as Kafka's listeners (broker i on PORT+i;"
+        " instead of --port)",
+    )
+    up.add_argument(
+        "--advertised-listeners",
+        metavar="PLAINTEXT://HOST:PORT",
+        help="what the brokers tell clients, as Kafka's advertised.listeners (broker i at"
+        " PORT+i; port 0: the bound one); default: the listeners",
+    )
     up.add_argument("--zookeeper", metavar="HOST:PORT[/chroot]", help="use a real ZooKeeper")
     up.add_argument("--log-dir", default=".kemu/logs", help="root of the brokers' log dirs")
     up.add_argument("--rack", action="append", default=[], metavar="ID=RACK")
@@ -346,6 +403,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--peer", action="append", default=[], metavar="broker-ID=HOST:PORT", help="another broker"
     )
     process.add_argument("--port", type=int, default=9092, help="the Kafka listener (0: any)")
+    process.add_argument("--listener-host", help="where the Kafka listener binds (default --host)")
+    process.add_argument("--advertised-host", help="the host it registers (default: bound)")
+    process.add_argument("--advertised-port", type=int, default=0, help="0: the bound port")
     process.add_argument("--log-dir", default=".kemu/logs", help="root of the brokers' log dirs")
     process.add_argument("--rack")
     process.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")

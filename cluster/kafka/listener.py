@@ -302,7 +302,9 @@ class KafkaWireServer:
     async def serve(self, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
         """Listen and serve until cancelled; reports the bound port when listening."""
         try:
-            listener = await anyio.create_tcp_listener(local_host=self._host, local_port=self._port)
+            listener = await anyio.create_tcp_listener(  # "": every interface, as in Kafka
+                local_host=self._host or None, local_port=self._port
+            )
         except OSError as exc:
             raise NetworkError(
                 f"{self._node} cannot listen on {self._host}:{self._port}: {exc}"

@@ -34,8 +34,9 @@ def render_table(
         f"kemu: {spec.brokers} brokers ready in {elapsed:.2f}s on {store}",
         f"{'BROKER':<7}{'ENDPOINT':<22}{'PID':<9}LOG DIR",
     ]
+    advertised = spec.advertised_ports(ports)  # where clients find each broker
     for broker_id in sorted(pids):
-        endpoint = f"{spec.host}:{ports.get(broker_id, '-')}"
+        endpoint = f"{spec.advertised_host}:{advertised.get(broker_id, '-')}"
         log_dir = spec.log_dir / f"broker-{broker_id}"
         lines.append(f"{broker_id:<7}{endpoint:<22}{pids[broker_id]:<9}{log_dir}")
     lines.append(f"controller: broker {controller}")

@@ -110,7 +110,10 @@ class BrokerProcessSpec:
     peers: Mapping[int, tuple[str, int]]  # other brokers' inter-node addresses
     port: int  # the Kafka listener; 0 = any free port
     log_dir: Path
-    host: str = "127.0.0.1"
+    host: str = "127.0.0.1"  # its inter-node port, and its Kafka listener unless below
+    listener_host: str | None = None  # where its Kafka listener binds ("" = everywhere)
+    advertised_host: str | None = None  # what it registers; None: the listener's host
+    advertised_port: int = 0  # what it registers; 0: the port its listener bound
     rack: str | None = None
     config: Mapping[str, str] = field(default_factory=dict)
     seed: int = 0
@@ -215,7 +218,11 @@ async def _serve_broker(spec: BrokerProcessSpec, tracer: Tracer, tap: NetworkTap
                             broker_tg,
                             BrokerSpec(
                                 broker_id=spec.broker_id,
-                                host=spec.host,
+                                host=spec.host
+                                if spec.listener_host is None
+                                else spec.listener_host,
+                                advertised_host=spec.advertised_host,
+                                advertised_port=spec.advertised_port,
                                 port=spec.port,
                                 log_dir=spec.log_dir,
                                 config=BrokerConfig.from_overrides(dict(spec.config)),
@@ -253,6 +260,10 @@ async def _serve_broker(spec: BrokerProcessSpec, tracer: Tracer, tap: NetworkTap
                         await store.aclose()
             tg.cancel_scope.cancel()
     return 0
+
+
+def _listener_host(spec: BrokerProcessSpec) -> str:
+    return spec.host if spec.listener_host is None else spec.listener_host
 
 
 async def _broker_store(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import random
 import resource
+import socket
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -80,9 +81,50 @@ class ClusterSpec:
     store_port: int | None = None
     """Serve the embedded store over TCP on this port (0 = any) so that other processes
     (``kemu topics --zookeeper embedded://...``, ``kemu zk``) can reach it."""
+    listener_host: str | None = None
+    """Where the Kafka listeners bind (the host of Kafka's ``listeners``; "" = every
+    interface); None: ``host``. kemu's own endpoints (store, control, inter-broker ports)
+    stay on ``host`` whatever this is."""
+    advertised: Advertised | None = None
+    """What the brokers register and clients are told (Kafka's ``advertised.listeners``);
+    None: the listener's own address, as in Kafka."""
 
     def broker_config(self) -> BrokerConfig:
         return BrokerConfig.from_overrides(dict(self.config))
+
+    @property
+    def bind_host(self) -> str:
+        """Where the Kafka listeners bind."""
+        return self.host if self.listener_host is None else self.listener_host
+
+    @property
+    def advertised_host(self) -> str:
+        """The host every broker registers: ``advertised``'s, else the listener's; a
+        listener on every interface ("") advertises this machine's canonical name, as
+        Kafka's ``KafkaServer.createBrokerInfo`` does."""
+        if self.advertised is not None:
+            return self.advertised.host
+        return self.bind_host or socket.getfqdn()
+
+    def advertised_port(self, broker_id: int) -> int:
+        """The port broker ``broker_id`` registers: ``advertised.port`` + id, or 0 (the
+        port its listener bound)."""
+        if self.advertised is None or self.advertised.port == 0:
+            return 0
+        return self.advertised.port + broker_id
+
+    def advertised_ports(self, bound: Mapping[int, int]) -> dict[int, int]:
+        """Each broker's registered port, given the ports its listener bound."""
+        return {b: self.advertised_port(b) or port for b, port in bound.items()}
+
+
+@dataclass(frozen=True)
+class Advertised:
+    """Kafka's ``advertised.listeners`` for a whole cluster: broker i is advertised at
+    ``host``:``port`` + i (``port`` 0: the port its listener bound)."""
+
+    host: str
+    port: int = 0
 
 
 class BrokerWireHandler:
@@ -115,7 +157,7 @@ class BrokerSpec:
     (all brokers in one process, or one process per broker)."""
 
     broker_id: int
-    host: str
+    host: str  # where its Kafka listener binds ("" = every interface)
     port: int  # its Kafka listener; 0 = any free port
     log_dir: Path  # the root: the broker's log dir is ``log_dir/broker-<id>``
     config: BrokerConfig
@@ -131,6 +173,8 @@ class BrokerSpec:
     log_dirs: int = 1
     """How many log dirs (``log.dirs``) the broker has: ``log_dir/broker-<id>``, then
     ``log_dir/broker-<id>.<k>`` for k = 1, 2 ... (tests fail one and keep the broker up)."""
+    advertised_host: str | None = None  # what it registers (advertised.listeners); None: host
+    advertised_port: int = 0  # what it registers; 0: the port its listener bound
 
 
 async def start_broker_node(
@@ -168,8 +212,8 @@ async def start_broker_node(
             spec.log_dir / (f"broker-{spec.broker_id}" + (f".{k}" if k else ""))
             for k in range(spec.log_dirs)
         ),
-        host=spec.host,
-        port=port,
+        host=spec.host if spec.advertised_host is None else spec.advertised_host,
+        port=spec.advertised_port or port,
         rack=spec.rack,
         config=spec.config,
         disk=spec.disk,
@@ -392,7 +436,9 @@ class Cluster:
                     tg,
                     BrokerSpec(
                         broker_id=broker_id,
-                        host=self.spec.host,
+                        host=self.spec.bind_host,
+                        advertised_host=self.spec.advertised_host,
+                        advertised_port=self.spec.advertised_port(broker_id),
                         port=self.ports.get(broker_id, self._port_for(broker_id)),
                         log_dir=self.spec.log_dir,
                         config=self.config,

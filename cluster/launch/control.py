@@ -429,8 +429,8 @@ class ClusterLauncher:
         return await launcher_status(
             self.broker_states(),
             cluster.status,
-            host=cluster.spec.host,
-            ports=cluster.ports,
+            host=cluster.spec.advertised_host,
+            ports=cluster.spec.advertised_ports(cluster.ports),
             pid=lambda _broker_id: os.getpid(),
             processes=False,
         )

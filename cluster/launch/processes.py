@@ -181,6 +181,11 @@ class ProcessCluster:
         for peer, peer_port in sorted(self.network_ports.items()):
             if peer != broker_id:
                 args += ["--peer", f"{broker_node_id(peer)}={spec.host}:{peer_port}"]
+        if spec.listener_host is not None:  # the Kafka listener binds elsewhere
+            args += ["--listener-host", spec.listener_host]
+        if spec.advertised is not None or spec.bind_host == "":
+            args += ["--advertised-host", spec.advertised_host]
+            args += ["--advertised-port", str(spec.advertised_port(broker_id))]
         if broker_id in spec.racks:
             args += ["--rack", spec.racks[broker_id]]
         for key, value in spec.config.items():
@@ -500,8 +505,8 @@ class ProcessCluster:
         return await launcher_status(
             self.broker_states(),
             self.status,
-            host=self.spec.host,
-            ports=self.kafka_ports,
+            host=self.spec.advertised_host,
+            ports=self.spec.advertised_ports(self.kafka_ports),
             pid=lambda broker_id: self.children[broker_id].pid,
             processes=True,
         )

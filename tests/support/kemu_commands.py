@@ -28,8 +28,9 @@ class KemuUp:
 
     def __init__(self, tmp: Path, *extra: str) -> None:
         self.cluster_file = tmp / "cluster.json"
+        port = [] if "--listeners" in extra else ["--port", "0"]  # the listener has its port
         self.args = [
-            sys.executable, "-m", "cluster.cli", "up", "--port", "0", "--brokers", "3",
+            sys.executable, "-m", "cluster.cli", "up", *port, "--brokers", "3",
             "--log-dir", str(tmp / "logs"), "--cluster-file", str(self.cluster_file), *extra,
         ]  # fmt: skip
         self.output = ""
