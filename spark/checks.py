@@ -75,6 +75,9 @@ ROUTED_RULES: Final = frozenset(
         "no_stale_epoch_accepted",
         "leader_in_isr",
         "deletions_complete",
+        "acknowledged_writes_kept",
+        "one_record_per_offset",
+        "follower_logs_match",
     }
 )
 """The trace rules whose events ``check_runs`` knows how to select; a rule added to
@@ -86,6 +89,10 @@ _RUN_TYPES: Final = (
     "node_started",
     "topic_deletion_ignored",
     "topic_deletion_disabled",
+    "produce_result",
+    "records_read",
+    "replica_logs_read",
+    "unclean_leader_elected",
 )
 
 

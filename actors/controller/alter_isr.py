@@ -230,5 +230,6 @@ class AlterIsrHandler:
             from_isr=list(previous.isr),
             to_isr=list(written.isr),
             zk_version=written.zk_version,
+            replicas=list(ctx.partition_replica_assignment(tp)),
         )
         return _committed(tp, written)

@@ -354,6 +354,7 @@ class PartitionStateMachine:
         if not current:
             return failed, []
 
+        previous = dict(current)
         results = await self._decide(current, strategy, failed)
         finished: dict[TopicPartition, ElectionOutcome] = {}
         retry: list[TopicPartition] = []
@@ -391,6 +392,18 @@ class PartitionStateMachine:
                 is_new=False,
             )
             finished[tp] = written.leader_and_isr
+            before = previous[tp]
+            if new.leader not in before.isr:
+                # PartitionLeaderElectionAlgorithms.offlinePartitionLeaderElection, its
+                # unclean branch: a leader from outside the ISR, which may lack records
+                # the ISR had acknowledged (the uncleanLeaderElectionsPerSec meter).
+                self.state_log.unclean_election(
+                    tp,
+                    leader=new.leader,
+                    leader_epoch=new.leader_epoch,
+                    isr_before=before.isr,
+                    controller_epoch=ctx.epoch,
+                )
         finished.update(failed)
         return finished, retry
 

@@ -60,6 +60,37 @@ class StateChangeLogger:
                 controller_epoch=controller_epoch,
             )
 
+    def unclean_election(
+        self,
+        tp: TopicPartition,
+        *,
+        leader: int,
+        leader_epoch: int,
+        isr_before: tuple[int, ...],
+        controller_epoch: int,
+    ) -> None:
+        """A leader elected from outside the ISR (Kafka logs it as a warning: "Unclean
+        leader election. Partition ... has been elected as leader ... although it was not
+        in ISR"); what the ISR had acknowledged may be lost."""
+        log.warning(
+            "unclean_leader_elected",
+            partition=str(tp),
+            leader=leader,
+            leader_epoch=leader_epoch,
+            isr_before=list(isr_before),
+        )
+        if self._trace is not None:
+            self._trace(
+                "event",
+                "unclean_leader_elected",
+                topic=tp.topic,
+                partition=tp.partition,
+                leader=leader,
+                leader_epoch=leader_epoch,
+                isr_before=list(isr_before),
+                controller_epoch=controller_epoch,
+            )
+
     def invalid(
         self,
         machine: str,

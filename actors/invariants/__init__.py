@@ -22,6 +22,7 @@ from actors.invariants.liveness import BrokerLiveness, DownReason
 from actors.invariants.trace_rules import (
     DEFAULT_DELETION_BOUND,
     TRACE_RULES,
+    AcknowledgedWritesKept,
     OrphanLogDirs,
     TraceMonitor,
     check_trace,
@@ -40,6 +41,7 @@ __all__ = [
     "DEFAULT_DELETION_BOUND",
     "FINAL_RULES",
     "TRACE_RULES",
+    "AcknowledgedWritesKept",
     "BrokerLiveness",
     "CacheView",
     "DownReason",

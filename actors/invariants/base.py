@@ -48,3 +48,7 @@ class TraceRule(abc.ABC):
     def finish(self, end: float) -> list[Violation]:
         del end
         return []
+
+    def notices(self) -> list[Violation]:
+        """What the rule saw that breaks nothing but must be told (an allowed loss)."""
+        return []

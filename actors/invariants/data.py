@@ -12,6 +12,17 @@ returns the violations it found, one line each (empty when all hold).
 * **Durability** (``lost_acknowledged_writes``): a record acknowledged with acks=all
   stays at its offset in the final log of the partition's leader, with its value, unless
   the partition had an unclean election (then losing it is Kafka's behaviour).
+* **The data a chaos run wrote and read** (``DataLedger``): every acknowledged record
+  (``produce_result``) is judged against every read of its partition (``records_read``):
+  a read showing another record at its offset, or a settled read whose high watermark
+  stays at or below it, loses it, and the loss is classified (``Loss.cause``): ``acks_1``
+  for a record acknowledged by the leader alone, ``unclean`` for one acknowledged by the
+  ISR and lost after an unclean leader election of its partition (named), ``None`` for a
+  loss nothing in Kafka's contract allows. The ledger also keeps what consumers saw at
+  each offset: two reads showing two different records at one offset below the high
+  watermark is a conflict (``OffsetConflict``), allowed only after an unclean election.
+* **Replica logs** (``replica_log_violations``): once caught up, a follower's log is the
+  leader's prefix, record for record; leader ∈ ISR ⊆ replicas with the ISR the store holds.
 """
 
 from __future__ import annotations
@@ -22,10 +33,15 @@ from typing import Any
 
 __all__ = [
     "AcknowledgedWrite",
+    "DataLedger",
     "HighWatermarkTracker",
+    "Loss",
+    "OffsetConflict",
+    "UncleanElection",
     "high_watermark_regressions",
     "isr_change_violations",
     "lost_acknowledged_writes",
+    "replica_log_violations",
 ]
 
 
@@ -36,6 +52,11 @@ class HighWatermarkTracker:
 
     def __init__(self) -> None:
         self._last: dict[tuple[str, str, int, int], int] = {}
+
+    def forget_topic(self, topic: str) -> None:
+        """``topic`` was deleted: a topic of the same name starts again at epoch 0."""
+        for key in [k for k in self._last if k[1] == topic]:
+            del self._last[key]
 
     def observe(self, node: str, fields: Mapping[str, Any]) -> str | None:
         """The regression this move shows, if any."""
@@ -118,4 +139,224 @@ def lost_acknowledged_writes(
                 f"{name}: offset {write.offset} holds {log[write.offset]!r}, "
                 f"acknowledged as {write.value!r}"
             )
+    return problems
+
+
+# ----------------------------------------------------------------------------- the ledger
+
+
+@dataclass(frozen=True, slots=True)
+class UncleanElection:
+    """A leader elected from outside the ISR (the controller's ``unclean_leader_elected``)."""
+
+    leader: int
+    leader_epoch: int
+    seq: int
+    ts: float
+
+    def text(self) -> str:
+        return (
+            f"the unclean election of broker {self.leader} at leader epoch {self.leader_epoch}"
+            f" (event {self.seq}, t={self.ts:.3f}s)"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Ack:
+    identity: str
+    acks: int
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Loss:
+    """An acknowledged record a read showed lost. ``cause``: ``acks_1``, ``unclean``
+    (``election`` names it) or None (nothing allows it); ``now``: what the offset held in
+    that read (None: the settled high watermark stayed at or below it)."""
+
+    topic: str
+    partition: int
+    offset: int
+    identity: str
+    acks: int
+    acked_seq: int
+    now: str | None
+    cause: str | None
+    election: UncleanElection | None
+
+    def text(self) -> str:
+        acks = "all" if self.acks == -1 else str(self.acks)
+        where = "is gone" if self.now is None else f"now holds {self.now}"
+        text = (
+            f"{self.topic}-{self.partition}: offset {self.offset}, {self.identity} "
+            f"acknowledged with acks={acks} (event {self.acked_seq}), {where}"
+        )
+        if self.election is not None:
+            text += f", after {self.election.text()}"
+        return text
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetConflict:
+    """Two reads showed two different records at one offset below the high watermark;
+    ``election``: an unclean election of the partition between the two reads."""
+
+    topic: str
+    partition: int
+    offset: int
+    before: str
+    before_seq: int
+    now: str
+    election: UncleanElection | None
+
+    def text(self) -> str:
+        text = (
+            f"{self.topic}-{self.partition}: offset {self.offset} was read as {self.before} "
+            f"(event {self.before_seq}) and now as {self.now}"
+        )
+        if self.election is not None:
+            text += f", after {self.election.text()}"
+        return text
+
+
+class DataLedger:
+    """What a run wrote and read, per partition (see the module doc), fed in trace order.
+    A topic's entries go when its deletion completes (a new topic of the name starts
+    afresh)."""
+
+    def __init__(self) -> None:
+        self._acked: dict[tuple[str, int], dict[int, _Ack]] = {}
+        self._seen: dict[tuple[str, int], dict[int, tuple[str, int]]] = {}
+        self._unclean: dict[tuple[str, int], list[UncleanElection]] = {}
+
+    def acknowledged(
+        self,
+        topic: str,
+        partition: int,
+        base_offset: int,
+        identities: Iterable[str],
+        *,
+        acks: int,
+        seq: int,
+    ) -> None:
+        """A Produce answered without error: its records are at ``base_offset`` on."""
+        acked = self._acked.setdefault((topic, partition), {})
+        for i, identity in enumerate(identities):
+            acked[base_offset + i] = _Ack(identity, acks, seq)
+
+    def unclean(self, topic: str, partition: int, election: UncleanElection) -> None:
+        self._unclean.setdefault((topic, partition), []).append(election)
+
+    def forget_topic(self, topic: str) -> None:
+        for table in (self._acked, self._seen, self._unclean):
+            for key in [k for k in table if k[0] == topic]:
+                del table[key]
+
+    def _election_after(self, key: tuple[str, int], seq: int) -> UncleanElection | None:
+        """The first unclean election of the partition after event ``seq``."""
+        return next((e for e in self._unclean.get(key, ()) if e.seq > seq), None)
+
+    def read(
+        self,
+        topic: str,
+        partition: int,
+        records: Iterable[tuple[int, str]],
+        *,
+        high_watermark: int,
+        log_start_offset: int = 0,
+        settled: bool,
+        seq: int,
+    ) -> tuple[list[Loss], list[OffsetConflict]]:
+        """A consumer read of the partition (``records`` below ``high_watermark``): the
+        acknowledged records it shows lost (each reported once, then forgotten) and the
+        offsets it shows holding another record than an earlier read did. ``settled``:
+        the partition had settled, so an acknowledged offset at or above the high
+        watermark is lost too."""
+        key = (topic, partition)
+        read = dict(records)
+        losses: list[Loss] = []
+        acked = self._acked.get(key, {})
+        for offset, ack in sorted(acked.items()):
+            now = read.get(offset)
+            if now == ack.identity:
+                continue
+            if now is None and not (
+                log_start_offset <= offset < high_watermark
+                or (settled and offset >= high_watermark)
+            ):
+                continue
+            election = self._election_after(key, ack.seq)
+            cause = "acks_1" if ack.acks == 1 else ("unclean" if election is not None else None)
+            losses.append(
+                Loss(
+                    topic, partition, offset, ack.identity, ack.acks, ack.seq, now, cause, election
+                )
+            )
+            del acked[offset]
+        conflicts: list[OffsetConflict] = []
+        seen = self._seen.setdefault(key, {})
+        for offset, identity in sorted(read.items()):
+            if offset >= high_watermark:
+                continue
+            before = seen.get(offset)
+            if before is not None and before[0] != identity:
+                conflicts.append(
+                    OffsetConflict(
+                        topic,
+                        partition,
+                        offset,
+                        before[0],
+                        before[1],
+                        identity,
+                        self._election_after(key, before[1]),
+                    )
+                )
+            seen[offset] = (identity, seq)
+        return losses, conflicts
+
+
+# ----------------------------------------------------------------------------- replica logs
+
+
+def replica_log_violations(fields: Mapping[str, Any]) -> list[str]:
+    """One ``replica_logs_read`` event: the leader (if any) in the ISR, the ISR within
+    the replicas, and, once ``caught_up``, every ISR follower's log the leader's, record
+    for record. (Before that a follower may still hold a tail its new leader never had,
+    until it truncates: Kafka's ``ReplicaFetcherThread`` does so after a leader change.)"""
+    name = f"{fields['topic']}-{fields['partition']}"
+    leader = int(fields["leader"])
+    isr = [int(r) for r in fields["isr"]]
+    replicas = [int(r) for r in fields["replicas"]]
+    problems = [f"{name}: {p}" for p in _shape(leader, isr, replicas)] if leader >= 0 else []
+    logs = {int(log["broker"]): log for log in fields["logs"]}
+    own = logs.get(leader)
+    if own is None or not fields.get("caught_up"):
+        return problems
+    theirs = {int(o): str(i) for o, i in own["records"]}
+    for broker, log in sorted(logs.items()):
+        if broker == leader or broker not in isr:
+            continue
+        for offset, identity in log["records"]:
+            held = theirs.get(int(offset))
+            if held != identity:
+                problems.append(
+                    f"{name}: follower {broker} holds {identity} at offset {offset}, "
+                    f"leader {leader} holds {held if held is not None else 'nothing'}"
+                )
+                break
+        if int(log["log_end_offset"]) != int(own["log_end_offset"]):
+            problems.append(
+                f"{name}: follower {broker} ends at {log['log_end_offset']} once caught up, "
+                f"leader {leader} at {own['log_end_offset']}"
+            )
+    return problems
+
+
+def _shape(leader: int, isr: Sequence[int], replicas: Sequence[int]) -> list[str]:
+    problems = []
+    if leader not in isr:
+        problems.append(f"leader {leader} is not in the ISR {list(isr)}")
+    outside = [r for r in isr if r not in replicas]
+    if outside:
+        problems.append(f"ISR members {outside} are not replicas {list(replicas)}")
     return problems

@@ -16,7 +16,7 @@ and ``fault_injected`` / ``fault_healed``.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from actors.controller.states import (
@@ -26,7 +26,14 @@ from actors.controller.states import (
     ReplicaState,
 )
 from actors.invariants.base import CHAOS_NODE, TraceRule, Violation, violation_at
-from actors.invariants.data import HighWatermarkTracker, isr_change_violations
+from actors.invariants.data import (
+    DataLedger,
+    HighWatermarkTracker,
+    Loss,
+    UncleanElection,
+    isr_change_violations,
+    replica_log_violations,
+)
 from actors.invariants.leadership import (
     ElectionTracker,
     LeaderEpochTracker,
@@ -39,13 +46,16 @@ from protocol.trace import TraceEvent
 __all__ = [
     "DEFAULT_DELETION_BOUND",
     "TRACE_RULES",
+    "AcknowledgedWritesKept",
     "ControllerEpochsIncrease",
     "DeletionsComplete",
+    "FollowerLogsMatch",
     "LeaderEpochsIncrease",
     "LeaderInIsr",
     "LegalTransitions",
     "NoStaleEpochAccepted",
     "OneControllerPerEpoch",
+    "OneRecordPerOffset",
     "OrphanLogDirs",
     "TraceMonitor",
     "check_trace",
@@ -217,15 +227,16 @@ class LeaderEpochsIncrease(TraceRule):
 
 class AlterIsrKeepsShape(TraceRule):
     """An ISR the controller wrote for a partition leader's AlterIsr holds that leader, is
-    not empty and has no duplicates (``isr_change_violations`` over ``isr_altered``; the
-    replicas are checked in the states the controller then sends, ``leader_in_isr``)."""
+    not empty, has no duplicates and lies within the partition's replicas as the
+    controller had them (``isr_change_violations`` over ``isr_altered``, whose
+    ``replicas`` field carries them; an event without it is checked against its own ISR)."""
 
     name = "alter_isr_keeps_shape"
 
     def observe(self, event: TraceEvent) -> list[Violation]:
         if event.kind != "event" or event.type != "isr_altered":
             return []
-        replicas = [int(r) for r in event.fields.get("to_isr", ())]
+        replicas = [int(r) for r in event.fields.get("replicas", event.fields.get("to_isr", ()))]
         return [
             violation_at(self.name, p, event)
             for p in isr_change_violations(event.fields, replicas, None)
@@ -242,10 +253,147 @@ class HighWatermarksRise(TraceRule):
         self._marks = HighWatermarkTracker()
 
     def observe(self, event: TraceEvent) -> list[Violation]:
+        if (
+            event.kind == "transition"
+            and event.type == "partition"
+            and event.fields.get("to_state") == "NonExistentPartition"
+        ):
+            self._marks.forget_topic(str(event.fields["topic"]))  # re-created: epochs anew
+            return []
         if event.kind != "event" or event.type != "high_watermark_moved":
             return []
         problem = self._marks.observe(event.node, event.fields)
         return [] if problem is None else [violation_at(self.name, problem, event)]
+
+
+# ----------------------------------------------------------------------------- data
+
+
+class _DataRule(TraceRule):
+    """A rule over the chaos run's workload events and ``DataLedger``: it forgets a topic
+    when its deletion completes and learns the unclean elections. ``allowed_loss``: the
+    causes the scenario declared (an allowed loss is a notice, not a violation)."""
+
+    def __init__(self, allowed_loss: Collection[str] = ()) -> None:
+        self.allowed = frozenset(allowed_loss)
+        self.ledger = DataLedger()
+        self._notices: list[Violation] = []
+
+    def notices(self) -> list[Violation]:
+        return list(self._notices)
+
+    def _learn(self, event: TraceEvent) -> None:
+        f = event.fields
+        if event.kind == "event" and event.type == "topic_deletion_completed":
+            self.ledger.forget_topic(str(f["topic"]))
+        elif event.kind == "event" and event.type == "unclean_leader_elected":
+            election = UncleanElection(
+                leader=int(f["leader"]),
+                leader_epoch=int(f["leader_epoch"]),
+                seq=event.seq,
+                ts=event.ts,
+            )
+            self.ledger.unclean(str(f["topic"]), int(f["partition"]), election)
+
+    def _read(self, event: TraceEvent) -> tuple[list[Loss], list[Any]]:
+        f = event.fields
+        return self.ledger.read(
+            str(f["topic"]),
+            int(f["partition"]),
+            ((int(o), str(i)) for o, i in f["records"]),
+            high_watermark=int(f["high_watermark"]),
+            log_start_offset=int(f["log_start_offset"]),
+            settled=bool(f["settled"]),
+            seq=event.seq,
+        )
+
+    def _report(self, allowed: bool, text: str, event: TraceEvent) -> list[Violation]:
+        if allowed:
+            self._notices.append(violation_at("data_loss", text, event))
+            return []
+        return [violation_at(self.name, text, event)]
+
+
+def _is_read(event: TraceEvent) -> bool:
+    return _is_chaos(event, "records_read") and event.fields.get("error") == "NONE"
+
+
+class AcknowledgedWritesKept(_DataRule):
+    """An acknowledged write is never lost (``DataLedger``): a record acknowledged with
+    acks=all, so written to an ISR of at least ``min.insync.replicas``, is read back at
+    its offset by every later read, unless an unclean election of its partition came
+    after it (the loss then names that election); a record acknowledged with acks=1 may
+    be lost with its leader. A loss whose cause the scenario allows (``acks_1``,
+    ``unclean``) is a notice listing exactly what was lost; any other is a violation.
+    Fed ``produce_result`` (the acknowledgements), ``records_read`` (the reads),
+    ``unclean_leader_elected`` and ``topic_deletion_completed``."""
+
+    name = "acknowledged_writes_kept"
+
+    def __init__(self, allowed_loss: Collection[str] = ()) -> None:
+        super().__init__(allowed_loss)
+        self.losses: list[Loss] = []
+
+    def observe(self, event: TraceEvent) -> list[Violation]:
+        self._learn(event)
+        f = event.fields
+        if _is_chaos(event, "produce_result"):
+            if f["error"] == "NONE" and int(f["acks"]) != 0:
+                self.ledger.acknowledged(
+                    str(f["topic"]),
+                    int(f["partition"]),
+                    int(f["base_offset"]),
+                    (str(i) for i in f["records"]),
+                    acks=int(f["acks"]),
+                    seq=event.seq,
+                )
+            return []
+        if not _is_read(event):
+            return []
+        losses, _ = self._read(event)
+        out: list[Violation] = []
+        for loss in losses:
+            self.losses.append(loss)
+            text = loss.text()
+            if loss.cause is None:
+                text += ": nothing allows losing a write the ISR acknowledged"
+            elif loss.cause not in self.allowed:
+                text += f" (a loss of cause {loss.cause} the scenario does not allow)"
+            out += self._report(loss.cause in self.allowed, text, event)
+        return out
+
+
+class OneRecordPerOffset(_DataRule):
+    """No offset is ever read with two different records: what a consumer saw below the
+    high watermark stays (``records_read``), unless an unclean election of the partition
+    came between the two reads and the scenario allows ``unclean`` losses (a notice)."""
+
+    name = "one_record_per_offset"
+
+    def observe(self, event: TraceEvent) -> list[Violation]:
+        self._learn(event)
+        if not _is_read(event):
+            return []
+        _, conflicts = self._read(event)
+        out: list[Violation] = []
+        for conflict in conflicts:
+            allowed = conflict.election is not None and "unclean" in self.allowed
+            out += self._report(allowed, conflict.text(), event)
+        return out
+
+
+class FollowerLogsMatch(TraceRule):
+    """Once caught up, a follower's log is the leader's prefix, and leader ∈ ISR ⊆
+    replicas with the ISR the store holds: over ``replica_logs_read``, the logs of every
+    running replica of a partition read by a ``verify`` step or the run's end
+    (``replica_log_violations``)."""
+
+    name = "follower_logs_match"
+
+    def observe(self, event: TraceEvent) -> list[Violation]:
+        if not _is_chaos(event, "replica_logs_read"):
+            return []
+        return [violation_at(self.name, p, event) for p in replica_log_violations(event.fields)]
 
 
 _PARTITION_STATES: Final = {s.label: s for s in PartitionState}
@@ -442,20 +590,37 @@ TRACE_RULES: Final[Mapping[str, Callable[[], TraceRule]]] = {
     "deletions_complete": DeletionsComplete,
     "alter_isr_keeps_shape": AlterIsrKeepsShape,
     "high_watermarks_rise": HighWatermarksRise,
+    "acknowledged_writes_kept": AcknowledgedWritesKept,
+    "one_record_per_offset": OneRecordPerOffset,
+    "follower_logs_match": FollowerLogsMatch,
 }
-"""Every trace rule by name (``deletions_complete`` with the default bound)."""
+"""Every trace rule by name (``deletions_complete`` with the default bound, the data rules
+allowing no loss)."""
 
 
 class TraceMonitor:
     """Every trace rule at once, fed event by event: what a chaos run checks live.
     ``violations`` keeps everything found so far, in the order found."""
 
-    def __init__(self, *, deletion_bound: float = DEFAULT_DELETION_BOUND) -> None:
+    def __init__(
+        self,
+        *,
+        deletion_bound: float = DEFAULT_DELETION_BOUND,
+        allowed_loss: Collection[str] = (),
+    ) -> None:
         self.rules: list[TraceRule] = [
-            DeletionsComplete(deletion_bound) if name == "deletions_complete" else make()
+            _make_rule(name, make, deletion_bound, allowed_loss)
             for name, make in TRACE_RULES.items()
         ]
         self.violations: list[Violation] = []
+
+    def rule(self, name: str) -> TraceRule:
+        return next(r for r in self.rules if r.name == name)
+
+    @property
+    def notices(self) -> list[Violation]:
+        """What the rules saw that breaks nothing but must be told, in rule order."""
+        return [n for rule in self.rules for n in rule.notices()]
 
     def observe(self, event: TraceEvent) -> list[Violation]:
         """The violations ``event`` shows (also added to ``violations``)."""
@@ -468,6 +633,21 @@ class TraceMonitor:
         found = [v for rule in self.rules for v in rule.finish(end)]
         self.violations += found
         return found
+
+
+def _make_rule(
+    name: str,
+    make: Callable[[], TraceRule],
+    deletion_bound: float,
+    allowed_loss: Collection[str],
+) -> TraceRule:
+    if name == "deletions_complete":
+        return DeletionsComplete(deletion_bound)
+    if name == "acknowledged_writes_kept":
+        return AcknowledgedWritesKept(allowed_loss)
+    if name == "one_record_per_offset":
+        return OneRecordPerOffset(allowed_loss)
+    return make()
 
 
 def _check(

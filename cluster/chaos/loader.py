@@ -145,6 +145,8 @@ SHORTHAND: Final[Mapping[str, str]] = {
     "preferred_election": "topic",
     "reassignment_done": "topic",
     "preferred_leaders": "topic",
+    "consume": "topic",
+    "verify": "topic",
 }
 """The field a step or condition written as ``kind: VALUE`` sets."""
 

@@ -12,6 +12,10 @@ union tagged by ``kind`` (the YAML key naming the step):
 * faults: ``crash_broker``, ``stop_broker``, ``kill_controller``, ``partition``, ``drop``,
   ``delay``, ``duplicate``, ``reorder``, ``expire_session``, ``slow_store``,
   ``disk_failure``, ``clock_skew``; and ``heal``;
+* workload: ``produce`` (records through a broker's Produce handling, every
+  acknowledged one traced with its partition, offset and identity), ``consume`` (read
+  every partition back up to its high watermark, tracing what was seen) and ``verify``
+  (the same once the replicas have caught up, with the replicas' logs compared);
 * ``sleep`` (let simulated time pass), ``wait`` and ``expect`` (a condition with a
   deadline: a wait that times out stops the run, an expectation that fails is a violation).
 
@@ -39,6 +43,7 @@ __all__ = [
     "FAULT_TYPES",
     "SELECTORS",
     "STEP_TYPES",
+    "WORKLOAD_TYPES",
     "Action",
     "AddPartitions",
     "BrokerRegistered",
@@ -48,9 +53,11 @@ __all__ = [
     "ClusterReady",
     "ClusterSetup",
     "Condition",
+    "Consume",
     "Converged",
     "CrashBroker",
     "CreateTopic",
+    "DataRules",
     "DelayMessages",
     "DeleteTopic",
     "DiskFailure",
@@ -70,6 +77,7 @@ __all__ = [
     "PauseBroker",
     "PreferredElection",
     "PreferredLeaders",
+    "Produce",
     "ReassignPartitions",
     "ReassignmentDone",
     "ReorderMessages",
@@ -82,6 +90,7 @@ __all__ = [
     "TopicDeleted",
     "TopicExists",
     "TopicReady",
+    "Verify",
     "Wait",
 ]
 
@@ -444,6 +453,83 @@ class ClockSkew(Fault, frozen=True, kw_only=True, tag="clock_skew"):
             raise ValueError(f"rate must be positive, not {self.rate}")
 
 
+# ----------------------------------------------------------------------------- workload
+
+Acks: TypeAlias = Literal[0, 1, -1, "all"]
+
+
+class Produce(Action, frozen=True, kw_only=True, tag="produce"):
+    """Send ``count`` records to ``topic`` (to ``partition``, or round-robin over its
+    partitions), ``batch`` records per Produce request, each to the partition's leader
+    as the store names it, through that broker's own Produce handling (a
+    ``ProduceRequestData`` asked of its ``broker`` actor, as its Kafka listener hands it
+    one). ``rate``: records per second (None: the next request as soon as the previous
+    one is answered). ``acks``: 0, 1, -1 or ``all``. Each record is identified by
+    ``<id>-<n>`` (``id``: the step's, else ``p<step index>``), its key, padded to
+    ``key_size`` bytes; its value is ``value_size`` bytes derived from the identity.
+    ``retries``: a request answered with a retriable error (or none in time) is sent
+    again, up to that many times, 100 ms later, to the leader of the moment.
+    ``outcome``: what every request's last answer must be (``any``, ``ok``, ``error``
+    or a Kafka error name such as ``NOT_ENOUGH_REPLICAS``). ``background``: go on with
+    the next step at once (the run waits for the producer before its final phase)."""
+
+    topic: str
+    count: int
+    partition: int | None = None
+    batch: int = 1
+    rate: float | None = None
+    acks: Acks = -1
+    key_size: int = 0
+    value_size: int = 16
+    timeout_ms: int = 5_000
+    retries: int = 0
+    outcome: str = "any"
+    background: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.count < 1:
+            raise ValueError(f"count must be at least 1, not {self.count}")
+        if self.batch < 1:
+            raise ValueError(f"batch must be at least 1, not {self.batch}")
+        if self.partition is not None and self.partition < 0:
+            raise ValueError(f"partition must not be negative, not {self.partition}")
+        if self.rate is not None and self.rate <= 0:
+            raise ValueError(f"rate must be positive, not {self.rate}")
+        if self.key_size < 0 or self.value_size < 0:
+            raise ValueError("key_size and value_size must not be negative")
+        if self.timeout_ms < 1:
+            raise ValueError(f"timeout_ms must be positive, not {self.timeout_ms}")
+        if self.retries < 0:
+            raise ValueError(f"retries must not be negative, not {self.retries}")
+
+    @property
+    def required_acks(self) -> int:
+        """``acks`` as the Produce request carries it (``all`` is -1)."""
+        return -1 if self.acks == "all" else self.acks
+
+
+class Consume(Action, frozen=True, kw_only=True, tag="consume"):
+    """Read ``topic``'s partitions (``partitions``, else all) from their leaders as a
+    consumer does (Fetch, from the log start up to the high watermark) and trace what was
+    seen (``records_read``)."""
+
+    topic: str
+    partitions: tuple[int, ...] | None = None
+
+
+class Verify(Consume, frozen=True, kw_only=True, tag="verify"):
+    """``consume`` once each partition has settled (its ISR replicas caught up with the
+    leader and the high watermark at the log end, waited for up to ``within`` seconds):
+    every acknowledged write must then be read back, and each replica's log is read and
+    compared with the leader's (``replica_logs_read``)."""
+
+    within: float = 30.0
+
+
+WORKLOAD_TYPES: Final = ("produce", "consume", "verify")
+
+
 class Heal(Action, frozen=True, kw_only=True, tag="heal"):
     """End the fault with this ``id`` (``all``: every active fault, newest first)."""
 
@@ -585,7 +671,10 @@ class Expect(_Step, frozen=True, kw_only=True, tag="expect"):
 
 
 Step: TypeAlias = (
-    CreateTopic
+    Produce
+    | Verify
+    | Consume
+    | CreateTopic
     | DeleteTopic
     | AddPartitions
     | ReassignPartitions
@@ -631,6 +720,9 @@ ACTION_TYPES: Final[tuple[type[Action], ...]] = (
     ReassignPartitions,
     PreferredElection,
     StartBroker,
+    Produce,
+    Consume,
+    Verify,
     Heal,
     *FAULT_TYPES,
 )
@@ -671,6 +763,25 @@ class FinalPhase(_Value, frozen=True, kw_only=True):
     settle: float = 120.0
 
 
+LossCause: TypeAlias = Literal["acks_1", "unclean"]
+
+
+class DataRules(_Value, frozen=True, kw_only=True):
+    """What the scenario declares of its data. ``allow_loss``: the causes for which an
+    acknowledged write may be lost (``acks_1``: written with acks=1, lost with a leader
+    that had not replicated it; ``unclean``: lost after an unclean leader election of its
+    partition); each loss is then reported as a notice naming what was lost (and the
+    election), not as a violation. ``expect_loss``: causes that must have lost at least one
+    write by the end (each is allowed too)."""
+
+    allow_loss: tuple[LossCause, ...] = ()
+    expect_loss: tuple[LossCause, ...] = ()
+
+    @property
+    def allowed(self) -> frozenset[str]:
+        return frozenset((*self.allow_loss, *self.expect_loss))
+
+
 class Scenario(_Value, frozen=True, kw_only=True):
     """``deletion_bound``: seconds of fault-free time within which a topic marked for
     deletion must be deleted. ``deadline``: the whole run's bound, in seconds."""
@@ -682,3 +793,4 @@ class Scenario(_Value, frozen=True, kw_only=True):
     deletion_bound: float = 60.0
     deadline: float = 900.0
     final: FinalPhase = FinalPhase()
+    data: DataRules = DataRules()

@@ -17,12 +17,13 @@ trace and the end state. Everything goes into the run directory:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import random
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -37,6 +38,7 @@ from actors.invariants import (
     CHAOS_NODE,
     FINAL_RULES,
     TRACE_RULES,
+    AcknowledgedWritesKept,
     FinalState,
     TraceMonitor,
     Violation,
@@ -46,6 +48,7 @@ from actors.invariants import (
 from actors.runtime.actor import Node
 from actors.runtime.clock import Clock, RealClock, VirtualClock, run_real, run_virtual
 from actors.runtime.tracer import Tracer
+from actors.zk import kafka_zk
 from actors.zk.store import MetadataStore, StoreSession
 from cluster.chaos.admin import AdminOp, run_admin
 from cluster.chaos.conditions import condition_check, converged, read_final
@@ -56,27 +59,32 @@ from cluster.chaos.model import (
     Action,
     AddPartitions,
     Condition,
+    Consume,
     CreateTopic,
     DeleteTopic,
     Expect,
     Fault,
     Heal,
     PreferredElection,
+    Produce,
     ReassignPartitions,
     Scenario,
     Sleep,
     StartBroker,
     Step,
+    Verify,
     Wait,
     kind_of,
 )
 from cluster.chaos.real import LIVE_LAG, TAIL_POLL, LiveOrder, TraceTail, merge, run_chroot
 from cluster.chaos.timeline import condition_text, step_label, timeline
+from cluster.chaos.workload import consume, produce, verify, verify_partition
 from cluster.launch.cluster import Cluster, ClusterSpec
 from cluster.launch.processes import ProcessCluster
 from cluster.network import Network, TcpTransport
 from cluster.trace_files import JsonlTraceWriter
 from protocol.errors import KemuError, sole_error
+from protocol.ids import TopicName
 from protocol.trace import TraceEvent, TraceHeader, TraceKind
 
 __all__ = ["RunOptions", "RunResult", "reproduce_command", "run_scenario"]
@@ -85,6 +93,9 @@ Status = Literal["passed", "failed", "error"]
 
 INVARIANTS_ACTOR: Final = "invariants"
 """The actor the live invariant checks record ``invariant_violated`` events under."""
+
+FINAL_SETTLE: Final = 60.0
+"""Seconds each produced partition gets to settle for the run's final reads."""
 
 RUN_FILES: Final = (
     "trace.jsonl",
@@ -232,7 +243,7 @@ class _Run:
         )
         self.writer = JsonlTraceWriter(options.run_dir / "trace.jsonl", header)
         self.processes = scenario.cluster.mode == "processes"
-        self.monitor = TraceMonitor(deletion_bound=scenario.deletion_bound)
+        self.monitor = self._monitor()
         self.merged: list[TraceEvent] | None = None
         self.renumbered: dict[int, int] = {}
         if self.processes:
@@ -276,6 +287,15 @@ class _Run:
         self._origin = 0.0
         self._h: Harness | None = None
         self._background: TaskGroup | None = None
+        self._workloads = 0  # workload steps running now
+        self._workloads_idle = anyio.Event()
+        self._workloads_idle.set()
+
+    def _monitor(self) -> TraceMonitor:
+        return TraceMonitor(
+            deletion_bound=self.scenario.deletion_bound,
+            allowed_loss=self.scenario.data.allowed,
+        )
 
     # ------------------------------------------------------------------ plumbing
 
@@ -475,11 +495,15 @@ class _Run:
                     if isinstance(step, Action) and step.armed:
                         self.pending[index] = step
                         await background.start(self._armed, index, step)
+                    elif isinstance(step, Produce) and step.background:
+                        await background.start(self._in_background, index, step)
                     elif not await self._step(index, step):
                         break
                 except KemuError as exc:
                     self.fail("step_error", f"{step_label(index, step)}: {exc}")
                     break
+            while self._workloads:  # producers still running finish first
+                await self._workloads_idle.wait()
             background.cancel_scope.cancel()
         self._background = None
         for index, step in sorted(self.pending.items()):
@@ -512,14 +536,60 @@ class _Run:
         except KemuError as exc:
             self.fail("step_error", f"{step_label(index, step)}: {exc}")
 
+    async def _in_background(
+        self,
+        index: int,
+        step: Step,
+        *,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """A ``background`` workload step, while the next steps go on (counted as
+        running from before the next step starts)."""
+        with self._working():
+            task_status.started()
+            try:
+                await self._step(index, step)
+            except KemuError as exc:
+                self.fail("step_error", f"{step_label(index, step)}: {exc}")
+
+    @contextlib.contextmanager
+    def _working(self) -> Iterator[None]:
+        """Count a workload step as running (the steps wait for none to be)."""
+        self._workloads += 1
+        if self._workloads == 1:
+            self._workloads_idle = anyio.Event()
+        try:
+            yield
+        finally:
+            self._workloads -= 1
+            if not self._workloads:
+                self._workloads_idle.set()
+
     async def _step(self, index: int, step: Step, **cause: Any) -> bool:
         """Carry out one step; False if the run cannot go on (a wait timed out)."""
+        if isinstance(step, Produce | Consume):
+            with self._working():
+                return await self._do_step(index, step, **cause)
+        return await self._do_step(index, step, **cause)
+
+    async def _do_step(self, index: int, step: Step, **cause: Any) -> bool:
         h = self.h
         label = step_label(index, step)
         h.emit(TraceKind.EVENT, "step_started", index=index, step=kind_of(step), **cause)
         self.say(label)
         ok = True
         match step:
+            case Produce():
+                self._produce_outcome(label, step, await produce(h, step, _producer(index, step)))
+            case Verify():
+                unsettled = await verify(h, step, _producer(index, step))
+                if unsettled:
+                    self.fail(
+                        "verify",
+                        f"{label}: partitions {unsettled} did not settle within {step.within:g}s",
+                    )
+            case Consume():
+                await consume(h, step, _producer(index, step))
             case Sleep(seconds=seconds):
                 await self.clock.sleep(seconds)
             case Wait(condition=condition, within=within):
@@ -554,6 +624,20 @@ class _Run:
                 await self._inject(index, step)
         h.emit(TraceKind.EVENT, "step_finished", index=index, step=kind_of(step), ok=ok)
         return ok
+
+    def _produce_outcome(self, label: str, step: Produce, outcomes: list[str]) -> None:
+        """Every request's last answer must meet the step's ``outcome``."""
+        wanted = step.outcome
+        for error in outcomes:
+            met = (
+                wanted == "any"
+                or (wanted == "ok" and error == "NONE")
+                or (wanted == "error" and error != "NONE")
+                or error == wanted
+            )
+            if not met:
+                self.fail("produce_outcome", f"{label}: a request got {error}, expected {wanted}")
+                return
 
     async def _admin(self, label: str, op: AdminOp) -> None:
         outcome = await run_admin(self.h, op)
@@ -626,6 +710,28 @@ class _Run:
         settled = await self.h.until(lambda: converged(self.h), final.settle)
         self.h.emit(TraceKind.EVENT, "final_phase_finished", converged=settled)
         self.say("converged" if settled else f"not converged after {final.settle:g}s")
+        if settled:
+            await self._final_reads()
+
+    async def _final_reads(self) -> None:
+        """Every partition of every topic a ``produce`` step wrote to that still exists is
+        verified once more on the settled cluster (``verify``'s reads), so that the data
+        invariants judge the end; then the losses the scenario expects must have been seen."""
+        topics = sorted({s.topic for s in self.scenario.steps if isinstance(s, Produce)})
+        for topic in topics:
+            assignment = await kafka_zk.get_topic_assignment(self.h.session, TopicName(topic))
+            for partition in sorted(assignment or {}):
+                if not await verify_partition(self.h, topic, partition, "final", FINAL_SETTLE):
+                    self.fail(
+                        "final_reads",
+                        f"{topic}-{partition} did not settle within {FINAL_SETTLE:g}s",
+                    )
+        rule = self.monitor.rule("acknowledged_writes_kept")
+        assert isinstance(rule, AcknowledgedWritesKept)
+        causes = {loss.cause for loss in rule.losses}
+        for cause in self.scenario.data.expect_loss:
+            if cause not in causes:
+                self.fail("expected_loss", f"no acknowledged write was lost of cause {cause}")
 
     # ------------------------------------------------------------------ the outcome
 
@@ -662,7 +768,7 @@ class _Run:
             events = self.merged
             late = self.live.late
             if late:  # the rules saw another order than the trace's: check it again
-                self.monitor = TraceMonitor(deletion_bound=self.scenario.deletion_bound)
+                self.monitor = self._monitor()
                 for event in events:
                     self.monitor.observe(event)
         result.events = len(events)
@@ -677,7 +783,7 @@ class _Run:
             if self.final is not None:
                 result.violations += check_final(self.final, events)
                 _write_json(self.run_dir / "final_state.json", self.final)
-            result.notices = refused_transitions(events)
+            result.notices = [*refused_transitions(events), *self.monitor.notices]
             if late:
                 result.notices.append(
                     Violation(
@@ -707,6 +813,11 @@ class _Run:
         )
         _write_json(self.run_dir / "summary.json", result)
         return result
+
+
+def _producer(index: int, step: Produce | Consume) -> str:
+    """How a workload step names its records and reads: its id, else ``p<index>``."""
+    return step.id if step.id is not None else f"p{index}"
 
 
 def _renumbered(violation: Violation, renumbered: dict[int, int]) -> Violation:

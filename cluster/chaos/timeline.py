@@ -40,6 +40,7 @@ _EVENTS: Final = frozenset(
         "topic_deletion_completed",
         "topic_deletion_ignored",
         "topic_deletion_disabled",
+        "unclean_leader_elected",
     }
 )
 _QUIET_ERRORS: Final = frozenset({"controller_request_failed"})
@@ -93,6 +94,25 @@ def _describe(event: TraceEvent, scenario: Scenario) -> str | None:
         if event.type == "admin_result":
             detail = f" {f['detail']}" if f.get("detail") else ""
             return f"{f['op']} {f['topic']} via {f['via']}: {f['error']}{detail}"
+        if event.type == "produce_finished":
+            return (
+                f"produced {f['records']} records to {f['topic']} (acks={f['acks']}):"
+                f" {f['answered_ok']} acknowledged; answers {f['requests']}"
+            )
+        if event.type == "records_read":
+            settled = ", settled" if f["settled"] else ""
+            return (
+                f"read {f['topic']}-{f['partition']} from broker {f['broker']}: {f['error']},"
+                f" {len(f['records'])} records below high watermark {f['high_watermark']}"
+                f"{settled}"
+            )
+        if event.type == "replica_logs_read":
+            ends = ", ".join(f"{log['broker']}:{log['log_end_offset']}" for log in f["logs"])
+            caught = "caught up" if f["caught_up"] else "NOT caught up"
+            return (
+                f"replica logs of {f['topic']}-{f['partition']} (leader {f['leader']},"
+                f" ISR {f['isr']}), log ends {ends}: {caught}"
+            )
         if event.type == "scenario_failure":
             return f"FAILED {f['rule']}: {f['message']}"
         if event.type in _RUNNER:

@@ -1,0 +1,129 @@
+"""The workload steps: ``produce``, ``consume`` and ``verify`` load from YAML with file:line
+errors, go through the brokers' own Produce and Fetch handling, trace every
+acknowledgement and read, and a leader that raises its high watermark before its
+followers have the records is caught by ``acknowledged_writes_kept`` with a seed that
+reproduces it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import actors.broker.partition as partition_module
+from actors.broker.isr import LeaderIsr
+from actors.runtime.tracer import read_trace
+from cluster.chaos import (
+    RunOptions,
+    RunResult,
+    ScenarioError,
+    load_scenario,
+    parse_scenario,
+    run_scenario,
+)
+from cluster.chaos.model import Consume, Produce, Verify
+
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
+STALLED = SCENARIOS / "data-acks-all-followers-stalled.yaml"
+
+
+def run(path: Path, seed: int, out: Path) -> RunResult:
+    scenario = load_scenario(path)
+    return run_scenario(scenario, RunOptions(run_dir=out / f"seed-{seed}", seed=seed))
+
+
+def test_the_workload_steps_load_with_their_shorthands() -> None:
+    """``produce`` with its fields (``acks: all`` is -1 on the wire), ``consume: t`` and
+    ``verify: t`` name the topic, ``background`` and the declared losses load."""
+    scenario = parse_scenario(
+        "name: x\n"
+        "data: {allow_loss: [acks_1], expect_loss: [unclean]}\n"
+        "steps:\n"
+        "  - produce: {topic: t, count: 3, acks: all, rate: 5, background: true}\n"
+        "  - consume: t\n"
+        "  - verify: {topic: t, within: 5}\n"
+    )
+    produce, consume, verify = scenario.steps
+    assert isinstance(produce, Produce)
+    assert produce.required_acks == -1
+    assert (produce.count, produce.rate, produce.background, produce.batch) == (3, 5, True, 1)
+    assert isinstance(consume, Consume)
+    assert not isinstance(consume, Verify)
+    assert isinstance(verify, Verify)
+    assert (verify.topic, verify.within) == ("t", 5)
+    assert scenario.data.allowed == {"acks_1", "unclean"}
+
+
+@pytest.mark.parametrize(
+    ("step", "message"),
+    [
+        ("{topic: t, count: 0}", "count must be at least 1, not 0"),
+        ("{topic: t, count: 1, acks: 2}", "Invalid enum value 2"),
+        ("{topic: t, count: 1, rate: 0}", "rate must be positive, not 0"),
+        ("{topic: t}", "Object missing required field `count`"),
+    ],
+)
+def test_a_bad_produce_step_is_one_line_naming_its_place(step: str, message: str) -> None:
+    """A produce step the model refuses names its file, line and step."""
+    with pytest.raises(ScenarioError) as caught:
+        parse_scenario(f"name: x\nsteps:\n  - sleep: 1\n  - produce: {step}\n", source="x.yaml")
+    text = str(caught.value)
+    assert text.startswith("x.yaml:4: steps[1] (produce)")
+    assert message in text
+
+
+def test_every_acknowledgement_and_read_is_traced(tmp_path: Path) -> None:
+    """The stalled-followers scenario: five records acknowledged with acks=all, five
+    answered REQUEST_TIMED_OUT (the leader appended them, its high watermark could not
+    move), and every read after the failover shows the first five where they were
+    acknowledged; the old leader truncates the tail only it had."""
+    result = run(STALLED, 1, tmp_path)
+    assert [p.line() for p in result.problems] == []
+    _, events = read_trace(Path(result.run_dir) / "trace.jsonl")
+    trace = list(events)
+    answers = [e.fields for e in trace if e.type == "produce_result"]
+    assert [(a["records"], a["error"]) for a in answers[:5]] == [
+        ([f"p2-{n}"], "NONE") for n in range(5)
+    ]
+    assert [a["base_offset"] for a in answers[:5]] == [0, 1, 2, 3, 4]
+    assert {a["error"] for a in answers[5:]} == {"REQUEST_TIMED_OUT"}
+    reads = [e.fields for e in trace if e.type == "records_read"]
+    assert reads
+    assert all(r["settled"] for r in reads)
+    for r in reads:
+        assert r["records"][:5] == [[n, f"p2-{n}"] for n in range(5)]
+    assert any(e.type == "replica_truncated" and e.node == "broker-0" for e in trace)
+    rules = json.loads((Path(result.run_dir) / "invariants.json").read_text())["rules"]
+    assert {"acknowledged_writes_kept", "one_record_per_offset", "follower_logs_match"} <= set(
+        rules
+    )
+
+
+def test_a_high_watermark_raised_before_the_followers_have_the_records_is_caught(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A leader whose high watermark is its own log end (not the ISR's least) acknowledges
+    acks=all writes its followers never got; its crash loses them without any unclean
+    election: ``acknowledged_writes_kept`` names each, and the same seed reproduces the
+    same violations and the same trace."""
+
+    def own_log_end(state: LeaderIsr, leader_log_end: int, now_ms: int, lag_ms: int) -> int:
+        return leader_log_end
+
+    monkeypatch.setattr(partition_module, "high_watermark_candidate", own_log_end)
+    first = run(STALLED, 1, tmp_path / "a")
+    lost = [v for v in first.violations if v.rule == "acknowledged_writes_kept"]
+    assert first.status == "failed"
+    assert len(lost) >= 4
+    assert all("acknowledged with acks=all" in v.message for v in lost)
+    assert all("nothing allows losing a write the ISR acknowledged" in v.message for v in lost)
+    assert "pay-0: offset 9, p4-4 acknowledged with acks=all" in lost[-1].message
+    assert not any(
+        e.type == "unclean_leader_elected"
+        for e in read_trace(Path(first.run_dir) / "trace.jsonl")[1]
+    )
+    assert "--seed 1 --deterministic" in first.reproduce
+    again = run(STALLED, 1, tmp_path / "b")
+    assert [v.line() for v in again.violations] == [v.line() for v in first.violations]
+    assert again.trace_sha256 == first.trace_sha256
