@@ -538,6 +538,17 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigKey]] = _table(
     _broker("reserved.broker.max.id", _T.INT, 1000, Range(0)),
     _broker("broker.id.generation.enable", _T.BOOLEAN, True),
     _broker("create.topic.policy.class.name", _T.CLASS, None),
+    # Replication (ReplicaManager, ReplicaFetcherThread).
+    _broker("replica.lag.time.max.ms", _T.LONG, 30_000),
+    _broker("replica.socket.timeout.ms", _T.INT, 30_000),
+    _broker("replica.fetch.max.bytes", _T.INT, 1024 * 1024, Range(0)),
+    _broker("replica.fetch.wait.max.ms", _T.INT, 500),
+    _broker("replica.fetch.backoff.ms", _T.INT, 1000, Range(0)),
+    _broker("replica.fetch.min.bytes", _T.INT, 1),
+    _broker("replica.fetch.response.max.bytes", _T.INT, 10 * 1024 * 1024, Range(0)),
+    # Range(1) is kemu's: Kafka 2.7 accepts 0 and then fails every makeFollowers (a
+    # fetcher id modulo 0); kemu refuses it at start-up.
+    _broker("num.replica.fetchers", _T.INT, 1, Range(1)),
     # Kafka 3.8's internal config (KAFKA-16552): the least wait, after start-up, before the
     # log manager's first sweep of deleted logs (Kafka 2.7 hard-codes 30 s). For tests.
     _broker("log.initial.task.delay.ms", _T.LONG, 30_000, Range(0)),
@@ -608,6 +619,14 @@ class BrokerConfig:
     reserved_broker_max_id: int = 1000
     broker_id_generation_enable: bool = True
     create_topic_policy_class_name: str | None = None
+    replica_lag_time_max_ms: int = 30_000
+    replica_socket_timeout_ms: int = 30_000
+    replica_fetch_max_bytes: int = 1024 * 1024
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_backoff_ms: int = 1000
+    replica_fetch_min_bytes: int = 1
+    replica_fetch_response_max_bytes: int = 10 * 1024 * 1024
+    num_replica_fetchers: int = 1
     log_initial_task_delay_ms: int = 30_000
     kemu_max_replicas_per_request: int = DEFAULT_MAX_REPLICAS_PER_REQUEST
     kemu_max_replicas_per_cluster: int = DEFAULT_MAX_REPLICAS_PER_CLUSTER
@@ -677,6 +696,16 @@ class BrokerConfig:
             (
                 self.log_retention_time_millis >= 1 or self.log_retention_time_millis == -1,
                 "log.retention.ms must be unlimited (-1) or, equal or greater than 1",
+            ),
+            (
+                self.replica_fetch_wait_max_ms <= self.replica_socket_timeout_ms,
+                "replica.socket.timeout.ms should always be at least replica.fetch.wait.max.ms"
+                " to prevent unnecessary socket timeouts",
+            ),
+            (
+                self.replica_fetch_wait_max_ms <= self.replica_lag_time_max_ms,
+                "replica.fetch.wait.max.ms should always be less than or equal to"
+                " replica.lag.time.max.ms to prevent frequent changes in ISR",
             ),
             (
                 self.compression_type.lower() in _COMPRESSION_TYPES,

@@ -51,6 +51,7 @@ from actors.broker.names import (
 )
 from actors.broker.producer_ids import ProducerIdManager
 from actors.broker.purgatory import DelayedOperationPurgatory
+from actors.broker.replica_fetcher import FetcherConfig
 from actors.broker.replica_manager import ReplicaManager
 from actors.broker.replication import Replication
 from actors.controller.controller import ControllerConfig, KafkaController
@@ -94,6 +95,19 @@ class BrokerSettings:
     max_open_logs: int = DEFAULT_MAX_OPEN_LOGS  # the log manager's (open_logs_budget)
 
 
+def fetcher_config(config: BrokerConfig) -> FetcherConfig:
+    """The replica fetchers' broker configs (``ReplicaFetcherThread``'s ``brokerConfig``)."""
+    return FetcherConfig(
+        num_replica_fetchers=config.num_replica_fetchers,
+        replica_fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
+        replica_fetch_min_bytes=config.replica_fetch_min_bytes,
+        replica_fetch_max_bytes=config.replica_fetch_max_bytes,
+        replica_fetch_response_max_bytes=config.replica_fetch_response_max_bytes,
+        replica_fetch_backoff_ms=config.replica_fetch_backoff_ms,
+        replica_socket_timeout_ms=config.replica_socket_timeout_ms,
+    )
+
+
 class Broker(Actor):
     def __init__(
         self,
@@ -120,6 +134,8 @@ class Broker(Actor):
             self,
             self.broker_id,
             log_manager=ActorRef(broker_node_id(self.broker_id), LOG_MANAGER_ACTOR),
+            fetcher_config=fetcher_config(self.config),
+            replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
         )
         self.replica_manager.hooks = self.replication
         self.apis = KafkaApis(

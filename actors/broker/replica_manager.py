@@ -29,7 +29,7 @@ import anyio.lowlevel
 
 from actors.broker.delayed_data import DataPurgatory, DelayedFetch, DelayedProduce, timed_out
 from actors.broker.isr import LeaderIsr
-from actors.broker.partition import DEFAULT_REPLICA_LAG_TIME_MAX_MS, Partition
+from actors.broker.partition import Partition
 from actors.runtime.actor import Context
 from actors.zk import kafka_zk
 from protocol.base import Message
@@ -163,7 +163,7 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         self.delayed = DataPurgatory(broker)
         self.hooks: ReplicationHooks = NoReplication()
-        self.replica_lag_time_max_ms = DEFAULT_REPLICA_LAG_TIME_MAX_MS
+        self.replica_lag_time_max_ms = broker.config.replica_lag_time_max_ms
         self._topic_settings: dict[TopicName, TopicSettings] = {}
 
     def _stale(self, controller_epoch: int, broker_epoch: int) -> ErrorCode | None:

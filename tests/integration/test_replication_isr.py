@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
+import pytest
 
 from actors.broker.broker import broker_ref
 from actors.broker.isr import DEFAULT_REPLICA_LAG_TIME_MAX_MS
@@ -126,6 +127,7 @@ def run(
     *,
     replicas: tuple[int, ...] = (0, 1, 2),
     config: dict[str, str] | None = None,
+    broker_config: dict[str, str] | None = None,
 ) -> None:
     clock = VirtualClock()
 
@@ -133,7 +135,13 @@ def run(
         sink = MemorySink()
         tracer = Tracer()
         tracer.add_sink(sink)
-        spec = ClusterSpec(brokers=3, base_port=0, log_dir=tmp_path / "logs", listeners=False)
+        spec = ClusterSpec(
+            brokers=3,
+            base_port=0,
+            log_dir=tmp_path / "logs",
+            listeners=False,
+            config=broker_config or {},
+        )
         async with anyio.create_task_group() as tg:
             cluster: Cluster = await tg.start(Cluster(spec, tracer=tracer, clock=clock).run)
             assert cluster.network is not None
@@ -187,6 +195,57 @@ def test_a_cut_off_follower_leaves_the_isr_after_the_lag_and_rejoins_caught_up(
         assert altered[-2:] == [[0, 1], [0, 1, 2]]
 
     run(tmp_path, body)
+
+
+def fetches_between(rig: Rig, follower: int, leader: int, since: int) -> int:
+    """Fetch requests ``follower``'s fetchers sent ``leader`` after trace event ``since``."""
+    return sum(
+        1
+        for e in rig.sink.of("send", "FetchRequestData")[since:]
+        if e.fields["src"].startswith(f"broker-{follower}/")
+        and e.fields["dst"].startswith(f"broker-{leader}/")
+    )
+
+
+@pytest.mark.parametrize(("wait_ms", "lag_ms"), [(None, None), (250, 4_000)])
+def test_an_idle_follower_long_polls_and_a_silent_one_leaves_after_the_configured_lag(
+    tmp_path: Path, wait_ms: int | None, lag_ms: int | None
+) -> None:
+    """With nothing produced, each follower's fetch waits in the leader's purgatory for
+    replica.fetch.wait.max.ms (500 ms by default, or the broker config): about two
+    fetches a second per follower-leader pair by default, four at 250 ms, not a spin.
+    A follower cut off leaves the ISR after replica.lag.time.max.ms (30 s by default, or
+    the broker config) and before 1.5 times it."""
+    config = {}
+    if wait_ms is not None and lag_ms is not None:
+        config = {"replica.fetch.wait.max.ms": str(wait_ms), "replica.lag.time.max.ms": str(lag_ms)}
+    wait_s = (wait_ms or 500) / 1000
+    lag_s = (lag_ms or DEFAULT_REPLICA_LAG_TIME_MAX_MS) / 1000
+
+    async def body(rig: Rig) -> None:
+        await rig.produce_once_led(b"a", copied_to=(1, 2))
+        window = 20.0
+        since = len(rig.sink.of("send", "FetchRequestData"))
+        await rig.clock.sleep(window)
+        for follower in (1, 2):
+            fetches = fetches_between(rig, follower, 0, 0)
+            idle = fetches_between(rig, follower, 0, since)
+            assert window / wait_s - 2 <= idle <= window / wait_s + 2, (fetches, idle)
+
+        network = rig.cluster.network
+        assert network is not None
+        network.partition(["broker-2"], ["broker-0", "broker-1", "client"])
+        cut = rig.clock.now()
+        await rig.produce(b"b")  # behind the log end: out of sync once the lag passes
+
+        async def shrunk() -> bool:
+            return await rig.isr() == (0, 1)
+
+        await rig.until(shrunk, timeout=3 * lag_s)
+        # Lag counts from its last catch-up, at most one long poll before the cut.
+        assert lag_s - wait_s < rig.clock.now() - cut <= 1.5 * lag_s + 1
+
+    run(tmp_path, body, broker_config=config)
 
 
 def test_unclean_election_elects_the_out_of_sync_replica_and_loses_the_tail(

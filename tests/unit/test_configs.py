@@ -372,6 +372,17 @@ def test_broker_defaults_are_kafkas() -> None:
     assert config.create_topic_policy_class_name is None
     assert config.log_retention_time_millis == 604_800_000
     assert config.explicit == frozenset()
+    replication = (
+        config.replica_lag_time_max_ms,
+        config.replica_socket_timeout_ms,
+        config.replica_fetch_max_bytes,
+        config.replica_fetch_wait_max_ms,
+        config.replica_fetch_min_bytes,
+        config.replica_fetch_response_max_bytes,
+        config.replica_fetch_backoff_ms,
+        config.num_replica_fetchers,
+    )
+    assert replication == (30_000, 30_000, 1_048_576, 500, 1, 10_485_760, 1000, 1)
 
 
 def test_from_overrides_parses_and_remembers_names() -> None:
@@ -451,6 +462,24 @@ RETENTION_REQUIREMENT = (
             {"log.message.format.version": "3.0"},
             "Invalid value 3.0 for configuration log.message.format.version:"
             " Version `3.0` is not a valid version",
+        ),
+        (
+            {"replica.fetch.wait.max.ms": "40000"},
+            "requirement failed: replica.socket.timeout.ms should always be at least"
+            " replica.fetch.wait.max.ms to prevent unnecessary socket timeouts",
+        ),
+        (
+            {"replica.fetch.wait.max.ms": "2000", "replica.lag.time.max.ms": "1000"},
+            "requirement failed: replica.fetch.wait.max.ms should always be less than or"
+            " equal to replica.lag.time.max.ms to prevent frequent changes in ISR",
+        ),
+        (
+            {"replica.fetch.max.bytes": "-1"},
+            "Invalid value -1 for configuration replica.fetch.max.bytes: Value must be at least 0",
+        ),
+        (
+            {"num.replica.fetchers": "0"},
+            "Invalid value 0 for configuration num.replica.fetchers: Value must be at least 1",
         ),
         (
             {"log.cleaner.delete.retention.ms": "-1"},
