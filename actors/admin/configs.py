@@ -865,3 +865,86 @@ def topic_config_entries(
     names = [*TOPIC_CONFIGS, *(n for n in overrides if n not in TOPIC_CONFIGS)]
     defaults = broker.topic_defaults()  # once, not once per config
     return tuple(_topic_config_entry(name, overrides, broker, defaults) for name in names)
+
+
+# ===================================================================== a broker's configs
+
+_BROKER_SYNONYM_GROUPS: Final = (
+    ("log.roll.ms", "log.roll.hours"),
+    ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+)
+
+
+def broker_config_synonyms(name: str) -> tuple[str, ...]:
+    """``DynamicBrokerConfig.brokerConfigSynonyms``: the names that set the same value, in
+    precedence order (``log.flush.interval.ms`` falls back to the scheduler interval)."""
+    if name == "log.flush.interval.ms":
+        return (name, "log.flush.scheduler.interval.ms")
+    for group in _BROKER_SYNONYM_GROUPS:
+        if name in group:
+            return group
+    return (name,)
+
+
+DYNAMIC_BROKER_CONFIGS: Final = frozenset(
+    {v for v in TOPIC_CONFIG_SYNONYMS.values() if v != "log.message.format.version"}
+    | {"num.replica.fetchers"}
+)
+"""The broker configs of ``BROKER_CONFIGS`` that Kafka 2.7 can change at run time
+(``DynamicBrokerConfig.AllDynamicConfigs``: the topic defaults but the message format,
+and the thread pools): every other is read-only in DescribeConfigs."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfigEntry:
+    """One config of a broker as DescribeConfigs reports it
+    (``AdminManager.createBrokerConfigEntry``, per broker)."""
+
+    name: str
+    text: str | None
+    source: ConfigSource
+    type: ConfigValueType
+    read_only: bool
+    synonyms: tuple[tuple[str, str, ConfigSource], ...]
+    """``(name, value, source)``: the synonyms that have a value, the set ones first, then
+    the defaults, from the described name on."""
+
+
+def broker_config_entries(config: BrokerConfig) -> tuple[BrokerConfigEntry, ...]:
+    """Every broker config kemu has (definition order) with its value, its source (set at
+    start-up: STATIC_BROKER_CONFIG, else DEFAULT_CONFIG, as the first of its synonyms with
+    a value decides) and whether it is read-only."""
+    return tuple(_broker_config_entry(config, name) for name in BROKER_CONFIGS)
+
+
+def _broker_config_entry(config: BrokerConfig, name: str) -> BrokerConfigEntry:
+    key = BROKER_CONFIGS[name]
+    names = broker_config_synonyms(name)
+    found: list[tuple[str, str, ConfigSource]] = []
+    for n in names:
+        if n in config.explicit and n in BROKER_CONFIGS:
+            text = to_text(config.value(n), BROKER_CONFIGS[n].type)
+            if text is not None:
+                found.append((n, text, ConfigSource.STATIC_BROKER_CONFIG))
+    for n in names:
+        default = BROKER_CONFIGS[n].default if n in BROKER_CONFIGS else None
+        if default is not None:
+            found.append((n, _default_text(default), ConfigSource.DEFAULT_CONFIG))
+    while found and found[0][0] != name:  # configSynonyms' dropWhile
+        found.pop(0)
+    return BrokerConfigEntry(
+        name=name,
+        text=to_text(config.value(name), key.type),
+        source=found[0][2] if found else ConfigSource.DEFAULT_CONFIG,
+        type=key.type,
+        read_only=name not in DYNAMIC_BROKER_CONFIGS,
+        synonyms=tuple(found),
+    )
+
+
+def _default_text(value: ConfigValue) -> str:
+    """A default as ``convertToStringMapWithPasswordValues`` renders it (lists joined)."""
+    text = to_text(value, None)
+    assert text is not None
+    return text

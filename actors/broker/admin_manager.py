@@ -23,11 +23,13 @@ import msgspec
 from actors.admin import (
     QUEUED_FOR_DELETION_MESSAGE,
     AdminOperationError,
+    BrokerConfigEntry,
     BrokerMetadata,
     ConfigEntry,
     ConfigError,
     RequestedTopic,
     TopicCreation,
+    broker_config_entries,
     check_cluster_replicas,
     check_request_replicas,
     plan_create_topic,
@@ -50,6 +52,7 @@ from protocol.errors import (
 from protocol.ids import TopicName
 from protocol.kafka_api import ConfigEntry as WireConfigEntry
 from protocol.kafka_api import (
+    ConfigResource,
     ConfigResourceType,
     CreatePartitionsRequestData,
     CreatePartitionsResponseData,
@@ -66,6 +69,7 @@ from protocol.kafka_api import (
     TopicRef,
 )
 from protocol.kafka_api import ConfigSource as WireConfigSource
+from protocol.kafka_api import ConfigSynonym as WireConfigSynonym
 from protocol.kafka_api import ConfigValueType as WireConfigValueType
 
 if TYPE_CHECKING:
@@ -83,20 +87,24 @@ class AdminManager:
         self, req: DescribeConfigsRequestData
     ) -> DescribeConfigsResponseData:
         """Each topic's configs (those asked for, or all): its overrides, then the broker's
-        defaults, each with its source. Other resource types are refused (INVALID_REQUEST),
+        defaults, each with its source. A broker's (``_describe_broker``). Other resource
+        types are refused (INVALID_REQUEST),
         a name that is not a legal topic name is INVALID_TOPIC_EXCEPTION (``Topic.validate``
         comes first in ``AdminManager.describeConfigs``), a topic the metadata cache does not
         hold is UNKNOWN_TOPIC_OR_PARTITION with no message, as Kafka answers it."""
         results = []
         for res in req.resources:
+            if res.resource_type == ConfigResourceType.BROKER:
+                results.append(self._describe_broker(res))
+                continue
             if res.resource_type != ConfigResourceType.TOPIC:
                 results.append(
                     DescribeConfigsResult(
                         resource_type=res.resource_type,
                         resource_name=res.resource_name,
                         error_code=ErrorCode.INVALID_REQUEST,
-                        error_message="kemu describes topic configs only, not resource type"
-                        f" {res.resource_type}",
+                        error_message="kemu describes topic and broker configs, not resource"
+                        f" type {res.resource_type}",
                     )
                 )
                 continue
@@ -137,6 +145,31 @@ class AdminManager:
                 )
             )
         return DescribeConfigsResponseData(results=tuple(results))
+
+    def _describe_broker(self, res: ConfigResource) -> DescribeConfigsResult:
+        """``AdminManager.describeConfigs`` of a broker: this broker's id, every broker
+        config kemu has (those asked for, or all) with its source, synonyms and whether it
+        is read-only; the empty name, the cluster's dynamic defaults (kemu has none, as a
+        cluster whose defaults were never altered); another name, INVALID_REQUEST with
+        Kafka's message. Kafka lists every config of ``KafkaConfig``; kemu lists its own."""
+        name = res.resource_name
+        entries: tuple[BrokerConfigEntry, ...] = ()
+        if name:
+            if not name.lstrip("-").isdigit():
+                return _describe_error(res, f"Broker id must be an integer, but it is: {name}")
+            if int(name) != self._broker.broker_id:
+                return _describe_error(
+                    res,
+                    f"Unexpected broker id, expected {self._broker.broker_id} or empty string,"
+                    f" but received {name}",
+                )
+            entries = broker_config_entries(self._broker.config)
+        keys = res.configuration_keys
+        return DescribeConfigsResult(
+            resource_type=res.resource_type,
+            resource_name=name,
+            configs=tuple(_wire_broker_entry(e) for e in entries if keys is None or e.name in keys),
+        )
 
     async def create_topics(self, req: CreateTopicsRequestData, ctx: Context) -> Message | None:
         """As ``AdminManager.createTopics``: every topic is checked in request order (a
@@ -479,6 +512,29 @@ def _wire_entry(entry: ConfigEntry) -> WireConfigEntry:
         value=entry.text,
         source=WireConfigSource(int(entry.source)),
         value_type=_wire_type(entry.type),
+    )
+
+
+def _wire_broker_entry(entry: BrokerConfigEntry) -> WireConfigEntry:
+    return WireConfigEntry(
+        name=entry.name,
+        value=entry.text,
+        read_only=entry.read_only,
+        source=WireConfigSource(int(entry.source)),
+        synonyms=tuple(
+            WireConfigSynonym(name=n, value=v, source=WireConfigSource(int(src)))
+            for n, v, src in entry.synonyms
+        ),
+        value_type=_wire_type(entry.type),
+    )
+
+
+def _describe_error(res: ConfigResource, message: str) -> DescribeConfigsResult:
+    return DescribeConfigsResult(
+        resource_type=res.resource_type,
+        resource_name=res.resource_name,
+        error_code=ErrorCode.INVALID_REQUEST,
+        error_message=message,
     )
 
 

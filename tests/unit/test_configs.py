@@ -19,6 +19,7 @@ from actors.admin import (
     ConfigError,
     ConfigSource,
     ConfigValueType,
+    broker_config_entries,
     topic_config_entries,
     topic_config_entry,
     validate_topic_config,
@@ -607,3 +608,24 @@ def test_invalid_stored_override_and_unknown_name() -> None:
         topic_config_entry("retention.ms", {"retention.ms": "soon"}, BrokerConfig())
     with pytest.raises(KeyError):
         topic_config_entry("nope", {}, BrokerConfig())
+
+
+def test_broker_entries_list_synonyms_from_the_described_name_on() -> None:
+    """``configSynonyms``: the synonyms with a value, set ones first then defaults, from
+    the described name on: log.roll.ms (unset, no default) set through log.roll.hours has
+    none and is a default; log.roll.hours lists its set value then its default."""
+    config = BrokerConfig.from_overrides({"log.roll.hours": "2"})
+    entries = {e.name: e for e in broker_config_entries(config)}
+    roll_ms, roll_hours = entries["log.roll.ms"], entries["log.roll.hours"]
+    assert (roll_ms.text, roll_ms.source, roll_ms.synonyms) == (
+        None,
+        ConfigSource.DEFAULT_CONFIG,
+        (),
+    )
+    assert roll_hours.synonyms == (
+        ("log.roll.hours", "2", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.roll.hours", "168", ConfigSource.DEFAULT_CONFIG),
+    )
+    assert roll_hours.read_only
+    assert not roll_ms.read_only  # segment.ms's synonym: dynamic in Kafka
+    assert entries["log.cleanup.policy"].text == "delete"
