@@ -362,6 +362,9 @@ class ListOffsetsRequestData(Message, frozen=True, kw_only=True):
     topics: tuple[ListOffsetsTopic, ...]
     replica_id: int = CONSUMER_REPLICA_ID
     isolation_level: int = IsolationLevel.READ_UNCOMMITTED
+    version: int = 5
+    """The request's version: before v5 OFFSET_NOT_AVAILABLE is answered as
+    LEADER_NOT_AVAILABLE (``KafkaApis.handleListOffsetRequestV1AndAbove``)."""
 
 
 class ListOffsetsPartitionResponse(_Value, frozen=True, kw_only=True):

@@ -47,6 +47,7 @@ __all__ = [
     "LogListing",
     "LogOffsets",
     "LogOutcome",
+    "LogQueried",
     "LogsAppended",
     "LogsConfigured",
     "LogsCreated",
@@ -56,6 +57,7 @@ __all__ = [
     "OffsetTimestampQuery",
     "OffsetsFound",
     "PendingLogDeletion",
+    "QueryLog",
     "ReadFromLogs",
     "ReadOutcome",
     "ReadRecords",
@@ -406,6 +408,25 @@ class LogOffsets(Message, frozen=True, kw_only=True):
     partition: int
     log_start_offset: int
     log_end_offset: int
+
+
+class QueryLog(Message, frozen=True, kw_only=True):
+    """What a follower's fetcher reads of its local log, changing nothing (``Log.
+    logStartOffset``, ``logEndOffset``, ``latestEpoch``). Answered with ``LogQueried``."""
+
+    topic: TopicName
+    partition: int
+
+
+class LogQueried(Message, frozen=True, kw_only=True):
+    """A log's start and end offsets and the latest epoch of its epoch cache (None: the
+    cache is empty)."""
+
+    topic: TopicName
+    partition: int
+    log_start_offset: int
+    log_end_offset: int
+    latest_epoch: int | None
 
 
 class HighWatermark(msgspec.Struct, frozen=True, kw_only=True):

@@ -130,9 +130,9 @@ class FollowerLog(Protocol):
         """``(log start, log end)``."""
         ...
 
-    async def latest_epoch(self, tp: TopicPartition, current_leader_epoch: int) -> int | None:
-        """The latest leader epoch of the local epoch cache (None: empty); none is above
-        ``current_leader_epoch``, the epoch of the partition's leader now."""
+    async def latest_epoch(self, tp: TopicPartition) -> int | None:
+        """The latest leader epoch of the local epoch cache (None: empty)
+        (``ReplicaFetcherThread.latestEpoch``)."""
         ...
 
     async def end_offset_for_epoch(self, tp: TopicPartition, epoch: int) -> tuple[int, int]:
@@ -306,7 +306,7 @@ class ReplicaFetcher(Actor):
             for s in truncating:
                 tp = s.partition
                 try:
-                    latest = await self.log.latest_epoch(tp, s.leader_epoch)
+                    latest = await self.log.latest_epoch(tp)
                 except KafkaApiError as exc:
                     self._fail(tp, exc.code.name)
                     continue

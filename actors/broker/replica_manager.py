@@ -748,11 +748,18 @@ class ReplicaManager:
     async def fetch_offsets(self, req: ListOffsetsRequestData) -> ListOffsetsResponseData:
         """``ReplicaManager.fetchOffsetForTimestamp`` per partition: earliest, the log
         start; latest, the high watermark for a consumer (the log end for a replica or a
-        debugging consumer), OFFSET_NOT_AVAILABLE while a new leader's high watermark is
-        below its epoch's start; a timestamp, the first record at or after it below that
-        ceiling (-1/-1 when none)."""
+        debugging consumer); a timestamp, the first record at or after it below that
+        ceiling (-1/-1 when none). While a new leader's high watermark is below its
+        epoch's start, a consumer's latest, and its timestamp without a record below the
+        ceiling, are OFFSET_NOT_AVAILABLE, LEADER_NOT_AVAILABLE before v5
+        (``Partition.fetchOffsetForTimestamp``, ``KafkaApis.handleListOffsetRequestV1AndAbove``)."""
+        unavailable = (
+            ErrorCode.OFFSET_NOT_AVAILABLE if req.version >= 5 else ErrorCode.LEADER_NOT_AVAILABLE
+        )
+        consumer = req.replica_id == -1
         answers: dict[tuple[str, int], ListOffsetsPartitionResponse] = {}
         queries: list[OffsetTimestampQuery] = []
+        lagging: set[TopicPartition] = set()
         for topic in req.topics:
             for p in topic.partitions:
                 tp = TopicPartition(topic.name, p.partition_index)
@@ -762,17 +769,17 @@ class ReplicaManager:
                         partition_index=p.partition_index, error_code=code
                     )
                     continue
-                consumer = req.replica_id == -1
+                if consumer and partition.high_watermark < partition.leader_epoch_start_offset:
+                    lagging.add(tp)
                 ceiling = partition.high_watermark if consumer else partition.log_end_offset
                 if p.timestamp == EARLIEST_TIMESTAMP:
                     answer = ListOffsetsPartitionResponse(
                         partition_index=p.partition_index, offset=partition.log_start_offset
                     )
                 elif p.timestamp == LATEST_TIMESTAMP:
-                    if consumer and partition.high_watermark < partition.leader_epoch_start_offset:
+                    if tp in lagging:
                         answer = ListOffsetsPartitionResponse(
-                            partition_index=p.partition_index,
-                            error_code=ErrorCode.OFFSET_NOT_AVAILABLE,
+                            partition_index=p.partition_index, error_code=unavailable
                         )
                     else:
                         answer = ListOffsetsPartitionResponse(
@@ -794,14 +801,16 @@ class ReplicaManager:
             )
             assert isinstance(reply, OffsetsFound)
             for found in reply.results:
-                partition = self.partitions[TopicPartition(found.topic, found.partition)]
-                ceiling = (
-                    partition.high_watermark if req.replica_id == -1 else partition.log_end_offset
-                )
+                tp = TopicPartition(found.topic, found.partition)
+                partition = self.partitions[tp]
+                ceiling = partition.high_watermark if consumer else partition.log_end_offset
                 hit = found.error_code is ErrorCode.NONE and 0 <= found.offset < ceiling
+                code = found.error_code
+                if code is ErrorCode.NONE and not hit and tp in lagging:
+                    code = unavailable
                 answers[found.topic, found.partition] = ListOffsetsPartitionResponse(
                     partition_index=found.partition,
-                    error_code=found.error_code,
+                    error_code=code,
                     timestamp=found.timestamp if hit else -1,
                     offset=found.offset if hit else -1,
                     leader_epoch=found.leader_epoch if hit else -1,

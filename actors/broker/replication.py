@@ -46,9 +46,11 @@ from protocol.log import (
     EpochEndOffsetQuery,
     HighWatermark,
     LogOffsets,
+    LogQueried,
     LogsAppended,
     LookupOffsets,
     OffsetsFound,
+    QueryLog,
     RecordHighWatermarks,
     TruncateLog,
 )
@@ -270,35 +272,17 @@ class LogManagerFollowerLog(FollowerLog):
         except KemuError as exc:
             raise KafkaApiError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
 
-    async def offsets(self, tp: TopicPartition) -> tuple[int, int]:
-        # A log start advance to 0 changes nothing and answers the log's offsets.
-        reply = await self._ask(
-            AdvanceLogStart(topic=TopicName(tp.topic), partition=tp.partition, offset=0)
-        )
-        return _pair(reply)
+    async def _query(self, tp: TopicPartition) -> LogQueried:
+        reply = await self._ask(QueryLog(topic=TopicName(tp.topic), partition=tp.partition))
+        assert isinstance(reply, LogQueried)
+        return reply
 
-    async def latest_epoch(self, tp: TopicPartition, current_leader_epoch: int) -> int | None:
-        # endOffsetFor answers (-1, -1) for every epoch above the latest cached one and
-        # (latest, log end) for the latest: the first epoch down from the current leader's
-        # with an answer is the latest.
-        epochs = range(current_leader_epoch, -1, -1)
-        reply = await self._ask(
-            LookupOffsets(
-                queries=tuple(
-                    EpochEndOffsetQuery(
-                        topic=TopicName(tp.topic), partition=tp.partition, leader_epoch=e
-                    )
-                    for e in epochs
-                )
-            )
-        )
-        assert isinstance(reply, OffsetsFound)
-        for epoch, found in zip(epochs, reply.results, strict=True):
-            if found.error_code is not ErrorCode.NONE:
-                raise KafkaApiError(found.error_code, found.error_code.name)
-            if found.offset >= 0:
-                return epoch
-        return None
+    async def offsets(self, tp: TopicPartition) -> tuple[int, int]:
+        found = await self._query(tp)
+        return found.log_start_offset, found.log_end_offset
+
+    async def latest_epoch(self, tp: TopicPartition) -> int | None:
+        return (await self._query(tp)).latest_epoch
 
     async def end_offset_for_epoch(self, tp: TopicPartition, epoch: int) -> tuple[int, int]:
         reply = await self._ask(

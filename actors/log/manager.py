@@ -18,8 +18,8 @@ that reach a ``Log`` (``actors.log.partition_log``):
   three files). Every Produce is one ``AppendToLogs`` (leader appends, with the
   idempotent producers' checks of ``actors.log.producer_state``; a follower's fetched
   batches), every Fetch one ``ReadFromLogs``, every ListOffsets or OffsetForLeaderEpoch
-  one ``LookupOffsets``; each partition answers its own error. ``TruncateLog`` and
-  ``AdvanceLogStart`` serve followers. A topic's log configs come with
+  one ``LookupOffsets``; each partition answers its own error. ``TruncateLog``,
+  ``AdvanceLogStart`` and ``QueryLog`` serve followers. A topic's log configs come with
   ``LogConfigOverrides`` (else the broker's defaults).
 * **Start-up and stop** (``loadLogs``, ``shutdown``): after a clean shutdown a log needs
   no recovery and is opened when first used; without the marker every log is opened and
@@ -140,6 +140,7 @@ from protocol.log import (
     LogListing,
     LogOffsets,
     LogOutcome,
+    LogQueried,
     LogsAppended,
     LogsConfigured,
     LogsCreated,
@@ -149,6 +150,7 @@ from protocol.log import (
     OffsetsFound,
     OffsetTimestampQuery,
     PendingLogDeletion,
+    QueryLog,
     ReadFromLogs,
     ReadOutcome,
     RecordHighWatermarks,
@@ -503,6 +505,7 @@ LogManagerMessage: TypeAlias = (
     | LookupOffsets
     | TruncateLog
     | AdvanceLogStart
+    | QueryLog
     | RecordHighWatermarks
     | LogConfigOverrides
 )
@@ -521,6 +524,7 @@ _HANDLED: Final = (
     LogDirsAllFailed,
     TruncateLog,
     AdvanceLogStart,
+    QueryLog,
     LogConfigOverrides,
 )
 
@@ -884,6 +888,8 @@ class LogManager(Actor):
                 return self._truncate(msg)
             case AdvanceLogStart():
                 return self._advance_log_start(msg)
+            case QueryLog():
+                return self._query(TopicPartition(msg.topic, msg.partition))
             case LogConfigOverrides(topic=topic, configs=configs):
                 return self._configure(topic, dict(configs))
             case GetOrCreateLog():
@@ -1293,6 +1299,25 @@ class LogManager(Actor):
                     assert_never(query)
         except KafkaApiError as exc:
             return OffsetFound(topic=tp.topic, partition=tp.partition, error_code=exc.code)
+
+    def _query(self, tp: TopicPartition) -> LogQueried:
+        """``QueryLog``: a fresh empty log answers without being opened."""
+        if tp in self._fresh:
+            return LogQueried(
+                topic=tp.topic,
+                partition=tp.partition,
+                log_start_offset=0,
+                log_end_offset=0,
+                latest_epoch=self._fresh[tp],
+            )
+        log = self._log(tp)
+        return LogQueried(
+            topic=tp.topic,
+            partition=tp.partition,
+            log_start_offset=log.log_start_offset,
+            log_end_offset=log.log_end_offset,
+            latest_epoch=log.leader_epoch_cache.latest_epoch,
+        )
 
     def _truncate(self, request: TruncateLog) -> LogOffsets:
         tp = TopicPartition(request.topic, request.partition)

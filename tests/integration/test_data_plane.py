@@ -31,6 +31,7 @@ from protocol.kafka_api import (
     TopicRef,
 )
 from protocol.kafka_data import (
+    DEBUG_REPLICA_ID,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     FetchPartition,
@@ -167,9 +168,10 @@ async def fetch(
 
 
 async def list_offset(
-    h: Harness, name: str, timestamp: int, *, replica_id: int = -1
+    h: Harness, name: str, timestamp: int, *, replica_id: int = -1, version: int = 5, to: int = 0
 ) -> ListOffsetsPartitionResponse:
     request = ListOffsetsRequestData(
+        version=version,
         replica_id=replica_id,
         topics=(
             ListOffsetsTopic(
@@ -178,7 +180,7 @@ async def list_offset(
             ),
         ),
     )
-    reply = await h.client.ask(broker_ref(0), request, timeout=30)
+    reply = await h.client.ask(broker_ref(to), request, timeout=30)
     assert isinstance(reply, ListOffsetsResponseData)
     return reply.topics[0].partitions[0]
 
@@ -422,3 +424,41 @@ async def test_the_follower_replicates_and_acks_all_completes(harness: Harness) 
     copy = await fetch(h, "replicated", 0, replica_id=-2, to=1)  # a debugging read of broker 1
     assert values(copy) == [b"a", b"b"]
     assert [b.batch.partition_leader_epoch for b in decode_batches(copy.records)] == [0]
+
+
+async def test_a_new_leader_below_its_epoch_start_has_no_latest_offset(tmp_path: Path) -> None:
+    """Broker 2 stops fetching; record a reaches the leader (0) and follower 1, but the
+    high watermark stays at 0 (broker 2 is still in the ISR). Broker 0 stops: broker 1
+    leads from offset 1, its high watermark 0 below that start. A consumer's latest
+    offset, and a timestamp with no record below the high watermark, are then
+    OFFSET_NOT_AVAILABLE at v5 and LEADER_NOT_AVAILABLE before (Partition.
+    fetchOffsetForTimestamp, KafkaApis.handleListOffsetRequestV1AndAbove); the earliest
+    offset is still answered."""
+    async with running_cluster(tmp_path / "logs", brokers=3) as h:
+        await make_topic(h, "lag", [0, 1, 2])
+        silence_follower(h, follower=2, leader=0)
+        silence_follower(h, follower=2, leader=1)
+        assert (await produce(h, "lag", client_batch([b"a"]))).error_code is ErrorCode.NONE
+
+        async def on_broker_1() -> list[bytes | None]:
+            return values(await fetch(h, "lag", 0, replica_id=DEBUG_REPLICA_ID, to=1))
+
+        await eventually(on_broker_1, until=lambda got: got == [b"a"], timeout=30)
+        h.cluster.stop_broker(0)
+        assert await h.cluster.wait_stopped(0, timeout=30)
+
+        async def leader() -> int:
+            return (await metadata_view(h, 1)).get(("lag", 0), (-1, (), ()))[0]
+
+        await eventually(leader, until=lambda found: found == 1, timeout=30)
+
+        async def answer(timestamp: int, version: int) -> tuple[ErrorCode, int]:
+            got = await list_offset(h, "lag", timestamp, version=version, to=1)
+            return got.error_code, got.offset
+
+        unavailable = (ErrorCode.OFFSET_NOT_AVAILABLE, -1)
+        assert await answer(LATEST_TIMESTAMP, 5) == unavailable
+        assert await answer(0, 5) == unavailable  # record a is above the high watermark
+        assert await answer(LATEST_TIMESTAMP, 1) == (ErrorCode.LEADER_NOT_AVAILABLE, -1)
+        assert await answer(0, 4) == (ErrorCode.LEADER_NOT_AVAILABLE, -1)
+        assert await answer(EARLIEST_TIMESTAMP, 5) == (ErrorCode.NONE, 0)

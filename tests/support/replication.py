@@ -73,7 +73,7 @@ class LogsFollower:
         log = self._log(tp)
         return log.log_start_offset, log.log_end_offset
 
-    async def latest_epoch(self, tp: TopicPartition, current_leader_epoch: int) -> int | None:
+    async def latest_epoch(self, tp: TopicPartition) -> int | None:
         return self._log(tp).leader_epoch_cache.latest_epoch
 
     async def end_offset_for_epoch(self, tp: TopicPartition, epoch: int) -> tuple[int, int]:

@@ -362,6 +362,7 @@ def project_fetch_response(data: FetchResponseData, version: int) -> FetchRespon
 def project_list_offsets_request(
     data: ListOffsetsRequestData, version: int
 ) -> ListOffsetsRequestData:
+    data = replace(data, version=version)  # the version it came in, as the codec records it
     if version < 2:
         data = replace(data, isolation_level=0)
     if version < 4:

@@ -23,8 +23,8 @@ from protocol.kafka_data import (
 
 
 def request_data(body: Any, version: int) -> ListOffsetsRequestData:
-    del version
     return ListOffsetsRequestData(
+        version=version,
         replica_id=int(body.replica_id),
         isolation_level=int(getattr(body, "isolation_level", 0)),
         topics=tuple(
