@@ -341,9 +341,14 @@ class ReplicaManager:
     def _became(self, leaders: list[TopicPartition], followers: list[Partition]) -> None:
         """After a LeaderAndIsr: fetchers stop for the partitions led here now
         (``makeLeaders``) and start for the followed ones (``makeFollowers``), whose
-        parked requests are answered (NOT_LEADER_OR_FOLLOWER) right after."""
+        parked requests are answered (NOT_LEADER_OR_FOLLOWER) right after. A leader's
+        high watermark may rise at once: its ISR may be down to itself
+        (``Partition.makeLeader`` ends with ``maybeIncrementLeaderHW``); without that, a
+        leader elected alone (unclean, or the last of its ISR) kept its records above the
+        high watermark, unreadable, until the next append."""
         if leaders:
             self.hooks.stop_fetching(leaders)
+            self._raise_high_watermarks(leaders)
         if followers:
             self.hooks.make_followers(followers)
             self._broker.send_self(CompleteDelayedData(partitions=tuple(p.tp for p in followers)))

@@ -238,11 +238,25 @@ class DataLedger:
         *,
         acks: int,
         seq: int,
-    ) -> None:
-        """A Produce answered without error: its records are at ``base_offset`` on."""
-        acked = self._acked.setdefault((topic, partition), {})
+    ) -> list[Loss]:
+        """A Produce answered without error: its records are at ``base_offset`` on. An
+        earlier acknowledged record at one of those offsets is lost (returned): the
+        partition's leader gave its offset to another record."""
+        key = (topic, partition)
+        acked = self._acked.setdefault(key, {})
+        displaced: list[Loss] = []
         for i, identity in enumerate(identities):
-            acked[base_offset + i] = _Ack(identity, acks, seq)
+            offset = base_offset + i
+            before = acked.get(offset)
+            if before is not None and before.identity != identity:
+                displaced.append(self._loss(key, offset, before, identity))
+            acked[offset] = _Ack(identity, acks, seq)
+        return displaced
+
+    def _loss(self, key: tuple[str, int], offset: int, ack: _Ack, now: str | None) -> Loss:
+        election = self._election_after(key, ack.seq)
+        cause = "acks_1" if ack.acks == 1 else ("unclean" if election is not None else None)
+        return Loss(key[0], key[1], offset, ack.identity, ack.acks, ack.seq, now, cause, election)
 
     def unclean(self, topic: str, partition: int, election: UncleanElection) -> None:
         self._unclean.setdefault((topic, partition), []).append(election)
@@ -285,13 +299,7 @@ class DataLedger:
                 or (settled and offset >= high_watermark)
             ):
                 continue
-            election = self._election_after(key, ack.seq)
-            cause = "acks_1" if ack.acks == 1 else ("unclean" if election is not None else None)
-            losses.append(
-                Loss(
-                    topic, partition, offset, ack.identity, ack.acks, ack.seq, now, cause, election
-                )
-            )
+            losses.append(self._loss(key, offset, ack, now))
             del acked[offset]
         conflicts: list[OffsetConflict] = []
         seen = self._seen.setdefault(key, {})

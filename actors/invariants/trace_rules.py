@@ -243,9 +243,22 @@ class AlterIsrKeepsShape(TraceRule):
         ]
 
 
+def _recreated(event: TraceEvent) -> bool:
+    """A partition made New from NonExistent: a topic of this name starts (again). (Its
+    deletion made it NonExistent first, while its old leaders may still take writes
+    until their StopReplica.)"""
+    return (
+        event.kind == "transition"
+        and event.type == "partition"
+        and event.fields.get("from_state") == "NonExistentPartition"
+        and event.fields.get("to_state") == "NewPartition"
+    )
+
+
 class HighWatermarksRise(TraceRule):
     """A leader's high watermark never falls within one of its leader epochs (the
-    brokers' ``high_watermark_moved`` events, ``HighWatermarkTracker``)."""
+    brokers' ``high_watermark_moved`` events, ``HighWatermarkTracker``); a re-created
+    topic starts again."""
 
     name = "high_watermarks_rise"
 
@@ -253,12 +266,8 @@ class HighWatermarksRise(TraceRule):
         self._marks = HighWatermarkTracker()
 
     def observe(self, event: TraceEvent) -> list[Violation]:
-        if (
-            event.kind == "transition"
-            and event.type == "partition"
-            and event.fields.get("to_state") == "NonExistentPartition"
-        ):
-            self._marks.forget_topic(str(event.fields["topic"]))  # re-created: epochs anew
+        if _recreated(event):
+            self._marks.forget_topic(str(event.fields["topic"]))  # epochs start anew
             return []
         if event.kind != "event" or event.type != "high_watermark_moved":
             return []
@@ -271,7 +280,8 @@ class HighWatermarksRise(TraceRule):
 
 class _DataRule(TraceRule):
     """A rule over the chaos run's workload events and ``DataLedger``: it forgets a topic
-    when its deletion completes and learns the unclean elections. ``allowed_loss``: the
+    when its deletion completes (and again when it is created anew: an old answer may
+    come late) and learns the unclean elections. ``allowed_loss``: the
     causes the scenario declared (an allowed loss is a notice, not a violation)."""
 
     def __init__(self, allowed_loss: Collection[str] = ()) -> None:
@@ -284,7 +294,9 @@ class _DataRule(TraceRule):
 
     def _learn(self, event: TraceEvent) -> None:
         f = event.fields
-        if event.kind == "event" and event.type == "topic_deletion_completed":
+        if (event.kind == "event" and event.type == "topic_deletion_completed") or _recreated(
+            event
+        ):
             self.ledger.forget_topic(str(f["topic"]))
         elif event.kind == "event" and event.type == "unclean_leader_elected":
             election = UncleanElection(
@@ -325,6 +337,7 @@ class AcknowledgedWritesKept(_DataRule):
     after it (the loss then names that election); a record acknowledged with acks=1 may
     be lost with its leader. A loss whose cause the scenario allows (``acks_1``,
     ``unclean``) is a notice listing exactly what was lost; any other is a violation.
+    A new acknowledgement at the offset of an earlier one loses the earlier one too.
     Fed ``produce_result`` (the acknowledgements), ``records_read`` (the reads),
     ``unclean_leader_elected`` and ``topic_deletion_completed``."""
 
@@ -337,9 +350,10 @@ class AcknowledgedWritesKept(_DataRule):
     def observe(self, event: TraceEvent) -> list[Violation]:
         self._learn(event)
         f = event.fields
+        losses: list[Loss] = []
         if _is_chaos(event, "produce_result"):
             if f["error"] == "NONE" and int(f["acks"]) != 0:
-                self.ledger.acknowledged(
+                losses = self.ledger.acknowledged(
                     str(f["topic"]),
                     int(f["partition"]),
                     int(f["base_offset"]),
@@ -347,10 +361,8 @@ class AcknowledgedWritesKept(_DataRule):
                     acks=int(f["acks"]),
                     seq=event.seq,
                 )
-            return []
-        if not _is_read(event):
-            return []
-        losses, _ = self._read(event)
+        elif _is_read(event):
+            losses, _ = self._read(event)
         out: list[Violation] = []
         for loss in losses:
             self.losses.append(loss)

@@ -256,8 +256,9 @@ def test_alter_isr_is_checked_against_the_partitions_replicas() -> None:
 
 
 def test_a_high_watermark_starts_again_with_a_recreated_topic() -> None:
-    """Within one leader epoch a high watermark only rises, except across a re-creation
-    of its topic (its partition went NonExistent)."""
+    """Within one leader epoch a high watermark only rises, also after the deletion made
+    its partition NonExistent, and starts again when the topic is re-created (its
+    partition made New from NonExistent)."""
 
     def moved(t: Trace, before: int, to: int) -> None:
         fields: dict[str, Any] = {"from": before, "to": to}
@@ -272,5 +273,31 @@ def test_a_high_watermark_starts_again_with_a_recreated_topic() -> None:
     t = Trace()
     moved(t, 0, 5)
     t.transition("partition", "OfflinePartition", "NonExistentPartition")
+    moved(t, 5, 6)  # the old leader takes writes until its StopReplica
+    assert observe(HighWatermarksRise(), t.events) == []
+    t.transition("partition", "NonExistentPartition", "NewPartition")
     moved(t, 0, 3)
     assert observe(HighWatermarksRise(), t.events) == []
+
+
+def test_a_new_acknowledgement_at_an_acknowledged_offset_loses_the_earlier_one() -> None:
+    """A leader that answers a new record at the offset of an acknowledged one has lost
+    that one: reported at the new acknowledgement, before any read."""
+    t = Trace()
+    acked(t, 0, "p-0", acks=1)
+    unclean(t)
+    second = acked(t, 0, "q-0")
+    rule = AcknowledgedWritesKept(["acks_1"])
+    assert observe(rule, t.events) == []
+    (notice,) = rule.notices()
+    assert notice.seq == second.seq
+    assert notice.message.startswith(
+        "t-0: offset 0, p-0 acknowledged with acks=1 (event 1), now holds q-0"
+    )
+    t = Trace()
+    acked(t, 0, "p-0")
+    acked(t, 0, "q-0")
+    assert observe(AcknowledgedWritesKept(["acks_1", "unclean"]), t.events) == [
+        "t-0: offset 0, p-0 acknowledged with acks=all (event 1), now holds q-0:"
+        " nothing allows losing a write the ISR acknowledged"
+    ]

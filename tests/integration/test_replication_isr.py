@@ -23,6 +23,7 @@ from protocol.control import TopicPartition
 from protocol.errors import ErrorCode
 from protocol.ids import TopicName
 from protocol.kafka_data import (
+    CONSUMER_REPLICA_ID,
     DEBUG_REPLICA_ID,
     FetchPartition,
     FetchRequestData,
@@ -88,8 +89,16 @@ class Rig:
 
     async def values_on(self, broker: int) -> list[bytes | None]:
         """A broker's copy of the partition, read as a debugging replica (to the log end)."""
+        return await self._fetched(broker, DEBUG_REPLICA_ID)
+
+    async def consumed_from(self, broker: int) -> list[bytes | None]:
+        """What a consumer reads of the partition from ``broker`` (below its high
+        watermark); nothing if it does not lead it."""
+        return await self._fetched(broker, CONSUMER_REPLICA_ID)
+
+    async def _fetched(self, broker: int, replica_id: int) -> list[bytes | None]:
         request = FetchRequestData(
-            replica_id=DEBUG_REPLICA_ID,
+            replica_id=replica_id,
             max_wait_ms=0,
             min_bytes=0,
             topics=(
@@ -300,3 +309,34 @@ def test_unclean_election_elects_the_out_of_sync_replica_and_loses_the_tail(
         replicas=(0, 1),
         config={"unclean.leader.election.enable": "true"},
     )
+
+
+def test_a_leader_elected_alone_raises_its_high_watermark_at_once(tmp_path: Path) -> None:
+    """Broker 1 copies a and b but is cut off before the leader's next answer tells it the
+    high watermark; the leader dies and broker 1, alone in the ISR, is elected. Its high
+    watermark rises to its log end with the LeaderAndIsr (Partition.makeLeader ends with
+    maybeIncrementLeaderHW), so a consumer reads a and b before anything is appended."""
+
+    async def body(rig: Rig) -> None:
+        await rig.produce_once_led(b"a", b"b", copied_to=(1,))
+        network = rig.cluster.network
+        assert network is not None
+        network.partition(["broker-1"], ["broker-0"])
+        await rig.cluster.crash_broker(0)
+        network.heal()
+
+        async def elected() -> bool:
+            return (await rig.state())[0] == 1
+
+        await rig.until(elected, timeout=60)
+        moved = [
+            e.fields for e in rig.sink.of("event", "high_watermark_moved") if e.node == "broker-1"
+        ]
+        assert moved[-1]["to"] == 2
+
+        async def readable() -> bool:
+            return await rig.consumed_from(1) == [b"a", b"b"]
+
+        await rig.until(readable, timeout=5)
+
+    run(tmp_path, body, replicas=(0, 1))
