@@ -5,10 +5,17 @@ Kafka wire through kemu's admin client, with Kafka's output."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from pathlib import Path
 
+import anyio
 import pytest
+from confluent_kafka import Producer
 
-from tests.support.topics_harness import STORE, WIRE, Harness, Result
+from cluster.network.faults import Drop, Match
+from protocol.kafka_data import FetchRequestData
+from tests.support.hosting import hosted_fixture
+from tests.support.topics_harness import STORE, WIRE, Harness, Result, running_harness
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.asyncio
@@ -144,3 +151,65 @@ async def test_min_isr_reports(embedded_cluster: Harness) -> None:
     assert at_min.lines == [line("strict", 0, 0, "0,1", "0,1")]
     under = await h.topics("--describe", "--under-min-isr-partitions", via=WIRE)
     assert under == Result(0, "", "")
+
+
+@hosted_fixture()
+async def lagging_cluster(tmp_path: Path) -> AsyncIterator[Harness]:
+    """3 brokers whose leaders drop a silent follower from the ISR after 1.5 s."""
+    config = {"replica.lag.time.max.ms": "1500", "replica.fetch.wait.max.ms": "200"}
+    async for harness in running_harness(tmp_path, None, config=config):
+        yield harness
+
+
+def produce_one(port: int, topic: str) -> None:
+    producer = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "acks": "1"})
+    producer.produce(topic, b"v", partition=0)
+    assert producer.flush(20) == 0
+
+
+@pytest.mark.slow
+async def test_reports_follow_the_isr_with_a_broker_down_and_a_silent_follower(
+    lagging_cluster: Harness,
+) -> None:
+    """The reports read the ISR the leaders keep (TopicCommand.PartitionDescription):
+    with broker 1 down, "strict" (0,1; min.insync.replicas 2) is under-replicated and
+    under its min ISR, "loose" (1,2) under-replicated and at its min ISR, and none is
+    unavailable (both have live leaders); a follower that is alive but stops fetching
+    while records come leaves the ISR by its leader's AlterIsr and is reported
+    under-replicated too."""
+    h = lagging_cluster
+    assert h.cluster is not None
+    await h.topics(
+        "--create", "--topic", "strict", "--replica-assignment", "0:1",
+        "--config", "min.insync.replicas=2", via=WIRE,
+    )  # fmt: skip
+    await h.topics("--create", "--topic", "loose", "--replica-assignment", "1:2", via=WIRE)
+    await h.topics("--create", "--topic", "quiet", "--replica-assignment", "0:2", via=WIRE)
+    for report in ("under-replicated", "under-min-isr", "unavailable"):
+        healthy = await h.topics("--describe", f"--{report}-partitions", via=WIRE)
+        assert healthy == Result(0, "", ""), report
+    at_min = await h.topics("--describe", "--at-min-isr-partitions", via=WIRE)
+    assert at_min.lines == [line("strict", 0, 0, "0,1", "0,1")]  # 2 in sync, 2 needed
+    h.cluster.stop_broker(1)
+    assert await h.cluster.wait_stopped(1, timeout=30)
+
+    async def report(name: str) -> list[str]:
+        return (await h.topics("--describe", f"--{name}-partitions", via=WIRE)).lines
+
+    strict, loose = line("strict", 0, 0, "0,1", "0"), line("loose", 0, 2, "1,2", "2")
+    await eventually(lambda: report("under-replicated"), until=lambda r: r == [loose, strict])
+    assert await report("under-min-isr") == [strict]
+    assert await report("at-min-isr") == [loose]
+    assert await report("unavailable") == []
+
+    assert h.cluster.network is not None
+    h.cluster.network.add_rule(
+        Drop(match=Match.where(src="broker-2", dst="broker-0", types=(FetchRequestData,)))
+    )
+    await anyio.to_thread.run_sync(produce_one, h.cluster.ports[0], "quiet")
+    quiet = line("quiet", 0, 0, "0,2", "0")
+    shrunk = await eventually(
+        lambda: report("under-replicated"), until=lambda r: quiet in r, timeout=20
+    )
+    assert sorted(shrunk) == sorted([loose, strict, quiet])
+    assert await report("unavailable") == []
