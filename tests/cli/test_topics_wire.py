@@ -185,9 +185,9 @@ async def test_reports_follow_the_isr_with_a_broker_down_and_a_silent_follower(
     )  # fmt: skip
     await h.topics("--create", "--topic", "loose", "--replica-assignment", "1:2", via=WIRE)
     await h.topics("--create", "--topic", "quiet", "--replica-assignment", "0:2", via=WIRE)
-    for report in ("under-replicated", "under-min-isr", "unavailable"):
-        healthy = await h.topics("--describe", f"--{report}-partitions", via=WIRE)
-        assert healthy == Result(0, "", ""), report
+    for name in ("under-replicated", "under-min-isr", "unavailable"):
+        healthy = await h.topics("--describe", f"--{name}-partitions", via=WIRE)
+        assert healthy == Result(0, "", ""), name
     at_min = await h.topics("--describe", "--at-min-isr-partitions", via=WIRE)
     assert at_min.lines == [line("strict", 0, 0, "0,1", "0,1")]  # 2 in sync, 2 needed
     h.cluster.stop_broker(1)
