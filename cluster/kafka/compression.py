@@ -1,22 +1,27 @@
 """Decompression of the record batch codecs a client may use, for the tools that print
 records (``kemu console-consumer``, ``kemu dump-log``): gzip through the standard library,
-snappy and lz4 in pure Python (kemu ships neither library; brokers never decompress), as
-Kafka's clients frame them:
+zstd through the ``zstandard`` library (Python 3.11 has no zstd of its own), snappy and
+lz4 in pure Python (brokers never decompress), as Kafka's clients frame them:
 
 * snappy: a raw snappy block, or the xerial framing Kafka's Java client writes
   (``SnappyOutputStream``: the magic ``\\x82SNAPPY\\x00``, two version ints, then blocks
   each preceded by its length);
 * lz4: the LZ4 frame format (``KafkaLZ4BlockOutputStream``), blocks dependent or not,
-  checksums skipped (the batch CRC covers the bytes).
+  checksums skipped (the batch CRC covers the bytes);
+* zstd: zstd frames (``ZstdOutputStream``, librdkafka's ``ZSTD_compressStream``), with or
+  without their content size, one after the other.
 
-zstd is not supported. Anything malformed raises ``CompressionError``.
+Anything malformed raises ``CompressionError``.
 """
 
 from __future__ import annotations
 
+import io
 import struct
 import zlib
 from typing import Final
+
+import zstandard
 
 from protocol.errors import KemuError
 
@@ -25,7 +30,7 @@ __all__ = ["CompressionError", "decompress"]
 _XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"
 _XERIAL_HEADER: Final = 16  # the magic, then version and compatible version (int32 each)
 _LZ4_MAGIC: Final = 0x184D2204
-_GZIP, _SNAPPY, _LZ4 = 1, 2, 3
+_GZIP, _SNAPPY, _LZ4, _ZSTD = 1, 2, 3, 4
 
 
 class CompressionError(KemuError):
@@ -41,9 +46,14 @@ def decompress(codec: int, data: bytes) -> bytes:
             return _snappy(data)
         if codec == _LZ4:
             return _lz4_frame(data)
-    except (IndexError, struct.error, zlib.error) as exc:
+        if codec == _ZSTD:
+            reader = zstandard.ZstdDecompressor().stream_reader(
+                io.BytesIO(data), read_across_frames=True
+            )
+            return reader.read()
+    except (IndexError, struct.error, zlib.error, zstandard.ZstdError) as exc:
         raise CompressionError(f"a batch of codec {codec} does not decompress: {exc}") from None
-    raise CompressionError(f"cannot decompress codec {codec} (zstd needs a library kemu lacks)")
+    raise CompressionError(f"cannot decompress codec {codec}: no such compression type")
 
 
 # ------------------------------------------------------------------------ snappy

@@ -3,8 +3,8 @@
 print. Kafka's ``MemoryRecordsBuilder`` / ``DefaultRecord.writeTo`` on the way out,
 ``DefaultRecordBatch`` / ``DefaultRecord.readFrom`` on the way in. The batch headers are
 read by the log's own reader (``actors.log.records.batch_headers``); the records inside
-are decoded here, compressed ones through ``cluster.kafka.compression`` (gzip, snappy, lz4;
-zstd raises ``RecordsError``)."""
+are decoded here, compressed ones through ``cluster.kafka.compression`` (gzip, snappy, lz4,
+zstd; what does not decompress raises ``RecordsError``)."""
 
 from __future__ import annotations
 

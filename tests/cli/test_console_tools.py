@@ -10,6 +10,7 @@ import struct
 from pathlib import Path
 
 import pytest
+import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2  # type: ignore[import-untyped]
@@ -114,19 +115,32 @@ def test_snappy_and_lz4_as_kafka_clients_frame_them() -> None:
     assert decompress(3, frame) == b"L" * 24 + b"z" * 22 + b"q"
 
 
+def test_zstd_frames_with_and_without_their_size_one_after_the_other() -> None:
+    """zstd as Kafka's clients write it: a frame with its content size, a streamed one
+    without, and two frames back to back decompress to what they hold."""
+    sized = zstandard.ZstdCompressor().compress(b"abc" * 100)
+    streamer = zstandard.ZstdCompressor().compressobj()
+    streamed = streamer.compress(b"xyz" * 50) + streamer.flush()
+    assert decompress(4, sized) == b"abc" * 100
+    assert decompress(4, streamed) == b"xyz" * 50
+    assert decompress(4, sized + streamed) == b"abc" * 100 + b"xyz" * 50
+
+
 def test_undecodable_compressed_batches_are_one_error() -> None:
-    """zstd (no library), a copy reaching before the start, a wrong length or a frame
-    without lz4's magic: ``CompressionError``, which the tools print as one line."""
+    """Bytes that are no zstd frame, a copy reaching before the start, a wrong length, a
+    frame without lz4's magic, an unknown codec: ``CompressionError``, which the tools
+    print as one line."""
     for codec, data in [
         (4, b"anything"),
+        (5, b"anything"),
         (2, bytes([12, 0x15, 3])),
         (2, bytes([13]) + SNAPPY_BLOCK[1:]),
         (3, b"\x00" * 12),
     ]:
         with pytest.raises(CompressionError):
             decompress(codec, data)
-    zstd = relabel(client_batch([b"x" * 100], codec=1), 4)
-    with pytest.raises(RecordsError, match="zstd"):
+    zstd = relabel(client_batch([b"x" * 100], codec=1), 4)  # gzip bytes called zstd
+    with pytest.raises(RecordsError, match="codec 4 does not decompress"):
         batch_records(zstd, next(read_batches(zstd)))
 
 

@@ -166,14 +166,15 @@ def row_of(message: Any) -> Row:
     return (message.partition(), message.offset(), message.key(), message.value(), tuple(headers))
 
 
-@pytest.mark.parametrize("compression", ["gzip", "snappy", "lz4"])
+@pytest.mark.parametrize("compression", ["gzip", "snappy", "lz4", "zstd"])
 def test_confluent_kafka_idempotent_producer_and_assigned_consumer(
     cluster: KemuUp, compression: str
 ) -> None:
     """confluent-kafka's idempotent Producer with acks=all delivers every record without an
     error; its batches are stored with the codec it chose; a Consumer with ``assign``
     from the beginning reads them all back, and so does kemu's console-consumer, which
-    decompresses librdkafka's gzip, snappy and lz4 itself."""
+    decompresses librdkafka's gzip, snappy, lz4 and zstd itself; dump-log --print-data-log
+    prints every stored record's value with the codec's name."""
     topic = new_topic(cluster, f"ck-{compression}")
     records = sent(compression)
     failures: list[Any] = []
@@ -214,6 +215,14 @@ def test_confluent_kafka_idempotent_producer_and_assigned_consumer(
     assert sorted(printed.stdout.splitlines()) == sorted(
         f"{k.decode()}\t{v.decode()}" for k, v, _ in records
     )
+    leaders = sorted(cluster.cluster_file.parent.glob(f"logs/broker-*/{topic}-*/*.log"))
+    payloads: set[str] = set()
+    for segment in leaders:
+        dumped = tool("dump-log", "--files", str(segment), "--print-data-log")
+        assert dumped.returncode == 0, dumped.stderr
+        assert f"compresscodec: {compression.upper()}" in dumped.stdout
+        payloads |= set(re.findall(r" payload: (\S+)$", dumped.stdout, re.MULTILINE))
+    assert payloads == {v.decode() for _, v, _ in records}
 
 
 # ---------------------------------------------------------------------- kafka-python
