@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, get_args
 
 import anyio
 import msgspec
@@ -35,17 +35,23 @@ from actors.runtime.tracer import Tracer
 from actors.zk.store import MetadataStore, StoreSession
 from cluster.chaos.model import BrokerSel, Pattern
 from cluster.chaos.tap import ControlTap
+from cluster.kafka.client import KafkaAdminClient, KafkaClientError
 from cluster.launch.cluster import Cluster
 from cluster.launch.control import LauncherError
 from cluster.launch.processes import ProcessCluster
 from protocol import zkdata
+from protocol.base import Message
 from protocol.broker import BrokerStatus, BrokerStatusRequest
 from protocol.envelope import Envelope
 from protocol.errors import AskTimeoutError, KemuError, RemoteError
 from protocol.ids import BrokerId
+from protocol.kafka_api import KafkaApiRequestData
 from protocol.trace import TraceEvent, TraceKind
 
 __all__ = ["ChaosStepError", "Harness", "Recorder", "Trigger"]
+
+KAFKA_REQUESTS: Final = get_args(KafkaApiRequestData)
+"""The request types a broker's Kafka listener takes."""
 
 POLL: Final = 0.05
 """Seconds a condition waits after activity before it looks again (bursts coalesce)."""
@@ -231,6 +237,7 @@ class Harness:
         self.log_root = log_root
         self.disks: dict[int, FaultyDisk] = {}
         self.tap = ControlTap(tracer)
+        self._kafka: KafkaAdminClient | None = None
 
     @property
     def cluster(self) -> Cluster:
@@ -287,6 +294,34 @@ class Harness:
         return self.rng.choice(running)
 
     # -- asking brokers
+
+    async def ask_broker(self, broker: int, request: Message, *, timeout: float) -> Message:
+        """A client request (``protocol.kafka_api`` / ``kafka_data``) answered by
+        ``broker``: in one process, asked of its ``broker`` actor, exactly what its Kafka
+        listener would hand it (no socket: a deterministic run stays deterministic); with
+        broker processes, sent over the Kafka wire to its listener
+        (``KafkaAdminClient.request_broker``). ``AskTimeoutError`` when no answer came in
+        time or the connection failed; ``RemoteError`` for an error answer."""
+        if self.processes is None:
+            return await self.client.ask(broker_ref(broker), request, timeout=timeout)
+        port = self.processes.kafka_ports.get(broker)
+        if port is None:
+            raise AskTimeoutError(f"broker {broker} has no Kafka listener")
+        if self._kafka is None:
+            self._kafka = KafkaAdminClient([(self.spec.host, port)], clock=self.clock)
+        assert isinstance(request, KAFKA_REQUESTS)
+        try:
+            return await self._kafka.request_broker(
+                (self.spec.host, port), request, timeout=timeout
+            )
+        except KafkaClientError as exc:
+            raise AskTimeoutError(str(exc)) from None
+
+    async def aclose(self) -> None:
+        """Close the Kafka connections ``ask_broker`` opened."""
+        if self._kafka is not None:
+            await self._kafka.aclose()
+            self._kafka = None
 
     async def status(self, broker: int) -> BrokerStatus | None:
         if not self.is_running(broker):

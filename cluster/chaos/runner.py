@@ -447,6 +447,8 @@ class _Run:
                 await self._body(tail)
             finally:
                 with anyio.CancelScope(shield=True):
+                    if self._h is not None:
+                        await self._h.aclose()
                     if own_store is not None:
                         await own_store.aclose()
                     cluster.stop()

@@ -5,7 +5,8 @@ the run's client node to the leader of each partition, exactly what a broker's K
 listener hands its ``broker`` actor for a client's Produce: the broker's own
 ``KafkaApis`` / ``ReplicaManager.appendRecords`` handle it, acks=all waits in its
 ``DelayedProduce``. Nothing crosses a socket in one process, so a deterministic run stays
-byte-identical; with broker processes the same request goes over kemu's TCP transport.
+byte-identical; with broker processes the same request goes over the Kafka wire to the
+broker's listener (``Harness.ask_broker``).
 Each record is a v2 batch entry encoded as a Kafka producer encodes it
 (``cluster.kafka.records.encode_batch``); its key is its identity (``<producer>-<n>``),
 its value derived from it, its timestamp the run's clock. Every answer (or its absence) is
@@ -31,7 +32,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from actors.broker.broker import broker_ref
 from actors.zk import kafka_zk
 from cluster.chaos.harness import ChaosStepError, Harness
 from cluster.chaos.model import Consume, Produce, Verify
@@ -92,6 +92,8 @@ RETRIABLE: Final = frozenset(
 FETCH_PARTITION_MAX_BYTES: Final = 1 << 20
 READ_ATTEMPTS: Final = 3
 """Consumer reads of a partition that got NOT_LEADER_OR_FOLLOWER or no answer, 100 ms apart."""
+READ_TIMEOUT: Final = 5.0
+"""Seconds a Fetch of a read is waited for."""
 ASK_MARGIN: Final = 1.0
 """Seconds a request is waited for past its own timeout before it counts as unanswered."""
 _PAD: Final = b"\x00"
@@ -252,9 +254,7 @@ async def _produce_once(
         ),
     )
     try:
-        reply = await h.client.ask(
-            broker_ref(broker), request, timeout=step.timeout_ms / 1000 + ASK_MARGIN
-        )
+        reply = await h.ask_broker(broker, request, timeout=step.timeout_ms / 1000 + ASK_MARGIN)
     except AskTimeoutError:
         return "NO_ANSWER", broker, -1
     except RemoteError as exc:
@@ -305,7 +305,7 @@ async def _read(
             ),
         )
         try:
-            reply = await h.client.ask(broker_ref(broker), request, timeout=5.0)
+            reply = await h.ask_broker(broker, request, timeout=READ_TIMEOUT)
         except AskTimeoutError:
             out.error = "NO_ANSWER"
             return out

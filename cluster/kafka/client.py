@@ -680,6 +680,25 @@ class KafkaAdminClient:
         pause = min(self.config.retry_backoff_ms / 1000, max(0.0, deadline - self._clock.now()))
         await self._clock.sleep(pause)
 
+    async def request_broker(
+        self, address: tuple[str, int], data: KafkaApiRequestData, *, timeout: float
+    ) -> KafkaApiResponseData:
+        """One request to the broker at ``address``, on its connection (opened when
+        needed), answered within ``timeout`` seconds: what a producer's ``Sender`` or a
+        consumer's ``Fetcher`` sends to a partition's leader it already knows. A connection
+        that fails or answers nothing in time is closed (the next call opens another) and
+        ``KafkaClientError`` raised."""
+        try:
+            with anyio.fail_after(timeout):
+                connection = await self._connect(address)
+                return await connection.request(data)
+        except (TimeoutError, _ConnectionError) as exc:
+            stale = self._connections.pop(address, None)
+            if stale is not None:
+                await stale.aclose()
+            reason = str(exc) or f"no answer within {timeout:g}s"
+            raise KafkaClientError(f"{address[0]}:{address[1]}: {reason}") from None
+
     async def _drop_connections(self) -> None:
         connections, self._connections = list(self._connections.values()), {}
         for connection in connections:

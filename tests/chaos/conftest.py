@@ -13,6 +13,7 @@ SLOW_TESTS: dict[tuple[str, str], tuple[str, ...]] = {
         "processes",
     ),
     ("test_real_mode.py", "test_a_sigkilled_follower_on_processes_comes_back"): ("processes",),
+    ("test_real_mode.py", "test_a_sigkilled_leader_under_acks_all_loses_nothing"): ("processes",),
     (
         "test_pause_fault.py",
         "test_a_sigstopped_controller_process_is_expired_by_zookeeper_and_comes_back",

@@ -84,6 +84,36 @@ def test_a_sigkilled_follower_on_processes_comes_back(
     assert all(nodes[f"broker-{b}"] > 0 for b in range(3))
 
 
+@pytest.mark.zookeeper
+def test_a_sigkilled_leader_under_acks_all_loses_nothing(
+    zookeeper_server: ZooKeeperServer, tmp_path: Path
+) -> None:
+    """SIGKILL of the leader's process while a producer writes with acks=all over the
+    Kafka wire: every record is acknowledged (after retries reach the new leader) and read
+    back at its offset, from the new leader and after the killed broker returned, whose
+    log is then the leader's."""
+    status, nodes, problems = run_real("data-leader-sigkill-acks-all", zookeeper_server, tmp_path)
+    assert (status, problems) == ("passed", [])
+    assert all(nodes[f"broker-{b}"] > 0 for b in range(3))
+    run_dir = tmp_path / "real-data-leader-sigkill-acks-all" / "seed-1"
+    _, events = read_trace(run_dir / "trace.jsonl")
+    trace = list(events)
+    acked = {
+        identity: e.fields["base_offset"] + i
+        for e in trace
+        if e.type == "produce_result" and e.fields["error"] == "NONE"
+        for i, identity in enumerate(e.fields["records"])
+    }
+    assert sorted(acked, key=lambda i: int(i.split("-")[1])) == [f"p2-{n}" for n in range(30)]
+    reads = [e.fields for e in trace if e.type == "records_read" and e.fields["settled"]]
+    assert len(reads) >= 2
+    for read in reads:
+        assert {identity: offset for offset, identity in read["records"]} == acked
+    logs = [e.fields for e in trace if e.type == "replica_logs_read"]
+    assert [log["broker"] for log in logs[-1]["logs"]] == [0, 1, 2]
+    assert logs[-1]["caught_up"]
+
+
 def test_faults_that_cannot_cross_processes_are_refused_with_their_line() -> None:
     """Network, disk and clock faults live inside one process: a processes scenario
     naming them is bad input, at the step's line."""
