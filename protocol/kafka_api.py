@@ -9,9 +9,8 @@ outside that adapter sees the codec's types.
 Each request type holds what every version of its API can carry; fields a version lacks
 take their Kafka default. Each response type holds what the newest supported version can
 carry; the adapter drops what an older version cannot say (error messages before they
-existed, topic ids before Metadata v10 and CreateTopics v7, partition counts and configs in
-CreateTopics before v5) and, as Kafka does, answers INVALID_REQUEST where DeleteTopics
-before v3 cannot say TOPIC_DELETION_DISABLED.
+existed, partition counts and configs in CreateTopics before v5) and, as Kafka does,
+answers INVALID_REQUEST where DeleteTopics before v3 cannot say TOPIC_DELETION_DISABLED.
 
 =========================  =======  ===================================================
 API                        key      request / response values
@@ -21,7 +20,6 @@ CreateTopics               19       ``CreateTopicsRequestData`` / ``CreateTopics
 DeleteTopics               20       ``DeleteTopicsRequestData`` / ``DeleteTopicsResponseData``
 DescribeConfigs            32       ``DescribeConfigsRequestData`` / ``...ResponseData``
 CreatePartitions           37       ``CreatePartitionsRequestData`` / ``...ResponseData``
-DescribeCluster            60       ``DescribeClusterRequestData`` / ``...ResponseData``
 =========================  =======  ===================================================
 
 The data-plane APIs (Produce, Fetch, ListOffsets, InitProducerId, OffsetForLeaderEpoch)
@@ -33,7 +31,6 @@ admin request to the controller over kemu's own network unchanged.
 
 from __future__ import annotations
 
-import uuid
 from enum import IntEnum
 from typing import Final
 
@@ -64,8 +61,6 @@ __all__ = [
     "DeleteTopicResult",
     "DeleteTopicsRequestData",
     "DeleteTopicsResponseData",
-    "DescribeClusterRequestData",
-    "DescribeClusterResponseData",
     "DescribeConfigsRequestData",
     "DescribeConfigsResponseData",
     "DescribeConfigsResult",
@@ -78,7 +73,6 @@ __all__ = [
     "TopicConfig",
     "TopicErrorResult",
     "TopicMetadata",
-    "TopicRef",
 ]
 
 NO_AUTHORIZED_OPERATIONS: Final = -(2**31)
@@ -99,7 +93,6 @@ class ClientApiKey(IntEnum):
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     CREATE_PARTITIONS = 37
-    DESCRIBE_CLUSTER = 60
 
 
 class ConfigResourceType(IntEnum):
@@ -145,13 +138,6 @@ class _Value(msgspec.Struct, frozen=True, kw_only=True):
 # ------------------------------------------------------------------------ shared pieces
 
 
-class TopicRef(_Value, frozen=True, kw_only=True):
-    """A topic named by name, by id (Metadata v10+, DeleteTopics v6+), or both."""
-
-    name: TopicName | None = None
-    topic_id: uuid.UUID | None = None
-
-
 class TopicErrorResult(_Value, frozen=True, kw_only=True):
     """The outcome for one topic (CreatePartitions)."""
 
@@ -195,7 +181,7 @@ class MetadataRequestData(Message, frozen=True, kw_only=True):
     """``topics`` is ``None`` for every topic (v0: an empty list; v1+: null); an empty tuple
     (v1+) asks for brokers and the controller only."""
 
-    topics: tuple[TopicRef, ...] | None
+    topics: tuple[TopicName, ...] | None
     allow_auto_topic_creation: bool = True
     include_cluster_authorized_operations: bool = False
     include_topic_authorized_operations: bool = False
@@ -213,7 +199,6 @@ class PartitionMetadata(_Value, frozen=True, kw_only=True):
 
 class TopicMetadata(_Value, frozen=True, kw_only=True):
     name: TopicName
-    topic_id: uuid.UUID | None = None
     error_code: ErrorCode = ErrorCode.NONE
     is_internal: bool = False
     partitions: tuple[PartitionMetadata, ...] = ()
@@ -272,7 +257,6 @@ class CreateTopicResult(_Value, frozen=True, kw_only=True):
     name: TopicName
     error_code: ErrorCode = ErrorCode.NONE
     error_message: str | None = None
-    topic_id: uuid.UUID | None = None
     num_partitions: int = -1
     replication_factor: int = -1
     configs: tuple[ConfigEntry, ...] | None = None
@@ -287,27 +271,16 @@ class CreateTopicsResponseData(Message, frozen=True, kw_only=True):
 
 
 class DeleteTopicsRequestData(Message, frozen=True, kw_only=True):
-    """Topics by name (every version) or by id (v6+; an entry with both is an invalid
-    request). A topic may be named more than once."""
+    """Topics by name; a topic may be named more than once."""
 
-    topics: tuple[TopicRef, ...]
+    topics: tuple[TopicName, ...]
     timeout_ms: int
-
-    @property
-    def names(self) -> tuple[TopicName, ...]:
-        return tuple(t.name for t in self.topics if t.name is not None)
-
-    @property
-    def topic_ids(self) -> tuple[uuid.UUID, ...]:
-        return tuple(t.topic_id for t in self.topics if t.name is None and t.topic_id)
 
 
 class DeleteTopicResult(_Value, frozen=True, kw_only=True):
-    """One entry's outcome, in the request's order: its name (``None`` for an id that
-    names no topic) and the id it was asked by (v6+), else ``None``."""
+    """One entry's outcome, in the request's order."""
 
-    name: TopicName | None
-    topic_id: uuid.UUID | None = None
+    name: TopicName
     error_code: ErrorCode = ErrorCode.NONE
     error_message: str | None = None
 
@@ -371,32 +344,12 @@ class CreatePartitionsResponseData(Message, frozen=True, kw_only=True):
     throttle_time_ms: int = 0
 
 
-# ----------------------------------------------------------------- DescribeCluster (60)
-
-
-class DescribeClusterRequestData(Message, frozen=True, kw_only=True):
-    include_cluster_authorized_operations: bool = False
-    endpoint_type: int = 1  # 1 = brokers (v1+); 2 = controllers, which a ZK cluster lacks
-
-
-class DescribeClusterResponseData(Message, frozen=True, kw_only=True):
-    cluster_id: str
-    controller_id: BrokerId
-    brokers: tuple[BrokerEndpoint, ...]
-    error_code: ErrorCode = ErrorCode.NONE
-    error_message: str | None = None
-    endpoint_type: int = 1
-    cluster_authorized_operations: int = NO_AUTHORIZED_OPERATIONS
-    throttle_time_ms: int = 0
-
-
 KafkaApiRequestData = (
     MetadataRequestData
     | CreateTopicsRequestData
     | DeleteTopicsRequestData
     | DescribeConfigsRequestData
     | CreatePartitionsRequestData
-    | DescribeClusterRequestData
     | KafkaDataRequestData
 )
 """Every client request kemu's brokers answer, as ``cluster.kafka.listener.request_data``
@@ -408,7 +361,6 @@ KafkaApiResponseData = (
     | DeleteTopicsResponseData
     | DescribeConfigsResponseData
     | CreatePartitionsResponseData
-    | DescribeClusterResponseData
     | KafkaDataResponseData
 )
 """Every answer ``cluster.kafka.listener.build_response`` turns into a wire response."""

@@ -14,8 +14,7 @@ A component of the ``Broker`` actor, not an actor: it runs on the broker's task,
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -66,7 +65,6 @@ from protocol.kafka_api import (
     DescribeConfigsResponseData,
     DescribeConfigsResult,
     TopicErrorResult,
-    TopicRef,
 )
 from protocol.kafka_api import ConfigSource as WireConfigSource
 from protocol.kafka_api import ConfigSynonym as WireConfigSynonym
@@ -240,7 +238,6 @@ class AdminManager:
             rf = len(next(iter(plan.assignment.values()), ()))
             results[name] = CreateTopicResult(
                 name=name,
-                topic_id=self._broker.topic_id(name),
                 num_partitions=len(plan.assignment),
                 replication_factor=rf,
                 configs=configs[overrides],
@@ -379,9 +376,8 @@ class AdminManager:
         """In the order of Kafka's ``KafkaApis.handleDeleteTopicsRequest`` (the controller
         check is ``KafkaApis``') and ``AdminManager.deleteTopics``: deletion disabled →
         TOPIC_DELETION_DISABLED for every topic (the wire adapter says INVALID_REQUEST to
-        clients older than v3); an entry with both a name and an id → INVALID_REQUEST for
-        every topic; per topic: an id naming no topic → UNKNOWN_TOPIC_ID, a topic not in
-        this broker's metadata cache or without ``/brokers/topics/<t>`` →
+        clients older than v3); per topic: a topic not in this broker's metadata cache or
+        without ``/brokers/topics/<t>`` →
         UNKNOWN_TOPIC_OR_PARTITION, a store failure → UNKNOWN_SERVER_ERROR; the others are
         marked for deletion (an existing marker is fine: several callers can wait for the
         same deletion) and the answer waits until they leave the cache. Internal topics
@@ -392,24 +388,15 @@ class AdminManager:
         the outcome and later ones stay NONE. None means the answer comes later."""
         if not self._broker.config.delete_topic_enable:
             return delete_refused(req, ErrorCode.TOPIC_DELETION_DISABLED)
-        if any(t.name is not None and t.topic_id is not None for t in req.topics):
-            return delete_refused(req, ErrorCode.INVALID_REQUEST)
-        try:
-            names = await self._topic_names(req.topics)
-        except StoreError as exc:
-            self._broker.trace("error", "topic_ids_unresolved", detail=repr(exc))
-            return delete_refused(req, ErrorCode.UNKNOWN_SERVER_ERROR)
         entries: list[DeleteTopicResult] = []
         first: dict[TopicName, int] = {}  # each topic to delete -> its first entry
-        for ref, name in zip(req.topics, names, strict=True):
+        for name in req.topics:
             code = ErrorCode.NONE
-            if name is None:
-                code = ErrorCode.UNKNOWN_TOPIC_ID
-            elif not self._broker.cache.contains(name):
+            if not self._broker.cache.contains(name):
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 first.setdefault(name, len(entries))
-            entries.append(DeleteTopicResult(name=name, topic_id=ref.topic_id, error_code=code))
+            entries.append(DeleteTopicResult(name=name, error_code=code))
         outcomes = {topic: await self._mark_for_deletion(topic) for topic in first}
 
         def finish(timed_out: set[TopicName]) -> DeleteTopicsResponseData:
@@ -428,19 +415,6 @@ class AdminManager:
             lambda topic: not self._broker.cache.contains(topic),
             finish,
         )
-
-    async def _topic_names(self, refs: Iterable[TopicRef]) -> list[TopicName | None]:
-        """Each entry's topic: its name, or the topic its id names among the topics the
-        store holds (the controller's view), None if none. Raises ``StoreError``."""
-        refs = list(refs)
-        by_id: dict[uuid.UUID, TopicName] = {}
-        if any(ref.name is None for ref in refs):
-            topics = await kafka_zk.get_all_topics(self._broker.session)
-            by_id = {self._broker.topic_id(t): t for t in topics}
-        return [
-            ref.name if ref.name is not None else by_id.get(ref.topic_id or uuid.UUID(int=0))
-            for ref in refs
-        ]
 
     async def _mark_for_deletion(self, topic: TopicName) -> ErrorCode:
         """``AdminZkClient.deleteTopic``: ``/admin/delete_topics/<t>`` for a topic whose
@@ -498,11 +472,9 @@ def _creation_error(
 
 
 def delete_refused(req: DeleteTopicsRequestData, code: ErrorCode) -> DeleteTopicsResponseData:
-    """The same error for every entry, as sent (name and id), nothing done."""
+    """The same error for every entry, as sent, nothing done."""
     return DeleteTopicsResponseData(
-        topics=tuple(
-            DeleteTopicResult(name=t.name, topic_id=t.topic_id, error_code=code) for t in req.topics
-        )
+        topics=tuple(DeleteTopicResult(name=name, error_code=code) for name in req.topics)
     )
 
 

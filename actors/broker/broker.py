@@ -7,7 +7,7 @@ controller, then the controlled-shutdown actor. It then serves Kafka's requests 
 the components it owns, each named after Kafka's:
 
 * ``KafkaApis`` (``actors.broker.kafka_apis``): each request to its handler; Metadata
-  and DescribeCluster from the ``MetadataCache``; admin requests forwarded to the active
+  from the ``MetadataCache``; admin requests forwarded to the active
   controller's broker when this one's controller is not active;
 * ``ReplicaManager`` (``actors.broker.replica_manager``): the controller's LeaderAndIsr,
   UpdateMetadata and StopReplica, fenced by controller and broker epoch;
@@ -31,7 +31,6 @@ A new API (a group coordinator's) is added the same way: a ``case`` in
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -79,8 +78,6 @@ from protocol.control import (
     TopicPartition,
 )
 from protocol.ids import BrokerId, ControllerEpoch
-
-_TOPIC_ID_NAMESPACE = uuid.UUID("6b656d75-0000-4000-8000-746f70696373")  # "kemu" … "topics"
 
 
 @dataclass(frozen=True)
@@ -316,11 +313,6 @@ class Broker(Actor):
             live_brokers=tuple(self.cache.alive_broker_ids()),
             topics=tuple(self.cache.topic_names()),
         )
-
-    def topic_id(self, topic: str) -> uuid.UUID:
-        """ZooKeeper-mode Kafka 2.7 has no topic ids; clients of Metadata v10+ need one, so
-        each topic gets a stable name-based UUID within its cluster."""
-        return uuid.uuid5(_TOPIC_ID_NAMESPACE, f"{self.cluster_id}/{topic}")
 
 
 __all__ = [

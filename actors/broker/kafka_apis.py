@@ -4,8 +4,8 @@
 requests go to the ``ReplicaManager``, the admin requests to the ``AdminManager`` (or, on
 a broker whose controller is not the active one, to the active controller's broker, as
 real clients do not all retry NOT_CONTROLLER), and Metadata (as
-``KafkaApis.handleTopicMetadataRequest``) and DescribeCluster are answered here from the
-broker's metadata cache.
+``KafkaApis.handleTopicMetadataRequest``) is answered here from the broker's metadata
+cache.
 
 Everything here runs on the ``Broker`` actor's task; only ``_forward`` runs as a helper
 task, and it touches no broker state. A new API (Produce, Fetch, the group coordinator's)
@@ -59,8 +59,6 @@ from protocol.kafka_api import (
     CreateTopicsRequestData,
     CreateTopicsResponseData,
     DeleteTopicsRequestData,
-    DescribeClusterRequestData,
-    DescribeClusterResponseData,
     DescribeConfigsRequestData,
     MetadataRequestData,
     MetadataResponseData,
@@ -123,8 +121,6 @@ class KafkaApis:
                 return await self._replicas.stop_replicas(msg)
             case MetadataRequestData():
                 return await self._handle_topic_metadata(msg)
-            case DescribeClusterRequestData():
-                return self._handle_describe_cluster()
             case DescribeConfigsRequestData():
                 return await self._admin_manager.describe_configs(msg)
             case (
@@ -172,31 +168,20 @@ class KafkaApis:
             )
         return TopicMetadata(
             name=topic,
-            topic_id=self._broker.topic_id(topic),
             is_internal=is_internal(topic),
             partitions=tuple(partitions),
         )
 
     async def _handle_topic_metadata(self, req: MetadataRequestData) -> MetadataResponseData:
         """Every topic of the metadata cache, or those asked for: a topic the cache does
-        not know may be created (``_unknown_topic``); one asked for by id only is
-        UNKNOWN_TOPIC_ID (ZooKeeper-mode Kafka has no topic ids to look up)."""
+        not know may be created (``_unknown_topic``)."""
         if req.topics is None:
             names = self._broker.cache.topic_names()
             topics = [self._topic_metadata(t) for t in names]
         else:
             topics = []
-            for ref in req.topics:
-                name = ref.name
-                if name is None:
-                    topics.append(
-                        TopicMetadata(
-                            name=TopicName(""),
-                            topic_id=ref.topic_id,
-                            error_code=ErrorCode.UNKNOWN_TOPIC_ID,
-                        )
-                    )
-                elif self._broker.cache.contains(name):
+            for name in req.topics:
+                if self._broker.cache.contains(name):
                     topics.append(self._topic_metadata(name))
                 else:
                     topics.append(await self._unknown_topic(name, req.allow_auto_topic_creation))
@@ -240,18 +225,7 @@ class KafkaApis:
             if code is ErrorCode.TOPIC_ALREADY_EXISTS:
                 code = ErrorCode.LEADER_NOT_AVAILABLE
             return TopicMetadata(name=name, error_code=code)
-        return TopicMetadata(
-            name=name,
-            topic_id=self._broker.topic_id(name),
-            error_code=ErrorCode.LEADER_NOT_AVAILABLE,
-        )
-
-    def _handle_describe_cluster(self) -> DescribeClusterResponseData:
-        return DescribeClusterResponseData(
-            cluster_id=self._broker.cluster_id,
-            controller_id=self._controller_id(),
-            brokers=self._brokers(),
-        )
+        return TopicMetadata(name=name, error_code=ErrorCode.LEADER_NOT_AVAILABLE)
 
     async def _is_active_controller(self) -> bool:
         try:

@@ -52,7 +52,6 @@ from protocol.kafka_api import (
     DeleteTopicsResponseData,
     PartitionAssignment,
     TopicConfig,
-    TopicRef,
 )
 
 __all__ = ["AdminOp", "AdminOutcome", "run_admin"]
@@ -115,7 +114,7 @@ def _request(op: TopicOp) -> Message:
                 timeout_ms=op.timeout_ms,
             )
         case DeleteTopic():
-            return DeleteTopicsRequestData(topics=(TopicRef(name=name),), timeout_ms=op.timeout_ms)
+            return DeleteTopicsRequestData(topics=(name,), timeout_ms=op.timeout_ms)
         case AddPartitions():
             return CreatePartitionsRequestData(
                 topics=(CreatePartitionsTopic(name=name, count=op.count),),

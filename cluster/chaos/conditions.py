@@ -40,7 +40,7 @@ from cluster.launch.cluster import is_ready
 from protocol import zkdata
 from protocol.errors import AskTimeoutError, ErrorCode, NoNodeError, RemoteError
 from protocol.ids import BrokerId, TopicName
-from protocol.kafka_api import MetadataRequestData, MetadataResponseData, TopicRef
+from protocol.kafka_api import MetadataRequestData, MetadataResponseData
 
 __all__ = ["condition_check", "read_cache", "read_final", "read_log_dirs", "read_store"]
 
@@ -103,7 +103,7 @@ async def _metadata(h: Harness, broker: int, topic: str | None) -> MetadataRespo
     if not h.is_running(broker):
         return None
     request = MetadataRequestData(
-        topics=None if topic is None else (TopicRef(name=TopicName(topic)),),
+        topics=None if topic is None else (TopicName(topic),),
         allow_auto_topic_creation=False,
     )
     try:

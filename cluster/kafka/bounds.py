@@ -22,10 +22,17 @@ allow one, which kio would let through to code that iterates it. A frame that pa
 makes kio reserve at most eight bytes (one pointer) per remaining byte for any array. The
 walk is pure Python but cheap: runs of fixed-width fields are skipped as one step, and
 arrays of fixed-width items in one step.
+
+Tagged fields the schema does not know are another matter: Kafka's generated readers keep
+them aside (``readUnknownTaggedField``) and read on, while kio refuses them.
+``without_unknown_tags`` runs the same walk over a whole frame and gives it back without
+them (librdkafka's Metadata v9 request carries one), so that the codec reads what Kafka
+reads.
 """
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import functools
 import struct
@@ -44,7 +51,7 @@ from kio.serial._introspect import (  # the classification kio's native reader u
 
 from protocol.errors import FrameError
 
-__all__ = ["check_lengths"]
+__all__ = ["check_lengths", "without_unknown_tags"]
 
 _WIDTHS: Final[Mapping[str, int]] = {
     "bool": 1,
@@ -73,6 +80,14 @@ _INT32 = struct.Struct(">i")
 Walk = Callable[[bytes, int], int]
 """Checks one value starting at an offset of a frame; returns the offset after it."""
 
+Edit = tuple[int, int, bytes]
+"""Bytes ``[start, end)`` of a frame to be replaced by the given bytes."""
+
+_EDITS: contextvars.ContextVar[list[Edit] | None] = contextvars.ContextVar(
+    "kemu_unknown_tag_edits", default=None
+)
+"""Where a walk run by ``without_unknown_tags`` notes the unknown tagged fields it skips."""
+
 
 def check_lengths(entity: type, frame: bytes, offset: int = 0) -> int:
     """The offset after the ``entity`` (a kio schema class) that starts at ``offset`` of
@@ -80,6 +95,38 @@ def check_lengths(entity: type, frame: bytes, offset: int = 0) -> int:
     negative, or a varint too long), so that kio never sees it."""
     walk, _width = _entity(entity, nullable=False)
     return walk(frame, offset)
+
+
+def without_unknown_tags(entity: type, frame: bytes) -> bytes:
+    """``frame`` (``entity``'s header, then the entity), its lengths checked as
+    ``check_lengths`` does, without the tagged fields the schemas do not know, anywhere in
+    it. Raises ``FrameError`` as ``check_lengths`` does."""
+    edits: list[Edit] = []
+    token = _EDITS.set(edits)
+    try:
+        header: type = entity.__header_schema__  # type: ignore[attr-defined]
+        check_lengths(entity, frame, check_lengths(header, frame))
+    finally:
+        _EDITS.reset(token)
+    if not edits:
+        return frame
+    out = bytearray()
+    position = 0
+    for start, end, replacement in sorted(edits):
+        out += frame[position:start]
+        out += replacement
+        position = end
+    out += frame[position:]
+    return bytes(out)
+
+
+def _uvarint_bytes(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def _underflow(what: str, wanted: int, frame: bytes, offset: int) -> FrameError:
@@ -256,19 +303,29 @@ def _sequence(steps: tuple[Walk, ...]) -> Walk:
 def _with_tagged_fields(fields_walk: Walk, tagged: Mapping[int, Walk]) -> Walk:
     """Tagged fields: a count, then (tag, size, value) each. kio reads a known tag's value
     by its schema whatever the size says, so that is what is checked; an unknown one is
-    skipped by its size (kio refuses it, having allocated nothing)."""
+    skipped by its size (kio refuses it, having allocated nothing), and noted for
+    ``without_unknown_tags`` with the count that remains without it."""
 
     def walk(frame: bytes, offset: int) -> int:
         offset = fields_walk(frame, offset)
+        count_at = offset
         count, offset = _uvarint(frame, offset)
+        count_end = offset
+        unknown: list[Edit] = []
         for _ in range(count):
+            start = offset
             tag, offset = _uvarint(frame, offset)
             size, offset = _uvarint(frame, offset)
             known = tagged.get(tag)
             if known is None:
                 offset = _sized(size, offset, frame, f"tagged field {tag}")
+                unknown.append((start, offset, b""))
             else:
                 offset = known(frame, offset)
+        edits = _EDITS.get()
+        if unknown and edits is not None:
+            edits.append((count_at, count_end, _uvarint_bytes(count - len(unknown))))
+            edits.extend(unknown)
         return offset
 
     return walk

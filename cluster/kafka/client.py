@@ -69,7 +69,6 @@ from protocol.kafka_api import (
     PartitionMetadata,
     TopicErrorResult,
     TopicMetadata,
-    TopicRef,
 )
 from protocol.kafka_data import (
     FetchPartition,
@@ -529,7 +528,7 @@ class KafkaAdminClient:
     ) -> MetadataResponseData:
         """Metadata for ``topics`` (None: every topic; empty: brokers only)."""
         request = MetadataRequestData(
-            topics=None if topics is None else tuple(TopicRef(name=TopicName(t)) for t in topics),
+            topics=None if topics is None else tuple(TopicName(t) for t in topics),
             allow_auto_topic_creation=allow_auto_topic_creation,
         )
         return await self._call("metadata", request, MetadataResponseData, controller=False)
@@ -561,7 +560,7 @@ class KafkaAdminClient:
         if not names:
             return {}
         request = MetadataRequestData(
-            topics=tuple(TopicRef(name=TopicName(n)) for n in names),
+            topics=tuple(TopicName(n) for n in names),
             allow_auto_topic_creation=False,
         )
         response = await self._call(
@@ -621,7 +620,7 @@ class KafkaAdminClient:
     async def delete_topics(self, names: Sequence[str]) -> tuple[DeleteTopicResult, ...]:
         """``deleteTopics`` (to the controller). One result per topic."""
         request = DeleteTopicsRequestData(
-            topics=tuple(TopicRef(name=TopicName(n)) for n in names),
+            topics=tuple(TopicName(n) for n in names),
             timeout_ms=self.config.request_timeout_ms,
         )
         response = await self._call(

@@ -1,6 +1,6 @@
 """Generic helpers over the wire codec (kio): its schemas by API key and version, entities
 built from plain values keyed by the schema's field names, and the small conversions every
-API's translation shares (error codes, durations, topic ids, broker ids, config sources)."""
+API's translation shares (error codes, durations, broker ids, config sources)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import functools
 import io
 import types
 import typing
-import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -19,6 +18,7 @@ from kio.schema.errors import ErrorCode as _KioErrorCode
 from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_writer
 
+from cluster.kafka import legacy
 from protocol.errors import ErrorCode
 from protocol.ids import BrokerId
 from protocol.kafka_api import (
@@ -29,23 +29,30 @@ _NO_THROTTLE = datetime.timedelta(0)
 
 
 def codec_versions(api_key: int) -> tuple[int, int] | None:
-    """The versions of an API the codec can encode and decode (None: an unknown key)."""
+    """The versions of an API the codec can encode and decode (None: an unknown key):
+    kio's, and the older ones of ``cluster.kafka.legacy``."""
     name = api_key_map.get(api_key)
     if name is None:
         return None
-    versions = sorted(schema_name_map[name])
+    versions = sorted({*schema_name_map[name], *legacy.legacy_versions(api_key)})
     return (versions[0], versions[-1]) if versions else None
 
 
 @functools.cache
 def request_schema(api_key: int, api_version: int) -> Any:
     """The codec's request class of an API version (its ``__header_schema__`` too)."""
+    legacy_schema = legacy.REQUESTS.get((api_key, api_version))
+    if legacy_schema is not None:
+        return legacy_schema
     return load_request_schema(api_key, api_version)
 
 
 @functools.cache
 def response_schema(api_key: int, api_version: int) -> Any:
     """The codec's response class of an API version."""
+    legacy_schema = legacy.RESPONSES.get((api_key, api_version))
+    if legacy_schema is not None:
+        return legacy_schema
     return load_response_schema(api_key, api_version)
 
 
@@ -123,10 +130,6 @@ def encode_body(response: Any) -> bytes:
     buffer = io.BytesIO()
     entity_writer(type(response))(buffer, response)
     return buffer.getvalue()
-
-
-def as_topic_id(value: Any) -> uuid.UUID | None:
-    return None if value is None or value.int == 0 else uuid.UUID(int=value.int)
 
 
 def as_broker_ids(ids: Iterable[int]) -> tuple[BrokerId, ...]:

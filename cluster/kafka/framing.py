@@ -12,7 +12,7 @@ from typing import Any
 
 from kio.serial import entity_reader, entity_writer
 
-from cluster.kafka.bounds import check_lengths
+from cluster.kafka.bounds import check_lengths, without_unknown_tags
 from cluster.kafka.codec import build, encode_body, request_schema, response_schema
 from protocol.errors import FrameError, NetworkError
 from protocol.kafka_api import (
@@ -50,7 +50,8 @@ class KafkaRequest:
 def decode_request(frame: bytes, advertised: Mapping[int, tuple[int, int]]) -> KafkaRequest:
     """The request in one frame (without its size prefix). Raises ``UnsupportedApiError``
     for an API or version not in ``advertised`` and ``FrameError`` for anything the codec
-    cannot decode (a malformed frame, an unknown tagged field)."""
+    cannot decode (a malformed frame). Tagged fields the schema does not know are skipped,
+    as Kafka's readers do."""
     if len(frame) < _FIXED_HEADER.size:
         raise FrameError(f"a {len(frame)}-byte request has no room for a request header")
     api_key, api_version, correlation_id = _FIXED_HEADER.unpack_from(frame)
@@ -59,12 +60,12 @@ def decode_request(frame: bytes, advertised: Mapping[int, tuple[int, int]]) -> K
         raise UnsupportedApiError(api_key, api_version, correlation_id)
     schema = request_schema(api_key, api_version)
     try:
-        check_lengths(schema, frame, check_lengths(schema.__header_schema__, frame))
+        frame = without_unknown_tags(schema, frame)
         header, used = entity_reader(schema.__header_schema__)(frame, 0)
         body, _ = entity_reader(schema)(frame, used)
     except FrameError as exc:
         raise FrameError(f"cannot decode API {api_key} v{api_version}: {exc}") from exc
-    except Exception as exc:  # the codec's errors, and KeyError on unknown tagged fields
+    except Exception as exc:  # the codec's errors
         raise FrameError(f"cannot decode API {api_key} v{api_version}: {exc!r}") from exc
     return KafkaRequest(
         api_key=api_key,
@@ -147,7 +148,7 @@ def read_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, An
     """The correlation id and the codec's body of a response frame (no size prefix)."""
     cls = response_schema(api_key, api_version)
     try:
-        check_lengths(cls, frame, check_lengths(cls.__header_schema__, frame))
+        frame = without_unknown_tags(cls, frame)
         header, used = entity_reader(cls.__header_schema__)(frame, 0)
         body, _ = entity_reader(cls)(frame, used)
     except Exception as exc:  # the codec's errors

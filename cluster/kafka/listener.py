@@ -12,13 +12,17 @@ The listener, per connection (as Kafka's ``SocketServer`` and ``KafkaApis`` do):
 * reads frames (4-byte big-endian size, then the request); a size over ``max_frame_bytes``
   closes the connection;
 * parses the request header (v1, or v2 for flexible versions, as the API's schema says);
-* answers ApiVersions itself (``advertised_api_versions``): a Kafka 2.7 broker's table, with
-  the handler's own ranges for the APIs it implements, everything clamped to what the codec
-  can decode. An ApiVersions request of a version above ours
-  gets what Kafka sends: only its header is parsed, and the reply is a v0 body with
-  UNSUPPORTED_VERSION and the table, so that the client retries with a lower version.
+* answers ApiVersions itself (``advertised_api_versions``): the APIs the handler serves,
+  each with its versions within a Kafka 2.7.2 broker's, and ApiVersions v0-3. An
+  ApiVersions request of a version outside 0-3 gets what Kafka's
+  ``RequestContext.parseRequest`` and ``ApiVersionsRequest.getErrorResponse`` give: only
+  its header is parsed, and the reply is a v0 body with UNSUPPORTED_VERSION and
+  ApiVersions' own range, so that the client retries with a version we know; a v3 request
+  whose client software name or version is not Kafka's pattern gets INVALID_REQUEST.
   ApiVersions responses always carry response header v0;
-* closes the connection on an unknown API key or an unadvertised version, as Kafka does;
+* closes the connection on an API key or version it does not advertise, as a 2.7 broker
+  does with an unknown key (``RequestHeader.parse`` fails) or version (``parseRequest``
+  fails), both closing the connection in ``SocketServer.Processor``;
 * closes the connection on a request the codec cannot decode (a malformed frame, an unknown
   tagged field) or whose length prefixes claim more than the frame holds (checked before
   the codec runs, which would otherwise allocate from them: ``cluster.kafka.bounds``),
@@ -27,7 +31,7 @@ The listener, per connection (as Kafka's ``SocketServer`` and ``KafkaApis`` do):
   ``SocketServer.Processor`` sends what it has before closing;
 * hands every other request to the handler in its own task, several at a time (librdkafka
   pipelines), and writes the responses in request order whatever order they complete in.
-  A handler that returns ``None`` (an advertised API it does not implement) or raises gets
+  A handler that returns ``None`` or raises (a bug: it serves every advertised API) gets
   the error response Kafka would send where the API's schema can carry one
   (``error_response``); otherwise the connection is closed. A Produce with ``acks`` 0 is
   answered with nothing, or, if a partition failed, by closing the connection, as Kafka
@@ -82,6 +86,7 @@ from cluster.kafka.apis.api_versions import (
     decode_api_versions_response,
     encode_api_versions_body,
     encode_api_versions_request,
+    valid_api_versions_request,
 )
 from cluster.kafka.apis.registry import (
     api_key_of,
@@ -152,9 +157,9 @@ class KafkaApiHandler(Protocol):
 
     @property
     def supported(self) -> Mapping[int, tuple[int, int]]:
-        """API key -> (min, max) version the handler implements, read once when the
-        listener is made. Advertised as is (it must lie within what the codec can decode);
-        ApiVersions is the listener's own."""
+        """API key -> (min, max) version the handler serves, read once when the listener
+        is made. Advertised within Kafka 2.7.2's ranges (it must lie within what the codec
+        can decode); ApiVersions is the listener's own."""
         ...
 
     async def handle(self, request: KafkaRequest) -> Any:
@@ -272,11 +277,10 @@ class KafkaWireServer:
         self._max_in_flight = max_in_flight
         self._clock = clock or RealClock()
         self._api_versions = advertised_api_versions(handler.supported)
-        for key, (low, high) in self._api_versions.items():  # load what we implement now
-            if key in handler.supported or key == API_VERSIONS_KEY:
-                for version in range(low, high + 1):
-                    request_schema(key, version)
-        self._api_versions_bodies: dict[int, bytes] = {}
+        for key, (low, high) in self._api_versions.items():  # load what we serve now
+            for version in range(low, high + 1):
+                request_schema(key, version)
+        self._api_versions_bodies: dict[tuple[int, ErrorCode], bytes] = {}
         # Encoding is pure Python (~15 ms for 1,000 partitions): Metadata answers, asked
         # for again and again with nothing changed, are encoded once per version.
         self._metadata_bodies: OrderedDict[tuple[int, MetadataResponseData], bytes] = OrderedDict()
@@ -410,11 +414,8 @@ class KafkaWireServer:
         except FrameError as exc:
             return self._bad_frame(conn, str(exc))
         except UnsupportedApiError as unsupported:
-            if (
-                unsupported.api_key == API_VERSIONS_KEY
-                and unsupported.api_version > self._api_versions[API_VERSIONS_KEY][1]
-            ):
-                return self._api_versions_too_new(conn, frame)
+            if unsupported.api_key == API_VERSIONS_KEY:
+                return self._api_versions_unsupported(conn, frame)
             self._trace(
                 TraceKind.ERROR,
                 "unsupported_request",
@@ -434,12 +435,17 @@ class KafkaWireServer:
                 client_id=request.client_id,
             )
         if request.api_key == API_VERSIONS_KEY:
-            return _Slot(self._api_versions_frame(request.api_version, request.correlation_id))
+            error = ErrorCode.NONE
+            if not valid_api_versions_request(request.api_version, request.body):
+                error = ErrorCode.INVALID_REQUEST
+            return _Slot(
+                self._api_versions_frame(request.api_version, request.correlation_id, error)
+            )
         slot = _Slot()
         tg.start_soon(self._handle, conn, request, slot)
         return slot
 
-    def _api_versions_too_new(self, conn: _Connection, frame: bytes) -> _Slot:
+    def _api_versions_unsupported(self, conn: _Connection, frame: bytes) -> _Slot:
         try:
             request = decode_header_only(frame)
         except FrameError as exc:
@@ -459,12 +465,18 @@ class KafkaWireServer:
     def _api_versions_frame(
         self, version: int, correlation_id: int, error: ErrorCode = ErrorCode.NONE
     ) -> bytes:
-        """ApiVersions bodies are encoded once per version (header v0: the correlation id)."""
-        key = version if error is ErrorCode.NONE else -1
-        body = self._api_versions_bodies.get(key)
+        """ApiVersions bodies are encoded once per version and error (header v0: the
+        correlation id). With an error the table is ``ApiVersionsRequest.getErrorResponse``'s:
+        ApiVersions' own range for UNSUPPORTED_VERSION, nothing otherwise."""
+        body = self._api_versions_bodies.get((version, error))
         if body is None:
-            body = encode_api_versions_body(version, self._api_versions, error)
-            self._api_versions_bodies[key] = body
+            table: Mapping[int, tuple[int, int]] = self._api_versions
+            if error is ErrorCode.UNSUPPORTED_VERSION:
+                table = {API_VERSIONS_KEY: API_VERSIONS_RANGE}
+            elif error is not ErrorCode.NONE:
+                table = {}
+            body = encode_api_versions_body(version, table, error)
+            self._api_versions_bodies[(version, error)] = body
         return header_v0_frame(correlation_id, body)
 
     async def _produce(self, request: KafkaRequest) -> Any:

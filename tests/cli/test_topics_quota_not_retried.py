@@ -48,7 +48,7 @@ class ThrottlingBroker:
 
     @property
     def supported(self) -> Mapping[int, tuple[int, int]]:
-        return {3: (0, 12), 19: (2, 7), 37: (0, 3)}
+        return {3: (0, 9), 19: (0, 6), 37: (0, 3)}
 
     async def handle(self, request: KafkaRequest) -> Any:
         data = request_data(request)

@@ -33,7 +33,6 @@ from protocol.kafka_api import (
     MetadataRequestData,
     MetadataResponseData,
     TopicConfig,
-    TopicRef,
 )
 from tests.support.creation import (
     Assignment,
@@ -210,7 +209,7 @@ async def test_validate_only_answers_as_a_creation_but_writes_nothing(harness: H
         assert await h.probe.exists(zkdata.topic_config_path(TopicName(name))) is None
     assert not list(h.logs.glob("broker-*/topic*"))
     request = MetadataRequestData(
-        topics=tuple(TopicRef(name=TopicName(n)) for n in results), allow_auto_topic_creation=False
+        topics=tuple(TopicName(n) for n in results), allow_auto_topic_creation=False
     )
     for broker in BROKERS:
         reply = await h.client.ask(broker_ref(broker), request, timeout=5)

@@ -28,7 +28,6 @@ from protocol.kafka_api import (
     CreateTopicsResponseData,
     DeleteTopicsRequestData,
     TopicConfig,
-    TopicRef,
 )
 from protocol.kafka_data import (
     DEBUG_REPLICA_ID,
@@ -398,7 +397,7 @@ async def test_deleting_a_topic_with_records_renames_its_log(harness: Harness) -
     controller = await h.cluster.controller_id()
     await h.client.ask(
         broker_ref(controller),
-        DeleteTopicsRequestData(topics=(TopicRef(name=TopicName("gone")),), timeout_ms=LONG),
+        DeleteTopicsRequestData(topics=(TopicName("gone"),), timeout_ms=LONG),
         timeout=30,
     )
     broker_dir = h.logs / "broker-0"

@@ -37,7 +37,6 @@ from protocol.kafka_api import (
     MetadataRequestData,
     MetadataResponseData,
     PartitionAssignment,
-    TopicRef,
 )
 from protocol.store import CreateOp, StoreOp
 from tests.support.hooked_store import HookedSession, HookedStore
@@ -188,7 +187,7 @@ async def metadata_view(
     """What ``broker``'s metadata cache says of the harness's topics: (leader, replicas,
     ISR) per partition."""
     request = MetadataRequestData(
-        topics=tuple(TopicRef(name=TopicName(t)) for t in h.topics),
+        topics=tuple(TopicName(t) for t in h.topics),
         allow_auto_topic_creation=False,
     )
     reply = await h.client.ask(broker_ref(broker), request, timeout=5.0)

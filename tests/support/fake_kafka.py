@@ -10,7 +10,6 @@ broker's real rules live elsewhere.
 from __future__ import annotations
 
 import struct
-import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -42,8 +41,6 @@ from protocol.kafka_api import (
     DeleteTopicResult,
     DeleteTopicsRequestData,
     DeleteTopicsResponseData,
-    DescribeClusterRequestData,
-    DescribeClusterResponseData,
     DescribeConfigsRequestData,
     DescribeConfigsResponseData,
     DescribeConfigsResult,
@@ -58,12 +55,12 @@ from protocol.kafka_api import (
 HOST = "127.0.0.1"
 CLUSTER_ID = "WvVkBy7lTxCaNcNI2HbUbw"  # 22 characters of URL-safe base64, like Kafka's
 SUPPORTED: Mapping[int, tuple[int, int]] = {
-    3: (0, 12),  # Metadata
-    19: (2, 7),  # CreateTopics
-    20: (1, 6),  # DeleteTopics
-    32: (1, 4),  # DescribeConfigs
+    0: (3, 8),  # Produce (answered by the tests' own handlers)
+    3: (0, 9),  # Metadata
+    19: (0, 6),  # CreateTopics
+    20: (0, 5),  # DeleteTopics
+    32: (0, 3),  # DescribeConfigs
     37: (0, 3),  # CreatePartitions
-    60: (0, 1),  # DescribeCluster
 }
 TOPIC_DEFAULTS = {"cleanup.policy": "delete", "retention.ms": "604800000"}
 BROKER_CONFIGS = {"num.partitions": "1", "default.replication.factor": "1"}
@@ -73,7 +70,6 @@ WAIT = 20.0  # seconds any one client call may take before a test fails
 
 @dataclass
 class FakeTopic:
-    topic_id: uuid.UUID
     replicas: list[tuple[BrokerId, ...]]
     configs: dict[str, str]
 
@@ -87,15 +83,10 @@ class FakeCluster:
     topics: dict[TopicName, FakeTopic] = field(default_factory=dict)
     servers: list[KafkaWireServer] = field(default_factory=list)
     sink: MemorySink = field(default_factory=MemorySink)
-    _next_id: int = 1
 
     @property
     def bootstrap(self) -> str:
         return f"{HOST}:{self.brokers[0].port}"
-
-    def new_topic_id(self) -> uuid.UUID:
-        self._next_id += 1
-        return uuid.UUID(int=(0x5EED << 64) | self._next_id)  # distinct, never zero
 
     def assign(self, first: int, count: int, replication: int) -> list[tuple[BrokerId, ...]]:
         ids = [b.broker_id for b in self.brokers]
@@ -135,12 +126,6 @@ class FakeHandler:
                 return self.create_partitions(data)
             case DescribeConfigsRequestData():
                 return self.describe_configs(data)
-            case DescribeClusterRequestData():
-                return DescribeClusterResponseData(
-                    cluster_id=CLUSTER_ID,
-                    controller_id=self.cluster.controller_id,
-                    brokers=tuple(self.cluster.brokers),
-                )
             case _:  # the data-plane APIs: the fake cluster keeps no logs
                 raise TypeError(f"the fake broker does not answer {type(data).__name__}")
 
@@ -149,13 +134,7 @@ class FakeHandler:
         if data.topics is None:
             wanted: list[TopicName] = sorted(topics)
         else:
-            by_id = {t.topic_id: name for name, t in topics.items()}
-            wanted = [
-                t.name
-                if t.name is not None
-                else by_id.get(t.topic_id or uuid.UUID(int=0), TopicName("?"))
-                for t in data.topics
-            ]
+            wanted = list(data.topics)
         answers = []
         for name in wanted:
             topic = topics.get(name)
@@ -168,7 +147,7 @@ class FakeHandler:
                 PartitionMetadata(partition=p, leader=r[0], leader_epoch=0, replicas=r, isr=r)
                 for p, r in enumerate(topic.replicas)
             )
-            answers.append(TopicMetadata(name=name, topic_id=topic.topic_id, partitions=partitions))
+            answers.append(TopicMetadata(name=name, partitions=partitions))
         return MetadataResponseData(
             brokers=tuple(self.cluster.brokers),
             cluster_id=CLUSTER_ID,
@@ -197,12 +176,11 @@ class FakeHandler:
                 )
             replicas = self.cluster.assign(len(self.cluster.topics), count, replication)
         configs = {c.name: c.value or "" for c in t.configs}
-        topic = FakeTopic(self.cluster.new_topic_id(), replicas, configs)
+        topic = FakeTopic(replicas, configs)
         if not validate_only:
             self.cluster.topics[t.name] = topic
         return CreateTopicResult(
             name=t.name,
-            topic_id=topic.topic_id,
             num_partitions=len(replicas),
             replication_factor=len(replicas[0]),
             configs=self.topic_configs(topic),
@@ -222,22 +200,13 @@ class FakeHandler:
         )
 
     def delete(self, data: DeleteTopicsRequestData) -> DeleteTopicsResponseData:
-        by_id = {t.topic_id: name for name, t in self.cluster.topics.items()}
         results = []
-        for ref in data.topics:
-            name = ref.name if ref.name is not None else by_id.get(ref.topic_id or uuid.UUID(int=0))
-            topic = None if name is None else self.cluster.topics.pop(name, None)
-            if topic is None:
-                code = (
-                    ErrorCode.UNKNOWN_TOPIC_ID
-                    if ref.name is None
-                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                )
-                results.append(
-                    DeleteTopicResult(name=ref.name, topic_id=ref.topic_id, error_code=code)
-                )
+        for name in data.topics:
+            if self.cluster.topics.pop(name, None) is None:
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                results.append(DeleteTopicResult(name=name, error_code=code))
             else:
-                results.append(DeleteTopicResult(name=name, topic_id=topic.topic_id))
+                results.append(DeleteTopicResult(name=name))
         return DeleteTopicsResponseData(topics=tuple(results))
 
     def create_partitions(self, data: CreatePartitionsRequestData) -> CreatePartitionsResponseData:

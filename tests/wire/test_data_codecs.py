@@ -359,6 +359,17 @@ def project_fetch_response(data: FetchResponseData, version: int) -> FetchRespon
     return data
 
 
+def every_partition(data: Any, **changes: Any) -> Any:
+    """``data`` with ``changes`` made to each partition of each of its ``topics``."""
+    return replace(
+        data,
+        topics=tuple(
+            replace(t, partitions=tuple(replace(p, **changes) for p in t.partitions))
+            for t in data.topics
+        ),
+    )
+
+
 def project_list_offsets_request(
     data: ListOffsetsRequestData, version: int
 ) -> ListOffsetsRequestData:
@@ -366,16 +377,7 @@ def project_list_offsets_request(
     if version < 2:
         data = replace(data, isolation_level=0)
     if version < 4:
-        data = replace(
-            data,
-            topics=tuple(
-                replace(
-                    t,
-                    partitions=tuple(replace(p, current_leader_epoch=-1) for p in t.partitions),
-                )
-                for t in data.topics
-            ),
-        )
+        data = every_partition(data, current_leader_epoch=-1)
     return data
 
 
@@ -385,13 +387,7 @@ def project_list_offsets_response(
     if version < 2:
         data = replace(data, throttle_time_ms=0)
     if version < 4:
-        data = replace(
-            data,
-            topics=tuple(
-                replace(t, partitions=tuple(replace(p, leader_epoch=-1) for p in t.partitions))
-                for t in data.topics
-            ),
-        )
+        data = every_partition(data, leader_epoch=-1)
     return data
 
 
@@ -400,7 +396,21 @@ def project_init_request(data: InitProducerIdRequestData, version: int) -> Any:
 
 
 def project_epoch_request(data: OffsetForLeaderEpochRequestData, version: int) -> Any:
-    return data if version >= 3 else replace(data, replica_id=-2)
+    """v3 adds the replica id (-2 before), v2 the current leader epoch (-1 before)."""
+    if version < 3:
+        data = replace(data, replica_id=-2)
+    if version < 2:
+        data = every_partition(data, current_leader_epoch=-1)
+    return data
+
+
+def project_epoch_response(data: OffsetForLeaderEpochResponseData, version: int) -> Any:
+    """v2 adds the throttle time, v1 the leader epoch (-1 before)."""
+    if version < 2:
+        data = replace(data, throttle_time_ms=0)
+    if version < 1:
+        data = every_partition(data, leader_epoch=-1)
+    return data
 
 
 def unchanged(data: Any, version: int) -> Any:
@@ -447,7 +457,7 @@ APIS: dict[ClientApiKey, tuple[Any, Any, Project, Project, Any, Any]] = {
         epoch_requests,
         epoch_responses,
         project_epoch_request,
-        unchanged,
+        project_epoch_response,
         OffsetForLeaderEpochRequest,
         OffsetForLeaderEpochResponse,
     ),
@@ -463,14 +473,15 @@ def served_id(case: tuple[ClientApiKey, int]) -> str:
 
 
 def test_the_data_apis_are_advertised_as_served() -> None:
-    """Brokers advertise exactly the versions the data codecs serve: Kafka 2.7's ranges
-    from the oldest version the codec decodes."""
+    """Brokers advertise exactly the versions the data codecs serve: Kafka 2.7's ranges,
+    but for Produce v0-2, Fetch v0-3 and ListOffsets v0 (message format v0/v1, offsets
+    before a time)."""
     assert {key: TABLE[key] for key in APIS} == {
         ClientApiKey.PRODUCE: (3, 8),
         ClientApiKey.FETCH: (4, 12),
         ClientApiKey.LIST_OFFSETS: (1, 5),
         ClientApiKey.INIT_PRODUCER_ID: (0, 4),
-        ClientApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 3),
+        ClientApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 3),
     }
 
 

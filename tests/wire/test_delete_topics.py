@@ -1,6 +1,6 @@
 """DeleteTopics on one broker, over the Kafka wire: Kafka's checks in Kafka's order, the
 marker it writes, and the wait (DelayedDeleteTopics) until the topics leave its metadata
-cache, for every version clients send (v1-v6; v6 names topics by name or by id).
+cache, for every version Kafka 2.7.2 serves (v0-v5).
 
 The broker runs alone: its node on a ``DirectWire``, the embedded store, a real Kafka
 listener in front of it, and a stand-in controller actor that only says whether it is the
@@ -12,7 +12,6 @@ kafka-python's protocol classes, a second implementation of Kafka's schemas.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,7 +61,6 @@ ME = BrokerId(0)
 HOST = "127.0.0.1"
 WAIT = 10.0  # seconds any one step may take before the test fails
 LONG = 30_000  # a DeleteTopics timeout no test waits out
-ZERO_ID = uuid.UUID(int=0)
 
 NONE = ErrorCode.NONE
 TIMED_OUT = ErrorCode.REQUEST_TIMED_OUT
@@ -164,42 +162,17 @@ class LoneBroker:
         """One request frame over a new connection; its response frame (b"" if closed)."""
         return await exchange(HOST, self.port, frame, timeout=WAIT)
 
-    async def delete(
-        self,
-        version: int,
-        topics: Sequence[str | uuid.UUID | tuple[str, uuid.UUID]],
-        timeout_ms: int = LONG,
-    ) -> list[tuple[str | None, ErrorCode, uuid.UUID | None]]:
-        """DeleteTopics of ``version`` (ids and name-and-id pairs need v6): each entry's
-        (name, error, topic id) as kafka-python decodes the response."""
-        if version < 6:
-            assert all(isinstance(t, str) for t in topics)
-            request = DeleteTopicsRequest(
-                version=version, topic_names=topics, timeout_ms=timeout_ms
-            )
-        else:
-            state = DeleteTopicsRequest.DeleteTopicState
-            states = []
-            for t in topics:
-                if isinstance(t, str):
-                    states.append(state(name=t, topic_id=ZERO_ID))
-                elif isinstance(t, uuid.UUID):
-                    states.append(state(name=None, topic_id=t))
-                else:
-                    states.append(state(name=t[0], topic_id=t[1]))
-            request = DeleteTopicsRequest(version=version, topics=states, timeout_ms=timeout_ms)
+    async def errors(
+        self, version: int, topics: Sequence[str], timeout_ms: int = LONG
+    ) -> list[tuple[str, ErrorCode]]:
+        """DeleteTopics of ``version``: each entry's (name, error) as kafka-python decodes
+        the response."""
+        request = DeleteTopicsRequest(version=version, topic_names=topics, timeout_ms=timeout_ms)
         frame = await self.raw(kp_frame(request, correlation_id=7))
         assert frame, "the broker closed the connection"
         correlation_id, body = kp_decode(DeleteTopicsResponse, version, frame)
         assert correlation_id == 7
-        return [
-            (r["name"], ErrorCode(r["error_code"]), r.get("topic_id")) for r in body["responses"]
-        ]
-
-    async def errors(
-        self, version: int, topics: Sequence[str | uuid.UUID], timeout_ms: int = LONG
-    ) -> list[tuple[str | None, ErrorCode]]:
-        return [(n, e) for n, e, _ in await self.delete(version, topics, timeout_ms)]
+        return [(r["name"], ErrorCode(r["error_code"])) for r in body["responses"]]
 
     # -- observation
 
@@ -216,11 +189,6 @@ class LoneBroker:
             return len(self.events("admin_request_parked"))
 
         await eventually(parked_so_far, until=lambda n: n >= count, timeout=WAIT)
-
-    def topic_id(self, name: str) -> uuid.UUID:
-        broker = self.node.actor(BROKER_ACTOR)
-        assert isinstance(broker, Broker)
-        return broker.topic_id(name)
 
 
 async def _lone_broker(tmp_path: Path, **config: str) -> AsyncIterator[LoneBroker]:
@@ -293,7 +261,7 @@ def in_background(call: Callable[[], Awaitable[Any]], tg: TaskGroup) -> Pending:
 # ---------------------------------------------------------------------- the happy path
 
 
-@pytest.mark.parametrize("version", range(1, 7))
+@pytest.mark.parametrize("version", range(6))
 async def test_every_version_marks_the_topics_and_answers_once_they_leave_the_cache(
     broker: LoneBroker, version: int
 ) -> None:
@@ -319,12 +287,13 @@ async def test_every_version_marks_the_topics_and_answers_once_they_leave_the_ca
     assert broker.events("topic_marked_for_deletion")[0].fields["topic"] == "a"
 
 
-async def test_version_0_is_not_advertised_and_closes_the_connection(broker: LoneBroker) -> None:
-    """The codec has no DeleteTopics v0 (Kafka 4 removed it), so the broker advertises
-    v1-v6 and, as Kafka does for a version it does not advertise, closes the connection."""
+async def test_version_6_is_not_advertised_and_closes_the_connection(broker: LoneBroker) -> None:
+    """DeleteTopics v6 (topic ids) came with Kafka 2.8: the broker advertises v0-v5 and,
+    as a 2.7 broker does with a version it does not know, closes the connection."""
     await broker.topic("a")
-    assert SUPPORTED_APIS[20] == (1, 6)
-    request = DeleteTopicsRequest(version=0, topic_names=["a"], timeout_ms=LONG)
+    assert SUPPORTED_APIS[20] == (0, 5)
+    state = DeleteTopicsRequest.DeleteTopicState
+    request = DeleteTopicsRequest(version=6, topics=[state(name="a")], timeout_ms=LONG)
     assert await broker.raw(kp_frame(request)) == b""
     assert await broker.markers() == ()
 
@@ -354,7 +323,7 @@ async def test_expiry_reports_request_timed_out_for_the_topics_still_cached(
     await broker.topic("a")
     await broker.topic("b")
     async with anyio.create_task_group() as tg:
-        answer = in_background(lambda: broker.errors(6, ["a", "b"], timeout_ms=300), tg)
+        answer = in_background(lambda: broker.errors(0, ["a", "b"], timeout_ms=300), tg)
         await broker.parked()
         await broker.start_deletion("b")
         with anyio.fail_after(WAIT):
@@ -402,7 +371,7 @@ async def test_a_topic_already_marked_is_waited_for_by_every_caller(broker: Lone
     UpdateMetadata that drops it."""
     await broker.topic("a")
     async with anyio.create_task_group() as tg:
-        first = in_background(lambda: broker.errors(6, ["a"]), tg)
+        first = in_background(lambda: broker.errors(0, ["a"]), tg)
         await broker.parked()
         second = in_background(lambda: broker.errors(2, ["a"]), tg)
         await broker.parked(2)
@@ -448,52 +417,15 @@ async def test_a_store_failure_is_unknown_server_error(broker: LoneBroker) -> No
     assert broker.sink.of("error", "topic_deletion_marking_failed")
 
 
-# ---------------------------------------------------------------------- topic ids (v6)
-
-
-async def test_v6_deletes_by_topic_id(broker: LoneBroker) -> None:
-    """An id naming a topic deletes it (the answer carries its name and the id); an
-    unknown id is UNKNOWN_TOPIC_ID with a null name; a name carries the zero id (which
-    kafka-python reads as None)."""
-    await broker.topic("a")
-    await broker.topic("b")
-    stranger = uuid.UUID("0f0f0f0f-0000-4000-8000-000000000001")
-    async with anyio.create_task_group() as tg:
-        answer = in_background(lambda: broker.delete(6, [broker.topic_id("a"), stranger, "b"]), tg)
-        await broker.parked()
-        assert await broker.markers() == ("a", "b")
-        await broker.start_deletion("a", "b")
-        with anyio.fail_after(WAIT):
-            await answer.done.wait()
-    assert answer.value == [
-        ("a", NONE, broker.topic_id("a")),
-        (None, ErrorCode.UNKNOWN_TOPIC_ID, stranger),
-        ("b", NONE, None),
-    ]
-
-
-async def test_v6_entry_with_both_name_and_id_is_an_invalid_request(broker: LoneBroker) -> None:
-    """An entry giving both a name and an id makes the whole request invalid: every entry
-    gets INVALID_REQUEST and nothing is marked."""
-    await broker.topic("a")
-    await broker.topic("b")
-    answer = await broker.delete(6, ["a", ("b", broker.topic_id("b"))])
-    assert answer == [
-        ("a", ErrorCode.INVALID_REQUEST, None),
-        ("b", ErrorCode.INVALID_REQUEST, broker.topic_id("b")),
-    ]
-    assert await broker.markers() == ()
-
-
 # ---------------------------------------------------------------------- refusals
 
 
-@pytest.mark.parametrize("version", range(1, 7))
+@pytest.mark.parametrize("version", range(6))
 async def test_deletion_disabled_is_refused_by_version(
     disabled_broker: LoneBroker, version: int
 ) -> None:
     """With delete.topic.enable=false every topic gets TOPIC_DELETION_DISABLED (v3+) or
-    INVALID_REQUEST (v1-v2, which do not know that code), known or not; nothing is
+    INVALID_REQUEST (v0-v2, which do not know that code), known or not; nothing is
     written."""
     await disabled_broker.topic("a")
     before = await disabled_broker.markers()

@@ -1,7 +1,8 @@
 """Real Kafka clients delete topics on a running 3-broker kemu cluster, unmodified:
-kafka-python (DeleteTopics v6, by name and by topic id), confluent-kafka (v4) and aiokafka
-(v3); a broker that is not the controller forwards the request; with
-delete.topic.enable=false each client gets its version's refusal and nothing is written.
+kafka-python (DeleteTopics v5: a 2.7 broker has no v6, so no deletion by topic id),
+confluent-kafka (v4) and aiokafka (v3); a broker that is not the controller forwards the
+request; with delete.topic.enable=false each client gets its version's refusal and nothing
+is written.
 
 The clients' successful answers come once the controller's "deletion started"
 UpdateMetadata (leader -2) has reached the controller broker's metadata cache, and the
@@ -11,7 +12,6 @@ topics then leave the cluster: that part needs the controller's TopicDeletionMan
 from __future__ import annotations
 
 import functools
-import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -136,19 +136,16 @@ def confluent_delete(bootstrap: str, names: list[str]) -> dict[str, Any]:
     return out
 
 
-def kafka_python_delete(bootstrap: str, by_id: str, by_name: str) -> dict[str, Any]:
-    """kafka-python's delete_topics: one topic by its id (read from Metadata v12), one by
-    name, then an unknown name."""
+def kafka_python_delete(bootstrap: str, first: str, second: str) -> dict[str, Any]:
+    """kafka-python's delete_topics: one topic, another, then an unknown name."""
     from kafka.admin import KafkaAdminClient as KpAdminClient  # type: ignore[import-untyped]
     from kafka.errors import UnknownTopicOrPartitionError  # type: ignore[import-untyped]
 
     client = KpAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=20_000)
     try:
-        (described,) = client.describe_topics([by_id])
-        topic_id = uuid.UUID(str(described["topic_id"]))
-        out: dict[str, Any] = {"id": topic_id}
-        out["by_id"] = client.delete_topics([topic_id], timeout_ms=20_000)["topics"]
-        out["by_name"] = client.delete_topics([by_name], timeout_ms=20_000)["topics"]
+        out: dict[str, Any] = {}
+        out["first"] = client.delete_topics([first], timeout_ms=20_000)["topics"]
+        out["second"] = client.delete_topics([second], timeout_ms=20_000)["topics"]
         try:
             client.delete_topics(["nope"])
         except UnknownTopicOrPartitionError as exc:
@@ -175,15 +172,7 @@ async def raw_delete(
     running: Running, broker: int, version: int, names: list[str], timeout_ms: int
 ) -> list[tuple[str, int]]:
     """A DeleteTopics request of ``version`` sent straight to ``broker``'s listener."""
-    if version < 6:
-        request = DeleteTopicsRequest(version=version, topic_names=names, timeout_ms=timeout_ms)
-    else:
-        state = DeleteTopicsRequest.DeleteTopicState
-        request = DeleteTopicsRequest(
-            version=version,
-            topics=[state(name=n, topic_id=uuid.UUID(int=0)) for n in names],
-            timeout_ms=timeout_ms,
-        )
+    request = DeleteTopicsRequest(version=version, topic_names=names, timeout_ms=timeout_ms)
     frame = await exchange(HOST, running.cluster.ports[broker], kp_frame(request), timeout=WAIT)
     assert frame, "the broker closed the connection"
     _, body = kp_decode(DeleteTopicsResponse, version, frame)
@@ -196,7 +185,7 @@ async def raw_delete(
 async def test_real_clients_delete_topics_and_the_topics_leave_the_cluster(
     running: Running,
 ) -> None:
-    """Each client deletes its topics (kafka-python also by topic id) and is told NONE, or
+    """Each client deletes its topics and is told NONE, or
     UNKNOWN_TOPIC_OR_PARTITION for a topic that does not exist; afterwards only the kept
     topic is listed, and no topic znode or marker of the deleted ones remains."""
     await running.create("ck", "kp-id", "kp-name", "aio", "kept")
@@ -207,16 +196,14 @@ async def test_real_clients_delete_topics_and_the_topics_leave_the_cluster(
     assert confluent == {"ck": None, "nope": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
 
     kp = await in_thread(kafka_python_delete, bootstrap, "kp-id", "kp-name")
-    assert kp["by_id"] == [
-        {"name": "kp-id", "topic_id": str(kp["id"]), "error_code": 0, "error_message": None}
-    ]
-    assert [(t["name"], t["error_code"]) for t in kp["by_name"]] == [("kp-name", 0)]
+    assert [(t["name"], t["error_code"]) for t in kp["first"]] == [("kp-id", 0)]
+    assert [(t["name"], t["error_code"]) for t in kp["second"]] == [("kp-name", 0)]
     assert "UnknownTopicOrPartitionError" in repr(kp["unknown"])
 
     assert await aiokafka_delete(bootstrap, ["aio", "nope"]) == [("aio", 0), ("nope", 3)]
 
     seen = running.deletes_seen()
-    assert {v for _, v in seen} == {3, 4, 6}
+    assert {v for _, v in seen} == {3, 4, 5}
     assert {n for n, _ in seen} == {f"broker-{controller}"}  # the clients find the controller
     # Every broker drops the topics from its cache, the controller's first.
     await eventually(running.listed, until=lambda t: t == ("kept",), timeout=20)
@@ -246,7 +233,7 @@ async def test_a_broker_that_is_not_the_controller_forwards_delete_topics(
     assert running.marked_on() == [f"broker-{controller}"]
     assert running.deletes_seen() == {(f"broker-{other}", 4)}
 
-    assert await raw_delete(running, other, 6, ["later"], timeout_ms=20_000) == [
+    assert await raw_delete(running, other, 0, ["later"], timeout_ms=20_000) == [
         ("later", ErrorCode.NONE)
     ]
     assert running.marked_on() == [f"broker-{controller}"] * 2
@@ -269,7 +256,7 @@ async def test_with_deletion_disabled_every_client_is_refused_and_nothing_is_wri
     deletion_disabled: Running,
 ) -> None:
     """delete.topic.enable=false: TOPIC_DELETION_DISABLED for the clients of v3 and later
-    (confluent-kafka v4, kafka-python v6, aiokafka v3), INVALID_REQUEST for a v2 request;
+    (confluent-kafka v4, kafka-python v5, aiokafka v3), INVALID_REQUEST for a v2 request;
     no marker is written and the topic stays."""
     running = deletion_disabled
     await running.create("stays")

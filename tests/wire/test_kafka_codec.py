@@ -6,7 +6,6 @@ implementation of Kafka's schemas, so these tests do not check the codec against
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import pytest
@@ -17,8 +16,6 @@ from kafka.protocol.admin import (  # type: ignore[import-untyped]
     CreateTopicsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
-    DescribeClusterRequest,
-    DescribeClusterResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
     ListGroupsResponse,
@@ -59,8 +56,6 @@ from protocol.kafka_api import (
     DeleteTopicResult,
     DeleteTopicsRequestData,
     DeleteTopicsResponseData,
-    DescribeClusterRequestData,
-    DescribeClusterResponseData,
     DescribeConfigsRequestData,
     DescribeConfigsResponseData,
     DescribeConfigsResult,
@@ -71,13 +66,11 @@ from protocol.kafka_api import (
     TopicConfig,
     TopicErrorResult,
     TopicMetadata,
-    TopicRef,
 )
 from tests.support.fake_kafka import SUPPORTED, kp_decode, kp_frame
 
 B1, B2, B3 = BrokerId(1), BrokerId(2), BrokerId(3)
 TOPIC = TopicName("orders")
-TOPIC_ID = uuid.UUID("6b4f7f2e-9a51-4c5e-8d0a-3c1f0e4b2a77")
 
 
 def decoded(frame: bytes) -> KafkaRequest:
@@ -103,22 +96,34 @@ def answer(request: KafkaRequest, data: Any, response_cls: Any) -> dict[str, Any
 # ---------------------------------------------------------------------- ApiVersions table
 
 
-def test_advertised_table_is_kafka_2_7_with_our_ranges() -> None:
-    """The advertised table is a 2.7 broker's, with the handler's ranges for what it implements."""
+def test_advertised_table_is_what_is_served_within_kafka_2_7() -> None:
+    """The advertised table holds the served APIs only, each within a 2.7 broker's range
+    (a served range past 2.7's is cut, an API 2.7 lacks is left out), and ApiVersions."""
     table = advertised_api_versions(SUPPORTED)
-    assert infer_broker_version_from_api_versions(table) == (2, 7)
-    assert (table[3], table[19], table[20], table[60]) == ((0, 12), (2, 7), (1, 6), (0, 1))
-    assert table[18] == (0, 3)  # ApiVersions itself: newer clients fall back
-    assert not {4, 5, 6, 7} & table.keys()  # inter-broker APIs the codec does not carry
+    assert table == {
+        0: (3, 8),
+        3: (0, 9),
+        18: (0, 3),
+        19: (0, 6),
+        20: (0, 5),
+        32: (0, 3),
+        37: (0, 3),
+    }
+    assert advertised_api_versions({3: (0, 12), 20: (1, 6), 60: (0, 1)}) == {
+        3: (0, 9),
+        18: (0, 3),
+        20: (1, 5),
+    }
+    served = {0: (3, 8), 1: (4, 12), 3: (0, 9)}  # what kafka-python looks at
+    assert infer_broker_version_from_api_versions(advertised_api_versions(served)) == (2, 7)
     for key, (low, high) in table.items():
-        if key in KAFKA_2_7_API_VERSIONS and key not in SUPPORTED:
-            assert KAFKA_2_7_API_VERSIONS[key][0] <= low <= high <= KAFKA_2_7_API_VERSIONS[key][1]
+        assert KAFKA_2_7_API_VERSIONS[key][0] <= low <= high <= KAFKA_2_7_API_VERSIONS[key][1]
 
 
 def test_handler_ranges_must_be_decodable() -> None:
     """A handler claiming versions the codec cannot decode, or ApiVersions, is refused."""
     with pytest.raises(ValueError, match="codec"):
-        advertised_api_versions({19: (0, 7)})  # the codec starts CreateTopics at v2
+        advertised_api_versions({0: (0, 8)})  # the codec has no Produce before v3
     with pytest.raises(ValueError, match="ApiVersions"):
         advertised_api_versions({18: (0, 3)})
 
@@ -126,14 +131,14 @@ def test_handler_ranges_must_be_decodable() -> None:
 # ---------------------------------------------------------------------- requests
 
 
-@pytest.mark.parametrize("version", range(13))
+@pytest.mark.parametrize("version", range(10))
 def test_metadata_request_every_version(version: int) -> None:
     """Metadata requests of every version say which topics they want, or all of them."""
     topic = MetadataRequest.MetadataRequestTopic
     everything = MetadataRequest(version=version, topics=[] if version == 0 else None)
     assert metadata_asked(everything).topics is None
     named = MetadataRequest(version=version, topics=[topic(name=TOPIC)])
-    assert metadata_asked(named).topics == (TopicRef(name=TOPIC),)
+    assert metadata_asked(named).topics == (TOPIC,)
     if version >= 1:
         assert metadata_asked(MetadataRequest(version=version, topics=[])).topics == ()
     if version >= 4:
@@ -141,9 +146,6 @@ def test_metadata_request_every_version(version: int) -> None:
         assert metadata_asked(no_auto) == MetadataRequestData(
             topics=None, allow_auto_topic_creation=False
         )
-    if version >= 10:
-        by_id = MetadataRequest(version=version, topics=[topic(name=None, topic_id=TOPIC_ID)])
-        assert metadata_asked(by_id).topics == (TopicRef(topic_id=TOPIC_ID),)
 
 
 def metadata_asked(request: Any) -> MetadataRequestData:
@@ -152,7 +154,7 @@ def metadata_asked(request: Any) -> MetadataRequestData:
     return data
 
 
-@pytest.mark.parametrize("version", range(2, 8))
+@pytest.mark.parametrize("version", range(7))
 def test_create_topics_request_every_version(version: int) -> None:
     """CreateTopics requests keep counts, assignments, configs, timeout and validate_only."""
     creatable = CreateTopicsRequest.CreatableTopic
@@ -175,7 +177,7 @@ def test_create_topics_request_every_version(version: int) -> None:
             ),
         ],
         timeout_ms=4500,
-        validate_only=True,
+        validate_only=version >= 1,  # v1 adds it
     )
     assert request_data(decoded(kp_frame(request))) == CreateTopicsRequestData(
         topics=(
@@ -195,32 +197,17 @@ def test_create_topics_request_every_version(version: int) -> None:
             ),
         ),
         timeout_ms=4500,
-        validate_only=True,
+        validate_only=version >= 1,
     )
 
 
-@pytest.mark.parametrize("version", range(1, 7))
+@pytest.mark.parametrize("version", range(6))
 def test_delete_topics_request_every_version(version: int) -> None:
-    """DeleteTopics requests name their topics (v1-5) or name or identify them (v6)."""
-    if version < 6:
-        request = DeleteTopicsRequest(version=version, topic_names=["a", "b"], timeout_ms=3000)
-        expected = (TopicRef(name=TopicName("a")), TopicRef(name=TopicName("b")))
-    else:
-        state = DeleteTopicsRequest.DeleteTopicState
-        request = DeleteTopicsRequest(
-            version=version,
-            topics=[
-                state(name="a", topic_id=uuid.UUID(int=0)),
-                state(name=None, topic_id=TOPIC_ID),
-            ],
-            timeout_ms=3000,
-        )
-        expected = (TopicRef(name=TopicName("a")), TopicRef(topic_id=TOPIC_ID))
-    data = request_data(decoded(kp_frame(request)))
-    assert data == DeleteTopicsRequestData(topics=expected, timeout_ms=3000)
-    assert isinstance(data, DeleteTopicsRequestData)
-    assert data.names == (TopicName("a"),) + ((TopicName("b"),) if version < 6 else ())
-    assert data.topic_ids == (() if version < 6 else (TOPIC_ID,))
+    """DeleteTopics requests name their topics (a topic may be named twice)."""
+    request = DeleteTopicsRequest(version=version, topic_names=["a", "b", "a"], timeout_ms=3000)
+    assert request_data(decoded(kp_frame(request))) == DeleteTopicsRequestData(
+        topics=(TopicName("a"), TopicName("b"), TopicName("a")), timeout_ms=3000
+    )
 
 
 @pytest.mark.parametrize("version", range(4))
@@ -249,7 +236,7 @@ def test_create_partitions_request_every_version(version: int) -> None:
     )
 
 
-@pytest.mark.parametrize("version", range(1, 5))
+@pytest.mark.parametrize("version", range(4))
 def test_describe_configs_request_every_version(version: int) -> None:
     """DescribeConfigs requests keep resources, the keys asked for (null = all) and flags."""
     resource = DescribeConfigsRequest.DescribeConfigsResource
@@ -259,7 +246,7 @@ def test_describe_configs_request_every_version(version: int) -> None:
             resource(resource_type=2, resource_name="a", configuration_keys=None),
             resource(resource_type=4, resource_name="1", configuration_keys=["num.partitions"]),
         ],
-        include_synonyms=True,
+        include_synonyms=version >= 1,
         include_documentation=version >= 3,
     )
     assert request_data(decoded(kp_frame(request))) == DescribeConfigsRequestData(
@@ -271,17 +258,8 @@ def test_describe_configs_request_every_version(version: int) -> None:
                 configuration_keys=("num.partitions",),
             ),
         ),
-        include_synonyms=True,
+        include_synonyms=version >= 1,
         include_documentation=version >= 3,
-    )
-
-
-@pytest.mark.parametrize("version", range(2))
-def test_describe_cluster_request_every_version(version: int) -> None:
-    """DescribeCluster requests keep the authorized-operations flag and endpoint type."""
-    request = DescribeClusterRequest(version=version, include_cluster_authorized_operations=True)
-    assert request_data(decoded(kp_frame(request))) == DescribeClusterRequestData(
-        include_cluster_authorized_operations=True
     )
 
 
@@ -293,7 +271,7 @@ BROKERS = (
 )
 
 
-@pytest.mark.parametrize("version", range(13))
+@pytest.mark.parametrize("version", range(10))
 def test_metadata_response_every_version(version: int) -> None:
     """Metadata responses of every version carry what that version can say."""
     data = MetadataResponseData(
@@ -303,7 +281,6 @@ def test_metadata_response_every_version(version: int) -> None:
         topics=(
             TopicMetadata(
                 name=TOPIC,
-                topic_id=TOPIC_ID,
                 partitions=(
                     PartitionMetadata(
                         partition=0,
@@ -326,7 +303,6 @@ def test_metadata_response_every_version(version: int) -> None:
     found, missing = body["topics"]
     assert (found["name"], found["error_code"]) == ("orders", 0)
     assert (missing["name"], missing["error_code"]) == ("gone", 3)
-    assert found.get("topic_id") == (TOPIC_ID if version >= 10 else None)
     (partition,) = found["partitions"]
     assert (partition["leader_id"], partition["replica_nodes"], partition["isr_nodes"]) == (
         1,
@@ -337,14 +313,14 @@ def test_metadata_response_every_version(version: int) -> None:
     assert partition.get("leader_epoch") == (4 if version >= 7 else None)
 
 
-@pytest.mark.parametrize("version", range(2, 8))
+@pytest.mark.parametrize("version", range(7))
 def test_create_topics_response_every_version(version: int) -> None:
-    """CreateTopics responses carry errors, and from v5 the resolved counts and configs."""
+    """CreateTopics responses carry errors, messages from v1, and from v5 the resolved
+    counts and configs."""
     data = CreateTopicsResponseData(
         topics=(
             CreateTopicResult(
                 name=TOPIC,
-                topic_id=TOPIC_ID,
                 num_partitions=3,
                 replication_factor=2,
                 configs=(
@@ -362,7 +338,8 @@ def test_create_topics_response_every_version(version: int) -> None:
     )
     created, failed = answer(asked(19, version), data, CreateTopicsResponse)["topics"]
     assert (created["name"], created["error_code"]) == ("orders", 0)
-    assert (failed["error_code"], failed["error_message"]) == (36, "Topic 'dup' already exists.")
+    assert failed["error_code"] == 36
+    assert failed.get("error_message") == ("Topic 'dup' already exists." if version >= 1 else None)
     if version >= 5:
         assert (created["num_partitions"], created["replication_factor"]) == (3, 2)
         ((config),) = created["configs"]
@@ -374,15 +351,14 @@ def test_create_topics_response_every_version(version: int) -> None:
         assert (failed["num_partitions"], failed["replication_factor"]) == (-1, -1)
     else:
         assert "num_partitions" not in created
-    assert created.get("topic_id") == (TOPIC_ID if version >= 7 else None)
 
 
-@pytest.mark.parametrize("version", range(1, 7))
+@pytest.mark.parametrize("version", range(6))
 def test_delete_topics_response_every_version(version: int) -> None:
-    """DeleteTopics responses carry per-topic errors, messages from v5 and ids from v6."""
+    """DeleteTopics responses carry per-topic errors, and messages from v5."""
     data = DeleteTopicsResponseData(
         topics=(
-            DeleteTopicResult(name=TOPIC, topic_id=TOPIC_ID),
+            DeleteTopicResult(name=TOPIC),
             DeleteTopicResult(
                 name=TopicName("gone"),
                 error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -395,7 +371,6 @@ def test_delete_topics_response_every_version(version: int) -> None:
     assert failed.get("error_message") == (
         "This server does not host this topic-partition." if version >= 5 else None
     )
-    assert deleted.get("topic_id") == (TOPIC_ID if version >= 6 else None)
 
 
 @pytest.mark.parametrize("version", range(4))
@@ -417,7 +392,7 @@ def test_create_partitions_response_every_version(version: int) -> None:
     assert failed["error_message"].startswith("Topic currently has 3 partitions")
 
 
-@pytest.mark.parametrize("version", range(1, 5))
+@pytest.mark.parametrize("version", range(4))
 @pytest.mark.parametrize("with_extras", [False, True])
 def test_describe_configs_response_every_version(version: int, with_extras: bool) -> None:
     """DescribeConfigs responses carry entries; synonyms and docs only when asked for."""
@@ -427,7 +402,7 @@ def test_describe_configs_response_every_version(version: int, with_extras: bool
             DescribeConfigsRequest(
                 version=version,
                 resources=[resource(resource_type=2, resource_name="orders")],
-                include_synonyms=with_extras,
+                include_synonyms=with_extras and version >= 1,
                 include_documentation=with_extras and version >= 3,
             )
         )
@@ -456,27 +431,18 @@ def test_describe_configs_response_every_version(version: int, with_extras: bool
         0,
     )
     (config,) = result["configs"]
-    assert (config["name"], config["value"], config["config_source"]) == ("retention.ms", "1000", 1)
+    assert (config["name"], config["value"]) == ("retention.ms", "1000")
+    if version == 0:  # no source, no synonyms: is_default, which Kafka 2.7.2 leaves false
+        assert config["is_default"] is False
+        assert "config_source" not in config
+        assert "synonyms" not in config
+        return
+    assert config["config_source"] == 1
     assert len(config["synonyms"]) == (1 if with_extras else 0)
     if version >= 3:
         assert config["config_type"] == ConfigValueType.LONG
         expected_doc = "How long to keep." if with_extras else None
         assert config["documentation"] == expected_doc
-
-
-@pytest.mark.parametrize("version", range(2))
-def test_describe_cluster_response_every_version(version: int) -> None:
-    """DescribeCluster responses carry the cluster id, controller and brokers."""
-    data = DescribeClusterResponseData(
-        cluster_id="WvVkBy7lTxCaNcNI2HbUbw", controller_id=B2, brokers=BROKERS
-    )
-    body = answer(asked(60, version), data, DescribeClusterResponse)
-    assert (body["error_code"], body["cluster_id"], body["controller_id"]) == (
-        0,
-        "WvVkBy7lTxCaNcNI2HbUbw",
-        2,
-    )
-    assert [(b["broker_id"], b["rack"]) for b in body["brokers"]] == [(1, "r1"), (2, None)]
 
 
 def test_a_response_must_answer_its_request() -> None:
@@ -485,7 +451,7 @@ def test_a_response_must_answer_its_request() -> None:
     with pytest.raises(TypeError):
         build_response(asked(19, 5), metadata)
     with pytest.raises(TypeError):
-        encode_response(asked(3, 11), build_response(asked(3, 12), metadata))
+        encode_response(asked(3, 8), build_response(asked(3, 9), metadata))
 
 
 # ---------------------------------------------------------------------- error responses
@@ -497,7 +463,7 @@ def test_error_response_gives_every_topic_the_error() -> None:
     request = decoded(
         kp_frame(
             CreateTopicsRequest(
-                version=7,
+                version=6,
                 topics=[
                     creatable(
                         name=n, num_partitions=1, replication_factor=1, assignments=[], configs=[]
@@ -509,7 +475,7 @@ def test_error_response_gives_every_topic_the_error() -> None:
         )
     )
     response = error_response(request, ErrorCode.UNKNOWN_SERVER_ERROR, "boom")
-    _, body = kp_decode(CreateTopicsResponse, 7, encode_response(request, response))
+    _, body = kp_decode(CreateTopicsResponse, 6, encode_response(request, response))
     assert [(t["name"], t["error_code"], t["error_message"]) for t in body["topics"]] == [
         ("a", -1, "boom"),
         ("b", -1, "boom"),
@@ -531,16 +497,31 @@ def test_error_response_for_other_apis_where_the_schema_allows() -> None:
 def test_unadvertised_and_malformed_requests_are_refused() -> None:
     """Unknown keys and versions raise UnsupportedApiError; undecodable frames FrameError."""
     table = advertised_api_versions(SUPPORTED)
-    frame = kp_frame(MetadataRequest(version=12, topics=None))[4:]
+    frame = kp_frame(MetadataRequest(version=9, topics=None))[4:]
     with pytest.raises(UnsupportedApiError) as unknown:
         decode_request(b"\x03\xe7\x00\x00\x00\x00\x00\x07\xff\xff", table)
     assert (unknown.value.api_key, unknown.value.correlation_id) == (999, 7)
     with pytest.raises(UnsupportedApiError):
-        decode_request(frame[:2] + b"\x00\x0d" + frame[4:], table)  # Metadata v13
+        decode_request(frame[:2] + b"\x00\x0a" + frame[4:], table)  # Metadata v10: 2.8's
     with pytest.raises(FrameError):
         decode_request(frame[:6], table)
     with pytest.raises(FrameError):
         decode_request(frame[:-3], table)
-    assert frame.endswith(b"\x00")  # no tagged fields: add one the schema does not know
-    with pytest.raises(FrameError, match="tag"):
-        decode_request(frame[:-1] + b"\x01\x63\x01\x00", table)
+
+
+def test_unknown_tagged_fields_are_skipped_as_kafka_does() -> None:
+    """Tagged fields the schema does not know, in the header or the body (librdkafka sends
+    one in Metadata v9), are skipped as Kafka's readers do (``readUnknownTaggedField``):
+    the request reads as it would without them; a size past the frame is still refused."""
+    table = advertised_api_versions(SUPPORTED)
+    frame = kp_frame(MetadataRequest(version=9, topics=None))[4:]
+    plain = decode_request(frame, table)
+    assert frame.endswith(b"\x00")  # no tagged fields: add ones the schema does not know
+    body_tags = frame[:-1] + b"\x02\x63\x01\x00\x00\x00"  # tag 99 (1 byte), tag 0 (none)
+    assert decode_request(body_tags, table) == plain
+    header_end = 8 + 2 + len("wire-test")  # key, version, correlation id, client id
+    assert frame[header_end] == 0  # the header's tagged fields: none
+    header_tags = frame[:header_end] + b"\x01\x05\x02ab" + frame[header_end + 1 :]
+    assert decode_request(header_tags, table) == plain
+    with pytest.raises(FrameError, match="tagged field 99"):
+        decode_request(frame[:-1] + b"\x01\x63\x09\x00", table)

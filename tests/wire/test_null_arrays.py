@@ -25,11 +25,12 @@ NULL_FIRST_ARRAY = [
     pytest.param(request_frame(19, 4, 5, CLASSIC_NULL), "topics", id="CreateTopics-v4"),
     pytest.param(flexible_request_frame(19, 5, 5, COMPACT_NULL), "topics", id="CreateTopics-v5"),
     pytest.param(request_frame(20, 3, 5, CLASSIC_NULL), "topic_names", id="DeleteTopics-v3"),
-    pytest.param(flexible_request_frame(20, 6, 5, COMPACT_NULL), "topics", id="DeleteTopics-v6"),
-    pytest.param(request_frame(32, 3, 5, CLASSIC_NULL), "resources", id="DescribeConfigs-v3"),
     pytest.param(
-        flexible_request_frame(32, 4, 5, COMPACT_NULL), "resources", id="DescribeConfigs-v4"
+        flexible_request_frame(20, 5, 5, COMPACT_NULL), "topic_names", id="DeleteTopics-v5"
     ),
+    pytest.param(request_frame(20, 0, 5, CLASSIC_NULL), "topic_names", id="DeleteTopics-v0"),
+    pytest.param(request_frame(32, 3, 5, CLASSIC_NULL), "resources", id="DescribeConfigs-v3"),
+    pytest.param(request_frame(32, 0, 5, CLASSIC_NULL), "resources", id="DescribeConfigs-v0"),
     pytest.param(request_frame(37, 1, 5, CLASSIC_NULL), "topics", id="CreatePartitions-v1"),
     pytest.param(
         flexible_request_frame(37, 2, 5, COMPACT_NULL), "topics", id="CreatePartitions-v2"

@@ -6,6 +6,7 @@ listener answers itself, has its own module. Adding an API: docs/kafka-wire.md."
 from cluster.kafka.apis.api_codec import ApiCodec
 from cluster.kafka.apis.api_versions import (
     API_VERSIONS_RANGE,
+    KAFKA_2_7_API_NAMES,
     KAFKA_2_7_API_VERSIONS,
     ApiVersionsAnswer,
     advertised_api_versions,
@@ -28,6 +29,7 @@ from cluster.kafka.apis.registry import (
 __all__ = [
     "API_VERSIONS_RANGE",
     "CODECS",
+    "KAFKA_2_7_API_NAMES",
     "KAFKA_2_7_API_VERSIONS",
     "SERVED_API_VERSIONS",
     "ApiCodec",

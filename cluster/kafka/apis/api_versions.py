@@ -1,13 +1,15 @@
-"""ApiVersions: the table a Kafka 2.7 broker advertises, the table a listener answers (the
-handler's ranges, clamped to the codec), and the client side's request and answer."""
+"""ApiVersions: the table a Kafka 2.7.2 broker advertises, the table a kemu listener answers
+(the APIs it serves, within 2.7.2's ranges), the answers to a request it cannot take, and
+the client side's request and answer."""
 
 from __future__ import annotations
 
+import re
 import struct
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from cluster.kafka.codec import as_error_code, build, codec_versions, encode_body, response_schema
 from cluster.kafka.framing import API_VERSIONS_KEY, read_response, request_frame
@@ -25,36 +27,67 @@ KAFKA_2_7_API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = types.MappingProx
     43: (0, 2), 44: (0, 1), 45: (0, 0), 46: (0, 0), 47: (0, 0), 48: (0, 0), 49: (0, 0),
     50: (0, 0), 51: (0, 0), 56: (0, 0), 57: (0, 0),
 })  # fmt: skip
-"""The ApiVersions table of a Kafka 2.7 broker. kafka-python infers the broker's version
-from it (Fetch v12 means 2.7), so the advertised table starts from this one."""
+"""The ApiVersions table of a Kafka 2.7.2 broker (``ApiVersionsResponse.apiVersionsResponse``
+over the enabled ``ApiKeys``: every version from 0 to the message schema's newest; the
+Raft APIs 52-55 are disabled). kafka-python infers the broker's version from the table a
+broker advertises (Fetch v12 means 2.7), so nothing past these ranges is advertised."""
+
+KAFKA_2_7_API_NAMES: Final[Mapping[int, str]] = types.MappingProxyType({
+    0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 4: "LeaderAndIsr",
+    5: "StopReplica", 6: "UpdateMetadata", 7: "ControlledShutdown", 8: "OffsetCommit",
+    9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat",
+    13: "LeaveGroup", 14: "SyncGroup", 15: "DescribeGroups", 16: "ListGroups",
+    17: "SaslHandshake", 18: "ApiVersions", 19: "CreateTopics", 20: "DeleteTopics",
+    21: "DeleteRecords", 22: "InitProducerId", 23: "OffsetForLeaderEpoch",
+    24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn", 26: "EndTxn", 27: "WriteTxnMarkers",
+    28: "TxnOffsetCommit", 29: "DescribeAcls", 30: "CreateAcls", 31: "DeleteAcls",
+    32: "DescribeConfigs", 33: "AlterConfigs", 34: "AlterReplicaLogDirs",
+    35: "DescribeLogDirs", 36: "SaslAuthenticate", 37: "CreatePartitions",
+    38: "CreateDelegationToken", 39: "RenewDelegationToken", 40: "ExpireDelegationToken",
+    41: "DescribeDelegationToken", 42: "DeleteGroups", 43: "ElectLeaders",
+    44: "IncrementalAlterConfigs", 45: "AlterPartitionReassignments",
+    46: "ListPartitionReassignments", 47: "OffsetDelete", 48: "DescribeClientQuotas",
+    49: "AlterClientQuotas", 50: "DescribeUserScramCredentials",
+    51: "AlterUserScramCredentials", 52: "Vote", 53: "BeginQuorumEpoch",
+    54: "EndQuorumEpoch", 55: "DescribeQuorum", 56: "AlterIsr", 57: "UpdateFeatures",
+})  # fmt: skip
+"""The name of each of Kafka 2.7.2's ``ApiKeys`` (``ApiKeys.name``), by id."""
+
+_SOFTWARE_NAME_VERSION: Final = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+"""``ApiVersionsRequest.SOFTWARE_NAME_VERSION_PATTERN``."""
 
 
 def advertised_api_versions(
-    supported: Mapping[int, tuple[int, int]],
+    served: Mapping[int, tuple[int, int]],
 ) -> dict[int, tuple[int, int]]:
-    """The ApiVersions table a listener answers: a Kafka 2.7 broker's keys, the handler's
-    ranges for the keys it implements (those may go past 2.7, e.g. Metadata v12 with topic
-    ids), and every range clamped to what the codec can decode."""
-    if API_VERSIONS_KEY in supported:
+    """The ApiVersions table a listener answers: ApiVersions itself (v0-3), and each API
+    the handler serves with its versions within Kafka 2.7.2's (an API 2.7.2 lacks is not
+    advertised). Raises ``ValueError`` for a served range the codec cannot decode."""
+    if API_VERSIONS_KEY in served:
         raise ValueError("ApiVersions is answered by the listener, not the handler")
-    table: dict[int, tuple[int, int]] = {}
-    for key in sorted(set(KAFKA_2_7_API_VERSIONS) | set(supported)):
+    table: dict[int, tuple[int, int]] = {API_VERSIONS_KEY: API_VERSIONS_RANGE}
+    for key, (low, high) in served.items():
         codec = codec_versions(key)
-        if key in supported:
-            low, high = supported[key]
-            if codec is None or low > high or low < codec[0] or high > codec[1]:
-                raise ValueError(f"API {key} v{low}-{high}: the codec decodes only {codec}")
-        elif codec is None:  # inter-broker APIs 4-7: clients never send them
+        if codec is None or low > high or low < codec[0] or high > codec[1]:
+            raise ValueError(f"API {key} v{low}-{high}: the codec decodes only {codec}")
+        kafka = KAFKA_2_7_API_VERSIONS.get(key)
+        if kafka is None:
             continue
-        else:
-            low, high = (
-                API_VERSIONS_RANGE if key == API_VERSIONS_KEY else KAFKA_2_7_API_VERSIONS[key]
-            )
-            low, high = max(low, codec[0]), min(high, codec[1])
-            if low > high:
-                continue
-        table[key] = (low, high)
-    return table
+        low, high = max(low, kafka[0]), min(high, kafka[1])
+        if low <= high:
+            table[key] = (low, high)
+    return dict(sorted(table.items()))
+
+
+def valid_api_versions_request(version: int, body: Any) -> bool:
+    """``ApiVersionsRequest.isValid``: from v3 the client's software name and version must
+    match Kafka's pattern, or the answer is INVALID_REQUEST."""
+    if version < 3:
+        return True
+    return all(
+        _SOFTWARE_NAME_VERSION.fullmatch(value or "") is not None
+        for value in (body.client_software_name, body.client_software_version)
+    )
 
 
 @dataclass(frozen=True, slots=True)

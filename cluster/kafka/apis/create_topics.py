@@ -1,7 +1,7 @@
 """CreateTopics (API key 19): topics by partition count and replication factor or by
 explicit assignments, with configs; answered by the controller
-(``KafkaApis.handleCreateTopicsRequest``). v5 answers each topic's partitions, replication
-factor and configs, v7 its id."""
+(``KafkaApis.handleCreateTopicsRequest``). v1 adds validate-only, v5 answers each topic's
+partitions, replication factor and configs."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from cluster.kafka.codec import (
     as_config_source,
     as_error_code,
     as_millis,
-    as_topic_id,
 )
 from cluster.kafka.framing import KafkaRequest
 from protocol.errors import ErrorCode
@@ -65,7 +64,6 @@ def response_values(data: CreateTopicsResponseData, request: KafkaRequest) -> Va
 def _create_topic_values(result: CreateTopicResult) -> Values:
     return {
         "name": result.name,
-        "topic_id": result.topic_id,
         "error_code": result.error_code,
         "error_message": result.error_message,
         "num_partitions": result.num_partitions,
@@ -131,7 +129,6 @@ def _create_topic_result(result: Any) -> CreateTopicResult:
         name=TopicName(result.name),
         error_code=as_error_code(result.error_code),
         error_message=getattr(result, "error_message", None),
-        topic_id=as_topic_id(getattr(result, "topic_id", None)),
         num_partitions=int(getattr(result, "num_partitions", -1)),
         replication_factor=int(getattr(result, "replication_factor", -1)),
         configs=(
@@ -153,7 +150,7 @@ def _create_topic_result(result: Any) -> CreateTopicResult:
 
 CODEC = ApiCodec(
     api_key=ClientApiKey.CREATE_TOPICS,
-    versions=(2, 7),
+    versions=(0, 6),
     client_version=6,
     request_type=CreateTopicsRequestData,
     response_type=CreateTopicsResponseData,

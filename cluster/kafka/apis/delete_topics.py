@@ -1,13 +1,13 @@
-"""DeleteTopics (API key 20): topics by name, or from v6 by name or id; answered by the
-controller (``KafkaApis.handleDeleteTopicsRequest``). The codec has no v0 (Kafka 4 dropped
-it)."""
+"""DeleteTopics (API key 20): topics by name; answered by the controller
+(``KafkaApis.handleDeleteTopicsRequest``). v1 adds the throttle time, v3 the error
+TOPIC_DELETION_DISABLED, v5 error messages."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from cluster.kafka.apis.api_codec import ApiCodec, Values
-from cluster.kafka.codec import as_error_code, as_millis, as_topic_id
+from cluster.kafka.codec import as_error_code, as_millis
 from cluster.kafka.framing import KafkaRequest
 from protocol.errors import ErrorCode
 from protocol.ids import TopicName
@@ -16,23 +16,14 @@ from protocol.kafka_api import (
     DeleteTopicResult,
     DeleteTopicsRequestData,
     DeleteTopicsResponseData,
-    TopicRef,
 )
 
 
 def request_data(body: Any, version: int) -> DeleteTopicsRequestData:
-    del version  # v6+ is told by its ``topics`` field
-    if hasattr(body, "topics"):  # v6+: by name or by id
-        refs = tuple(
-            TopicRef(
-                name=None if t.name is None else TopicName(t.name),
-                topic_id=as_topic_id(t.topic_id),
-            )
-            for t in body.topics
-        )
-    else:
-        refs = tuple(TopicRef(name=TopicName(n)) for n in body.topic_names)
-    return DeleteTopicsRequestData(topics=refs, timeout_ms=as_millis(body.timeout))
+    del version  # versions 0-5 ask alike
+    return DeleteTopicsRequestData(
+        topics=tuple(TopicName(n) for n in body.topic_names), timeout_ms=as_millis(body.timeout)
+    )
 
 
 def response_values(data: DeleteTopicsResponseData, request: KafkaRequest) -> Values:
@@ -41,7 +32,6 @@ def response_values(data: DeleteTopicsResponseData, request: KafkaRequest) -> Va
         "responses": [
             {
                 "name": t.name,
-                "topic_id": t.topic_id,
                 "error_code": _deletion_error(t.error_code, request.api_version),
                 "error_message": t.error_message,
             }
@@ -63,28 +53,21 @@ def error_answer(
 ) -> DeleteTopicsResponseData:
     return DeleteTopicsResponseData(
         topics=tuple(
-            DeleteTopicResult(
-                name=t.name, topic_id=t.topic_id, error_code=code, error_message=message
-            )
-            for t in data.topics
+            DeleteTopicResult(name=name, error_code=code, error_message=message)
+            for name in data.topics
         )
     )
 
 
 def request_values(data: DeleteTopicsRequestData) -> Values:
-    return {
-        "topic_names": data.names,
-        "topics": [{"name": t.name, "topic_id": t.topic_id} for t in data.topics],
-        "timeout": data.timeout_ms,
-    }
+    return {"topic_names": data.topics, "timeout": data.timeout_ms}
 
 
 def response_data(body: Any) -> DeleteTopicsResponseData:
     return DeleteTopicsResponseData(
         topics=tuple(
             DeleteTopicResult(
-                name=None if r.name is None else TopicName(r.name),
-                topic_id=as_topic_id(getattr(r, "topic_id", None)),
+                name=TopicName(r.name),
                 error_code=as_error_code(r.error_code),
                 error_message=getattr(r, "error_message", None),
             )
@@ -96,7 +79,7 @@ def response_data(body: Any) -> DeleteTopicsResponseData:
 
 CODEC = ApiCodec(
     api_key=ClientApiKey.DELETE_TOPICS,
-    versions=(1, 6),
+    versions=(0, 5),
     client_version=5,
     request_type=DeleteTopicsRequestData,
     response_type=DeleteTopicsResponseData,

@@ -1,6 +1,7 @@
 """DescribeConfigs (API key 32): the configs of topics and brokers, with synonyms (v1+) and
 documentation (v3+) when asked (``KafkaApis.handleDescribeConfigsRequest``). Before v1 an
-entry said only whether it was a default."""
+entry said only whether it was a default, a flag Kafka 2.7.2 leaves false
+(``AdminManager.describeConfigs`` sets the source, never ``isDefault``)."""
 
 from __future__ import annotations
 
@@ -64,6 +65,7 @@ def _config_values(entry: ConfigEntry, asked: DescribeConfigsRequestData) -> Val
         "name": entry.name,
         "value": entry.value,
         "read_only": entry.read_only,
+        "is_default": False,  # v0: Kafka 2.7.2's AdminManager never sets it
         "config_source": entry.source,
         "is_sensitive": entry.is_sensitive,
         "synonyms": [{"name": s.name, "value": s.value, "source": s.source} for s in synonyms],
@@ -148,7 +150,7 @@ def _config_entry(entry: Any) -> ConfigEntry:
 
 CODEC = ApiCodec(
     api_key=ClientApiKey.DESCRIBE_CONFIGS,
-    versions=(1, 4),
+    versions=(0, 3),
     client_version=3,
     request_type=DescribeConfigsRequestData,
     response_type=DescribeConfigsResponseData,

@@ -1,14 +1,14 @@
 """Metadata (API key 3): the brokers, the controller and the asked topics' partitions.
 
 Kafka's ``KafkaApis.handleTopicMetadataRequest``; v0 asks for every topic with an empty
-array (null from v1), v10 adds topic ids, v8-v10 the authorized operations."""
+array (null from v1), v4 adds allow-auto-topic-creation, v8 the authorized operations."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from cluster.kafka.apis.api_codec import ApiCodec, Values
-from cluster.kafka.codec import as_broker_ids, as_error_code, as_millis, as_topic_id
+from cluster.kafka.codec import as_broker_ids, as_error_code, as_millis
 from cluster.kafka.framing import KafkaRequest
 from protocol.errors import ErrorCode
 from protocol.ids import BrokerId, TopicName
@@ -20,22 +20,15 @@ from protocol.kafka_api import (
     MetadataResponseData,
     PartitionMetadata,
     TopicMetadata,
-    TopicRef,
 )
 
 
 def request_data(body: Any, version: int) -> MetadataRequestData:
-    topics: tuple[TopicRef, ...] | None
+    topics: tuple[TopicName, ...] | None
     if body.topics is None or (version == 0 and not body.topics):
         topics = None  # every topic
     else:
-        topics = tuple(
-            TopicRef(
-                name=None if t.name is None else TopicName(t.name),
-                topic_id=as_topic_id(getattr(t, "topic_id", None)),
-            )
-            for t in body.topics
-        )
+        topics = tuple(TopicName(t.name) for t in body.topics)
     return MetadataRequestData(
         topics=topics,
         allow_auto_topic_creation=bool(getattr(body, "allow_auto_topic_creation", True)),
@@ -58,7 +51,6 @@ def response_values(data: MetadataResponseData, request: KafkaRequest) -> Values
             {
                 "error_code": t.error_code,
                 "name": t.name,
-                "topic_id": t.topic_id,
                 "is_internal": t.is_internal,
                 "partitions": [
                     {
@@ -93,10 +85,7 @@ def error_answer(
     data: MetadataRequestData, code: ErrorCode, message: str | None
 ) -> MetadataResponseData:
     del message  # Metadata's topics carry no message
-    topics = tuple(
-        TopicMetadata(name=t.name or TopicName(""), topic_id=t.topic_id, error_code=code)
-        for t in data.topics or ()
-    )
+    topics = tuple(TopicMetadata(name=name, error_code=code) for name in data.topics or ())
     return MetadataResponseData(
         brokers=(), cluster_id="", controller_id=BrokerId(-1), topics=topics
     )
@@ -104,11 +93,7 @@ def error_answer(
 
 def request_values(data: MetadataRequestData) -> Values:
     return {
-        "topics": (
-            None
-            if data.topics is None
-            else [{"name": t.name, "topic_id": t.topic_id} for t in data.topics]
-        ),
+        "topics": None if data.topics is None else [{"name": name} for name in data.topics],
         "allow_auto_topic_creation": data.allow_auto_topic_creation,
         "include_cluster_authorized_operations": data.include_cluster_authorized_operations,
         "include_topic_authorized_operations": data.include_topic_authorized_operations,
@@ -137,7 +122,6 @@ def _broker_endpoint(broker: Any) -> BrokerEndpoint:
 def _topic_metadata(topic: Any) -> TopicMetadata:
     return TopicMetadata(
         name=TopicName(topic.name or ""),
-        topic_id=as_topic_id(getattr(topic, "topic_id", None)),
         error_code=as_error_code(topic.error_code),
         is_internal=bool(getattr(topic, "is_internal", False)),
         partitions=tuple(
@@ -160,7 +144,7 @@ def _topic_metadata(topic: Any) -> TopicMetadata:
 
 CODEC = ApiCodec(
     api_key=ClientApiKey.METADATA,
-    versions=(0, 12),
+    versions=(0, 9),
     client_version=9,
     request_type=MetadataRequestData,
     response_type=MetadataResponseData,

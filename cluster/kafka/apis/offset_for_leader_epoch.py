@@ -1,6 +1,7 @@
 """OffsetForLeaderEpoch (API key 23): where a leader epoch ends in the leader's log, asked
 by a follower before it truncates (``ReplicaManager.lastOffsetForLeaderEpoch``) and by
-consumers checking for truncation. The codec has no v0-v1, so kemu serves v2-v3."""
+consumers checking for truncation. v1 adds the answer's leader epoch, v2 the request's
+current leader epoch (none before: no fencing) and the throttle time, v3 the replica id."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def request_data(body: Any, version: int) -> OffsetForLeaderEpochRequestData:
                 partitions=tuple(
                     OffsetForLeaderPartition(
                         partition=int(p.partition),
-                        current_leader_epoch=int(p.current_leader_epoch),
+                        current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)),
                         leader_epoch=int(p.leader_epoch),
                     )
                     for p in t.partitions
@@ -108,7 +109,7 @@ def request_values(data: OffsetForLeaderEpochRequestData) -> Values:
 
 def response_data(body: Any) -> OffsetForLeaderEpochResponseData:
     return OffsetForLeaderEpochResponseData(
-        throttle_time_ms=as_millis(body.throttle_time),
+        throttle_time_ms=as_millis(getattr(body, "throttle_time", 0)),
         topics=tuple(
             OffsetForLeaderTopicResult(
                 topic=TopicName(t.topic),
@@ -116,7 +117,7 @@ def response_data(body: Any) -> OffsetForLeaderEpochResponseData:
                     OffsetForLeaderPartitionResult(
                         partition=int(p.partition),
                         error_code=as_error_code(p.error_code),
-                        leader_epoch=int(p.leader_epoch),
+                        leader_epoch=int(getattr(p, "leader_epoch", -1)),
                         end_offset=int(p.end_offset),
                     )
                     for p in t.partitions
@@ -129,7 +130,7 @@ def response_data(body: Any) -> OffsetForLeaderEpochResponseData:
 
 CODEC = ApiCodec(
     api_key=ClientApiKey.OFFSET_FOR_LEADER_EPOCH,
-    versions=(2, 3),
+    versions=(0, 3),
     client_version=3,
     request_type=OffsetForLeaderEpochRequestData,
     response_type=OffsetForLeaderEpochResponseData,

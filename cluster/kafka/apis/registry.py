@@ -17,7 +17,6 @@ from cluster.kafka.apis import (
     create_partitions,
     create_topics,
     delete_topics,
-    describe_cluster,
     describe_configs,
     fetch,
     init_producer_id,
@@ -38,7 +37,6 @@ _APIS: Final[tuple[ApiCodec[Any, Any], ...]] = (
     delete_topics.CODEC,
     describe_configs.CODEC,
     create_partitions.CODEC,
-    describe_cluster.CODEC,
     produce.CODEC,
     fetch.CODEC,
     list_offsets.CODEC,
@@ -118,7 +116,7 @@ def encode_request(
 ) -> bytes:
     """A whole request frame (size prefix included) carrying ``data`` as ``api_version``
     of its API. What the version cannot carry is dropped; raises ``TypeError`` when the
-    version lacks something the request needs (e.g. topic ids before DeleteTopics v6)."""
+    version lacks something the request needs."""
     codec = codec_of(data)
     values = codec.request_values(data)
     return request_frame(int(codec.api_key), api_version, correlation_id, client_id, values)

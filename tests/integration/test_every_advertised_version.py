@@ -1,0 +1,234 @@
+"""Every (API, version) a kemu broker advertises is served: a real request of each version
+to a running cluster's listener is answered, in that version, without an error.
+
+The table is read from the broker itself (ApiVersions v3); each response is decoded by
+kafka-python's protocol classes (a second implementation of Kafka's schemas) and must be
+exactly as long as what they read. An API added to the codec table is advertised, so this
+test fails until a valid request of it is added to ``REQUESTS`` below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from kafka.protocol.admin import (  # type: ignore[import-untyped]
+    CreatePartitionsResponse,
+    CreateTopicsResponse,
+    DeleteTopicsResponse,
+    DescribeConfigsResponse,
+)
+from kafka.protocol.consumer import (  # type: ignore[import-untyped]
+    FetchResponse,
+    ListOffsetsResponse,
+    OffsetForLeaderEpochResponse,
+)
+from kafka.protocol.metadata import (  # type: ignore[import-untyped]
+    ApiVersionsResponse,
+    MetadataResponse,
+)
+from kafka.protocol.producer import (  # type: ignore[import-untyped]
+    InitProducerIdResponse,
+    ProduceResponse,
+)
+
+from actors.runtime.tracer import MemorySink, Tracer
+from cluster.kafka.apis import encode_api_versions_request, encode_request
+from cluster.kafka.client import KafkaAdminClient
+from cluster.launch.cluster import SUPPORTED_APIS, Cluster, ClusterSpec
+from protocol.errors import ErrorCode
+from protocol.ids import TopicName
+from protocol.kafka_api import (
+    ConfigResource,
+    ConfigResourceType,
+    CreatableTopic,
+    CreatePartitionsRequestData,
+    CreatePartitionsTopic,
+    CreateTopicsRequestData,
+    DeleteTopicsRequestData,
+    DescribeConfigsRequestData,
+    KafkaApiRequestData,
+    MetadataRequestData,
+)
+from protocol.kafka_data import (
+    FetchPartition,
+    FetchRequestData,
+    FetchTopic,
+    InitProducerIdRequestData,
+    ListOffsetsPartition,
+    ListOffsetsRequestData,
+    ListOffsetsTopic,
+    OffsetForLeaderEpochRequestData,
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
+    ProducePartitionData,
+    ProduceRequestData,
+    ProduceTopicData,
+)
+from tests.support.fake_kafka import kp_decode
+from tests.support.hosting import hosted_fixture
+from tests.support.raw_kafka import exchange
+from tests.support.record_batches import client_batch
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
+
+HOST = "127.0.0.1"
+WAIT = 30.0
+TOPIC = TopicName("walk")  # one partition, on the only broker
+GROWN = TopicName("grown")  # one partition more with each CreatePartitions version
+LONG = 10_000
+
+
+def created(version: int) -> TopicName:
+    return TopicName(f"created-v{version}")
+
+
+REQUESTS: dict[int, Callable[[int], KafkaApiRequestData]] = {
+    0: lambda v: ProduceRequestData(
+        acks=1,
+        timeout_ms=LONG,
+        topic_data=(
+            ProduceTopicData(
+                name=TOPIC,
+                partition_data=(ProducePartitionData(index=0, records=client_batch([b"v"])),),
+            ),
+        ),
+    ),
+    1: lambda v: FetchRequestData(
+        max_wait_ms=0,
+        min_bytes=0,
+        topics=(
+            FetchTopic(
+                topic=TOPIC,
+                partitions=(
+                    FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20),
+                ),
+            ),
+        ),
+    ),
+    2: lambda v: ListOffsetsRequestData(
+        topics=(
+            ListOffsetsTopic(
+                name=TOPIC, partitions=(ListOffsetsPartition(partition_index=0, timestamp=-1),)
+            ),
+        )
+    ),
+    3: lambda v: MetadataRequestData(topics=(TOPIC,), allow_auto_topic_creation=False),
+    19: lambda v: CreateTopicsRequestData(
+        topics=(CreatableTopic(name=created(v), num_partitions=1, replication_factor=1),),
+        timeout_ms=LONG,
+    ),
+    20: lambda v: DeleteTopicsRequestData(topics=(created(v),), timeout_ms=LONG),
+    22: lambda v: InitProducerIdRequestData(transaction_timeout_ms=60_000),
+    23: lambda v: OffsetForLeaderEpochRequestData(
+        topics=(
+            OffsetForLeaderTopic(
+                topic=TOPIC, partitions=(OffsetForLeaderPartition(partition=0, leader_epoch=0),)
+            ),
+        )
+    ),
+    32: lambda v: DescribeConfigsRequestData(
+        resources=(ConfigResource(resource_type=ConfigResourceType.TOPIC, resource_name=TOPIC),)
+    ),
+    37: lambda v: CreatePartitionsRequestData(
+        topics=(CreatePartitionsTopic(name=GROWN, count=2 + v),), timeout_ms=LONG
+    ),
+}
+"""API key -> a valid request of it, for a version (each version's own topic where the
+request changes the cluster)."""
+
+RESPONSES: dict[int, Any] = {
+    0: ProduceResponse,
+    1: FetchResponse,
+    2: ListOffsetsResponse,
+    3: MetadataResponse,
+    18: ApiVersionsResponse,
+    19: CreateTopicsResponse,
+    20: DeleteTopicsResponse,
+    22: InitProducerIdResponse,
+    23: OffsetForLeaderEpochResponse,
+    32: DescribeConfigsResponse,
+    37: CreatePartitionsResponse,
+}
+"""API key -> kafka-python's response class."""
+
+
+@hosted_fixture()
+async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+    tracer = Tracer()
+    tracer.add_sink(MemorySink())
+    spec = ClusterSpec(brokers=1, base_port=0, log_dir=tmp_path / "logs")
+    async with anyio.create_task_group() as tg:
+        running: Cluster = await tg.start(Cluster(spec, tracer=tracer).run)
+        async with KafkaAdminClient(f"{HOST}:{running.ports[0]}") as client:
+            results = await client.create_topics(
+                [
+                    CreatableTopic(name=name, num_partitions=1, replication_factor=1)
+                    for name in (TOPIC, GROWN)
+                ]
+            )
+        assert [r.error_code for r in results] == [ErrorCode.NONE] * 2
+        yield running
+        tg.cancel_scope.cancel()
+
+
+def error_codes(value: Any) -> list[int]:
+    """Every ``error_code`` anywhere in a decoded response."""
+    if isinstance(value, dict):
+        own = [value["error_code"]] if "error_code" in value else []
+        return own + [c for v in value.values() for c in error_codes(v)]
+    if isinstance(value, list | tuple):
+        return [c for v in value for c in error_codes(v)]
+    return []
+
+
+def read_whole(key: int, version: int, frame: bytes) -> dict[str, Any]:
+    """The response decoded by kafka-python, which must read every byte of it: encoded
+    again by kafka-python, its body gives the same bytes."""
+    response_cls = RESPONSES[key]
+    _, body = kp_decode(response_cls, version, frame)
+    flexible_header = key != 18 and response_cls.flexible_version_q(version)
+    header_size = 5 if flexible_header else 4  # the correlation id, then no tagged fields
+    decoded = response_cls.decode(frame[4 + header_size :], version=version, header=False)
+    decoded._header = None  # kafka-python's encode asks for one, even without a header
+    assert bytes(decoded.encode(version=version)) == frame[4 + header_size :]
+    return body
+
+
+async def test_every_advertised_version_is_answered_in_its_version(cluster: Cluster) -> None:
+    """The broker advertises ApiVersions v0-3 and the served APIs, and answers a valid
+    request of each advertised (API, version) with a whole response of that version that
+    carries no error (no connection close, no UNKNOWN_SERVER_ERROR)."""
+    port = cluster.ports[0]
+    frame = encode_api_versions_request(api_version=3, correlation_id=1, client_id="walk")
+    _, body = kp_decode(ApiVersionsResponse, 3, await exchange(HOST, port, frame, timeout=WAIT))
+    table = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}
+    assert table == {**SUPPORTED_APIS, 18: (0, 3)}
+    assert set(table) == set(RESPONSES), "a served API without a response class here"
+
+    answered: list[tuple[int, int]] = []
+    for key, (low, high) in sorted(table.items()):
+        for version in range(low, high + 1):
+            correlation_id = 1000 + 100 * key + version
+            if key == 18:
+                frame = encode_api_versions_request(
+                    api_version=version, correlation_id=correlation_id, client_id="walk"
+                )
+            else:
+                assert key in REQUESTS, f"no request of API {key} to walk with"
+                frame = encode_request(
+                    REQUESTS[key](version),
+                    api_version=version,
+                    correlation_id=correlation_id,
+                    client_id="walk",
+                )
+            answer = await exchange(HOST, port, frame, timeout=WAIT)
+            assert answer, f"API {key} v{version}: the broker closed the connection"
+            assert int.from_bytes(answer[4:8], "big") == correlation_id
+            body = read_whole(key, version, answer)
+            assert set(error_codes(body)) <= {0}, (key, version, body)
+            answered.append((key, version))
+    assert len(answered) == sum(high - low + 1 for low, high in table.values())
