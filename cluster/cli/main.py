@@ -439,6 +439,11 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         ("get-offsets", "get_offsets", "GetOffsetShell: the earliest, latest or by-time offsets"),
         ("dump-log", "dump_log", "kafka-dump-log.sh: print log segment and index files"),
+        (
+            "broker-api-versions",
+            "broker_api_versions",
+            "kafka-broker-api-versions.sh: each broker's API versions",
+        ),
     ):
         tool = sub.add_parser(
             name, help=f"{summary} (--help for options)", add_help=False, prefix_chars="\0"

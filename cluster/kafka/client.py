@@ -102,6 +102,8 @@ __all__ = [
     "UnsupportedVersionError",
     "api_error",
     "load_properties",
+    "node_api_versions",
+    "node_metadata",
     "parse_bootstrap_servers",
 ]
 
@@ -460,6 +462,37 @@ class _Connection:
                     f"{self._name} answered correlation id {answered}, expected {correlation_id}"
                 )
             return frame
+
+
+async def node_api_versions(
+    address: tuple[str, int], config: AdminClientConfig
+) -> Mapping[int, tuple[int, int]]:
+    """The ApiVersions table of one broker, read on a connection of its own within
+    ``request.timeout.ms`` (``BrokerApiVersionsCommand``'s ``getApiVersions``). Raises
+    ``KafkaClientError`` (the broker unreachable, silent, or answering an error)."""
+    with anyio.move_on_after(config.request_timeout_ms / 1000):
+        connection = await _Connection.open(address, config.client_id)
+        await connection.aclose()
+        return connection.api_versions
+    raise KafkaTimeoutError(f"no answer from {address[0]}:{address[1]} in time")
+
+
+async def node_metadata(
+    address: tuple[str, int], config: AdminClientConfig
+) -> MetadataResponseData:
+    """Metadata for every topic from one broker, one try within ``request.timeout.ms``
+    (``BrokerApiVersionsCommand``'s ``sendAnyNode``, for one node). Raises
+    ``KafkaClientError`` as ``node_api_versions``."""
+    with anyio.move_on_after(config.request_timeout_ms / 1000):
+        connection = await _Connection.open(address, config.client_id)
+        try:
+            response = await connection.request(MetadataRequestData(topics=None))
+        finally:
+            await connection.aclose()
+        if not isinstance(response, MetadataResponseData):
+            raise KafkaClientError(f"unexpected answer to Metadata: {type(response).__name__}")
+        return response
+    raise KafkaTimeoutError(f"no answer from {address[0]}:{address[1]} in time")
 
 
 # --------------------------------------------------------------------------- the client
