@@ -38,6 +38,7 @@ import msgspec
 
 from protocol.base import Message
 from protocol.errors import ErrorCode
+from protocol.group import GroupResponseData, KafkaGroupRequestData
 from protocol.ids import BrokerId, TopicName
 from protocol.kafka_data import KafkaDataRequestData, KafkaDataResponseData
 
@@ -86,6 +87,13 @@ class ClientApiKey(IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -351,6 +359,7 @@ KafkaApiRequestData = (
     | DescribeConfigsRequestData
     | CreatePartitionsRequestData
     | KafkaDataRequestData
+    | KafkaGroupRequestData
 )
 """Every client request kemu's brokers answer, as ``cluster.kafka.listener.request_data``
 returns it."""
@@ -362,5 +371,6 @@ KafkaApiResponseData = (
     | DescribeConfigsResponseData
     | CreatePartitionsResponseData
     | KafkaDataResponseData
+    | GroupResponseData
 )
 """Every answer ``cluster.kafka.listener.build_response`` turns into a wire response."""

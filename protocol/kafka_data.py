@@ -195,6 +195,10 @@ class ProduceRequestData(Message, frozen=True, kw_only=True):
     version: int = 8
     """The Produce version the client sent, as Kafka's ``ProduceRequest`` knows its own:
     ``validate_records`` depends on it."""
+    internal_topics_allowed: bool = False
+    """``ReplicaManager.appendRecords``' ``internalTopicsAllowed``: only the group
+    coordinator's own appends may write ``__consumer_offsets`` (a client's get
+    INVALID_TOPIC_EXCEPTION there)."""
 
 
 class RecordError(_Value, frozen=True, kw_only=True):

@@ -552,6 +552,15 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigKey]] = _table(
     # Kafka 3.8's internal config (KAFKA-16552): the least wait, after start-up, before the
     # log manager's first sweep of deleted logs (Kafka 2.7 hard-codes 30 s). For tests.
     _broker("log.initial.task.delay.ms", _T.LONG, 30_000, Range(0)),
+    # The group coordinator and its offsets topic (KafkaConfig's group.* and offsets.*).
+    _broker("offsets.topic.num.partitions", _T.INT, 50, Range(1)),
+    _broker("offsets.topic.replication.factor", _T.SHORT, 3, Range(1)),
+    _broker("offsets.topic.segment.bytes", _T.INT, 104_857_600, Range(1)),
+    _broker("offsets.commit.timeout.ms", _T.INT, 5000, Range(1)),
+    _broker("offset.metadata.max.bytes", _T.INT, 4096),
+    _broker("group.min.session.timeout.ms", _T.INT, 6000),
+    _broker("group.max.session.timeout.ms", _T.INT, 1_800_000),
+    _broker("group.initial.rebalance.delay.ms", _T.INT, 3000),
     # kemu's own bounds on what one request and the whole cluster may hold
     # (actors/admin/limits.py, docs/limits.md); Kafka 2.7 has none.
     _broker(MAX_REPLICAS_PER_REQUEST_CONFIG, _T.INT, DEFAULT_MAX_REPLICAS_PER_REQUEST, Range(1)),
@@ -628,6 +637,14 @@ class BrokerConfig:
     replica_fetch_response_max_bytes: int = 10 * 1024 * 1024
     num_replica_fetchers: int = 1
     log_initial_task_delay_ms: int = 30_000
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_replication_factor: int = 3
+    offsets_topic_segment_bytes: int = 104_857_600
+    offsets_commit_timeout_ms: int = 5000
+    offset_metadata_max_bytes: int = 4096
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_initial_rebalance_delay_ms: int = 3000
     kemu_max_replicas_per_request: int = DEFAULT_MAX_REPLICAS_PER_REQUEST
     kemu_max_replicas_per_cluster: int = DEFAULT_MAX_REPLICAS_PER_CLUSTER
     log_segment_bytes: int = 1 << 30

@@ -25,8 +25,11 @@ the components it owns, each named after Kafka's:
 They are components, not actors: they run on the broker's one task, take their requests
 from its one mailbox, and their state is the broker's private state. Timers and helper
 tasks only enqueue (``PurgatoryExpired``, ``DelayedDataExpired``, ``BrokerEpochChanged``).
-A new API (a group coordinator's) is added the same way: a ``case`` in
-``KafkaApis.handle`` and the component that owns its state.
+A new API is added the same way: a ``case`` in ``KafkaApis.handle`` and the component
+that owns its state. The group coordinator is an actor of its own on the broker's node
+(``actors.group``, Kafka's ``GroupCoordinator``): ``KafkaApis`` relays the group
+requests to it and tells it of the ``__consumer_offsets`` partitions the broker gains
+and loses; it appends its records and reads them back through this broker.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from actors.admin import (
+    GROUP_METADATA_TOPIC_NAME,
     BrokerConfig,
 )
 from actors.broker.admin_manager import AdminManager
@@ -54,6 +58,7 @@ from actors.broker.replica_fetcher import FetcherConfig
 from actors.broker.replica_manager import ReplicaManager
 from actors.broker.replication import Replication
 from actors.controller.controller import ControllerConfig, KafkaController
+from actors.group.coordinator import GroupConfig, GroupCoordinator
 from actors.log.disk import Disk
 from actors.log.manager import DEFAULT_MAX_OPEN_LOGS, LogManager
 from actors.log.partition_log import LogConfig
@@ -77,7 +82,7 @@ from protocol.control import (
     SecurityProtocol,
     TopicPartition,
 )
-from protocol.ids import BrokerId, ControllerEpoch
+from protocol.ids import BrokerId, ControllerEpoch, TopicName
 
 
 @dataclass(frozen=True)
@@ -135,6 +140,10 @@ class Broker(Actor):
             replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
         )
         self.replica_manager.hooks = self.replication
+        self.offsets_topic_partitions = self.config.offsets_topic_num_partitions
+        """``__consumer_offsets``' partition count, fixed at start-up as Kafka's
+        ``GroupMetadataManager`` fixes it: the topic's, else
+        ``offsets.topic.num.partitions``."""
         self.apis = KafkaApis(
             self, self.replica_manager, self.admin_manager, self.purgatory, self.producer_ids
         )
@@ -201,6 +210,7 @@ class Broker(Actor):
                 name=LOG_MANAGER_ACTOR,
             )
         )
+        await self._start_group_coordinator()
         # The replica fetchers and the AlterIsrManager (ReplicaManager.startup), before
         # the registration makes this broker a replica the controller may talk to.
         await self.replication.start(self.replica_manager)
@@ -242,6 +252,28 @@ class Broker(Actor):
                 max_retries=self.config.controlled_shutdown_max_retries,
                 retry_backoff_ms=self.config.controlled_shutdown_retry_backoff_ms,
                 request_timeout_ms=self.config.request_timeout_ms,
+            )
+        )
+
+    async def _start_group_coordinator(self) -> None:
+        """The group coordinator (``GroupCoordinator.startup``), before the registration
+        makes this broker one the controller sends LeaderAndIsr to."""
+        offsets = await kafka_zk.get_topic_assignment(
+            self.session, TopicName(GROUP_METADATA_TOPIC_NAME)
+        )
+        if offsets:
+            self.offsets_topic_partitions = len(offsets)
+        config = self.config
+        await self.node.spawn(
+            GroupCoordinator(
+                GroupConfig(
+                    offsets_topic_partitions=self.offsets_topic_partitions,
+                    group_min_session_timeout_ms=config.group_min_session_timeout_ms,
+                    group_max_session_timeout_ms=config.group_max_session_timeout_ms,
+                    group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+                    offsets_commit_timeout_ms=config.offsets_commit_timeout_ms,
+                    offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+                )
             )
         )
 

@@ -7,11 +7,14 @@ real clients do not all retry NOT_CONTROLLER), and Metadata (as
 ``KafkaApis.handleTopicMetadataRequest``) is answered here from the broker's metadata
 cache.
 
-Everything here runs on the ``Broker`` actor's task; only ``_forward`` runs as a helper
-task, and it touches no broker state. A new API (Produce, Fetch, the group coordinator's)
-is one more ``case`` in ``handle`` and a handler in the component that owns its state:
-Produce, Fetch, ListOffsets and OffsetForLeaderEpoch go to the ``ReplicaManager``,
-InitProducerId to the ``ProducerIdManager``.
+Everything here runs on the ``Broker`` actor's task; only ``_forward`` and ``_relay``
+run as helper tasks, and they touch no broker state. A new API is one more ``case`` in
+``handle`` and a handler in the component that owns its state: Produce, Fetch, ListOffsets
+and OffsetForLeaderEpoch go to the ``ReplicaManager``, InitProducerId to the
+``ProducerIdManager``, the group APIs to the node's ``GroupCoordinator`` actor
+(``actors.group``), which the broker tells of the ``__consumer_offsets`` partitions it
+gains and loses (``onLeadershipChange``). FindCoordinator is answered here, from the
+metadata cache, creating ``__consumer_offsets`` on first use (``createInternalTopic``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, assert_never
 
 from actors.admin import (
+    GROUP_METADATA_TOPIC_NAME,
     AdminOperationError,
     BrokerMetadata,
     ConfigError,
@@ -31,13 +35,17 @@ from actors.broker.names import BROKER_ACTOR, broker_ref
 from actors.broker.producer_ids import ProducerIdManager
 from actors.broker.purgatory import DelayedOperationPurgatory
 from actors.broker.replica_manager import ReplicaManager
+from actors.group.coordinator import GROUP_COORDINATOR_ACTOR
+from actors.group.records import partition_for
 from actors.runtime.actor import Context, DeferredReply
 from actors.zk import kafka_zk
 from protocol.base import ActorRef, Message
 from protocol.control import (
     NO_LEADER,
     LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
     StopReplicaRequest,
+    StopReplicaResponse,
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
@@ -50,6 +58,29 @@ from protocol.errors import (
     RemoteError,
     StoreError,
     error_code_for,
+)
+from protocol.group import (
+    CoordinatorType,
+    FindCoordinatorRequestData,
+    FindCoordinatorResponseData,
+    GroupPartitionsElected,
+    GroupPartitionsResigned,
+    GroupRequestData,
+    HeartbeatRequestData,
+    HeartbeatResponseData,
+    JoinGroupRequestData,
+    JoinGroupResponseData,
+    LeaveGroupRequestData,
+    LeaveGroupResponseData,
+    OffsetCommitPartitionResponse,
+    OffsetCommitRequestData,
+    OffsetCommitResponseData,
+    OffsetCommitTopic,
+    OffsetCommitTopicResponse,
+    OffsetFetchRequestData,
+    OffsetFetchResponseData,
+    SyncGroupRequestData,
+    SyncGroupResponseData,
 )
 from protocol.ids import BrokerId, TopicName
 from protocol.kafka_api import (
@@ -114,11 +145,27 @@ class KafkaApis:
             case InitProducerIdRequestData():
                 return await self._producer_ids.init_producer_id(msg)
             case LeaderAndIsrRequest():
-                return await self._replicas.become_leader_or_follower(msg)
+                response = await self._replicas.become_leader_or_follower(msg)
+                self._on_leadership_change(msg, response)
+                return response
             case UpdateMetadataRequest():
                 return self._handle_update_metadata(msg)
             case StopReplicaRequest():
-                return await self._replicas.stop_replicas(msg)
+                stopped = await self._replicas.stop_replicas(msg)
+                self._on_offsets_partitions_stopped(msg, stopped)
+                return stopped
+            case FindCoordinatorRequestData():
+                return await self._handle_find_coordinator(msg)
+            case OffsetCommitRequestData():
+                return self._handle_offset_commit(msg, ctx)
+            case (
+                JoinGroupRequestData()
+                | SyncGroupRequestData()
+                | HeartbeatRequestData()
+                | LeaveGroupRequestData()
+                | OffsetFetchRequestData()
+            ):
+                return self._to_coordinator(msg, ctx, None)
             case MetadataRequestData():
                 return await self._handle_topic_metadata(msg)
             case DescribeConfigsRequestData():
@@ -130,6 +177,204 @@ class KafkaApis:
             ):
                 return await self._handle_admin(msg, ctx)
         raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"broker cannot handle {type(msg).__name__}")
+
+    # ------------------------------------------------------------------ groups
+
+    @property
+    def _coordinator(self) -> ActorRef:
+        return ActorRef(self._broker.node.node_id, GROUP_COORDINATOR_ACTOR)
+
+    def _on_leadership_change(
+        self, req: LeaderAndIsrRequest, response: LeaderAndIsrResponse
+    ) -> None:
+        """``KafkaApis.onLeadershipChange``: the ``__consumer_offsets`` partitions this
+        request made this broker lead (``onElection``, with their leader epochs) or follow
+        (``onResignation``)."""
+        if response.error_code is not ErrorCode.NONE:
+            return
+        ok = {
+            (e.topic, e.partition)
+            for e in response.partition_errors
+            if e.error_code is ErrorCode.NONE
+        }
+        elected, resigned = [], []
+        for state in req.partition_states:
+            if state.topic != GROUP_METADATA_TOPIC_NAME or (state.topic, state.partition) not in ok:
+                continue
+            if state.leader == self._broker.broker_id:
+                elected.append((state.partition, state.leader_epoch))
+            else:
+                resigned.append(state.partition)
+        if elected:
+            self._broker.tell(self._coordinator, GroupPartitionsElected(partitions=tuple(elected)))
+        if resigned:
+            self._broker.tell(
+                self._coordinator, GroupPartitionsResigned(partitions=tuple(resigned))
+            )
+
+    def _on_offsets_partitions_stopped(
+        self, req: StopReplicaRequest, response: StopReplicaResponse
+    ) -> None:
+        """``KafkaApis.handleStopReplicaRequest``: a deleted ``__consumer_offsets``
+        replica resigns its groups."""
+        ok = {
+            (e.topic, e.partition)
+            for e in response.partition_errors
+            if e.error_code is ErrorCode.NONE
+        }
+        resigned = tuple(
+            p.partition
+            for p in req.partitions
+            if p.topic == GROUP_METADATA_TOPIC_NAME
+            and p.delete_partition
+            and (p.topic, p.partition) in ok
+        )
+        if resigned:
+            self._broker.tell(self._coordinator, GroupPartitionsResigned(partitions=resigned))
+
+    async def _handle_find_coordinator(
+        self, req: FindCoordinatorRequestData
+    ) -> FindCoordinatorResponseData:
+        """``KafkaApis.handleFindCoordinatorRequest`` for groups: the leader of the
+        group's partition of ``__consumer_offsets``; COORDINATOR_NOT_AVAILABLE while it
+        has none, or while the topic does not exist (it is created then, as
+        ``createInternalTopic`` does). kemu has no transaction coordinator: a
+        TRANSACTION key is INVALID_REQUEST, as any other key type."""
+        if req.key_type != CoordinatorType.GROUP:
+            return FindCoordinatorResponseData(
+                error_code=ErrorCode.INVALID_REQUEST,
+                error_message=(
+                    "kemu has no transaction coordinator"
+                    if req.key_type == CoordinatorType.TRANSACTION
+                    else f"Unknown coordinator type {req.key_type} in FindCoordinator request"
+                ),
+            )
+        topic = TopicName(GROUP_METADATA_TOPIC_NAME)
+        cache = self._broker.cache
+        if not cache.contains(topic):
+            await self._create_offsets_topic()
+            return _coordinator_not_available()
+        partition = partition_for(req.key, self._broker.offsets_topic_partitions)
+        state = cache.partitions(topic).get(partition)
+        alive = {b.id: b for b in cache.alive_brokers()}
+        if state is None or state.leader not in alive or not alive[state.leader].endpoints:
+            return _coordinator_not_available()
+        endpoint = alive[state.leader].endpoints[0]
+        return FindCoordinatorResponseData(
+            error_message="NONE", node_id=state.leader, host=endpoint.host, port=endpoint.port
+        )
+
+    async def _create_offsets_topic(self) -> None:
+        """``KafkaApis.createInternalTopic`` for ``__consumer_offsets``: only once
+        ``offsets.topic.replication.factor`` brokers are alive; written to the store
+        directly (``AdminZkClient.createTopic``, rack-safe), with Kafka's topic configs."""
+        config = self._broker.config
+        alive = self._broker.cache.alive_brokers()
+        factor = config.offsets_topic_replication_factor
+        if len(alive) < factor:
+            self._broker.trace(
+                "event",
+                "offsets_topic_not_created",
+                reason=(
+                    f"Number of alive brokers '{len(alive)}' does not meet the required "
+                    f"replication factor '{factor}' for the offsets topic (configured via "
+                    "'offsets.topic.replication.factor'). This error can be ignored if the "
+                    "cluster is starting up and not all brokers are up yet."
+                ),
+            )
+            return
+        topic = TopicName(GROUP_METADATA_TOPIC_NAME)
+        try:
+            existing = await kafka_zk.get_all_topics(self._broker.session)
+            registered = await kafka_zk.get_brokers(self._broker.session)
+            plan = plan_create_topic(
+                topic,
+                num_partitions=self._broker.offsets_topic_partitions,
+                replication_factor=factor,
+                config={
+                    "cleanup.policy": "compact",
+                    "segment.bytes": str(config.offsets_topic_segment_bytes),
+                    "compression.type": "producer",
+                },
+                metadata_topics=self._broker.cache.topic_names(),
+                existing_topics=existing,
+                alive_brokers=[
+                    BrokerMetadata(b, r.registration.rack) for b, r in registered.items()
+                ],
+                broker_config=config,
+                rng=self._broker.rng,
+                rack_mode=RackMode.SAFE,
+            )
+            await kafka_zk.write_topic(self._broker.session, topic, plan.assignment, plan.config)
+        except NodeExistsError:
+            return
+        except (KafkaApiError, AdminOperationError, ConfigError, StoreError) as exc:
+            self._broker.trace("event", "offsets_topic_not_created", reason=str(exc))
+            return
+        self._broker.trace("event", "offsets_topic_created", partitions=len(plan.assignment))
+
+    def _handle_offset_commit(self, req: OffsetCommitRequestData, ctx: Context) -> Message | None:
+        """``KafkaApis.handleOffsetCommitRequest``: partitions the metadata cache does not
+        know are UNKNOWN_TOPIC_OR_PARTITION; the coordinator commits the rest."""
+        unknown: dict[tuple[str, int], ErrorCode] = {}
+        known: list[OffsetCommitTopic] = []
+        for topic in req.topics:
+            partitions = (
+                self._broker.cache.partitions(topic.name)
+                if self._broker.cache.contains(topic.name)
+                else {}
+            )
+            kept = []
+            for p in topic.partitions:
+                if p.partition_index in partitions:
+                    kept.append(p)
+                else:
+                    unknown[topic.name, p.partition_index] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if kept:
+                known.append(OffsetCommitTopic(name=topic.name, partitions=tuple(kept)))
+        if not unknown:
+            return self._to_coordinator(req, ctx, None)
+        if not known:
+            return _merge_commit(req, unknown, None)
+        forwarded = OffsetCommitRequestData(
+            group_id=req.group_id,
+            topics=tuple(known),
+            generation_id=req.generation_id,
+            member_id=req.member_id,
+            group_instance_id=req.group_instance_id,
+            retention_time_ms=req.retention_time_ms,
+        )
+        return self._to_coordinator(forwarded, ctx, (req, unknown))
+
+    def _to_coordinator(
+        self,
+        msg: GroupRequestData,
+        ctx: Context,
+        commit: tuple[OffsetCommitRequestData, dict[tuple[str, int], ErrorCode]] | None,
+    ) -> Message | None:
+        """Hand ``msg`` to the group coordinator; None: answered when it answers
+        (``commit``: the original OffsetCommit and its partitions answered here)."""
+        reply = ctx.defer()
+        self._broker.start_soon(self._relay, msg, reply, commit)
+        return None
+
+    async def _relay(
+        self,
+        msg: GroupRequestData,
+        reply: DeferredReply,
+        commit: tuple[OffsetCommitRequestData, dict[tuple[str, int], ErrorCode]] | None,
+    ) -> None:
+        """Runs as a helper task: the coordinator's answer relayed (an answer that does
+        not come: COORDINATOR_NOT_AVAILABLE, which clients retry). It touches no broker
+        state."""
+        timeout = getattr(msg, "timeout_ms", 0) / 1000 + 30.0
+        try:
+            answer = await self._broker.ask(self._coordinator, msg, timeout=timeout)
+        except (RemoteError, AskTimeoutError):
+            answer = _group_error(msg, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if commit is not None and isinstance(answer, OffsetCommitResponseData):
+            answer = _merge_commit(commit[0], commit[1], answer)
+        reply.send(self._broker, answer)
 
     def _handle_update_metadata(self, req: UpdateMetadataRequest) -> UpdateMetadataResponse:
         """The metadata cache updated, then the delayed admin operations on the topics it
@@ -294,3 +539,62 @@ def _not_controller(msg: _AdminRequest) -> Message:
             return delete_refused(msg, ErrorCode.NOT_CONTROLLER)
         case _:
             assert_never(msg)
+
+
+def _coordinator_not_available() -> FindCoordinatorResponseData:
+    return FindCoordinatorResponseData(
+        error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        error_message="The coordinator is not available.",
+    )
+
+
+def _group_error(msg: GroupRequestData, code: ErrorCode) -> Message:
+    """The answer to a group request that failed as a whole with ``code``."""
+    match msg:
+        case JoinGroupRequestData():
+            return JoinGroupResponseData(error_code=code, member_id=msg.member_id)
+        case SyncGroupRequestData():
+            return SyncGroupResponseData(error_code=code)
+        case HeartbeatRequestData():
+            return HeartbeatResponseData(error_code=code)
+        case LeaveGroupRequestData():
+            return LeaveGroupResponseData(error_code=code)
+        case OffsetCommitRequestData():
+            return _merge_commit(msg, {}, None, code)
+        case OffsetFetchRequestData():
+            return OffsetFetchResponseData(topics=(), error_code=code)
+        case _:
+            assert_never(msg)
+
+
+def _merge_commit(
+    req: OffsetCommitRequestData,
+    codes: dict[tuple[str, int], ErrorCode],
+    answer: OffsetCommitResponseData | None,
+    default: ErrorCode = ErrorCode.NONE,
+) -> OffsetCommitResponseData:
+    """One answer to ``req``, in its order: ``codes`` where given, else the
+    coordinator's ``answer``, else ``default``."""
+    answered = {
+        (t.name, p.partition_index): p.error_code
+        for t in (answer.topics if answer is not None else ())
+        for p in t.partitions
+    }
+    return OffsetCommitResponseData(
+        topics=tuple(
+            OffsetCommitTopicResponse(
+                name=t.name,
+                partitions=tuple(
+                    OffsetCommitPartitionResponse(
+                        partition_index=p.partition_index,
+                        error_code=codes.get(
+                            (t.name, p.partition_index),
+                            answered.get((t.name, p.partition_index), default),
+                        ),
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in req.topics
+        )
+    )

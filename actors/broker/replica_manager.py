@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 import anyio.lowlevel
 
+from actors.admin import is_internal
 from actors.broker.delayed_data import DataPurgatory, DelayedFetch, DelayedProduce, timed_out
 from actors.broker.isr import LeaderIsr
 from actors.broker.partition import Partition
@@ -479,6 +480,8 @@ class ReplicaManager:
             for data in topic.partition_data:
                 tp = TopicPartition(topic.name, data.index)
                 code = self._leader_error(topic.name, tp)
+                if is_internal(topic.name) and not req.internal_topics_allowed:
+                    code = ErrorCode.INVALID_TOPIC_EXCEPTION  # appendToLocalLog
                 if code is None and req.acks == -1:
                     settings = await self.topic_settings(topic.name)
                     min_insync[tp] = settings.min_insync_replicas

@@ -34,7 +34,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def _cmd_up(args: argparse.Namespace) -> int:
     from actors.admin import ConfigError
-    from cluster.cli.up import discard_failed_start, prepare_up, run_up
+    from cluster.cli.up import discard_failed_start, prepare_up, run_up, up_config
     from cluster.launch.cluster import ClusterSpec
 
     if args.brokers < 1:
@@ -59,7 +59,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
         log_dir=Path(args.log_dir),
         zookeeper=args.zookeeper,
         racks=racks,
-        config=key_values(args.config, "--config"),
+        config=up_config(args.brokers, key_values(args.config, "--config")),
         seed=args.seed,
         store_port=None if args.zookeeper else args.store_port,
     )

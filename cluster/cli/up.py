@@ -33,6 +33,20 @@ from cluster.trace_files import JsonlTraceWriter
 from protocol.trace import TraceHeader
 
 
+def up_config(brokers: int, given: dict[str, str]) -> dict[str, str]:
+    """The broker configs of ``kemu up``: those given with ``--config`` over two
+    defaults that Kafka's own ``config/server.properties`` sets for a local cluster,
+    ``group.initial.rebalance.delay.ms=0`` (a lone consumer's first rebalance does not
+    wait 3 s) and ``offsets.topic.replication.factor`` at most the number of brokers
+    (``__consumer_offsets`` can be created on a one- or two-broker cluster; Kafka's
+    file says 1, kemu keeps the broker default 3 where there are three brokers)."""
+    return {
+        "group.initial.rebalance.delay.ms": "0",
+        "offsets.topic.replication.factor": str(min(3, brokers)),
+        **given,
+    }
+
+
 @dataclass
 class UpStart:
     """What ``prepare_up`` found before a start: the log directory root as it was (so that a

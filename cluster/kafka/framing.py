@@ -45,6 +45,9 @@ class KafkaRequest:
     correlation_id: int
     client_id: str | None
     body: Any
+    client_host: str = ""
+    """The client's address as Kafka's ``RequestContext.clientAddress`` prints it
+    (``/127.0.0.1``), set by the listener: JoinGroup records it for each member."""
 
 
 def decode_request(frame: bytes, advertised: Mapping[int, tuple[int, int]]) -> KafkaRequest:

@@ -195,11 +195,12 @@ class _Slot:
 
 
 class _Connection:
-    __slots__ = ("close_reason", "peer", "stream")
+    __slots__ = ("client_host", "close_reason", "peer", "stream")
 
     def __init__(self, stream: SocketStream, peer: str) -> None:
         self.stream = stream
         self.peer = peer
+        self.client_host = "/" + peer.rsplit(":", 1)[0]  # InetAddress.toString, no name
         self.close_reason = "closed_by_client"
 
 
@@ -410,7 +411,9 @@ class KafkaWireServer:
         """Decode one request and give it its slot (a closing one if it ends the
         connection)."""
         try:
-            request = decode_request(frame, self._api_versions)
+            request = dataclasses.replace(
+                decode_request(frame, self._api_versions), client_host=conn.client_host
+            )
         except FrameError as exc:
             return self._bad_frame(conn, str(exc))
         except UnsupportedApiError as unsupported:

@@ -54,6 +54,8 @@ LOW_VERSIONS_NOT_SERVED = {
     ClientApiKey.PRODUCE: 3,  # v0-v2 carry message format v0/v1: kemu stores v2 batches only
     ClientApiKey.FETCH: 4,  # v0-v3 answer in message format v0/v1 (down-conversion)
     ClientApiKey.LIST_OFFSETS: 1,  # v0's "offsets before" answer (``fetchOffsetsBefore``)
+    ClientApiKey.OFFSET_COMMIT: 2,  # v0-v1: v0 keeps offsets in ZooKeeper; kio decodes neither
+    ClientApiKey.OFFSET_FETCH: 1,  # v0 reads offsets from ZooKeeper; kio does not decode it
 }
 """The served APIs whose oldest 2.7.2 versions kemu does not serve (docs/kafka-wire.md),
 and the first version it serves."""
@@ -85,4 +87,11 @@ def test_the_admin_client_caps_each_api_at_a_2_7_clients_version() -> None:
         ClientApiKey.DELETE_TOPICS: 5,
         ClientApiKey.DESCRIBE_CONFIGS: 3,
         ClientApiKey.CREATE_PARTITIONS: 3,
+        ClientApiKey.FIND_COORDINATOR: 3,
+        ClientApiKey.JOIN_GROUP: 7,
+        ClientApiKey.SYNC_GROUP: 5,
+        ClientApiKey.HEARTBEAT: 4,
+        ClientApiKey.LEAVE_GROUP: 4,
+        ClientApiKey.OFFSET_COMMIT: 8,
+        ClientApiKey.OFFSET_FETCH: 7,
     }

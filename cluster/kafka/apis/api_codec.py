@@ -46,3 +46,6 @@ class ApiCodec(Generic[Req, Resp]):
     response_data: Callable[[Any], Resp]
     """Client side: a decoded response body of any version -> the plain answer (fields
     the version lacks take their defaults)."""
+    with_client: Callable[[Req, str, str], Req] | None = None
+    """Server side, for requests that record who sent them (JoinGroup): the plain
+    request with the header's client id and the connection's client host."""

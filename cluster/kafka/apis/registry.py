@@ -19,11 +19,18 @@ from cluster.kafka.apis import (
     delete_topics,
     describe_configs,
     fetch,
+    find_coordinator,
+    heartbeat,
     init_producer_id,
+    join_group,
+    leave_group,
     list_offsets,
     metadata,
+    offset_commit,
+    offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sync_group,
 )
 from cluster.kafka.apis.api_codec import ApiCodec
 from cluster.kafka.codec import build, generic_error_response, response_schema
@@ -42,6 +49,13 @@ _APIS: Final[tuple[ApiCodec[Any, Any], ...]] = (
     list_offsets.CODEC,
     init_producer_id.CODEC,
     offset_for_leader_epoch.CODEC,
+    find_coordinator.CODEC,
+    join_group.CODEC,
+    sync_group.CODEC,
+    heartbeat.CODEC,
+    leave_group.CODEC,
+    offset_commit.CODEC,
+    offset_fetch.CODEC,
 )
 
 CODECS: Final[Mapping[int, ApiCodec[Any, Any]]] = types.MappingProxyType(
@@ -79,6 +93,8 @@ def request_data(request: KafkaRequest) -> KafkaApiRequestData:
     if codec is None:
         raise ValueError(f"API {request.api_key} has no plain request values")
     data: KafkaApiRequestData = codec.request_data(request.body, request.api_version)
+    if codec.with_client is not None:
+        data = codec.with_client(data, request.client_id or "", request.client_host)
     return data
 
 

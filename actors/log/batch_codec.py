@@ -1,0 +1,201 @@
+"""The records inside a v2 batch, written and read: Kafka's ``MemoryRecordsBuilder`` and
+``DefaultRecord.writeTo`` on the way out, ``DefaultRecord.readFrom`` on the way in.
+
+The log itself never decodes records (``actors.log.records`` reads batch headers in
+place); this is for those that make or read records: the group coordinator's
+``__consumer_offsets`` records (``actors.group``), and kemu's console tools through
+``cluster.kafka.records``, which adds compression on top."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from crc32c import crc32c
+
+from actors.log.records import RECORD_BATCH_OVERHEAD, BatchHeader, CompressionType, TimestampType
+from protocol.errors import KemuError
+
+__all__ = [
+    "NO_PRODUCER_ID",
+    "NO_SEQUENCE",
+    "ConsumedRecord",
+    "ProducerRecord",
+    "RecordsError",
+    "decode_records",
+    "encode_records",
+    "seal_batch",
+]
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_CRC_FROM = 21  # the CRC covers attributes .. end
+NO_PRODUCER_ID = -1
+NO_SEQUENCE = -1
+
+
+class RecordsError(KemuError):
+    """Records that cannot be read: a broken batch or record, or an unknown codec."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerRecord:
+    """One record to send: key and value (``None`` is null), headers, CreateTime in ms."""
+
+    value: bytes | None
+    key: bytes | None = None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+    timestamp_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumedRecord:
+    """One record read back, with its offset and timestamp."""
+
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = field(default=())
+    sequence: int = -1
+
+
+def _zigzag(value: int) -> int:
+    return (value << 1) ^ (value >> 63)
+
+
+def _write_varint(out: bytearray, value: int) -> None:
+    """A signed varlong, zig-zag encoded (``ByteUtils.writeVarlong``)."""
+    number = _zigzag(value) & 0xFFFFFFFFFFFFFFFF
+    while number >= 0x80:
+        out.append((number & 0x7F) | 0x80)
+        number >>= 7
+    out.append(number)
+
+
+def _read_varint(data: bytes | memoryview, position: int) -> tuple[int, int]:
+    """``(value, next position)`` of a zig-zag varlong."""
+    result = shift = 0
+    while True:
+        if position >= len(data) or shift > 63:
+            raise RecordsError("a record ends inside a varint")
+        byte = data[position]
+        position += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (result >> 1) ^ -(result & 1), position
+        shift += 7
+
+
+def _write_bytes(out: bytearray, value: bytes | None) -> None:
+    if value is None:
+        _write_varint(out, -1)
+    else:
+        _write_varint(out, len(value))
+        out += value
+
+
+def _read_bytes(data: bytes | memoryview, position: int) -> tuple[bytes | None, int]:
+    length, position = _read_varint(data, position)
+    if length < 0:
+        return None, position
+    end = position + length
+    if end > len(data):
+        raise RecordsError("a record field runs past its record")
+    return bytes(data[position:end]), end
+
+
+def encode_records(records: Sequence[ProducerRecord]) -> bytes:
+    """The uncompressed payload of a batch of ``records``: offset deltas 0..n-1,
+    timestamp deltas from the first record's."""
+    if not records:
+        raise ValueError("a batch holds at least one record")
+    first = records[0].timestamp_ms
+    body = bytearray()
+    for delta, record in enumerate(records):
+        one = bytearray(b"\x00")  # attributes: unused
+        _write_varint(one, record.timestamp_ms - first)
+        _write_varint(one, delta)
+        _write_bytes(one, record.key)
+        _write_bytes(one, record.value)
+        _write_varint(one, len(record.headers))
+        for name, value in record.headers:
+            _write_bytes(one, name.encode())
+            _write_bytes(one, value)
+        _write_varint(body, len(one))
+        body += one
+    return bytes(body)
+
+
+def seal_batch(
+    records: Sequence[ProducerRecord],
+    payload: bytes,
+    *,
+    compression: CompressionType = CompressionType.NONE,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = NO_SEQUENCE,
+) -> bytes:
+    """The whole batch of ``records`` around ``payload`` (their encoding, compressed
+    with ``compression``): base offset 0, CreateTime, partition leader epoch -1 (the
+    log assigns both), its CRC."""
+    first = records[0].timestamp_ms
+    header = _HEADER.pack(
+        0,
+        RECORD_BATCH_OVERHEAD - 12 + len(payload),
+        -1,
+        2,
+        0,
+        int(compression),
+        len(records) - 1,
+        first,
+        max(r.timestamp_ms for r in records),
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(records),
+    )
+    batch = bytearray(header + payload)
+    struct.pack_into(">I", batch, 17, crc32c(bytes(batch[_CRC_FROM:])))
+    return bytes(batch)
+
+
+def decode_records(payload: bytes | memoryview, header: BatchHeader) -> list[ConsumedRecord]:
+    """The records of one batch from its uncompressed ``payload``."""
+    out: list[ConsumedRecord] = []
+    position = 0
+    for _ in range(header.records_count):
+        length, position = _read_varint(payload, position)
+        end = position + length
+        if length < 0 or end > len(payload):
+            raise RecordsError("a record runs past its batch")
+        record = payload[position:end]
+        at = 1  # attributes: unused
+        timestamp_delta, at = _read_varint(record, at)
+        offset_delta, at = _read_varint(record, at)
+        key, at = _read_bytes(record, at)
+        value, at = _read_bytes(record, at)
+        count, at = _read_varint(record, at)
+        headers: list[tuple[str, bytes | None]] = []
+        for _ in range(count):
+            name, at = _read_bytes(record, at)
+            header_value, at = _read_bytes(record, at)
+            headers.append(((name or b"").decode(errors="replace"), header_value))
+        sequence = -1 if header.base_sequence < 0 else header.base_sequence + offset_delta
+        timestamp = (
+            header.max_timestamp
+            if header.timestamp_type is TimestampType.LOG_APPEND_TIME
+            else header.first_timestamp + timestamp_delta
+        )
+        out.append(
+            ConsumedRecord(
+                offset=header.base_offset + offset_delta,
+                timestamp_ms=timestamp,
+                key=key,
+                value=value,
+                headers=tuple(headers),
+                sequence=sequence,
+            )
+        )
+        position = end
+    return out

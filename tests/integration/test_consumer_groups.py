@@ -1,0 +1,241 @@
+"""Consumer groups with real clients against an in-process three-broker cluster: the
+group coordinator (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+OffsetCommit, OffsetFetch) as confluent-kafka, kafka-python and aiokafka consumers use it
+with ``subscribe``.
+
+``__consumer_offsets`` is created on the first FindCoordinator (50 partitions,
+replication factor 3 on three brokers); ``group.initial.rebalance.delay.ms`` is 0, as
+Kafka's own tests and its shipped ``server.properties`` set it, so a lone member's first
+rebalance completes at once. The synchronous clients run in worker threads.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import pytest
+from aiokafka import AIOKafkaConsumer  # type: ignore[import-untyped]
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import NewTopic as CkNewTopic  # type: ignore[attr-defined]
+from kafka import KafkaConsumer  # type: ignore[import-untyped]
+
+from tests.support.creation import Harness, running_cluster
+from tests.support.hosting import hosted_fixture
+from tests.support.waiting import eventually
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.slow, pytest.mark.timeout(240)]
+
+T = TypeVar("T")
+WAIT = 90.0
+PARTITIONS = 3
+COUNT = 30
+CONFIG = {"group.initial.rebalance.delay.ms": "0"}
+
+
+@hosted_fixture()
+async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
+    async with running_cluster(tmp_path / "logs", config=CONFIG) as h:
+        yield h
+
+
+def bootstrap(h: Harness) -> str:
+    return ",".join(f"127.0.0.1:{port}" for _, port in sorted(h.cluster.ports.items()))
+
+
+async def in_thread(fn: Callable[..., T], *args: Any) -> T:
+    """Run a blocking client call in a worker thread, failing the test after WAIT."""
+    with anyio.fail_after(WAIT):
+        return await anyio.to_thread.run_sync(functools.partial(fn, *args), abandon_on_cancel=True)
+
+
+def create_and_fill(servers: str, topic: str) -> None:
+    """A topic of three partitions on all three brokers with COUNT keyed records."""
+    admin = AdminClient({"bootstrap.servers": servers})
+    futures = admin.create_topics([CkNewTopic(topic, PARTITIONS, 3)], operation_timeout=30)
+    futures[topic].result(timeout=60)
+    producer = Producer({"bootstrap.servers": servers, "acks": "all"})
+    for i in range(COUNT):
+        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode())
+    assert producer.flush(60) == 0
+
+
+def confluent_consume(servers: str, topic: str, group: str, want: int) -> list[bytes]:
+    """Subscribe, read ``want`` records, commit what was read synchronously and close
+    (leaving the group)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": servers,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    values: list[bytes] = []
+    try:
+        while len(values) < want:
+            msg = consumer.poll(1.0)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            values.append(msg.value() or b"")
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    return values
+
+
+def kafka_python_consume(servers: str, topic: str, group: str) -> list[bytes]:
+    """kafka-python with subscribe: every record, then a synchronous commit."""
+    consumer = KafkaConsumer(
+        bootstrap_servers=servers,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=WAIT * 1000,
+    )
+    consumer.subscribe([topic])
+    values: list[bytes] = []
+    try:
+        for record in consumer:
+            values.append(record.value)
+            if len(values) == COUNT:
+                break
+        consumer.commit()
+    finally:
+        consumer.close()
+    return values
+
+
+async def aiokafka_consume(servers: str, topic: str, group: str) -> list[bytes]:
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=servers,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    await consumer.start()
+    values: list[bytes] = []
+    try:
+        with anyio.fail_after(WAIT):
+            async for record in consumer:
+                values.append(record.value)
+                if len(values) == COUNT:
+                    break
+        await consumer.commit()
+    finally:
+        await consumer.stop()
+    return values
+
+
+def committed(servers: str, topic: str, group: str) -> list[int]:
+    """The group's committed offset of each partition, as a consumer reads it."""
+    consumer = Consumer({"bootstrap.servers": servers, "group.id": group})
+    try:
+        parts = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        return [tp.offset for tp in consumer.committed(parts, timeout=30)]
+    finally:
+        consumer.close()
+
+
+async def new_topic(h: Harness) -> str:
+    topic = f"groups-{uuid.uuid4().hex[:8]}"
+    await in_thread(create_and_fill, bootstrap(h), topic)
+    return topic
+
+
+ALL = sorted(f"v{i}".encode() for i in range(COUNT))
+
+
+async def test_confluent_consumer_resumes_from_its_groups_commit(harness: Harness) -> None:
+    """A confluent-kafka consumer with subscribe reads a third of the records and
+    commits; the next consumer of the group starts at the commit and reads exactly the
+    rest, while one of another group reads everything."""
+    topic = await new_topic(harness)
+    servers = bootstrap(harness)
+    first = await in_thread(confluent_consume, servers, topic, "g-confluent", 10)
+    rest = await in_thread(confluent_consume, servers, topic, "g-confluent", COUNT - 10)
+    assert sorted(first + rest) == ALL
+    assert sum(await in_thread(committed, servers, topic, "g-confluent")) == COUNT
+    again = await in_thread(confluent_consume, servers, topic, "g-other", COUNT)
+    assert sorted(again) == ALL
+
+
+async def test_kafka_python_and_aiokafka_consume_as_groups(harness: Harness) -> None:
+    """kafka-python and aiokafka consumers with subscribe each read every record as
+    their group's member and commit the end of each partition."""
+    topic = await new_topic(harness)
+    servers = bootstrap(harness)
+    assert sorted(await in_thread(kafka_python_consume, servers, topic, "g-kp")) == ALL
+    with anyio.fail_after(WAIT):
+        assert sorted(await aiokafka_consume(servers, topic, "g-aio")) == ALL
+    for group in ("g-kp", "g-aio"):
+        assert sum(await in_thread(committed, servers, topic, group)) == COUNT
+
+
+class Member:
+    """A kafka-python consumer polling in a worker thread until told to stop, keeping
+    the assignment it last saw."""
+
+    def __init__(self, servers: str, topic: str, group: str) -> None:
+        self.servers, self.topic, self.group = servers, topic, group
+        self.assignment: frozenset[int] | None = None
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        consumer = KafkaConsumer(
+            bootstrap_servers=self.servers,
+            group_id=self.group,
+            auto_offset_reset="earliest",
+            heartbeat_interval_ms=500,
+        )
+        consumer.subscribe([self.topic])
+        try:
+            while not self.stop.is_set():
+                consumer.poll(timeout_ms=100)
+                self.assignment = frozenset(tp.partition for tp in consumer.assignment())
+        finally:
+            consumer.close()  # LeaveGroup
+
+
+async def test_a_group_rebalances_when_a_member_joins_and_when_it_leaves(
+    harness: Harness,
+) -> None:
+    """One member holds all three partitions; a second member's join splits them between
+    the two (disjoint, both non-empty); when it leaves, the first holds all three
+    again."""
+    topic = await new_topic(harness)
+    servers = bootstrap(harness)
+    first, second = Member(servers, topic, "g-rebalance"), Member(servers, topic, "g-rebalance")
+    everything = frozenset(range(PARTITIONS))
+
+    async def view() -> tuple[frozenset[int] | None, frozenset[int] | None]:
+        return first.assignment, second.assignment
+
+    def split(seen: tuple[frozenset[int] | None, frozenset[int] | None]) -> bool:
+        a, b = seen
+        return bool(a) and bool(b) and a | b == everything and not a & b  # type: ignore[operator]
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(partial_thread, first.run)
+        await eventually(view, until=lambda seen: seen[0] == everything, timeout=WAIT)
+        tg.start_soon(partial_thread, second.run)
+        await eventually(view, until=split, timeout=WAIT)
+        second.stop.set()
+        await eventually(
+            view, until=lambda seen: seen[0] == everything and seen[1] is not None, timeout=WAIT
+        )
+        first.stop.set()
+
+
+async def partial_thread(fn: Callable[[], None]) -> None:
+    with anyio.fail_after(WAIT * 3):
+        await anyio.to_thread.run_sync(fn, abandon_on_cancel=True)

@@ -1,0 +1,445 @@
+"""The group coordinator's answers, request by request, against an in-process cluster:
+the typed requests the Kafka listener hands a broker (``protocol.group``), sent to the
+coordinator's broker and to another.
+
+Kafka's ``GroupCoordinator`` decides each error before touching a group: an empty group
+id, a broker that does not lead the group's partition (NOT_COORDINATOR), an unknown
+member, a wrong generation, a rebalance in progress; none of them changes the group.
+Offsets are written to ``__consumer_offsets`` in Kafka's record formats and read back
+by the broker that next leads the partition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from actors.broker.broker import broker_ref
+from actors.group.records import (
+    GroupKey,
+    OffsetKey,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+    partition_for,
+)
+from cluster.kafka.records import batch_records, read_batches
+from protocol.errors import ErrorCode
+from protocol.group import (
+    FindCoordinatorRequestData,
+    FindCoordinatorResponseData,
+    HeartbeatRequestData,
+    HeartbeatResponseData,
+    JoinGroupProtocol,
+    JoinGroupRequestData,
+    JoinGroupResponseData,
+    LeaveGroupMember,
+    LeaveGroupRequestData,
+    LeaveGroupResponseData,
+    OffsetCommitPartition,
+    OffsetCommitRequestData,
+    OffsetCommitResponseData,
+    OffsetCommitTopic,
+    OffsetFetchRequestData,
+    OffsetFetchResponseData,
+    OffsetFetchTopic,
+    SyncGroupAssignment,
+    SyncGroupRequestData,
+    SyncGroupResponseData,
+)
+from protocol.ids import TopicName
+from protocol.kafka_api import CreatableTopic, CreateTopicsRequestData, CreateTopicsResponseData
+from protocol.kafka_data import (
+    FetchPartition,
+    FetchRequestData,
+    FetchResponseData,
+    FetchTopic,
+    ProducePartitionData,
+    ProduceRequestData,
+    ProduceResponseData,
+    ProduceTopicData,
+)
+from tests.support.creation import Harness, running_cluster
+from tests.support.hosting import hosted_fixture
+from tests.support.record_batches import client_batch
+from tests.support.waiting import eventually
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(120)]
+
+GROUP = "test-group"  # partition 12 of 50, as a JVM computes it
+TOPIC = TopicName("orders")
+CONFIG = {"group.initial.rebalance.delay.ms": "0"}
+
+
+@hosted_fixture()
+async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
+    async with running_cluster(tmp_path / "logs", config=CONFIG) as h:
+        yield h
+
+
+async def coordinator(h: Harness, group: str = GROUP) -> int:
+    """The coordinator's broker id once FindCoordinator names one (the first call creates
+    ``__consumer_offsets``) and it has loaded the group's partition (the traced
+    ``group_partition_loaded``)."""
+
+    async def find() -> FindCoordinatorResponseData:
+        reply = await h.client.ask(broker_ref(0), FindCoordinatorRequestData(key=group))
+        assert isinstance(reply, FindCoordinatorResponseData)
+        return reply
+
+    found = await eventually(find, until=lambda r: r.error_code is ErrorCode.NONE, timeout=60)
+    partition = partition_for(group, 50)
+
+    async def loaded() -> bool:
+        return any(
+            e.type == "group_partition_loaded"
+            and e.node == f"broker-{found.node_id}"
+            and e.fields["partition"] == partition
+            for e in h.sink.events
+        )
+
+    await eventually(loaded, timeout=30)
+    return found.node_id
+
+
+async def ask(h: Harness, broker: int, request: object) -> object:
+    return await h.client.ask(broker_ref(broker), request, timeout=60)  # type: ignore[arg-type]
+
+
+def join(member_id: str = "", *, version: int = 7, group: str = GROUP) -> JoinGroupRequestData:
+    return JoinGroupRequestData(
+        group_id=group,
+        session_timeout_ms=10_000,
+        rebalance_timeout_ms=10_000,
+        member_id=member_id,
+        protocol_type="consumer",
+        protocols=(JoinGroupProtocol(name="range", metadata=b"\x00\x00"),),
+        client_id="wire-test",
+        client_host="/127.0.0.1",
+        api_version=version,
+    )
+
+
+async def stable_member(h: Harness, broker: int) -> tuple[str, int]:
+    """One member through the v4+ MEMBER_ID_REQUIRED round trip, its join and sync:
+    (member id, generation)."""
+    first = await ask(h, broker, join())
+    assert isinstance(first, JoinGroupResponseData)
+    assert first.error_code is ErrorCode.MEMBER_ID_REQUIRED
+    assert first.member_id.startswith("wire-test-")
+    joined = await ask(h, broker, join(first.member_id))
+    assert isinstance(joined, JoinGroupResponseData)
+    assert joined.error_code is ErrorCode.NONE, joined
+    assert (joined.generation_id, joined.leader, joined.protocol_name) == (
+        1,
+        first.member_id,
+        "range",
+    )
+    assert [m.member_id for m in joined.members] == [first.member_id]
+    synced = await ask(
+        h,
+        broker,
+        SyncGroupRequestData(
+            group_id=GROUP,
+            generation_id=1,
+            member_id=first.member_id,
+            assignments=(SyncGroupAssignment(member_id=first.member_id, assignment=b"mine"),),
+        ),
+    )
+    assert synced == SyncGroupResponseData(
+        assignment=b"mine", protocol_type="consumer", protocol_name="range"
+    )
+    return first.member_id, 1
+
+
+async def test_find_coordinator_creates_the_offsets_topic_and_names_the_partition_leader(
+    harness: Harness,
+) -> None:
+    """The first FindCoordinator answers COORDINATOR_NOT_AVAILABLE and creates
+    ``__consumer_offsets`` (50 partitions, replication factor 3, compacted); then every
+    broker names the leader of partition abs(hashCode) % 50 of the group."""
+    first = await ask(harness, 1, FindCoordinatorRequestData(key=GROUP))
+    assert first == FindCoordinatorResponseData(
+        error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        error_message="The coordinator is not available.",
+    )
+    node = await coordinator(harness)
+    assert partition_for(GROUP, 50) == 12
+    for broker in (0, 1, 2):
+        found = await ask(harness, broker, FindCoordinatorRequestData(key=GROUP))
+        assert isinstance(found, FindCoordinatorResponseData)
+        assert (found.error_code, found.node_id, found.port) == (
+            ErrorCode.NONE,
+            node,
+            harness.cluster.ports[node],
+        )
+    created = [e for e in harness.sink.events if e.type == "offsets_topic_created"]
+    assert [e.fields["partitions"] for e in created] == [50]
+
+
+async def test_group_errors_are_kafkas_and_change_nothing(harness: Harness) -> None:
+    """INVALID_GROUP_ID for an empty id, NOT_COORDINATOR at another broker,
+    UNKNOWN_MEMBER_ID for a member the group does not know, ILLEGAL_GENERATION for a
+    wrong generation; the member stays Stable and its heartbeats keep answering NONE."""
+    await create_topic(harness)
+    node = await coordinator(harness)
+    other = next(b for b in (0, 1, 2) if b != node)
+    member, generation = await stable_member(harness, node)
+
+    empty = await ask(harness, node, join(group=""))
+    assert isinstance(empty, JoinGroupResponseData)
+    assert empty.error_code is ErrorCode.INVALID_GROUP_ID
+    elsewhere = await ask(harness, other, join(member))
+    assert isinstance(elsewhere, JoinGroupResponseData)
+    assert elsewhere.error_code is ErrorCode.NOT_COORDINATOR
+    beat = await ask(
+        harness,
+        other,
+        HeartbeatRequestData(group_id=GROUP, generation_id=generation, member_id=member),
+    )
+    assert beat == HeartbeatResponseData(error_code=ErrorCode.NOT_COORDINATOR)
+    unknown = await ask(
+        harness,
+        node,
+        HeartbeatRequestData(group_id=GROUP, generation_id=generation, member_id="nobody"),
+    )
+    assert unknown == HeartbeatResponseData(error_code=ErrorCode.UNKNOWN_MEMBER_ID)
+    stale = await ask(
+        harness,
+        node,
+        HeartbeatRequestData(group_id=GROUP, generation_id=generation + 1, member_id=member),
+    )
+    assert stale == HeartbeatResponseData(error_code=ErrorCode.ILLEGAL_GENERATION)
+    sync_stale = await ask(
+        harness,
+        node,
+        SyncGroupRequestData(group_id=GROUP, generation_id=7, member_id=member),
+    )
+    assert sync_stale == SyncGroupResponseData(error_code=ErrorCode.ILLEGAL_GENERATION)
+    commit_stale = await ask(harness, node, commit(member, generation + 3, 5))
+    assert isinstance(commit_stale, OffsetCommitResponseData)
+    assert commit_stale.topics[0].partitions[0].error_code is ErrorCode.ILLEGAL_GENERATION
+    still = await ask(
+        harness,
+        node,
+        HeartbeatRequestData(group_id=GROUP, generation_id=generation, member_id=member),
+    )
+    assert still == HeartbeatResponseData()
+    fetched = await fetch_offset(harness, node)
+    assert fetched == -1  # nothing was committed
+
+
+async def test_a_second_member_starts_a_rebalance_that_the_first_sees(harness: Harness) -> None:
+    """A second member's join moves the Stable group to PreparingRebalance: the first
+    member's heartbeat answers REBALANCE_IN_PROGRESS, its old generation's commit too
+    after it rejoined (CompletingRebalance), and both join generation 2 with one leader;
+    when the second leaves, the first is alone in generation 3."""
+    node = await coordinator(harness)
+    first, _ = await stable_member(harness, node)
+    pending = await ask(harness, node, join())
+    assert isinstance(pending, JoinGroupResponseData)
+    second = pending.member_id
+    joining = harness.client.ask(broker_ref(node), join(second), timeout=60)
+
+    async def heartbeat() -> HeartbeatResponseData:
+        reply = await ask(
+            harness,
+            node,
+            HeartbeatRequestData(group_id=GROUP, generation_id=1, member_id=first),
+        )
+        assert isinstance(reply, HeartbeatResponseData)
+        return reply
+
+    import anyio
+
+    results: dict[str, object] = {}
+
+    async def second_joins() -> None:
+        results["second"] = await joining
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(second_joins)
+        await eventually(heartbeat, until=lambda r: r.error_code is ErrorCode.REBALANCE_IN_PROGRESS)
+        rejoined = await ask(harness, node, join(first))
+    assert isinstance(rejoined, JoinGroupResponseData)
+    other = results["second"]
+    assert isinstance(other, JoinGroupResponseData)
+    assert rejoined.generation_id == other.generation_id == 2
+    assert rejoined.leader == other.leader == first
+    assert sorted(m.member_id for m in rejoined.members) == sorted([first, second])
+    assert other.members == ()
+    left = await ask(
+        harness,
+        node,
+        LeaveGroupRequestData(group_id=GROUP, members=(LeaveGroupMember(member_id=second),)),
+    )
+    assert isinstance(left, LeaveGroupResponseData)
+    assert [m.error_code for m in left.members] == [ErrorCode.NONE]
+    gone = await ask(
+        harness,
+        node,
+        LeaveGroupRequestData(group_id=GROUP, members=(LeaveGroupMember(member_id=second),)),
+    )
+    assert isinstance(gone, LeaveGroupResponseData)
+    assert [m.error_code for m in gone.members] == [ErrorCode.UNKNOWN_MEMBER_ID]
+    alone = await ask(harness, node, join(first))
+    assert isinstance(alone, JoinGroupResponseData)
+    assert (alone.generation_id, [m.member_id for m in alone.members]) == (3, [first])
+
+
+def commit(
+    member: str, generation: int, offset: int, partition: int = 0
+) -> OffsetCommitRequestData:
+    return OffsetCommitRequestData(
+        group_id=GROUP,
+        generation_id=generation,
+        member_id=member,
+        topics=(
+            OffsetCommitTopic(
+                name=TOPIC,
+                partitions=(
+                    OffsetCommitPartition(
+                        partition_index=partition,
+                        committed_offset=offset,
+                        committed_leader_epoch=0,
+                        committed_metadata="meta",
+                    ),
+                ),
+            ),
+        ),
+    )
+
+
+async def fetch_offset(h: Harness, broker: int, partition: int = 0) -> int:
+    reply = await ask(
+        h,
+        broker,
+        OffsetFetchRequestData(
+            group_id=GROUP,
+            topics=(OffsetFetchTopic(name=TOPIC, partition_indexes=(partition,)),),
+        ),
+    )
+    assert isinstance(reply, OffsetFetchResponseData)
+    assert reply.error_code is ErrorCode.NONE
+    return reply.topics[0].partitions[0].committed_offset
+
+
+async def create_topic(h: Harness) -> None:
+    controller = await h.cluster.controller_id()
+    reply = await ask(
+        h,
+        controller,
+        CreateTopicsRequestData(
+            topics=(CreatableTopic(name=TOPIC, num_partitions=2, replication_factor=3),),
+            timeout_ms=30_000,
+        ),
+    )
+    assert isinstance(reply, CreateTopicsResponseData)
+    assert reply.topics[0].error_code is ErrorCode.NONE
+
+
+async def test_offsets_are_kafka_records_and_survive_the_coordinator_moving(
+    harness: Harness,
+) -> None:
+    """A member's commit is written to ``__consumer_offsets`` as an offset key v1 and
+    value v3 beside the group's key v2 and value v3; an unknown topic is
+    UNKNOWN_TOPIC_OR_PARTITION; a client may not produce to the internal topic. When the
+    coordinator's broker stops, the partition's new leader loads the log and answers the
+    committed offset, and the old member id is unknown there."""
+    await create_topic(harness)
+    node = await coordinator(harness)
+    member, generation = await stable_member(harness, node)
+    reply = await ask(harness, node, commit(member, generation, 42))
+    assert isinstance(reply, OffsetCommitResponseData)
+    assert reply.topics[0].partitions[0].error_code is ErrorCode.NONE
+    unknown = await ask(
+        harness,
+        node,
+        OffsetCommitRequestData(
+            group_id=GROUP,
+            generation_id=generation,
+            member_id=member,
+            topics=(
+                OffsetCommitTopic(
+                    name=TopicName("no-such-topic"),
+                    partitions=(OffsetCommitPartition(partition_index=0, committed_offset=1),),
+                ),
+            ),
+        ),
+    )
+    assert isinstance(unknown, OffsetCommitResponseData)
+    assert unknown.topics[0].partitions[0].error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert await fetch_offset(harness, node) == 42
+
+    offsets_topic = TopicName("__consumer_offsets")
+    refused = await ask(
+        harness,
+        node,
+        ProduceRequestData(
+            acks=1,
+            timeout_ms=5000,
+            topic_data=(
+                ProduceTopicData(
+                    name=offsets_topic,
+                    partition_data=(ProducePartitionData(index=12, records=client_batch([b"x"])),),
+                ),
+            ),
+        ),
+    )
+    assert isinstance(refused, ProduceResponseData)
+    assert (
+        refused.responses[0].partition_responses[0].error_code is ErrorCode.INVALID_TOPIC_EXCEPTION
+    )
+
+    log = await ask(
+        harness,
+        node,
+        FetchRequestData(
+            max_wait_ms=0,
+            min_bytes=0,
+            replica_id=-2,
+            topics=(
+                FetchTopic(
+                    topic=offsets_topic,
+                    partitions=(
+                        FetchPartition(partition=12, fetch_offset=0, partition_max_bytes=1 << 20),
+                    ),
+                ),
+            ),
+        ),
+    )
+    assert isinstance(log, FetchResponseData)
+    data = log.responses[0].partitions[0].records or b""
+    records = [r for header in read_batches(data) for r in batch_records(data, header)]
+    keys = [decode_key(r.key or b"") for r in records]
+    assert keys == [GroupKey(GROUP), OffsetKey(GROUP, TOPIC, 0)]
+    assert [(r.key or b"")[:2] for r in records] == [b"\x00\x02", b"\x00\x01"]
+    group_value = decode_group_value(records[0].value or b"")
+    assert (group_value.generation, group_value.protocol, group_value.leader) == (
+        1,
+        "range",
+        member,
+    )
+    assert [(m.member_id, m.assignment) for m in group_value.members] == [(member, b"mine")]
+    assert (records[1].value or b"")[:2] == b"\x00\x03"
+    offset_value = decode_offset_value(records[1].value or b"")
+    assert (offset_value.offset, offset_value.leader_epoch, offset_value.metadata) == (
+        42,
+        0,
+        "meta",
+    )
+
+    harness.cluster.stop_broker(node)
+    assert await harness.cluster.wait_stopped(node, timeout=30)
+    successor = await coordinator(harness)
+    assert successor != node
+    assert await eventually(lambda: fetch_offset(harness, successor), until=lambda o: o == 42)
+    beat = await ask(
+        harness,
+        successor,
+        HeartbeatRequestData(group_id=GROUP, generation_id=generation, member_id=member),
+    )
+    # The loaded group is Stable with its member; its session expires unless it beats.
+    assert beat == HeartbeatResponseData()
