@@ -19,6 +19,12 @@ Markers (registered in pyproject.toml): ``slow`` (left out of the inner loop,
 ``zookeeper`` (uses the real ZooKeeper server; given here to every test that asks for the
 ``zookeeper_server`` fixture, and by hand to the parameters that reach it another way).
 
+kemu's own pytest plugin (``cluster.testing.pytest_plugin``: the ``kemu_cluster`` fixtures,
+docs/python-api.md) is loaded through its ``pytest11`` entry point once kemu is installed;
+``pytest_configure`` below loads it in an environment installed before the entry point
+existed, under the same name, so it is never registered twice. pytest's ``pytester`` runs
+the small suites that test the plugin.
+
 Helpers shared by test modules live in ``tests/support`` (no test module imports another);
 ``tests.support.zookeeper`` provides the session's real ZooKeeper server;
 ``tests.support.kafka_python`` pre-imports kafka-python's protocol modules (their
@@ -28,6 +34,7 @@ import-time deprecation warning would otherwise fail the warnings-as-errors suit
 from __future__ import annotations
 
 import asyncio
+import importlib
 from collections.abc import Mapping
 
 import pytest
@@ -36,7 +43,18 @@ from pytest_asyncio.plugin import LoopFactory
 import tests.support.kafka_python  # noqa: F401 - imported for its side effect
 from actors.runtime.freeze import FreezableEventLoop
 
-pytest_plugins = ["tests.support.zookeeper"]
+pytest_plugins = ["tests.support.zookeeper", "pytester"]
+
+KEMU_PLUGIN = "kemu"
+"""The name of kemu's pytest plugin (its ``pytest11`` entry point in pyproject.toml)."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Load kemu's pytest plugin if the installed distribution did not (see above)."""
+    manager = config.pluginmanager
+    if not manager.has_plugin(KEMU_PLUGIN) and not manager.is_blocked(KEMU_PLUGIN):
+        manager.register(importlib.import_module("cluster.testing.pytest_plugin"), KEMU_PLUGIN)
+
 
 LOOP_FACTORIES: Mapping[str, LoopFactory] = {
     "asyncio": asyncio.new_event_loop,

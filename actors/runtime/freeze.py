@@ -64,6 +64,7 @@ class FreezableLoop(asyncio.BaseEventLoop):
         super().__init__(*args, **kwargs)
         self._held: dict[str, list[asyncio.Handle]] = {}
         self._tasks: dict[str, weakref.WeakSet[asyncio.Task[Any]]] = {}
+        self._thawed: set[asyncio.Handle] = set()  # queued by a thaw, not yet selected past
 
     def create_task(  # type: ignore[override]  # the stub's overloads, same signature
         self,
@@ -112,7 +113,9 @@ class FreezableLoop(asyncio.BaseEventLoop):
         """Run ``node``'s held callbacks (in the order they were held), and later ones."""
         held = self._held.pop(node, None)
         if held:
-            self._ready.extend(h for h in held if not h.cancelled())
+            thawed = [h for h in held if not h.cancelled()]
+            self._ready.extend(thawed)
+            self._thawed.update(thawed)
 
     def call_soon(  # type: ignore[override]  # the stub's TypeVarTuple form, same signature
         self,
@@ -129,6 +132,29 @@ class FreezableLoop(asyncio.BaseEventLoop):
                     held.append(handle)
                     return handle
         return super().call_soon(callback, *args, context=context)
+
+    def _add_callback(self, handle: asyncio.Handle) -> None:
+        """The selector's readiness callbacks (a socket of the node became readable or
+        writable) are held too, and each is run once on thaw. Run while frozen,
+        ``sock_accept``'s would accept a connection for a future whose waiter is held, and
+        at the next readiness accept another for the same, already answered, future (a
+        socket nobody owns). The fd stays ready, so the selector hands the same handle
+        again at each iteration: it is held once, and not queued again by the first
+        selection after the thaw that already queued it."""
+        if handle in self._thawed:
+            return
+        if self._held and not handle.cancelled():
+            node = _node_of(handle)
+            held = None if node is None else self._held.get(node)
+            if held is not None:
+                if handle not in held:
+                    held.append(handle)
+                return
+        super()._add_callback(handle)  # type: ignore[misc]  # asyncio's, not in the stub
+
+    def _process_events(self, event_list: list[Any]) -> None:
+        super()._process_events(event_list)  # type: ignore[misc]  # the selector loop's
+        self._thawed.clear()  # the handles thawed before this selection run next
 
 
 def _node_of(handle: asyncio.Handle) -> str | None:

@@ -160,9 +160,7 @@ async def run_up(
                         break
                     launcher.stopping = True  # no more `kemu broker` commands
                     control_tg.cancel_scope.cancel()
-                for broker_id in sorted(cluster.nodes, reverse=True):
-                    if cluster.nodes[broker_id].running:
-                        cluster.stop_broker(broker_id)
+                cluster.stop_brokers()
                 tg.cancel_scope.cancel()
     finally:
         release_cluster_file(cluster_file)

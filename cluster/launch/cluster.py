@@ -487,6 +487,13 @@ class Cluster:
         self._stop_listener(broker_id)
         self.nodes[broker_id].stop()
 
+    def stop_brokers(self) -> None:
+        """The whole cluster is going away: a graceful stop of every running broker, the
+        highest id first (the caller then cancels ``run``)."""
+        for broker_id in sorted(self.nodes, reverse=True):
+            if self.nodes[broker_id].running:
+                self.stop_broker(broker_id)
+
     async def wait_stopped(self, broker_id: int, *, timeout: float) -> bool:
         """Wait until broker ``broker_id``'s node and listener have ended (after a stop or
         a crash); False if they still run after ``timeout`` seconds."""

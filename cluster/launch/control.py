@@ -64,6 +64,7 @@ __all__ = [
     "Launcher",
     "LauncherError",
     "Publisher",
+    "carry_out",
     "cluster_file_for",
     "paused_note",
     "refusal",
@@ -140,6 +141,23 @@ def refusal(
     return None
 
 
+async def carry_out(launcher: Launcher, command: BrokerCommand) -> str:
+    """Carry out ``command`` and return its one-line note; ``LauncherError`` with the reason
+    if it is refused (``refusal``: nothing changed) or fails. What the control endpoint and
+    the Python API (``cluster.api``) both do with a command."""
+    reason = refusal(command, launcher.broker_states(), stopping=launcher.stopping)
+    if reason is not None:
+        raise LauncherError(reason)
+    operation = {
+        BrokerAction.STOP: launcher.stop_broker,
+        BrokerAction.KILL: launcher.kill_broker,
+        BrokerAction.START: launcher.start_broker,
+        BrokerAction.PAUSE: launcher.pause_broker,
+        BrokerAction.RESUME: launcher.resume_broker,
+    }[command.action]
+    return await operation(command.broker_id)
+
+
 Published = Callable[[LauncherStatus, str | None], None]
 """Called by the control endpoint with the cluster's status after each command carried
 out (with its note) and each status request (note None): rewrite the cluster file, tell
@@ -162,20 +180,10 @@ class ControlActor(Actor):
     async def _command(self, command: BrokerCommand) -> Message:
         launcher = self._launcher
         fields = {"broker": command.broker_id, "action": command.action.value}
-        reason = refusal(command, launcher.broker_states(), stopping=launcher.stopping)
-        if reason is None:
-            operation = {
-                BrokerAction.STOP: launcher.stop_broker,
-                BrokerAction.KILL: launcher.kill_broker,
-                BrokerAction.START: launcher.start_broker,
-                BrokerAction.PAUSE: launcher.pause_broker,
-                BrokerAction.RESUME: launcher.resume_broker,
-            }[command.action]
-            try:
-                note = await operation(command.broker_id)
-            except LauncherError as exc:
-                reason = str(exc)
-        if reason is not None:
+        try:
+            note = await carry_out(launcher, command)
+        except LauncherError as exc:
+            reason = str(exc)
             self.trace("event", "broker_command_refused", **fields, reason=reason)
             return BrokerCommandRefused(
                 action=command.action, broker_id=command.broker_id, reason=reason

@@ -1,0 +1,273 @@
+"""``KemuCluster``, every broker in this process: real clients produce and consume through
+it, its broker commands are seen by a client's metadata, its errors are one
+``KemuClusterError`` that changes nothing, and closing it leaves no thread, port or
+temporary directory behind. Sync code and async code (``async with``) alike."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # type: ignore[import-untyped]
+from aiokafka import TopicPartition as AioTopicPartition
+
+from cluster import AsyncKemuCluster, KemuCluster, KemuClusterError
+from protocol.errors import ErrorCode
+from tests.support.clients import (
+    confluent_brokers,
+    confluent_consume,
+    confluent_leaders,
+    confluent_produce,
+    kafka_python_consume,
+    kafka_python_produce,
+)
+
+SESSION_MS = 2000  # zookeeper.session.timeout.ms: a killed or paused broker goes in ~2 s
+FAST = {"zookeeper.session.timeout.ms": SESSION_MS}
+
+
+def kemu_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name.startswith("kemu-cluster")}
+
+
+def bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def test_kafka_python_and_confluent_kafka_produce_and_consume(tmp_path: Path) -> None:
+    """In one ``with`` line: a three-broker cluster whose ``create_topic`` returns with
+    every partition led on every broker; kafka-python's records are read back by
+    confluent-kafka and the other way round."""
+    with KemuCluster(brokers=3, log_dir=tmp_path) as cluster:
+        assert cluster.broker_ids == (0, 1, 2)
+        assert len(cluster.bootstrap_servers.split(",")) == 3
+        assert cluster.zookeeper_connect is None
+        assert cluster.controller_id() in cluster.broker_ids
+        cluster.create_topic("orders", partitions=3, replication_factor=3)
+        for broker in cluster.broker_ids:  # each broker alone already knows every leader
+            leaders = confluent_leaders(cluster.address_of(broker), "orders")
+            assert sorted(leaders) == [0, 1, 2]
+            assert all(leader in cluster.broker_ids for leader in leaders.values())
+
+        sent = [f"kp-{i}".encode() for i in range(20)]
+        kafka_python_produce(cluster.bootstrap_servers, "orders", sent)
+        assert sorted(confluent_consume(cluster.bootstrap_servers, "orders", 3, 20)) == sorted(sent)
+
+        cluster.create_topic("events", partitions=2, replication_factor=2)
+        sent = [f"ck-{i}".encode() for i in range(20)]
+        confluent_produce(cluster.bootstrap_servers, "events", sent)
+        assert sorted(kafka_python_consume(cluster.bootstrap_servers, "events", 20)) == sorted(sent)
+
+
+def test_stop_moves_leaders_away_and_start_brings_the_broker_back(tmp_path: Path) -> None:
+    """``stop`` is a graceful stop: once it returns, a client's metadata has the broker
+    gone and a new leader for the partition it led; ``start`` brings it back on its port,
+    and the records written meanwhile are all there."""
+    with KemuCluster(brokers=3, log_dir=tmp_path) as cluster:
+        bootstrap = cluster.bootstrap_servers
+        cluster.create_topic("moves", partitions=1, replication_factor=3)
+        leader = confluent_leaders(bootstrap, "moves")[0]
+        port = cluster.address_of(leader)
+
+        note = cluster.stop(leader)
+
+        assert note == f"broker {leader} stopped (graceful shutdown)"
+        assert confluent_brokers(bootstrap) == set(cluster.broker_ids) - {leader}
+        assert confluent_leaders(bootstrap, "moves")[0] not in (leader, -1)
+        assert leader not in cluster.running_brokers()
+        kafka_python_produce(bootstrap, "moves", [b"while-down"])
+
+        cluster.start(leader)
+
+        assert cluster.address_of(leader) == port
+        assert confluent_brokers(bootstrap) == set(cluster.broker_ids)
+        assert kafka_python_consume(cluster.address_of(leader), "moves", 1) == [b"while-down"]
+
+
+def test_kill_is_seen_once_the_session_expires_and_start_waits_for_it(tmp_path: Path) -> None:
+    """``kill`` crashes a broker with no graceful step: a client's metadata still lists it
+    until its store session expires, then not; ``start`` returns with it registered again."""
+    with KemuCluster(brokers=3, config=FAST, log_dir=tmp_path) as cluster:
+        bootstrap = cluster.bootstrap_servers
+        cluster.create_topic("crash", partitions=1, replication_factor=3)
+        victim = confluent_leaders(bootstrap, "crash")[0]
+
+        cluster.kill(victim)
+
+        assert victim not in cluster.running_brokers()
+        cluster.wait_until(lambda: victim not in confluent_brokers(bootstrap), timeout=15)
+        new_leader = cluster.wait_until(
+            lambda: confluent_leaders(bootstrap, "crash")[0] not in (victim, -1), timeout=15
+        )
+        assert new_leader
+
+        cluster.start(victim)
+
+        assert confluent_brokers(bootstrap) == set(cluster.broker_ids)
+
+
+def test_pause_freezes_a_broker_until_resume(tmp_path: Path) -> None:
+    """``pause`` freezes a broker whole: its session expires and clients see it gone;
+    after ``resume`` it registers again and clients see it back."""
+    with KemuCluster(brokers=3, config=FAST, log_dir=tmp_path) as cluster:
+        others = ",".join(cluster.address_of(b) for b in (0, 1))
+        cluster.pause(2)
+
+        assert cluster.running_brokers() == (0, 1)
+        cluster.wait_until(lambda: 2 not in confluent_brokers(others), timeout=15)
+
+        cluster.resume(2)
+
+        cluster.wait_until(lambda: confluent_brokers(others) == {0, 1, 2}, timeout=15)
+        assert cluster.running_brokers() == (0, 1, 2)
+
+
+def test_refused_commands_and_topics_raise_one_error_and_change_nothing(tmp_path: Path) -> None:
+    """A command ``kemu broker`` would refuse, and a topic the controller refuses, raise
+    ``KemuClusterError`` (with the Kafka error code for a topic); the cluster is as before."""
+    with KemuCluster(brokers=3, log_dir=tmp_path) as cluster:
+        cluster.create_topic("taken")
+        with pytest.raises(KemuClusterError, match=r"no broker 7 in this cluster"):
+            cluster.stop(7)
+        with pytest.raises(KemuClusterError, match=r"broker 1 is not paused \(running\)"):
+            cluster.resume(1)
+        with pytest.raises(KemuClusterError, match=r"broker 0 is already running"):
+            cluster.start(0)
+        with pytest.raises(KemuClusterError, match="TOPIC_ALREADY_EXISTS") as exists:
+            cluster.create_topic("taken", partitions=2)
+        assert exists.value.code is ErrorCode.TOPIC_ALREADY_EXISTS
+        with pytest.raises(KemuClusterError) as too_many:
+            cluster.create_topic("wide", replication_factor=4)
+        assert too_many.value.code is ErrorCode.INVALID_REPLICATION_FACTOR
+
+        assert cluster.running_brokers() == (0, 1, 2)
+        assert cluster.partition_leaders("taken").keys() == {0}
+        with pytest.raises(KemuClusterError, match="does not host this topic-partition"):
+            cluster.partition_leaders("wide")
+
+
+def test_close_leaves_no_thread_port_or_temporary_directory() -> None:
+    """After the ``with`` block the cluster's thread is gone, every listener's port can be
+    bound again, the temporary log directory is removed, and the object refuses to be used
+    or opened again."""
+    before = kemu_threads()
+    with KemuCluster(brokers=3) as cluster:
+        ports = [int(a.rsplit(":", 1)[1]) for a in cluster.bootstrap_servers.split(",")]
+        log_dir = cluster.log_dir
+        assert (log_dir / "broker-0").is_dir()
+        assert len(kemu_threads() - before) == 1
+    assert kemu_threads() == before
+    assert all(bindable(port) for port in ports)
+    assert not log_dir.exists()
+    with pytest.raises(KemuClusterError, match="not running"):
+        cluster.controller_id()
+    with pytest.raises(KemuClusterError, match="already opened"):
+        cluster.open()
+
+
+def test_a_given_log_dir_is_kept(tmp_path: Path) -> None:
+    """A ``log_dir`` given is the root of the brokers' log dirs and outlives the cluster,
+    with the topic's partition directories in it."""
+    with KemuCluster(brokers=2, log_dir=tmp_path / "logs") as cluster:
+        cluster.create_topic("kept", partitions=2, replication_factor=2)
+    assert sorted(p.name for p in (tmp_path / "logs" / "broker-1").glob("kept-*")) == [
+        "kept-0",
+        "kept-1",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"brokers": 0}, "brokers: a positive number of brokers, not 0"),
+        ({"config": {"no.such.config": 1}}, "Unknown broker config name: no.such.config"),
+        ({"config": {"num.partitions": "many"}}, "Invalid value many for configuration"),
+        ({"racks": ["a", "b", "c", "d"]}, r"racks: no broker 3 in a cluster of 3"),
+    ],
+)
+def test_bad_arguments_are_refused_before_anything_starts(
+    arguments: dict[str, object], message: str
+) -> None:
+    """Arguments that could only fail raise ``KemuClusterError`` at construction: no
+    thread was started."""
+    before = kemu_threads()
+    with pytest.raises(KemuClusterError, match=message):
+        KemuCluster(**arguments)  # type: ignore[arg-type]
+    assert kemu_threads() == before
+
+
+def test_a_failed_start_is_one_error_and_leaves_nothing(tmp_path: Path) -> None:
+    """A cluster that cannot start (its log dir root is a file) raises one
+    ``KemuClusterError`` naming the cause, with no thread left behind."""
+    root = tmp_path / "a-file"
+    root.write_text("not a directory")
+    before = kemu_threads()
+    with (
+        pytest.raises(KemuClusterError, match=r"did not start: .*Not a directory"),
+        KemuCluster(brokers=2, log_dir=root),
+    ):
+        pass
+    assert kemu_threads() == before
+    assert root.read_text() == "not a directory"
+
+
+def test_wait_until_returns_the_value_or_times_out_with_the_last_one() -> None:
+    """``wait_until`` returns the first true value of its condition, and after its
+    deadline raises ``TimeoutError`` naming the last value."""
+    with KemuCluster(brokers=1) as cluster:
+        calls: list[int] = []
+
+        def third_time() -> int:
+            calls.append(1)
+            return len(calls) if len(calls) >= 3 else 0
+
+        assert cluster.wait_until(third_time, timeout=5, interval=0.001) == 3
+        with pytest.raises(TimeoutError, match=r"within 0.05s; last value: \(\)"):
+            cluster.wait_until(lambda: (), timeout=0.05)
+
+
+@pytest.mark.asyncio
+async def test_async_with_serves_aiokafka_and_commands_do_not_block_the_loop(
+    tmp_path: Path,
+) -> None:
+    """``async with KemuCluster()`` gives the async view: aiokafka produces and consumes
+    on the caller's loop, ``stop`` is awaited while that loop keeps running, and
+    ``wait_until`` takes a coroutine function."""
+    async with KemuCluster(brokers=3, log_dir=tmp_path) as cluster:
+        assert isinstance(cluster, AsyncKemuCluster)
+        await cluster.create_topic("aio", partitions=1, replication_factor=3)
+        producer = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all")
+        await producer.start()
+        try:
+            for i in range(5):
+                await producer.send_and_wait("aio", f"a-{i}".encode())
+        finally:
+            await producer.stop()
+
+        leader = (await cluster.partition_leaders("aio"))[0]
+        await cluster.stop(leader)
+
+        async def moved() -> bool:
+            leaders = await cluster.partition_leaders("aio")
+            return leaders[0] not in (leader, -1)
+
+        assert await cluster.wait_until(moved, timeout=10)
+        consumer = AIOKafkaConsumer(bootstrap_servers=cluster.bootstrap_servers)
+        await consumer.start()
+        try:
+            partition = AioTopicPartition("aio", 0)
+            consumer.assign([partition])
+            await consumer.seek_to_beginning(partition)
+            batch = await consumer.getmany(partition, timeout_ms=10_000, max_records=5)
+            assert [r.value for r in batch[partition]] == [f"a-{i}".encode() for i in range(5)]
+        finally:
+            await consumer.stop()
+        assert await cluster.controller_id() != leader
+    assert not kemu_threads()
