@@ -1393,7 +1393,9 @@ class LogManager(Actor):
         # A topic is deleted whole: a new topic of the same name brings its own configs.
         self._topic_configs.pop(tp.topic, None)
         self._closed_clean.discard(tp)
-        unique_id = uuid.UUID(int=self.rng.getrandbits(128), version=4).hex
+        # A random UUID, as Kafka's: from the node's identity source, so that a broker run again on
+        # the same log dirs (after a crash) does not draw the names its last run left behind.
+        unique_id = uuid.UUID(int=self.node.ids.getrandbits(128), version=4).hex
         name = delete_dir_name(tp, unique_id)
         src = log_dir / str(tp)
         try:

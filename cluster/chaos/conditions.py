@@ -20,6 +20,7 @@ from actors.invariants import (
     StoreView,
     check_final,
 )
+from actors.zk.store import StoreSession
 from cluster.chaos.harness import Harness, Trigger
 from cluster.chaos.model import (
     BrokerRegistered,
@@ -42,38 +43,51 @@ from protocol.errors import AskTimeoutError, ErrorCode, NoNodeError, RemoteError
 from protocol.ids import BrokerId, TopicName
 from protocol.kafka_api import MetadataRequestData, MetadataResponseData
 
-__all__ = ["condition_check", "read_cache", "read_final", "read_log_dirs", "read_store"]
+__all__ = [
+    "condition_check",
+    "read_cache",
+    "read_final",
+    "read_log_dirs",
+    "read_store",
+    "store_view",
+]
 
 
 # ----------------------------------------------------------------------------- reading
 
 
-async def _children(h: Harness, path: str) -> tuple[str, ...]:
+async def _children(session: StoreSession, path: str) -> tuple[str, ...]:
     try:
-        return tuple(sorted(await h.session.children(path)))
+        return tuple(sorted(await session.children(path)))
     except NoNodeError:
         return ()
 
 
 async def read_store(h: Harness) -> StoreView:
     """The controller, brokers, topics, partition states, configs and deletion markers."""
+    return await store_view(h.session, controller=await h.controller())
+
+
+async def store_view(session: StoreSession, *, controller: int | None) -> StoreView:
+    """``read_store`` through any store session (e.g. a test's own on a ZooKeeper that a
+    killed cluster left behind), with the controller read by the caller."""
     topics: dict[str, dict[int, tuple[int, ...]]] = {}
     partition_nodes: dict[str, tuple[int, ...]] = {}
     states: dict[str, dict[int, PartitionView]] = {}
-    for topic in await _children(h, zkdata.TOPICS_PATH):
+    for topic in await _children(session, zkdata.TOPICS_PATH):
         name = TopicName(topic)
         try:
-            data, _ = await h.session.get(zkdata.topic_path(name))
+            data, _ = await session.get(zkdata.topic_path(name))
         except NoNodeError:
             continue
         assignment = zkdata.TopicAssignment.decode(data).partitions
         topics[topic] = {p: tuple(a.replicas) for p, a in sorted(assignment.items())}
-        listed = await _children(h, zkdata.topic_partitions_path(name))
+        listed = await _children(session, zkdata.topic_partitions_path(name))
         partition_nodes[topic] = tuple(sorted(int(p) for p in listed))
         views: dict[int, PartitionView] = {}
         for partition in partition_nodes[topic]:
             try:
-                raw, _ = await h.session.get(zkdata.partition_state_path(name, partition))
+                raw, _ = await session.get(zkdata.partition_state_path(name, partition))
             except NoNodeError:
                 continue
             if not raw:
@@ -86,16 +100,16 @@ async def read_store(h: Harness) -> StoreView:
                 replicas=topics[topic].get(partition, ()),
             )
         states[topic] = views
-    brokers = tuple(sorted(int(b) for b in await _children(h, zkdata.BROKER_IDS_PATH)))
-    configs = await _children(h, zkdata.config_entity_type_path(zkdata.ConfigType.TOPIC))
+    brokers = tuple(sorted(int(b) for b in await _children(session, zkdata.BROKER_IDS_PATH)))
+    configs = await _children(session, zkdata.config_entity_type_path(zkdata.ConfigType.TOPIC))
     return StoreView(
-        controller=await h.controller(),
+        controller=controller,
         brokers=brokers,
         topics=topics,
         partition_nodes=partition_nodes,
         states=states,
         configs=configs,
-        deletions=await _children(h, zkdata.DELETE_TOPICS_PATH),
+        deletions=await _children(session, zkdata.DELETE_TOPICS_PATH),
     )
 
 
@@ -208,7 +222,7 @@ async def _absent(h: Harness, path: str) -> bool:
 
 
 async def _no_pending_deletions(h: Harness) -> bool:
-    return not await _children(h, zkdata.DELETE_TOPICS_PATH)
+    return not await _children(h.session, zkdata.DELETE_TOPICS_PATH)
 
 
 async def _topic_ready(h: Harness, topic: str) -> bool:

@@ -31,7 +31,7 @@ from actors.log.manager import (
     parse_log_dir_name,
 )
 from actors.runtime.actor import Actor, Context, Node
-from actors.runtime.clock import VirtualClock, run_virtual
+from actors.runtime.clock import Clock, RealClock, VirtualClock, run_virtual
 from actors.runtime.tracer import MemorySink, Tracer
 from protocol.base import ActorRef, Message
 from protocol.control import TopicPartition
@@ -131,14 +131,23 @@ class Harness:
 
 
 async def run_broker(
-    dirs: Sequence[Path], body: Body, *, seed: int = 0, node_id: str = "broker-0", **config: Any
+    dirs: Sequence[Path],
+    body: Body,
+    *,
+    seed: int = 0,
+    node_id: str = "broker-0",
+    clock: Clock | None = None,
+    **config: Any,
 ) -> None:
-    """Start a node with a recorder and a log manager over ``dirs``, run ``body``, stop."""
+    """Start a node with a recorder and a log manager over ``dirs``, run ``body``, stop.
+    The node runs on ``clock`` (by default a virtual one: a deterministic run)."""
     wire = DirectWire()
     sink = MemorySink()
     tracer = Tracer()
     tracer.add_sink(sink)
-    node = Node(node_id, attach=wire.attach, clock=VirtualClock(), tracer=tracer, seed=seed)
+    node = Node(
+        node_id, attach=wire.attach, clock=clock or VirtualClock(), tracer=tracer, seed=seed
+    )
     recorder = Recorder()
     config.setdefault("failure_listener", ActorRef(node_id, recorder.name))
     lm = LogManager(dirs, broker_id=BrokerId(0), cluster_id=CLUSTER_ID, **config)
@@ -712,6 +721,25 @@ def test_the_same_seed_gives_the_same_delete_dir_names(tmp_path: Path) -> None:
     assert first == names_for(7, tmp_path / "b")
     assert first != names_for(8, tmp_path / "c")
     assert len(set(first)) == 3
+
+
+def test_a_broker_run_again_on_its_log_dirs_draws_new_delete_dir_names(tmp_path: Path) -> None:
+    """Outside a deterministic run a -delete name is random per run, as Kafka's UUID: a
+    broker started again with the same seed on the same log dir, its last run's -delete dir
+    still there (a crash), deletes a log of the same name without colliding with it."""
+    dirs = log_dirs(tmp_path)
+    names: list[str] = []
+
+    async def body(b: Harness) -> None:
+        await b.create("t", 0)
+        renamed = (await b.delete("t", 0)).renamed_to
+        assert renamed is not None
+        names.append(renamed)
+
+    for _ in range(2):
+        anyio.run(lambda: run_broker(dirs, body, clock=RealClock()))
+    assert len(set(names)) == 2
+    assert all((dirs[0] / name).is_dir() for name in names)
 
 
 # ---------------------------------------------------------------------- pure parts
