@@ -65,7 +65,7 @@ _PARTITION_RULES: Final = (
     "alter_isr_keeps_shape",
     "high_watermarks_rise",
 )
-_PARTITION_EVENTS: Final = ("isr_altered", "high_watermark_moved")
+_PARTITION_EVENTS: Final = ("isr_altered", "isr_change_proposed", "high_watermark_moved")
 """Events of one partition that partition rules read besides its transitions."""
 ROUTED_RULES: Final = frozenset(
     {

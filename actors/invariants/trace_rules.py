@@ -225,15 +225,39 @@ class LeaderEpochsIncrease(TraceRule):
         return [] if problem is None else [violation_at(self.name, problem, event)]
 
 
+def _proposal_violations(event: TraceEvent) -> list[str]:
+    """A leader's own ISR proposal (``isr_change_proposed``, the ISR it then waits for):
+    it holds the proposing broker, is not empty and has no duplicates."""
+    f = event.fields
+    isr = [int(r) for r in f["isr"]]
+    name = f"{f['topic']}-{f['partition']}"
+    leader = _broker_of(event.node)
+    problems = []
+    if len(set(isr)) != len(isr):
+        problems.append(f"{name}: {event.node} proposed duplicate ISR members {isr}")
+    if leader is not None and leader not in isr:
+        problems.append(f"{name}: {event.node} proposed ISR {isr} without itself")
+    return problems
+
+
+def _broker_of(node: str) -> int | None:
+    prefix, _, number = node.rpartition("-")
+    return int(number) if prefix == "broker" and number.isdigit() else None
+
+
 class AlterIsrKeepsShape(TraceRule):
     """An ISR the controller wrote for a partition leader's AlterIsr holds that leader, is
     not empty, has no duplicates and lies within the partition's replicas as the
     controller had them (``isr_change_violations`` over ``isr_altered``, whose
-    ``replicas`` field carries them; an event without it is checked against its own ISR)."""
+    ``replicas`` field carries them; an event without it is checked against its own ISR).
+    So does what a leader proposes (``isr_change_proposed``): its own ISR, which its high
+    watermark follows until the answer, holds the leader and no duplicates."""
 
     name = "alter_isr_keeps_shape"
 
     def observe(self, event: TraceEvent) -> list[Violation]:
+        if event.kind == "event" and event.type == "isr_change_proposed":
+            return [violation_at(self.name, p, event) for p in _proposal_violations(event)]
         if event.kind != "event" or event.type != "isr_altered":
             return []
         replicas = [int(r) for r in event.fields.get("replicas", event.fields.get("to_isr", ()))]

@@ -301,3 +301,29 @@ def test_a_new_acknowledgement_at_an_acknowledged_offset_loses_the_earlier_one()
         "t-0: offset 0, p-0 acknowledged with acks=all (event 1), now holds q-0:"
         " nothing allows losing a write the ISR acknowledged"
     ]
+
+
+def test_a_leader_proposing_an_isr_without_itself_is_caught() -> None:
+    """``isr_change_proposed``: the proposing broker must be in the ISR it proposes, once."""
+    t = Trace()
+
+    def proposed(node: str, isr: list[int]) -> TraceEvent:
+        return t.add(
+            "event",
+            "isr_change_proposed",
+            node=node,
+            actor="broker",
+            topic="t",
+            partition=0,
+            leader_epoch=1,
+            isr=isr,
+            zk_version=1,
+        )
+
+    assert observe(AlterIsrKeepsShape(), [proposed("broker-0", [0, 1])]) == []
+    assert observe(AlterIsrKeepsShape(), [proposed("broker-0", [1, 2])]) == [
+        "t-0: broker-0 proposed ISR [1, 2] without itself"
+    ]
+    assert observe(AlterIsrKeepsShape(), [proposed("broker-2", [2, 2])]) == [
+        "t-0: broker-2 proposed duplicate ISR members [2, 2]"
+    ]
