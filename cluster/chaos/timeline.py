@@ -2,8 +2,9 @@
 
 One line per notable event (steps, faults, admin results, nodes starting and crashing,
 controller elections, session expiries, deletions, log-directory renames and removals,
-errors), each with its trace time, sequence number and node; the violations found appear
-at the event where they showed, and the outcome closes the file.
+errors), each with its trace time, sequence number and node; the violations and notices
+(an allowed data loss, a refused transition) appear at the event where they showed, and
+the outcome closes the file.
 """
 
 from __future__ import annotations
@@ -132,10 +133,11 @@ def _describe(event: TraceEvent, scenario: Scenario) -> str | None:
 
 
 def timeline(scenario: Scenario, result: RunResult, events: Sequence[TraceEvent]) -> str:
-    by_seq: dict[int, list[Violation]] = {}
-    for v in result.violations:
-        if v.seq is not None:
-            by_seq.setdefault(v.seq, []).append(v)
+    by_seq: dict[int, list[tuple[str, Violation]]] = {}
+    for label, found in (("VIOLATION", result.violations), ("notice", result.notices)):
+        for v in found:
+            if v.seq is not None:
+                by_seq.setdefault(v.seq, []).append((label, v))
     lines = [
         f"scenario {scenario.name} seed {result.seed} ({result.mode})",
         *(f"  {line}" for line in scenario.description.strip().splitlines()),
@@ -145,9 +147,10 @@ def timeline(scenario: Scenario, result: RunResult, events: Sequence[TraceEvent]
         text = _describe(event, scenario)
         if text is not None:
             lines.append(f"{event.ts:10.3f}s #{event.seq:<6} {event.node:<10} {text}")
-        for v in by_seq.get(event.seq, ()):
+        for label, v in by_seq.get(event.seq, ()):
+            mark = "!!" if label == "VIOLATION" else "--"
             lines.append(
-                f"{event.ts:10.3f}s #{event.seq:<6} {'!!':<10} VIOLATION {v.rule}: {v.message}"
+                f"{event.ts:10.3f}s #{event.seq:<6} {mark:<10} {label} {v.rule}: {v.message}"
             )
     lines.append("")
     lines.append(f"outcome: {result.status}")

@@ -127,3 +127,20 @@ def test_a_high_watermark_raised_before_the_followers_have_the_records_is_caught
     again = run(STALLED, 1, tmp_path / "b")
     assert [v.line() for v in again.violations] == [v.line() for v in first.violations]
     assert again.trace_sha256 == first.trace_sha256
+
+
+def test_an_allowed_loss_is_a_notice_naming_each_record_at_its_read(tmp_path: Path) -> None:
+    """acks=1 writes only the crashed leader had: the scenario expects the loss, the run
+    passes, and each lost record is a ``data_loss`` notice (its offset, identity and
+    acknowledgement), in ``summary.json`` and in the timeline at the read that showed it."""
+    result = run(SCENARIOS / "data-leader-killed-acks-1.yaml", 1, tmp_path)
+    assert [p.line() for p in result.problems] == []
+    lost = [n for n in result.notices if n.rule == "data_loss"]
+    assert lost
+    assert all("acknowledged with acks=1" in n.message for n in lost)
+    identities = [n.message.split(", ")[1].split(" ")[0] for n in lost]
+    assert len(set(identities)) == len(identities)
+    assert all(i.startswith("p5-") for i in identities)  # the writes made during the stall
+    timeline = (Path(result.run_dir) / "timeline.txt").read_text()
+    first = lost[0]
+    assert f"#{first.seq:<6} {'--':<10} notice data_loss: {first.message}" in timeline
