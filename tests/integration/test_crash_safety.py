@@ -5,8 +5,9 @@ the same log dirs and ZooKeeper chroot. Each seed picks the topics and the momen
 cluster must converge: every pending deletion completes, every topic in ZooKeeper is fully
 created (assignment, partition states with leader in ISR, a log dir for every replica),
 no orphan znode, no log dir of a topic ZooKeeper does not assign to its broker, no
-``-delete`` dir left, and every ``meta.properties`` intact (the broker's id, the cluster id
-ZooKeeper holds).
+``-delete`` dir left, every ``meta.properties`` intact (the broker's id, the cluster id
+ZooKeeper holds), and the logs recovered: every record a producer had acknowledged
+(acks=all, to a topic produced to through every crash) is read back at its offset.
 
 Seeds run in a chain: each starts from the state the previous one converged to, so a
 cluster is started once per seed rather than twice. A seed that found a bug stays in
@@ -15,6 +16,7 @@ cluster is started once per seed rather than twice. A seed that found a bug stay
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import signal
@@ -38,13 +40,14 @@ from actors.invariants import (
 from actors.runtime.tracer import read_trace
 from actors.zk.kafka_zk import get_controller_id
 from cluster.chaos.conditions import read_log_dirs, store_view
-from cluster.kafka.client import AdminClientConfig, KafkaAdminClient
+from cluster.kafka.client import AdminClientConfig, KafkaAdminClient, KafkaDataClient
 from cluster.launch.connect import ClusterFile, open_store
 from protocol import zkdata
-from protocol.errors import KemuError, NoNodeError
+from protocol.errors import ErrorCode, KemuError, NoNodeError
 from protocol.ids import TopicName
 from protocol.kafka_api import CreatableTopic
 from tests.support.kemu_commands import KemuUp, alive
+from tests.support.record_batches import client_batch, decode_batches
 from tests.support.zookeeper import ZooKeeperServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.processes]  # kemu up as a child process
@@ -58,8 +61,10 @@ CONFIG = (
 KILL_WINDOW = (0.0, 1.2)  # seconds after the first request: when the SIGKILL comes
 EXPIRY_TIMEOUT = 15.0  # for the killed cluster's sessions to expire
 CONVERGE_TIMEOUT = 30.0
-# ~9 s a seed (3 s for the killed sessions to expire, 3-6 s to start again).
-SEEDS = {"one-process": range(5), "processes": range(100, 103)}
+# ~10 s a seed (3 s for the killed sessions to expire, 3-6 s to start again).
+DATA_TOPIC = "data"  # written with acks=all through every crash: nothing acknowledged is lost
+CLIENT = AdminClientConfig(request_timeout_ms=5_000, default_api_timeout_ms=5_000)
+SEEDS = {"one-process": range(5), "processes": range(100, 102)}
 # Seed 4 of the one-process chain found a broker that halted after a restart: its
 # -delete names came from its seeded random stream, the same in every run of `kemu up`,
 # so the new run's rename of a deleted log collided with the -delete dir the killed run
@@ -120,34 +125,90 @@ def rig(
             made.up.kill()
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(300)
 def test_sigkill_during_topic_changes_then_restart_converges(rig: Rig) -> None:
     """Every seed: churn, SIGKILL, wait for the sessions to expire, start, converge."""
     mode = "processes" if rig.processes else "one-process"
-    rig.start()
+    acked: dict[tuple[int, int], bytes] = {}  # (partition, offset) -> value, of DATA_TOPIC
+    anyio.run(_make_data_topic, rig.start().bootstrap)
     for seed in SEEDS[mode]:
         up = rig.up
         assert up is not None
         pids = rig.pids()
-        existing = anyio.run(_topics, rig.zookeeper)
-        anyio.run(_churn_then_kill, rig, up.bootstrap, random.Random(seed), existing, pids)
+        existing = [t for t in anyio.run(_topics, rig.zookeeper) if t != DATA_TOPIC]
+        rng = random.Random(seed)
+        anyio.run(_churn_then_kill, rig, up.bootstrap, rng, existing, pids, (seed, acked))
         anyio.run(_sessions_gone, rig.zookeeper)
         rig.start()
         final = anyio.run(_converged, rig, seed)
         assert final.store.brokers == tuple(range(BROKERS)), f"seed {seed}"
         anyio.run(_meta_intact, rig, seed)
+        assert rig.up is not None
+        anyio.run(_acked_kept, rig.up.bootstrap, acked, seed)
+    assert acked, "no record was acknowledged before any crash"
     assert rig.up is not None
     assert rig.up.stop() == 0  # its trace is complete now
     if not rig.processes:  # (broker processes trace nothing of their own)
         _queued(rig)
 
 
+async def _make_data_topic(bootstrap: str) -> None:
+    async with KafkaDataClient(bootstrap, CLIENT) as client:
+        topic = CreatableTopic(
+            name=TopicName(DATA_TOPIC), num_partitions=2, replication_factor=BROKERS
+        )
+        [created] = await client.create_topics([topic])
+        assert created.error_code is ErrorCode.NONE, created
+        await client.partitions(DATA_TOPIC)  # until both partitions have a leader
+
+
+async def _produce(bootstrap: str, seed: int, acked: dict[tuple[int, int], bytes]) -> None:
+    """One record per Produce (acks=all), to each partition in turn, until the cluster
+    dies; every acknowledged one goes into ``acked``."""
+    async with KafkaDataClient(bootstrap, CLIENT) as client:
+        for i in itertools.count():
+            value = f"{seed}-{i}".encode()
+            partition = i % 2
+            try:
+                answer = await client.produce(
+                    DATA_TOPIC, partition, client_batch([value], key=None), acks=-1
+                )
+            except (KemuError, OSError):
+                return
+            if answer.error_code is ErrorCode.NONE:
+                acked[(partition, answer.base_offset)] = value
+
+
+async def _acked_kept(bootstrap: str, acked: dict[tuple[int, int], bytes], seed: int) -> None:
+    """Every record acknowledged with acks=all, under this crash or an earlier one, is
+    read back at its offset: the logs recovered (a SIGKILL loses no written byte)."""
+    found: dict[tuple[int, int], bytes | None] = {}
+    positions = {0: 0, 1: 0}
+    deadline = time.monotonic() + CONVERGE_TIMEOUT
+    async with KafkaDataClient(bootstrap, CLIENT) as client:
+        while any(found.get(key) != value for key, value in acked.items()):
+            if time.monotonic() > deadline:
+                lost = sorted(k for k, v in acked.items() if found.get(k) != v)
+                raise AssertionError(f"seed {seed}: acknowledged records not read: {lost}")
+            answers = await client.fetch_positions(DATA_TOPIC, positions, max_wait_ms=100)
+            for partition, data in answers.items():
+                for batch in decode_batches(bytes(data.records)):
+                    for offset, value in zip(batch.offsets, batch.values, strict=True):
+                        found[(partition, offset)] = value
+                        positions[partition] = offset + 1
+
+
 async def _churn_then_kill(
-    rig: Rig, bootstrap: str, rng: random.Random, existing: list[str], pids: list[int]
+    rig: Rig,
+    bootstrap: str,
+    rng: random.Random,
+    existing: list[str],
+    pids: list[int],
+    producing: tuple[int, dict[tuple[int, int], bytes]],
 ) -> None:
     """Create 2-4 topics and delete up to 2 of the existing ones, each its own request
-    from its own client at a random offset, and SIGKILL the cluster at a random moment."""
-    config = AdminClientConfig(request_timeout_ms=5_000, default_api_timeout_ms=5_000)
+    from its own client at a random offset, produce to DATA_TOPIC all along, and SIGKILL
+    the cluster at a random moment."""
     ops: list[tuple[float, str, CreatableTopic | None]] = []
     for _ in range(rng.randint(2, 4)):
         name = f"t{rng.getrandbits(32):08x}"
@@ -164,7 +225,7 @@ async def _churn_then_kill(
     async def one(delay: float, name: str, topic: CreatableTopic | None) -> None:
         await anyio.sleep(delay)  # the op's random moment
         try:
-            async with KafkaAdminClient(bootstrap, config) as client:
+            async with KafkaAdminClient(bootstrap, CLIENT) as client:
                 if topic is None:
                     await client.delete_topics([name])
                 else:
@@ -173,6 +234,7 @@ async def _churn_then_kill(
             pass  # the cluster died under it: what it did is for ZooKeeper to say
 
     async with anyio.create_task_group() as tg:
+        tg.start_soon(_produce, bootstrap, *producing)
         for delay, name, creatable in ops:
             tg.start_soon(one, delay, name, creatable)
         await anyio.sleep(kill_at)  # the random moment of the crash
