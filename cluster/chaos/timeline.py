@@ -98,7 +98,7 @@ def _describe(event: TraceEvent, scenario: Scenario) -> str | None:
         if event.type == "produce_finished":
             return (
                 f"produced {f['records']} records to {f['topic']} (acks={f['acks']}):"
-                f" {f['answered_ok']} acknowledged; answers {f['requests']}"
+                f" {f['answered_ok']} answered without error; answers {f['requests']}"
             )
         if event.type == "records_read":
             settled = ", settled" if f["settled"] else ""
