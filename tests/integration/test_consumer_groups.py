@@ -28,9 +28,10 @@ from kafka import KafkaConsumer  # type: ignore[import-untyped]
 
 from tests.support.creation import Harness, running_cluster
 from tests.support.hosting import hosted_fixture
+from tests.support.kemu_commands import running_up
 from tests.support.waiting import eventually
 
-pytestmark = [pytest.mark.asyncio, pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 T = TypeVar("T")
 WAIT = 90.0
@@ -155,6 +156,7 @@ async def new_topic(h: Harness) -> str:
 ALL = sorted(f"v{i}".encode() for i in range(COUNT))
 
 
+@pytest.mark.asyncio
 async def test_confluent_consumer_resumes_from_its_groups_commit(harness: Harness) -> None:
     """A confluent-kafka consumer with subscribe reads a third of the records and
     commits; the next consumer of the group starts at the commit and reads exactly the
@@ -169,6 +171,7 @@ async def test_confluent_consumer_resumes_from_its_groups_commit(harness: Harnes
     assert sorted(again) == ALL
 
 
+@pytest.mark.asyncio
 async def test_kafka_python_and_aiokafka_consume_as_groups(harness: Harness) -> None:
     """kafka-python and aiokafka consumers with subscribe each read every record as
     their group's member and commit the end of each partition."""
@@ -206,6 +209,7 @@ class Member:
             consumer.close()  # LeaveGroup
 
 
+@pytest.mark.asyncio
 async def test_a_group_rebalances_when_a_member_joins_and_when_it_leaves(
     harness: Harness,
 ) -> None:
@@ -239,3 +243,20 @@ async def test_a_group_rebalances_when_a_member_joins_and_when_it_leaves(
 async def partial_thread(fn: Callable[[], None]) -> None:
     with anyio.fail_after(WAIT * 3):
         await anyio.to_thread.run_sync(fn, abandon_on_cancel=True)
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("mode", ["in-process", "processes"])
+def test_subscribe_against_kemu_up(tmp_path: Path, mode: str) -> None:
+    """Against ``kemu up`` (its own defaults: no initial rebalance delay, offsets topic
+    with three replicas) and ``kemu up --processes``: a confluent-kafka consumer with
+    subscribe reads half the records and commits, and its successor in the group reads
+    exactly the other half; kafka-python's consumer of another group reads them all."""
+    extra = ("--processes",) if mode == "processes" else ()
+    with running_up(tmp_path, *extra) as up:
+        topic = f"groups-{uuid.uuid4().hex[:8]}"
+        create_and_fill(up.bootstrap, topic)
+        first = confluent_consume(up.bootstrap, topic, "g-up", COUNT // 2)
+        rest = confluent_consume(up.bootstrap, topic, "g-up", COUNT - COUNT // 2)
+        assert sorted(first + rest) == ALL
+        assert sorted(kafka_python_consume(up.bootstrap, topic, "g-up-kp")) == ALL
