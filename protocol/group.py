@@ -20,6 +20,9 @@ JoinGroup                  11       0-7       ``JoinGroupRequestData`` / ``...``
 Heartbeat                  12       0-4       ``HeartbeatRequestData`` / ``...``
 LeaveGroup                 13       0-4       ``LeaveGroupRequestData`` / ``...``
 SyncGroup                  14       0-5       ``SyncGroupRequestData`` / ``...``
+DescribeGroups             15       0-5       ``DescribeGroupsRequestData`` / ``...``
+ListGroups                 16       0-4       ``ListGroupsRequestData`` / ``...``
+DeleteGroups               42       0-2       ``DeleteGroupsRequestData`` / ``...``
 =========================  =======  ========  =========================================
 
 Kafka 2.7 serves OffsetCommit from v0 and OffsetFetch from v0, whose offsets live in
@@ -39,9 +42,17 @@ from protocol.errors import ErrorCode
 from protocol.ids import TopicName
 
 __all__ = [
+    "GROUP_AUTHORIZED_OPERATIONS",
     "NO_GENERATION",
     "UNKNOWN_MEMBER_ID",
     "CoordinatorType",
+    "DeletableGroupResult",
+    "DeleteGroupsRequestData",
+    "DeleteGroupsResponseData",
+    "DescribeGroupsRequestData",
+    "DescribeGroupsResponseData",
+    "DescribedGroup",
+    "DescribedGroupMember",
     "FindCoordinatorRequestData",
     "FindCoordinatorResponseData",
     "GroupAppendDone",
@@ -62,6 +73,9 @@ __all__ = [
     "LeaveGroupMemberResponse",
     "LeaveGroupRequestData",
     "LeaveGroupResponseData",
+    "ListGroupsRequestData",
+    "ListGroupsResponseData",
+    "ListedGroup",
     "OffsetCommitPartition",
     "OffsetCommitPartitionResponse",
     "OffsetCommitRequestData",
@@ -309,6 +323,80 @@ class OffsetFetchResponseData(Message, frozen=True, kw_only=True):
     throttle_time_ms: int = 0
 
 
+# ------------------------------------------------------------------------ ListGroups (16)
+
+
+class ListGroupsRequestData(Message, frozen=True, kw_only=True):
+    """``states_filter`` (v4): only groups in these states; empty: all."""
+
+    states_filter: tuple[str, ...] = ()
+
+
+class ListedGroup(_Value, frozen=True, kw_only=True):
+    group_id: str
+    protocol_type: str
+    group_state: str
+
+
+class ListGroupsResponseData(Message, frozen=True, kw_only=True):
+    groups: tuple[ListedGroup, ...] = ()
+    error_code: ErrorCode = ErrorCode.NONE
+    throttle_time_ms: int = 0
+
+
+# -------------------------------------------------------------------- DescribeGroups (15)
+
+GROUP_AUTHORIZED_OPERATIONS: Final = (1 << 3) | (1 << 6) | (1 << 8)
+"""READ, DELETE and DESCRIBE: what Kafka answers for a group without an authorizer
+(``KafkaApis.authorizedOperations``: every operation a group supports)."""
+
+
+class DescribeGroupsRequestData(Message, frozen=True, kw_only=True):
+    groups: tuple[str, ...]
+    include_authorized_operations: bool = False
+
+
+class DescribedGroupMember(_Value, frozen=True, kw_only=True):
+    member_id: str
+    client_id: str
+    client_host: str
+    member_metadata: bytes = b""
+    member_assignment: bytes = b""
+    group_instance_id: str | None = None
+
+
+class DescribedGroup(_Value, frozen=True, kw_only=True):
+    group_id: str
+    error_code: ErrorCode = ErrorCode.NONE
+    group_state: str = ""
+    protocol_type: str = ""
+    protocol_data: str = ""
+    members: tuple[DescribedGroupMember, ...] = ()
+    authorized_operations: int = -(2**31)
+
+
+class DescribeGroupsResponseData(Message, frozen=True, kw_only=True):
+    groups: tuple[DescribedGroup, ...]
+    throttle_time_ms: int = 0
+
+
+# ---------------------------------------------------------------------- DeleteGroups (42)
+
+
+class DeleteGroupsRequestData(Message, frozen=True, kw_only=True):
+    groups_names: tuple[str, ...]
+
+
+class DeletableGroupResult(_Value, frozen=True, kw_only=True):
+    group_id: str
+    error_code: ErrorCode = ErrorCode.NONE
+
+
+class DeleteGroupsResponseData(Message, frozen=True, kw_only=True):
+    results: tuple[DeletableGroupResult, ...]
+    throttle_time_ms: int = 0
+
+
 GroupRequestData = (
     JoinGroupRequestData
     | SyncGroupRequestData
@@ -316,6 +404,9 @@ GroupRequestData = (
     | LeaveGroupRequestData
     | OffsetCommitRequestData
     | OffsetFetchRequestData
+    | ListGroupsRequestData
+    | DescribeGroupsRequestData
+    | DeleteGroupsRequestData
 )
 """The requests a broker hands its group coordinator."""
 
@@ -330,6 +421,9 @@ GroupResponseData = (
     | LeaveGroupResponseData
     | OffsetCommitResponseData
     | OffsetFetchResponseData
+    | ListGroupsResponseData
+    | DescribeGroupsResponseData
+    | DeleteGroupsResponseData
 )
 
 

@@ -61,6 +61,12 @@ from protocol.errors import (
 )
 from protocol.group import (
     CoordinatorType,
+    DeletableGroupResult,
+    DeleteGroupsRequestData,
+    DeleteGroupsResponseData,
+    DescribedGroup,
+    DescribeGroupsRequestData,
+    DescribeGroupsResponseData,
     FindCoordinatorRequestData,
     FindCoordinatorResponseData,
     GroupPartitionsElected,
@@ -72,6 +78,8 @@ from protocol.group import (
     JoinGroupResponseData,
     LeaveGroupRequestData,
     LeaveGroupResponseData,
+    ListGroupsRequestData,
+    ListGroupsResponseData,
     OffsetCommitPartitionResponse,
     OffsetCommitRequestData,
     OffsetCommitResponseData,
@@ -164,6 +172,9 @@ class KafkaApis:
                 | HeartbeatRequestData()
                 | LeaveGroupRequestData()
                 | OffsetFetchRequestData()
+                | ListGroupsRequestData()
+                | DescribeGroupsRequestData()
+                | DeleteGroupsRequestData()
             ):
                 return self._to_coordinator(msg, ctx, None)
             case MetadataRequestData():
@@ -563,6 +574,18 @@ def _group_error(msg: GroupRequestData, code: ErrorCode) -> Message:
             return _merge_commit(msg, {}, None, code)
         case OffsetFetchRequestData():
             return OffsetFetchResponseData(topics=(), error_code=code)
+        case ListGroupsRequestData():
+            return ListGroupsResponseData(error_code=code)
+        case DescribeGroupsRequestData():
+            return DescribeGroupsResponseData(
+                groups=tuple(DescribedGroup(group_id=g, error_code=code) for g in msg.groups)
+            )
+        case DeleteGroupsRequestData():
+            return DeleteGroupsResponseData(
+                results=tuple(
+                    DeletableGroupResult(group_id=g, error_code=code) for g in msg.groups_names
+                )
+            )
         case _:
             assert_never(msg)
 

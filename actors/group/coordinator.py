@@ -60,7 +60,15 @@ from actors.runtime.actor import Actor, Context
 from protocol.base import ActorRef, Message
 from protocol.errors import AskTimeoutError, ErrorCode, KafkaApiError, RemoteError
 from protocol.group import (
+    GROUP_AUTHORIZED_OPERATIONS,
     UNKNOWN_MEMBER_ID,
+    DeletableGroupResult,
+    DeleteGroupsRequestData,
+    DeleteGroupsResponseData,
+    DescribedGroup,
+    DescribedGroupMember,
+    DescribeGroupsRequestData,
+    DescribeGroupsResponseData,
     GroupAppendDone,
     GroupLoaded,
     GroupPartitionsElected,
@@ -74,6 +82,9 @@ from protocol.group import (
     LeaveGroupMemberResponse,
     LeaveGroupRequestData,
     LeaveGroupResponseData,
+    ListedGroup,
+    ListGroupsRequestData,
+    ListGroupsResponseData,
     OffsetCommitPartitionResponse,
     OffsetCommitRequestData,
     OffsetCommitResponseData,
@@ -168,6 +179,12 @@ class GroupCoordinator(Actor):
                 return self._commit_offsets(msg, ctx)
             case OffsetFetchRequestData():
                 return self._fetch_offsets(msg)
+            case ListGroupsRequestData():
+                return self._list_groups(msg)
+            case DescribeGroupsRequestData():
+                return self._describe_groups(msg)
+            case DeleteGroupsRequestData():
+                return self._delete_groups(msg)
             case GroupPartitionsElected():
                 for partition, epoch in msg.partitions:
                     self._on_election(partition, epoch)
@@ -1157,6 +1174,115 @@ class GroupCoordinator(Actor):
                 )
             topics.append(OffsetFetchTopicResponse(name=TopicName(name), partitions=tuple(answers)))
         return OffsetFetchResponseData(topics=tuple(topics))
+
+    # ------------------------------------------------------------------ admin
+
+    def _list_groups(self, req: ListGroupsRequestData) -> ListGroupsResponseData:
+        """``GroupCoordinator.handleListGroups``: the groups of the loaded partitions (in
+        the states asked for, if any); COORDINATOR_LOAD_IN_PROGRESS while a partition
+        loads, with the groups loaded so far."""
+        states = set(req.states_filter)
+        return ListGroupsResponseData(
+            error_code=(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.loading else ErrorCode.NONE),
+            groups=tuple(
+                ListedGroup(
+                    group_id=g.group_id,
+                    protocol_type=g.protocol_type or "",
+                    group_state=str(g.state),
+                )
+                for g in sorted(self.groups.values(), key=lambda g: g.group_id)
+                if not states or str(g.state) in states
+            ),
+        )
+
+    def _describe_groups(self, req: DescribeGroupsRequestData) -> DescribeGroupsResponseData:
+        """``GroupCoordinator.handleDescribeGroup`` for each group: an unknown one is Dead
+        with no members; only a Stable group shows its protocol and the members'
+        metadata and assignments (``GroupMetadata.summary``)."""
+        operations = GROUP_AUTHORIZED_OPERATIONS if req.include_authorized_operations else -(2**31)
+        described = []
+        for group_id in req.groups:
+            code = self._validate(group_id, empty_allowed=True)
+            group = self.groups.get(group_id)
+            if code is not None:
+                described.append(DescribedGroup(group_id=group_id, error_code=code))
+            elif group is None:
+                described.append(
+                    DescribedGroup(
+                        group_id=group_id,
+                        group_state=str(GroupState.DEAD),
+                        authorized_operations=operations,
+                    )
+                )
+            else:
+                stable = group.is_(GroupState.STABLE) and group.protocol_name is not None
+                described.append(
+                    DescribedGroup(
+                        group_id=group_id,
+                        group_state=str(group.state),
+                        protocol_type=group.protocol_type or "",
+                        protocol_data=(group.protocol_name or "") if stable else "",
+                        members=tuple(
+                            DescribedGroupMember(
+                                member_id=m.member_id,
+                                group_instance_id=m.group_instance_id,
+                                client_id=m.client_id,
+                                client_host=m.client_host,
+                                member_metadata=(
+                                    m.metadata(group.protocol_name)
+                                    if stable and group.protocol_name
+                                    else b""
+                                ),
+                                member_assignment=m.assignment if stable else b"",
+                            )
+                            for m in group.members.values()
+                        ),
+                        authorized_operations=operations,
+                    )
+                )
+        return DescribeGroupsResponseData(groups=tuple(described))
+
+    def _delete_groups(self, req: DeleteGroupsRequestData) -> DeleteGroupsResponseData:
+        """``GroupCoordinator.handleDeleteGroups``: an Empty group goes Dead and its
+        offsets and group record get tombstones (``cleanupGroupMetadata``, not waited
+        for); an unknown or Dead one is GROUP_ID_NOT_FOUND, one with members
+        NON_EMPTY_GROUP."""
+        results = []
+        for group_id in req.groups_names:
+            code = self._validate(group_id, empty_allowed=True)
+            group = self.groups.get(group_id)
+            if code is None:
+                if group is None or group.is_(GroupState.DEAD):
+                    code = ErrorCode.GROUP_ID_NOT_FOUND
+                elif not group.is_(GroupState.EMPTY):
+                    code = ErrorCode.NON_EMPTY_GROUP
+            if code is None and group is not None:
+                self._remove_group(group)
+            results.append(
+                DeletableGroupResult(group_id=group_id, error_code=code or ErrorCode.NONE)
+            )
+        return DeleteGroupsResponseData(results=tuple(results))
+
+    def _remove_group(self, group: Group) -> None:
+        now = self._now_ms()
+        group.transition(GroupState.DEAD, now)
+        del self.groups[group.group_id]
+        tombstones = [
+            ProducerRecord(
+                key=encode_offset_key(OffsetKey(group.group_id, topic, partition)),
+                value=None,
+                timestamp_ms=now,
+            )
+            for topic, partition in sorted(group.offsets)
+        ]
+        if group.generation > 0:
+            tombstones.append(
+                ProducerRecord(key=encode_group_key(group.group_id), value=None, timestamp_ms=now)
+            )
+        group.offsets.clear()
+        self.trace("event", "group_deleted", group=group.group_id, tombstones=len(tombstones))
+        if tombstones:
+            self._append(group.group_id, tombstones, lambda _code: None)
 
 
 def _join_error(member_id: str, code: ErrorCode) -> JoinGroupResponseData:

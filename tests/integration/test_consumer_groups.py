@@ -21,10 +21,10 @@ from typing import Any, TypeVar
 import anyio
 import pytest
 from aiokafka import AIOKafkaConsumer  # type: ignore[import-untyped]
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import NewTopic as CkNewTopic  # type: ignore[attr-defined]
-from kafka import KafkaConsumer  # type: ignore[import-untyped]
+from kafka import KafkaAdminClient, KafkaConsumer  # type: ignore[import-untyped]
 
 from tests.support.creation import Harness, running_cluster
 from tests.support.hosting import hosted_fixture
@@ -260,3 +260,55 @@ def test_subscribe_against_kemu_up(tmp_path: Path, mode: str) -> None:
         rest = confluent_consume(up.bootstrap, topic, "g-up", COUNT - COUNT // 2)
         assert sorted(first + rest) == ALL
         assert sorted(kafka_python_consume(up.bootstrap, topic, "g-up-kp")) == ALL
+
+
+def admin_view(servers: str, group: str) -> dict[str, Any]:
+    """What confluent-kafka's and kafka-python's admin clients say of the groups."""
+    admin = AdminClient({"bootstrap.servers": servers})
+    listed = admin.list_consumer_groups(request_timeout=30).result(timeout=60)
+    described = admin.describe_consumer_groups([group])[group].result(timeout=60)
+    offsets = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])
+    committed = offsets[group].result(timeout=60).topic_partitions
+    kp = KafkaAdminClient(bootstrap_servers=servers)
+    try:
+        kp_listed = kp.list_groups()
+        kp_described = kp.describe_groups([group])
+    finally:
+        kp.close()
+    return {
+        "listed": sorted((g.group_id, g.state.name) for g in listed.valid),
+        "state": described.state.name,
+        "committed": sum(tp.offset for tp in committed),
+        "kp_listed": kp_listed,
+        "kp_state": kp_described[group]["group_state"],
+    }
+
+
+def kp_delete(servers: str, group: str) -> Any:
+    kp = KafkaAdminClient(bootstrap_servers=servers)
+    try:
+        return kp.delete_groups([group])
+    finally:
+        kp.close()
+
+
+@pytest.mark.asyncio
+async def test_admin_clients_list_describe_and_delete_groups(harness: Harness) -> None:
+    """After a consumer read and committed everything and left, confluent-kafka's and
+    kafka-python's admin clients list the group as Empty, describe it, read its
+    committed offsets; kafka-python deletes it and it is listed no more."""
+    topic = await new_topic(harness)
+    servers = bootstrap(harness)
+    await in_thread(confluent_consume, servers, topic, "g-admin", COUNT)
+    view = await in_thread(admin_view, servers, "g-admin")
+    assert view == {
+        "listed": [("g-admin", "EMPTY")],
+        "state": "EMPTY",
+        "committed": COUNT,
+        "kp_listed": [{"group_id": "g-admin", "protocol_type": "consumer", "group_state": "Empty"}],
+        "kp_state": "Empty",
+    }
+    assert await in_thread(kp_delete, servers, "g-admin") == {"g-admin": "OK"}
+    admin = AdminClient({"bootstrap.servers": servers})
+    listed = await in_thread(lambda: admin.list_consumer_groups().result(timeout=60))
+    assert [g.group_id for g in listed.valid] == []

@@ -28,6 +28,14 @@ from actors.group.records import (
 from cluster.kafka.records import batch_records, read_batches
 from protocol.errors import ErrorCode
 from protocol.group import (
+    GROUP_AUTHORIZED_OPERATIONS,
+    DeletableGroupResult,
+    DeleteGroupsRequestData,
+    DeleteGroupsResponseData,
+    DescribedGroup,
+    DescribedGroupMember,
+    DescribeGroupsRequestData,
+    DescribeGroupsResponseData,
     FindCoordinatorRequestData,
     FindCoordinatorResponseData,
     HeartbeatRequestData,
@@ -38,6 +46,9 @@ from protocol.group import (
     LeaveGroupMember,
     LeaveGroupRequestData,
     LeaveGroupResponseData,
+    ListedGroup,
+    ListGroupsRequestData,
+    ListGroupsResponseData,
     OffsetCommitPartition,
     OffsetCommitRequestData,
     OffsetCommitResponseData,
@@ -443,3 +454,75 @@ async def test_offsets_are_kafka_records_and_survive_the_coordinator_moving(
     )
     # The loaded group is Stable with its member; its session expires unless it beats.
     assert beat == HeartbeatResponseData()
+
+
+async def test_list_describe_and_delete_groups(harness: Harness) -> None:
+    """ListGroups names the group at its coordinator only (and filters by state);
+    DescribeGroups shows a Stable group's protocol, member, metadata and assignment, an
+    unknown group as Dead; DeleteGroups refuses a group with members (NON_EMPTY_GROUP),
+    deletes it once Empty (its committed offset gone), and then finds it no more."""
+    await create_topic(harness)
+    node = await coordinator(harness)
+    other = next(b for b in (0, 1, 2) if b != node)
+    member, generation = await stable_member(harness, node)
+    committed = await ask(harness, node, commit(member, generation, 9))
+    assert isinstance(committed, OffsetCommitResponseData)
+
+    listed = await ask(harness, node, ListGroupsRequestData())
+    assert listed == ListGroupsResponseData(
+        groups=(ListedGroup(group_id=GROUP, protocol_type="consumer", group_state="Stable"),)
+    )
+    assert await ask(harness, node, ListGroupsRequestData(states_filter=("Empty",))) == (
+        ListGroupsResponseData()
+    )
+    assert await ask(harness, other, ListGroupsRequestData()) == ListGroupsResponseData()
+
+    described = await ask(
+        harness,
+        node,
+        DescribeGroupsRequestData(groups=(GROUP, "nobody"), include_authorized_operations=True),
+    )
+    assert described == DescribeGroupsResponseData(
+        groups=(
+            DescribedGroup(
+                group_id=GROUP,
+                group_state="Stable",
+                protocol_type="consumer",
+                protocol_data="range",
+                members=(
+                    DescribedGroupMember(
+                        member_id=member,
+                        client_id="wire-test",
+                        client_host="/127.0.0.1",
+                        member_metadata=b"\x00\x00",
+                        member_assignment=b"mine",
+                    ),
+                ),
+                authorized_operations=GROUP_AUTHORIZED_OPERATIONS,
+            ),
+            DescribedGroup(
+                group_id="nobody",
+                group_state="Dead",
+                authorized_operations=GROUP_AUTHORIZED_OPERATIONS,
+            ),
+        )
+    )
+
+    def deleted(code: ErrorCode) -> DeleteGroupsResponseData:
+        return DeleteGroupsResponseData(
+            results=(DeletableGroupResult(group_id=GROUP, error_code=code),)
+        )
+
+    delete = DeleteGroupsRequestData(groups_names=(GROUP,))
+    assert await ask(harness, node, delete) == deleted(ErrorCode.NON_EMPTY_GROUP)
+    assert await ask(harness, other, delete) == deleted(ErrorCode.NOT_COORDINATOR)
+    left = await ask(
+        harness,
+        node,
+        LeaveGroupRequestData(group_id=GROUP, members=(LeaveGroupMember(member_id=member),)),
+    )
+    assert isinstance(left, LeaveGroupResponseData)
+    assert await fetch_offset(harness, node) == 9
+    assert await ask(harness, node, delete) == deleted(ErrorCode.NONE)
+    assert await ask(harness, node, delete) == deleted(ErrorCode.GROUP_ID_NOT_FOUND)
+    assert await fetch_offset(harness, node) == -1

@@ -94,4 +94,7 @@ def test_the_admin_client_caps_each_api_at_a_2_7_clients_version() -> None:
         ClientApiKey.LEAVE_GROUP: 4,
         ClientApiKey.OFFSET_COMMIT: 8,
         ClientApiKey.OFFSET_FETCH: 7,
+        ClientApiKey.LIST_GROUPS: 4,
+        ClientApiKey.DESCRIBE_GROUPS: 5,
+        ClientApiKey.DELETE_GROUPS: 2,
     }

@@ -488,7 +488,9 @@ def test_error_response_for_other_apis_where_the_schema_allows() -> None:
     response = error_response(list_groups, ErrorCode.UNSUPPORTED_VERSION)
     _, body = kp_decode(ListGroupsResponse, 3, encode_response(list_groups, response))
     assert (body["error_code"], body["groups"]) == (35, [])
-    assert error_response(asked(42, 2), ErrorCode.UNSUPPORTED_VERSION) is None  # DeleteGroups
+    assert (
+        error_response(asked(34, 1), ErrorCode.UNSUPPORTED_VERSION) is None
+    )  # AlterReplicaLogDirs
 
 
 # ---------------------------------------------------------------------- refusals

@@ -16,14 +16,17 @@ from typing import Any, Final
 from cluster.kafka.apis import (
     create_partitions,
     create_topics,
+    delete_groups,
     delete_topics,
     describe_configs,
+    describe_groups,
     fetch,
     find_coordinator,
     heartbeat,
     init_producer_id,
     join_group,
     leave_group,
+    list_groups,
     list_offsets,
     metadata,
     offset_commit,
@@ -56,6 +59,9 @@ _APIS: Final[tuple[ApiCodec[Any, Any], ...]] = (
     leave_group.CODEC,
     offset_commit.CODEC,
     offset_fetch.CODEC,
+    list_groups.CODEC,
+    describe_groups.CODEC,
+    delete_groups.CODEC,
 )
 
 CODECS: Final[Mapping[int, ApiCodec[Any, Any]]] = types.MappingProxyType(
