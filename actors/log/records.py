@@ -346,30 +346,47 @@ def record_timestamps(
 def _walk_records(
     buffer: bytes | memoryview, header: BatchHeader, start: int
 ) -> Iterator[tuple[int, int]]:
+    # The produce path's hottest loop (every record of every batch a leader appends): the
+    # one-byte varints (attributes aside, all but the sizes of 64 bytes or more) are read
+    # inline, the others through _varint.
+    data = buffer if isinstance(buffer, bytes) else bytes(buffer)
     position = start + RECORD_BATCH_OVERHEAD
     end = start + header.size
     first = header.first_timestamp
+    varint = _varint
     for _ in range(header.records_count):
-        length, position = _varint(buffer, position, end, 35)
+        length, position = varint(data, position, end, 35)
         record_end = position + length
         if length < 1 or record_end > end:
             raise _Malformed(f"record size {length} does not fit the batch")
         position += 1  # attributes, unused
-        delta, position = _varint(buffer, position, record_end, 70)
-        offset_delta, position = _varint(buffer, position, record_end, 35)
+        byte = data[position] if position < record_end else 0x80
+        if byte < 0x80:
+            delta, position = (byte >> 1) ^ -(byte & 1), position + 1
+        else:
+            delta, position = varint(data, position, record_end, 70)
+        byte = data[position] if position < record_end else 0x80
+        if byte < 0x80:
+            offset_delta, position = (byte >> 1) ^ -(byte & 1), position + 1
+        else:
+            offset_delta, position = varint(data, position, record_end, 35)
         for _field in range(2):  # key, value: a negative size is null
-            size, position = _varint(buffer, position, record_end, 35)
+            byte = data[position] if position < record_end else 0x80
+            if byte < 0x80:
+                size, position = (byte >> 1) ^ -(byte & 1), position + 1
+            else:
+                size, position = varint(data, position, record_end, 35)
             if size > 0:
                 position += size
-        headers, position = _varint(buffer, position, record_end, 35)
+        headers, position = varint(data, position, record_end, 35)
         if headers < 0:
             raise _Malformed(f"invalid number of record headers {headers}")
         for _header in range(headers):
-            size, position = _varint(buffer, position, record_end, 35)
+            size, position = varint(data, position, record_end, 35)
             if size < 0:
                 raise _Malformed(f"invalid negative header key size {size}")
             position += size
-            size, position = _varint(buffer, position, record_end, 35)
+            size, position = varint(data, position, record_end, 35)
             if size > 0:
                 position += size
         if position != record_end:

@@ -21,9 +21,13 @@ ratio holds on a noisy machine even when absolute numbers move:
 * the trace analysis and diff of a pair of 10M-event traces (``--analysis-events``), by
   Spark on ``local[*]`` and by the same analysis in pandas in one process: their times,
   Spark's session start apart, and the peak memory of each process tree (goal: Spark no
-  slower, <= 2 GB; ``cluster.bench.analysis``).
+  slower, <= 2 GB; ``cluster.bench.analysis``);
+* the data plane through confluent-kafka, against ``kemu up`` and librdkafka's mock
+  cluster: produce MB/s and messages/s (acks=all, RF 3; goal: kemu >= 0.5x the mock's
+  MB/s), produce-to-consume latency p50/p99, a consumer reading the log from the start
+  (``--data-messages``; ``cluster.bench.data``).
 
-The last three rows run in child processes (the RSS is the measured run's alone). Each other
+Rows [7] to [10] run in child processes (the RSS is the measured run's alone). Each other
 measurement runs for a fixed number of operations, best of ``--repeat`` runs. Logs go to
 stderr at WARNING, as ``kemu up`` configures them. ``--only 5,8`` runs only those rows
 (``--creation-only`` is ``--only 5``).
@@ -535,6 +539,26 @@ async def _row_analysis(args: argparse.Namespace) -> bool:
     )
 
 
+async def _row_data(args: argparse.Namespace) -> bool:
+    """Row [10]: confluent-kafka's produce, latency and read against ``kemu up`` and the
+    mock cluster (``cluster.bench.data``)."""
+    from cluster.bench.data import MOCK_PARTITIONS, THROUGHPUT_GOAL, DataResult, report
+
+    print(
+        f"\n[10] data plane, confluent-kafka: kemu up (3 brokers, one process) vs librdkafka's"
+        f" mock cluster (test.mock.num.brokers=3); {args.data_messages:,} x 100-byte values,"
+        f" acks=all, linger.ms 5, RF 3, {MOCK_PARTITIONS} partitions"
+        f" (goal: kemu >= {THROUGHPUT_GOAL:g}x the mock's produce MB/s)"
+    )
+    found = await _child(
+        ["-m", "cluster.bench.data", "--messages", str(args.data_messages)], DataResult
+    )
+    if found is None:
+        return False
+    report(found[0])
+    return True
+
+
 ROWS: dict[int, Callable[[argparse.Namespace], Awaitable[bool | None]]] = {
     1: _row_inprocess,
     2: _row_tcp,
@@ -545,6 +569,7 @@ ROWS: dict[int, Callable[[argparse.Namespace], Awaitable[bool | None]]] = {
     7: _row_campaign,
     8: _row_scale,
     9: _row_analysis,
+    10: _row_data,
 }
 """The rows, by number; each prints itself (a goal missed included), and returns False
 only if it could not measure (the exit status is then 1)."""
@@ -591,6 +616,9 @@ def main(argv: list[str] | None = None) -> int:
         "--spark-driver-memory", default="768m", help="spark.driver.memory in the analysis row"
     )
     parser.add_argument(
+        "--data-messages", type=int, default=200_000, help="messages produced in the data row"
+    )
+    parser.add_argument(
         "--only", type=_rows, default=list(ROWS), metavar="ROWS", help="only these rows, e.g. 5,8"
     )
     parser.add_argument(
@@ -600,9 +628,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.creation_only:
         args.only = [5]
-    if min(args.campaign_seeds, args.scale_brokers, args.scale_topics, args.analysis_events) < 1:
+    counts = (args.campaign_seeds, args.scale_brokers, args.scale_topics, args.analysis_events)
+    if min(*counts, args.data_messages) < 1:
         parser.error(
-            "--campaign-seeds, --scale-brokers, --scale-topics and --analysis-events must be >= 1"
+            "--campaign-seeds, --scale-brokers, --scale-topics, --analysis-events and"
+            " --data-messages must be >= 1"
         )
     if args.scale_brokers < 3:
         parser.error("--scale-brokers must be >= 3 (the scale row's replication factor)")

@@ -4,6 +4,7 @@ their own and as rows [7] and [8] of ``python -m cluster.bench``."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -100,9 +101,9 @@ def test_campaign_refuses_an_empty_directory_or_no_seeds(
 
 
 def test_bench_refuses_an_unknown_row() -> None:
-    """``--only`` names rows 1 to 9; anything else is a usage error (exit status 2)."""
+    """``--only`` names rows 1 to 10; anything else is a usage error (exit status 2)."""
     with pytest.raises(SystemExit) as exit_:
-        bench.main(["--only", "5,10"])
+        bench.main(["--only", "5,11"])
     assert exit_.value.code == 2
 
 
@@ -182,3 +183,20 @@ def test_bench_row_9_times_spark_and_pandas_on_the_same_pair() -> None:
     found = next(line for line in out.splitlines() if line.startswith("  both found:"))
     assert ", 0 violations," in found
     assert "(pandas:" not in found  # the two engines agree
+
+
+@pytest.mark.slow
+@pytest.mark.processes
+@pytest.mark.timeout(300)
+def test_bench_row_10_measures_kemu_and_the_mock_cluster_side_by_side() -> None:
+    """``--only 10`` produces, times single messages end to end and reads from the start
+    with confluent-kafka, against a ``kemu up`` child and librdkafka's mock cluster, and
+    prints both and the produce ratio (here on 5,000 messages: a smoke run, not a
+    measure)."""
+    out = _bench(["--only", "10", "--data-messages", "5000"], timeout=280)
+    assert "[10] data plane, confluent-kafka" in out
+    lines = {line.split()[0]: line for line in out.splitlines() if "produce" in line[:20]}
+    for side in ("kemu", "mock"):
+        numbers = [float(x.replace(",", "")) for x in re.findall(r"[\d,]+\.?\d*", lines[side])]
+        assert all(n > 0 for n in numbers), lines[side]
+    assert re.search(r"produce MB/s, kemu / mock: \d+\.\d\dx", out)
