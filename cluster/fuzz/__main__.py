@@ -75,6 +75,8 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def _print_failure(report: TargetReport) -> None:
+    for slow in report.slow:
+        print(f"{report.target}: an exchange timed out; its input: {slow}/crash.json")
     for failure, reproducer in zip(report.failures, report.reproducers, strict=True):
         print(f"{report.target}: CRASH: {failure}")
         print(f"  reproducer: {reproducer}")

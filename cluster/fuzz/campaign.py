@@ -45,6 +45,9 @@ class TargetReport:
     outcomes: collections.Counter[str] = field(default_factory=collections.Counter)
     failures: list[str] = field(default_factory=list)
     reproducers: list[Path] = field(default_factory=list)
+    slow: list[Path] = field(default_factory=list)
+    """Each input whose exchange timed out, saved alone (``crash.json`` format) for a look:
+    a timeout is not a failure by itself, but it is the input to read first."""
     interrupted: bool = False  # stopped by the user (SIGINT, SIGTERM) before the end
     rss_start: int = 0
     rss_end: int = 0
@@ -156,6 +159,10 @@ def run_target(
             report.inputs += 1
             report.last_server_inputs += 1
             report.outcomes[outcome] += 1
+            if outcome == "timed_out":
+                report.slow.append(
+                    _save(crash_dir, target, seed, [case], "timed_out", live.server, "slow")
+                )
             if report.inputs % batch == 0 or outcome.startswith("error") or outcome == "timed_out":
                 check(None)
                 report.seconds = time.monotonic() - started
@@ -209,9 +216,13 @@ def _save(
     cases: list[object],
     problem: str,
     server: KemuServer,
+    kind: str = "crash",
 ) -> Path:
-    """The batch that ended in ``problem``, as ``crash.json``, with the server's output."""
-    where = crash_dir / f"{target.name}-seed{seed}-{time.strftime('%Y%m%dT%H%M%S')}"
+    """The batch that ended in ``problem``, as ``crash.json``, with the server's output
+    (``kind`` "slow": one input whose exchange timed out)."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    suffix = "" if kind == "crash" else f"-{kind}-{time.monotonic_ns()}"
+    where = crash_dir / f"{target.name}-seed{seed}-{stamp}{suffix}"
     where.mkdir(parents=True, exist_ok=True)
     record = {
         "target": target.name,

@@ -97,7 +97,8 @@ def test_a_server_that_dies_is_a_crash_with_a_reproducer_that_replays(tmp_path: 
 @pytest.mark.timeout(300)
 def test_a_server_that_stops_answering_fails_the_probe(tmp_path: Path) -> None:
     """The Kafka server frozen (SIGSTOP) after the third input: its process still runs,
-    but Metadata on a fresh connection gets no answer, which is a crash."""
+    but Metadata on a fresh connection gets no answer, which is a crash; the fourth
+    input, whose exchange timed out, is saved alone."""
     frozen: list[int] = []
 
     def freeze(endpoints: Endpoints) -> None:
@@ -122,6 +123,10 @@ def test_a_server_that_stops_answering_fails_the_probe(tmp_path: Path) -> None:
     assert report.failure.startswith("Metadata on a fresh connection failed")
     assert report.inputs == 4  # the fourth timed out, then the probe failed
     assert report.outcomes[Outcome.TIMED_OUT.value] == 1
+    [slow] = report.slow  # the input whose exchange timed out, saved alone
+    assert slow.parent == tmp_path / "crashes"
+    saved = json.loads((slow / "crash.json").read_text())
+    assert (saved["problem"], len(saved["cases"])) == ("timed_out", 1)
 
 
 @pytest.mark.timeout(120)
