@@ -347,15 +347,23 @@ def _walk_records(
     buffer: bytes | memoryview, header: BatchHeader, start: int
 ) -> Iterator[tuple[int, int]]:
     # The produce path's hottest loop (every record of every batch a leader appends): the
-    # one-byte varints (attributes aside, all but the sizes of 64 bytes or more) are read
-    # inline, the others through _varint.
+    # varints of one byte, and the sizes of two, are read inline; the others through
+    # _varint, which also reports what is malformed.
     data = buffer if isinstance(buffer, bytes) else bytes(buffer)
     position = start + RECORD_BATCH_OVERHEAD
     end = start + header.size
     first = header.first_timestamp
     varint = _varint
     for _ in range(header.records_count):
-        length, position = varint(data, position, end, 35)
+        # A record's length: one byte below 64 bytes, two below 8 KiB.
+        byte = data[position] if position < end else 0x80
+        if byte < 0x80:
+            length, position = (byte >> 1) ^ -(byte & 1), position + 1
+        elif position + 1 < end and data[position + 1] < 0x80:
+            raw = (byte & 0x7F) | (data[position + 1] << 7)
+            length, position = (raw >> 1) ^ -(raw & 1), position + 2
+        else:
+            length, position = varint(data, position, end, 35)
         record_end = position + length
         if length < 1 or record_end > end:
             raise _Malformed(f"record size {length} does not fit the batch")
@@ -374,11 +382,18 @@ def _walk_records(
             byte = data[position] if position < record_end else 0x80
             if byte < 0x80:
                 size, position = (byte >> 1) ^ -(byte & 1), position + 1
+            elif position + 1 < record_end and data[position + 1] < 0x80:
+                raw = (byte & 0x7F) | (data[position + 1] << 7)
+                size, position = (raw >> 1) ^ -(raw & 1), position + 2
             else:
                 size, position = varint(data, position, record_end, 35)
             if size > 0:
                 position += size
-        headers, position = varint(data, position, record_end, 35)
+        byte = data[position] if position < record_end else 0x80
+        if byte < 0x80:
+            headers, position = (byte >> 1) ^ -(byte & 1), position + 1
+        else:
+            headers, position = varint(data, position, record_end, 35)
         if headers < 0:
             raise _Malformed(f"invalid number of record headers {headers}")
         for _header in range(headers):
