@@ -83,6 +83,7 @@ from protocol.control import (
     TopicPartition,
 )
 from protocol.ids import BrokerId, ControllerEpoch, TopicName
+from protocol.log import LogDirFailed
 
 
 @dataclass(frozen=True)
@@ -207,6 +208,7 @@ class Broker(Actor):
                 initial_task_delay=self.config.log_initial_task_delay_ms / 1000,
                 log_config=self._log_config(),
                 max_open_logs=self.settings.max_open_logs,
+                failure_listener=self.ref,
                 name=LOG_MANAGER_ACTOR,
             )
         )
@@ -326,6 +328,15 @@ class Broker(Actor):
                 return None
             case BrokerStatusRequest():
                 return self._status()
+            case LogDirFailed(log_dir=log_dir):
+                offline = self.replica_manager.handle_log_dir_failure(log_dir)
+                self.trace(
+                    "event",
+                    "partitions_offline",
+                    log_dir=log_dir,
+                    partitions=[f"{tp.topic}-{tp.partition}" for tp in offline],
+                )
+                return None
             case BrokerEpochChanged(epoch=epoch):
                 self.broker_epoch = epoch
                 self.trace("event", "broker_reregistered", broker=self.broker_id, epoch=epoch)

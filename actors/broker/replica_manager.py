@@ -3,7 +3,8 @@
 The controller's requests: LeaderAndIsr (``becomeLeaderOrFollower``: create the logs of
 the partitions this broker is now a replica of, and make it their leader or follower,
 ``actors.broker.partition``), UpdateMetadata (``maybeUpdateMetadataCache``) and
-StopReplica (``stopReplicas``: delete the logs of deleted partitions). Each first passes
+StopReplica (``stopReplicas``: delete the logs of deleted partitions). A log directory
+that fails takes its partitions offline (``handleLogDirFailure``). Each first passes
 the fencing Kafka applies to the three: a request for an older incarnation of this broker
 is STALE_BROKER_EPOCH (``KafkaApis.isBrokerEpochStale``), one from an older controller
 STALE_CONTROLLER_EPOCH.
@@ -36,6 +37,8 @@ from actors.zk import kafka_zk
 from protocol.base import Message
 from protocol.broker import CompleteDelayedData
 from protocol.control import (
+    EPOCH_DURING_DELETE,
+    NO_EPOCH,
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
@@ -162,6 +165,8 @@ class ReplicaManager:
         self.controller_epoch = ControllerEpoch(0)  # highest seen in a control request
         self.leader_epochs: dict[TopicPartition, int] = {}  # of each partition hosted here
         self.partitions: dict[TopicPartition, Partition] = {}
+        self.log_dirs: dict[TopicPartition, str] = {}  # where each hosted partition's log is
+        self.offline: set[TopicPartition] = set()  # HostedPartition.Offline
         self.delayed = DataPurgatory(broker)
         self.hooks: ReplicationHooks = NoReplication()
         self.replica_lag_time_max_ms = broker.config.replica_lag_time_max_ms
@@ -225,6 +230,8 @@ class ReplicaManager:
                 if outcome.error_code is not ErrorCode.NONE:
                     continue
                 self.leader_epochs[tp] = state.leader_epoch
+                if outcome.log_dir is not None:
+                    self.log_dirs[tp] = outcome.log_dir
                 partition = self.partitions.get(tp)
                 if partition is None:
                     partition = Partition(
@@ -274,8 +281,11 @@ class ReplicaManager:
 
     async def stop_replicas(self, req: StopReplicaRequest) -> StopReplicaResponse:
         """Stop the replicas of ``req``, deleting the logs of those marked for deletion
-        (each after its topic's ``file.delete.delay.ms``). A request whose leader epoch
-        for a partition is older than the one known here is FENCED_LEADER_EPOCH there."""
+        (each after its topic's ``file.delete.delay.ms``), as ``stopReplicas`` sorts them:
+        a partition whose log is in an offline directory is KAFKA_STORAGE_ERROR; a hosted
+        one is stopped when the request's leader epoch is ``EPOCH_DURING_DELETE``,
+        ``NO_EPOCH`` or newer than the one known here, and FENCED_LEADER_EPOCH otherwise,
+        an equal epoch included; one not hosted here is stopped (its log, if any, deleted)."""
         stale = self._stale(req.controller_epoch, req.broker_epoch)
         if stale is not None:
             return StopReplicaResponse(error_code=stale)
@@ -286,13 +296,18 @@ class ReplicaManager:
         )
         for p in req.partitions:
             tp = TopicPartition(p.topic, p.partition)
-            current = self.leader_epochs.get(tp, -1)
+            current = self.leader_epochs.get(tp)
             code = ErrorCode.NONE
-            if p.leader_epoch >= 0 and p.leader_epoch < current:
+            if tp in self.offline:
+                code = ErrorCode.KAFKA_STORAGE_ERROR
+            elif current is not None and not (
+                p.leader_epoch in (EPOCH_DURING_DELETE, NO_EPOCH) or p.leader_epoch > current
+            ):
                 code = ErrorCode.FENCED_LEADER_EPOCH
             elif p.delete_partition:
                 self.leader_epochs.pop(tp, None)
                 self.partitions.pop(tp, None)
+                self.log_dirs.pop(tp, None)
                 try:
                     await self._broker.ask(
                         self._broker.log_manager_ref,
@@ -313,6 +328,24 @@ class ReplicaManager:
         for topic in {TopicName(p.topic) for p in req.partitions if p.delete_partition}:
             self._topic_settings.pop(topic, None)
         return StopReplicaResponse(error_code=ErrorCode.NONE, partition_errors=tuple(errors))
+
+    def handle_log_dir_failure(self, log_dir: str) -> tuple[TopicPartition, ...]:
+        """``handleLogDirFailure``, the broker's own part: every partition hosted here with
+        its log in ``log_dir`` goes offline (``markPartitionOffline``: StopReplica answers
+        KAFKA_STORAGE_ERROR for it from now on) and its fetcher stops. The partitions
+        taken offline, by name. The log-dir event notification for the controller is not
+        written (docs/kafka-test-coverage.md)."""
+        gone = tuple(
+            sorted(
+                tp
+                for tp, where in self.log_dirs.items()
+                if where == log_dir and tp not in self.offline
+            )
+        )
+        if gone:
+            self.offline.update(gone)
+            self.hooks.stop_fetching(list(gone))
+        return gone
 
     async def _file_delete_delays(self, topics: set[TopicName]) -> dict[TopicName, int]:
         """The ``file.delete.delay.ms`` overrides of ``topics``, read from their config
