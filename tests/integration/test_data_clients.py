@@ -33,7 +33,6 @@ from kafka import TopicPartition as KpTopicPartition
 
 from actors.log.records import CompressionType
 from cluster.kafka.records import read_batches
-from cluster.launch.cluster import SUPPORTED_APIS
 from tests.support.kemu_commands import REPO, KemuUp, kemu
 
 pytestmark = [
@@ -172,13 +171,12 @@ def test_confluent_kafka_idempotent_producer_and_assigned_consumer(
     cluster: KemuUp, compression: str
 ) -> None:
     """confluent-kafka's idempotent Producer with acks=all delivers every record without an
-    error; its batches are stored with the codec it chose (lz4 only from a broker that has
+    error; its batches are stored with the codec it chose (lz4 needs the broker to have
     FindCoordinator: librdkafka's feature map enables its LZ4 feature on that API, a
-    0.8.2 broker's mark, and sends lz4-configured batches uncompressed otherwise, as it
-    would to any broker without it); a Consumer with ``assign``
-    from the beginning reads them all back, and so does kemu's console-consumer, which
-    decompresses librdkafka's gzip, snappy, lz4 and zstd itself; dump-log --print-data-log
-    prints every stored record's value with the codec's name."""
+    0.8.2 broker's mark); a Consumer with ``assign`` from the beginning reads them all
+    back, and so does kemu's console-consumer, which decompresses librdkafka's gzip,
+    snappy, lz4 and zstd itself; dump-log --print-data-log prints every stored record's
+    value with the codec's name."""
     topic = new_topic(cluster, f"ck-{compression}")
     records = sent(compression)
     failures: list[Any] = []
@@ -194,10 +192,7 @@ def test_confluent_kafka_idempotent_producer_and_assigned_consumer(
         )  # fmt: skip
     assert producer.flush(CLIENT_WAIT) == 0
     assert failures == []
-    codec = CompressionType[compression.upper()]
-    if codec is CompressionType.LZ4 and 10 not in SUPPORTED_APIS:
-        codec = CompressionType.NONE
-    assert stored_codecs(cluster, topic) == {int(codec)}
+    assert stored_codecs(cluster, topic) == {int(CompressionType[compression.upper()])}
     consumer = Consumer({
         "bootstrap.servers": cluster.bootstrap, "group.id": f"g-{topic}",
         "enable.auto.commit": False,

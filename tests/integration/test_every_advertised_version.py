@@ -3,8 +3,10 @@ to a running cluster's listener is answered, in that version, without an error.
 
 The table is read from the broker itself (ApiVersions v3); each response is decoded by
 kafka-python's protocol classes (a second implementation of Kafka's schemas) and must be
-exactly as long as what they read. An API added to the codec table is advertised, so this
-test fails until a valid request of it is added to ``REQUESTS`` below.
+exactly as long as what they read. The group APIs each get a group of their own, with
+a member joined (and synced) first where the request needs one. An API added to the codec
+table is advertised, so this test fails until a valid request of it is added to
+``SIMPLE`` (or ``Walk.group_request``) below.
 """
 
 from __future__ import annotations
@@ -18,16 +20,26 @@ import pytest
 from kafka.protocol.admin import (  # type: ignore[import-untyped]
     CreatePartitionsResponse,
     CreateTopicsResponse,
+    DeleteGroupsResponse,
     DeleteTopicsResponse,
     DescribeConfigsResponse,
+    DescribeGroupsResponse,
+    ListGroupsResponse,
 )
 from kafka.protocol.consumer import (  # type: ignore[import-untyped]
     FetchResponse,
+    HeartbeatResponse,
+    JoinGroupResponse,
+    LeaveGroupResponse,
     ListOffsetsResponse,
+    OffsetCommitResponse,
+    OffsetFetchResponse,
     OffsetForLeaderEpochResponse,
+    SyncGroupResponse,
 )
 from kafka.protocol.metadata import (  # type: ignore[import-untyped]
     ApiVersionsResponse,
+    FindCoordinatorResponse,
     MetadataResponse,
 )
 from kafka.protocol.producer import (  # type: ignore[import-untyped]
@@ -36,10 +48,27 @@ from kafka.protocol.producer import (  # type: ignore[import-untyped]
 )
 
 from actors.runtime.tracer import MemorySink, Tracer
-from cluster.kafka.apis import encode_api_versions_request, encode_request
+from cluster.kafka.apis import decode_response, encode_api_versions_request, encode_request
 from cluster.kafka.client import KafkaAdminClient
 from cluster.launch.cluster import SUPPORTED_APIS, Cluster, ClusterSpec
 from protocol.errors import ErrorCode
+from protocol.group import (
+    DeleteGroupsRequestData,
+    DescribeGroupsRequestData,
+    FindCoordinatorRequestData,
+    HeartbeatRequestData,
+    JoinGroupResponseData,
+    LeaveGroupMember,
+    LeaveGroupRequestData,
+    ListGroupsRequestData,
+    OffsetCommitPartition,
+    OffsetCommitRequestData,
+    OffsetCommitTopic,
+    OffsetFetchRequestData,
+    OffsetFetchTopic,
+    SyncGroupAssignment,
+    SyncGroupRequestData,
+)
 from protocol.ids import TopicName
 from protocol.kafka_api import (
     ConfigResource,
@@ -69,6 +98,7 @@ from protocol.kafka_data import (
     ProduceTopicData,
 )
 from tests.support.fake_kafka import kp_decode
+from tests.support.group_requests import consumer_join
 from tests.support.hosting import hosted_fixture
 from tests.support.raw_kafka import exchange
 from tests.support.record_batches import client_batch
@@ -86,7 +116,7 @@ def created(version: int) -> TopicName:
     return TopicName(f"created-v{version}")
 
 
-REQUESTS: dict[int, Callable[[int], KafkaApiRequestData]] = {
+SIMPLE: dict[int, Callable[[int], KafkaApiRequestData]] = {
     0: lambda v: ProduceRequestData(
         acks=1,
         timeout_ms=LONG,
@@ -138,7 +168,8 @@ REQUESTS: dict[int, Callable[[int], KafkaApiRequestData]] = {
     ),
 }
 """API key -> a valid request of it, for a version (each version's own topic where the
-request changes the cluster)."""
+request changes the cluster). The group APIs, which need a member first, are in
+``Walk.group_request``."""
 
 RESPONSES: dict[int, Any] = {
     0: ProduceResponse,
@@ -152,6 +183,16 @@ RESPONSES: dict[int, Any] = {
     23: OffsetForLeaderEpochResponse,
     32: DescribeConfigsResponse,
     37: CreatePartitionsResponse,
+    8: OffsetCommitResponse,
+    9: OffsetFetchResponse,
+    10: FindCoordinatorResponse,
+    11: JoinGroupResponse,
+    12: HeartbeatResponse,
+    13: LeaveGroupResponse,
+    14: SyncGroupResponse,
+    15: DescribeGroupsResponse,
+    16: ListGroupsResponse,
+    42: DeleteGroupsResponse,
 }
 """API key -> kafka-python's response class."""
 
@@ -160,7 +201,12 @@ RESPONSES: dict[int, Any] = {
 async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
     tracer = Tracer()
     tracer.add_sink(MemorySink())
-    spec = ClusterSpec(brokers=1, base_port=0, log_dir=tmp_path / "logs")
+    config = {
+        "offsets.topic.replication.factor": "1",
+        "offsets.topic.num.partitions": "1",
+        "group.initial.rebalance.delay.ms": "0",
+    }
+    spec = ClusterSpec(brokers=1, base_port=0, log_dir=tmp_path / "logs", config=config)
     async with anyio.create_task_group() as tg:
         running: Cluster = await tg.start(Cluster(spec, tracer=tracer).run)
         async with KafkaAdminClient(f"{HOST}:{running.ports[0]}") as client:
@@ -198,6 +244,118 @@ def read_whole(key: int, version: int, frame: bytes) -> dict[str, Any]:
     return body
 
 
+class Walk:
+    """The test's side of the walk: one request at a time to the only broker, and the
+    group members the group APIs need (set up with the codec's newest versions)."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.correlation_id = 0
+
+    async def send(self, data: KafkaApiRequestData, key: int, version: int) -> bytes:
+        self.correlation_id += 1
+        frame = encode_request(
+            data, api_version=version, correlation_id=self.correlation_id, client_id="walk"
+        )
+        answer = await exchange(HOST, self.port, frame, timeout=WAIT)
+        assert answer, f"API {key} v{version}: the broker closed the connection"
+        return answer
+
+    async def ask(self, data: KafkaApiRequestData, key: int, version: int) -> Any:
+        """A set-up request, answered in plain values (the codec reads the answer)."""
+        answer = await self.send(data, key, version)
+        return decode_response(key, version, answer[4:])[1]
+
+    async def join(self, group: str, member_id: str = "") -> JoinGroupResponseData:
+        """JoinGroup v5 as a consumer: the member id the broker asks for (v4+'s
+        MEMBER_ID_REQUIRED), then the join itself."""
+        while True:
+            answer = await self.ask(consumer_join(group, member_id), 11, 5)
+            assert isinstance(answer, JoinGroupResponseData)
+            if answer.error_code is not ErrorCode.MEMBER_ID_REQUIRED:
+                assert answer.error_code is ErrorCode.NONE, answer
+                return answer
+            member_id = answer.member_id
+
+    async def member(self, group: str, *, synced: bool) -> JoinGroupResponseData:
+        """A member of a new group: joined, and (``synced``) its assignment received."""
+        joined = await self.join(group)
+        if synced:
+            await self.ask(sync_request(group, joined), 14, 5)
+        return joined
+
+    async def group_request(self, key: int, version: int) -> KafkaApiRequestData:
+        """A valid request of group API ``key`` for ``version`` (a group of its own)."""
+        group = f"g-{key}-v{version}"
+        if key == 10:
+            return FindCoordinatorRequestData(key=group)
+        if key == 11:
+            member_id = ""
+            if version >= 4:  # the first join of v4+ only gets the member id
+                answer = await self.ask(consumer_join(group, ""), 11, version)
+                assert answer.error_code is ErrorCode.MEMBER_ID_REQUIRED, answer
+                member_id = answer.member_id
+            return consumer_join(group, member_id)
+        if key == 8:  # a group without members: the commit of a simple consumer
+            return commit_request(group)
+        if key == 15:  # a group this broker does not know is described as Dead
+            return DescribeGroupsRequestData(groups=(group,))
+        if key == 16:
+            return ListGroupsRequestData()
+        if key == 42:  # an Empty group: one that has committed offsets
+            await self.ask(commit_request(group), 8, 8)
+            return DeleteGroupsRequestData(groups_names=(group,))
+        if key == 9:
+            asked = OffsetFetchTopic(name=TOPIC, partition_indexes=(0,))
+            return OffsetFetchRequestData(group_id=group, topics=(asked,))
+        joined = await self.member(group, synced=key == 12)
+        if key == 14:
+            return sync_request(group, joined)
+        if key == 12:
+            return HeartbeatRequestData(
+                group_id=group, generation_id=joined.generation_id, member_id=joined.member_id
+            )
+        assert key == 13, f"no request of API {key} to walk with"
+        return LeaveGroupRequestData(
+            group_id=group, members=(LeaveGroupMember(member_id=joined.member_id),)
+        )
+
+    async def request(self, key: int, version: int) -> KafkaApiRequestData:
+        if key in SIMPLE:
+            return SIMPLE[key](version)
+        return await self.group_request(key, version)
+
+    async def coordinator_ready(self) -> None:
+        """Until a group's coordinator answers (``__consumer_offsets`` is created on the
+        first FindCoordinator and loaded when its leader is elected)."""
+        with anyio.fail_after(WAIT):
+            while True:
+                found = await self.ask(FindCoordinatorRequestData(key="warm-up"), 10, 3)
+                if found.error_code is ErrorCode.NONE:
+                    answer = await self.ask(consumer_join("warm-up", ""), 11, 5)
+                    if answer.error_code is ErrorCode.MEMBER_ID_REQUIRED:
+                        return
+                await anyio.sleep(0.05)
+
+
+def commit_request(group: str) -> OffsetCommitRequestData:
+    """Offset 0 of the walked topic's partition, committed for ``group``."""
+    partition = OffsetCommitPartition(partition_index=0, committed_offset=0)
+    committed = OffsetCommitTopic(name=TOPIC, partitions=(partition,))
+    return OffsetCommitRequestData(group_id=group, topics=(committed,))
+
+
+def sync_request(group: str, joined: JoinGroupResponseData) -> SyncGroupRequestData:
+    return SyncGroupRequestData(
+        group_id=group,
+        generation_id=joined.generation_id,
+        member_id=joined.member_id,
+        assignments=(SyncGroupAssignment(member_id=joined.member_id, assignment=b""),),
+        protocol_type="consumer",
+        protocol_name="range",
+    )
+
+
 async def test_every_advertised_version_is_answered_in_its_version(cluster: Cluster) -> None:
     """The broker advertises ApiVersions v0-3 and the served APIs, and answers a valid
     request of each advertised (API, version) with a whole response of that version that
@@ -209,25 +367,21 @@ async def test_every_advertised_version_is_answered_in_its_version(cluster: Clus
     assert table == {**SUPPORTED_APIS, 18: (0, 3)}
     assert set(table) == set(RESPONSES), "a served API without a response class here"
 
+    walk = Walk(port)
+    if 10 in table:
+        await walk.coordinator_ready()
     answered: list[tuple[int, int]] = []
     for key, (low, high) in sorted(table.items()):
         for version in range(low, high + 1):
-            correlation_id = 1000 + 100 * key + version
             if key == 18:
+                walk.correlation_id += 1
                 frame = encode_api_versions_request(
-                    api_version=version, correlation_id=correlation_id, client_id="walk"
+                    api_version=version, correlation_id=walk.correlation_id, client_id="walk"
                 )
+                answer = await exchange(HOST, port, frame, timeout=WAIT)
             else:
-                assert key in REQUESTS, f"no request of API {key} to walk with"
-                frame = encode_request(
-                    REQUESTS[key](version),
-                    api_version=version,
-                    correlation_id=correlation_id,
-                    client_id="walk",
-                )
-            answer = await exchange(HOST, port, frame, timeout=WAIT)
-            assert answer, f"API {key} v{version}: the broker closed the connection"
-            assert int.from_bytes(answer[4:8], "big") == correlation_id
+                answer = await walk.send(await walk.request(key, version), key, version)
+            assert int.from_bytes(answer[4:8], "big") == walk.correlation_id
             body = read_whole(key, version, answer)
             assert set(error_codes(body)) <= {0}, (key, version, body)
             answered.append((key, version))

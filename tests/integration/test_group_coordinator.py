@@ -40,7 +40,6 @@ from protocol.group import (
     FindCoordinatorResponseData,
     HeartbeatRequestData,
     HeartbeatResponseData,
-    JoinGroupProtocol,
     JoinGroupRequestData,
     JoinGroupResponseData,
     LeaveGroupMember,
@@ -73,6 +72,7 @@ from protocol.kafka_data import (
     ProduceTopicData,
 )
 from tests.support.creation import Harness, running_cluster
+from tests.support.group_requests import consumer_join
 from tests.support.hosting import hosted_fixture
 from tests.support.record_batches import client_batch
 from tests.support.waiting import eventually
@@ -120,13 +120,10 @@ async def ask(h: Harness, broker: int, request: object) -> object:
 
 
 def join(member_id: str = "", *, version: int = 7, group: str = GROUP) -> JoinGroupRequestData:
-    return JoinGroupRequestData(
-        group_id=group,
-        session_timeout_ms=10_000,
-        rebalance_timeout_ms=10_000,
-        member_id=member_id,
-        protocol_type="consumer",
-        protocols=(JoinGroupProtocol(name="range", metadata=b"\x00\x00"),),
+    return consumer_join(
+        group,
+        member_id,
+        metadata=b"\x00\x00",
         client_id="wire-test",
         client_host="/127.0.0.1",
         api_version=version,
