@@ -125,6 +125,18 @@ def of_type(name: str) -> Any:
 # ---------------------------------------------------------------------- ApiVersions
 
 
+async def test_api_versions_v3_has_no_tagged_fields() -> None:
+    """kemu's deliberate difference (docs/kafka-wire.md): the v3 answer ends with an empty
+    tagged-field section, without 2.7.2's FinalizedFeaturesEpoch (tag 1)."""
+    async with fake_cluster() as cluster, connect(cluster) as conn:
+        await conn.send(kp_frame(api_versions_v3(), correlation_id=4))
+        frame = await conn.frame()
+        _, body = kp_decode(ApiVersionsResponse, 3, frame)
+        assert body["error_code"] == 0
+        assert frame[-5:] == bytes(5)  # throttle time 0, then no tagged fields
+        assert body.get("finalized_features_epoch", -1) == -1
+
+
 async def test_api_versions_newer_than_ours_gets_a_v0_error_reply() -> None:
     """ApiVersions v4 is answered with a v0 body, UNSUPPORTED_VERSION and ApiVersions' own
     range only (``ApiVersionsRequest.getErrorResponse``); v3 then gets the whole table."""
