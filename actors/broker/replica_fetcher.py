@@ -150,10 +150,16 @@ class FollowerLog(Protocol):
         ...
 
     async def update_follower_offsets(
-        self, tp: TopicPartition, *, high_watermark: int, leader_log_start_offset: int
+        self,
+        tp: TopicPartition,
+        *,
+        high_watermark: int,
+        leader_log_start_offset: int,
+        log_start_offset: int,
     ) -> int:
-        """The follower's high watermark, and its log start raised towards the leader's
-        (not past the high watermark); the log start after."""
+        """The follower's high watermark, and its log start (``log_start_offset`` as the
+        fetcher last knew it) raised towards the leader's (not past the high watermark);
+        the log start after."""
         ...
 
 
@@ -465,6 +471,7 @@ class ReplicaFetcher(Actor):
                     tp,
                     high_watermark=high_watermark,
                     leader_log_start_offset=data.log_start_offset,
+                    log_start_offset=start,
                 )
         except KafkaApiError as exc:
             if exc.code in (ErrorCode.CORRUPT_MESSAGE, ErrorCode.INVALID_RECORD):

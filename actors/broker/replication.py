@@ -336,7 +336,12 @@ class LogManagerFollowerLog(FollowerLog):
         return outcome.log_start_offset, outcome.log_end_offset
 
     async def update_follower_offsets(
-        self, tp: TopicPartition, *, high_watermark: int, leader_log_start_offset: int
+        self,
+        tp: TopicPartition,
+        *,
+        high_watermark: int,
+        leader_log_start_offset: int,
+        log_start_offset: int,
     ) -> int:
         topic = TopicName(tp.topic)
         self.fetcher.tell(
@@ -349,12 +354,12 @@ class LogManagerFollowerLog(FollowerLog):
                 )
             ),
         )
+        start = max(0, min(leader_log_start_offset, high_watermark))
+        if start <= log_start_offset:  # nothing to advance: the high watermark's tell suffices
+            return log_start_offset
         reply = await self._ask(
             AdvanceLogStart(
-                topic=topic,
-                partition=tp.partition,
-                offset=max(0, min(leader_log_start_offset, high_watermark)),
-                high_watermark=high_watermark,
+                topic=topic, partition=tp.partition, offset=start, high_watermark=high_watermark
             )
         )
         return _pair(reply)[0]

@@ -96,8 +96,14 @@ class LogsFollower:
         return await self.offsets(tp)
 
     async def update_follower_offsets(
-        self, tp: TopicPartition, *, high_watermark: int, leader_log_start_offset: int
+        self,
+        tp: TopicPartition,
+        *,
+        high_watermark: int,
+        leader_log_start_offset: int,
+        log_start_offset: int,
     ) -> int:
+        del log_start_offset  # the log's own is at hand
         log = self._log(tp)
         self.high_watermarks[tp] = high_watermark
         if leader_log_start_offset > log.log_start_offset:

@@ -9,8 +9,12 @@ Produce, a Fetch and the offset lookups. Batches are built by a real client's co
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
+from actors.broker.replication import LogManagerFollowerLog
 from actors.log.manager import DEFAULT_MAX_OPEN_LOGS, open_logs_budget
+from actors.runtime.actor import Actor
+from protocol.control import TopicPartition
 from protocol.errors import ErrorCode
 from protocol.ids import TopicName
 from protocol.log import (
@@ -33,7 +37,7 @@ from protocol.log import (
     ReadRecords,
     RecordHighWatermarks,
 )
-from tests.support.record_batches import client_batch, decode_batches
+from tests.support.record_batches import client_batch, decode_batches, fix_crc, set_field
 from tests.unit.test_log_manager import Harness, log_dirs, run_broker, sim
 
 T = TopicName("orders")
@@ -413,3 +417,32 @@ def test_a_fresh_empty_log_is_served_without_opening_it(tmp_path: Path) -> None:
         assert (again.results[0].leader_epoch, again.results[0].offset) == (5, 1)
 
     sim(lambda: run_broker(dirs, body))
+
+
+def test_a_follower_log_over_the_log_manager(tmp_path: Path) -> None:
+    """``LogManagerFollowerLog``, the fetchers' port: ``QueryLog`` answers a fresh log's
+    offsets and epoch without opening it, then the appended log's; a high watermark with
+    no log start to move is only told, a leader's log start above the follower's moves
+    it (not past the high watermark)."""
+
+    async def body(b: Harness) -> None:
+        await create(b)
+        follower = LogManagerFollowerLog(cast(Actor, b.node), b.lm.ref)
+        tp = TopicPartition(T, 0)
+        assert (await follower.offsets(tp), await follower.latest_epoch(tp)) == ((0, 0), 0)
+        assert b.lm.open_logs == 0
+        batch = fix_crc(
+            set_field(client_batch([b"a", b"b", b"c", b"d"]), "partition_leader_epoch", 3)
+        )
+        assert await follower.append_as_follower(tp, batch) == (0, 4)
+        assert await follower.latest_epoch(tp) == 3
+        kept = await follower.update_follower_offsets(
+            tp, high_watermark=4, leader_log_start_offset=0, log_start_offset=0
+        )
+        moved = await follower.update_follower_offsets(
+            tp, high_watermark=3, leader_log_start_offset=5, log_start_offset=0
+        )
+        assert (kept, moved) == (0, 3)
+        assert await follower.offsets(tp) == (3, 4)
+
+    sim(lambda: run_broker(log_dirs(tmp_path, 1), body))
