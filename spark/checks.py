@@ -93,6 +93,7 @@ _RUN_TYPES: Final = (
     "records_read",
     "replica_logs_read",
     "unclean_leader_elected",
+    "data_rules",
 )
 
 
@@ -160,6 +161,8 @@ def _finished(
     for rule in rules:
         for v in rule.finish(end):
             yield (run, v.rule, "violation", v.message, v.seq, v.ts)
+        for v in rule.notices():  # e.g. the data losses the run's scenario allowed
+            yield (run, v.rule, "notice", v.message, v.seq, v.ts)
 
 
 def arrow_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[Any, ...]]:

@@ -305,8 +305,9 @@ class HighWatermarksRise(TraceRule):
 class _DataRule(TraceRule):
     """A rule over the chaos run's workload events and ``DataLedger``: it forgets a topic
     when its deletion completes (and again when it is created anew: an old answer may
-    come late) and learns the unclean elections. ``allowed_loss``: the
-    causes the scenario declared (an allowed loss is a notice, not a violation)."""
+    come late) and learns the unclean elections. ``allowed_loss``: the causes the
+    scenario declared (an allowed loss is a notice, not a violation); a chaos run also
+    records them in its trace (``data_rules``), which the rule reads too."""
 
     def __init__(self, allowed_loss: Collection[str] = ()) -> None:
         self.allowed = frozenset(allowed_loss)
@@ -318,7 +319,9 @@ class _DataRule(TraceRule):
 
     def _learn(self, event: TraceEvent) -> None:
         f = event.fields
-        if (event.kind == "event" and event.type == "topic_deletion_completed") or _recreated(
+        if _is_chaos(event, "data_rules"):  # the scenario's declaration, in its trace
+            self.allowed |= {str(c) for c in (*f["allow_loss"], *f["expect_loss"])}
+        elif (event.kind == "event" and event.type == "topic_deletion_completed") or _recreated(
             event
         ):
             self.ledger.forget_topic(str(f["topic"]))

@@ -478,6 +478,15 @@ class _Run:
         """The steps, the final phase and the end state, on a running cluster."""
         scenario = self.scenario
         self.say(f"cluster of {scenario.cluster.brokers} brokers ready")
+        if scenario.data.allowed:
+            # The trace says which losses the scenario allows, so that the data rules
+            # read from the trace alone (the Spark jobs) judge them as this run does.
+            self.h.emit(
+                TraceKind.EVENT,
+                "data_rules",
+                allow_loss=list(scenario.data.allow_loss),
+                expect_loss=list(scenario.data.expect_loss),
+            )
         with anyio.move_on_after(scenario.deadline) as deadline:
             await self._steps()
             await self._final_phase()

@@ -6,6 +6,7 @@ again only when its topic was re-created."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from actors.invariants import TraceMonitor, check_trace
@@ -17,6 +18,7 @@ from actors.invariants.trace_rules import (
     OneRecordPerOffset,
 )
 from protocol.trace import TraceEvent
+from spark.checks import check_sorted
 from tests.support.trace_builder import Trace
 
 
@@ -327,3 +329,37 @@ def test_a_leader_proposing_an_isr_without_itself_is_caught() -> None:
     assert observe(AlterIsrKeepsShape(), [proposed("broker-2", [2, 2])]) == [
         "t-0: broker-2 proposed duplicate ISR members [2, 2]"
     ]
+
+
+def test_the_losses_a_run_declares_in_its_trace_are_allowed_from_the_trace_alone() -> None:
+    """A chaos run records its scenario's allowed losses (``data_rules``): a rule built
+    without them, as the Spark jobs build it, reads them there, and the per-group checker
+    the Spark and pandas analyses share reports the loss as a notice, not a violation."""
+    t = Trace()
+    t.add(
+        "event", "data_rules", node="chaos", actor="runner", allow_loss=[], expect_loss=["unclean"]
+    )
+    acked(t, 0, "p-0")
+    unclean(t)
+    read(t, 0)
+    rule = AcknowledgedWritesKept()
+    assert observe(rule, t.events) == []
+    assert [n.rule for n in rule.notices()] == ["data_loss"]
+    rows = [
+        (
+            "run-1",
+            "run",
+            e.seq,
+            e.ts,
+            e.node,
+            e.actor,
+            e.kind,
+            e.type,
+            e.corr,
+            json.dumps(e.fields),
+            9.0,
+        )
+        for e in t.events
+    ]
+    found = list(check_sorted(rows))
+    assert [(rule, severity) for _, rule, severity, *_ in found] == [("data_loss", "notice")]
