@@ -444,6 +444,11 @@ def build_parser() -> argparse.ArgumentParser:
             "broker_api_versions",
             "kafka-broker-api-versions.sh: each broker's API versions",
         ),
+        (
+            "consumer-groups",
+            "consumer_groups",
+            "kafka-consumer-groups.sh: list, describe (offsets and lag) and delete groups",
+        ),
     ):
         tool = sub.add_parser(
             name, help=f"{summary} (--help for options)", add_help=False, prefix_chars="\0"

@@ -44,6 +44,13 @@ from cluster.kafka.apis.api_versions import (
 )
 from cluster.kafka.apis.registry import CODECS, api_key_of, decode_response, encode_request
 from protocol.errors import ErrorCode, FrameError, KafkaApiError, KemuError
+from protocol.group import (
+    FindCoordinatorRequestData,
+    FindCoordinatorResponseData,
+    ListedGroup,
+    ListGroupsRequestData,
+    ListGroupsResponseData,
+)
 from protocol.ids import BrokerId, TopicName
 from protocol.kafka_api import (
     BrokerEndpoint,
@@ -661,6 +668,57 @@ class KafkaAdminClient:
         )
         return response.topics
 
+    # ------------------------------------------------------------------ groups
+
+    async def list_groups(self) -> tuple[ListedGroup, ...]:
+        """``listConsumerGroups``: ListGroups at every live broker (each answers the
+        groups it coordinates); those of protocol type "consumer" or "" are kept."""
+        view = await self.describe_cluster()
+        found: list[ListedGroup] = []
+        for broker in view.brokers:
+            response = await self.request_broker(
+                (broker.host, broker.port),
+                ListGroupsRequestData(),
+                timeout=self.config.request_timeout_ms / 1000,
+            )
+            if not isinstance(response, ListGroupsResponseData):
+                raise KafkaClientError(f"unexpected answer to ListGroups: {response!r}")
+            if response.error_code is not ErrorCode.NONE:
+                raise api_error(response.error_code, None)
+            found.extend(g for g in response.groups if g.protocol_type in ("consumer", ""))
+        return tuple(found)
+
+    async def group_request(self, group: str, request: KafkaApiRequestData, expected: type[R]) -> R:
+        """``request`` at ``group``'s coordinator (found with FindCoordinator), tried
+        again while the coordinator is unknown, not available, loading or elsewhere
+        (Kafka's admin client's retriable coordinator errors) until the call's deadline."""
+        deadline = self._clock.now() + self.config.default_api_timeout_ms / 1000
+        while True:
+            found = await self._call(
+                "findCoordinator",
+                FindCoordinatorRequestData(key=group),
+                FindCoordinatorResponseData,
+                controller=False,
+            )
+            if found.error_code is ErrorCode.NONE:
+                try:
+                    response = await self.request_broker(
+                        (found.host, found.port),
+                        request,
+                        timeout=self.config.request_timeout_ms / 1000,
+                    )
+                except KafkaClientError:
+                    response = None
+                if isinstance(response, expected) and not _COORDINATOR_ERRORS & set(
+                    _group_codes(response)
+                ):
+                    return response
+            elif found.error_code not in _COORDINATOR_ERRORS:
+                raise api_error(found.error_code, found.error_message)
+            if self._clock.now() >= deadline:
+                raise KafkaTimeoutError(f"the coordinator of group {group} did not answer in time")
+            await self._backoff(deadline)
+
     # ------------------------------------------------------------------ machinery
 
     async def _call(
@@ -774,6 +832,28 @@ class KafkaAdminClient:
         if self._controller is None:
             raise _Retry("no controller yet")
         return await self._connect(self._brokers[self._controller])
+
+
+_COORDINATOR_ERRORS: Final = frozenset(
+    {
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    }
+)
+
+
+def _group_codes(response: KafkaApiResponseData) -> Iterable[ErrorCode]:
+    """The error codes of a group response: its own and each group's."""
+    code = getattr(response, "error_code", None)
+    if isinstance(code, ErrorCode):
+        yield code
+    for group in getattr(response, "groups", ()):
+        group_code = getattr(group, "error_code", None)
+        if isinstance(group_code, ErrorCode):
+            yield group_code
+    for result in getattr(response, "results", ()):
+        yield result.error_code
 
 
 def _answers_not_controller(response: KafkaApiResponseData) -> bool:

@@ -12,6 +12,7 @@ rebalance completes at once. The synchronous clients run in worker threads.
 from __future__ import annotations
 
 import functools
+import io
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -26,6 +27,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import NewTopic as CkNewTopic  # type: ignore[attr-defined]
 from kafka import KafkaAdminClient, KafkaConsumer  # type: ignore[import-untyped]
 
+from cluster.cli.consumer_groups import main as consumer_groups_main
 from tests.support.creation import Harness, running_cluster
 from tests.support.hosting import hosted_fixture
 from tests.support.kemu_commands import running_up
@@ -312,3 +314,96 @@ async def test_admin_clients_list_describe_and_delete_groups(harness: Harness) -
     admin = AdminClient({"bootstrap.servers": servers})
     listed = await in_thread(lambda: admin.list_consumer_groups().result(timeout=60))
     assert [g.group_id for g in listed.valid] == []
+
+
+def kemu_consumer_groups(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    status = consumer_groups_main(list(argv), out=out, err=err)
+    return status, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.asyncio
+async def test_kemu_consumer_groups_lists_describes_and_deletes(harness: Harness) -> None:
+    """``kemu consumer-groups`` as kafka-consumer-groups.sh: --list names the group;
+    --describe of the Empty group notes it has no active members and shows each
+    committed partition with its log end and lag; with a live member its rows carry the
+    member; a group that does not exist is Kafka's error; --delete refuses the active
+    group and deletes the empty one."""
+    topic = await new_topic(harness)
+    servers = bootstrap(harness)
+    await in_thread(confluent_consume, servers, topic, "g-cli", 10)
+    base = ("--bootstrap-server", servers)
+
+    assert await in_thread(kemu_consumer_groups, *base, "--list") == (0, "g-cli\n", "")
+    status, out, err = await in_thread(
+        kemu_consumer_groups, *base, "--describe", "--group", "g-cli"
+    )
+    assert (status, err) == (0, "\nConsumer group 'g-cli' has no active members.\n")
+    lines = out.split("\n")
+    assert lines[0] == ""
+    assert lines[1].split() == [
+        "GROUP",
+        "TOPIC",
+        "PARTITION",
+        "CURRENT-OFFSET",
+        "LOG-END-OFFSET",
+        "LAG",
+        "CONSUMER-ID",
+        "HOST",
+        "CLIENT-ID",
+    ]
+    assert lines[1].startswith("GROUP           " + "TOPIC".ljust(len(topic)) + " PARTITION  ")
+    rows = [line.split() for line in lines[2:] if line]
+    # Only the partitions the consumer read from have a commit; they are listed in order.
+    assert [r[:2] for r in rows] == [["g-cli", topic]] * len(rows)
+    assert [int(r[2]) for r in rows] == sorted({int(r[2]) for r in rows})
+    assert sum(int(r[3]) for r in rows) == 10
+    assert all(int(r[5]) == int(r[4]) - int(r[3]) and r[6:] == ["-", "-", "-"] for r in rows)
+
+    member = Member(servers, topic, "g-cli")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(partial_thread, member.run)
+
+        async def assigned() -> frozenset[int] | None:
+            return member.assignment
+
+        await eventually(assigned, until=lambda a: a == frozenset(range(PARTITIONS)), timeout=WAIT)
+        status, out, err = await in_thread(
+            kemu_consumer_groups, *base, "--describe", "--group", "g-cli"
+        )
+        rows = [line.split() for line in out.split("\n")[2:] if line]
+        assert (status, err, len(rows)) == (0, "", PARTITIONS)
+        assert sum(int(r[4]) for r in rows) == COUNT
+        assert {r[6].split("-")[0] for r in rows} == {"kafka"}  # kafka-python-<version>-<uuid>
+        assert {r[7] for r in rows} == {"/127.0.0.1"}
+        refused = await in_thread(kemu_consumer_groups, *base, "--delete", "--group", "g-cli")
+        assert refused == (
+            0,
+            "Error: Deletion of some consumer groups failed:\n"
+            "* Group 'g-cli' could not be deleted due to: "
+            "org.apache.kafka.common.errors.GroupNotEmptyException: The group is not empty.\n",
+            "",
+        )
+        member.stop.set()
+
+    async def state() -> str:
+        return (await in_thread(kemu_consumer_groups, *base, "--describe", "--group", "g-cli"))[2]
+
+    await eventually(state, until=lambda e: "has no active members" in e, timeout=WAIT)
+    assert await in_thread(kemu_consumer_groups, *base, "--delete", "--group", "g-cli") == (
+        0,
+        "Deletion of requested consumer groups ('g-cli') was successful.\n",
+        "",
+    )
+    assert await in_thread(kemu_consumer_groups, *base, "--describe", "--group", "g-cli") == (
+        0,
+        "\nError: Consumer group 'g-cli' does not exist.\n",
+        "",
+    )
+    assert await in_thread(kemu_consumer_groups, *base, "--list") == (0, "", "")
+    status, out, err = await in_thread(kemu_consumer_groups, *base, "--group", "g-cli")
+    assert (status, out) == (1, "")
+    assert err.startswith(
+        "Command must include exactly one action: --list, --describe, --delete, "
+        "--reset-offsets, --delete-offsets\n"
+    )
