@@ -468,7 +468,8 @@ class GroupAppendDone(Message, frozen=True, kw_only=True):
 
 class GroupTimerFired(Message, frozen=True, kw_only=True):
     """A coordinator timer's tick (``DelayedJoin``, ``InitialDelayedJoin``,
-    ``DelayedHeartbeat``): ``kind`` says which, ``key`` its group (and member)."""
+    ``DelayedHeartbeat``): ``kind`` says which, ``group_id`` (and ``member_id``) whose,
+    ``generation`` the number of the timer (a stale one is ignored)."""
 
     local_only = True
 

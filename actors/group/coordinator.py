@@ -501,8 +501,8 @@ class GroupCoordinator(Actor):
                 self._join_timer_expired(group)
         elif tick.kind == _HEARTBEAT:
             member = group.members.get(tick.member_id)
-            if member is not None:
-                member.timer_armed = False
+            if member is not None and tick.generation == member.timer_seq:
+                member.timer_at = None
                 self._check_heartbeat(group, member)
         elif tick.kind == _PENDING and tick.member_id in group.pending_members:
             group.pending_members.discard(tick.member_id)
@@ -512,14 +512,22 @@ class GroupCoordinator(Actor):
     def _schedule_heartbeat(self, group: Group, member: Member, timeout_ms: int) -> None:
         """``completeAndScheduleNextExpiration``: the member lives ``timeout_ms`` more."""
         member.deadline = self.clock.now() + timeout_ms / 1000
-        if not member.timer_armed:
-            member.timer_armed = True
-            self._start_timer(
-                timeout_ms / 1000,
-                GroupTimerFired(
-                    kind=_HEARTBEAT, group_id=group.group_id, member_id=member.member_id
-                ),
-            )
+        if member.timer_at is None or member.deadline < member.timer_at:
+            self._arm_heartbeat(group, member, timeout_ms / 1000)
+
+    def _arm_heartbeat(self, group: Group, member: Member, seconds: float) -> None:
+        """One heartbeat timer per member: a new one makes the earlier one's tick stale."""
+        member.timer_seq += 1
+        member.timer_at = self.clock.now() + seconds
+        self._start_timer(
+            seconds,
+            GroupTimerFired(
+                kind=_HEARTBEAT,
+                group_id=group.group_id,
+                member_id=member.member_id,
+                generation=member.timer_seq,
+            ),
+        )
 
     def _check_heartbeat(self, group: Group, member: Member) -> None:
         """``DelayedHeartbeat``: not expired yet (a later heartbeat moved the deadline,
@@ -530,13 +538,7 @@ class GroupCoordinator(Actor):
             if remaining <= 0:
                 member.deadline = self.clock.now() + member.session_timeout_ms / 1000
                 remaining = member.session_timeout_ms / 1000
-            member.timer_armed = True
-            self._start_timer(
-                remaining,
-                GroupTimerFired(
-                    kind=_HEARTBEAT, group_id=group.group_id, member_id=member.member_id
-                ),
-            )
+            self._arm_heartbeat(group, member, remaining)
             return
         self.trace("event", "group_member_expired", group=group.group_id, member=member.member_id)
         self._remove_member_and_update(group, member)
@@ -600,9 +602,11 @@ class GroupCoordinator(Actor):
     ) -> Message | None:
         """``updateStaticMemberAndRebalance``: the instance's old member id is fenced and
         the new one takes its place; a Stable group whose protocol choice stays answers
-        the current generation without a rebalance (after storing the group)."""
+        the current generation without a rebalance (after storing the group), naming the
+        leader as it was, so that a replaced leader does not assign again."""
         assert req.group_instance_id is not None
         old_id = group.static_members[req.group_instance_id]
+        current_leader = group.leader_id
         old = group.members.pop(old_id)
         if old.join_reply is not None:
             self._answer_join(old, _join_error(old_id, ErrorCode.FENCED_INSTANCE_ID))
@@ -617,12 +621,9 @@ class GroupCoordinator(Actor):
         group.static_members[req.group_instance_id] = member_id
         if group.leader_id == old_id:
             group.leader_id = member_id
+        old.timer_at = None  # the old id's timer finds no member: a new one is armed
         self._schedule_heartbeat(group, old, old.session_timeout_ms)
-        if (
-            group.is_(GroupState.STABLE)
-            and group.protocol_name == group.select_protocol()
-            and not group.is_leader(member_id)
-        ):
+        if group.is_(GroupState.STABLE) and group.protocol_name == group.select_protocol():
             reply = ctx.defer()
             generation = group.generation
 
@@ -636,7 +637,7 @@ class GroupCoordinator(Actor):
                         generation_id=generation,
                         protocol_type=group.protocol_type,
                         protocol_name=group.protocol_name,
-                        leader=group.leader_id or "",
+                        leader=current_leader or "",
                         member_id=member_id,
                     ),
                 )

@@ -66,7 +66,10 @@ class Member:
     is_new: bool = False
     deadline: float = 0.0
     """When the member expires without a heartbeat (the coordinator's clock)."""
-    timer_armed: bool = False
+    timer_seq: int = 0
+    """The number of the member's heartbeat timer in force; an older one's tick is stale."""
+    timer_at: float | None = None
+    """When that timer fires (None: none armed)."""
 
     @property
     def is_static(self) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from actors.broker.broker import broker_ref
@@ -81,7 +82,11 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(120)]
 
 GROUP = "test-group"  # partition 12 of 50, as a JVM computes it
 TOPIC = TopicName("orders")
-CONFIG = {"group.initial.rebalance.delay.ms": "0"}
+SHORT_SESSION_MS = 500
+CONFIG = {
+    "group.initial.rebalance.delay.ms": "0",
+    "group.min.session.timeout.ms": str(SHORT_SESSION_MS),
+}
 
 
 @hosted_fixture()
@@ -523,3 +528,130 @@ async def test_list_describe_and_delete_groups(harness: Harness) -> None:
     assert await ask(harness, node, delete) == deleted(ErrorCode.NONE)
     assert await ask(harness, node, delete) == deleted(ErrorCode.GROUP_ID_NOT_FOUND)
     assert await fetch_offset(harness, node) == -1
+
+
+async def test_transaction_coordinators_are_not_served(harness: Harness) -> None:
+    """kemu has no transaction coordinator: FindCoordinator for a transactional id is
+    INVALID_REQUEST at once (a documented divergence: Kafka would name one), and an
+    unknown key type is INVALID_REQUEST as in Kafka."""
+    for key_type, message in (
+        (1, "kemu has no transaction coordinator"),
+        (7, "Unknown coordinator type 7 in FindCoordinator request"),
+    ):
+        reply = await ask(harness, 0, FindCoordinatorRequestData(key="tx", key_type=key_type))
+        assert reply == FindCoordinatorResponseData(
+            error_code=ErrorCode.INVALID_REQUEST, error_message=message
+        )
+
+
+def static_join(instance: str, member_id: str = "") -> JoinGroupRequestData:
+    return msgspec.structs.replace(join(member_id), group_instance_id=instance)
+
+
+async def test_a_static_member_rejoining_fences_its_old_member_id(harness: Harness) -> None:
+    """A member with a group instance id gets its member id without the MEMBER_ID_REQUIRED
+    round trip (``<instance>-<uuid>``); when the instance joins again as a new member
+    (a restart), the Stable group keeps its generation and assignment, and the old member
+    id is fenced (FENCED_INSTANCE_ID) while the new one heartbeats."""
+    node = await coordinator(harness)
+    joined = await ask(harness, node, static_join("instance-a"))
+    assert isinstance(joined, JoinGroupResponseData)
+    assert joined.error_code is ErrorCode.NONE
+    assert joined.member_id.startswith("instance-a-")
+    old = joined.member_id
+    synced = await ask(
+        harness,
+        node,
+        SyncGroupRequestData(
+            group_id=GROUP,
+            generation_id=joined.generation_id,
+            member_id=old,
+            group_instance_id="instance-a",
+            assignments=(SyncGroupAssignment(member_id=old, assignment=b"a"),),
+        ),
+    )
+    assert isinstance(synced, SyncGroupResponseData)
+    assert synced.assignment == b"a"
+    again = await ask(harness, node, static_join("instance-a"))
+    assert isinstance(again, JoinGroupResponseData)
+    new = again.member_id
+    assert new.startswith("instance-a-")
+    assert new != old
+    # No rebalance: the same generation, no member list, the leader named as it was.
+    assert (again.error_code, again.generation_id, again.leader, again.members) == (
+        ErrorCode.NONE,
+        joined.generation_id,
+        old,
+        (),
+    )
+    fenced = await ask(
+        harness,
+        node,
+        HeartbeatRequestData(
+            group_id=GROUP,
+            generation_id=joined.generation_id,
+            member_id=old,
+            group_instance_id="instance-a",
+        ),
+    )
+    assert fenced == HeartbeatResponseData(error_code=ErrorCode.FENCED_INSTANCE_ID)
+    beat = await ask(
+        harness,
+        node,
+        HeartbeatRequestData(
+            group_id=GROUP,
+            generation_id=joined.generation_id,
+            member_id=new,
+            group_instance_id="instance-a",
+        ),
+    )
+    assert beat == HeartbeatResponseData()
+    kept = await ask(
+        harness,
+        node,
+        SyncGroupRequestData(
+            group_id=GROUP,
+            generation_id=joined.generation_id,
+            member_id=new,
+            group_instance_id="instance-a",
+        ),
+    )
+    assert isinstance(kept, SyncGroupResponseData)
+    assert kept.assignment == b"a"
+
+
+async def test_a_member_that_stops_heartbeating_expires_and_the_group_empties(
+    harness: Harness,
+) -> None:
+    """A member whose session passes without a heartbeat is removed (``DelayedHeartbeat``
+    on the node's clock): the group rebalances to Empty and its old member id is unknown;
+    the wait is the session timeout, traced as ``group_member_expired``."""
+    node = await coordinator(harness)
+    short = msgspec.structs.replace(join(), session_timeout_ms=SHORT_SESSION_MS)
+    first = await ask(harness, node, short)
+    assert isinstance(first, JoinGroupResponseData)
+    joined = await ask(harness, node, msgspec.structs.replace(short, member_id=first.member_id))
+    assert isinstance(joined, JoinGroupResponseData)
+    assert joined.error_code is ErrorCode.NONE
+    member = joined.member_id
+    await ask(
+        harness,
+        node,
+        SyncGroupRequestData(group_id=GROUP, generation_id=1, member_id=member),
+    )
+
+    async def expired() -> bool:
+        return any(
+            e.type == "group_member_expired" and e.fields["member"] == member
+            for e in harness.sink.events
+        )
+
+    await eventually(expired, timeout=30)
+    listed = await ask(harness, node, ListGroupsRequestData())
+    assert listed == ListGroupsResponseData(
+        groups=(ListedGroup(group_id=GROUP, protocol_type="consumer", group_state="Empty"),)
+    )
+    gone = await ask(
+        harness, node, HeartbeatRequestData(group_id=GROUP, generation_id=1, member_id=member)
+    )
+    assert gone == HeartbeatResponseData(error_code=ErrorCode.UNKNOWN_MEMBER_ID)
