@@ -23,6 +23,7 @@ SyncGroup                  14       0-5       ``SyncGroupRequestData`` / ``...``
 DescribeGroups             15       0-5       ``DescribeGroupsRequestData`` / ``...``
 ListGroups                 16       0-4       ``ListGroupsRequestData`` / ``...``
 DeleteGroups               42       0-2       ``DeleteGroupsRequestData`` / ``...``
+OffsetDelete               47       0         ``OffsetDeleteRequestData`` / ``...``
 =========================  =======  ========  =========================================
 
 Kafka 2.7 serves OffsetCommit from v0 and OffsetFetch from v0, whose offsets live in
@@ -82,6 +83,8 @@ __all__ = [
     "OffsetCommitResponseData",
     "OffsetCommitTopic",
     "OffsetCommitTopicResponse",
+    "OffsetDeleteRequestData",
+    "OffsetDeleteResponseData",
     "OffsetFetchPartitionResponse",
     "OffsetFetchRequestData",
     "OffsetFetchResponseData",
@@ -397,6 +400,24 @@ class DeleteGroupsResponseData(Message, frozen=True, kw_only=True):
     throttle_time_ms: int = 0
 
 
+# --------------------------------------------------------------------- OffsetDelete (47)
+
+
+class OffsetDeleteRequestData(Message, frozen=True, kw_only=True):
+    """The partitions whose committed offsets the group drops."""
+
+    group_id: str
+    topics: tuple[OffsetFetchTopic, ...]
+
+
+class OffsetDeleteResponseData(Message, frozen=True, kw_only=True):
+    """A group-level ``error_code`` comes with no topics (``getErrorResponse``)."""
+
+    topics: tuple[OffsetCommitTopicResponse, ...] = ()
+    error_code: ErrorCode = ErrorCode.NONE
+    throttle_time_ms: int = 0
+
+
 GroupRequestData = (
     JoinGroupRequestData
     | SyncGroupRequestData
@@ -407,6 +428,7 @@ GroupRequestData = (
     | ListGroupsRequestData
     | DescribeGroupsRequestData
     | DeleteGroupsRequestData
+    | OffsetDeleteRequestData
 )
 """The requests a broker hands its group coordinator."""
 
@@ -424,6 +446,7 @@ GroupResponseData = (
     | ListGroupsResponseData
     | DescribeGroupsResponseData
     | DeleteGroupsResponseData
+    | OffsetDeleteResponseData
 )
 
 

@@ -104,6 +104,7 @@ class ClientApiKey(IntEnum):
     DESCRIBE_CONFIGS = 32
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    OFFSET_DELETE = 47
 
 
 class ConfigResourceType(IntEnum):

@@ -19,6 +19,7 @@ metadata cache, creating ``__consumer_offsets`` on first use (``createInternalTo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, assert_never
 
 from actors.admin import (
@@ -85,8 +86,11 @@ from protocol.group import (
     OffsetCommitResponseData,
     OffsetCommitTopic,
     OffsetCommitTopicResponse,
+    OffsetDeleteRequestData,
+    OffsetDeleteResponseData,
     OffsetFetchRequestData,
     OffsetFetchResponseData,
+    OffsetFetchTopic,
     SyncGroupRequestData,
     SyncGroupResponseData,
 )
@@ -166,6 +170,8 @@ class KafkaApis:
                 return await self._handle_find_coordinator(msg)
             case OffsetCommitRequestData():
                 return self._handle_offset_commit(msg, ctx)
+            case OffsetDeleteRequestData():
+                return self._handle_offset_delete(msg, ctx)
             case (
                 JoinGroupRequestData()
                 | SyncGroupRequestData()
@@ -347,6 +353,12 @@ class KafkaApis:
             return self._to_coordinator(req, ctx, None)
         if not known:
             return _merge_commit(req, unknown, None)
+
+        def merged(answer: Message) -> Message:
+            if not isinstance(answer, OffsetCommitResponseData):
+                return answer
+            return _merge_commit(req, unknown, answer)
+
         forwarded = OffsetCommitRequestData(
             group_id=req.group_id,
             topics=tuple(known),
@@ -355,25 +367,79 @@ class KafkaApis:
             group_instance_id=req.group_instance_id,
             retention_time_ms=req.retention_time_ms,
         )
-        return self._to_coordinator(forwarded, ctx, (req, unknown))
+        return self._to_coordinator(forwarded, ctx, merged)
+
+    def _known_partitions(
+        self, topics: tuple[OffsetFetchTopic, ...]
+    ) -> tuple[tuple[OffsetFetchTopic, ...], dict[tuple[str, int], ErrorCode]]:
+        """The partitions the metadata cache knows, and UNKNOWN_TOPIC_OR_PARTITION for
+        the others."""
+        unknown: dict[tuple[str, int], ErrorCode] = {}
+        known: list[OffsetFetchTopic] = []
+        for topic in topics:
+            cache = self._broker.cache
+            partitions = cache.partitions(topic.name) if cache.contains(topic.name) else {}
+            kept = tuple(p for p in topic.partition_indexes if p in partitions)
+            for p in topic.partition_indexes:
+                if p not in partitions:
+                    unknown[topic.name, p] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if kept:
+                known.append(OffsetFetchTopic(name=topic.name, partition_indexes=kept))
+        return tuple(known), unknown
+
+    def _handle_offset_delete(self, req: OffsetDeleteRequestData, ctx: Context) -> Message | None:
+        """``KafkaApis.handleOffsetDeleteRequest``: partitions the metadata cache does not
+        know are UNKNOWN_TOPIC_OR_PARTITION; the coordinator decides the rest; a group
+        error is answered alone."""
+        known, unknown = self._known_partitions(req.topics)
+
+        def merged(answer: Message) -> Message:
+            if not isinstance(answer, OffsetDeleteResponseData) or answer.error_code is not (
+                ErrorCode.NONE
+            ):
+                return answer
+            codes: dict[tuple[str, int], ErrorCode] = {
+                (t.name, p.partition_index): p.error_code
+                for t in answer.topics
+                for p in t.partitions
+            }
+            codes.update(unknown)
+            return OffsetDeleteResponseData(
+                topics=tuple(
+                    OffsetCommitTopicResponse(
+                        name=t.name,
+                        partitions=tuple(
+                            OffsetCommitPartitionResponse(
+                                partition_index=p,
+                                error_code=codes.get((t.name, p), ErrorCode.NONE),
+                            )
+                            for p in t.partition_indexes
+                        ),
+                    )
+                    for t in req.topics
+                )
+            )
+
+        forwarded = OffsetDeleteRequestData(group_id=req.group_id, topics=known)
+        return self._to_coordinator(forwarded, ctx, merged)
 
     def _to_coordinator(
         self,
         msg: GroupRequestData,
         ctx: Context,
-        commit: tuple[OffsetCommitRequestData, dict[tuple[str, int], ErrorCode]] | None,
+        finish: Callable[[Message], Message] | None,
     ) -> Message | None:
-        """Hand ``msg`` to the group coordinator; None: answered when it answers
-        (``commit``: the original OffsetCommit and its partitions answered here)."""
+        """Hand ``msg`` to the group coordinator; None: answered when it answers, through
+        ``finish`` (which adds the partitions answered here)."""
         reply = ctx.defer()
-        self._broker.start_soon(self._relay, msg, reply, commit)
+        self._broker.start_soon(self._relay, msg, reply, finish)
         return None
 
     async def _relay(
         self,
         msg: GroupRequestData,
         reply: DeferredReply,
-        commit: tuple[OffsetCommitRequestData, dict[tuple[str, int], ErrorCode]] | None,
+        finish: Callable[[Message], Message] | None,
     ) -> None:
         """Runs as a helper task: the coordinator's answer relayed (an answer that does
         not come: COORDINATOR_NOT_AVAILABLE, which clients retry). It touches no broker
@@ -383,9 +449,7 @@ class KafkaApis:
             answer = await self._broker.ask(self._coordinator, msg, timeout=timeout)
         except (RemoteError, AskTimeoutError):
             answer = _group_error(msg, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        if commit is not None and isinstance(answer, OffsetCommitResponseData):
-            answer = _merge_commit(commit[0], commit[1], answer)
-        reply.send(self._broker, answer)
+        reply.send(self._broker, answer if finish is None else finish(answer))
 
     def _handle_update_metadata(self, req: UpdateMetadataRequest) -> UpdateMetadataResponse:
         """The metadata cache updated, then the delayed admin operations on the topics it
@@ -574,6 +638,8 @@ def _group_error(msg: GroupRequestData, code: ErrorCode) -> Message:
             return _merge_commit(msg, {}, None, code)
         case OffsetFetchRequestData():
             return OffsetFetchResponseData(topics=(), error_code=code)
+        case OffsetDeleteRequestData():
+            return OffsetDeleteResponseData(error_code=code)
         case ListGroupsRequestData():
             return ListGroupsResponseData(error_code=code)
         case DescribeGroupsRequestData():

@@ -89,6 +89,8 @@ from protocol.group import (
     OffsetCommitRequestData,
     OffsetCommitResponseData,
     OffsetCommitTopicResponse,
+    OffsetDeleteRequestData,
+    OffsetDeleteResponseData,
     OffsetFetchPartitionResponse,
     OffsetFetchRequestData,
     OffsetFetchResponseData,
@@ -185,6 +187,8 @@ class GroupCoordinator(Actor):
                 return self._describe_groups(msg)
             case DeleteGroupsRequestData():
                 return self._delete_groups(msg)
+            case OffsetDeleteRequestData():
+                return self._delete_offsets(msg)
             case GroupPartitionsElected():
                 for partition, epoch in msg.partitions:
                     self._on_election(partition, epoch)
@@ -1263,6 +1267,61 @@ class GroupCoordinator(Actor):
                 DeletableGroupResult(group_id=group_id, error_code=code or ErrorCode.NONE)
             )
         return DeleteGroupsResponseData(results=tuple(results))
+
+    def _delete_offsets(self, req: OffsetDeleteRequestData) -> OffsetDeleteResponseData:
+        """``GroupCoordinator.handleDeleteOffsets``: an Empty group drops every offset
+        asked; an active consumer group those of topics its members do not subscribe to
+        (the others GROUP_SUBSCRIBED_TO_TOPIC); another active group none
+        (NON_EMPTY_GROUP); a missing or Dead one is GROUP_ID_NOT_FOUND. Tombstones are
+        written for what is dropped, not waited for."""
+        code = self._validate(req.group_id)
+        group = self.groups.get(req.group_id)
+        if code is None and (group is None or group.is_(GroupState.DEAD)):
+            code = ErrorCode.GROUP_ID_NOT_FOUND
+        active = group is not None and not group.is_(GroupState.EMPTY)
+        if code is None and active and group is not None and group.protocol_type != "consumer":
+            code = ErrorCode.NON_EMPTY_GROUP
+        if code is not None or group is None:
+            return OffsetDeleteResponseData(error_code=code or ErrorCode.GROUP_ID_NOT_FOUND)
+        codes: dict[tuple[str, int], ErrorCode] = {}
+        dropped: list[tuple[str, int]] = []
+        for topic in req.topics:
+            subscribed = not group.is_(GroupState.EMPTY) and group.is_subscribed_to(topic.name)
+            for partition in topic.partition_indexes:
+                if subscribed:
+                    codes[topic.name, partition] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                else:
+                    codes[topic.name, partition] = ErrorCode.NONE
+                    if group.offsets.pop((topic.name, partition), None) is not None:
+                        dropped.append((topic.name, partition))
+        if dropped:
+            now = self._now_ms()
+            self._append(
+                group.group_id,
+                [
+                    ProducerRecord(
+                        key=encode_offset_key(OffsetKey(group.group_id, topic, partition)),
+                        value=None,
+                        timestamp_ms=now,
+                    )
+                    for topic, partition in dropped
+                ],
+                lambda _code: None,
+            )
+        return OffsetDeleteResponseData(
+            topics=tuple(
+                OffsetCommitTopicResponse(
+                    name=t.name,
+                    partitions=tuple(
+                        OffsetCommitPartitionResponse(
+                            partition_index=p, error_code=codes[t.name, p]
+                        )
+                        for p in t.partition_indexes
+                    ),
+                )
+                for t in req.topics
+            )
+        )
 
     def _remove_group(self, group: Group) -> None:
         now = self._now_ms()

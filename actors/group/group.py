@@ -8,6 +8,7 @@ listed, as ``GroupMetadata.assertValidTransition`` does.
 
 from __future__ import annotations
 
+import struct
 from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -213,3 +214,40 @@ class Group:
                 self.leader_id = member_id
                 return True
         return False
+
+    def is_subscribed_to(self, topic: str) -> bool:
+        """``GroupMetadata.isSubscribedToTopic``: a consumer group's members subscribe to
+        ``topic`` (their ``consumer`` protocol metadata says so); False when that cannot
+        be read."""
+        if self.protocol_type != "consumer" or self.protocol_name is None:
+            return False
+        for member in self.members.values():
+            try:
+                topics = consumer_subscription(member.metadata(self.protocol_name))
+            except KeyError:
+                return False
+            if topics is None:
+                return False
+            if topic in topics:
+                return True
+        return False
+
+
+def consumer_subscription(metadata: bytes) -> list[str] | None:
+    """The topics of a consumer's subscription (``ConsumerProtocolSubscription``: int16
+    version, then an int32 count of strings), None if it cannot be read."""
+    try:
+        at = 2
+        (count,) = struct.unpack_from(">i", metadata, at)
+        at += 4
+        topics = []
+        for _ in range(count):
+            (length,) = struct.unpack_from(">h", metadata, at)
+            at += 2
+            if length < 0 or at + length > len(metadata):
+                return None
+            topics.append(metadata[at : at + length].decode())
+            at += length
+        return topics
+    except (struct.error, UnicodeDecodeError):
+        return None

@@ -41,6 +41,7 @@ from protocol.group import (
     FindCoordinatorResponseData,
     HeartbeatRequestData,
     HeartbeatResponseData,
+    JoinGroupProtocol,
     JoinGroupRequestData,
     JoinGroupResponseData,
     LeaveGroupMember,
@@ -50,9 +51,13 @@ from protocol.group import (
     ListGroupsRequestData,
     ListGroupsResponseData,
     OffsetCommitPartition,
+    OffsetCommitPartitionResponse,
     OffsetCommitRequestData,
     OffsetCommitResponseData,
     OffsetCommitTopic,
+    OffsetCommitTopicResponse,
+    OffsetDeleteRequestData,
+    OffsetDeleteResponseData,
     OffsetFetchRequestData,
     OffsetFetchResponseData,
     OffsetFetchTopic,
@@ -655,3 +660,73 @@ async def test_a_member_that_stops_heartbeating_expires_and_the_group_empties(
         harness, node, HeartbeatRequestData(group_id=GROUP, generation_id=1, member_id=member)
     )
     assert gone == HeartbeatResponseData(error_code=ErrorCode.UNKNOWN_MEMBER_ID)
+
+
+def subscription(*topics: str) -> bytes:
+    """A consumer's subscription metadata (``ConsumerProtocolSubscription`` v0)."""
+    out = b"\x00\x00" + len(topics).to_bytes(4, "big")
+    for topic in topics:
+        out += len(topic).to_bytes(2, "big") + topic.encode()
+    return out + b"\xff\xff\xff\xff"  # no user data
+
+
+async def test_offset_delete_spares_subscribed_topics_until_the_group_is_empty(
+    harness: Harness,
+) -> None:
+    """OffsetDelete: a Stable consumer group's subscribed topic is
+    GROUP_SUBSCRIBED_TO_TOPIC and keeps its offset; an unknown topic is
+    UNKNOWN_TOPIC_OR_PARTITION; an unknown group GROUP_ID_NOT_FOUND and an empty id
+    INVALID_GROUP_ID, alone; once the group is Empty the offset is deleted."""
+    await create_topic(harness)
+    node = await coordinator(harness)
+    request = msgspec.structs.replace(
+        join(), protocols=(JoinGroupProtocol(name="range", metadata=subscription(TOPIC)),)
+    )
+    first = await ask(harness, node, request)
+    assert isinstance(first, JoinGroupResponseData)
+    joined = await ask(harness, node, msgspec.structs.replace(request, member_id=first.member_id))
+    assert isinstance(joined, JoinGroupResponseData)
+    member = joined.member_id
+    await ask(
+        harness, node, SyncGroupRequestData(group_id=GROUP, generation_id=1, member_id=member)
+    )
+    committed = await ask(harness, node, commit(member, 1, 42))
+    assert isinstance(committed, OffsetCommitResponseData)
+
+    def delete(group: str, topic: str) -> OffsetDeleteRequestData:
+        return OffsetDeleteRequestData(
+            group_id=group,
+            topics=(OffsetFetchTopic(name=TopicName(topic), partition_indexes=(0,)),),
+        )
+
+    def answer(topic: str, code: ErrorCode) -> OffsetDeleteResponseData:
+        return OffsetDeleteResponseData(
+            topics=(
+                OffsetCommitTopicResponse(
+                    name=TopicName(topic),
+                    partitions=(OffsetCommitPartitionResponse(partition_index=0, error_code=code),),
+                ),
+            )
+        )
+
+    assert await ask(harness, node, delete(GROUP, TOPIC)) == answer(
+        TOPIC, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+    )
+    assert await fetch_offset(harness, node) == 42
+    assert await ask(harness, node, delete(GROUP, "no-such-topic")) == answer(
+        "no-such-topic", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    )
+    assert await ask(harness, node, delete("nobody-at-all", TOPIC)) in (
+        OffsetDeleteResponseData(error_code=ErrorCode.GROUP_ID_NOT_FOUND),
+        OffsetDeleteResponseData(error_code=ErrorCode.NOT_COORDINATOR),
+    )
+    assert await ask(harness, node, delete("", TOPIC)) == OffsetDeleteResponseData(
+        error_code=ErrorCode.INVALID_GROUP_ID
+    )
+    await ask(
+        harness,
+        node,
+        LeaveGroupRequestData(group_id=GROUP, members=(LeaveGroupMember(member_id=member),)),
+    )
+    assert await ask(harness, node, delete(GROUP, TOPIC)) == answer(TOPIC, ErrorCode.NONE)
+    assert await fetch_offset(harness, node) == -1

@@ -113,22 +113,28 @@ def request_values(data: OffsetCommitRequestData) -> Values:
     }
 
 
+def partition_results(topics: Any) -> tuple[OffsetCommitTopicResponse, ...]:
+    """Each topic's partitions with their codes, as OffsetCommit and OffsetDelete answer
+    them."""
+    return tuple(
+        OffsetCommitTopicResponse(
+            name=TopicName(t.name),
+            partitions=tuple(
+                OffsetCommitPartitionResponse(
+                    partition_index=int(p.partition_index),
+                    error_code=as_error_code(p.error_code),
+                )
+                for p in t.partitions
+            ),
+        )
+        for t in topics
+    )
+
+
 def response_data(body: Any) -> OffsetCommitResponseData:
     return OffsetCommitResponseData(
         throttle_time_ms=as_millis(getattr(body, "throttle_time", 0)),
-        topics=tuple(
-            OffsetCommitTopicResponse(
-                name=TopicName(t.name),
-                partitions=tuple(
-                    OffsetCommitPartitionResponse(
-                        partition_index=int(p.partition_index),
-                        error_code=as_error_code(p.error_code),
-                    )
-                    for p in t.partitions
-                ),
-            )
-            for t in body.topics
-        ),
+        topics=partition_results(body.topics),
     )
 
 

@@ -30,6 +30,7 @@ from cluster.kafka.apis import (
     list_offsets,
     metadata,
     offset_commit,
+    offset_delete,
     offset_fetch,
     offset_for_leader_epoch,
     produce,
@@ -62,6 +63,7 @@ _APIS: Final[tuple[ApiCodec[Any, Any], ...]] = (
     list_groups.CODEC,
     describe_groups.CODEC,
     delete_groups.CODEC,
+    offset_delete.CODEC,
 )
 
 CODECS: Final[Mapping[int, ApiCodec[Any, Any]]] = types.MappingProxyType(
