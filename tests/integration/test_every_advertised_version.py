@@ -33,6 +33,7 @@ from kafka.protocol.consumer import (  # type: ignore[import-untyped]
     LeaveGroupResponse,
     ListOffsetsResponse,
     OffsetCommitResponse,
+    OffsetDeleteResponse,
     OffsetFetchResponse,
     OffsetForLeaderEpochResponse,
     SyncGroupResponse,
@@ -64,6 +65,7 @@ from protocol.group import (
     OffsetCommitPartition,
     OffsetCommitRequestData,
     OffsetCommitTopic,
+    OffsetDeleteRequestData,
     OffsetFetchRequestData,
     OffsetFetchTopic,
     SyncGroupAssignment,
@@ -193,6 +195,7 @@ RESPONSES: dict[int, Any] = {
     15: DescribeGroupsResponse,
     16: ListGroupsResponse,
     42: DeleteGroupsResponse,
+    47: OffsetDeleteResponse,
 }
 """API key -> kafka-python's response class."""
 
@@ -308,6 +311,10 @@ class Walk:
         if key == 9:
             asked = OffsetFetchTopic(name=TOPIC, partition_indexes=(0,))
             return OffsetFetchRequestData(group_id=group, topics=(asked,))
+        if key == 47:  # an Empty group's committed offset
+            await self.ask(commit_request(group), 8, 8)
+            asked = OffsetFetchTopic(name=TOPIC, partition_indexes=(0,))
+            return OffsetDeleteRequestData(group_id=group, topics=(asked,))
         joined = await self.member(group, synced=key == 12)
         if key == 14:
             return sync_request(group, joined)
