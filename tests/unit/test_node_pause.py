@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 
 import anyio
+import anyio.abc
 import pytest
 
 from actors.runtime.actor import Actor, Context, Node
 from actors.runtime.clock import VirtualClock, run_real, run_virtual
-from actors.runtime.freeze import NODE, NotFreezableError, outside_nodes
+from actors.runtime.freeze import NODE, NotFreezableError, freezable_loop, outside_nodes
 from actors.runtime.tracer import MemorySink, Tracer
 from protocol.base import Message
 from protocol.errors import AskTimeoutError
@@ -180,3 +181,54 @@ def test_tasks_inherit_their_node_and_outside_nodes_clears_it() -> None:
         assert seen == ["a", None]
 
     run_virtual(body)
+
+
+def test_connections_to_a_frozen_node_are_accepted_once_each_after_the_thaw() -> None:
+    """A frozen node's socket readiness is held as its other callbacks are: connections
+    that arrive meanwhile wait in the backlog, and after the thaw each is accepted once by
+    the node's own accept loop, with no accept for an already answered future (no loop
+    error, no socket nobody owns)."""
+
+    async def body() -> tuple[int, int, list[object]]:
+        loop = asyncio.get_running_loop()
+        errors: list[object] = []
+        loop.set_exception_handler(lambda _loop, context: errors.append(context["message"]))
+        accepted: list[anyio.abc.SocketStream] = []
+        (listener,) = (await anyio.create_tcp_listener(local_host="127.0.0.1")).listeners
+        assert isinstance(listener, anyio.abc.SocketListener)
+        port = int(listener.extra(anyio.abc.SocketAttribute.local_port))  # noqa: S610 - not Django
+        all_in = anyio.Event()
+
+        async def accept_forever() -> None:
+            NODE.set("n")
+            while True:
+                accepted.append(await listener.accept())
+                if len(accepted) == 3:
+                    all_in.set()
+
+        clients: list[anyio.abc.SocketStream] = []
+        async with listener, anyio.create_task_group() as tg:
+            tg.start_soon(accept_forever)
+            await settle()  # it waits in accept
+            freezer = freezable_loop()
+            freezer.freeze("n")
+            for _ in range(3):
+                clients.append(await anyio.connect_tcp("127.0.0.1", port))
+                await settle()  # the loop selects the listener's readiness again
+            while_frozen = len(accepted)
+            freezer.thaw("n")
+            with anyio.fail_after(5):
+                await all_in.wait()
+            await settle()
+            tg.cancel_scope.cancel()
+        for stream in accepted + clients:
+            await stream.aclose()
+        return while_frozen, len(accepted), errors
+
+    assert run_real(body, freezable=True) == (0, 3, [])
+
+
+async def settle() -> None:
+    """Let the loop go round a few times (selecting each time)."""
+    for _ in range(10):
+        await asyncio.sleep(0)
