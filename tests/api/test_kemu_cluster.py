@@ -82,7 +82,10 @@ def test_stop_moves_leaders_away_and_start_brings_the_broker_back(tmp_path: Path
         assert confluent_brokers(bootstrap) == set(cluster.broker_ids) - {leader}
         assert confluent_leaders(bootstrap, "moves")[0] not in (leader, -1)
         assert leader not in cluster.running_brokers()
-        kafka_python_produce(bootstrap, "moves", [b"while-down"])
+        # Through the running brokers only: kafka-python 3.0.12 leaves the socket of a
+        # refused connect open (its inet.connect raises without closing it).
+        running = ",".join(cluster.address_of(b) for b in cluster.running_brokers())
+        kafka_python_produce(running, "moves", [b"while-down"])
 
         cluster.start(leader)
 
@@ -91,7 +94,6 @@ def test_stop_moves_leaders_away_and_start_brings_the_broker_back(tmp_path: Path
         assert kafka_python_consume(cluster.address_of(leader), "moves", 1) == [b"while-down"]
 
 
-@pytest.mark.slow  # a session expiry or two: several seconds
 def test_kill_is_seen_once_the_session_expires_and_start_waits_for_it(tmp_path: Path) -> None:
     """``kill`` crashes a broker with no graceful step: a client's metadata still lists it
     until its store session expires, then not; ``start`` returns with it registered again."""
@@ -114,7 +116,6 @@ def test_kill_is_seen_once_the_session_expires_and_start_waits_for_it(tmp_path: 
         assert confluent_brokers(bootstrap) == set(cluster.broker_ids)
 
 
-@pytest.mark.slow  # a session expiry or two: several seconds
 def test_pause_freezes_a_broker_until_resume(tmp_path: Path) -> None:
     """``pause`` freezes a broker whole: its session expires and clients see it gone;
     after ``resume`` it registers again and clients see it back."""
