@@ -45,6 +45,7 @@ from protocol.ids import TopicName
 __all__ = [
     "GROUP_AUTHORIZED_OPERATIONS",
     "NO_GENERATION",
+    "SYNC_WAIT_MS",
     "UNKNOWN_MEMBER_ID",
     "CoordinatorType",
     "DeletableGroupResult",
@@ -98,6 +99,8 @@ __all__ = [
 UNKNOWN_MEMBER_ID: Final = ""
 """The member id of a member the coordinator has not named yet
 (``JoinGroupRequest.UNKNOWN_MEMBER_ID``)."""
+SYNC_WAIT_MS: Final = 1_800_000
+"""The longest a SyncGroup may wait for its answer (``group.max.session.timeout.ms``)."""
 NO_GENERATION: Final = -1
 """``OffsetCommitRequest.DEFAULT_GENERATION_ID``: a commit from outside any generation."""
 
@@ -193,6 +196,13 @@ class SyncGroupRequestData(Message, frozen=True, kw_only=True):
     group_instance_id: str | None = None
     protocol_type: str | None = None
     protocol_name: str | None = None
+
+    @property
+    def timeout_ms(self) -> int:
+        """How long the answer may take: a follower's SyncGroup waits for the leader's
+        assignment, which Kafka bounds only by the leader's session (at most
+        ``group.max.session.timeout.ms``' default)."""
+        return SYNC_WAIT_MS
 
 
 class SyncGroupResponseData(Message, frozen=True, kw_only=True):
