@@ -11,6 +11,7 @@ __all__ = [
     "BrokerStatus",
     "BrokerStatusRequest",
     "CompleteDelayedData",
+    "ConfigChangesSeen",
     "DelayedDataExpired",
     "PurgatoryExpired",
 ]
@@ -54,6 +55,13 @@ class CompleteDelayedData(Message, frozen=True, kw_only=True):
     local_only = True
 
     partitions: tuple[TopicPartition, ...]
+
+
+class ConfigChangesSeen(Message, frozen=True, kw_only=True):
+    """``/config/changes`` changed (or a new store session began): read the notifications
+    not yet processed (``ZkNodeChangeNotificationListener``)."""
+
+    local_only = True
 
 
 class BrokerEpochChanged(Message, frozen=True, kw_only=True):

@@ -44,6 +44,12 @@ from protocol.kafka_data import KafkaDataRequestData, KafkaDataResponseData
 
 __all__ = [
     "NO_AUTHORIZED_OPERATIONS",
+    "AlterConfigOp",
+    "AlterConfigsRequestData",
+    "AlterConfigsResource",
+    "AlterConfigsResponseData",
+    "AlterConfigsResult",
+    "AlterableConfig",
     "BrokerEndpoint",
     "ClientApiKey",
     "ConfigEntry",
@@ -65,6 +71,8 @@ __all__ = [
     "DescribeConfigsRequestData",
     "DescribeConfigsResponseData",
     "DescribeConfigsResult",
+    "IncrementalAlterConfigsRequestData",
+    "IncrementalAlterConfigsResponseData",
     "KafkaApiRequestData",
     "KafkaApiResponseData",
     "MetadataRequestData",
@@ -102,8 +110,10 @@ class ClientApiKey(IntEnum):
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
 
 
@@ -333,6 +343,66 @@ class DescribeConfigsResponseData(Message, frozen=True, kw_only=True):
     throttle_time_ms: int = 0
 
 
+# ------------------------------------------ AlterConfigs (33), IncrementalAlterConfigs (44)
+
+
+class AlterConfigOp(IntEnum):
+    """``AlterConfigOp.OpType`` wire ids (IncrementalAlterConfigs ``config_operation``)."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+class AlterableConfig(_Value, frozen=True, kw_only=True):
+    """One config of an alteration. ``operation`` is an ``AlterConfigOp`` id, kept as sent
+    (AlterConfigs has none: every entry is a SET of the whole new config)."""
+
+    name: str
+    value: str | None
+    operation: int = AlterConfigOp.SET
+
+
+class AlterConfigsResource(_Value, frozen=True, kw_only=True):
+    """``resource_type`` is a ``ConfigResourceType`` id, kept as sent."""
+
+    resource_type: int
+    resource_name: str
+    configs: tuple[AlterableConfig, ...]
+
+
+class AlterConfigsResult(_Value, frozen=True, kw_only=True):
+    resource_type: int
+    resource_name: str
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+
+
+class AlterConfigsRequestData(Message, frozen=True, kw_only=True):
+    """AlterConfigs: each resource's whole new set of overrides."""
+
+    resources: tuple[AlterConfigsResource, ...]
+    validate_only: bool = False
+
+
+class AlterConfigsResponseData(Message, frozen=True, kw_only=True):
+    results: tuple[AlterConfigsResult, ...]
+    throttle_time_ms: int = 0
+
+
+class IncrementalAlterConfigsRequestData(Message, frozen=True, kw_only=True):
+    """IncrementalAlterConfigs: each resource's operations on its current overrides."""
+
+    resources: tuple[AlterConfigsResource, ...]
+    validate_only: bool = False
+
+
+class IncrementalAlterConfigsResponseData(Message, frozen=True, kw_only=True):
+    results: tuple[AlterConfigsResult, ...]
+    throttle_time_ms: int = 0
+
+
 # ---------------------------------------------------------------- CreatePartitions (37)
 
 
@@ -361,6 +431,8 @@ KafkaApiRequestData = (
     | CreateTopicsRequestData
     | DeleteTopicsRequestData
     | DescribeConfigsRequestData
+    | AlterConfigsRequestData
+    | IncrementalAlterConfigsRequestData
     | CreatePartitionsRequestData
     | KafkaDataRequestData
     | KafkaGroupRequestData
@@ -373,6 +445,8 @@ KafkaApiResponseData = (
     | CreateTopicsResponseData
     | DeleteTopicsResponseData
     | DescribeConfigsResponseData
+    | AlterConfigsResponseData
+    | IncrementalAlterConfigsResponseData
     | CreatePartitionsResponseData
     | KafkaDataResponseData
     | GroupResponseData

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from typing import Any, Final, TypeAlias
@@ -41,9 +41,12 @@ __all__ = [
     "ConfigEntry",
     "ConfigError",
     "ConfigKey",
+    "ConfigOp",
     "ConfigSource",
     "ConfigValue",
     "ConfigValueType",
+    "apply_topic_config_ops",
+    "check_topic_config",
     "topic_config_entries",
     "topic_config_entry",
     "validate_topic_config",
@@ -472,8 +475,9 @@ default (the throttled-replica lists have none)."""
 
 
 def validate_topic_config(config: Mapping[str, str | None]) -> dict[str, str]:
-    """``LogConfig.validate``: names, then values in definition order, then the
-    compaction-lag relation. Returns the config to store (the strings as given).
+    """``LogConfig.validate`` as CreateTopics answers it: names, then values in definition
+    order, then the compaction-lag relation. Returns the config to store (the strings as
+    given).
 
     Entries whose value is None are ignored, as Kafka's AlterConfigs drops them (a
     CreateTopics request with one is refused before this: ``null_config_names``).
@@ -482,14 +486,22 @@ def validate_topic_config(config: Mapping[str, str | None]) -> dict[str, str]:
     unknown name in ``config``'s order), a ``ConfigException`` text for a bad value, or
     "conflict topic config setting min.compaction.lag.ms (a) > max.compaction.lag.ms (b)".
     """
+    try:
+        return check_topic_config(config)
+    except ConfigError as exc:
+        raise KafkaApiError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+
+
+def check_topic_config(config: Mapping[str, str | None]) -> dict[str, str]:
+    """``LogConfig.validate`` with its exceptions apart: an unknown name or the
+    compaction-lag conflict raise ``KafkaApiError(INVALID_CONFIG)`` (Kafka's
+    ``InvalidConfigurationException``), a bad value ``ConfigError`` (its
+    ``ConfigException``, which AlterConfigs answers differently)."""
     given = {name: value for name, value in config.items() if value is not None}
     for name in given:
         if name not in TOPIC_CONFIGS:
             raise KafkaApiError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
-    try:
-        parsed = _parse_topic_config(given)
-    except ConfigError as exc:
-        raise KafkaApiError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+    parsed = _parse_topic_config(given)
     min_lag, max_lag = parsed["min.compaction.lag.ms"], parsed["max.compaction.lag.ms"]
     assert isinstance(min_lag, int)
     assert isinstance(max_lag, int)
@@ -500,6 +512,68 @@ def validate_topic_config(config: Mapping[str, str | None]) -> dict[str, str]:
             f" max.compaction.lag.ms ({max_lag})",
         )
     return given
+
+
+class ConfigOp(IntEnum):
+    """``AlterConfigOp.OpType``."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+def apply_topic_config_ops(
+    current: Mapping[str, str], ops: Sequence[tuple[str, str | None, ConfigOp]]
+) -> dict[str, str]:
+    """``AdminManager.prepareIncrementalConfigs`` for a topic: ``current`` overrides with
+    each ``(name, value, op)`` applied in order. APPEND and SUBTRACT work on the value's
+    comma-separated items (the override, else Kafka's default), only for LIST configs.
+
+    Raises ``KafkaApiError``: INVALID_REQUEST "Config value append is not allowed for
+    config key: x" (or subtract) for a config that is not a list; UNKNOWN_SERVER_ERROR for
+    APPEND or SUBTRACT of a name that is no topic config (Kafka's lookup throws
+    ``NoSuchElementException`` there, before ``LogConfig.validate`` could name it)."""
+    config = dict(current)
+    for name, value, op in ops:
+        if op is ConfigOp.SET:
+            assert value is not None
+            config[name] = value
+        elif op is ConfigOp.DELETE:
+            config.pop(name, None)
+        else:
+            assert value is not None
+            key = TOPIC_CONFIGS.get(name)
+            if key is None:
+                raise KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, f"key not found: {name}")
+            verb = "append" if op is ConfigOp.APPEND else "subtract"
+            if key.type is not ConfigValueType.LIST:
+                raise KafkaApiError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"Config value {verb} is not allowed for config key: {name}",
+                )
+            old = config.get(name)
+            if old is None:
+                old = to_text(key.default, ConfigValueType.LIST) or ""
+            items = java_split(old)
+            if op is ConfigOp.APPEND:
+                items += java_split(value)
+            else:
+                for removed in java_split(value):  # Scala's List.diff: one each
+                    if removed in items:
+                        items.remove(removed)
+            config[name] = ",".join(items)
+    return config
+
+
+def java_split(text: str) -> list[str]:
+    """``String.split(",")``: trailing empty strings dropped, but "" is [""]."""
+    if not text:
+        return [""]
+    items = text.split(",")
+    while items and not items[-1]:
+        items.pop()
+    return items
 
 
 def _parse_topic_config(given: Mapping[str, str]) -> dict[str, ConfigValue]:

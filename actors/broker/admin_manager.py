@@ -6,7 +6,9 @@ CreateTopics (``createTopics``), CreatePartitions (``createPartitions``) and Del
 paths; the answer then waits in the broker's ``DelayedOperationPurgatory`` until the
 broker's metadata cache shows the result (every new partition with a leader, or the
 topic gone), or the request's timeout. DescribeConfigs (``describeConfigs``) answers for
-topics from their config znodes and the broker's defaults.
+topics from their config znodes and the broker's defaults. AlterConfigs and
+IncrementalAlterConfigs (``alterConfigs``, ``incrementalAlterConfigs``) are answered by
+any broker: they write a topic's config znode and a change notification.
 
 A component of the ``Broker`` actor, not an actor: it runs on the broker's task, and
 ``KafkaApis`` hands it only requests this broker's controller is active for.
@@ -26,11 +28,14 @@ from actors.admin import (
     BrokerMetadata,
     ConfigEntry,
     ConfigError,
+    ConfigOp,
     RequestedTopic,
     TopicCreation,
+    apply_topic_config_ops,
     broker_config_entries,
     check_cluster_replicas,
     check_request_replicas,
+    check_topic_config,
     plan_create_topic,
     topic_config_entries,
     validate_create_partitions,
@@ -49,8 +54,12 @@ from protocol.errors import (
     error_code_for,
 )
 from protocol.ids import TopicName
-from protocol.kafka_api import ConfigEntry as WireConfigEntry
 from protocol.kafka_api import (
+    AlterConfigOp,
+    AlterConfigsRequestData,
+    AlterConfigsResource,
+    AlterConfigsResponseData,
+    AlterConfigsResult,
     ConfigResource,
     ConfigResourceType,
     CreatePartitionsRequestData,
@@ -64,8 +73,11 @@ from protocol.kafka_api import (
     DescribeConfigsRequestData,
     DescribeConfigsResponseData,
     DescribeConfigsResult,
+    IncrementalAlterConfigsRequestData,
+    IncrementalAlterConfigsResponseData,
     TopicErrorResult,
 )
+from protocol.kafka_api import ConfigEntry as WireConfigEntry
 from protocol.kafka_api import ConfigSource as WireConfigSource
 from protocol.kafka_api import ConfigSynonym as WireConfigSynonym
 from protocol.kafka_api import ConfigValueType as WireConfigValueType
@@ -168,6 +180,106 @@ class AdminManager:
             resource_name=name,
             configs=tuple(_wire_broker_entry(e) for e in entries if keys is None or e.name in keys),
         )
+
+    async def alter_configs(
+        self, req: AlterConfigsRequestData | IncrementalAlterConfigsRequestData
+    ) -> AlterConfigsResponseData | IncrementalAlterConfigsResponseData:
+        """``AdminManager.alterConfigs`` and ``incrementalAlterConfigs``: each resource on
+        its own, answered with its own error. A topic's new overrides (the request's whole
+        set, or its operations applied to the stored ones) are checked as
+        ``LogConfig.validate`` checks them, then written with a change notification
+        (``AdminZkClient.changeTopicConfig``) unless ``validate_only``; every broker
+        applies them when it sees the notification (``ConfigChangeListener``). A resource
+        named twice counts once, with its last entry (Kafka's ``toMap``)."""
+        incremental = isinstance(req, IncrementalAlterConfigsRequestData)
+        last = {(r.resource_type, r.resource_name): r for r in req.resources}
+        results = tuple(
+            [await self._alter_one(res, req.validate_only, incremental) for res in last.values()]
+        )
+        if incremental:
+            return IncrementalAlterConfigsResponseData(results=results)
+        return AlterConfigsResponseData(results=results)
+
+    async def _alter_one(
+        self, res: AlterConfigsResource, validate_only: bool, incremental: bool
+    ) -> AlterConfigsResult:
+        """One resource's outcome, as Kafka's catch blocks make it: a ``ConfigException``
+        is INVALID_REQUEST "Invalid config value for resource <resource>: <text>"; any
+        other error its code and message (none for UNKNOWN_SERVER_ERROR)."""
+        code, message = ErrorCode.NONE, None
+        try:
+            await self._alter_resource(res, validate_only, incremental)
+        except ConfigError as exc:
+            code = ErrorCode.INVALID_REQUEST
+            message = f"Invalid config value for resource {config_resource_text(res)}: {exc}"
+        except (KafkaApiError, StoreError) as exc:
+            code = error_code_for(exc)
+            message = None if code is ErrorCode.UNKNOWN_SERVER_ERROR else str(exc)
+        return AlterConfigsResult(
+            resource_type=res.resource_type,
+            resource_name=res.resource_name,
+            error_code=code,
+            error_message=message,
+        )
+
+    async def _alter_resource(
+        self, res: AlterConfigsResource, validate_only: bool, incremental: bool
+    ) -> None:
+        check_alter_entries(res, incremental=incremental)
+        if res.resource_type == ConfigResourceType.TOPIC:
+            topic = TopicName(res.resource_name)
+            if incremental:
+                stored = await kafka_zk.get_topic_config(self._broker.session, topic)
+                config = apply_topic_config_ops(
+                    stored, [(c.name, c.value, ConfigOp(c.operation)) for c in res.configs]
+                )
+            else:
+                config = {c.name: c.value for c in res.configs if c.value is not None}
+            if not self._broker.cache.contains(topic):
+                raise KafkaApiError(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic}' does not exist."
+                )
+            check_topic_config(config)
+            if not validate_only:
+                notification = await kafka_zk.change_topic_config(
+                    self._broker.session, topic, config
+                )
+                self._broker.trace(
+                    "event", "topic_config_changed", topic=topic, notification=notification
+                )
+        elif res.resource_type == ConfigResourceType.BROKER:
+            self._check_broker_id(res.resource_name)
+            names = [
+                c.name
+                for c in res.configs
+                if not (incremental and c.operation == AlterConfigOp.DELETE)
+            ]
+            refuse_dynamic_broker_configs(names)  # kemu has no dynamic broker configs
+        elif incremental and res.resource_type == ConfigResourceType.BROKER_LOGGER:
+            self._check_broker_id(res.resource_name)
+            refuse_broker_loggers(res)
+        else:
+            raise KafkaApiError(
+                ErrorCode.INVALID_REQUEST,
+                "AlterConfigs is only supported for topics and brokers, but resource type is"
+                f" {_resource_type_name(res.resource_type)}",
+            )
+
+    def _check_broker_id(self, name: str) -> None:
+        """``AdminManager.getBrokerId``: empty (the cluster's default), or this broker's."""
+        if not name:
+            return
+        try:
+            broker_id = int(name)
+        except ValueError:
+            raise KafkaApiError(
+                ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
+            ) from None
+        if broker_id != self._broker.broker_id:
+            raise KafkaApiError(
+                ErrorCode.INVALID_REQUEST,
+                f"Unexpected broker id, expected {self._broker.broker_id}, but received {name}",
+            )
 
     async def create_topics(self, req: CreateTopicsRequestData, ctx: Context) -> Message | None:
         """As ``AdminManager.createTopics``: every topic is checked in request order (a
@@ -452,6 +564,80 @@ class AdminManager:
         """``DelayedCreatePartitions``' condition: the topic has, in this broker's metadata
         cache, all of its ``written[topic]`` partitions, each with a leader."""
         return lambda topic: self._broker.cache.all_partitions_have_leaders(topic, written[topic])
+
+
+def _resource_type_name(resource_type: int) -> str:
+    """``ConfigResource.Type.forId``'s name (UNKNOWN for an id it lacks)."""
+    try:
+        return ConfigResourceType(resource_type).name
+    except ValueError:
+        return ConfigResourceType.UNKNOWN.name
+
+
+def config_resource_text(res: AlterConfigsResource) -> str:
+    """``ConfigResource.toString``."""
+    return (
+        f"ConfigResource(type={_resource_type_name(res.resource_type)}, name='{res.resource_name}')"
+    )
+
+
+def check_alter_entries(res: AlterConfigsResource, *, incremental: bool) -> None:
+    """The checks of a resource's entries before its type is looked at: IncrementalAlter-
+    Configs refuses a name given twice, then a null value (but for DELETE); AlterConfigs
+    a null value. INVALID_REQUEST with Kafka's messages."""
+    names = [c.name for c in res.configs]
+    if incremental:
+        twice = [n for i, n in enumerate(names) if names.count(n) > 1 and names.index(n) == i]
+        if twice:
+            raise KafkaApiError(
+                ErrorCode.INVALID_REQUEST, f"Error due to duplicate config keys : {','.join(twice)}"
+            )
+        nulls = [
+            f"{_op_name(c.operation)}:{c.name}"
+            for c in res.configs
+            if c.value is None and c.operation != AlterConfigOp.DELETE
+        ]
+    else:
+        nulls = [c.name for c in res.configs if c.value is None]
+    if nulls:
+        raise KafkaApiError(
+            ErrorCode.INVALID_REQUEST, f"Null value not supported for : {','.join(nulls)}"
+        )
+    if incremental and any(c.operation not in _OPS for c in res.configs):
+        # OpType.forId gives null, which no case of Kafka's match takes (a MatchError)
+        raise KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, "unknown config operation")
+
+
+_OPS = frozenset(int(op) for op in AlterConfigOp)
+
+
+def _op_name(operation: int) -> str:
+    try:
+        return AlterConfigOp(operation).name
+    except ValueError:
+        return "null"
+
+
+def refuse_dynamic_broker_configs(names: list[str]) -> None:
+    """kemu has no dynamic broker configs (``DynamicBrokerConfig``): every broker config
+    an alteration would set is refused as Kafka refuses a config that cannot be updated
+    dynamically (``validateConfigs``' ConfigException, answered INVALID_REQUEST). An
+    alteration that sets nothing is accepted and changes nothing."""
+    if names:
+        raise ConfigError(f"Cannot update these configs dynamically: Set({', '.join(names)})")
+
+
+def refuse_broker_loggers(res: AlterConfigsResource) -> None:
+    """``validateLogLevelConfigs``: kemu has no Log4j loggers, so SET and DELETE name a
+    logger that does not exist; APPEND and SUBTRACT are refused for the resource type."""
+    for c in res.configs:
+        if c.operation in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
+            raise KafkaApiError(
+                ErrorCode.INVALID_REQUEST,
+                f"{AlterConfigOp(c.operation).name} operation is not allowed for the"
+                " BROKER_LOGGER resource",
+            )
+        raise ConfigError(f"Logger {c.name} does not exist!")
 
 
 def topic_error(name: TopicName, code: ErrorCode, message: str | None) -> CreateTopicResult:

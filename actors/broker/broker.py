@@ -12,7 +12,9 @@ the components it owns, each named after Kafka's:
 * ``ReplicaManager`` (``actors.broker.replica_manager``): the controller's LeaderAndIsr,
   UpdateMetadata and StopReplica, fenced by controller and broker epoch;
 * ``AdminManager`` (``actors.broker.admin_manager``): CreateTopics, CreatePartitions,
-  DeleteTopics, DescribeConfigs;
+  DeleteTopics, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs;
+* the ``/config/changes`` watch (``DynamicConfigManager``): a topic's changed config
+  applied to its partitions here (``ReplicaManager.topic_config_changed``);
 * ``DelayedOperationPurgatory`` (``actors.broker.purgatory``): the admin answers that
   wait for the metadata cache to show their outcome.
 * the data plane: Produce, Fetch, ListOffsets and OffsetForLeaderEpoch through the
@@ -66,7 +68,7 @@ from actors.log.records import TimestampType
 from actors.runtime.actor import Actor, Context
 from actors.zk import kafka_zk
 from actors.zk.store import MetadataStore, StoreSession
-from actors.zk.watch import ZkConnection
+from actors.zk.watch import ChildWatch, StateCallbacks, ZkConnection
 from protocol import zkdata
 from protocol.base import ActorRef, Message
 from protocol.broker import (
@@ -74,6 +76,7 @@ from protocol.broker import (
     BrokerStatus,
     BrokerStatusRequest,
     CompleteDelayedData,
+    ConfigChangesSeen,
     DelayedDataExpired,
     PurgatoryExpired,
 )
@@ -145,6 +148,9 @@ class Broker(Actor):
         """``__consumer_offsets``' partition count, fixed at start-up as Kafka's
         ``GroupMetadataManager`` fixes it: the topic's, else
         ``offsets.topic.num.partitions``."""
+        self.last_config_change = -1
+        """The sequence number of the last ``/config/changes`` notification processed
+        (``ZkNodeChangeNotificationListener.lastExecutedChange``)."""
         self.apis = KafkaApis(
             self, self.replica_manager, self.admin_manager, self.purgatory, self.producer_ids
         )
@@ -257,6 +263,51 @@ class Broker(Actor):
             )
         )
 
+        self._watch_config_changes()
+
+    # ------------------------------------------------------------------ config changes
+
+    def _watch_config_changes(self) -> None:
+        """``DynamicConfigManager.startup``: watch ``/config/changes`` (and read it again
+        in every new store session), and process what is there now."""
+        assert self.zk is not None
+
+        def seen() -> None:
+            self.send_self(ConfigChangesSeen())
+
+        self.zk.register_children(zkdata.CONFIG_CHANGES_PATH, ChildWatch(seen))
+        self.zk.register_state("config-changes", StateCallbacks(after=seen))
+        seen()
+
+    async def _process_config_changes(self) -> None:
+        """``ZkNodeChangeNotificationListener.processNotifications``: each notification
+        newer than the last processed, in sequence order, re-reads its entity's config
+        (``TopicConfigHandler.processConfigChanges`` for ``topics/<t>``). Other entity
+        types (brokers, clients, users) have nothing to apply in kemu. Reading the
+        children re-arms the watch; notifications are not purged (Kafka deletes those
+        older than 15 minutes)."""
+        names = await kafka_zk.config_change_names(self.session, watch=True)
+        for name in names:
+            sequence = int(name[len(zkdata.CONFIG_CHANGE_PREFIX) :])
+            if sequence <= self.last_config_change:
+                continue
+            notification = await kafka_zk.get_config_change(self.session, name)
+            self.last_config_change = sequence
+            if notification is None:
+                continue
+            entity_type, _, entity = notification.entity_path.partition("/")
+            if entity_type != zkdata.ConfigType.TOPIC:
+                continue
+            topic = TopicName(entity)
+            await self.replica_manager.topic_config_changed(topic)
+            self.trace(
+                "event",
+                "topic_config_applied",
+                broker=self.broker_id,
+                topic=topic,
+                notification=name,
+            )
+
     async def _start_group_coordinator(self) -> None:
         """The group coordinator (``GroupCoordinator.startup``), before the registration
         makes this broker one the controller sends LeaderAndIsr to."""
@@ -336,6 +387,9 @@ class Broker(Actor):
                     log_dir=log_dir,
                     partitions=[f"{tp.topic}-{tp.partition}" for tp in offline],
                 )
+                return None
+            case ConfigChangesSeen():
+                await self._process_config_changes()
                 return None
             case BrokerEpochChanged(epoch=epoch):
                 self.broker_epoch = epoch

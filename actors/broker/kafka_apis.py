@@ -96,6 +96,7 @@ from protocol.group import (
 )
 from protocol.ids import BrokerId, TopicName
 from protocol.kafka_api import (
+    AlterConfigsRequestData,
     BrokerEndpoint,
     CreatePartitionsRequestData,
     CreatePartitionsResponseData,
@@ -103,6 +104,7 @@ from protocol.kafka_api import (
     CreateTopicsResponseData,
     DeleteTopicsRequestData,
     DescribeConfigsRequestData,
+    IncrementalAlterConfigsRequestData,
     MetadataRequestData,
     MetadataResponseData,
     PartitionMetadata,
@@ -187,6 +189,8 @@ class KafkaApis:
                 return await self._handle_topic_metadata(msg)
             case DescribeConfigsRequestData():
                 return await self._admin_manager.describe_configs(msg)
+            case AlterConfigsRequestData() | IncrementalAlterConfigsRequestData():
+                return await self._admin_manager.alter_configs(msg)
             case (
                 CreateTopicsRequestData()
                 | CreatePartitionsRequestData()

@@ -434,10 +434,21 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ topic configs
 
-    async def topic_settings(self, topic: TopicName) -> TopicSettings:
+    async def topic_config_changed(self, topic: TopicName) -> None:
+        """``TopicConfigHandler.processConfigChanges``: the topic's config znode changed.
+        Read it again: its log configs go to the log manager (all of them, so that a
+        deleted override falls back to the broker's default) and its data-plane configs
+        replace the ones kept, for the partitions hosted here now and later."""
+        self._topic_settings.pop(topic, None)
+        await self.topic_settings(topic, configure_logs=True)
+
+    async def topic_settings(
+        self, topic: TopicName, *, configure_logs: bool = False
+    ) -> TopicSettings:
         """A topic's data-plane configs, read from its config znode once (its log
-        configs handed to the log manager then); a failed read keeps the broker's
-        defaults for this request. kemu brokers do not follow later config changes."""
+        configs handed to the log manager then) and again on each change notification
+        (``topic_config_changed``); a failed read keeps the broker's defaults for this
+        request."""
         known = self._topic_settings.get(topic)
         if known is not None:
             return known
@@ -448,7 +459,7 @@ class ReplicaManager:
         except StoreError:
             return default
         logs = tuple(sorted((k, v) for k, v in overrides.items() if k in LOG_CONFIGS))
-        if logs:
+        if logs or configure_logs:
             await self._broker.ask(
                 self._broker.log_manager_ref, LogConfigOverrides(topic=topic, configs=logs)
             )

@@ -26,6 +26,7 @@ from protocol.errors import (
     NoNodeError,
     StoreError,
     TransactionFailedError,
+    ZkDataError,
 )
 from protocol.ids import BrokerId, ControllerEpoch, TopicName
 from protocol.store import CheckOp, CreateOp, DeleteOp, OpResult, SetDataOp, SetDataResult, StoreOp
@@ -328,6 +329,57 @@ async def get_topic_config(session: StoreSession, topic: TopicName) -> dict[str,
     except NoNodeError:
         return {}
     return dict(zkdata.EntityConfig.decode(data).config)
+
+
+async def change_topic_config(
+    session: StoreSession, topic: TopicName, config: Mapping[str, str]
+) -> str:
+    """``AdminZkClient.changeTopicConfig``'s writes: ``/config/topics/<t>`` set (created if
+    missing, ``setOrCreateEntityConfigs``), then a ``/config/changes/config_change_<seq>``
+    notification naming ``topics/<t>`` (``createConfigChangeNotification``). Returns the
+    notification's name."""
+    path = zkdata.topic_config_path(topic)
+    payload = zkdata.EntityConfig(config=dict(config)).encode()
+    try:
+        await session.set(path, payload)
+    except NoNodeError:
+        try:
+            await session.create(path, payload, make_parents=True)
+        except NodeExistsError:
+            await session.set(path, payload)
+    notification = zkdata.ConfigChangeNotification.for_entity(zkdata.ConfigType.TOPIC, topic)
+    created = await session.create(
+        zkdata.CONFIG_CHANGE_SEQUENCE_PATH,
+        notification.encode(),
+        sequential=True,
+        make_parents=True,
+    )
+    return created.rsplit("/", 1)[-1]
+
+
+async def config_change_names(session: StoreSession, *, watch: bool = False) -> list[str]:
+    """The notifications under ``/config/changes``, oldest first (their sequence order)."""
+    try:
+        names = await session.children(zkdata.CONFIG_CHANGES_PATH, watch=watch)
+    except NoNodeError:
+        return []
+    return sorted(n for n in names if n.startswith(zkdata.CONFIG_CHANGE_PREFIX))
+
+
+async def get_config_change(
+    session: StoreSession, name: str
+) -> zkdata.ConfigChangeNotification | None:
+    """One notification, or None if it is gone (purged) or cannot be read."""
+    try:
+        data, _ = await session.get(
+            zkdata.config_change_path(name[len(zkdata.CONFIG_CHANGE_PREFIX) :])
+        )
+    except NoNodeError:
+        return None
+    try:
+        return zkdata.ConfigChangeNotification.decode(data)
+    except ZkDataError:
+        return None
 
 
 def assignment_payload(assignment: Mapping[int, Sequence[int]]) -> bytes:

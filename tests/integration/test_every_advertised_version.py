@@ -18,12 +18,14 @@ from typing import Any
 import anyio
 import pytest
 from kafka.protocol.admin import (  # type: ignore[import-untyped]
+    AlterConfigsResponse,
     CreatePartitionsResponse,
     CreateTopicsResponse,
     DeleteGroupsResponse,
     DeleteTopicsResponse,
     DescribeConfigsResponse,
     DescribeGroupsResponse,
+    IncrementalAlterConfigsResponse,
     ListGroupsResponse,
 )
 from kafka.protocol.consumer import (  # type: ignore[import-untyped]
@@ -73,6 +75,10 @@ from protocol.group import (
 )
 from protocol.ids import TopicName
 from protocol.kafka_api import (
+    AlterableConfig,
+    AlterConfigOp,
+    AlterConfigsRequestData,
+    AlterConfigsResource,
     ConfigResource,
     ConfigResourceType,
     CreatableTopic,
@@ -81,6 +87,7 @@ from protocol.kafka_api import (
     CreateTopicsRequestData,
     DeleteTopicsRequestData,
     DescribeConfigsRequestData,
+    IncrementalAlterConfigsRequestData,
     KafkaApiRequestData,
     MetadataRequestData,
 )
@@ -165,6 +172,28 @@ SIMPLE: dict[int, Callable[[int], KafkaApiRequestData]] = {
     32: lambda v: DescribeConfigsRequestData(
         resources=(ConfigResource(resource_type=ConfigResourceType.TOPIC, resource_name=TOPIC),)
     ),
+    33: lambda v: AlterConfigsRequestData(
+        resources=(
+            AlterConfigsResource(
+                resource_type=ConfigResourceType.TOPIC,
+                resource_name=TOPIC,
+                configs=(AlterableConfig(name="retention.ms", value=str(60_000 + v)),),
+            ),
+        )
+    ),
+    44: lambda v: IncrementalAlterConfigsRequestData(
+        resources=(
+            AlterConfigsResource(
+                resource_type=ConfigResourceType.TOPIC,
+                resource_name=TOPIC,
+                configs=(
+                    AlterableConfig(
+                        name="cleanup.policy", value="compact", operation=AlterConfigOp.APPEND
+                    ),
+                ),
+            ),
+        )
+    ),
     37: lambda v: CreatePartitionsRequestData(
         topics=(CreatePartitionsTopic(name=GROWN, count=2 + v),), timeout_ms=LONG
     ),
@@ -184,6 +213,8 @@ RESPONSES: dict[int, Any] = {
     22: InitProducerIdResponse,
     23: OffsetForLeaderEpochResponse,
     32: DescribeConfigsResponse,
+    33: AlterConfigsResponse,
+    44: IncrementalAlterConfigsResponse,
     37: CreatePartitionsResponse,
     8: OffsetCommitResponse,
     9: OffsetFetchResponse,

@@ -17,8 +17,10 @@ from actors.admin import (
     TOPIC_CONFIGS,
     BrokerConfig,
     ConfigError,
+    ConfigOp,
     ConfigSource,
     ConfigValueType,
+    apply_topic_config_ops,
     broker_config_entries,
     topic_config_entries,
     topic_config_entry,
@@ -629,3 +631,31 @@ def test_broker_entries_list_synonyms_from_the_described_name_on() -> None:
     assert roll_hours.read_only
     assert not roll_ms.read_only  # segment.ms's synonym: dynamic in Kafka
     assert entries["log.cleanup.policy"].text == "delete"
+
+
+def test_incremental_ops_work_on_the_override_or_the_default_as_kafka_does() -> None:
+    """``prepareIncrementalConfigs``: APPEND extends the override (else the default's
+    items), SUBTRACT removes one occurrence of each item, DELETE drops the override, SET
+    replaces; APPEND to the empty default keeps Java's leading empty item; a non-list
+    config or an unknown name is refused."""
+    assert apply_topic_config_ops({}, [("cleanup.policy", "compact", ConfigOp.APPEND)]) == {
+        "cleanup.policy": "delete,compact"
+    }
+    stored = {"cleanup.policy": "compact,delete,compact", "retention.ms": "5"}
+    assert apply_topic_config_ops(
+        stored,
+        [
+            ("cleanup.policy", "compact", ConfigOp.SUBTRACT),
+            ("retention.ms", None, ConfigOp.DELETE),
+            ("segment.ms", "9", ConfigOp.SET),
+        ],
+    ) == {"cleanup.policy": "delete,compact", "segment.ms": "9"}
+    throttled = "leader.replication.throttled.replicas"
+    assert apply_topic_config_ops({}, [(throttled, "0:1", ConfigOp.APPEND)]) == {throttled: ",0:1"}
+    with pytest.raises(KafkaApiError) as refused:
+        apply_topic_config_ops({}, [("retention.ms", "1", ConfigOp.SUBTRACT)])
+    assert refused.value.code is ErrorCode.INVALID_REQUEST
+    assert str(refused.value) == "Config value subtract is not allowed for config key: retention.ms"
+    with pytest.raises(KafkaApiError) as unknown:
+        apply_topic_config_ops({}, [("nope", "1", ConfigOp.APPEND)])
+    assert unknown.value.code is ErrorCode.UNKNOWN_SERVER_ERROR

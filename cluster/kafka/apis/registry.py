@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from cluster.kafka.apis import (
+    alter_configs,
     create_partitions,
     create_topics,
     delete_groups,
@@ -23,6 +24,7 @@ from cluster.kafka.apis import (
     fetch,
     find_coordinator,
     heartbeat,
+    incremental_alter_configs,
     init_producer_id,
     join_group,
     leave_group,
@@ -47,6 +49,8 @@ _APIS: Final[tuple[ApiCodec[Any, Any], ...]] = (
     create_topics.CODEC,
     delete_topics.CODEC,
     describe_configs.CODEC,
+    alter_configs.CODEC,
+    incremental_alter_configs.CODEC,
     create_partitions.CODEC,
     produce.CODEC,
     fetch.CODEC,
