@@ -18,6 +18,7 @@ carry_out``): the same refusals, the same waits. docs/python-api.md is the refer
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -131,7 +132,9 @@ class _LoopThread:
 
     def close(self) -> None:
         """Cancel whatever still runs on the loop, end it and join its thread."""
-        self.portal.call(self.portal.stop, True)
+        if self._thread.is_alive():
+            with contextlib.suppress(RuntimeError):  # the loop ended meanwhile
+                self.portal.call(self.portal.stop, True)
         self._thread.join()
 
 
