@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from protocol.base import Message
 from protocol.control import TopicPartition
+from protocol.controller import PartitionElectionResult
 from protocol.ids import BrokerId, TopicName
 
 __all__ = [
@@ -13,6 +14,7 @@ __all__ = [
     "CompleteDelayedData",
     "ConfigChangesSeen",
     "DelayedDataExpired",
+    "ElectionAnswered",
     "PurgatoryExpired",
 ]
 
@@ -38,6 +40,16 @@ class PurgatoryExpired(Message, frozen=True, kw_only=True):
     local_only = True
 
     operation: int
+
+
+class ElectionAnswered(Message, frozen=True, kw_only=True):
+    """The broker's controller answered the ElectLeaders request ``operation`` (Kafka's
+    ``ReplicaManager.electLeaders`` election callback): wait for the new leaders."""
+
+    local_only = True
+
+    operation: int
+    results: tuple[PartitionElectionResult, ...]
 
 
 class DelayedDataExpired(Message, frozen=True, kw_only=True):

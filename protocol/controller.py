@@ -11,9 +11,18 @@ A partition leader's ISR changes go to the controller through the broker's
 overtakes them (``ClearAlterIsr``), and gets the controller's per-partition answers back
 (``AlterIsrAnswered``). ``AlterIsrFlush`` and ``AlterIsrSent`` are the manager's own timer
 and send-completion messages.
+
+An ElectLeaders request reaches the broker's own controller as ``ElectLeadersToController``
+(Kafka's ``KafkaController.electLeaders``, the ``ReplicaLeaderElection`` event with a
+callback); the controller answers ``ElectLeadersResults``, one ``PartitionElectionResult``
+per partition asked for (NOT_CONTROLLER for each when it is not the active one).
 """
 
 from __future__ import annotations
+
+from enum import IntEnum
+
+import msgspec
 
 from protocol.base import Message
 from protocol.control import (
@@ -22,6 +31,7 @@ from protocol.control import (
     AlterIsrResponse,
     TopicPartition,
 )
+from protocol.errors import ErrorCode
 from protocol.ids import BrokerId, ControllerEpoch
 
 __all__ = [
@@ -31,6 +41,10 @@ __all__ = [
     "ClearAlterIsr",
     "ControllerStatus",
     "ControllerStatusRequest",
+    "ElectLeadersResults",
+    "ElectLeadersToController",
+    "ElectionType",
+    "PartitionElectionResult",
     "SubmitAlterIsr",
 ]
 
@@ -84,3 +98,36 @@ class AlterIsrSent(Message, frozen=True, kw_only=True):
     local_only = True
 
     response: AlterIsrResponse | None
+
+
+# ------------------------------------------------------------------ ElectLeaders
+
+
+class ElectionType(IntEnum):
+    """Kafka's ``ElectionType`` (its byte values on the wire)."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
+
+
+class PartitionElectionResult(msgspec.Struct, frozen=True, kw_only=True):
+    """One partition's outcome of a ``ReplicaLeaderElection``: its new leader, or why
+    there is none (ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE, ...)."""
+
+    partition: TopicPartition
+    error_code: ErrorCode = ErrorCode.NONE
+    message: str | None = None
+    leader: BrokerId | None = None
+
+
+class ElectLeadersToController(Message, frozen=True, kw_only=True):
+    """A broker's ElectLeaders for its own controller (``KafkaController.electLeaders``)."""
+
+    partitions: tuple[TopicPartition, ...]
+    election_type: ElectionType
+
+
+class ElectLeadersResults(Message, frozen=True, kw_only=True):
+    """The controller's answer: one result per partition asked for."""
+
+    results: tuple[PartitionElectionResult, ...]

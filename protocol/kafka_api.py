@@ -20,6 +20,7 @@ CreateTopics               19       ``CreateTopicsRequestData`` / ``CreateTopics
 DeleteTopics               20       ``DeleteTopicsRequestData`` / ``DeleteTopicsResponseData``
 DescribeConfigs            32       ``DescribeConfigsRequestData`` / ``...ResponseData``
 CreatePartitions           37       ``CreatePartitionsRequestData`` / ``...ResponseData``
+ElectLeaders               43       ``ElectLeadersRequestData`` / ``...ResponseData``
 =========================  =======  ===================================================
 
 The data-plane APIs (Produce, Fetch, ListOffsets, InitProducerId, OffsetForLeaderEpoch)
@@ -71,6 +72,11 @@ __all__ = [
     "DescribeConfigsRequestData",
     "DescribeConfigsResponseData",
     "DescribeConfigsResult",
+    "ElectLeadersPartitionResult",
+    "ElectLeadersRequestData",
+    "ElectLeadersResponseData",
+    "ElectLeadersTopic",
+    "ElectLeadersTopicResult",
     "IncrementalAlterConfigsRequestData",
     "IncrementalAlterConfigsResponseData",
     "KafkaApiRequestData",
@@ -82,6 +88,7 @@ __all__ = [
     "TopicConfig",
     "TopicErrorResult",
     "TopicMetadata",
+    "elect_leaders_error",
 ]
 
 NO_AUTHORIZED_OPERATIONS: Final = -(2**31)
@@ -113,6 +120,7 @@ class ClientApiKey(IntEnum):
     ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
 
@@ -426,8 +434,66 @@ class CreatePartitionsResponseData(Message, frozen=True, kw_only=True):
     throttle_time_ms: int = 0
 
 
+# ---------------------------------------------------------------- ElectLeaders (43)
+
+
+class ElectLeadersTopic(_Value, frozen=True, kw_only=True):
+    topic: TopicName
+    partitions: tuple[int, ...]
+
+
+class ElectLeadersRequestData(Message, frozen=True, kw_only=True):
+    """``topic_partitions`` None: every partition (the broker's metadata cache's).
+    ``election_type`` is the wire byte (0 preferred, 1 unclean; v0 carries none: 0)."""
+
+    topic_partitions: tuple[ElectLeadersTopic, ...] | None
+    election_type: int = 0
+    timeout_ms: int = 60000
+
+
+class ElectLeadersPartitionResult(_Value, frozen=True, kw_only=True):
+    partition_id: int
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+
+
+class ElectLeadersTopicResult(_Value, frozen=True, kw_only=True):
+    topic: TopicName
+    partition_results: tuple[ElectLeadersPartitionResult, ...]
+
+
+class ElectLeadersResponseData(Message, frozen=True, kw_only=True):
+    results: tuple[ElectLeadersTopicResult, ...]
+    error_code: ErrorCode = ErrorCode.NONE
+    """Top level (v1+)."""
+    throttle_time_ms: int = 0
+
+
+def elect_leaders_error(
+    req: ElectLeadersRequestData, code: ErrorCode, message: str | None
+) -> ElectLeadersResponseData:
+    """``ElectLeadersRequest.getErrorResponse``: ``code`` at the top level and for each
+    partition asked for."""
+    return ElectLeadersResponseData(
+        error_code=code,
+        results=tuple(
+            ElectLeadersTopicResult(
+                topic=t.topic,
+                partition_results=tuple(
+                    ElectLeadersPartitionResult(
+                        partition_id=p, error_code=code, error_message=message
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in req.topic_partitions or ()
+        ),
+    )
+
+
 KafkaApiRequestData = (
     MetadataRequestData
+    | ElectLeadersRequestData
     | CreateTopicsRequestData
     | DeleteTopicsRequestData
     | DescribeConfigsRequestData
@@ -442,6 +508,7 @@ returns it."""
 
 KafkaApiResponseData = (
     MetadataResponseData
+    | ElectLeadersResponseData
     | CreateTopicsResponseData
     | DeleteTopicsResponseData
     | DescribeConfigsResponseData

@@ -78,6 +78,7 @@ from protocol.broker import (
     CompleteDelayedData,
     ConfigChangesSeen,
     DelayedDataExpired,
+    ElectionAnswered,
     PurgatoryExpired,
 )
 from protocol.control import (
@@ -370,6 +371,9 @@ class Broker(Actor):
         match msg:
             case PurgatoryExpired(operation=op):
                 self.purgatory.expire(op)
+                return None
+            case ElectionAnswered(operation=op, results=results):
+                self.apis.on_election_answered(op, results)
                 return None
             case DelayedDataExpired(operation=op):
                 await self.replica_manager.expire_delayed(op)

@@ -19,7 +19,8 @@ metadata cache, creating ``__consumer_offsets`` on first use (``createInternalTo
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, assert_never
 
 from actors.admin import (
@@ -41,16 +42,25 @@ from actors.group.records import partition_for
 from actors.runtime.actor import Context, DeferredReply
 from actors.zk import kafka_zk
 from protocol.base import ActorRef, Message
+from protocol.broker import ElectionAnswered
 from protocol.control import (
     NO_LEADER,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
     StopReplicaRequest,
     StopReplicaResponse,
+    TopicPartition,
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
-from protocol.controller import ControllerStatus, ControllerStatusRequest
+from protocol.controller import (
+    ControllerStatus,
+    ControllerStatusRequest,
+    ElectionType,
+    ElectLeadersResults,
+    ElectLeadersToController,
+    PartitionElectionResult,
+)
 from protocol.errors import (
     AskTimeoutError,
     ErrorCode,
@@ -104,12 +114,17 @@ from protocol.kafka_api import (
     CreateTopicsResponseData,
     DeleteTopicsRequestData,
     DescribeConfigsRequestData,
+    ElectLeadersPartitionResult,
+    ElectLeadersRequestData,
+    ElectLeadersResponseData,
+    ElectLeadersTopicResult,
     IncrementalAlterConfigsRequestData,
     MetadataRequestData,
     MetadataResponseData,
     PartitionMetadata,
     TopicErrorResult,
     TopicMetadata,
+    elect_leaders_error,
 )
 from protocol.kafka_data import (
     FetchRequestData,
@@ -143,6 +158,8 @@ class KafkaApis:
         self._admin_manager = admin
         self._purgatory = purgatory
         self._producer_ids = producer_ids
+        self._elections: dict[int, _PendingElection] = {}
+        self._next_election = 0
 
     async def handle(self, msg: Message, ctx: Context) -> Message | None:
         """The answer to ``msg``; None when it comes later (through ``ctx.defer``). A
@@ -197,6 +214,8 @@ class KafkaApis:
                 | DeleteTopicsRequestData()
             ):
                 return await self._handle_admin(msg, ctx)
+            case ElectLeadersRequestData():
+                return self._handle_elect_leaders(msg, ctx)
         raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"broker cannot handle {type(msg).__name__}")
 
     # ------------------------------------------------------------------ groups
@@ -551,6 +570,105 @@ class KafkaApis:
             return TopicMetadata(name=name, error_code=code)
         return TopicMetadata(name=name, error_code=ErrorCode.LEADER_NOT_AVAILABLE)
 
+    # ------------------------------------------------------------------ ElectLeaders
+
+    def _handle_elect_leaders(self, req: ElectLeadersRequestData, ctx: Context) -> Message | None:
+        """``KafkaApis.handleElectReplicaLeader``: the partitions asked for (None: every
+        partition of the metadata cache) go to this broker's own controller
+        (``ReplicaManager.electLeaders`` -> ``KafkaController.electLeaders``); a controller
+        that is not the active one answers NOT_CONTROLLER for each. The answer waits
+        (``DelayedElectLeader``) until the metadata cache shows each elected leader, or
+        the request's timeout (REQUEST_TIMED_OUT for those not shown)."""
+        try:
+            election_type = ElectionType(req.election_type)
+        except ValueError:
+            # ElectionType.valueOf throws: the request's error response.
+            return elect_leaders_error(req, ErrorCode.UNKNOWN_SERVER_ERROR, None)
+        if req.topic_partitions is None:
+            cache = self._broker.cache
+            partitions = {
+                TopicPartition(topic, p)
+                for topic in cache.topic_names()
+                for p in cache.partitions(topic)
+            }
+        else:
+            partitions = {
+                TopicPartition(t.topic, p) for t in req.topic_partitions for p in t.partitions
+            }
+        self._next_election += 1
+        op = self._next_election
+        self._elections[op] = _PendingElection(
+            reply=ctx.defer(),
+            request=req,
+            deadline=self._broker.clock.now() + req.timeout_ms / 1000,
+        )
+        ask = ElectLeadersToController(
+            partitions=tuple(sorted(partitions)), election_type=election_type
+        )
+        self._broker.start_soon(self._elect_at_controller, op, ask, req.timeout_ms)
+        return None
+
+    async def _elect_at_controller(
+        self, op: int, ask: ElectLeadersToController, timeout_ms: int
+    ) -> None:
+        """Runs as a helper task: the controller's results, sent back to the broker's own
+        mailbox. It touches no broker state. A controller that does not answer (it
+        processes the election after the events queued before it) leaves each partition
+        REQUEST_TIMED_OUT."""
+        try:
+            answer = await self._broker.ask(
+                self._broker.controller_ref, ask, timeout=max(timeout_ms / 1000, 1.0)
+            )
+        except (RemoteError, AskTimeoutError):
+            answer = None
+        results = (
+            answer.results
+            if isinstance(answer, ElectLeadersResults)
+            else tuple(
+                PartitionElectionResult(partition=tp, error_code=ErrorCode.REQUEST_TIMED_OUT)
+                for tp in ask.partitions
+            )
+        )
+        self._broker.send_self(ElectionAnswered(operation=op, results=results))
+
+    def on_election_answered(self, op: int, results: tuple[PartitionElectionResult, ...]) -> None:
+        """``ReplicaManager.electLeaders``' election callback: the failures answered as
+        they are, the elected partitions watched until the metadata cache shows their new
+        leaders (``DelayedElectLeader``)."""
+        pending = self._elections.pop(op, None)
+        if pending is None:
+            return
+        expected = {r.partition: r.leader for r in results if r.error_code is ErrorCode.NONE}
+        failures = {r.partition: r for r in results if r.error_code is not ErrorCode.NONE}
+        cache = self._broker.cache
+
+        def elected(tp: TopicPartition) -> bool:
+            state = (
+                cache.partitions(tp.topic).get(tp.partition) if cache.contains(tp.topic) else None
+            )
+            return state is not None and state.leader == expected[tp]
+
+        def done(topic: TopicName) -> bool:
+            return all(elected(tp) for tp in expected if tp.topic == topic)
+
+        def finish(timed_out: set[TopicName]) -> Message:
+            del timed_out  # onComplete looks at every partition again
+            answered = dict(failures)
+            for tp in expected:
+                answered[tp] = PartitionElectionResult(
+                    partition=tp,
+                    error_code=ErrorCode.NONE if elected(tp) else ErrorCode.REQUEST_TIMED_OUT,
+                )
+            return elect_leaders_response(pending.request, answered.values())
+
+        if not expected:
+            pending.reply.send(self._broker, finish(set()))
+            return
+        remaining_ms = int((pending.deadline - self._broker.clock.now()) * 1000)
+        self._purgatory.watch(
+            pending.reply, remaining_ms, {tp.topic for tp in expected}, done, finish
+        )
+
     async def _is_active_controller(self) -> bool:
         try:
             status = await self._broker.ask(
@@ -593,6 +711,41 @@ class KafkaApis:
         except (RemoteError, AskTimeoutError):
             answer = _not_controller(msg)
         reply.send(self._broker, answer)
+
+
+@dataclass(frozen=True, slots=True)
+class _PendingElection:
+    """An ElectLeaders request waiting for its controller's answer."""
+
+    reply: DeferredReply
+    request: ElectLeadersRequestData
+    deadline: float
+    """On the broker's clock: when its timeout runs out."""
+
+
+def elect_leaders_response(
+    req: ElectLeadersRequestData, results: Iterable[PartitionElectionResult]
+) -> ElectLeadersResponseData:
+    """``handleElectReplicaLeader``'s ``sendResponseCallback``: the results grouped by
+    topic (sorted); for a request of every partition, those that needed no election left
+    out."""
+    by_topic: dict[TopicName, list[ElectLeadersPartitionResult]] = {}
+    for r in sorted(results, key=lambda r: r.partition):
+        if req.topic_partitions is None and r.error_code is ErrorCode.ELECTION_NOT_NEEDED:
+            continue
+        by_topic.setdefault(TopicName(r.partition.topic), []).append(
+            ElectLeadersPartitionResult(
+                partition_id=r.partition.partition,
+                error_code=r.error_code,
+                error_message=r.message,
+            )
+        )
+    return ElectLeadersResponseData(
+        results=tuple(
+            ElectLeadersTopicResult(topic=topic, partition_results=tuple(partitions))
+            for topic, partitions in by_topic.items()
+        )
+    )
 
 
 def _not_controller(msg: _AdminRequest) -> Message:

@@ -2,11 +2,13 @@
 
 A CreateTopics or CreatePartitions request is answered once this broker's metadata cache
 shows every new partition with a leader (Kafka's ``DelayedCreatePartitions``), a
-DeleteTopics request once its topics have left the cache (``DelayedDeleteTopics``), or at
-its timeout, whichever comes first. The purgatory is a component of the ``Broker`` actor,
-not an actor: the broker checks its operations on every UpdateMetadata
-(``check_and_complete``, as ``AdminManager.tryCompleteDelayedTopicOperations``) and
-expires them when their timer's ``PurgatoryExpired`` reaches its mailbox (``expire``).
+DeleteTopics request once its topics have left the cache (``DelayedDeleteTopics``), an
+ElectLeaders request once the cache shows each elected leader (``DelayedElectLeader``, its
+topics are those of the elected partitions), or at its timeout, whichever comes first. The
+purgatory is a component of the ``Broker`` actor, not an actor: the broker checks its
+operations on every UpdateMetadata (``check_and_complete``, as
+``AdminManager.tryCompleteDelayedTopicOperations``) and expires them when their timer's
+``PurgatoryExpired`` reaches its mailbox (``expire``).
 The timers only enqueue; the broker's task is the only one to touch the operations.
 """
 
@@ -67,15 +69,31 @@ class DelayedOperationPurgatory:
             return finish(set())
         if timeout_ms <= 0:
             return finish(topics)
+        if all(done(t) for t in topics):
+            return finish(set())
+        self.watch(ctx.defer(), timeout_ms, topics, done, finish)
+        return None
+
+    def watch(
+        self,
+        reply: DeferredReply,
+        timeout_ms: int,
+        topics: Iterable[TopicName],
+        done: Callable[[TopicName], bool],
+        finish: Callable[[set[TopicName]], Message],
+    ) -> None:
+        """Answer ``reply`` with ``finish`` once ``done`` holds for each of ``topics``
+        (checked now, then on every UpdateMetadata), or with the topics still not done
+        when ``timeout_ms`` passes: Kafka's ``tryCompleteElseWatch``."""
         waiting = {t for t in topics if not done(t)}
         if not waiting:
-            return finish(set())
+            reply.send(self._owner, finish(set()))
+            return
         self._next_op += 1
         op = self._next_op
-        self._delayed[op] = DelayedTopicOperation(ctx.defer(), waiting, done, finish)
+        self._delayed[op] = DelayedTopicOperation(reply, waiting, done, finish)
         self._owner.trace("event", "admin_request_parked", operation=op, topics=len(waiting))
-        self._owner.start_soon(self._timer, op, timeout_ms / 1000)
-        return None
+        self._owner.start_soon(self._timer, op, max(0, timeout_ms) / 1000)
 
     async def _timer(self, op: int, seconds: float) -> None:
         await self._owner.clock.sleep(seconds)

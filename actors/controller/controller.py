@@ -57,6 +57,7 @@ from actors.controller.events import (
     ControllerChange,
     ControllerEvent,
     ControllerEventUnion,
+    ElectionTrigger,
     Expire,
     LeaderAndIsrResponseReceived,
     PartitionModifications,
@@ -98,7 +99,13 @@ from protocol.control import (
     TopicPartition,
     UpdateMetadataResponse,
 )
-from protocol.controller import ControllerStatus, ControllerStatusRequest
+from protocol.controller import (
+    ControllerStatus,
+    ControllerStatusRequest,
+    ElectLeadersResults,
+    ElectLeadersToController,
+    PartitionElectionResult,
+)
 from protocol.errors import ErrorCode, NoNodeError, StoreError
 from protocol.ids import BrokerEpoch, BrokerId, ControllerEpoch, TopicName
 
@@ -326,6 +333,21 @@ class KafkaController(Actor):
                         broker_epoch=broker_epoch,
                         partitions=msg.partitions,
                         reply=answer_alter_isr,
+                    )
+                )
+                return None
+            case ElectLeadersToController(partitions=partitions, election_type=election_type):
+                elect_reply = ctx.defer()
+
+                def answer_election(results: tuple[PartitionElectionResult, ...]) -> None:
+                    elect_reply.send(self, ElectLeadersResults(results=results))
+
+                self.events.put(
+                    ReplicaLeaderElection(
+                        partitions=partitions,
+                        election_type=election_type,
+                        trigger=ElectionTrigger.ADMIN_CLIENT,
+                        on_result=answer_election,
                     )
                 )
                 return None

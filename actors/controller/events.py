@@ -20,7 +20,7 @@ NOT_CONTROLLER per partition, NOT_CONTROLLER.
 from __future__ import annotations
 
 from collections.abc import Callable
-from enum import IntEnum, StrEnum
+from enum import StrEnum
 from typing import ClassVar
 
 import msgspec
@@ -34,6 +34,7 @@ from protocol.control import (
     TopicPartition,
     UpdateMetadataResponse,
 )
+from protocol.controller import ElectionType, PartitionElectionResult
 from protocol.errors import ErrorCode
 from protocol.ids import BrokerEpoch, BrokerId, TopicName
 
@@ -160,29 +161,12 @@ class ZkPartitionReassignment(ControllerEvent, frozen=True, kw_only=True):
     state: ClassVar[ControllerState] = ControllerState.ALTER_PARTITION_REASSIGNMENT
 
 
-class ElectionType(IntEnum):
-    """Kafka's ``ElectionType`` (its byte values on the wire)."""
-
-    PREFERRED = 0
-    UNCLEAN = 1
-
-
 class ElectionTrigger(StrEnum):
     """Who asked for a leader election (Kafka's ``ElectionTrigger``)."""
 
     AUTO = "AutoTriggered"
     ZK = "ZkTriggered"
     ADMIN_CLIENT = "AdminClientTriggered"
-
-
-class PartitionElectionResult(msgspec.Struct, frozen=True, kw_only=True):
-    """One partition's outcome of a ``ReplicaLeaderElection``: its new leader, or why
-    there is none (ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE, ...)."""
-
-    partition: TopicPartition
-    error_code: ErrorCode = ErrorCode.NONE
-    message: str | None = None
-    leader: BrokerId | None = None
 
 
 ElectionCallback = Callable[[tuple[PartitionElectionResult, ...]], None]

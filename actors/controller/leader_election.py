@@ -40,8 +40,6 @@ from actors.controller.errors import StateChangeFailedError
 from actors.controller.events import (
     AutoPreferredReplicaLeaderElection,
     ElectionTrigger,
-    ElectionType,
-    PartitionElectionResult,
     ReplicaLeaderElection,
 )
 from actors.controller.model import LeaderAndIsr
@@ -52,6 +50,7 @@ from actors.controller.topic_deletion import TopicDeletionManager
 from actors.zk import kafka_zk
 from protocol import zkdata
 from protocol.control import NO_LEADER, TopicPartition
+from protocol.controller import ElectionType, PartitionElectionResult
 from protocol.errors import ErrorCode, ZkDataError
 from protocol.ids import BrokerId
 
@@ -173,7 +172,12 @@ class LeaderElections:
         outcomes = await self.on_replica_election(electable, event.election_type, event.trigger)
         results = [self._result(tp, outcomes[tp], event.election_type) for tp in sorted(outcomes)]
         results += [
-            PartitionElectionResult(partition=tp, error_code=ErrorCode.ELECTION_NOT_NEEDED)
+            PartitionElectionResult(
+                partition=tp,
+                error_code=ErrorCode.ELECTION_NOT_NEEDED,
+                # ApiError(Errors.ELECTION_NOT_NEEDED): the error's own message.
+                message="Leader election not needed for topic partition.",
+            )
             for tp in sorted(live - electable)
         ]
         results += [

@@ -69,6 +69,9 @@ from protocol.kafka_api import (
     DescribeConfigsRequestData,
     DescribeConfigsResponseData,
     DescribeConfigsResult,
+    ElectLeadersRequestData,
+    ElectLeadersResponseData,
+    ElectLeadersTopic,
     KafkaApiRequestData,
     KafkaApiResponseData,
     MetadataRequestData,
@@ -158,6 +161,11 @@ ERROR_MESSAGES: Final[Mapping[ErrorCode, str]] = {
     ErrorCode.REASSIGNMENT_IN_PROGRESS: "A partition reassignment is in progress.",
     ErrorCode.TOPIC_DELETION_DISABLED: "Topic deletion is disabled.",
     ErrorCode.THROTTLING_QUOTA_EXCEEDED: "The throttling quota has been exceeded.",
+    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE: "The preferred leader was not available.",
+    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE: (
+        "Eligible topic partition leaders are not available."
+    ),
+    ErrorCode.ELECTION_NOT_NEEDED: "Leader election not needed for topic partition.",
     ErrorCode.UNKNOWN_TOPIC_ID: "This server does not host this topic ID.",
     ErrorCode.OFFSET_OUT_OF_RANGE: (
         "The requested offset is not within the range of offsets maintained by the server."
@@ -667,6 +675,31 @@ class KafkaAdminClient:
             "deleteTopics", request, DeleteTopicsResponseData, controller=True
         )
         return response.topics
+
+    async def elect_leaders(
+        self,
+        election_type: int,
+        partitions: Sequence[tuple[str, int]] | None,
+    ) -> ElectLeadersResponseData:
+        """``electLeaders`` (to the controller): ``partitions`` None for every partition.
+        As Kafka's admin client, per-partition NOT_CONTROLLER is not retried: it is the
+        answer of a broker that lost the controllership meanwhile."""
+        if partitions is None:
+            topics = None
+        else:
+            grouped: dict[str, list[int]] = {}
+            for topic, partition in partitions:
+                grouped.setdefault(topic, []).append(partition)
+            topics = tuple(
+                ElectLeadersTopic(topic=TopicName(t), partitions=tuple(ps))
+                for t, ps in grouped.items()
+            )
+        request = ElectLeadersRequestData(
+            topic_partitions=topics,
+            election_type=election_type,
+            timeout_ms=self.config.request_timeout_ms,
+        )
+        return await self._call("electLeaders", request, ElectLeadersResponseData, controller=True)
 
     # ------------------------------------------------------------------ groups
 

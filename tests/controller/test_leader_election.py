@@ -10,11 +10,11 @@ import anyio
 
 from actors.controller.events import (
     ElectionTrigger,
-    PartitionElectionResult,
     ReplicaLeaderElection,
 )
 from actors.controller.leader_election import PartitionSnapshot, auto_rebalance_plan
 from protocol import zkdata
+from protocol.controller import PartitionElectionResult
 from protocol.errors import ErrorCode
 from protocol.ids import BrokerId
 from protocol.store import CreateOp

@@ -16,7 +16,6 @@ from actors.controller.events import (
     ControlledShutdown,
     ControllerEvent,
     ElectionTrigger,
-    ElectionType,
     LeaderAndIsrResponseReceived,
     ReplicaLeaderElection,
     TopicDeletionStopReplicaResponseReceived,
@@ -37,6 +36,7 @@ from protocol.control import (
     PartitionError,
     TopicPartition,
 )
+from protocol.controller import ElectionType
 from protocol.errors import ErrorCode
 from protocol.ids import BrokerEpoch, BrokerId, TopicName
 from protocol.trace import TraceEvent

@@ -25,6 +25,7 @@ from kafka.protocol.admin import (  # type: ignore[import-untyped]
     DeleteTopicsResponse,
     DescribeConfigsResponse,
     DescribeGroupsResponse,
+    ElectLeadersResponse,
     IncrementalAlterConfigsResponse,
     ListGroupsResponse,
 )
@@ -87,6 +88,7 @@ from protocol.kafka_api import (
     CreateTopicsRequestData,
     DeleteTopicsRequestData,
     DescribeConfigsRequestData,
+    ElectLeadersRequestData,
     IncrementalAlterConfigsRequestData,
     KafkaApiRequestData,
     MetadataRequestData,
@@ -197,6 +199,9 @@ SIMPLE: dict[int, Callable[[int], KafkaApiRequestData]] = {
     37: lambda v: CreatePartitionsRequestData(
         topics=(CreatePartitionsTopic(name=GROWN, count=2 + v),), timeout_ms=LONG
     ),
+    # Every partition: the only broker leads each already, so none is listed (a named
+    # partition would be ELECTION_NOT_NEEDED).
+    43: lambda v: ElectLeadersRequestData(topic_partitions=None, timeout_ms=LONG),
 }
 """API key -> a valid request of it, for a version (each version's own topic where the
 request changes the cluster). The group APIs, which need a member first, are in
@@ -226,6 +231,7 @@ RESPONSES: dict[int, Any] = {
     15: DescribeGroupsResponse,
     16: ListGroupsResponse,
     42: DeleteGroupsResponse,
+    43: ElectLeadersResponse,
     47: OffsetDeleteResponse,
 }
 """API key -> kafka-python's response class."""

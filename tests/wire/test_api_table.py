@@ -99,5 +99,6 @@ def test_the_admin_client_caps_each_api_at_a_2_7_clients_version() -> None:
         ClientApiKey.LIST_GROUPS: 4,
         ClientApiKey.DESCRIBE_GROUPS: 5,
         ClientApiKey.DELETE_GROUPS: 2,
+        ClientApiKey.ELECT_LEADERS: 2,
         ClientApiKey.OFFSET_DELETE: 0,
     }

@@ -21,6 +21,7 @@ from cluster.kafka.apis import (
     delete_topics,
     describe_configs,
     describe_groups,
+    elect_leaders,
     fetch,
     find_coordinator,
     heartbeat,
@@ -67,6 +68,7 @@ _APIS: Final[tuple[ApiCodec[Any, Any], ...]] = (
     list_groups.CODEC,
     describe_groups.CODEC,
     delete_groups.CODEC,
+    elect_leaders.CODEC,
     offset_delete.CODEC,
 )
 
