@@ -54,15 +54,26 @@ def scala_mutable_map_order(keys: Sequence[K], *, initial_capacity: int = 16) ->
     reordering. So the order is a sort by (bucket at the final size, hash, insertion).
     ``mutable.Map(kv*)`` sizes its table from its argument count, ``mutable.Map()`` from 16.
     """
+    return scala_mutable_order(
+        keys, [java_hash_code(k) for k in keys], initial_capacity=initial_capacity
+    )
+
+
+def scala_mutable_order(
+    items: Sequence[T], hash_codes: Sequence[int], *, initial_capacity: int = 16
+) -> list[T]:
+    """``scala_mutable_map_order`` for distinct items of any type, given their
+    ``hashCode``s: a Scala 2.13 ``mutable.HashMap``'s keys or ``mutable.HashSet``'s
+    elements (the two share the table, its growth and its bucket order)."""
     table = min(highest_one_bit(max(initial_capacity - 1, 4)) * 2, 1 << 30)  # tableSizeFor
     threshold = int(table * 0.75)
-    for size in range(len(keys)):
+    for size in range(len(items)):
         if size + 1 >= threshold:  # put0: grow before inserting
             table *= 2
             threshold = int(table * 0.75)
-    hashes = [signed32(h ^ ((h & 0xFFFFFFFF) >> 16)) for h in map(java_hash_code, keys)]
-    ranked = sorted(range(len(keys)), key=lambda i: (hashes[i] & (table - 1), hashes[i], i))
-    return [keys[i] for i in ranked]
+    hashes = [signed32(h ^ ((h & 0xFFFFFFFF) >> 16)) for h in hash_codes]
+    ranked = sorted(range(len(items)), key=lambda i: (hashes[i] & (table - 1), hashes[i], i))
+    return [items[i] for i in ranked]
 
 
 def highest_one_bit(value: int) -> int:

@@ -12,9 +12,20 @@ already pending is refused ("... currently in progress ... Aborting operation").
 
 Where the store is: ``--zookeeper ADDRESS`` (a ZooKeeper connection string, or
 ``embedded://HOST:PORT``), else the store of the running ``kemu up`` in the cluster file
-(``--cluster-file``, default ``.kemu/cluster.json``). ``--bootstrap-server`` and
-``--election-type unclean`` need the ElectLeaders API, which kemu's brokers do not serve:
-they are refused.
+(``--cluster-file``, default ``.kemu/cluster.json``).
+
+``--bootstrap-server HOST:PORT`` is 2.7's own path (``LeaderElectionCommand``): an
+ElectLeaders request (preferred or unclean; ``--all-topic-partitions`` sends null, every
+partition) to the controller through the admin client (``default.api.timeout.ms`` 30 s,
+``request.timeout.ms`` 15 s, as the tool sets them over ``--admin.config``), then
+"Successfully completed leader election (TYPE) for partitions ...", "Valid replica already
+elected for partitions ..." (which, as 2.7's tool does, lists the elected partitions, not
+the ones that needed no election) and one "Error completing leader election ..." line per
+failed partition; the sets print in Scala's ``mutable.HashSet``/``HashMap`` order. A failed
+partition makes the command exit 1 with the first line of the exception 2.7's tool dies
+with on stderr (``Exception in thread "main" kafka.common.AdminCommandFailedException: N
+replica(s) could not be elected``; no stack trace). ``--election-type unclean`` needs
+``--bootstrap-server``.
 
 Option mistakes are Kafka's messages, one line on stderr, exit 1; a failed command prints
 "Error: <message>" on stdout, exit 1, and writes nothing.
@@ -36,9 +47,16 @@ from cluster.cli.args import UsageError
 from cluster.cli.jopt import Option, Options, option_lines, parse
 from cluster.cli.kafka_tools import duplicates, json_node
 from cluster.cli.store_command import report_failure, store_address, with_session
+from cluster.kafka.client import (
+    ERROR_MESSAGES,
+    AdminClientConfig,
+    KafkaAdminClient,
+    KafkaTimeoutError,
+    load_properties,
+)
 from protocol import jvm, zkdata
 from protocol.control import TopicPartition
-from protocol.errors import KemuError, NodeExistsError
+from protocol.errors import ErrorCode, KemuError, NodeExistsError
 from protocol.ids import TopicName
 
 __all__ = ["LeaderElectionError", "main", "run_leader_election_command"]
@@ -98,10 +116,16 @@ def check_args(opts: Options) -> str:
         raise UsageError(f"Value [{value}] is not one of [{'|'.join(ELECTION_TYPES)}]")
     if opts.has("zookeeper") and opts.has("cluster-file"):
         raise UsageError('Option "[cluster-file]" can\'t be used with option "[zookeeper]"')
-    if opts.has("bootstrap-server") or chosen == "UNCLEAN":
+    if opts.has("bootstrap-server"):
+        for other in ("zookeeper", "cluster-file"):
+            if opts.has(other):
+                raise UsageError(
+                    f'Option "[bootstrap-server]" can\'t be used with option "[{other}]"'
+                )
+    elif chosen == "UNCLEAN":
         raise UsageError(
-            "kemu's brokers do not serve ElectLeaders: a preferred election through"
-            " /admin/preferred_replica_election (--zookeeper, or the cluster file) only"
+            "An unclean election needs --bootstrap-server (the ElectLeaders API);"
+            " /admin/preferred_replica_election only holds preferred elections"
         )
     return chosen
 
@@ -225,6 +249,108 @@ async def elect_preferred_leaders(
         )
 
 
+# ============================================================================ the admin client path
+
+_EXCEPTIONS: Final = {
+    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE: "PreferredLeaderNotAvailableException",
+    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE: "EligibleLeadersNotAvailableException",
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "UnknownTopicOrPartitionException",
+    ErrorCode.INVALID_TOPIC_EXCEPTION: "InvalidTopicException",
+    ErrorCode.NOT_CONTROLLER: "NotControllerException",
+    ErrorCode.REQUEST_TIMED_OUT: "TimeoutException",
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "ClusterAuthorizationException",
+    ErrorCode.INVALID_REQUEST: "InvalidRequestException",
+}
+"""Error code -> the class (in ``org.apache.kafka.common.errors``) of Kafka's exception."""
+
+
+def java_exception(code: ErrorCode, message: str | None) -> str:
+    """The exception's ``toString``: ``Errors.exception(message)``, whose message is the
+    error's own when the response carries none."""
+    name = _EXCEPTIONS.get(code, "UnknownServerException")
+    text = message if message is not None else ERROR_MESSAGES.get(code)
+    return f"org.apache.kafka.common.errors.{name}" + (f": {text}" if text else "")
+
+
+class ElectionCommandFailed(KemuError):
+    """2.7's tool dies with this exception: its first line on stderr, exit 1."""
+
+
+def _scala_mutable(partitions: Sequence[TopicPartition]) -> list[TopicPartition]:
+    return jvm.scala_mutable_order(
+        list(partitions),
+        [jvm.java_topic_partition_hash(tp.topic, tp.partition) for tp in partitions],
+    )
+
+
+async def elect_through_brokers(
+    bootstrap: str,
+    props: dict[str, str],
+    election_type: str,
+    requested: list[TopicPartition] | None,
+    out: TextIO,
+) -> None:
+    """``LeaderElectionCommand.electLeaders`` through the admin client."""
+    config = AdminClientConfig.from_properties(
+        {**props, "default.api.timeout.ms": "30000", "request.timeout.ms": "15000"}
+    )
+    try:
+        async with KafkaAdminClient(bootstrap, config) as client:
+            response = await client.elect_leaders(
+                ELECTION_TYPES.index(election_type),
+                None if requested is None else [(tp.topic, tp.partition) for tp in requested],
+            )
+    except KafkaTimeoutError:
+        out.write("Timeout waiting for election results\n")
+        raise ElectionCommandFailed(
+            'Exception in thread "main" kafka.common.AdminCommandFailedException:'
+            " Timeout waiting for election results"
+        ) from None
+    if response.error_code is ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+        out.write("Not authorized to perform leader election\n")
+        raise ElectionCommandFailed(
+            'Exception in thread "main" kafka.common.AdminCommandFailedException:'
+            " Not authorized to perform leader election"
+        )
+    if response.error_code is not ErrorCode.NONE:
+        raise ElectionCommandFailed(
+            'Exception in thread "main" java.util.concurrent.ExecutionException: '
+            + java_exception(response.error_code, None)
+        )
+    succeeded: list[TopicPartition] = []
+    failed: dict[TopicPartition, str] = {}
+    for topic in response.results:
+        for p in topic.partition_results:
+            tp = TopicPartition(TopicName(topic.topic), p.partition_id)
+            if p.error_code is ErrorCode.NONE:
+                succeeded.append(tp)
+            elif p.error_code is not ErrorCode.ELECTION_NOT_NEEDED:
+                failed[tp] = java_exception(p.error_code, p.error_message)
+    noop = any(
+        p.error_code is ErrorCode.ELECTION_NOT_NEEDED
+        for topic in response.results
+        for p in topic.partition_results
+    )
+    elected = ", ".join(str(tp) for tp in _scala_mutable(succeeded))
+    if succeeded:
+        out.write(
+            f"Successfully completed leader election ({election_type}) for partitions {elected}\n"
+        )
+    if noop:
+        # 2.7's tool prints the elected partitions here too (succeeded.mkString).
+        out.write(f"Valid replica already elected for partitions {elected}\n")
+    if failed:
+        for tp in _scala_mutable(list(failed)):
+            out.write(
+                f"Error completing leader election ({election_type}) for partition: {tp}:"
+                f" {failed[tp]}\n"
+            )
+        raise ElectionCommandFailed(
+            'Exception in thread "main" kafka.common.AdminCommandFailedException:'
+            f" {len(failed)} replica(s) could not be elected"
+        )
+
+
 # ============================================================================ running it
 
 
@@ -260,13 +386,23 @@ async def run_leader_election_command(
         if opts.has("help") or not opts.values:
             out.write(_usage())
             return 0
-        check_args(opts)
+        election_type = check_args(opts)
         opts.int_value("partition")  # a bad number is a parse error, before anything runs
         zookeeper = opts.value("zookeeper")
         cluster_file = opts.value("cluster-file")
+        bootstrap = opts.value("bootstrap-server")
     except UsageError as exc:  # OptionError too: one line on stderr
         err.write(f"{exc}\n")
         return 1
+    if bootstrap is not None:
+        try:
+            config_file = opts.value("admin.config")
+            props = load_properties(Path(config_file)) if config_file else {}
+            requested = _requested(opts)
+            await elect_through_brokers(bootstrap, props, election_type, requested, out)
+            return 0
+        except (KemuError, BaseExceptionGroup) as exc:
+            return report_failure(exc, out, err, on_stdout=[(LeaderElectionError, "Error: ")])
     if zookeeper is not None:
         out.write(ZOOKEEPER_WARNINGS)
     try:

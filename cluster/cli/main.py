@@ -267,7 +267,7 @@ def _add_reassignment_parsers(sub: argparse._SubParsersAction[argparse.ArgumentP
         ),
         (
             "leader-election",
-            "kafka-leader-election.sh --election-type preferred (ZooKeeper path; --help)",
+            "kafka-leader-election.sh (--bootstrap-server, or the ZooKeeper path; --help)",
             _cmd_leader_election,
         ),
     ):

@@ -60,24 +60,27 @@ async def leader_and_isr(harness: Harness, topic: str, partition: int) -> tuple[
     return state.state.leader, set(state.state.isr)
 
 
+async def bounce_the_preferred_leader(harness: Harness) -> None:
+    """t-0 on [1, 0]; broker 1 stops (0 leads) and starts again (back in the ISR)."""
+    cluster = harness.cluster
+    assert cluster is not None
+    created = await harness.topics(
+        "--create", "--topic", "t", "--replica-assignment", "1:0", via=STORE
+    )
+    assert created.rc == 0
+    await eventually(lambda: leader_and_isr(harness, "t", 0), until=lambda s: s[0] == 1)
+    cluster.stop_broker(1)
+    assert await cluster.wait_stopped(1, timeout=30)
+    await eventually(lambda: leader_and_isr(harness, "t", 0), until=lambda s: s[0] == 0)
+    await cluster.start_broker(1)
+    await eventually(lambda: leader_and_isr(harness, "t", 0), until=lambda s: s == (0, {0, 1}))
+
+
 async def test_the_preferred_leader_comes_back_on_request(quiet_cluster: Harness) -> None:
     """Broker 1 (preferred for t-0 = [1, 0]) stops cleanly (its leadership moves to 0) and
     starts again (it rejoins the ISR); the command writes the election path, the controller
     elects broker 1 and removes the path."""
-    cluster = quiet_cluster.cluster
-    assert cluster is not None
-    created = await quiet_cluster.topics(
-        "--create", "--topic", "t", "--replica-assignment", "1:0", via=STORE
-    )
-    assert created.rc == 0
-    await eventually(lambda: leader_and_isr(quiet_cluster, "t", 0), until=lambda s: s[0] == 1)
-    cluster.stop_broker(1)
-    assert await cluster.wait_stopped(1, timeout=30)
-    await eventually(lambda: leader_and_isr(quiet_cluster, "t", 0), until=lambda s: s[0] == 0)
-    await cluster.start_broker(1)
-    await eventually(
-        lambda: leader_and_isr(quiet_cluster, "t", 0), until=lambda s: s == (0, {0, 1})
-    )
+    await bounce_the_preferred_leader(quiet_cluster)
     result = await elect(quiet_cluster, "--election-type", "preferred", "--topic", "t",
                          "--partition", "0")  # fmt: skip
     assert result == Result(
@@ -92,6 +95,50 @@ async def test_the_preferred_leader_comes_back_on_request(quiet_cluster: Harness
         return not await quiet_cluster.exists(PREFERRED)
 
     await eventually(path_gone)
+
+
+async def elect_via_brokers(harness: Harness, *argv: str) -> Result:
+    out, err = io.StringIO(), io.StringIO()
+    full = [*argv, "--bootstrap-server", harness.bootstrap]
+    rc = await run_leader_election_command(full, out=out, err=err)
+    return Result(rc, out.getvalue(), err.getvalue())
+
+
+async def test_the_bootstrap_path_elects_through_the_controller(quiet_cluster: Harness) -> None:
+    """--bootstrap-server (ElectLeaders): with broker 1 (preferred for t-0 = [1, 0])
+    bounced, a preferred election of t-0 prints 2.7's success line and broker 1 leads;
+    asked again, "Valid replica already elected" with the (empty) elected set, as 2.7's
+    tool prints it; an unknown partition is an error line, exit 1 with the exception's
+    first line on stderr; an unclean election of a partition with a live leader needs
+    none; --all-topic-partitions with nothing to elect prints nothing."""
+    await bounce_the_preferred_leader(quiet_cluster)
+    first = await elect_via_brokers(quiet_cluster, "--election-type", "preferred", "--topic",
+                                    "t", "--partition", "0")  # fmt: skip
+    assert first == Result(
+        0, "Successfully completed leader election (PREFERRED) for partitions t-0\n", ""
+    )
+    assert (await leader_and_isr(quiet_cluster, "t", 0))[0] == 1
+
+    again = await elect_via_brokers(quiet_cluster, "--election-type", "PREFERRED", "--topic",
+                                    "t", "--partition", "0")  # fmt: skip
+    assert again == Result(0, "Valid replica already elected for partitions \n", "")
+
+    unknown = await elect_via_brokers(quiet_cluster, "--election-type", "preferred", "--topic",
+                                      "nope", "--partition", "3")  # fmt: skip
+    assert unknown == Result(
+        1,
+        "Error completing leader election (PREFERRED) for partition: nope-3:"
+        " org.apache.kafka.common.errors.UnknownTopicOrPartitionException: The partition does"
+        " not exist.\n",
+        'Exception in thread "main" kafka.common.AdminCommandFailedException: 1 replica(s)'
+        " could not be elected\n",
+    )
+    unclean = await elect_via_brokers(quiet_cluster, "--election-type", "unclean", "--topic",
+                                      "t", "--partition", "0")  # fmt: skip
+    assert unclean == Result(0, "Valid replica already elected for partitions \n", "")
+    everything = await elect_via_brokers(quiet_cluster, "--election-type", "preferred",
+                                         "--all-topic-partitions")  # fmt: skip
+    assert everything == Result(0, "", "")
 
 
 async def test_what_is_written_and_printed(bare_store: Harness, tmp_path: Path) -> None:
@@ -167,11 +214,11 @@ async def test_what_is_written_and_printed(bare_store: Harness, tmp_path: Path) 
         (["--election-type", "sideways", "--all-topic-partitions"],
          "Value [sideways] is not one of [PREFERRED|UNCLEAN]"),
         (["--election-type", "unclean", "--all-topic-partitions"],
-         "kemu's brokers do not serve ElectLeaders: a preferred election through"
-         " /admin/preferred_replica_election (--zookeeper, or the cluster file) only"),
-        (["--election-type", "preferred", "--all-topic-partitions", "--bootstrap-server", "h:1"],
-         "kemu's brokers do not serve ElectLeaders: a preferred election through"
-         " /admin/preferred_replica_election (--zookeeper, or the cluster file) only"),
+         "An unclean election needs --bootstrap-server (the ElectLeaders API);"
+         " /admin/preferred_replica_election only holds preferred elections"),
+        (["--election-type", "preferred", "--all-topic-partitions", "--bootstrap-server", "h:1",
+          "--zookeeper", "z:2181"],
+         'Option "[bootstrap-server]" can\'t be used with option "[zookeeper]"'),
         (["--election-type", "preferred", "--topic", "t", "--partition", "x"],
          "Cannot parse argument 'x' of option partition"),
         (["--election-type"], "Option election-type requires an argument"),
