@@ -900,6 +900,9 @@ class ConfigEntry:
     source: ConfigSource
     type: ConfigValueType | None
     """None for a name that is not a topic config (found in a stored override)."""
+    synonyms: tuple[tuple[str, str | None, ConfigSource], ...] = ()
+    """``(name, value, source)`` (``AdminManager.createTopicConfigEntry``): the override
+    itself if there is one, then the broker synonyms of its default, set ones first."""
 
     @property
     def is_default(self) -> bool:
@@ -945,7 +948,14 @@ def _topic_config_entry(
     else:
         value = key.default
         source = ConfigSource.DEFAULT_CONFIG
-    return ConfigEntry(name, value, to_text(value, key.type), source, key.type)
+    text = to_text(value, key.type)
+    server = TOPIC_CONFIG_SYNONYMS.get(name)
+    synonyms: tuple[tuple[str, str | None, ConfigSource], ...] = ()
+    if server is not None and server in BROKER_CONFIGS:
+        synonyms = _broker_config_entry(broker, server).synonyms
+    if name in overrides:
+        synonyms = ((name, text, ConfigSource.TOPIC_CONFIG), *synonyms)
+    return ConfigEntry(name, value, text, source, key.type, synonyms)
 
 
 def topic_config_entries(

@@ -669,6 +669,10 @@ def _wire_entry(entry: ConfigEntry) -> WireConfigEntry:
         name=entry.name,
         value=entry.text,
         source=WireConfigSource(int(entry.source)),
+        synonyms=tuple(
+            WireConfigSynonym(name=n, value=v, source=WireConfigSource(int(src)))
+            for n, v, src in entry.synonyms
+        ),
         value_type=_wire_type(entry.type),
     )
 

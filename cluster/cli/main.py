@@ -449,6 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
             "consumer_groups",
             "kafka-consumer-groups.sh: list, describe (offsets and lag) and delete groups",
         ),
+        ("configs", "configs", "kafka-configs.sh: describe and alter topic configs"),
     ):
         tool = sub.add_parser(
             name, help=f"{summary} (--help for options)", add_help=False, prefix_chars="\0"

@@ -757,19 +757,7 @@ class ZkTopicService:
         if await self._session.exists(zkdata.topic_path(topic)) is None:
             raise AdminOperationError(f'Topic "{topic}" does not exist.')
         _validate_configs(config)
-        path = zkdata.topic_config_path(topic)
-        payload = zkdata.EntityConfig(config=config).encode()
-        try:
-            await self._session.set(path, payload)
-        except NoNodeError:
-            await self._session.create(path, payload, make_parents=True)
-        notification = zkdata.ConfigChangeNotification.for_entity(zkdata.ConfigType.TOPIC, topic)
-        await self._session.create(
-            zkdata.CONFIG_CHANGE_SEQUENCE_PATH,
-            notification.encode(),
-            sequential=True,
-            make_parents=True,
-        )
+        await kafka_zk.change_topic_config(self._session, topic, config)
 
     async def _add_partitions(self, topic: TopicName, tp: CommandTopic) -> None:
         assert tp.partitions is not None

@@ -53,6 +53,8 @@ from protocol.group import (
 )
 from protocol.ids import BrokerId, TopicName
 from protocol.kafka_api import (
+    AlterConfigsResource,
+    AlterConfigsResult,
     BrokerEndpoint,
     ClientApiKey,
     ConfigResource,
@@ -72,6 +74,8 @@ from protocol.kafka_api import (
     ElectLeadersRequestData,
     ElectLeadersResponseData,
     ElectLeadersTopic,
+    IncrementalAlterConfigsRequestData,
+    IncrementalAlterConfigsResponseData,
     KafkaApiRequestData,
     KafkaApiResponseData,
     MetadataRequestData,
@@ -625,13 +629,27 @@ class KafkaAdminClient:
         return found
 
     async def describe_configs(
-        self, resources: Sequence[ConfigResource]
+        self, resources: Sequence[ConfigResource], *, include_synonyms: bool = False
     ) -> dict[tuple[int, str], DescribeConfigsResult]:
         """``describeConfigs``: the result of each resource, errors included."""
         response = await self._call(
             "describeConfigs",
-            DescribeConfigsRequestData(resources=tuple(resources)),
+            DescribeConfigsRequestData(
+                resources=tuple(resources), include_synonyms=include_synonyms
+            ),
             DescribeConfigsResponseData,
+            controller=False,
+        )
+        return {(r.resource_type, r.resource_name): r for r in response.results}
+
+    async def incremental_alter_configs(
+        self, resources: Sequence[AlterConfigsResource]
+    ) -> dict[tuple[int, str], AlterConfigsResult]:
+        """``incrementalAlterConfigs``: the result of each resource, errors included."""
+        response = await self._call(
+            "incrementalAlterConfigs",
+            IncrementalAlterConfigsRequestData(resources=tuple(resources)),
+            IncrementalAlterConfigsResponseData,
             controller=False,
         )
         return {(r.resource_type, r.resource_name): r for r in response.results}
