@@ -59,6 +59,7 @@ __all__ = [
     "FindCoordinatorResponseData",
     "GroupAppendDone",
     "GroupLoaded",
+    "GroupPartitionsDeleted",
     "GroupPartitionsElected",
     "GroupPartitionsResigned",
     "GroupRequestData",
@@ -476,6 +477,13 @@ class GroupPartitionsResigned(Message, frozen=True, kw_only=True):
     these partitions of ``__consumer_offsets`` (``GroupCoordinator.onResignation``)."""
 
     partitions: tuple[int, ...]
+
+
+class GroupPartitionsDeleted(Message, frozen=True, kw_only=True):
+    """From the broker after an UpdateMetadata: these partitions' topics are being deleted
+    (``GroupCoordinator.handleDeletedPartitions``): their committed offsets go."""
+
+    partitions: tuple[tuple[str, int], ...]
 
 
 class GroupLoaded(Message, frozen=True, kw_only=True):

@@ -44,6 +44,7 @@ from actors.zk import kafka_zk
 from protocol.base import ActorRef, Message
 from protocol.broker import ElectionAnswered
 from protocol.control import (
+    LEADER_DURING_DELETE,
     NO_LEADER,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
@@ -80,6 +81,7 @@ from protocol.group import (
     DescribeGroupsResponseData,
     FindCoordinatorRequestData,
     FindCoordinatorResponseData,
+    GroupPartitionsDeleted,
     GroupPartitionsElected,
     GroupPartitionsResigned,
     GroupRequestData,
@@ -480,6 +482,11 @@ class KafkaApis:
         response, touched = self._replicas.maybe_update_metadata_cache(req)
         if touched:
             self._purgatory.check_and_complete(touched)
+        deleted = tuple(
+            (s.topic, s.partition) for s in req.partition_states if s.leader == LEADER_DURING_DELETE
+        )
+        if deleted and response.error_code is ErrorCode.NONE:  # handleDeletedPartitions
+            self._broker.tell(self._coordinator, GroupPartitionsDeleted(partitions=deleted))
         return response
 
     def _brokers(self) -> tuple[BrokerEndpoint, ...]:

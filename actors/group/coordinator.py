@@ -71,6 +71,7 @@ from protocol.group import (
     DescribeGroupsResponseData,
     GroupAppendDone,
     GroupLoaded,
+    GroupPartitionsDeleted,
     GroupPartitionsElected,
     GroupPartitionsResigned,
     GroupTimerFired,
@@ -192,6 +193,9 @@ class GroupCoordinator(Actor):
             case GroupPartitionsElected():
                 for partition, epoch in msg.partitions:
                     self._on_election(partition, epoch)
+                return None
+            case GroupPartitionsDeleted():
+                self._deleted_partitions(msg.partitions)
                 return None
             case GroupPartitionsResigned():
                 for partition in msg.partitions:
@@ -1322,6 +1326,39 @@ class GroupCoordinator(Actor):
                 for t in req.topics
             )
         )
+
+    def _deleted_partitions(self, partitions: tuple[tuple[str, int], ...]) -> None:
+        """``handleDeletedPartitions`` (``cleanupGroupMetadata``): the offsets of deleted
+        topics' partitions leave every group loaded here, with tombstones; an Empty group
+        left without offsets goes Dead and is forgotten (its record tombstoned too)."""
+        gone = set(partitions)
+        now = self._now_ms()
+        for group in list(self.groups.values()):
+            dropped = sorted(tp for tp in group.offsets if tp in gone)
+            for tp in dropped:
+                del group.offsets[tp]
+            records = [
+                ProducerRecord(
+                    key=encode_offset_key(OffsetKey(group.group_id, topic, partition)),
+                    value=None,
+                    timestamp_ms=now,
+                )
+                for topic, partition in dropped
+            ]
+            if dropped and group.is_(GroupState.EMPTY) and not group.offsets:
+                group.transition(GroupState.DEAD, now)
+                del self.groups[group.group_id]
+                if group.generation > 0:
+                    records.append(
+                        ProducerRecord(
+                            key=encode_group_key(group.group_id), value=None, timestamp_ms=now
+                        )
+                    )
+            if records:
+                self.trace(
+                    "event", "group_offsets_deleted", group=group.group_id, offsets=len(dropped)
+                )
+                self._append(group.group_id, records, lambda _code: None)
 
     def _remove_group(self, group: Group) -> None:
         now = self._now_ms()

@@ -66,7 +66,13 @@ from protocol.group import (
     SyncGroupResponseData,
 )
 from protocol.ids import TopicName
-from protocol.kafka_api import CreatableTopic, CreateTopicsRequestData, CreateTopicsResponseData
+from protocol.kafka_api import (
+    CreatableTopic,
+    CreateTopicsRequestData,
+    CreateTopicsResponseData,
+    DeleteTopicsRequestData,
+    DeleteTopicsResponseData,
+)
 from protocol.kafka_data import (
     FetchPartition,
     FetchRequestData,
@@ -730,3 +736,24 @@ async def test_offset_delete_spares_subscribed_topics_until_the_group_is_empty(
     )
     assert await ask(harness, node, delete(GROUP, TOPIC)) == answer(TOPIC, ErrorCode.NONE)
     assert await fetch_offset(harness, node) == -1
+
+
+async def test_deleting_a_topic_drops_its_committed_offsets(harness: Harness) -> None:
+    """``handleDeletedPartitions``: once a topic is deleted, a group's committed offset
+    of it is gone (OffsetFetch answers -1), and a standalone group left with no offsets
+    is no longer listed."""
+    await create_topic(harness)
+    node = await coordinator(harness)
+    standalone = await ask(harness, node, commit("", -1, 7))  # assign() commits: no member
+    assert isinstance(standalone, OffsetCommitResponseData)
+    assert standalone.topics[0].partitions[0].error_code is ErrorCode.NONE
+    assert await fetch_offset(harness, node) == 7
+    controller = await harness.cluster.controller_id()
+    deleted = await ask(
+        harness,
+        controller,
+        DeleteTopicsRequestData(topics=(TOPIC,), timeout_ms=30_000),
+    )
+    assert isinstance(deleted, DeleteTopicsResponseData)
+    assert await eventually(lambda: fetch_offset(harness, node), until=lambda o: o == -1)
+    assert await ask(harness, node, ListGroupsRequestData()) == ListGroupsResponseData()
