@@ -32,7 +32,7 @@ from protocol.control import (
     TopicPartition,
 )
 from protocol.errors import ErrorCode
-from protocol.ids import BrokerId, ControllerEpoch
+from protocol.ids import BrokerId, ControllerEpoch, TopicName
 
 __all__ = [
     "AlterIsrAnswered",
@@ -44,6 +44,7 @@ __all__ = [
     "ElectLeadersResults",
     "ElectLeadersToController",
     "ElectionType",
+    "EnableTopicUncleanLeaderElection",
     "PartitionElectionResult",
     "SubmitAlterIsr",
 ]
@@ -118,6 +119,16 @@ class PartitionElectionResult(msgspec.Struct, frozen=True, kw_only=True):
     error_code: ErrorCode = ErrorCode.NONE
     message: str | None = None
     leader: BrokerId | None = None
+
+
+class EnableTopicUncleanLeaderElection(Message, frozen=True, kw_only=True):
+    """A broker's ``TopicConfigHandler`` saw the topic's ``unclean.leader.election.enable``
+    become true: its own controller, if active, elects leaders for the topic's offline
+    partitions (``KafkaController.enableTopicUncleanLeaderElection``)."""
+
+    local_only = True
+
+    topic: TopicName
 
 
 class ElectLeadersToController(Message, frozen=True, kw_only=True):

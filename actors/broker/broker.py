@@ -86,6 +86,8 @@ from protocol.control import (
     SecurityProtocol,
     TopicPartition,
 )
+from protocol.controller import EnableTopicUncleanLeaderElection
+from protocol.errors import StoreError
 from protocol.ids import BrokerId, ControllerEpoch, TopicName
 from protocol.log import LogDirFailed
 
@@ -301,6 +303,8 @@ class Broker(Actor):
                 continue
             topic = TopicName(entity)
             await self.replica_manager.topic_config_changed(topic)
+            if await self._unclean_enabled(topic) and self._with_controller:
+                self.tell(self.controller_ref, EnableTopicUncleanLeaderElection(topic=topic))
             self.trace(
                 "event",
                 "topic_config_applied",
@@ -308,6 +312,15 @@ class Broker(Actor):
                 topic=topic,
                 notification=name,
             )
+
+    async def _unclean_enabled(self, topic: TopicName) -> bool:
+        """The topic's ``unclean.leader.election.enable`` override reads true (Scala's
+        ``toBoolean``: "true" in any case); a failed read is false."""
+        try:
+            config = await kafka_zk.get_topic_config(self.session, topic)
+        except StoreError:
+            return False
+        return config.get("unclean.leader.election.enable", "").lower() == "true"
 
     async def _start_group_coordinator(self) -> None:
         """The group coordinator (``GroupCoordinator.startup``), before the registration

@@ -68,6 +68,7 @@ from actors.controller.events import (
     TopicChange,
     TopicDeletion,
     TopicDeletionStopReplicaResponseReceived,
+    TopicUncleanLeaderElectionEnable,
     UpdateMetadataResponseReceived,
     ZkPartitionReassignment,
 )
@@ -104,6 +105,7 @@ from protocol.controller import (
     ControllerStatusRequest,
     ElectLeadersResults,
     ElectLeadersToController,
+    EnableTopicUncleanLeaderElection,
     PartitionElectionResult,
 )
 from protocol.errors import ErrorCode, NoNodeError, StoreError
@@ -336,6 +338,10 @@ class KafkaController(Actor):
                     )
                 )
                 return None
+            case EnableTopicUncleanLeaderElection(topic=topic):
+                if self.is_active:  # enableTopicUncleanLeaderElection
+                    self.events.put(TopicUncleanLeaderElectionEnable(topic=topic))
+                return None
             case ElectLeadersToController(partitions=partitions, election_type=election_type):
                 elect_reply = ctx.defer()
 
@@ -505,6 +511,8 @@ class KafkaController(Actor):
                 await self.leader_elections.process_auto_preferred_replica_leader_election(
                     active=self.is_active
                 )
+            case TopicUncleanLeaderElectionEnable(topic=topic):
+                await self._process_topic_unclean_leader_election_enable(topic)
             case ControlledShutdown():
                 await self._process_controlled_shutdown(event)
             case AlterIsrReceived():
@@ -517,6 +525,15 @@ class KafkaController(Actor):
                 )
             case _:
                 assert_never(event)
+
+    async def _process_topic_unclean_leader_election_enable(self, topic: TopicName) -> None:
+        """``processTopicUncleanLeaderElectionEnable``: the topic's offline partitions go
+        online with the offline election, which now reads unclean allowed."""
+        if not self.is_active:
+            return
+        log.info("topic_unclean_leader_election_enabled", topic=topic)
+        self.trace("event", "topic_unclean_leader_election_enabled", topic=topic)
+        await self.partition_state_machine.trigger_online_partition_state_change(topic)
 
     async def _process_controlled_shutdown(self, event: ControlledShutdown) -> None:
         """Kafka's ``processControlledShutdown``: the broker is answered in every case, also

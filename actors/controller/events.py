@@ -202,6 +202,15 @@ class AutoPreferredReplicaLeaderElection(ControllerEvent, frozen=True, kw_only=T
     state: ClassVar[ControllerState] = ControllerState.AUTO_LEADER_BALANCE
 
 
+class TopicUncleanLeaderElectionEnable(ControllerEvent, frozen=True, kw_only=True):
+    """The topic's ``unclean.leader.election.enable`` became true
+    (``processTopicUncleanLeaderElectionEnable``)."""
+
+    state: ClassVar[ControllerState] = ControllerState.TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE
+
+    topic: TopicName
+
+
 class ControlledShutdown(ControllerEvent, frozen=True, kw_only=True):
     """A broker asks to stop cleanly (``processControlledShutdown``): move its leaderships
     away. ``reply`` gets the answer; preempted, it gets STALE_CONTROLLER_EPOCH (Kafka's
@@ -250,6 +259,7 @@ ControllerEventUnion = (
     | ZkPartitionReassignment
     | ReplicaLeaderElection
     | AutoPreferredReplicaLeaderElection
+    | TopicUncleanLeaderElectionEnable
     | ControlledShutdown
     | AlterIsrReceived
 )

@@ -70,6 +70,16 @@ def kafka_python(h: Harness) -> KafkaAdminClient:
     return KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{h.cluster.ports[0]}")
 
 
+def kp_alter(port: int, topic: str, configs: dict[str, str], incremental: bool) -> Any:
+    """kafka-python's alter_configs of one topic, through the broker at ``port``."""
+    client = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{port}")
+    try:
+        resource = KpConfigResource("TOPIC", topic, configs)
+        return client.alter_configs([resource], incremental=incremental)
+    finally:
+        client.close()
+
+
 def create_topic(h: Harness, name: str) -> None:
     """One partition on brokers 0 (leader) and 1, created by kafka-python."""
     client = kafka_python(h)
@@ -193,16 +203,9 @@ async def test_raised_min_insync_replicas_refuses_acks_all_with_a_broker_down(
     assert await h.cluster.wait_stopped(1, timeout=WAIT)
     await eventually(lambda: produce_all(h, "guarded"), until=lambda c: c is ErrorCode.NONE)
     before = len(await notifications(h))
-
-    def alter() -> Any:
-        client = kafka_python(h)
-        try:
-            resource = KpConfigResource("TOPIC", "guarded", {"min.insync.replicas": "2"})
-            return client.alter_configs([resource], incremental=False)
-        finally:
-            client.close()
-
-    await anyio.to_thread.run_sync(alter)
+    await anyio.to_thread.run_sync(
+        kp_alter, h.cluster.ports[0], "guarded", {"min.insync.replicas": "2"}, False
+    )
     after = await notifications(h)
     assert len(after) == before + 1
     await applied(h, 0, after[-1][0])
@@ -297,3 +300,35 @@ async def test_bad_alterations_are_refused_per_resource_and_change_nothing(h: Ha
     assert await notifications(h) == changes_before
     configs = await anyio.to_thread.run_sync(describe, h, "t")
     assert configs["min.insync.replicas"].source == ConfigSource.DEFAULT_CONFIG.value
+
+
+async def partition_state(h: Harness, topic: str) -> zkdata.LeaderIsrAndControllerEpoch:
+    data, _ = await h.probe.get(zkdata.partition_state_path(TopicName(topic), 0))
+    return zkdata.LeaderIsrAndControllerEpoch.decode(data)
+
+
+@pytest.mark.slow  # ~15 s: two brokers stopped, one restarted
+async def test_enabling_unclean_election_elects_an_offline_partitions_leader(h: Harness) -> None:
+    """``processTopicUncleanLeaderElectionEnable``: the partition's ISR shrank to broker 0,
+    broker 0 stopped, broker 1 (out of the ISR) came back as the only broker: the
+    partition stays leaderless. Setting the topic's unclean.leader.election.enable
+    through kafka-python makes the controller elect broker 1 at once."""
+    await anyio.to_thread.run_sync(create_topic, h, "lost")
+    h.cluster.stop_broker(1)
+    assert await h.cluster.wait_stopped(1, timeout=WAIT)
+    await eventually(lambda: produce_all(h, "lost"), until=lambda c: c is ErrorCode.NONE)
+    h.cluster.stop_broker(0)
+    assert await h.cluster.wait_stopped(0, timeout=WAIT)
+    await h.cluster.start_broker(1)
+    await h.sink.wait_for(
+        lambda e: e.type == "controller_ready" and e.node == "broker-1", timeout=WAIT
+    )
+    state = await partition_state(h, "lost")
+    assert (state.leader, state.isr) == (-1, (0,))
+    unclean = {"unclean.leader.election.enable": "true"}
+    await anyio.to_thread.run_sync(kp_alter, h.cluster.ports[1], "lost", unclean, True)
+    await h.sink.wait_for(lambda e: e.type == "topic_unclean_leader_election_enabled", timeout=WAIT)
+    elected = await eventually(
+        lambda: partition_state(h, "lost"), until=lambda s: s.leader == 1, timeout=WAIT
+    )
+    assert elected.isr == (1,)
