@@ -21,6 +21,7 @@ DeleteTopics               20       ``DeleteTopicsRequestData`` / ``DeleteTopics
 DescribeConfigs            32       ``DescribeConfigsRequestData`` / ``...ResponseData``
 CreatePartitions           37       ``CreatePartitionsRequestData`` / ``...ResponseData``
 ElectLeaders               43       ``ElectLeadersRequestData`` / ``...ResponseData``
+ListPartitionReassignments 46       ``ListPartitionReassignmentsRequestData`` / ``...``
 =========================  =======  ===================================================
 
 The data-plane APIs (Produce, Fetch, ListOffsets, InitProducerId, OffsetForLeaderEpoch)
@@ -81,8 +82,13 @@ __all__ = [
     "IncrementalAlterConfigsResponseData",
     "KafkaApiRequestData",
     "KafkaApiResponseData",
+    "ListPartitionReassignmentsRequestData",
+    "ListPartitionReassignmentsResponseData",
+    "ListReassignmentsTopic",
     "MetadataRequestData",
     "MetadataResponseData",
+    "OngoingPartitionReassignment",
+    "OngoingTopicReassignment",
     "PartitionAssignment",
     "PartitionMetadata",
     "TopicConfig",
@@ -122,6 +128,7 @@ class ClientApiKey(IntEnum):
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
+    LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
 
 
@@ -491,8 +498,43 @@ def elect_leaders_error(
     )
 
 
+# ---------------------------------------------------------------- ListPartitionReassignments (46)
+
+
+class ListReassignmentsTopic(_Value, frozen=True, kw_only=True):
+    name: TopicName
+    partition_indexes: tuple[int, ...]
+
+
+class ListPartitionReassignmentsRequestData(Message, frozen=True, kw_only=True):
+    """``topics`` None: every partition being reassigned."""
+
+    topics: tuple[ListReassignmentsTopic, ...] | None
+    timeout_ms: int = 60000
+
+
+class OngoingPartitionReassignment(_Value, frozen=True, kw_only=True):
+    partition_index: int
+    replicas: tuple[BrokerId, ...]
+    adding_replicas: tuple[BrokerId, ...]
+    removing_replicas: tuple[BrokerId, ...]
+
+
+class OngoingTopicReassignment(_Value, frozen=True, kw_only=True):
+    name: TopicName
+    partitions: tuple[OngoingPartitionReassignment, ...]
+
+
+class ListPartitionReassignmentsResponseData(Message, frozen=True, kw_only=True):
+    topics: tuple[OngoingTopicReassignment, ...] = ()
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    throttle_time_ms: int = 0
+
+
 KafkaApiRequestData = (
     MetadataRequestData
+    | ListPartitionReassignmentsRequestData
     | ElectLeadersRequestData
     | CreateTopicsRequestData
     | DeleteTopicsRequestData
@@ -508,6 +550,7 @@ returns it."""
 
 KafkaApiResponseData = (
     MetadataResponseData
+    | ListPartitionReassignmentsResponseData
     | ElectLeadersResponseData
     | CreateTopicsResponseData
     | DeleteTopicsResponseData

@@ -121,6 +121,8 @@ from protocol.kafka_api import (
     ElectLeadersResponseData,
     ElectLeadersTopicResult,
     IncrementalAlterConfigsRequestData,
+    ListPartitionReassignmentsRequestData,
+    ListPartitionReassignmentsResponseData,
     MetadataRequestData,
     MetadataResponseData,
     PartitionMetadata,
@@ -218,6 +220,10 @@ class KafkaApis:
                 return await self._handle_admin(msg, ctx)
             case ElectLeadersRequestData():
                 return self._handle_elect_leaders(msg, ctx)
+            case ListPartitionReassignmentsRequestData():
+                reply = ctx.defer()
+                self._broker.start_soon(self._list_reassignments_at_controller, msg, reply)
+                return None
         raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"broker cannot handle {type(msg).__name__}")
 
     # ------------------------------------------------------------------ groups
@@ -637,6 +643,20 @@ class KafkaApis:
             )
         )
         self._broker.send_self(ElectionAnswered(operation=op, results=results))
+
+    async def _list_reassignments_at_controller(
+        self, msg: ListPartitionReassignmentsRequestData, reply: DeferredReply
+    ) -> None:
+        """Runs as a helper task: ``KafkaApis.handleListPartitionReassignmentsRequest``,
+        answered by this broker's own controller (``listPartitionReassignments``); one that
+        does not answer: NOT_CONTROLLER. It touches no broker state."""
+        try:
+            answer = await self._broker.ask(
+                self._broker.controller_ref, msg, timeout=max(msg.timeout_ms / 1000, 1.0)
+            )
+        except (RemoteError, AskTimeoutError):
+            answer = ListPartitionReassignmentsResponseData(error_code=ErrorCode.NOT_CONTROLLER)
+        reply.send(self._broker, answer)
 
     def on_election_answered(self, op: int, results: tuple[PartitionElectionResult, ...]) -> None:
         """``ReplicaManager.electLeaders``' election callback: the failures answered as

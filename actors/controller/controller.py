@@ -60,6 +60,7 @@ from actors.controller.events import (
     ElectionTrigger,
     Expire,
     LeaderAndIsrResponseReceived,
+    ListPartitionReassignments,
     PartitionModifications,
     Reelect,
     RegisterBrokerAndReelect,
@@ -110,6 +111,10 @@ from protocol.controller import (
 )
 from protocol.errors import ErrorCode, NoNodeError, StoreError
 from protocol.ids import BrokerEpoch, BrokerId, ControllerEpoch, TopicName
+from protocol.kafka_api import (
+    ListPartitionReassignmentsRequestData,
+    ListPartitionReassignmentsResponseData,
+)
 
 log = structlog.get_logger("kemu.controller")
 
@@ -342,6 +347,27 @@ class KafkaController(Actor):
                 if self.is_active:  # enableTopicUncleanLeaderElection
                     self.events.put(TopicUncleanLeaderElectionEnable(topic=topic))
                 return None
+            case ListPartitionReassignmentsRequestData(topics=topics):
+                list_reply = ctx.defer()
+
+                def answer_list(response: ListPartitionReassignmentsResponseData) -> None:
+                    list_reply.send(self, response)
+
+                self.events.put(
+                    ListPartitionReassignments(
+                        partitions=None
+                        if topics is None
+                        else tuple(
+                            dict.fromkeys(
+                                TopicPartition(t.name, p)
+                                for t in topics
+                                for p in t.partition_indexes
+                            )
+                        ),
+                        reply=answer_list,
+                    )
+                )
+                return None
             case ElectLeadersToController(partitions=partitions, election_type=election_type):
                 elect_reply = ctx.defer()
 
@@ -503,6 +529,10 @@ class KafkaController(Actor):
             case ZkPartitionReassignment():
                 if self.is_active:
                     await self.reassignments.process_zk_partition_reassignment()
+            case ListPartitionReassignments():
+                event.reply(
+                    self.reassignments.list_partition_reassignments(event, active=self.is_active)
+                )
             case ReplicaLeaderElection():
                 await self.leader_elections.process_replica_leader_election(
                     event, active=self.is_active

@@ -12,9 +12,9 @@ in ``KafkaController.process`` (mypy's ``assert_never`` check fails until it has
 Topic deletion, controlled shutdown, leader elections and reassignment (TopicDeletion,
 TopicDeletionStopReplicaResponseReceived, ControlledShutdown, ReplicaLeaderElection,
 ZkPartitionReassignment, AutoPreferredReplicaLeaderElection) and AlterIsrReceived were added
-that way. The three with a caller (ControlledShutdown, ReplicaLeaderElection with
-``on_result``, AlterIsrReceived) answer it when preempted: STALE_CONTROLLER_EPOCH,
-NOT_CONTROLLER per partition, NOT_CONTROLLER.
+that way. Those with a caller (ControlledShutdown, ReplicaLeaderElection with
+``on_result``, AlterIsrReceived, ListPartitionReassignments) answer it when preempted:
+STALE_CONTROLLER_EPOCH, NOT_CONTROLLER per partition, NOT_CONTROLLER, NOT_CONTROLLER.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from protocol.control import (
 from protocol.controller import ElectionType, PartitionElectionResult
 from protocol.errors import ErrorCode
 from protocol.ids import BrokerEpoch, BrokerId, TopicName
+from protocol.kafka_api import ListPartitionReassignmentsResponseData
 
 
 class ControllerEvent(msgspec.Struct, frozen=True, kw_only=True, tag=True):
@@ -161,6 +162,20 @@ class ZkPartitionReassignment(ControllerEvent, frozen=True, kw_only=True):
     state: ClassVar[ControllerState] = ControllerState.ALTER_PARTITION_REASSIGNMENT
 
 
+class ListPartitionReassignments(ControllerEvent, frozen=True, kw_only=True):
+    """A ListPartitionReassignments caller (``KafkaController.listPartitionReassignments``):
+    the reassignments in flight of ``partitions`` (None: every partition being
+    reassigned). Preempted, ``reply`` gets NOT_CONTROLLER (no message)."""
+
+    state: ClassVar[ControllerState] = ControllerState.LIST_PARTITION_REASSIGNMENT
+
+    partitions: tuple[TopicPartition, ...] | None
+    reply: Callable[[ListPartitionReassignmentsResponseData], None]
+
+    def preempt(self) -> None:
+        self.reply(ListPartitionReassignmentsResponseData(error_code=ErrorCode.NOT_CONTROLLER))
+
+
 class ElectionTrigger(StrEnum):
     """Who asked for a leader election (Kafka's ``ElectionTrigger``)."""
 
@@ -257,6 +272,7 @@ ControllerEventUnion = (
     | TopicDeletion
     | TopicDeletionStopReplicaResponseReceived
     | ZkPartitionReassignment
+    | ListPartitionReassignments
     | ReplicaLeaderElection
     | AutoPreferredReplicaLeaderElection
     | TopicUncleanLeaderElectionEnable

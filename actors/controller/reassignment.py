@@ -40,7 +40,7 @@ from actors.controller.context import ControllerContext, is_being_reassigned, ta
 from actors.controller.controller_ops import ControllerOps
 from actors.controller.election import ReassignElection
 from actors.controller.errors import StateChangeFailedError
-from actors.controller.events import ZkPartitionReassignment
+from actors.controller.events import ListPartitionReassignments, ZkPartitionReassignment
 from actors.controller.model import Leadership, PartitionAndReplica
 from actors.controller.partition_state_machine import PartitionStateMachine
 from actors.controller.replica_state_machine import ReplicaStateMachine
@@ -53,6 +53,11 @@ from protocol import jvm, zkdata
 from protocol.control import TopicPartition
 from protocol.errors import BadVersionError, ErrorCode, ZkDataError
 from protocol.ids import BrokerId, TopicName
+from protocol.kafka_api import (
+    ListPartitionReassignmentsResponseData,
+    OngoingPartitionReassignment,
+    OngoingTopicReassignment,
+)
 
 log = structlog.get_logger("kemu.controller.reassignment")
 
@@ -133,6 +138,43 @@ class PartitionReassignments:
         self.ops = ops
 
     # ------------------------------------------------------------------ entry points
+
+    def list_partition_reassignments(
+        self, event: ListPartitionReassignments, *, active: bool
+    ) -> ListPartitionReassignmentsResponseData:
+        """Kafka's ``processListPartitionReassignments``: of the partitions asked for (None:
+        those being reassigned), each whose assignment in the context is being reassigned,
+        with its replicas (RS), adding (AR) and removing (RR) replicas; grouped by topic,
+        topics and partitions sorted. Not the active controller: NOT_CONTROLLER with
+        Kafka's message (``new ApiError(Errors.NOT_CONTROLLER)``)."""
+        if not active:
+            return ListPartitionReassignmentsResponseData(
+                error_code=ErrorCode.NOT_CONTROLLER,
+                error_message="This is not the correct controller for this cluster.",
+            )
+        ctx = self.context
+        asked = (
+            ctx.partitions_being_reassigned if event.partitions is None else set(event.partitions)
+        )
+        by_topic: dict[TopicName, list[OngoingPartitionReassignment]] = {}
+        for tp in sorted(asked):
+            assignment = ctx.partition_full_replica_assignment(tp)
+            if not is_being_reassigned(assignment):
+                continue
+            by_topic.setdefault(TopicName(tp.topic), []).append(
+                OngoingPartitionReassignment(
+                    partition_index=tp.partition,
+                    replicas=assignment.replicas,
+                    adding_replicas=assignment.adding_replicas,
+                    removing_replicas=assignment.removing_replicas,
+                )
+            )
+        return ListPartitionReassignmentsResponseData(
+            topics=tuple(
+                OngoingTopicReassignment(name=topic, partitions=tuple(partitions))
+                for topic, partitions in by_topic.items()
+            )
+        )
 
     async def process_zk_partition_reassignment(self) -> set[TopicPartition]:
         """``ZkPartitionReassignment``: re-arm the watch; if ``/admin/reassign_partitions``

@@ -78,6 +78,9 @@ from protocol.kafka_api import (
     IncrementalAlterConfigsResponseData,
     KafkaApiRequestData,
     KafkaApiResponseData,
+    ListPartitionReassignmentsRequestData,
+    ListPartitionReassignmentsResponseData,
+    ListReassignmentsTopic,
     MetadataRequestData,
     MetadataResponseData,
     PartitionMetadata,
@@ -719,6 +722,30 @@ class KafkaAdminClient:
         )
         return await self._call("electLeaders", request, ElectLeadersResponseData, controller=True)
 
+    async def list_partition_reassignments(
+        self, partitions: Sequence[tuple[str, int]] | None = None
+    ) -> ListPartitionReassignmentsResponseData:
+        """``listPartitionReassignments`` (to the controller, NOT_CONTROLLER retried):
+        ``partitions`` None for every reassignment in flight."""
+        topics = None
+        if partitions is not None:
+            grouped: dict[str, list[int]] = {}
+            for topic, partition in partitions:
+                grouped.setdefault(topic, []).append(partition)
+            topics = tuple(
+                ListReassignmentsTopic(name=TopicName(t), partition_indexes=tuple(ps))
+                for t, ps in grouped.items()
+            )
+        request = ListPartitionReassignmentsRequestData(
+            topics=topics, timeout_ms=self.config.request_timeout_ms
+        )
+        return await self._call(
+            "listPartitionReassignments",
+            request,
+            ListPartitionReassignmentsResponseData,
+            controller=True,
+        )
+
     # ------------------------------------------------------------------ groups
 
     async def list_groups(self) -> tuple[ListedGroup, ...]:
@@ -916,6 +943,8 @@ def _answers_not_controller(response: KafkaApiResponseData) -> bool:
             codes = (r.error_code for r in response.results)
         case DeleteTopicsResponseData():
             codes = (t.error_code for t in response.topics)
+        case ListPartitionReassignmentsResponseData():
+            codes = (response.error_code,)
         case _:
             return False
     return any(code is ErrorCode.NOT_CONTROLLER for code in codes)

@@ -28,6 +28,7 @@ from kafka.protocol.admin import (  # type: ignore[import-untyped]
     ElectLeadersResponse,
     IncrementalAlterConfigsResponse,
     ListGroupsResponse,
+    ListPartitionReassignmentsResponse,
 )
 from kafka.protocol.consumer import (  # type: ignore[import-untyped]
     FetchResponse,
@@ -91,6 +92,7 @@ from protocol.kafka_api import (
     ElectLeadersRequestData,
     IncrementalAlterConfigsRequestData,
     KafkaApiRequestData,
+    ListPartitionReassignmentsRequestData,
     MetadataRequestData,
 )
 from protocol.kafka_data import (
@@ -202,6 +204,7 @@ SIMPLE: dict[int, Callable[[int], KafkaApiRequestData]] = {
     # Every partition: the only broker leads each already, so none is listed (a named
     # partition would be ELECTION_NOT_NEEDED).
     43: lambda v: ElectLeadersRequestData(topic_partitions=None, timeout_ms=LONG),
+    46: lambda v: ListPartitionReassignmentsRequestData(topics=None, timeout_ms=LONG),
 }
 """API key -> a valid request of it, for a version (each version's own topic where the
 request changes the cluster). The group APIs, which need a member first, are in
@@ -232,6 +235,7 @@ RESPONSES: dict[int, Any] = {
     16: ListGroupsResponse,
     42: DeleteGroupsResponse,
     43: ElectLeadersResponse,
+    46: ListPartitionReassignmentsResponse,
     47: OffsetDeleteResponse,
 }
 """API key -> kafka-python's response class."""

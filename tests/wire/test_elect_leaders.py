@@ -17,10 +17,9 @@ from typing import Any, TypeVar
 import anyio
 import pytest
 
-from actors.runtime.tracer import Tracer
 from actors.zk import kafka_zk
 from cluster.kafka.client import KafkaAdminClient
-from cluster.launch.cluster import Cluster, ClusterSpec
+from cluster.launch.cluster import Cluster
 from protocol.control import TopicPartition
 from protocol.errors import ErrorCode
 from protocol.ids import BrokerId, TopicName
@@ -32,6 +31,7 @@ from protocol.kafka_api import (
     PartitionAssignment,
 )
 from tests.support.hosting import hosted_fixture
+from tests.support.quiet_cluster import quiet_three_brokers
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
@@ -71,16 +71,8 @@ class Running:
 
 @hosted_fixture()
 async def running(tmp_path: Path) -> AsyncIterator[Running]:
-    spec = ClusterSpec(
-        brokers=3,
-        base_port=0,
-        log_dir=tmp_path / "logs",
-        config={"zookeeper.session.timeout.ms": "6000", "auto.leader.rebalance.enable": "false"},
-    )
-    async with anyio.create_task_group() as tg:
-        cluster: Cluster = await tg.start(Cluster(spec, tracer=Tracer()).run)
+    async for cluster in quiet_three_brokers(tmp_path):
         yield Running(cluster)
-        tg.cancel_scope.cancel()
 
 
 async def in_thread(fn: Callable[..., T], *args: Any) -> T:

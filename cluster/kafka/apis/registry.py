@@ -31,6 +31,7 @@ from cluster.kafka.apis import (
     leave_group,
     list_groups,
     list_offsets,
+    list_partition_reassignments,
     metadata,
     offset_commit,
     offset_delete,
@@ -69,6 +70,7 @@ _APIS: Final[tuple[ApiCodec[Any, Any], ...]] = (
     describe_groups.CODEC,
     delete_groups.CODEC,
     elect_leaders.CODEC,
+    list_partition_reassignments.CODEC,
     offset_delete.CODEC,
 )
 
