@@ -469,6 +469,8 @@ class GroupPartitionsElected(Message, frozen=True, kw_only=True):
     ``__consumer_offsets`` (``GroupCoordinator.onElection``), each with its leader
     epoch."""
 
+    local_only = True  # from the broker of the same node only
+
     partitions: tuple[tuple[int, int], ...]
 
 
@@ -476,12 +478,16 @@ class GroupPartitionsResigned(Message, frozen=True, kw_only=True):
     """From the broker after a LeaderAndIsr or StopReplica: this broker no longer leads
     these partitions of ``__consumer_offsets`` (``GroupCoordinator.onResignation``)."""
 
+    local_only = True  # from the broker of the same node only
+
     partitions: tuple[int, ...]
 
 
 class GroupPartitionsDeleted(Message, frozen=True, kw_only=True):
     """From the broker after an UpdateMetadata: these partitions' topics are being deleted
     (``GroupCoordinator.handleDeletedPartitions``): their committed offsets go."""
+
+    local_only = True  # from the broker of the same node only
 
     partitions: tuple[tuple[str, int], ...]
 
