@@ -12,17 +12,18 @@ carry; the adapter drops what an older version cannot say (error messages before
 existed, partition counts and configs in CreateTopics before v5) and, as Kafka does,
 answers INVALID_REQUEST where DeleteTopics before v3 cannot say TOPIC_DELETION_DISABLED.
 
-=========================  =======  ===================================================
-API                        key      request / response values
-=========================  =======  ===================================================
-Metadata                   3        ``MetadataRequestData`` / ``MetadataResponseData``
-CreateTopics               19       ``CreateTopicsRequestData`` / ``CreateTopicsResponseData``
-DeleteTopics               20       ``DeleteTopicsRequestData`` / ``DeleteTopicsResponseData``
-DescribeConfigs            32       ``DescribeConfigsRequestData`` / ``...ResponseData``
-CreatePartitions           37       ``CreatePartitionsRequestData`` / ``...ResponseData``
-ElectLeaders               43       ``ElectLeadersRequestData`` / ``...ResponseData``
-ListPartitionReassignments 46       ``ListPartitionReassignmentsRequestData`` / ``...``
-=========================  =======  ===================================================
+===========================  =======  ========================================================
+API                          key      request / response values
+===========================  =======  ========================================================
+Metadata                     3        ``MetadataRequestData`` / ``MetadataResponseData``
+CreateTopics                 19       ``CreateTopicsRequestData`` / ``CreateTopicsResponseData``
+DeleteTopics                 20       ``DeleteTopicsRequestData`` / ``DeleteTopicsResponseData``
+DescribeConfigs              32       ``DescribeConfigsRequestData`` / ``...ResponseData``
+CreatePartitions             37       ``CreatePartitionsRequestData`` / ``...ResponseData``
+ElectLeaders                 43       ``ElectLeadersRequestData`` / ``...ResponseData``
+AlterPartitionReassignments  45       ``AlterPartitionReassignmentsRequestData`` / ``...``
+ListPartitionReassignments   46       ``ListPartitionReassignmentsRequestData`` / ``...``
+===========================  =======  ========================================================
 
 The data-plane APIs (Produce, Fetch, ListOffsets, InitProducerId, OffsetForLeaderEpoch)
 have their values in ``protocol.kafka_data``; the unions below include them.
@@ -51,6 +52,8 @@ __all__ = [
     "AlterConfigsResource",
     "AlterConfigsResponseData",
     "AlterConfigsResult",
+    "AlterPartitionReassignmentsRequestData",
+    "AlterPartitionReassignmentsResponseData",
     "AlterableConfig",
     "BrokerEndpoint",
     "ClientApiKey",
@@ -91,6 +94,10 @@ __all__ = [
     "OngoingTopicReassignment",
     "PartitionAssignment",
     "PartitionMetadata",
+    "ReassignablePartition",
+    "ReassignablePartitionResponse",
+    "ReassignableTopic",
+    "ReassignableTopicResponse",
     "TopicConfig",
     "TopicErrorResult",
     "TopicMetadata",
@@ -128,6 +135,7 @@ class ClientApiKey(IntEnum):
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
 
@@ -498,6 +506,44 @@ def elect_leaders_error(
     )
 
 
+# ---------------------------------------------------------------- AlterPartitionReassignments (45)
+
+
+class ReassignablePartition(_Value, frozen=True, kw_only=True):
+    """``replicas`` None: cancel the partition's reassignment in flight."""
+
+    partition_index: int
+    replicas: tuple[BrokerId, ...] | None
+
+
+class ReassignableTopic(_Value, frozen=True, kw_only=True):
+    name: TopicName
+    partitions: tuple[ReassignablePartition, ...]
+
+
+class AlterPartitionReassignmentsRequestData(Message, frozen=True, kw_only=True):
+    topics: tuple[ReassignableTopic, ...]
+    timeout_ms: int = 60000
+
+
+class ReassignablePartitionResponse(_Value, frozen=True, kw_only=True):
+    partition_index: int
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+
+
+class ReassignableTopicResponse(_Value, frozen=True, kw_only=True):
+    name: TopicName
+    partitions: tuple[ReassignablePartitionResponse, ...]
+
+
+class AlterPartitionReassignmentsResponseData(Message, frozen=True, kw_only=True):
+    responses: tuple[ReassignableTopicResponse, ...] = ()
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    throttle_time_ms: int = 0
+
+
 # ---------------------------------------------------------------- ListPartitionReassignments (46)
 
 
@@ -534,6 +580,7 @@ class ListPartitionReassignmentsResponseData(Message, frozen=True, kw_only=True)
 
 KafkaApiRequestData = (
     MetadataRequestData
+    | AlterPartitionReassignmentsRequestData
     | ListPartitionReassignmentsRequestData
     | ElectLeadersRequestData
     | CreateTopicsRequestData
@@ -550,6 +597,7 @@ returns it."""
 
 KafkaApiResponseData = (
     MetadataResponseData
+    | AlterPartitionReassignmentsResponseData
     | ListPartitionReassignmentsResponseData
     | ElectLeadersResponseData
     | CreateTopicsResponseData

@@ -109,6 +109,8 @@ from protocol.group import (
 from protocol.ids import BrokerId, TopicName
 from protocol.kafka_api import (
     AlterConfigsRequestData,
+    AlterPartitionReassignmentsRequestData,
+    AlterPartitionReassignmentsResponseData,
     BrokerEndpoint,
     CreatePartitionsRequestData,
     CreatePartitionsResponseData,
@@ -220,9 +222,9 @@ class KafkaApis:
                 return await self._handle_admin(msg, ctx)
             case ElectLeadersRequestData():
                 return self._handle_elect_leaders(msg, ctx)
-            case ListPartitionReassignmentsRequestData():
+            case ListPartitionReassignmentsRequestData() | AlterPartitionReassignmentsRequestData():
                 reply = ctx.defer()
-                self._broker.start_soon(self._list_reassignments_at_controller, msg, reply)
+                self._broker.start_soon(self._reassignments_at_controller, msg, reply)
                 return None
         raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"broker cannot handle {type(msg).__name__}")
 
@@ -644,18 +646,25 @@ class KafkaApis:
         )
         self._broker.send_self(ElectionAnswered(operation=op, results=results))
 
-    async def _list_reassignments_at_controller(
-        self, msg: ListPartitionReassignmentsRequestData, reply: DeferredReply
+    async def _reassignments_at_controller(
+        self,
+        msg: ListPartitionReassignmentsRequestData | AlterPartitionReassignmentsRequestData,
+        reply: DeferredReply,
     ) -> None:
-        """Runs as a helper task: ``KafkaApis.handleListPartitionReassignmentsRequest``,
-        answered by this broker's own controller (``listPartitionReassignments``); one that
-        does not answer: NOT_CONTROLLER. It touches no broker state."""
+        """Runs as a helper task: ``KafkaApis.handleListPartitionReassignmentsRequest`` and
+        ``handleAlterPartitionReassignmentsRequest``, answered by this broker's own controller
+        (``listPartitionReassignments``, ``alterPartitionReassignments``); one that does not
+        answer: NOT_CONTROLLER. It touches no broker state."""
         try:
             answer = await self._broker.ask(
                 self._broker.controller_ref, msg, timeout=max(msg.timeout_ms / 1000, 1.0)
             )
         except (RemoteError, AskTimeoutError):
-            answer = ListPartitionReassignmentsResponseData(error_code=ErrorCode.NOT_CONTROLLER)
+            answer = (
+                ListPartitionReassignmentsResponseData(error_code=ErrorCode.NOT_CONTROLLER)
+                if isinstance(msg, ListPartitionReassignmentsRequestData)
+                else AlterPartitionReassignmentsResponseData(error_code=ErrorCode.NOT_CONTROLLER)
+            )
         reply.send(self._broker, answer)
 
     def on_election_answered(self, op: int, results: tuple[PartitionElectionResult, ...]) -> None:

@@ -50,6 +50,7 @@ from actors.controller.errors import IllegalControllerStateError
 from actors.controller.event_manager import ControllerEventManager
 from actors.controller.events import (
     AlterIsrReceived,
+    ApiPartitionReassignment,
     AutoPreferredReplicaLeaderElection,
     BrokerChange,
     BrokerModifications,
@@ -112,6 +113,8 @@ from protocol.controller import (
 from protocol.errors import ErrorCode, NoNodeError, StoreError
 from protocol.ids import BrokerEpoch, BrokerId, ControllerEpoch, TopicName
 from protocol.kafka_api import (
+    AlterPartitionReassignmentsRequestData,
+    AlterPartitionReassignmentsResponseData,
     ListPartitionReassignmentsRequestData,
     ListPartitionReassignmentsResponseData,
 )
@@ -368,6 +371,24 @@ class KafkaController(Actor):
                     )
                 )
                 return None
+            case AlterPartitionReassignmentsRequestData(topics=alter_topics):
+                alter_reply = ctx.defer()
+
+                def answer_alter(response: AlterPartitionReassignmentsResponseData) -> None:
+                    alter_reply.send(self, response)
+
+                # KafkaApis builds a Map: a partition listed twice keeps its last target.
+                targets = {
+                    TopicPartition(t.name, p.partition_index): p.replicas
+                    for t in alter_topics
+                    for p in t.partitions
+                }
+                self.events.put(
+                    ApiPartitionReassignment(
+                        reassignments=tuple(targets.items()), reply=answer_alter
+                    )
+                )
+                return None
             case ElectLeadersToController(partitions=partitions, election_type=election_type):
                 elect_reply = ctx.defer()
 
@@ -529,6 +550,12 @@ class KafkaController(Actor):
             case ZkPartitionReassignment():
                 if self.is_active:
                     await self.reassignments.process_zk_partition_reassignment()
+            case ApiPartitionReassignment():
+                event.reply(
+                    await self.reassignments.process_api_partition_reassignment(
+                        event, active=self.is_active
+                    )
+                )
             case ListPartitionReassignments():
                 event.reply(
                     self.reassignments.list_partition_reassignments(event, active=self.is_active)

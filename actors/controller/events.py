@@ -13,8 +13,9 @@ Topic deletion, controlled shutdown, leader elections and reassignment (TopicDel
 TopicDeletionStopReplicaResponseReceived, ControlledShutdown, ReplicaLeaderElection,
 ZkPartitionReassignment, AutoPreferredReplicaLeaderElection) and AlterIsrReceived were added
 that way. Those with a caller (ControlledShutdown, ReplicaLeaderElection with
-``on_result``, AlterIsrReceived, ListPartitionReassignments) answer it when preempted:
-STALE_CONTROLLER_EPOCH, NOT_CONTROLLER per partition, NOT_CONTROLLER, NOT_CONTROLLER.
+``on_result``, AlterIsrReceived, ListPartitionReassignments, ApiPartitionReassignment)
+answer it when preempted: STALE_CONTROLLER_EPOCH, NOT_CONTROLLER per partition, then
+NOT_CONTROLLER for the other three.
 """
 
 from __future__ import annotations
@@ -37,7 +38,10 @@ from protocol.control import (
 from protocol.controller import ElectionType, PartitionElectionResult
 from protocol.errors import ErrorCode
 from protocol.ids import BrokerEpoch, BrokerId, TopicName
-from protocol.kafka_api import ListPartitionReassignmentsResponseData
+from protocol.kafka_api import (
+    AlterPartitionReassignmentsResponseData,
+    ListPartitionReassignmentsResponseData,
+)
 
 
 class ControllerEvent(msgspec.Struct, frozen=True, kw_only=True, tag=True):
@@ -176,6 +180,20 @@ class ListPartitionReassignments(ControllerEvent, frozen=True, kw_only=True):
         self.reply(ListPartitionReassignmentsResponseData(error_code=ErrorCode.NOT_CONTROLLER))
 
 
+class ApiPartitionReassignment(ControllerEvent, frozen=True, kw_only=True):
+    """An AlterPartitionReassignments caller (``KafkaController.alterPartitionReassignments``):
+    each partition's target replicas (None: cancel its reassignment), the last entry of a
+    partition listed twice winning. Preempted, ``reply`` gets NOT_CONTROLLER (no message)."""
+
+    state: ClassVar[ControllerState] = ControllerState.ALTER_PARTITION_REASSIGNMENT
+
+    reassignments: tuple[tuple[TopicPartition, tuple[BrokerId, ...] | None], ...]
+    reply: Callable[[AlterPartitionReassignmentsResponseData], None]
+
+    def preempt(self) -> None:
+        self.reply(AlterPartitionReassignmentsResponseData(error_code=ErrorCode.NOT_CONTROLLER))
+
+
 class ElectionTrigger(StrEnum):
     """Who asked for a leader election (Kafka's ``ElectionTrigger``)."""
 
@@ -273,6 +291,7 @@ ControllerEventUnion = (
     | TopicDeletionStopReplicaResponseReceived
     | ZkPartitionReassignment
     | ListPartitionReassignments
+    | ApiPartitionReassignment
     | ReplicaLeaderElection
     | AutoPreferredReplicaLeaderElection
     | TopicUncleanLeaderElectionEnable

@@ -40,7 +40,11 @@ from actors.controller.context import ControllerContext, is_being_reassigned, ta
 from actors.controller.controller_ops import ControllerOps
 from actors.controller.election import ReassignElection
 from actors.controller.errors import StateChangeFailedError
-from actors.controller.events import ListPartitionReassignments, ZkPartitionReassignment
+from actors.controller.events import (
+    ApiPartitionReassignment,
+    ListPartitionReassignments,
+    ZkPartitionReassignment,
+)
 from actors.controller.model import Leadership, PartitionAndReplica
 from actors.controller.partition_state_machine import PartitionStateMachine
 from actors.controller.replica_state_machine import ReplicaStateMachine
@@ -54,14 +58,22 @@ from protocol.control import TopicPartition
 from protocol.errors import BadVersionError, ErrorCode, ZkDataError
 from protocol.ids import BrokerId, TopicName
 from protocol.kafka_api import (
+    AlterPartitionReassignmentsResponseData,
     ListPartitionReassignmentsResponseData,
     OngoingPartitionReassignment,
     OngoingTopicReassignment,
+    ReassignablePartitionResponse,
+    ReassignableTopicResponse,
 )
 
 log = structlog.get_logger("kemu.controller.reassignment")
 
 PARTITION_DOES_NOT_EXIST = "The partition does not exist."
+NOT_CONTROLLER_MESSAGE = "This is not the correct controller for this cluster."
+NO_REASSIGNMENT_IN_PROGRESS_MESSAGE = "No partition reassignment is in progress."
+UNKNOWN_SERVER_ERROR_MESSAGE = (
+    "The server experienced an unexpected error when processing the request."
+)
 
 
 # ------------------------------------------------------------------ pure helpers
@@ -85,6 +97,39 @@ def reassign_to(
         adding_replicas=tuple(r for r in full if r not in origin),
         removing_replicas=tuple(r for r in full if r not in target),
     )
+
+
+def _scala_buffer(ids: Iterable[int]) -> str:
+    return f"ArrayBuffer({', '.join(map(str, ids))})"
+
+
+def validate_replicas(
+    current: zkdata.ReplicaAssignment,
+    replicas: Sequence[BrokerId],
+    live_broker_ids: Iterable[BrokerId],
+) -> str | None:
+    """Kafka's ``KafkaController.validateReplicas``: the INVALID_REPLICA_ASSIGNMENT message
+    for a target replica list that is empty, names a broker twice or a negative id, or adds
+    a broker that is not alive; None when it is valid. The lists read as Scala prints them
+    (the request's replicas and the replicas to add as ``ArrayBuffer``, the live brokers as
+    a ``Set``, here in ascending order)."""
+    if not replicas:
+        return "Empty replica list specified in partition reassignment."
+    if len(set(replicas)) != len(replicas):
+        return (
+            "Duplicate replica ids in partition reassignment replica list: "
+            f"{_scala_buffer(replicas)}"
+        )
+    if any(r < 0 for r in replicas):
+        return f"Invalid broker id in replica list: {_scala_buffer(replicas)}"
+    live = sorted(live_broker_ids)
+    adding = reassign_to(current, replicas).adding_replicas
+    if not set(adding) <= set(live):
+        return (
+            "Replica assignment has brokers that are not alive. Replica list: "
+            f"{_scala_buffer(adding)}, live broker list: Set({', '.join(map(str, live))})"
+        )
+    return None
 
 
 def reassignment_complete(
@@ -115,6 +160,17 @@ def scala_map_entries(
             keys, [jvm.java_topic_partition_hash(tp.topic, tp.partition) for tp in keys]
         )
     return [(tp, values[tp]) for tp in keys]
+
+
+def _trigger_message(code: ErrorCode) -> str | None:
+    """The message of ``maybeTriggerPartitionReassignment``'s ``ApiError`` for a code."""
+    match code:
+        case ErrorCode.NONE:
+            return None
+        case ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            return PARTITION_DOES_NOT_EXIST
+        case _:
+            return UNKNOWN_SERVER_ERROR_MESSAGE
 
 
 # ------------------------------------------------------------------ the reassignment logic
@@ -172,6 +228,58 @@ class PartitionReassignments:
         return ListPartitionReassignmentsResponseData(
             topics=tuple(
                 OngoingTopicReassignment(name=topic, partitions=tuple(partitions))
+                for topic, partitions in by_topic.items()
+            )
+        )
+
+    async def process_api_partition_reassignment(
+        self, event: ApiPartitionReassignment, *, active: bool
+    ) -> AlterPartitionReassignmentsResponseData:
+        """Kafka's ``processApiPartitionReassignment``: each partition's target validated
+        (``validateReplicas``) and built (``maybeBuildReassignment``: None cancels the
+        reassignment in flight, reverting to the original replicas; none in flight:
+        NO_REASSIGNMENT_IN_PROGRESS); the partitions to reassign leave
+        ``/admin/reassign_partitions`` (the latest reassignment wins), then start. Answered
+        per partition, grouped by topic, topics and partitions sorted. Not the active
+        controller: NOT_CONTROLLER at the top level with Kafka's message."""
+        if not active:
+            return AlterPartitionReassignmentsResponseData(
+                error_code=ErrorCode.NOT_CONTROLLER, error_message=NOT_CONTROLLER_MESSAGE
+            )
+        ctx = self.context
+        results: dict[TopicPartition, tuple[ErrorCode, str | None]] = {}
+        to_reassign: dict[TopicPartition, zkdata.ReplicaAssignment] = {}
+        for tp, target in event.reassignments:
+            current = ctx.partition_full_replica_assignment(tp)
+            invalid = (
+                None if target is None else validate_replicas(current, target, ctx.live_broker_ids)
+            )
+            if invalid is not None:
+                results[tp] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT, invalid)
+            elif is_being_reassigned(current):
+                to_reassign[tp] = reassign_to(
+                    current, origin_replicas(current) if target is None else target
+                )
+            elif target is not None:
+                to_reassign[tp] = reassign_to(current, target)
+            else:
+                results[tp] = (
+                    ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                    NO_REASSIGNMENT_IN_PROGRESS_MESSAGE,
+                )
+        await self.maybe_remove_from_zk_reassignment(lambda tp, _replicas: tp in to_reassign)
+        for tp, code in (await self.maybe_trigger_partition_reassignment(to_reassign)).items():
+            results[tp] = (code, _trigger_message(code))
+        by_topic: dict[TopicName, list[ReassignablePartitionResponse]] = {}
+        for tp, (code, message) in sorted(results.items()):
+            by_topic.setdefault(TopicName(tp.topic), []).append(
+                ReassignablePartitionResponse(
+                    partition_index=tp.partition, error_code=code, error_message=message
+                )
+            )
+        return AlterPartitionReassignmentsResponseData(
+            responses=tuple(
+                ReassignableTopicResponse(name=topic, partitions=tuple(partitions))
                 for topic, partitions in by_topic.items()
             )
         )

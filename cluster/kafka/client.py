@@ -55,6 +55,8 @@ from protocol.ids import BrokerId, TopicName
 from protocol.kafka_api import (
     AlterConfigsResource,
     AlterConfigsResult,
+    AlterPartitionReassignmentsRequestData,
+    AlterPartitionReassignmentsResponseData,
     BrokerEndpoint,
     ClientApiKey,
     ConfigResource,
@@ -84,6 +86,8 @@ from protocol.kafka_api import (
     MetadataRequestData,
     MetadataResponseData,
     PartitionMetadata,
+    ReassignablePartition,
+    ReassignableTopic,
     TopicErrorResult,
     TopicMetadata,
 )
@@ -743,6 +747,33 @@ class KafkaAdminClient:
             "listPartitionReassignments",
             request,
             ListPartitionReassignmentsResponseData,
+            controller=True,
+        )
+
+    async def alter_partition_reassignments(
+        self, targets: Mapping[tuple[str, int], Sequence[int] | None]
+    ) -> AlterPartitionReassignmentsResponseData:
+        """``alterPartitionReassignments`` (to the controller, NOT_CONTROLLER retried): each
+        partition's target replicas, None to cancel its reassignment in flight."""
+        grouped: dict[str, list[ReassignablePartition]] = {}
+        for (topic, partition), replicas in targets.items():
+            grouped.setdefault(topic, []).append(
+                ReassignablePartition(
+                    partition_index=partition,
+                    replicas=None if replicas is None else tuple(BrokerId(r) for r in replicas),
+                )
+            )
+        request = AlterPartitionReassignmentsRequestData(
+            topics=tuple(
+                ReassignableTopic(name=TopicName(t), partitions=tuple(ps))
+                for t, ps in grouped.items()
+            ),
+            timeout_ms=self.config.request_timeout_ms,
+        )
+        return await self._call(
+            "alterPartitionReassignments",
+            request,
+            AlterPartitionReassignmentsResponseData,
             controller=True,
         )
 

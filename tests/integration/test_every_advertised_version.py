@@ -19,6 +19,7 @@ import anyio
 import pytest
 from kafka.protocol.admin import (  # type: ignore[import-untyped]
     AlterConfigsResponse,
+    AlterPartitionReassignmentsResponse,
     CreatePartitionsResponse,
     CreateTopicsResponse,
     DeleteGroupsResponse,
@@ -75,12 +76,13 @@ from protocol.group import (
     SyncGroupAssignment,
     SyncGroupRequestData,
 )
-from protocol.ids import TopicName
+from protocol.ids import BrokerId, TopicName
 from protocol.kafka_api import (
     AlterableConfig,
     AlterConfigOp,
     AlterConfigsRequestData,
     AlterConfigsResource,
+    AlterPartitionReassignmentsRequestData,
     ConfigResource,
     ConfigResourceType,
     CreatableTopic,
@@ -94,6 +96,8 @@ from protocol.kafka_api import (
     KafkaApiRequestData,
     ListPartitionReassignmentsRequestData,
     MetadataRequestData,
+    ReassignablePartition,
+    ReassignableTopic,
 )
 from protocol.kafka_data import (
     FetchPartition,
@@ -204,6 +208,16 @@ SIMPLE: dict[int, Callable[[int], KafkaApiRequestData]] = {
     # Every partition: the only broker leads each already, so none is listed (a named
     # partition would be ELECTION_NOT_NEEDED).
     43: lambda v: ElectLeadersRequestData(topic_partitions=None, timeout_ms=LONG),
+    # The partition's own replica as its target: a reassignment with nothing to move.
+    45: lambda v: AlterPartitionReassignmentsRequestData(
+        topics=(
+            ReassignableTopic(
+                name=TOPIC,
+                partitions=(ReassignablePartition(partition_index=0, replicas=(BrokerId(0),)),),
+            ),
+        ),
+        timeout_ms=LONG,
+    ),
     46: lambda v: ListPartitionReassignmentsRequestData(topics=None, timeout_ms=LONG),
 }
 """API key -> a valid request of it, for a version (each version's own topic where the
@@ -235,6 +249,7 @@ RESPONSES: dict[int, Any] = {
     16: ListGroupsResponse,
     42: DeleteGroupsResponse,
     43: ElectLeadersResponse,
+    45: AlterPartitionReassignmentsResponse,
     46: ListPartitionReassignmentsResponse,
     47: OffsetDeleteResponse,
 }

@@ -100,6 +100,7 @@ def test_the_admin_client_caps_each_api_at_a_2_7_clients_version() -> None:
         ClientApiKey.DESCRIBE_GROUPS: 5,
         ClientApiKey.DELETE_GROUPS: 2,
         ClientApiKey.ELECT_LEADERS: 2,
+        ClientApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
         ClientApiKey.LIST_PARTITION_REASSIGNMENTS: 0,
         ClientApiKey.OFFSET_DELETE: 0,
     }

@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from cluster.kafka.apis import (
     alter_configs,
+    alter_partition_reassignments,
     create_partitions,
     create_topics,
     delete_groups,
@@ -70,6 +71,7 @@ _APIS: Final[tuple[ApiCodec[Any, Any], ...]] = (
     describe_groups.CODEC,
     delete_groups.CODEC,
     elect_leaders.CODEC,
+    alter_partition_reassignments.CODEC,
     list_partition_reassignments.CODEC,
     offset_delete.CODEC,
 )
