@@ -231,15 +231,22 @@ async def test_a_group_rebalances_when_a_member_joins_and_when_it_leaves(
         return bool(a) and bool(b) and a | b == everything and not a & b  # type: ignore[operator]
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(partial_thread, first.run)
-        await eventually(view, until=lambda seen: seen[0] == everything, timeout=WAIT)
-        tg.start_soon(partial_thread, second.run)
-        await eventually(view, until=split, timeout=WAIT)
-        second.stop.set()
-        await eventually(
-            view, until=lambda seen: seen[0] == everything and seen[1] is not None, timeout=WAIT
-        )
-        first.stop.set()
+        try:
+            tg.start_soon(partial_thread, first.run)
+            await eventually(view, until=lambda seen: seen[0] == everything, timeout=WAIT)
+            tg.start_soon(partial_thread, second.run)
+            await eventually(view, until=split, timeout=WAIT)
+            second.stop.set()
+            await eventually(
+                view,
+                until=lambda seen: seen[0] == everything and seen[1] is not None,
+                timeout=WAIT,
+            )
+        finally:
+            # On a failed wait too: an abandoned member thread would poll (and reconnect
+            # to the stopped cluster) for ever, leaking sockets into later tests.
+            first.stop.set()
+            second.stop.set()
 
 
 async def partial_thread(fn: Callable[[], None]) -> None:
