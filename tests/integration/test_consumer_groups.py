@@ -202,8 +202,12 @@ class Member:
             auto_offset_reset="earliest",
             heartbeat_interval_ms=500,
         )
-        consumer.subscribe([self.topic])
         try:
+            # The group's leader assigns from its own metadata: join only once it holds
+            # the topic (under load the first Metadata answer may predate the topic).
+            while not self.stop.is_set() and not consumer.partitions_for_topic(self.topic):
+                self.stop.wait(0.1)
+            consumer.subscribe([self.topic])
             while not self.stop.is_set():
                 consumer.poll(timeout_ms=100)
                 self.assignment = frozenset(tp.partition for tp in consumer.assignment())
@@ -369,29 +373,33 @@ async def test_kemu_consumer_groups_lists_describes_and_deletes(harness: Harness
 
     member = Member(servers, topic, "g-cli")
     async with anyio.create_task_group() as tg:
-        tg.start_soon(partial_thread, member.run)
+        try:
+            tg.start_soon(partial_thread, member.run)
 
-        async def assigned() -> frozenset[int] | None:
-            return member.assignment
+            async def assigned() -> frozenset[int] | None:
+                return member.assignment
 
-        await eventually(assigned, until=lambda a: a == frozenset(range(PARTITIONS)), timeout=WAIT)
-        status, out, err = await in_thread(
-            kemu_consumer_groups, *base, "--describe", "--group", "g-cli"
-        )
-        rows = [line.split() for line in out.split("\n")[2:] if line]
-        assert (status, err, len(rows)) == (0, "", PARTITIONS)
-        assert sum(int(r[4]) for r in rows) == COUNT
-        assert {r[6].split("-")[0] for r in rows} == {"kafka"}  # kafka-python-<version>-<uuid>
-        assert {r[7] for r in rows} == {"/127.0.0.1"}
-        refused = await in_thread(kemu_consumer_groups, *base, "--delete", "--group", "g-cli")
-        assert refused == (
-            0,
-            "Error: Deletion of some consumer groups failed:\n"
-            "* Group 'g-cli' could not be deleted due to: "
-            "org.apache.kafka.common.errors.GroupNotEmptyException: The group is not empty.\n",
-            "",
-        )
-        member.stop.set()
+            await eventually(
+                assigned, until=lambda a: a == frozenset(range(PARTITIONS)), timeout=WAIT
+            )
+            status, out, err = await in_thread(
+                kemu_consumer_groups, *base, "--describe", "--group", "g-cli"
+            )
+            rows = [line.split() for line in out.split("\n")[2:] if line]
+            assert (status, err, len(rows)) == (0, "", PARTITIONS)
+            assert sum(int(r[4]) for r in rows) == COUNT
+            assert {r[6].split("-")[0] for r in rows} == {"kafka"}  # kafka-python-<version>-<uuid>
+            assert {r[7] for r in rows} == {"/127.0.0.1"}
+            refused = await in_thread(kemu_consumer_groups, *base, "--delete", "--group", "g-cli")
+            assert refused == (
+                0,
+                "Error: Deletion of some consumer groups failed:\n"
+                "* Group 'g-cli' could not be deleted due to: "
+                "org.apache.kafka.common.errors.GroupNotEmptyException: The group is not empty.\n",
+                "",
+            )
+        finally:
+            member.stop.set()  # on a failure too: no member thread outlives the test
 
     async def state() -> str:
         return (await in_thread(kemu_consumer_groups, *base, "--describe", "--group", "g-cli"))[2]
