@@ -84,3 +84,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "zookeeper_server" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.zookeeper)
+
+
+_EXIT_STATUS: list[int] = []
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _EXIT_STATUS.append(int(exitstatus))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A non-daemon thread a failed test left running (a client polling a stopped
+    cluster) would keep the interpreter, and CI, from ever exiting: name it and end the
+    process with the session's own exit status instead of hanging."""
+    import os
+    import sys
+    import threading
+
+    stray = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
+    if stray and _EXIT_STATUS:
+        names = ", ".join(sorted(t.name for t in stray))
+        print(f"tests: non-daemon threads outlived the session: {names}", file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(_EXIT_STATUS[-1])
