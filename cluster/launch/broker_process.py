@@ -218,9 +218,7 @@ async def _serve_broker(spec: BrokerProcessSpec, tracer: Tracer, tap: NetworkTap
                             broker_tg,
                             BrokerSpec(
                                 broker_id=spec.broker_id,
-                                host=spec.host
-                                if spec.listener_host is None
-                                else spec.listener_host,
+                                host=_listener_host(spec),
                                 advertised_host=spec.advertised_host,
                                 advertised_port=spec.advertised_port,
                                 port=spec.port,
@@ -263,6 +261,7 @@ async def _serve_broker(spec: BrokerProcessSpec, tracer: Tracer, tap: NetworkTap
 
 
 def _listener_host(spec: BrokerProcessSpec) -> str:
+    """Where the broker's Kafka listener binds: ``listener_host``, else ``host``."""
     return spec.host if spec.listener_host is None else spec.listener_host
 
 
