@@ -11,13 +11,12 @@ rebalance completes at once. The synchronous clients run in worker threads.
 
 from __future__ import annotations
 
-import functools
 import io
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import pytest
@@ -31,11 +30,10 @@ from cluster.cli.consumer_groups import main as consumer_groups_main
 from tests.support.creation import Harness, running_cluster
 from tests.support.hosting import hosted_fixture
 from tests.support.kemu_commands import running_up
-from tests.support.waiting import eventually
+from tests.support.waiting import eventually, in_threads
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
-T = TypeVar("T")
 WAIT = 90.0
 PARTITIONS = 3
 COUNT = 30
@@ -52,10 +50,7 @@ def bootstrap(h: Harness) -> str:
     return ",".join(f"127.0.0.1:{port}" for _, port in sorted(h.cluster.ports.items()))
 
 
-async def in_thread(fn: Callable[..., T], *args: Any) -> T:
-    """Run a blocking client call in a worker thread, failing the test after WAIT."""
-    with anyio.fail_after(WAIT):
-        return await anyio.to_thread.run_sync(functools.partial(fn, *args), abandon_on_cancel=True)
+in_thread = in_threads(WAIT)
 
 
 def create_and_fill(servers: str, topic: str) -> None:

@@ -1,12 +1,14 @@
 """Waiting for a condition with a deadline (never a bare sleep to let things settle):
 ``eventually`` (an async probe) and ``until`` (a plain predicate) in async tests, on the real
-or the virtual clock; ``wait_until`` in plain ones (tests of child processes)."""
+or the virtual clock; ``wait_until`` in plain ones (tests of child processes);
+``in_threads`` for the blocking calls of real clients in async tests."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
 
@@ -57,3 +59,22 @@ def wait_until(probe: Callable[[], T], until: Callable[[T], bool], timeout: floa
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s; last value: {last!r}")
         time.sleep(0.1)  # the poll interval between probes of another process
+
+
+class ThreadCall(Protocol):
+    """``await call(fn, *args)``: ``fn(*args)`` run in a worker thread, with a deadline."""
+
+    async def __call__(self, fn: Callable[..., T], /, *args: Any) -> T: ...
+
+
+def in_threads(within: float) -> ThreadCall:
+    """A ``ThreadCall`` that fails the test once a call has taken ``within`` seconds (a
+    blocking client call must not hold the event loop, nor the test for ever)."""
+
+    async def call(fn: Callable[..., T], /, *args: Any) -> T:
+        with anyio.fail_after(within):
+            return await anyio.to_thread.run_sync(
+                functools.partial(fn, *args), abandon_on_cancel=True
+            )
+
+    return call

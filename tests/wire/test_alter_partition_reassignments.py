@@ -10,11 +10,10 @@ is not the active one answers NOT_CONTROLLER."""
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import anyio
 import pytest
 
 from actors.zk import kafka_zk
@@ -33,11 +32,10 @@ from protocol.kafka_api import (
 )
 from tests.support.hosting import hosted_fixture
 from tests.support.quiet_cluster import quiet_three_brokers
-from tests.support.waiting import eventually
+from tests.support.waiting import eventually, in_threads
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 
-T = TypeVar("T")
 HOST = "127.0.0.1"
 WAIT = 30.0
 
@@ -48,9 +46,7 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
         yield running
 
 
-async def in_thread(fn: Callable[..., T], *args: Any) -> T:
-    with anyio.fail_after(WAIT * 2):
-        return await anyio.to_thread.run_sync(functools.partial(fn, *args), abandon_on_cancel=True)
+in_thread = in_threads(WAIT * 2)
 
 
 def kafka_python_produce(bootstrap: str, topic: str, values: list[bytes]) -> None:

@@ -7,10 +7,8 @@ requests. The synchronous clients run in worker threads with their own timeouts.
 
 from __future__ import annotations
 
-import functools
 import json
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import pytest
@@ -30,17 +28,14 @@ from kafka.errors import TopicAlreadyExistsError  # type: ignore[import-untyped]
 from protocol.ids import BrokerId, TopicName
 from protocol.kafka_api import CreatableTopic, TopicConfig
 from tests.support.fake_kafka import CLUSTER_ID, WAIT, FakeCluster, FakeHandler, fake_cluster
+from tests.support.waiting import in_threads
 
 pytestmark = pytest.mark.asyncio
 
-T = TypeVar("T")
 TIMEOUT_MS = 10_000  # every client's own request timeout, below the test's WAIT
 
 
-async def in_thread(fn: Callable[..., T], *args: Any) -> T:
-    """Run a blocking client call in a worker thread, failing the test after WAIT."""
-    with anyio.fail_after(WAIT):
-        return await anyio.to_thread.run_sync(functools.partial(fn, *args), abandon_on_cancel=True)
+in_thread = in_threads(WAIT)
 
 
 def seed_topic(cluster: FakeCluster, name: str, partitions: int, replication: int) -> None:

@@ -11,10 +11,9 @@ topics then leave the cluster: that part needs the controller's TopicDeletionMan
 
 from __future__ import annotations
 
-import functools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import pytest
@@ -33,11 +32,10 @@ from protocol.kafka_api import CreatableTopic
 from tests.support.fake_kafka import kp_decode, kp_frame
 from tests.support.hosting import hosted_fixture
 from tests.support.raw_kafka import exchange
-from tests.support.waiting import eventually
+from tests.support.waiting import eventually, in_threads
 
 pytestmark = pytest.mark.asyncio
 
-T = TypeVar("T")
 HOST = "127.0.0.1"
 WAIT = 30.0  # seconds any one client session may take
 
@@ -116,9 +114,7 @@ async def deletion_disabled(tmp_path: Path) -> AsyncIterator[Running]:
         yield r
 
 
-async def in_thread(fn: Callable[..., T], *args: Any) -> T:
-    with anyio.fail_after(WAIT):
-        return await anyio.to_thread.run_sync(functools.partial(fn, *args), abandon_on_cancel=True)
+in_thread = in_threads(WAIT)
 
 
 def confluent_delete(bootstrap: str, names: list[str]) -> dict[str, Any]:

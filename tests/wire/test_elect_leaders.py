@@ -9,12 +9,10 @@ nothing."""
 
 from __future__ import annotations
 
-import functools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import anyio
 import pytest
 
 from actors.zk import kafka_zk
@@ -32,11 +30,10 @@ from protocol.kafka_api import (
 )
 from tests.support.hosting import hosted_fixture
 from tests.support.quiet_cluster import quiet_three_brokers
-from tests.support.waiting import eventually
+from tests.support.waiting import eventually, in_threads
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 
-T = TypeVar("T")
 HOST = "127.0.0.1"
 WAIT = 30.0
 NOT_NEEDED = "Leader election not needed for topic partition."
@@ -75,9 +72,7 @@ async def running(tmp_path: Path) -> AsyncIterator[Running]:
         yield Running(cluster)
 
 
-async def in_thread(fn: Callable[..., T], *args: Any) -> T:
-    with anyio.fail_after(WAIT):
-        return await anyio.to_thread.run_sync(functools.partial(fn, *args), abandon_on_cancel=True)
+in_thread = in_threads(WAIT)
 
 
 def confluent_elect(bootstrap: str, partitions: list[tuple[str, int]]) -> dict[str, Any]:

@@ -7,12 +7,10 @@ message; once the broker is back the reassignment completes and the list is empt
 
 from __future__ import annotations
 
-import functools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import anyio
 import pytest
 
 from actors.zk import kafka_zk
@@ -29,11 +27,10 @@ from protocol.kafka_api import (
 )
 from tests.support.hosting import hosted_fixture
 from tests.support.quiet_cluster import quiet_three_brokers
-from tests.support.waiting import eventually
+from tests.support.waiting import eventually, in_threads
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 
-T = TypeVar("T")
 HOST = "127.0.0.1"
 WAIT = 30.0
 
@@ -44,9 +41,7 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
         yield running
 
 
-async def in_thread(fn: Callable[..., T], *args: Any) -> T:
-    with anyio.fail_after(WAIT):
-        return await anyio.to_thread.run_sync(functools.partial(fn, *args), abandon_on_cancel=True)
+in_thread = in_threads(WAIT)
 
 
 def kafka_python_list(bootstrap: str) -> dict[tuple[str, int], dict[str, list[int]]]:

@@ -10,13 +10,11 @@ answers Metadata within 100 ms while and after it does.
 
 from __future__ import annotations
 
-import functools
 import socket
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, TypeVar
 
 import anyio
 import pytest
@@ -30,10 +28,10 @@ from protocol.kafka_api import CreatableTopic
 from tests.support.hosting import hosted_fixture
 from tests.support.kemu_child import metadata_round_trip
 from tests.support.topics_harness import STORE, WIRE, Harness, running_harness
+from tests.support.waiting import in_threads
 
 pytestmark = pytest.mark.asyncio
 
-T = TypeVar("T")
 HOST = "127.0.0.1"
 WAIT = 30.0  # seconds any one client call may take
 HUGE = 2**31 - 1  # the largest partition count the protocol can carry
@@ -47,9 +45,7 @@ async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
         yield running
 
 
-async def in_thread(fn: Callable[..., T], *args: Any) -> T:
-    with anyio.fail_after(WAIT):
-        return await anyio.to_thread.run_sync(functools.partial(fn, *args), abandon_on_cancel=True)
+in_thread = in_threads(WAIT)
 
 
 class MetadataProbe:
