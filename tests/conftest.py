@@ -35,6 +35,9 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import os
+import sys
+import threading
 from collections.abc import Mapping
 
 import pytest
@@ -86,11 +89,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.zookeeper)
 
 
-_EXIT_STATUS: list[int] = []
+_EXIT_STATUS = pytest.StashKey[int]()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    _EXIT_STATUS.append(int(exitstatus))
+    session.config.stash[_EXIT_STATUS] = int(exitstatus)
 
 
 @pytest.hookimpl(trylast=True)
@@ -98,14 +101,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """A non-daemon thread a failed test left running (a client polling a stopped
     cluster) would keep the interpreter, and CI, from ever exiting: name it and end the
     process with the session's own exit status instead of hanging."""
-    import os
-    import sys
-    import threading
-
+    status = config.stash.get(_EXIT_STATUS, None)
     stray = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
-    if stray and _EXIT_STATUS:
+    if stray and status is not None:
         names = ", ".join(sorted(t.name for t in stray))
         print(f"tests: non-daemon threads outlived the session: {names}", file=sys.stderr)
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(_EXIT_STATUS[-1])
+        os._exit(status)
