@@ -104,19 +104,6 @@ class BrokerSettings:
     max_open_logs: int = DEFAULT_MAX_OPEN_LOGS  # the log manager's (open_logs_budget)
 
 
-def fetcher_config(config: BrokerConfig) -> FetcherConfig:
-    """The replica fetchers' broker configs (``ReplicaFetcherThread``'s ``brokerConfig``)."""
-    return FetcherConfig(
-        num_replica_fetchers=config.num_replica_fetchers,
-        replica_fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
-        replica_fetch_min_bytes=config.replica_fetch_min_bytes,
-        replica_fetch_max_bytes=config.replica_fetch_max_bytes,
-        replica_fetch_response_max_bytes=config.replica_fetch_response_max_bytes,
-        replica_fetch_backoff_ms=config.replica_fetch_backoff_ms,
-        replica_socket_timeout_ms=config.replica_socket_timeout_ms,
-    )
-
-
 class Broker(Actor):
     def __init__(
         self,
@@ -143,7 +130,7 @@ class Broker(Actor):
             self,
             self.broker_id,
             log_manager=ActorRef(broker_node_id(self.broker_id), LOG_MANAGER_ACTOR),
-            fetcher_config=fetcher_config(self.config),
+            fetcher_config=FetcherConfig.of(self.config),
             replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
         )
         self.replica_manager.hooks = self.replication
@@ -330,19 +317,8 @@ class Broker(Actor):
         )
         if offsets:
             self.offsets_topic_partitions = len(offsets)
-        config = self.config
-        await self.node.spawn(
-            GroupCoordinator(
-                GroupConfig(
-                    offsets_topic_partitions=self.offsets_topic_partitions,
-                    group_min_session_timeout_ms=config.group_min_session_timeout_ms,
-                    group_max_session_timeout_ms=config.group_max_session_timeout_ms,
-                    group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
-                    offsets_commit_timeout_ms=config.offsets_commit_timeout_ms,
-                    offset_metadata_max_bytes=config.offset_metadata_max_bytes,
-                )
-            )
-        )
+        config = GroupConfig.of(self.config, offsets_topic_partitions=self.offsets_topic_partitions)
+        await self.node.spawn(GroupCoordinator(config))
 
     def _log_config(self) -> LogConfig:
         """The broker's defaults of the topic log configs (``KafkaServer.copyKafkaConfigToLog``)."""

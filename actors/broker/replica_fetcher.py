@@ -47,11 +47,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
 
 import msgspec
 import structlog
 
+from actors.admin import BrokerConfig
 from actors.broker.replica_fetcher_state import (
     FetchErrorAction,
     fetch_error_action,
@@ -91,6 +92,7 @@ from protocol.replication import (
 )
 
 __all__ = [
+    "DEFAULT_FETCHER_CONFIG",
     "REPLICA_FETCHER_MANAGER_ACTOR",
     "FetcherConfig",
     "FollowerLog",
@@ -108,15 +110,33 @@ EARLIEST_TIMESTAMP = -2
 
 @dataclass(frozen=True, slots=True)
 class FetcherConfig:
-    """The broker configs of replica fetching (Kafka 2.7 defaults)."""
+    """The broker configs of replica fetching (``ReplicaFetcherThread``'s
+    ``brokerConfig``); ``of(BrokerConfig())`` holds Kafka 2.7's defaults."""
 
-    num_replica_fetchers: int = 1
-    replica_fetch_wait_max_ms: int = 500
-    replica_fetch_min_bytes: int = 1
-    replica_fetch_max_bytes: int = 1_048_576
-    replica_fetch_response_max_bytes: int = 10_485_760
-    replica_fetch_backoff_ms: int = 1_000
-    replica_socket_timeout_ms: int = 30_000
+    num_replica_fetchers: int
+    replica_fetch_wait_max_ms: int
+    replica_fetch_min_bytes: int
+    replica_fetch_max_bytes: int
+    replica_fetch_response_max_bytes: int
+    replica_fetch_backoff_ms: int
+    replica_socket_timeout_ms: int
+
+    @classmethod
+    def of(cls, config: BrokerConfig) -> FetcherConfig:
+        """The fetchers' part of a broker's configs."""
+        return cls(
+            num_replica_fetchers=config.num_replica_fetchers,
+            replica_fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
+            replica_fetch_min_bytes=config.replica_fetch_min_bytes,
+            replica_fetch_max_bytes=config.replica_fetch_max_bytes,
+            replica_fetch_response_max_bytes=config.replica_fetch_response_max_bytes,
+            replica_fetch_backoff_ms=config.replica_fetch_backoff_ms,
+            replica_socket_timeout_ms=config.replica_socket_timeout_ms,
+        )
+
+
+DEFAULT_FETCHER_CONFIG: Final = FetcherConfig.of(BrokerConfig())
+"""Kafka 2.7's defaults, for fetchers built without a broker's configs (tests)."""
 
 
 class FollowerLog(Protocol):
@@ -189,7 +209,7 @@ class ReplicaFetcher(Actor):
         super().__init__(fetcher_name(leader, fid))
         self.broker_id = broker_id
         self.leader = leader
-        self.config = config or FetcherConfig()
+        self.config = config or DEFAULT_FETCHER_CONFIG
         self.log = follower_log(self)
         self._leader_ref = leader_ref(leader)
         self.states: dict[TopicPartition, PartitionFetchState] = {}
@@ -579,7 +599,7 @@ class ReplicaFetcherManager(Actor):
     ) -> None:
         super().__init__(name)
         self.broker_id = broker_id
-        self.config = config or FetcherConfig()
+        self.config = config or DEFAULT_FETCHER_CONFIG
         self._follower_log = follower_log
         self._leader_ref = leader_ref
         self.fetchers: dict[tuple[BrokerId, int], ActorRef] = {}

@@ -32,7 +32,12 @@ import structlog
 
 from actors.broker.alter_isr_manager import AlterIsrManager
 from actors.broker.isr import DEFAULT_REPLICA_LAG_TIME_MAX_MS, LeaderIsr
-from actors.broker.replica_fetcher import FetcherConfig, FollowerLog, ReplicaFetcherManager
+from actors.broker.replica_fetcher import (
+    DEFAULT_FETCHER_CONFIG,
+    FetcherConfig,
+    FollowerLog,
+    ReplicaFetcherManager,
+)
 from actors.runtime.actor import Actor
 from protocol.base import ActorRef, Message
 from protocol.control import AlterIsrPartition, AlterIsrPartitionResult, TopicPartition
@@ -116,7 +121,7 @@ class Replication:
         self.broker = broker
         self.broker_id = broker_id
         self.log_manager = log_manager
-        self.fetcher_config = fetcher_config or FetcherConfig()
+        self.fetcher_config = fetcher_config or DEFAULT_FETCHER_CONFIG
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.owner: PartitionOwner | None = None
         self.fetcher_manager: ActorRef | None = None

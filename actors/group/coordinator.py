@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from actors.admin import GROUP_METADATA_TOPIC_NAME
+from actors.admin import GROUP_METADATA_TOPIC_NAME, BrokerConfig
 from actors.broker.names import BROKER_ACTOR
 from actors.group.group import Group, GroupState, Member
 from actors.group.records import (
@@ -133,12 +133,24 @@ _PENDING: Final = "pending_member"
 class GroupConfig:
     """The broker configs the coordinator reads (``GroupConfig``, ``OffsetConfig``)."""
 
-    offsets_topic_partitions: int = 50
-    group_min_session_timeout_ms: int = 6000
-    group_max_session_timeout_ms: int = 1_800_000
-    group_initial_rebalance_delay_ms: int = 3000
-    offsets_commit_timeout_ms: int = 5000
-    offset_metadata_max_bytes: int = 4096
+    offsets_topic_partitions: int  # the offsets topic's partitions as it exists, if it does
+    group_min_session_timeout_ms: int
+    group_max_session_timeout_ms: int
+    group_initial_rebalance_delay_ms: int
+    offsets_commit_timeout_ms: int
+    offset_metadata_max_bytes: int
+
+    @classmethod
+    def of(cls, config: BrokerConfig, *, offsets_topic_partitions: int) -> GroupConfig:
+        """The coordinator's part of a broker's configs."""
+        return cls(
+            offsets_topic_partitions=offsets_topic_partitions,
+            group_min_session_timeout_ms=config.group_min_session_timeout_ms,
+            group_max_session_timeout_ms=config.group_max_session_timeout_ms,
+            group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+            offsets_commit_timeout_ms=config.offsets_commit_timeout_ms,
+            offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+        )
 
 
 _Callback = Callable[[ErrorCode], None]
