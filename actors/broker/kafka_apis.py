@@ -369,11 +369,7 @@ class KafkaApis:
         unknown: dict[tuple[str, int], ErrorCode] = {}
         known: list[OffsetCommitTopic] = []
         for topic in req.topics:
-            partitions = (
-                self._broker.cache.partitions(topic.name)
-                if self._broker.cache.contains(topic.name)
-                else {}
-            )
+            partitions = self._broker.cache.partitions(topic.name)  # {}: an unknown topic
             kept = []
             for p in topic.partitions:
                 if p.partition_index in partitions:
@@ -410,8 +406,7 @@ class KafkaApis:
         unknown: dict[tuple[str, int], ErrorCode] = {}
         known: list[OffsetFetchTopic] = []
         for topic in topics:
-            cache = self._broker.cache
-            partitions = cache.partitions(topic.name) if cache.contains(topic.name) else {}
+            partitions = self._broker.cache.partitions(topic.name)  # {}: an unknown topic
             kept = tuple(p for p in topic.partition_indexes if p in partitions)
             for p in topic.partition_indexes:
                 if p not in partitions:
@@ -679,9 +674,7 @@ class KafkaApis:
         cache = self._broker.cache
 
         def elected(tp: TopicPartition) -> bool:
-            state = (
-                cache.partitions(tp.topic).get(tp.partition) if cache.contains(tp.topic) else None
-            )
+            state = cache.partitions(tp.topic).get(tp.partition)
             return state is not None and state.leader == expected[tp]
 
         def done(topic: TopicName) -> bool:
