@@ -2,8 +2,12 @@
 
 PyYAML's ``compose`` keeps every node's position, so the loader builds the plain data
 msgspec converts *and* a table from each place in that data to the line it came from.
-Every problem becomes one ``ScenarioError`` line, ``FILE:LINE: WHERE: WHAT``, e.g.
-``scenarios/x.yaml:14: steps[2] (crash_broker).broker: no broker 7 (the cluster has 3)``.
+Every problem becomes one line, ``FILE:LINE: WHERE: WHAT``, e.g.
+``scenarios/x.yaml:14: steps[2] (crash_broker).broker: no broker 7 (the cluster has 3)``,
+and a ``ScenarioError`` carries every problem of the file at once (in the order of their
+lines): a step that is wrong is set aside and the others are still checked. A name that is
+not known (a key, a step kind, a condition, a message type, a fault id) comes with the
+known one it is closest to (``difflib.get_close_matches``), when there is one.
 
 The YAML shape (docs/chaos.md has the full reference): each step is a mapping with one
 key naming its kind, whose value is the step's fields (or, for the common one-field
@@ -18,13 +22,15 @@ scenario built in Python goes through it too, without line numbers.
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, TypeAlias, cast
 
 import msgspec
+import msgspec.inspect as mi
 import yaml
 
 from cluster.chaos.model import (
@@ -60,13 +66,41 @@ from cluster.chaos.model import (
 )
 from protocol.errors import ErrorCode, KemuError
 
-__all__ = ["ScenarioError", "check_scenario", "load_scenario", "parse_scenario"]
+__all__ = [
+    "ScenarioError",
+    "check_scenario",
+    "did_you_mean",
+    "load_scenario",
+    "parse_scenario",
+    "scenario_data",
+    "scenario_schema",
+]
 
 Path_: TypeAlias = tuple[str | int, ...]  # a place in the data: keys and list indexes
 
 
 class ScenarioError(KemuError):
-    """A scenario that cannot be run. The message is one line: where, and what is wrong."""
+    """A scenario that cannot be run: one line per problem (``problems``), each naming
+    where it is and what is wrong; the message is those lines."""
+
+    def __init__(self, *problems: str) -> None:
+        super().__init__("\n".join(problems))
+        self.problems: tuple[str, ...] = problems
+
+
+def did_you_mean(name: object, known: Iterable[str], *, quote: str = "'") -> str:
+    """`` (did you mean 'x'?)`` for the known name closest to ``name``, or nothing."""
+    close = difflib.get_close_matches(str(name), sorted(known), n=1)
+    return f" (did you mean {quote}{close[0]}{quote}?)" if close else ""
+
+
+class _Bad(Exception):
+    """One problem that sets aside the part it is in (``_Normaliser.fail``)."""
+
+    def __init__(self, line: int, text: str) -> None:
+        super().__init__(text)
+        self.line = line
+        self.text = text
 
 
 # ----------------------------------------------------------------------------- YAML nodes
@@ -82,11 +116,13 @@ class _Y:
     raw: str | None = None
 
 
-def _compose(text: str, source: str) -> _Y | None:
+def _compose(text: str, source: str, problems: list[tuple[int, str]]) -> _Y | None:
+    """The YAML document; a duplicate or unusable key goes to ``problems`` (and is left
+    out), a file that is not YAML at all is a ``ScenarioError`` at once."""
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
-        return None if node is None else _convert(node, loader, source)
+        return None if node is None else _convert(node, loader, problems)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = f":{mark.line + 1}" if mark is not None else ""
@@ -97,7 +133,7 @@ def _compose(text: str, source: str) -> _Y | None:
         loader.dispose()
 
 
-def _convert(node: yaml.Node, loader: yaml.SafeLoader, source: str) -> _Y:
+def _convert(node: yaml.Node, loader: yaml.SafeLoader, problems: list[tuple[int, str]]) -> _Y:
     line = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
         out: dict[str | int, _Y] = {}
@@ -105,16 +141,18 @@ def _convert(node: yaml.Node, loader: yaml.SafeLoader, source: str) -> _Y:
             key = loader.construct_object(key_node)
             where = key_node.start_mark.line + 1
             if not isinstance(key, str | int) or isinstance(key, bool):
-                raise ScenarioError(f"{source}:{where}: mapping keys are names or numbers")
+                problems.append((where, "mapping keys are names or numbers"))
+                continue
             if key in out:
-                raise ScenarioError(f"{source}:{where}: duplicate key {key!r}")
-            value = _convert(value_node, loader, source)
+                problems.append((where, f"duplicate key {key!r}"))
+                continue
+            value = _convert(value_node, loader, problems)
             if isinstance(value.value, dict | list):  # a block: name the line of its key
                 value = _Y(value.value, where)
             out[key] = value
         return _Y(out, line)
     if isinstance(node, yaml.SequenceNode):
-        return _Y([_convert(item, loader, source) for item in node.value], line)
+        return _Y([_convert(item, loader, problems) for item in node.value], line)
     assert isinstance(node, yaml.ScalarNode)
     return _Y(loader.construct_object(node), line, raw=node.value)
 
@@ -169,12 +207,19 @@ _FAULT_KINDS: Final = frozenset(_tag(t) for t in ACTION_TYPES if issubclass(t, F
 class _Normaliser:
     """Builds the data msgspec converts, recording where each part was written."""
 
-    def __init__(self, source: str) -> None:
-        self.source = source
+    def __init__(self, problems: list[tuple[int, str]]) -> None:
         self.lines: dict[Path_, int] = {}
+        self.problems = problems
+        self.set_aside: set[str] = set()  # the ids of the steps set aside
 
-    def fail(self, line: int, where: str, what: str) -> ScenarioError:
-        return ScenarioError(f"{self.source}:{line}: {where}: {what}")
+    @staticmethod
+    def fail(line: int, where: str, what: str) -> _Bad:
+        """A problem that sets aside the step it is in (raise it)."""
+        return _Bad(line, f"{where}: {what}")
+
+    def report(self, line: int, where: str, what: str) -> None:
+        """A problem that leaves the rest of its step to be checked."""
+        self.problems.append((line, f"{where}: {what}"))
 
     def plain(self, y: _Y, path: Path_) -> Any:
         """``y`` as plain data, every part's line recorded under its path."""
@@ -187,7 +232,8 @@ class _Normaliser:
 
     def scenario(self, top: _Y) -> dict[str, Any]:
         if not isinstance(top.value, dict):
-            raise self.fail(top.line, "scenario", "expected a mapping with name, cluster, steps")
+            self.report(top.line, "scenario", "expected a mapping with name, cluster, steps")
+            return {}
         self.lines[()] = top.line
         out: dict[str, Any] = {}
         for key, y in top.value.items():
@@ -224,10 +270,21 @@ class _Normaliser:
         return self.plain(y, path)
 
     def steps(self, y: _Y) -> list[Any]:
-        if not isinstance(y.value, list):
-            raise self.fail(y.line, "steps", "expected a list of steps")
+        """The steps; one that is wrong is reported and stands as None."""
         self.lines[("steps",)] = y.line
-        return [self.step(item, i) for i, item in enumerate(y.value)]
+        if not isinstance(y.value, list):
+            self.report(y.line, "steps", "expected a list of steps")
+            return []
+        out: list[Any] = []
+        for i, item in enumerate(y.value):
+            try:
+                out.append(self.step(item, i))
+            except _Bad as bad:
+                self.problems.append((bad.line, bad.text))
+                out.append(None)
+                if isinstance(item.value, dict) and "id" in item.value:
+                    self.set_aside.add(str(item.value["id"].value))
+        return out
 
     def step(self, y: _Y, index: int) -> dict[str, Any]:
         where = f"steps[{index}]"
@@ -235,27 +292,12 @@ class _Normaliser:
         self.lines[path] = y.line
         if not isinstance(y.value, dict):
             raise self.fail(y.line, where, "a step is a mapping naming its kind, e.g. `sleep: 5`")
-        kinds = [k for k in y.value if k not in ACTION_OPTIONS]
-        if len(kinds) != 1:
-            found = ", ".join(map(str, kinds)) if kinds else "none"
-            raise self.fail(
-                y.line,
-                where,
-                f"a step names exactly one kind (found: {found}); kinds: "
-                + ", ".join(sorted(_STEP_KINDS)),
-            )
-        kind = kinds[0]
+        kind = self._one_name(y, where, _STEP_KINDS.keys() | {"pause"}, ACTION_OPTIONS, "step")
         if kind == "pause":
             raise self.fail(
                 y.value[kind].line,
                 where,
                 "pause is not available yet: the actor runtime cannot freeze a node",
-            )
-        if kind not in _STEP_KINDS:
-            raise self.fail(
-                y.value[kind].line,
-                where,
-                f"unknown step {kind!r}; kinds: {', '.join(sorted(_STEP_KINDS))}",
             )
         out: dict[str, Any] = {"kind": kind}
         body = y.value[kind]
@@ -304,16 +346,8 @@ class _Normaliser:
             return {"condition": self.condition(y.value, _Y(None, y.line), cond_path, where)}
         if not isinstance(y.value, dict):
             raise self.fail(y.line, where, "expected a condition, e.g. `{topic_ready: t1}`")
-        names = [k for k in y.value if k != "within"]
-        if len(names) != 1:
-            raise self.fail(
-                y.line,
-                where,
-                "name exactly one condition; conditions: " + ", ".join(sorted(_CONDITION_KINDS)),
-            )
-        out: dict[str, Any] = {
-            "condition": self.condition(names[0], y.value[names[0]], cond_path, where)
-        }
+        name = self._one_name(y, where, _CONDITION_KINDS.keys(), {"within"}, "condition")
+        out: dict[str, Any] = {"condition": self.condition(name, y.value[name], cond_path, where)}
         if "within" in y.value:
             out["within"] = self.plain(y.value["within"], (*path, "within"))
         return out
@@ -321,12 +355,50 @@ class _Normaliser:
     def condition(self, name: str, body: _Y, path: Path_, where: str) -> dict[str, Any]:
         self.lines[path] = body.line
         if name not in _CONDITION_KINDS:
-            raise self.fail(
-                body.line,
-                where,
-                f"unknown condition {name!r}; conditions: {', '.join(sorted(_CONDITION_KINDS))}",
-            )
+            raise self.fail(body.line, where, _unknown("condition", name, _CONDITION_KINDS))
         return {"kind": name, **self.body(body, name, path, f"{where}.{name}")}
+
+    def _one_name(
+        self, y: _Y, where: str, kinds: Iterable[str], options: Iterable[str], what: str
+    ) -> str:
+        """The one key of mapping ``y`` that names its kind (a step's, or a condition's),
+        among ``options``: with one known kind, every other key is reported as unknown;
+        with none, a lone key is taken for a mistyped kind."""
+        known, allowed = set(kinds), set(options)
+        named = [k for k in y.value if k not in allowed]
+        kinds_found = [k for k in named if k in known]
+        if len(kinds_found) > 1:
+            raise self.fail(
+                y.line,
+                where,
+                f"a {what} names exactly one kind (found: {', '.join(map(str, kinds_found))})",
+            )
+        if not kinds_found and len(named) == 1:
+            raise self.fail(y.value[named[0]].line, where, _unknown(what, named[0], known))
+        if not kinds_found:
+            found = ", ".join(map(str, named)) if named else "none"
+            raise self.fail(
+                y.line,
+                where,
+                f"a {what} names exactly one kind (found: {found}); kinds: "
+                + ", ".join(sorted(known - {"pause"})),
+            )
+        for key in named:
+            if key not in known:
+                self.report(
+                    y.value[key].line,
+                    where,
+                    f"unknown key {key!r}" + did_you_mean(key, allowed | known),
+                )
+        return str(kinds_found[0])
+
+
+def _unknown(what: str, name: object, known: Iterable[str]) -> str:
+    """``unknown step 'crash_brokr' (did you mean 'crash_broker'?)``; without a close
+    name, the known ones are listed."""
+    names = sorted(set(known) - {"pause"})
+    hint = did_you_mean(name, names)
+    return f"unknown {what} {name!r}" + (hint or f"; {what}s: {', '.join(names)}")
 
 
 # ----------------------------------------------------------------------------- loading
@@ -374,30 +446,141 @@ def _line_of(lines: Mapping[Path_, int], path: Path_) -> int:
 def parse_scenario(
     text: str, *, source: str = "<scenario>", cluster: Mapping[str, str] | None = None
 ) -> Scenario:
-    """A scenario from YAML text; ``ScenarioError`` (``source:line: ...``) if it is not one.
-    ``cluster``: set-up entries that override the file's (``kemu chaos run --processes``
-    and ``--zookeeper`` set ``mode`` and ``store``), checked as if the file said them."""
-    top = _compose(text, source)
-    if top is None:
-        raise ScenarioError(f"{source}:1: the file is empty")
-    norm = _Normaliser(source)
-    data = norm.scenario(top)
+    """A scenario from YAML text; ``ScenarioError`` with every problem of it (each
+    ``source:line: ...``) if it is not one. ``cluster``: set-up entries that override the
+    file's (``kemu chaos run --processes`` and ``--zookeeper`` set ``mode`` and
+    ``store``), checked as if the file said them."""
+    problems: list[tuple[int, str]] = []
+    data, norm = _normalise(text, source, problems)
     if cluster:
         data["cluster"] = {**data.get("cluster", {}), **cluster}
-    try:
-        scenario = msgspec.convert(data, Scenario)
-    except msgspec.ValidationError as exc:
-        raise _validation_error(str(exc), data, norm.lines, source) from None
-    for path, what in scenario_problems(scenario):
-        raise ScenarioError(
-            f"{source}:{_line_of(norm.lines, path)}: {describe(path, data)}: {what}"
-        )
+
+    def found(path: Path_, what: str) -> None:
+        problems.append((_line_of(norm.lines, path), f"{describe(path, data)}: {what}"))
+
+    for path, what in _unknown_fields(data, _SCENARIO_TYPE, ()):
+        found(path, what)
+    parts = _convert_parts(data, found)
+    if parts is not None:  # the steps that are right checked together
+        top, kept, failed_ids = parts
+        scenario = msgspec.structs.replace(top, steps=tuple(step for _, step in kept))
+        set_aside = norm.set_aside | failed_ids
+        for path, what in scenario_problems(scenario, set_aside=set_aside):
+            if path[:1] == ("steps",):  # the index among the steps kept
+                path = ("steps", kept[cast(int, path[1])][0], *path[2:])
+            found(path, what)
+    if problems:
+        ordered = sorted(problems, key=lambda problem: problem[0])  # stable: same line kept
+        raise ScenarioError(*(f"{source}:{line}: {what}" for line, what in ordered))
     return scenario
 
 
-def _validation_error(
-    message: str, data: Any, lines: Mapping[Path_, int], source: str
-) -> ScenarioError:
+def _normalise(
+    text: str, source: str, problems: list[tuple[int, str]]
+) -> tuple[dict[str, Any], _Normaliser]:
+    top = _compose(text, source, problems)
+    if top is None:
+        raise ScenarioError(f"{source}:1: the file is empty")
+    norm = _Normaliser(problems)
+    return norm.scenario(top), norm
+
+
+def scenario_data(text: str, *, source: str = "<scenario>") -> dict[str, Any]:
+    """A scenario file's YAML with its shorthand expanded (each step ``{kind: ..., its
+    fields}``): what ``scenario_schema`` describes and ``parse_scenario`` converts.
+    ``ScenarioError`` if the YAML cannot be read that far."""
+    problems: list[tuple[int, str]] = []
+    data, _ = _normalise(text, source, problems)
+    if problems:
+        raise ScenarioError(*(f"{source}:{line}: {what}" for line, what in sorted(problems)))
+    return data
+
+
+def scenario_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12, msgspec's) of a scenario with its shorthand
+    expanded (``scenario_data``), generated from the scenario's types."""
+    schema: dict[str, Any] = msgspec.json.schema(Scenario)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "kemu chaos scenario (shorthand expanded)",
+        **schema,
+    }
+
+
+_SCENARIO_TYPE: Final = mi.type_info(Scenario)
+
+
+def _convert_parts(
+    data: dict[str, Any], found: Callable[[Path_, str], None]
+) -> tuple[Scenario, list[tuple[int, Step]], set[str]] | None:
+    """``data`` converted part by part (each step, each other entry), so that one wrong part
+    does not hide the others: the scenario without its steps, the steps that are right
+    (with their indexes) and the ids of those that are not; None if an entry other than
+    the steps is wrong."""
+    steps: list[tuple[int, Step]] = []
+    failed_ids: set[str] = set()
+    for i, step in enumerate(data.get("steps") or []):
+        if step is None:  # set aside by the normaliser, already reported
+            continue
+        try:
+            steps.append((i, msgspec.convert(step, Step)))
+        except msgspec.ValidationError as exc:
+            found(*_validation_problem(str(exc), ("steps", i)))
+            if step.get("id") is not None:
+                failed_ids.add(str(step["id"]))
+    failed = False
+    rest = {key: value for key, value in data.items() if key != "steps"}
+    for info in msgspec.structs.fields(Scenario):
+        if info.encode_name in rest and info.name != "steps":
+            try:
+                msgspec.convert(rest[info.encode_name], info.type)
+            except msgspec.ValidationError as exc:
+                found(*_validation_problem(str(exc), (info.encode_name,)))
+                del rest[info.encode_name]
+                failed = True
+    try:
+        top = msgspec.convert(rest, Scenario)
+    except msgspec.ValidationError as exc:
+        found(*_validation_problem(str(exc), ()))
+        return None
+    return None if failed else (top, steps, failed_ids)
+
+
+def _unknown_fields(data: Any, t: mi.Type, path: Path_) -> Iterator[tuple[Path_, str]]:
+    """Every key of ``data`` that its type (a scenario value, msgspec's view of it) has no
+    field for, with the closest field name; each is removed from ``data`` once found."""
+    if isinstance(t, mi.UnionType):
+        structs = [u for u in t.types if isinstance(u, mi.StructType)]
+        if isinstance(data, dict) and structs:
+            tag_field = structs[0].tag_field
+            if tag_field is not None:
+                structs = [u for u in structs if u.tag == data.get(tag_field)]
+            if len(structs) == 1:
+                yield from _unknown_fields(data, structs[0], path)
+        elif isinstance(data, list):
+            for u in t.types:
+                if isinstance(u, mi.ListType | mi.VarTupleType):
+                    yield from _unknown_fields(data, u, path)
+    elif isinstance(t, mi.StructType) and isinstance(data, dict):
+        fields = {f.encode_name: f.type for f in t.fields}
+        for key in list(data):
+            if key == t.tag_field:
+                continue
+            if key in fields:
+                yield from _unknown_fields(data[key], fields[key], (*path, key))
+            else:
+                del data[key]
+                yield (*path, key), f"unknown field `{key}`" + did_you_mean(key, fields, quote="`")
+    elif isinstance(t, mi.ListType | mi.VarTupleType) and isinstance(data, list):
+        for i, item in enumerate(data):
+            yield from _unknown_fields(item, t.item_type, (*path, i))
+    elif isinstance(t, mi.DictType) and isinstance(data, dict):
+        for key, value in data.items():
+            yield from _unknown_fields(value, t.value_type, (*path, key))
+
+
+def _validation_problem(message: str, prefix: Path_) -> tuple[Path_, str]:
+    """msgspec's message about a part at ``prefix`` as the place and what is wrong."""
     what, path = message, cast(Path_, ())
     if match := _KEY_IN.search(message):
         path = _parse_path(match.group(1))
@@ -408,7 +591,7 @@ def _validation_error(
     if unknown := _UNKNOWN_FIELD.search(what):
         path = (*path, unknown.group(1))
         what = f"unknown field `{unknown.group(1)}`"
-    return ScenarioError(f"{source}:{_line_of(lines, path)}: {describe(path, data)}: {what}")
+    return (*prefix, *path), what
 
 
 def load_scenario(path: str | Path, *, cluster: Mapping[str, str] | None = None) -> Scenario:
@@ -428,26 +611,36 @@ def load_scenario(path: str | Path, *, cluster: Mapping[str, str] | None = None)
 
 def check_scenario(scenario: Scenario) -> Scenario:
     """The whole-scenario checks for a scenario built in Python; returns it, or raises
-    ``ScenarioError`` naming the first problem's place."""
+    ``ScenarioError`` naming every problem's place."""
     data = msgspec.to_builtins(scenario)
-    for path, what in scenario_problems(scenario):
-        raise ScenarioError(f"{scenario.name}: {describe(path, data)}: {what}")
+    problems = [
+        f"{scenario.name}: {describe(path, data)}: {what}"
+        for path, what in scenario_problems(scenario)
+    ]
+    if problems:
+        raise ScenarioError(*problems)
     return scenario
 
 
-def scenario_problems(scenario: Scenario) -> Iterator[tuple[Path_, str]]:
-    """Every problem that needs more than one field to see, with its place."""
+def scenario_problems(
+    scenario: Scenario, *, set_aside: Iterable[str] = ()
+) -> Iterator[tuple[Path_, str]]:
+    """Every problem that needs more than one field to see, with its place. ``set_aside``:
+    the ids of steps that were wrong themselves (a heal naming one is not reported)."""
     from actors.admin import BrokerConfig, ConfigError
 
     setup = scenario.cluster
     count = setup.brokers
+    each_valid = True
     for name, value in setup.config.items():
         try:
             BrokerConfig.from_overrides({name: value})
         except ConfigError as exc:
+            each_valid = False
             yield ("cluster", "config", name), str(exc).split(". Known names")[0]
     try:
-        BrokerConfig.from_overrides(dict(setup.config))
+        if each_valid:  # then the ones that only go wrong together
+            BrokerConfig.from_overrides(dict(setup.config))
     except ConfigError as exc:
         yield ("cluster", "config"), str(exc).split(". Known names")[0]
     for broker in setup.racks:
@@ -466,13 +659,25 @@ def scenario_problems(scenario: Scenario) -> Iterator[tuple[Path_, str]]:
             ids.add(step.id)
             if isinstance(step, Fault):
                 faults.add(step.id)
-        if isinstance(step, Heal) and step.fault != "all" and step.fault not in faults:
-            yield (*here, "fault"), f"no earlier fault has id {step.fault!r}"
+        if (
+            isinstance(step, Heal)
+            and step.fault != "all"
+            and step.fault not in faults
+            and step.fault not in set_aside
+        ):
+            yield (
+                (*here, "fault"),
+                f"no earlier fault has id {step.fault!r}"
+                + did_you_mean(step.fault, faults | set(set_aside)),
+            )
         if isinstance(step, _MessageRule) and step.types is not None:
             known = message_types()
             for j, name in enumerate(step.types):
                 if name not in known:
-                    yield (*here, "types", j), f"unknown message type {name!r}"
+                    yield (
+                        (*here, "types", j),
+                        f"unknown message type {name!r}" + did_you_mean(name, known),
+                    )
         if isinstance(step, NetworkPartition):
             seen: set[int | str] = set()
             for g, group in enumerate(step.groups):

@@ -5,8 +5,10 @@
 run directory each (``OUT/<scenario>/seed-<N>``), prints one line per run and, for a
 failed run, its problems and the command that reproduces it; the exit status is 1 if any
 run failed. ``--check-determinism`` runs each one twice and compares the traces byte for
-byte. ``kemu chaos check SCENARIO...`` only validates the files. Bad input (an invalid
-scenario, a bad seed range) is one ``Error:`` line and exit status 2.
+byte. ``kemu chaos check SCENARIO...`` only validates the files. Bad input is an
+``Error:`` line and exit status 2: a bad seed range, or each problem of each scenario
+file (``FILE:LINE: ...``, all of them at once). ``kemu chaos schema`` prints the JSON
+Schema of a scenario with its shorthand expanded.
 
 Real mode: ``--zookeeper [HOST:PORT[/chroot]]`` runs on a real ZooKeeper (a fresh chroot
 per run; without an address, or for a scenario that says ``store: zookeeper``, a
@@ -19,13 +21,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import shutil
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from cluster.chaos.loader import ScenarioError, load_scenario
+from cluster.chaos.loader import ScenarioError, load_scenario, scenario_schema
 from cluster.chaos.model import Scenario
 from cluster.chaos.runner import RunOptions, RunResult, run_scenario
 from protocol.errors import KemuError
@@ -56,6 +59,9 @@ def parse_seeds(seed: int | None, seeds: str | None) -> list[int]:
 
 def chaos_main(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     out = out or sys.stdout
+    if args.chaos_command == "schema":
+        out.write(json.dumps(scenario_schema(), indent=2) + "\n")
+        return 0
     deterministic = getattr(args, "deterministic", False) or getattr(
         args, "check_determinism", False
     )
@@ -68,7 +74,11 @@ def chaos_main(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
         seeds = parse_seeds(args.seed, args.seeds)
         if deterministic:
             _refuse_real(scenarios)
-    except (_InputError, ScenarioError) as exc:
+    except ScenarioError as exc:
+        for problem in exc.problems:  # every problem of every file, one line each
+            print(f"Error: {problem}", file=sys.stderr)
+        return 2
+    except _InputError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 2
     needs_zookeeper = any(s.cluster.store == "zookeeper" for _, s in scenarios)
@@ -170,16 +180,24 @@ def _run_all(
 
 
 def _load(paths: Sequence[str], overrides: Mapping[str, str]) -> list[tuple[str, Scenario]]:
+    """Every file loaded; ``ScenarioError`` with the problems of all of them, if any."""
     loaded: list[tuple[str, Scenario]] = []
     names: dict[str, str] = {}
+    problems: list[str] = []
     for path in paths:
-        scenario = load_scenario(path, cluster=overrides)
+        try:
+            scenario = load_scenario(path, cluster=overrides)
+        except ScenarioError as exc:
+            problems.extend(exc.problems)
+            continue
         if scenario.name in names:
             raise _InputError(
                 f"{path} and {names[scenario.name]} both name scenario {scenario.name!r}"
             )
         names[scenario.name] = path
         loaded.append((path, scenario))
+    if problems:
+        raise ScenarioError(*problems)
     return loaded
 
 

@@ -224,6 +224,11 @@ def _add_chaos_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     for one in (run, check):
         one.add_argument("scenarios", nargs="+", metavar="SCENARIO", help="a scenario YAML file")
         one.set_defaults(func=_cmd_chaos)
+    schema = chaos_sub.add_parser(
+        "schema",
+        help="print the JSON Schema of a scenario (its shorthand expanded; docs/chaos.md)",
+    )
+    schema.set_defaults(func=_cmd_chaos)
     seeds = run.add_mutually_exclusive_group()
     seeds.add_argument("--seed", type=int, help="the seed of the run (default 0)")
     seeds.add_argument("--seeds", metavar="A..B", help="every seed from A to B, inclusive")
