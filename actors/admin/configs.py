@@ -58,6 +58,7 @@ ConfigValue: TypeAlias = "bool | int | float | str | tuple[str, ...] | None"
 "not set" where Kafka's default is null."""
 
 LONG_MAX: Final = (1 << 63) - 1
+INT_MAX: Final = (1 << 31) - 1
 
 
 class ConfigError(KemuError):
@@ -635,6 +636,9 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigKey]] = _table(
     _broker("group.min.session.timeout.ms", _T.INT, 6000),
     _broker("group.max.session.timeout.ms", _T.INT, 1_800_000),
     _broker("group.initial.rebalance.delay.ms", _T.INT, 3000),
+    _broker("group.max.size", _T.INT, INT_MAX, Range(1)),
+    _broker("offsets.retention.minutes", _T.INT, 7 * 24 * 60, Range(1)),
+    _broker("offsets.retention.check.interval.ms", _T.LONG, 600_000, Range(1)),
     # kemu's own bounds on what one request and the whole cluster may hold
     # (actors/admin/limits.py, docs/limits.md); Kafka 2.7 has none.
     _broker(MAX_REPLICAS_PER_REQUEST_CONFIG, _T.INT, DEFAULT_MAX_REPLICAS_PER_REQUEST, Range(1)),
@@ -719,6 +723,9 @@ class BrokerConfig:
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3000
+    group_max_size: int = INT_MAX
+    offsets_retention_minutes: int = 7 * 24 * 60
+    offsets_retention_check_interval_ms: int = 600_000
     kemu_max_replicas_per_request: int = DEFAULT_MAX_REPLICAS_PER_REQUEST
     kemu_max_replicas_per_cluster: int = DEFAULT_MAX_REPLICAS_PER_CLUSTER
     log_segment_bytes: int = 1 << 30

@@ -127,6 +127,7 @@ _LOAD_BUFFER_BYTES: Final = 5 * 1024 * 1024  # offsets.load.buffer.size
 _JOIN: Final = "join"
 _HEARTBEAT: Final = "heartbeat"
 _PENDING: Final = "pending_member"
+_EXPIRY: Final = "delete-expired-group-metadata"
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +140,9 @@ class GroupConfig:
     group_initial_rebalance_delay_ms: int
     offsets_commit_timeout_ms: int
     offset_metadata_max_bytes: int
+    group_max_size: int
+    offsets_retention_ms: int
+    offsets_retention_check_interval_ms: int
 
     @classmethod
     def of(cls, config: BrokerConfig, *, offsets_topic_partitions: int) -> GroupConfig:
@@ -150,6 +154,9 @@ class GroupConfig:
             group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
             offsets_commit_timeout_ms=config.offsets_commit_timeout_ms,
             offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+            group_max_size=config.group_max_size,
+            offsets_retention_ms=config.offsets_retention_minutes * 60_000,
+            offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
         )
 
 
@@ -168,6 +175,7 @@ class GroupCoordinator(Actor):
         self._appends: dict[int, _Callback] = {}
         self._next_append = 0
         self._join_budget: dict[str, int | None] = {}
+        self._expiry_armed = False
         """Per group in PreparingRebalance: the rebalance budget an
         ``InitialDelayedJoin`` has left, or None for a ``DelayedJoin``."""
 
@@ -396,10 +404,16 @@ class GroupCoordinator(Actor):
                 group = self.groups[key.group] = Group(key.group, current_state_timestamp=now)
             group.offsets[key.topic, key.partition] = offset
         self.owned.add(msg.partition)
-        for group in self.groups.values():
+        for group in list(self.groups.values()):
             if self.partition_for(group.group_id) == msg.partition:
+                if len(group.members) > self.config.group_max_size:  # onGroupLoaded
+                    self._prepare_rebalance(
+                        group,
+                        f"Freshly-loaded group is over capacity ({self.config.group_max_size})",
+                    )
                 for member in group.members.values():
                     self._schedule_heartbeat(group, member, member.session_timeout_ms)
+        self._schedule_expiry()
         self.trace(
             "event",
             "group_partition_loaded",
@@ -513,6 +527,11 @@ class GroupCoordinator(Actor):
         self.send_self(tick)
 
     def _timer_fired(self, tick: GroupTimerFired) -> None:
+        if tick.kind == _EXPIRY:
+            self._expiry_armed = False
+            self._expire_offsets()
+            self._schedule_expiry()
+            return
         group = self.groups.get(tick.group_id)
         if group is None:
             return
@@ -582,14 +601,38 @@ class GroupCoordinator(Actor):
                 group = self.groups[req.group_id] = Group(
                     req.group_id, current_state_timestamp=self._now_ms()
                 )
-            answer = self._unknown_join(group, req, ctx)
         elif group is None:
             return _join_error(req.member_id, ErrorCode.UNKNOWN_MEMBER_ID)
+        answer: Message | None
+        if not self._accept_joining_member(group, req.member_id):
+            group.remove(req.member_id)
+            if req.group_instance_id is not None:
+                group.static_members.pop(req.group_instance_id, None)
+            self.trace(
+                "event", "group_max_size_reached", group=group.group_id, member=req.member_id
+            )
+            answer = _join_error(UNKNOWN_MEMBER_ID, ErrorCode.GROUP_MAX_SIZE_REACHED)
+        elif req.member_id == UNKNOWN_MEMBER_ID:
+            answer = self._unknown_join(group, req, ctx)
         else:
             answer = self._known_join(group, req, ctx)
         if group.is_(GroupState.PREPARING_REBALANCE):
             self._try_complete_join(group)
         return answer
+
+    def _accept_joining_member(self, group: Group, member_id: str) -> bool:
+        """``acceptJoiningMember``: ``group.max.size`` bounds a group. An Empty or Dead
+        group takes anyone; one preparing a rebalance a member already waiting in it, or
+        anyone while fewer members than the bound wait (so the last to rejoin a group over
+        the bound are the ones turned away); a Stable or CompletingRebalance one a member
+        it has, or anyone while it is smaller than the bound."""
+        max_size = self.config.group_max_size
+        if group.is_(GroupState.EMPTY, GroupState.DEAD):
+            return True
+        member = group.members.get(member_id)
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            return (member is not None and member.awaiting_join) or group.num_awaiting() < max_size
+        return member is not None or len(group.members) < max_size
 
     def _protocols(self, req: JoinGroupRequestData) -> tuple[tuple[str, bytes], ...]:
         return tuple((p.name, p.metadata) for p in req.protocols)
@@ -1121,8 +1164,13 @@ class GroupCoordinator(Actor):
             for (topic, partition), value in values.items()
         ]
         reply = ctx.defer()
+        group.pending_commits.update(values.keys())
 
         def stored(outcome: ErrorCode) -> None:
+            for key in values:
+                group.pending_commits[key] -= 1
+                if not group.pending_commits[key]:
+                    del group.pending_commits[key]
             error = ErrorCode.NONE if outcome is ErrorCode.NONE else _commit_error(outcome)
             if error is ErrorCode.NONE and not group.is_(GroupState.DEAD):
                 group.offsets.update(values)
@@ -1340,15 +1388,50 @@ class GroupCoordinator(Actor):
         )
 
     def _deleted_partitions(self, partitions: tuple[tuple[str, int], ...]) -> None:
-        """``handleDeletedPartitions`` (``cleanupGroupMetadata``): the offsets of deleted
-        topics' partitions leave every group loaded here, with tombstones; an Empty group
-        left without offsets goes Dead and is forgotten (its record tombstoned too)."""
+        """``handleDeletedPartitions``: the offsets of deleted topics' partitions leave
+        every group loaded here (``cleanupGroupMetadata``)."""
         gone = set(partitions)
-        now = self._now_ms()
-        for group in list(self.groups.values()):
+
+        def deleted(group: Group) -> list[tuple[str, int]]:
             dropped = sorted(tp for tp in group.offsets if tp in gone)
             for tp in dropped:
                 del group.offsets[tp]
+            return dropped
+
+        self._cleanup_group_metadata(deleted, "group_offsets_deleted")
+
+    def _schedule_expiry(self) -> None:
+        """Arm the next ``delete-expired-group-metadata`` run while this coordinator owns
+        a partition (Kafka runs it from start-up every
+        ``offsets.retention.check.interval.ms`` whether or not it owns any: with nothing
+        owned a run finds nothing)."""
+        if self.owned and not self._expiry_armed:
+            self._expiry_armed = True
+            self._start_timer(
+                self.config.offsets_retention_check_interval_ms / 1000,
+                GroupTimerFired(kind=_EXPIRY, group_id=""),
+            )
+
+    def _expire_offsets(self) -> None:
+        """``GroupMetadataManager.cleanupGroupMetadata`` with ``removeExpiredOffsets``:
+        offsets older than ``offsets.retention.minutes`` leave their groups."""
+        now = self._now_ms()
+        retention = self.config.offsets_retention_ms
+        self._cleanup_group_metadata(
+            lambda group: group.remove_expired_offsets(now, retention), "group_offsets_expired"
+        )
+
+    def _cleanup_group_metadata(
+        self, selector: Callable[[Group], list[tuple[str, int]]], event: str
+    ) -> None:
+        """``cleanupGroupMetadata``: ``selector`` takes offsets out of each group loaded
+        here; they get tombstones, and an Empty group left without offsets goes Dead and
+        is forgotten (its group record tombstoned too unless it never had a generation).
+        The tombstones are appended and not waited for: one that is lost is written again
+        by a later run."""
+        now = self._now_ms()
+        for group in list(self.groups.values()):
+            dropped = selector(group)
             records = [
                 ProducerRecord(
                     key=encode_offset_key(OffsetKey(group.group_id, topic, partition)),
@@ -1357,9 +1440,10 @@ class GroupCoordinator(Actor):
                 )
                 for topic, partition in dropped
             ]
-            if dropped and group.is_(GroupState.EMPTY) and not group.offsets:
+            if group.is_(GroupState.EMPTY) and not group.has_offsets():
                 group.transition(GroupState.DEAD, now)
                 del self.groups[group.group_id]
+                self.trace("event", "group_dead", group=group.group_id)
                 if group.generation > 0:
                     records.append(
                         ProducerRecord(
@@ -1367,9 +1451,7 @@ class GroupCoordinator(Actor):
                         )
                     )
             if records:
-                self.trace(
-                    "event", "group_offsets_deleted", group=group.group_id, offsets=len(dropped)
-                )
+                self.trace("event", event, group=group.group_id, offsets=len(dropped))
                 self._append(group.group_id, records, lambda _code: None)
 
     def _remove_group(self, group: Group) -> None:

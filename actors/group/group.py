@@ -118,6 +118,9 @@ class Group:
     static_members: dict[str, str] = field(default_factory=dict)
     pending_members: set[str] = field(default_factory=set)
     offsets: dict[tuple[str, int], OffsetValue] = field(default_factory=dict)
+    pending_commits: Counter[tuple[str, int]] = field(default_factory=Counter)
+    """Per partition, the commits appended and not yet answered
+    (``pendingOffsetCommits``): expiry leaves their offsets alone."""
     new_member_added: bool = False
     current_state_timestamp: int = -1
     join_timer: int = 0
@@ -215,22 +218,77 @@ class Group:
                 return True
         return False
 
-    def is_subscribed_to(self, topic: str) -> bool:
-        """``GroupMetadata.isSubscribedToTopic``: a consumer group's members subscribe to
-        ``topic`` (their ``consumer`` protocol metadata says so); False when that cannot
-        be read."""
-        if self.protocol_type != "consumer" or self.protocol_name is None:
-            return False
+    def has_offsets(self) -> bool:
+        """``GroupMetadata.hasOffsets``: committed offsets, or commits in flight."""
+        return bool(self.offsets) or bool(self.pending_commits)
+
+    def num_awaiting(self) -> int:
+        """``GroupMetadata.numAwaiting``: the members whose join waits for its answer."""
+        return sum(1 for m in self.members.values() if m.awaiting_join)
+
+    def subscribed_topics(self) -> set[str] | None:
+        """``GroupMetadata.computeSubscribedTopics``: the topics a consumer group's members
+        subscribe to (their ``consumer`` protocol metadata says so); None for a group of
+        another protocol type, without members or a chosen protocol, or whose metadata
+        cannot be read."""
+        if self.protocol_type != "consumer" or self.protocol_name is None or not self.members:
+            return None
+        topics: set[str] = set()
         for member in self.members.values():
             try:
-                topics = consumer_subscription(member.metadata(self.protocol_name))
+                subscription = consumer_subscription(member.metadata(self.protocol_name))
             except KeyError:
-                return False
-            if topics is None:
-                return False
-            if topic in topics:
-                return True
-        return False
+                return None
+            if subscription is None:
+                return None
+            topics.update(subscription)
+        return topics
+
+    def is_subscribed_to(self, topic: str) -> bool:
+        """``GroupMetadata.isSubscribedToTopic``."""
+        topics = self.subscribed_topics()
+        return topics is not None and topic in topics
+
+    def remove_expired_offsets(self, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
+        """``GroupMetadata.removeExpiredOffsets``: the offsets whose retention has passed
+        leave the group (returned, in order); none with a commit in flight. An Empty group
+        that has had a protocol type counts from when it became Empty (its commits' own
+        times where that is unknown); a consumer group with members, from each commit, for
+        the topics its members do not subscribe to; a group that never had members (only
+        commits, ``assign()``), from each commit; any other group keeps its offsets. A
+        commit that named its own retention (OffsetCommit v1-v4) expires at its
+        ``expire_timestamp`` instead."""
+        subscribed: set[str] = set()
+        if self.protocol_type is not None and self.is_(GroupState.EMPTY):
+            state_time = self.current_state_timestamp
+
+            def base(value: OffsetValue) -> int:
+                return state_time if state_time >= 0 else value.commit_timestamp
+        elif self.protocol_type == "consumer" and (topics := self.subscribed_topics()) is not None:
+            subscribed = topics
+
+            def base(value: OffsetValue) -> int:
+                return value.commit_timestamp
+        elif self.protocol_type is None:
+
+            def base(value: OffsetValue) -> int:
+                return value.commit_timestamp
+        else:
+            return []
+        expired = [
+            tp
+            for tp, value in self.offsets.items()
+            if tp[0] not in subscribed
+            and not self.pending_commits[tp]
+            and (
+                now_ms - base(value) >= retention_ms
+                if value.expire_timestamp is None
+                else now_ms >= value.expire_timestamp
+            )
+        ]
+        for tp in expired:
+            del self.offsets[tp]
+        return sorted(expired)
 
 
 def consumer_subscription(metadata: bytes) -> list[str] | None:

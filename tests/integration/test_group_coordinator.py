@@ -26,7 +26,7 @@ from actors.group.records import (
     decode_offset_value,
     partition_for,
 )
-from cluster.kafka.records import batch_records, read_batches
+from cluster.kafka.records import ConsumedRecord, batch_records, read_batches
 from protocol.errors import ErrorCode
 from protocol.group import (
     GROUP_AUTHORIZED_OPERATIONS,
@@ -350,6 +350,33 @@ async def fetch_offset(h: Harness, broker: int, partition: int = 0) -> int:
     return reply.topics[0].partitions[0].committed_offset
 
 
+async def offsets_log(h: Harness, broker: int, partition: int) -> list[ConsumedRecord]:
+    """The records of a ``__consumer_offsets`` partition as a debugging consumer reads
+    them from ``broker`` (replica id -2: up to the high watermark)."""
+    log = await ask(
+        h,
+        broker,
+        FetchRequestData(
+            max_wait_ms=0,
+            min_bytes=0,
+            replica_id=-2,
+            topics=(
+                FetchTopic(
+                    topic=TopicName("__consumer_offsets"),
+                    partitions=(
+                        FetchPartition(
+                            partition=partition, fetch_offset=0, partition_max_bytes=1 << 20
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    )
+    assert isinstance(log, FetchResponseData)
+    data = log.responses[0].partitions[0].records or b""
+    return [r for header in read_batches(data) for r in batch_records(data, header)]
+
+
 async def create_topic(h: Harness) -> None:
     controller = await h.cluster.controller_id()
     reply = await ask(
@@ -417,26 +444,7 @@ async def test_offsets_are_kafka_records_and_survive_the_coordinator_moving(
         refused.responses[0].partition_responses[0].error_code is ErrorCode.INVALID_TOPIC_EXCEPTION
     )
 
-    log = await ask(
-        harness,
-        node,
-        FetchRequestData(
-            max_wait_ms=0,
-            min_bytes=0,
-            replica_id=-2,
-            topics=(
-                FetchTopic(
-                    topic=offsets_topic,
-                    partitions=(
-                        FetchPartition(partition=12, fetch_offset=0, partition_max_bytes=1 << 20),
-                    ),
-                ),
-            ),
-        ),
-    )
-    assert isinstance(log, FetchResponseData)
-    data = log.responses[0].partitions[0].records or b""
-    records = [r for header in read_batches(data) for r in batch_records(data, header)]
+    records = await offsets_log(harness, node, 12)
     keys = [decode_key(r.key or b"") for r in records]
     assert keys == [GroupKey(GROUP), OffsetKey(GROUP, TOPIC, 0)]
     assert [(r.key or b"")[:2] for r in records] == [b"\x00\x02", b"\x00\x01"]
@@ -757,3 +765,138 @@ async def test_deleting_a_topic_drops_its_committed_offsets(harness: Harness) ->
     assert isinstance(deleted, DeleteTopicsResponseData)
     assert await eventually(lambda: fetch_offset(harness, node), until=lambda o: o == -1)
     assert await ask(harness, node, ListGroupsRequestData()) == ListGroupsResponseData()
+
+
+# group.max.size and offset expiry get clusters of their own. The cleanup runs every 100 ms
+# there: as Kafka's would, it retires an Empty group without offsets, such as one whose
+# only member is between its MEMBER_ID_REQUIRED answer and its second join.
+@hosted_fixture()
+async def limited(tmp_path: Path) -> AsyncIterator[Harness]:
+    async with running_cluster(tmp_path / "logs", config={**CONFIG, "group.max.size": "2"}) as h:
+        yield h
+
+
+@hosted_fixture()
+async def expiring(tmp_path: Path) -> AsyncIterator[Harness]:
+    config = {**CONFIG, "offsets.retention.check.interval.ms": "100"}
+    async with running_cluster(tmp_path / "logs", config=config) as h:
+        yield h
+
+
+async def test_a_group_at_group_max_size_turns_a_new_member_away(limited: Harness) -> None:
+    """``acceptJoiningMember``: with ``group.max.size`` 2, a third member's join of a
+    Stable group of two is GROUP_MAX_SIZE_REACHED with no member id, and the group keeps
+    its generation and members; once one leaves, a newcomer is let in (MEMBER_ID_REQUIRED,
+    then a rebalance)."""
+    node = await coordinator(limited)
+    first, _ = await stable_member(limited, node)
+    pending = await ask(limited, node, join())
+    assert isinstance(pending, JoinGroupResponseData)
+    assert pending.error_code is ErrorCode.MEMBER_ID_REQUIRED
+    second = pending.member_id
+
+    import anyio
+
+    results: dict[str, object] = {}
+
+    async def second_joins() -> None:
+        results["second"] = await ask(limited, node, join(second))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(second_joins)
+        await eventually(
+            lambda: ask(
+                limited,
+                node,
+                HeartbeatRequestData(group_id=GROUP, generation_id=1, member_id=first),
+            ),
+            until=lambda r: getattr(r, "error_code", None) is ErrorCode.REBALANCE_IN_PROGRESS,
+        )
+        rejoined = await ask(limited, node, join(first))
+    assert isinstance(rejoined, JoinGroupResponseData)
+    assert rejoined.generation_id == 2
+    for member in (first, second):
+        synced = await ask(
+            limited,
+            node,
+            SyncGroupRequestData(group_id=GROUP, generation_id=2, member_id=member),
+        )
+        assert isinstance(synced, SyncGroupResponseData)
+        assert synced.error_code is ErrorCode.NONE
+
+    for version in (7, 3):  # with and without the MEMBER_ID_REQUIRED round trip
+        refused = await ask(limited, node, join(version=version))
+        assert refused == JoinGroupResponseData(
+            error_code=ErrorCode.GROUP_MAX_SIZE_REACHED, member_id=""
+        )
+    described = await ask(limited, node, DescribeGroupsRequestData(groups=(GROUP,)))
+    assert isinstance(described, DescribeGroupsResponseData)
+    assert described.groups[0].group_state == "Stable"
+    assert sorted(m.member_id for m in described.groups[0].members) == sorted([first, second])
+    assert any(e.type == "group_max_size_reached" for e in limited.sink.events)
+
+    left = await ask(
+        limited,
+        node,
+        LeaveGroupRequestData(group_id=GROUP, members=(LeaveGroupMember(member_id=second),)),
+    )
+    assert isinstance(left, LeaveGroupResponseData)
+    admitted = await ask(limited, node, join())
+    assert isinstance(admitted, JoinGroupResponseData)
+    assert admitted.error_code is ErrorCode.MEMBER_ID_REQUIRED
+
+
+async def test_offsets_past_their_retention_expire_with_tombstones(expiring: Harness) -> None:
+    """``cleanupGroupMetadata``: a commit that named a 200 ms retention (OffsetCommit
+    v2-v4's ``retention_time_ms``) is gone after it (OffsetFetch answers -1) while the
+    group's other offset, kept for ``offsets.retention.minutes``, stays; the offset's key
+    gets a tombstone in ``__consumer_offsets``. A standalone group whose every offset
+    expired goes Dead and is no longer listed."""
+    await create_topic(expiring)
+    node = await coordinator(expiring)
+    short = msgspec.structs.replace(commit("", -1, 7, partition=0), retention_time_ms=200)
+    kept = commit("", -1, 8, partition=1)
+    for request in (short, kept):
+        reply = await ask(expiring, node, request)
+        assert isinstance(reply, OffsetCommitResponseData)
+        assert reply.topics[0].partitions[0].error_code is ErrorCode.NONE
+    assert await eventually(lambda: fetch_offset(expiring, node, 0), until=lambda o: o == -1)
+    assert await fetch_offset(expiring, node, 1) == 8
+    listed = await ask(expiring, node, ListGroupsRequestData())
+    assert isinstance(listed, ListGroupsResponseData)
+    assert [g.group_id for g in listed.groups] == [GROUP]
+
+    partition = partition_for(GROUP, 50)
+
+    async def committed() -> list[tuple[object, int | None]]:
+        records = await offsets_log(expiring, node, partition)
+        return [
+            (
+                decode_key(r.key or b""),
+                None if r.value is None else decode_offset_value(r.value).offset,
+            )
+            for r in records
+        ]
+
+    # the commits, then the expired one's tombstone (once the followers have it)
+    offsets = await eventually(committed, until=lambda found: len(found) >= 3)
+    assert offsets == [
+        (OffsetKey(GROUP, TOPIC, 0), 7),
+        (OffsetKey(GROUP, TOPIC, 1), 8),
+        (OffsetKey(GROUP, TOPIC, 0), None),
+    ]
+
+    other = "expiring-alone"
+    lone = msgspec.structs.replace(short, group_id=other)
+    other_node = await coordinator(expiring, other)
+    reply = await ask(expiring, other_node, lone)
+    assert isinstance(reply, OffsetCommitResponseData)
+    assert reply.topics[0].partitions[0].error_code is ErrorCode.NONE
+
+    async def listed_groups() -> list[str]:
+        answer = await ask(expiring, other_node, ListGroupsRequestData())
+        assert isinstance(answer, ListGroupsResponseData)
+        return [g.group_id for g in answer.groups]
+
+    assert other not in await eventually(listed_groups, until=lambda ids: other not in ids)
+    assert any(e.type == "group_dead" and e.fields["group"] == other for e in expiring.sink.events)
