@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
-ensure_apt_packages zookeeper kcat
+ensure_apt_packages zookeeper kcat chromium  # chromium: tests/chaos/test_report.py opens report.html
 ensure_venv
 pip_install -e ".[test,spark]"  # tests/spark need pyspark (Java comes with zookeeper)
 

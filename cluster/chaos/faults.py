@@ -50,12 +50,14 @@ RESTART_TIMEOUT: Final = 120.0
 @dataclass
 class ActiveFault:
     """A fault in force: ``heal`` ends it. ``broker`` is the broker it took down, for
-    crashes and stops (starting that broker heals it)."""
+    crashes and stops (starting that broker heals it); ``nodes`` the nodes it hits
+    (``broker-<id>``, ``store``), traced with ``fault_injected`` for the run's report."""
 
     id: str
     kind: str
     heal: Callable[[], Awaitable[None]]
     description: str
+    nodes: tuple[str, ...]
     broker: int | None = None
     instant: bool = False  # over once injected: nothing to heal
 
@@ -83,7 +85,13 @@ async def inject(h: Harness, fault: Fault, fault_id: str) -> ActiveFault:
             async def resume() -> None:
                 await h.resume_broker(broker)
 
-            return ActiveFault(fault_id, "pause_broker", resume, f"broker {broker} paused")
+            return ActiveFault(
+                fault_id,
+                "pause_broker",
+                resume,
+                f"broker {broker} paused",
+                (broker_node_id(broker),),
+            )
         case NetworkPartition():
             network = _network(h)
             groups = [sorted({await _node(h, m) for m in group}) for group in fault.groups]
@@ -93,11 +101,18 @@ async def inject(h: Harness, fault: Fault, fault_id: str) -> ActiveFault:
                 "partition",
                 _remove_rule(h, rule_id),
                 " | ".join(",".join(g) for g in groups),
+                tuple(sorted({node for group in groups for node in group})),
             )
         case DropMessages() | DelayMessages() | DuplicateMessages() | ReorderMessages():
             rule = await _rule(h, fault)
             rule_id = _network(h).add_rule(rule)
-            return ActiveFault(fault_id, _kind(fault), _remove_rule(h, rule_id), _text(rule))
+            return ActiveFault(
+                fault_id,
+                _kind(fault),
+                _remove_rule(h, rule_id),
+                _text(rule),
+                tuple(sorted({*(rule.match.src or ()), *(rule.match.dst or ())})),
+            )
         case ExpireSession():
             broker = await _running(h, fault.broker)
             status = await h.status(broker)
@@ -109,6 +124,7 @@ async def inject(h: Harness, fault: Fault, fault_id: str) -> ActiveFault:
                 "expire_session",
                 _nothing,
                 f"broker {broker}'s session {status.session_id} expired",
+                (broker_node_id(broker), "store"),
                 instant=True,
             )
         case SlowStore():
@@ -118,7 +134,9 @@ async def inject(h: Harness, fault: Fault, fault_id: str) -> ActiveFault:
             async def normal_speed() -> None:
                 store.set_latency(0.0)
 
-            return ActiveFault(fault_id, "slow_store", normal_speed, f"{fault.latency}s")
+            return ActiveFault(
+                fault_id, "slow_store", normal_speed, f"{fault.latency}s", ("store",)
+            )
         case DiskFailure():
             broker = await h.resolve(fault.broker)
             disk = h.disk(broker)
@@ -142,7 +160,13 @@ async def inject(h: Harness, fault: Fault, fault_id: str) -> ActiveFault:
             if fault.times is not None:
                 what += f" {fault.times} time(s)"
             place = f"logs/broker-{broker}" + ("" if fault.entry is None else f"/{fault.entry}")
-            return ActiveFault(fault_id, "disk_failure", repaired, f"{what} under {place}")
+            return ActiveFault(
+                fault_id,
+                "disk_failure",
+                repaired,
+                f"{what} under {place}",
+                (broker_node_id(broker),),
+            )
         case ClockSkew():
             broker = await _running(h, fault.broker)
             clock = h.cluster.nodes[broker].clock  # the node's own: its store
@@ -157,6 +181,7 @@ async def inject(h: Harness, fault: Fault, fault_id: str) -> ActiveFault:
                 "clock_skew",
                 restored,
                 f"broker {broker}: skew {fault.skew}s, rate {fault.rate}",
+                (broker_node_id(broker),),
             )
         case _:
             raise AssertionError(f"not a fault: {fault!r}")
@@ -178,7 +203,9 @@ def _down(h: Harness, fault_id: str, fault: Fault, broker: int, text: str) -> Ac
         if not h.is_running(broker):
             await h.start_broker(broker, timeout=RESTART_TIMEOUT)
 
-    return ActiveFault(fault_id, _kind(fault), restart, text, broker=broker)
+    return ActiveFault(
+        fault_id, _kind(fault), restart, text, (broker_node_id(broker),), broker=broker
+    )
 
 
 async def _running(h: Harness, selector: BrokerSel) -> int:
@@ -217,7 +244,7 @@ def _remove_rule(h: Harness, rule_id: int) -> Callable[[], Awaitable[None]]:
 
 async def _rule(
     h: Harness, fault: DropMessages | DelayMessages | DuplicateMessages | ReorderMessages
-) -> Rule:
+) -> Drop | Delay | Duplicate | Reorder:
     every = [broker_node_id(b) for b in range(h.brokers)]
     src = every if fault.src is None else [await _node(h, s) for s in fault.src]
     dst = every if fault.dst is None else [await _node(h, s) for s in fault.dst]

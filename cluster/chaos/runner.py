@@ -12,6 +12,7 @@ trace and the end state. Everything goes into the run directory:
 * ``invariants.json``: every rule checked, with its violations, and the notices;
 * ``timeline.txt``: the run for people: steps, faults, elections, deletions, violations;
 * ``final_state.json``: what the end-state rules read;
+* ``report.html``: the run drawn for people (``cluster.chaos.report``);
 * ``logs/``: the brokers' log directories.
 """
 
@@ -77,6 +78,7 @@ from cluster.chaos.model import (
     kind_of,
 )
 from cluster.chaos.real import LIVE_LAG, TAIL_POLL, LiveOrder, TraceTail, merge, run_chroot
+from cluster.chaos.report import write_report
 from cluster.chaos.timeline import condition_text, step_label, timeline
 from cluster.chaos.workload import consume, produce, verify, verify_partition
 from cluster.launch.cluster import Cluster, ClusterSpec
@@ -103,6 +105,7 @@ RUN_FILES: Final = (
     "invariants.json",
     "timeline.txt",
     "final_state.json",
+    "report.html",
 )
 
 
@@ -677,6 +680,7 @@ class _Run:
             fault=kind_of(fault),
             instant=active.instant,
             detail=active.description,
+            nodes=list(active.nodes),
         )
         self.say(f"  fault {fault_id}: {active.description}")
         if active.instant:
@@ -823,6 +827,7 @@ class _Run:
             timeline(self.scenario, result, events), encoding="utf-8"
         )
         _write_json(self.run_dir / "summary.json", result)
+        write_report(self.run_dir, self.scenario, result)
         return result
 
 

@@ -19,6 +19,11 @@ SLOW_TESTS: dict[tuple[str, str], tuple[str, ...]] = {
         "test_a_sigstopped_controller_process_is_expired_by_zookeeper_and_comes_back",
     ): ("processes",),
     ("test_scenarios.py", "test_library_scenario_passes"): (),
+    # one run of a scenario, then headless Chromium opening its report (a few seconds)
+    ("test_report.py", "test_the_page_is_ready_with_one_lane_per_node_and_nothing_overflowing"): (),
+    ("test_report.py", "test_stop_replica_arrows_go_from_each_controller_to_the_replicas"): (),
+    ("test_report.py", "test_the_kill_the_fault_and_the_controller_change_are_drawn"): (),
+    ("test_report.py", "test_the_time_series_are_drawn_with_the_fault_shaded"): (),
     ("test_scenarios.py", "test_the_trace_does_not_depend_on_the_process_or_its_hash_seed"): (
         "processes",
     ),

@@ -1,0 +1,152 @@
+"""``report.html``: every run directory has one; it is the same bytes for the same
+scenario and seed; opened in a real browser (headless Chromium, offline, from the file)
+it draws the run: one lane per broker plus the store and the chaos driver, the
+controller's requests as arrows to each broker, the kill and the next controller's
+election as marks, the fault as a span, the time series, and nothing wider than the page.
+The browser's screenshots go to ``artifacts/report/`` at the repository's root."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from cluster.chaos import RunOptions, RunResult, load_scenario, run_scenario
+from cluster.chaos.report import report_page
+from tests.support.browser import ARTIFACTS, Element, elements, render
+
+ROOT = Path(__file__).resolve().parents[2]
+KILLED = ROOT / "scenarios" / "controller-killed-mid-deletion.yaml"
+SEED = 3
+
+
+def _run(path: Path, seed: int, run_dir: Path) -> RunResult:
+    return run_scenario(load_scenario(path), RunOptions(run_dir=run_dir, seed=seed))
+
+
+def _trace(run_dir: Path) -> list[dict[str, object]]:
+    lines = (run_dir / "trace.jsonl").read_text().splitlines()[1:]
+    return [json.loads(line) for line in lines]
+
+
+@dataclass(frozen=True)
+class Drawn:
+    result: RunResult
+    trace: list[dict[str, object]]
+    dom: list[Element]
+
+    def all(self, tag: str, cls: str, **attrs: str) -> list[Element]:
+        return [
+            e
+            for e in self.dom
+            if e.tag == tag
+            and cls in e.classes
+            and all(e.attrs.get(f"data-{k}") == v for k, v in attrs.items())
+        ]
+
+    def body(self) -> Element:
+        return next(e for e in self.dom if e.tag == "body")
+
+
+@pytest.fixture(scope="module")
+def killed(tmp_path_factory: pytest.TempPathFactory) -> Drawn:
+    base = tmp_path_factory.mktemp("report")
+    result = _run(KILLED, SEED, base / "run")
+    assert result.status == "passed", [p.line() for p in result.problems]
+    page = Path(result.run_dir) / "report.html"
+    screenshot = ARTIFACTS / "report" / f"controller-killed-mid-deletion-seed-{SEED}.png"
+    dom = render(page, screenshot, base / "chromium")
+    return Drawn(result, _trace(Path(result.run_dir)), elements(dom))
+
+
+def _controller(trace: list[dict[str, object]], epoch: int) -> str:
+    for event in trace:
+        fields = event["fields"]
+        assert isinstance(fields, dict)
+        if event["type"] == "controller_elected" and fields["epoch"] == epoch:
+            return str(event["node"])
+    raise AssertionError(f"no controller elected with epoch {epoch}")
+
+
+def test_the_page_is_ready_with_one_lane_per_node_and_nothing_overflowing(killed: Drawn) -> None:
+    body = killed.body()
+    assert body.attrs.get("data-ready") == "1"
+    assert body.attrs["data-overflow"] == "none"
+    lanes = ["broker-0", "broker-1", "broker-2", "store", "chaos"]
+    assert body.attrs["data-lanes"] == " ".join(lanes)
+    assert [e.attrs["data-lane"] for e in killed.all("g", "lane")] == lanes
+    names = [e.text for e in killed.all("text", "lane-name")]
+    assert names == ["broker-0", "broker-1", "broker-2", "metadata store", "chaos driver"]
+    assert [e.attrs["data-topic"] for e in killed.all("g", "topic-lane")] == ["events", "keep"]
+
+
+def test_stop_replica_arrows_go_from_each_controller_to_the_replicas(killed: Drawn) -> None:
+    first, second = _controller(killed.trace, 1), _controller(killed.trace, 2)
+    arrows = killed.all("line", "arrow", type="StopReplicaRequest")
+    pairs = {(a.attrs["data-src"], a.attrs["data-dst"]) for a in arrows}
+    brokers = {f"broker-{b}" for b in range(3)}
+    # the first controller got its first StopReplica(delete=true) out before it was
+    # killed; the second one sends them to every other replica (the events topic has
+    # one on every broker), the dead broker's once it is back
+    assert any(src == first for src, _ in pairs)
+    assert {dst for src, dst in pairs if src == second} == brokers - {second}
+    assert {src for src, _ in pairs} <= {first, second}
+    answers = killed.all("line", "arrow", type="StopReplicaResponse")
+    assert {(a.attrs["data-src"], a.attrs["data-dst"]) for a in answers} >= {
+        (dst, second) for dst in brokers - {second}
+    }
+
+
+def test_the_kill_the_fault_and_the_controller_change_are_drawn(killed: Drawn) -> None:
+    first, second = _controller(killed.trace, 1), _controller(killed.trace, 2)
+    crash = killed.all("text", "mark", type="node_crashed", lane=first)
+    elected = killed.all("text", "mark", type="controller_elected", lane=second)
+    assert len(crash) == 1
+    assert elected
+    assert float(elected[-1].attrs["x"]) > float(crash[0].attrs["x"])
+    faults = killed.all("rect", "fault", fault="kill_controller")
+    assert [f.attrs["data-lane"] for f in faults] == [first]
+    bands = killed.all("rect", "band")
+    assert [b.attrs["data-lane"] for b in bands][:2] == [first, second]
+    # the first controller's band ends where it crashed; the fault's span starts just
+    # after (the runner records the fault once the crash is done)
+    end_of_first = float(bands[0].attrs["x"]) + float(bands[0].attrs["width"])
+    assert end_of_first == pytest.approx(float(crash[0].attrs["x"]), abs=1)
+    assert 0 <= float(faults[0].attrs["x"]) - end_of_first < 20
+    assert killed.all("rect", "state", state="OnlinePartition")
+
+
+def test_the_time_series_are_drawn_with_the_fault_shaded(killed: Drawn) -> None:
+    charts = {e.attrs["data-chart"] for e in killed.all("div", "chart")}
+    assert {"partitions", "queue", "messages"} <= charts
+    assert "produce" not in charts  # no data plane in this scenario
+    shaded = killed.all("rect", "fault-series")
+    assert len(shaded) == len(charts)  # the one fault, on every chart
+    for chart in killed.all("svg", "series"):
+        assert chart.attrs["data-empty"] == "0"
+
+
+def test_the_same_seed_writes_the_same_page(tmp_path: Path) -> None:
+    one = _run(KILLED, 5, tmp_path / "one")
+    two = _run(KILLED, 5, tmp_path / "elsewhere" / "two")
+    other = _run(KILLED, 6, tmp_path / "other")
+    page = (Path(one.run_dir) / "report.html").read_bytes()
+    assert page == (Path(two.run_dir) / "report.html").read_bytes()
+    assert page != (Path(other.run_dir) / "report.html").read_bytes()
+    assert str(tmp_path).encode() not in page
+    assert b"http://" not in page.replace(b"http://www.w3.org/2000/svg", b"")
+    assert b"https://" not in page
+
+
+def test_trace_text_cannot_end_the_page_s_script_elements(tmp_path: Path) -> None:
+    result = _run(KILLED, 1, tmp_path / "run")
+    scenario = load_scenario(KILLED)
+    trace = (Path(result.run_dir) / "trace.jsonl").read_bytes()
+    hostile = trace + b'{"seq":1,"fields":{"detail":"</script><!--<script>"}}\n'
+    page = report_page(scenario, result, hostile)
+    # the three script elements of the page, and nothing of the trace, end in </script>
+    assert page.count(b"</script>") == 3
+    assert b"<!--" not in page
+    assert b"\\u003c/script>\\u003c!--\\u003cscript>" in page
