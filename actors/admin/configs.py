@@ -610,6 +610,8 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigKey]] = _table(
     _broker("request.timeout.ms", _T.INT, 30_000),
     _broker("controller.socket.timeout.ms", _T.INT, 30_000),
     _broker("zookeeper.session.timeout.ms", _T.INT, 18_000),
+    # None: zookeeper.session.timeout.ms (KafkaConfig.zkConnectionTimeoutMs)
+    _broker("zookeeper.connection.timeout.ms", _T.INT, None),
     _broker("reserved.broker.max.id", _T.INT, 1000, Range(0)),
     _broker("broker.id.generation.enable", _T.BOOLEAN, True),
     _broker("create.topic.policy.class.name", _T.CLASS, None),
@@ -703,6 +705,7 @@ class BrokerConfig:
     request_timeout_ms: int = 30_000
     controller_socket_timeout_ms: int = 30_000
     zookeeper_session_timeout_ms: int = 18_000
+    zookeeper_connection_timeout_ms: int | None = None
     reserved_broker_max_id: int = 1000
     broker_id_generation_enable: bool = True
     create_topic_policy_class_name: str | None = None

@@ -36,6 +36,7 @@ and loses; it appends its records and reads them back through this broker.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,6 +51,7 @@ from actors.broker.metadata_cache import MetadataCache
 from actors.broker.names import (
     BROKER_ACTOR,
     CONTROLLER_ACTOR,
+    INTERNAL_LISTENER,
     LOG_MANAGER_ACTOR,
     broker_node_id,
     broker_ref,
@@ -102,6 +104,11 @@ class BrokerSettings:
     config: BrokerConfig = field(default_factory=BrokerConfig)
     disk: Disk | None = None  # what the log manager's file operations go through (tests: faults)
     max_open_logs: int = DEFAULT_MAX_OPEN_LOGS  # the log manager's (open_logs_budget)
+    internal_endpoint: Callable[[], tuple[str, int]] | None = None
+    """Where the other brokers reach this one's node (``kemu broker run``): registered as
+    the listener ``INTERNAL_LISTENER`` after the Kafka one, read when the broker
+    registers (its node listens by then). None: the brokers know each other's addresses
+    from their launcher, and the registration holds the Kafka listener only."""
 
 
 class Broker(Actor):
@@ -172,8 +179,19 @@ class Broker(Actor):
             listener="PLAINTEXT",
             security_protocol=SecurityProtocol.PLAINTEXT,
         )
+        endpoints: tuple[Endpoint, ...] = (endpoint,)
+        if self.settings.internal_endpoint is not None:
+            host, port = self.settings.internal_endpoint()
+            endpoints += (
+                Endpoint(
+                    host=host,
+                    port=port,
+                    listener=INTERNAL_LISTENER,
+                    security_protocol=SecurityProtocol.PLAINTEXT,
+                ),
+            )
         return zkdata.BrokerRegistration(
-            endpoints=(endpoint,), rack=self.settings.rack, timestamp=self.clock.wall_ms()
+            endpoints=endpoints, rack=self.settings.rack, timestamp=self.clock.wall_ms()
         )
 
     @property

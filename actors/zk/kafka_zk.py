@@ -100,10 +100,20 @@ async def register_broker(
         stat = await session.exists(path)
         if stat is not None and stat.ephemeral_owner == session.session_id:
             return stat.czxid
-        raise NodeExistsError(f"broker {broker_id} is already registered at {path}") from None
+        owner = stat.ephemeral_owner if stat is not None else 0
+        raise registered_elsewhere(path, owner, session.session_id) from None
     set_result = results[1]
     assert isinstance(set_result, SetDataResult)
     return set_result.stat.czxid
+
+
+def registered_elsewhere(path: str, owner: int, session_id: int) -> NodeExistsError:
+    """A broker's registration is another live session's: in the words of Kafka's
+    ``KafkaZkClient.CheckedEphemeral.getAfterNodeExists``."""
+    return NodeExistsError(
+        f"Error while creating ephemeral at {path}, node already exists and owner"
+        f" '{owner}' does not match current session '{session_id}'"
+    )
 
 
 async def get_brokers(

@@ -22,11 +22,19 @@ the command out (``cluster.launch.control``):
 It prints what was done and the cluster afterwards; bad input (an unknown broker, one
 already stopped or running, no running cluster) is one line on stderr, exit 1, and changes
 nothing.
+
+``kemu broker run --id N --zookeeper ... --listeners ... --log-dir DIR`` is the other
+kind: no launcher, one broker process in the foreground that joins whatever cluster its
+ZooKeeper holds, as ``kafka-server-start.sh`` (``broker_run``; docs/scale-out.md).
 """
 
 from __future__ import annotations
 
+import os
+import secrets
+import socket
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Final, TextIO
 
@@ -45,7 +53,7 @@ from protocol.launcher import (
     LauncherStatusRequest,
 )
 
-__all__ = ["ACTIONS", "broker_main", "format_status", "run_broker_command"]
+__all__ = ["ACTIONS", "broker_main", "broker_run", "format_status", "run_broker_command"]
 
 ACTIONS: Final = ("stop", "kill", "start", "pause", "resume", "status")
 COMMAND_TIMEOUT: Final = 300.0  # a start may first wait out the old session, then the cluster
@@ -127,3 +135,92 @@ def broker_main(
         err.write(f"Error: {exc}\n")
         return 1
     return 0
+
+
+def broker_run(
+    *,
+    broker_id: int,
+    zookeeper: str,
+    listeners: str,
+    advertised_listeners: str | None,
+    log_dir: str,
+    config: Mapping[str, str],
+) -> int:
+    """``kemu broker run``: one broker in this process, joining the cluster ``zookeeper``
+    holds, until SIGTERM (controlled shutdown, then its session closed: exit 0) or SIGINT.
+
+    The Kafka listener binds where ``listeners`` says; the broker's internal port (kemu's
+    inter-broker transport) binds on the same host, on a free port, and is registered in
+    ``/brokers/ids/<id>`` (``cluster.launch.directory``), where the other brokers find it.
+    Every broker of the cluster proves the same secret on those ports: ``SECRET_ENV``
+    (hex) in the environment of each. Bad input raises ``UsageError`` or ``KemuError``."""
+    from actors.admin import BrokerConfig, ConfigError
+    from cluster.cli.args import UsageError
+    from cluster.cli.listeners import check_routable, loopback, parse_advertised, parse_listener
+    from cluster.launch.broker_process import SECRET_ENV, BrokerProcessSpec, run_broker_process
+    from cluster.launch.connect import EMBEDDED_SCHEME
+
+    if not 0 <= broker_id <= 2**31 - 1:
+        raise UsageError(f"--id {broker_id}: a broker id is 0 to {2**31 - 1}")
+    if zookeeper.startswith(EMBEDDED_SCHEME):
+        raise UsageError(
+            f"--zookeeper {zookeeper}: `kemu broker run` joins a ZooKeeper ensemble"
+            " (HOST:PORT[,HOST:PORT...][/chroot]); an embedded store's brokers are `kemu up`'s"
+        )
+    try:
+        broker_config = BrokerConfig.from_overrides(dict(config))
+    except ConfigError as exc:
+        raise UsageError(str(exc).split(". Known names")[0]) from None
+    if broker_id > broker_config.reserved_broker_max_id:
+        # KafkaConfig.validateValues, for a broker.id given in the config.
+        raise UsageError(
+            f"--id {broker_id}: broker.id must be equal or greater than -1 and not greater"
+            f" than reserved.broker.max.id ({broker_config.reserved_broker_max_id})"
+        )
+    listener = parse_listener("--listeners", listeners)
+    advertised = None if advertised_listeners is None else parse_advertised(advertised_listeners)
+    if advertised is None:
+        check_routable("--listeners", listeners, listener.host)
+    if not loopback(listener.host):
+        print(
+            f"kemu: warning: --listeners {listeners}: the Kafka listener is not on loopback,"
+            " and anyone who can reach it can use it (PLAINTEXT, no authentication)",
+            file=sys.stderr,
+            flush=True,
+        )
+    secret = _run_secret(os.environ.pop(SECRET_ENV, None), SECRET_ENV)
+    advertised_host = advertised.host if advertised is not None else None
+    if advertised_host is None and listener.host == "":  # KafkaServer.createBrokerInfo
+        advertised_host = socket.getfqdn()
+    spec = BrokerProcessSpec(
+        broker_id=broker_id,
+        store=zookeeper,
+        network_port=0,
+        peers={},
+        port=listener.port,
+        log_dir=Path(log_dir),
+        host=listener.host,
+        listener_host=listener.host,
+        advertised_host=advertised_host,
+        advertised_port=advertised.port if advertised is not None else 0,
+        config=dict(config),
+        seed=secrets.randbits(63),  # a real broker: its cluster id is fresh, as Kafka's
+        secret=secret,
+        discover=True,
+    )
+    return anyio.run(lambda: run_broker_process(spec), backend_options={"use_uvloop": True})
+
+
+def _run_secret(value: str | None, variable: str) -> bytes:
+    """The cluster's secret from ``variable`` (hex, at least 16 bytes); ``KemuError``."""
+    try:
+        secret = bytes.fromhex(value or "")
+    except ValueError:
+        secret = b""
+    if len(secret) < 16:
+        raise KemuError(
+            f"no cluster secret in {variable}: every broker of a `kemu broker run` cluster"
+            " proves the same one to the others; give each the same 16 bytes or more, in"
+            f" hex, e.g. export {variable}=$(openssl rand -hex 32)"
+        )
+    return secret

@@ -143,6 +143,19 @@ def _cmd_broker(args: argparse.Namespace) -> int:
     )
 
 
+def _cmd_broker_run(args: argparse.Namespace) -> int:
+    from cluster.cli.broker import broker_run
+
+    return broker_run(
+        broker_id=args.id,
+        zookeeper=args.zookeeper,
+        listeners=args.listeners,
+        advertised_listeners=args.advertised_listeners,
+        log_dir=args.log_dir,
+        config=key_values(args.config, "--config"),
+    )
+
+
 def _cmd_broker_process(args: argparse.Namespace) -> int:
     from actors.admin import BrokerConfig, ConfigError
     from cluster.launch.broker_process import BrokerProcessSpec, TapFactory, run_broker_process
@@ -372,7 +385,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     broker = sub.add_parser(
         "broker",
-        help="stop, kill, start, pause or resume a broker of a running `kemu up`; show them all",
+        help="run one broker (kafka-server-start.sh); stop, kill, start, pause or resume a broker"
+        " of a running `kemu up`; show them all",
     )
     broker_sub = broker.add_subparsers(dest="broker_command", required=True, metavar="ACTION")
     for action, text in (
@@ -392,6 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
             help="the cluster file of a running `kemu up` (default .kemu/cluster.json)",
         )
         one.set_defaults(func=_cmd_broker)
+    _add_broker_run_parser(broker_sub)
 
     # One broker process of `kemu up --processes`, started by it (not listed in the help;
     # the name is cluster.launch.broker_process.BROKER_PROCESS_COMMAND).
@@ -480,6 +495,42 @@ def build_parser() -> argparse.ArgumentParser:
     _add_chaos_parser(sub)  # kemu chaos
     _add_reassignment_parsers(sub)  # kemu reassign-partitions, kemu leader-election
     return parser
+
+
+def _add_broker_run_parser(broker_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``kemu broker run``: one broker joining the cluster its ZooKeeper holds, as
+    ``kafka-server-start.sh`` (docs/scale-out.md)."""
+    text = "run one broker that joins the cluster its ZooKeeper holds (kafka-server-start.sh)"
+    run = broker_sub.add_parser("run", help=text, description=text)
+    run.add_argument("--id", type=int, required=True, help="broker.id")
+    run.add_argument(
+        "--zookeeper",
+        required=True,
+        metavar="HOST:PORT[,HOST:PORT...][/chroot]",
+        help="zookeeper.connect: the ensemble holding the cluster",
+    )
+    run.add_argument(
+        "--listeners",
+        required=True,
+        metavar="PLAINTEXT://HOST:PORT",
+        help="where the Kafka listener binds (listeners); its host also carries the"
+        " broker's internal port",
+    )
+    run.add_argument(
+        "--advertised-listeners",
+        metavar="PLAINTEXT://HOST:PORT",
+        help="what it registers and clients are told (advertised.listeners); default: the"
+        " listener (port 0: the bound one)",
+    )
+    run.add_argument("--log-dir", required=True, help="log.dirs: the broker's log dir")
+    run.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker config by its Kafka name (repeatable)",
+    )
+    run.set_defaults(func=_cmd_broker_run)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import random
 import signal
@@ -49,12 +50,13 @@ from actors.runtime.tracer import Tracer
 from actors.zk.store import MetadataStore
 from cluster.launch.cluster import BrokerSpec, file_limit, start_broker_node
 from cluster.launch.connect import EMBEDDED_SCHEME, STORE_NODE, parse_host_port
+from cluster.launch.directory import BrokerDirectory
 from cluster.network import Network, TcpTransport
 from cluster.store.remote import STORE_ACTOR, RemoteStore
 from cluster.trace_files import JsonlTraceWriter
 from protocol.base import ActorRef
 from protocol.envelope import Envelope
-from protocol.errors import KemuError, unwrap_kemu_error
+from protocol.errors import ConnectionLossError, KemuError, unwrap_kemu_error
 from protocol.trace import TraceEvent, TraceHeader
 
 BROKER_PROCESS_COMMAND = "_broker"  # the hidden `kemu _broker` that runs one broker process
@@ -127,6 +129,11 @@ class BrokerProcessSpec:
     trace_origin: float = 0.0
     secret: bytes | None = None
     """The cluster's secret; None: take it from the environment (``inherited_secret``)."""
+    discover: bool = False
+    """``kemu broker run``: no launcher and no address book. The broker registers its
+    node's address (``host``, or ``advertised_host``, and the bound ``network_port``) and
+    finds the others' in their registrations (``cluster.launch.directory``); its log dir
+    is ``log_dir`` itself; ``store`` must be a ZooKeeper."""
 
 
 async def run_broker_process(spec: BrokerProcessSpec, *, tap: TapFactory | None = None) -> int:
@@ -183,7 +190,28 @@ async def _expire_on_signal(store: MetadataStore, broker: list[Node]) -> None:
 async def _serve_broker(spec: BrokerProcessSpec, tracer: Tracer, tap: NetworkTap | None) -> int:
     clock = RealClock()
     node_id = broker_node_id(spec.broker_id)
-    transport = TcpTransport(host=spec.host, ports={node_id: spec.network_port}, secret=spec.secret)
+    directory: BrokerDirectory | None = None
+    zookeeper: MetadataStore | None = None
+    if spec.discover:
+        from cluster.store.zookeeper import ZooKeeperStore
+
+        zookeeper = ZooKeeperStore(spec.store, tracer=tracer, clock=clock)
+        directory = BrokerDirectory(
+            zookeeper, name=f"{node_id}-directory", timeout=_session_timeout(spec)
+        )
+        try:
+            await _open_directory(spec, directory)
+            await directory.check_unregistered(spec.broker_id)
+        except BaseException:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT):
+                await zookeeper.aclose()
+            raise
+    transport = TcpTransport(
+        host=spec.host,
+        ports={node_id: spec.network_port},
+        secret=spec.secret,
+        resolver=directory,
+    )
     for peer, (host, port) in spec.peers.items():
         transport.add_peer(broker_node_id(peer), host, port)
     embedded = spec.store.startswith(EMBEDDED_SCHEME)
@@ -208,7 +236,7 @@ async def _serve_broker(spec: BrokerProcessSpec, tracer: Tracer, tap: NetworkTap
             ready = anyio.Event()
             tg.start_soon(_abort_start_up, stop, ready, stopping)
             await tg.start(network.run)
-            store = await _broker_store(tg, spec, node_id, network, tracer, clock)
+            store = zookeeper or await _broker_store(tg, spec, node_id, network, tracer, clock)
             if spec.trace is not None:
                 tg.start_soon(_expire_on_signal, store, started)
             try:
@@ -228,6 +256,12 @@ async def _serve_broker(spec: BrokerProcessSpec, tracer: Tracer, tap: NetworkTap
                                 seed=spec.seed,
                                 incarnation=spec.incarnation,
                                 max_open_logs=open_logs_budget(file_limit(), 1),
+                                own_log_dir=spec.discover,
+                                internal_endpoint=(
+                                    functools.partial(_internal_endpoint, spec, transport)
+                                    if spec.discover
+                                    else None
+                                ),
                             ),
                             attach=attach,
                             store=store,
@@ -251,6 +285,8 @@ async def _serve_broker(spec: BrokerProcessSpec, tracer: Tracer, tap: NetworkTap
                         else:
                             node.stop()
             finally:
+                if directory is not None:
+                    await directory.aclose()
                 if orphaned.is_set() and isinstance(store, RemoteStore):
                     store.discard()
                 else:
@@ -258,6 +294,35 @@ async def _serve_broker(spec: BrokerProcessSpec, tracer: Tracer, tap: NetworkTap
                         await store.aclose()
             tg.cancel_scope.cancel()
     return 0
+
+
+def _session_timeout(spec: BrokerProcessSpec) -> float:
+    return BrokerConfig.from_overrides(dict(spec.config)).zookeeper_session_timeout_ms / 1000
+
+
+async def _open_directory(spec: BrokerProcessSpec, directory: BrokerDirectory) -> None:
+    """Open the directory's ZooKeeper session before anything else, within
+    ``zookeeper.connection.timeout.ms`` (else the session timeout, as Kafka's
+    ``KafkaConfig.zkConnectionTimeoutMs``): an unreachable ensemble ends the start with
+    one line, as Kafka's ``ZooKeeperClient.waitUntilConnected`` does."""
+    config = BrokerConfig.from_overrides(dict(spec.config))
+    timeout_ms = config.zookeeper_connection_timeout_ms or config.zookeeper_session_timeout_ms
+    try:
+        with anyio.fail_after(timeout_ms / 1000):
+            await directory.open()
+    except (TimeoutError, ConnectionLossError):
+        raise KemuError(
+            f"broker {spec.broker_id} cannot connect to ZooKeeper at {spec.store}: Timed out"
+            f" waiting for connection while in state: CONNECTING ({timeout_ms} ms)"
+        ) from None
+
+
+def _internal_endpoint(spec: BrokerProcessSpec, transport: TcpTransport) -> tuple[str, int]:
+    """What a discovering broker registers as its node's address: the host others reach
+    it at (``advertised_host``, else where it binds) and the port its node bound."""
+    _, port = transport.address_of(broker_node_id(spec.broker_id))
+    host = spec.advertised_host or spec.host
+    return host, port
 
 
 def _listener_host(spec: BrokerProcessSpec) -> str:

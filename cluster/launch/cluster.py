@@ -175,6 +175,19 @@ class BrokerSpec:
     ``log_dir/broker-<id>.<k>`` for k = 1, 2 ... (tests fail one and keep the broker up)."""
     advertised_host: str | None = None  # what it registers (advertised.listeners); None: host
     advertised_port: int = 0  # what it registers; 0: the port its listener bound
+    own_log_dir: bool = False
+    """``log_dir`` is the broker's log dir itself (``kemu broker run --log-dir``, as Kafka's
+    ``log.dirs``), not the root of every broker's; ``log_dirs`` must be 1."""
+    internal_endpoint: Callable[[], tuple[str, int]] | None = None
+    """What the broker registers as the address of its node (``BrokerSettings``)."""
+
+    def broker_log_dirs(self) -> tuple[Path, ...]:
+        if self.own_log_dir:
+            return (self.log_dir,)
+        return tuple(
+            self.log_dir / (f"broker-{self.broker_id}" + (f".{k}" if k else ""))
+            for k in range(self.log_dirs)
+        )
 
 
 async def start_broker_node(
@@ -208,16 +221,14 @@ async def start_broker_node(
         port = await tg.start(_serve_listener, server, scope, node.node_id)
     settings = BrokerSettings(
         broker_id=BrokerId(spec.broker_id),
-        log_dirs=tuple(
-            spec.log_dir / (f"broker-{spec.broker_id}" + (f".{k}" if k else ""))
-            for k in range(spec.log_dirs)
-        ),
+        log_dirs=spec.broker_log_dirs(),
         host=spec.host if spec.advertised_host is None else spec.advertised_host,
         port=spec.advertised_port or port,
         rack=spec.rack,
         config=spec.config,
         disk=spec.disk,
         max_open_logs=spec.max_open_logs,
+        internal_endpoint=spec.internal_endpoint,
     )
     await tg.start(node.run, [Broker(settings, store)])
     return node, server, port

@@ -22,7 +22,7 @@ from cluster.network.faults import (
 )
 from cluster.network.inproc import InProcessTransport
 from cluster.network.network import Deliver, Endpoint, Network
-from cluster.network.tcp import TcpTransport
+from cluster.network.tcp import Resolver, TcpTransport
 from cluster.network.transport import DropReason, Transport, TransportEvents
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "Network",
     "Partition",
     "Reorder",
+    "Resolver",
     "Rule",
     "TcpTransport",
     "Transport",

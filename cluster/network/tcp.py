@@ -21,8 +21,15 @@ Routes: ``send`` picks the connection towards a destination node, in this order:
    it (frames queued behind a connection being opened never get overtaken);
 2. else a live connection that node opened to us (the first one its frames arrived on;
    while it lives every frame to the node goes on it);
-3. else its address-book entry: open an outbound connection (below);
+3. else its address-book entry, or, for a transport given a ``resolver``, the address the
+   resolver finds when the connection is opened: open an outbound connection (below);
 4. else drop it as ``unknown_destination``.
+
+A resolver (``kemu broker run``: a broker's peers are wherever their registrations in
+ZooKeeper say, ``cluster.launch.directory``) is asked afresh each time a connection to a
+node outside the address book is opened, so a peer that came back elsewhere is found
+there; a node it does not know is ``unknown_destination`` for the frames queued, and the
+destination backs off as after a failed connect.
 
 Since an outbound connection is only opened under rule 3, a node's frames never go on two
 connections at once: the route of a destination changes only when the connection in use
@@ -75,7 +82,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
 from typing import Any, cast
 
@@ -115,6 +122,8 @@ REFUSAL_LOG_INTERVAL = 60.0  # seconds: one log line per peer host and interval,
 log = structlog.get_logger("kemu.network")
 
 Address = tuple[str, int]
+Resolver = Callable[[str], Awaitable["Address | None"]]
+"""Where a node outside the address book listens now (None: nowhere known)."""
 
 
 def _check_port(port: int) -> int:
@@ -529,13 +538,16 @@ class TcpTransport(Transport):
         reconnect_backoff_max: float = RECONNECT_BACKOFF_MAX,
         secret: bytes | None = None,
         handshake_timeout: float = HANDSHAKE_TIMEOUT,
+        resolver: Resolver | None = None,
     ) -> None:
         """``secret``: the cluster's secret, which every connection must prove both ways
-        (see "Authentication" above); None for a transport that does no handshake."""
+        (see "Authentication" above); None for a transport that does no handshake.
+        ``resolver``: finds the nodes the address book does not hold (see "Routes")."""
         if secret is not None and len(secret) < 16:
             raise ValueError("a cluster secret has at least 16 bytes")
         self._secret = secret
         self._handshake_timeout = handshake_timeout
+        self._resolver = resolver
         self._refusals: dict[str, tuple[float, int]] = {}  # per peer host: last logged, since
         self._host = host
         self._listen_at: dict[str, Address] = {
@@ -780,7 +792,7 @@ class TcpTransport(Transport):
                 else:  # paused: wait for it to drain
                     self._enqueue(route, envelope)
                 return
-        if node not in self._book:
+        if node not in self._book and self._resolver is None:
             self._dropped(envelope, DropReason.UNKNOWN_DESTINATION, "")
             return
         if peer is None:
@@ -817,10 +829,18 @@ class TcpTransport(Transport):
         try:
             while peer.frames and peer.link is None:
                 peer.broken = ""
-                address = self._book.get(peer.node)
+                address = await self._address(peer.node)
                 if address is None:
                     self._drop_queued(peer, DropReason.UNKNOWN_DESTINATION, "")
-                    return
+                    if self._resolver is None:
+                        return
+                    peer.unreachable = f"no address known for node {peer.node!r}"
+                    self._report(
+                        TraceKind.EVENT, "unresolved", node=peer.node, backoff=peer.backoff
+                    )
+                    await self._back_off(peer)  # don't ask the resolver once per message
+                    self._report(TraceKind.EVENT, "backoff_ended", node=peer.node)
+                    continue
                 try:
                     link = await self._open(peer, address)
                 except UnreachableError as exc:
@@ -848,6 +868,16 @@ class TcpTransport(Transport):
                     self._flush(peer, link)
         finally:
             peer.connecting = False
+
+    async def _address(self, node: str) -> Address | None:
+        """The address book's entry for ``node``, else the resolver's answer (bounded by
+        the connect timeout)."""
+        address = self._book.get(node)
+        if address is not None or self._resolver is None:
+            return address
+        with anyio.move_on_after(self._connect_timeout):
+            return await self._resolver(node)
+        return None
 
     async def _open(self, peer: _Peer, address: Address) -> _Link:
         """A connection to ``address`` that has passed the handshake (if there is one)."""

@@ -520,3 +520,40 @@ async def test_a_connected_node_is_reached_while_we_back_off() -> None:
         await client.inboxes["cli"].wait_for(1)
         assert client.inboxes["cli"].seqs == [3]
         assert len(server.events("drop")) == 2
+
+
+async def test_a_resolver_finds_nodes_outside_the_address_book_afresh_on_each_connect() -> None:
+    """A transport given a resolver asks it where a node outside its address book is when
+    it opens a connection: an unknown node's messages are dropped as unknown_destination
+    (then the transport backs off), a known one's are delivered, and once the node moved
+    (listening elsewhere) the next connection goes to where the resolver says now."""
+    tracer = Tracer()
+    where: dict[str, tuple[str, int]] = {}
+    asked: list[str] = []
+
+    async def resolve(node: str) -> tuple[str, int] | None:
+        asked.append(node)
+        return where.get(node)
+
+    transport = TcpTransport(reconnect_backoff=0.05, resolver=resolve)
+    async with running(transport, ["a"], tracer=tracer) as one:
+        one.post(ping("a", "b", 1))
+        await one.wait_drop("unknown_destination")
+        assert asked == ["b"]
+        await one.wait_event(lambda e: e.type == "backoff_ended")
+
+        async with running(TcpTransport(), ["b"], tracer=tracer, name="net2") as two:
+            where["b"] = tcp(two).address_of("b")
+            one.post(ping("a", "b", 2))
+            await two.inboxes["b"].wait_for(1)
+            assert two.inboxes["b"].seqs == [2]
+        await one.wait_event(lambda e: e.type == "disconnected" and e.node == "b")
+
+        async with running(TcpTransport(), ["b"], tracer=tracer, name="net3") as three:
+            assert tcp(three).address_of("b") != where["b"]
+            where["b"] = tcp(three).address_of("b")
+            one.post(ping("a", "b", 3))
+            await three.inboxes["b"].wait_for(1)
+            assert three.inboxes["b"].seqs == [3]
+        assert asked == ["b", "b", "b"]
+        assert "b" not in tcp(one).addresses  # resolved each time, never written in the book

@@ -1,0 +1,352 @@
+"""``kemu broker run`` (``kafka-server-start.sh``): brokers started one by one, each its own
+process on a loopback address of its own (127.0.0.2, .3, .4 stand for three hosts: Linux
+routes all of 127.0.0.0/8 to ``lo``), with its own log dir, join the cluster a real
+ZooKeeper holds. The first creates ``/cluster/id``, the others join it; they find each
+other through their registrations; a real client (kafka-python) creates a topic of
+replication factor 3, produces with acks=all and consumes it back. SIGTERM is Kafka's
+graceful stop (controlled shutdown, exit 0); after SIGKILL the log dir is recovered and
+the broker rejoins. Bad input (an unreachable ensemble, a broker id that is registered,
+a listener that cannot be bound, no secret) is one line, exit 1, nothing written."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer  # type: ignore[import-untyped]
+from kafka.admin import NewTopic  # type: ignore[import-untyped]
+from kafka.errors import KafkaError  # type: ignore[import-untyped]
+
+from actors.broker.names import INTERNAL_LISTENER
+from actors.log.manager import META_PROPERTIES
+from cluster.store.zookeeper import ZooKeeperStore
+from protocol import zkdata
+from protocol.errors import NoNodeError
+from protocol.ids import BrokerId
+from tests.support.broker_run import REPO, BrokerRun, run_command, run_env
+from tests.support.waiting import wait_until
+from tests.support.zookeeper import ZooKeeperServer, free_port
+
+HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
+CONFIG = {
+    "zookeeper.session.timeout.ms": "4000",
+    "offsets.topic.replication.factor": "3",
+    "controlled.shutdown.retry.backoff.ms": "200",
+}
+CLIENT_TIMEOUT = 60.0
+MESSAGES = 30
+
+
+def zk_read(hosts: str, path: str) -> tuple[bytes, int] | None:
+    """A znode's data and czxid (None if missing), read through a session of our own."""
+
+    async def read() -> tuple[bytes, int] | None:
+        store = ZooKeeperStore(hosts)
+        try:
+            session = await store.open_session(timeout=10.0, name="test-reader")
+            try:
+                data, stat = await session.get(path)
+            except NoNodeError:
+                return None
+            return data, stat.czxid
+        finally:
+            await store.aclose()
+
+    return anyio.run(read)
+
+
+def zk_children(hosts: str, path: str) -> tuple[str, ...]:
+    async def read() -> tuple[str, ...]:
+        store = ZooKeeperStore(hosts)
+        try:
+            session = await store.open_session(timeout=10.0, name="test-reader")
+            try:
+                return await session.children(path)
+            except NoNodeError:
+                return ()
+        finally:
+            await store.aclose()
+
+    return anyio.run(read)
+
+
+@pytest.fixture
+def chroot(zookeeper_server: ZooKeeperServer) -> str:
+    """The shared test ZooKeeper, in a chroot of this test's own."""
+    return f"{zookeeper_server.hosts}/kemu-run-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def brokers(tmp_path: Path) -> Iterator[list[BrokerRun]]:
+    """The broker children a test starts; whatever is left running is killed after it."""
+    started: list[BrokerRun] = []
+    yield started
+    for broker in started:
+        broker.kill()
+
+
+def start_brokers(
+    started: list[BrokerRun], zookeeper: str, tmp: Path, ids: tuple[int, ...] = (1, 2, 3)
+) -> list[BrokerRun]:
+    runs = [
+        BrokerRun(
+            broker_id,
+            zookeeper,
+            host,
+            tmp / f"host{broker_id}" / "kafka-logs",
+            tmp / f"broker-{broker_id}.out",
+            config=CONFIG,
+        )
+        for broker_id, host in zip(ids, HOSTS, strict=False)
+    ]
+    started.extend(runs)
+    for run in runs:
+        run.launch()
+    for run in runs:
+        run.wait_ready()
+    return runs
+
+
+def partitions(admin: KafkaAdminClient, topic: str) -> dict[int, tuple[int, tuple[int, ...]]]:
+    """Each partition's leader and ISR, as the cluster's Metadata tells a client (none
+    while the client's connection to a broker that went away fails)."""
+    try:
+        (described,) = admin.describe_topics([topic])
+    except KafkaError:
+        return {}
+    return {
+        p["partition_index"]: (p["leader_id"], tuple(sorted(p["isr_nodes"])))
+        for p in described["partitions"]
+    }
+
+
+def live_brokers(admin: KafkaAdminClient) -> tuple[int, int]:
+    """The controller and the number of brokers the cluster's Metadata lists ((-1, 0)
+    while the client's connection to a broker that went away fails)."""
+    try:
+        cluster = admin.describe_cluster()
+    except KafkaError:
+        return -1, 0
+    return cluster["controller_id"], len(cluster["brokers"])
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=10)
+    try:
+        for value in values:
+            producer.send(topic, value).get(CLIENT_TIMEOUT)
+    finally:
+        producer.close()
+
+
+def consume(bootstrap: str, topic: str, count: int) -> list[bytes]:
+    """Every record of ``topic`` from the start, once ``count`` have come (or the deadline)."""
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=int(CLIENT_TIMEOUT * 1000),
+    )
+    got: list[bytes] = []
+    try:
+        for record in consumer:
+            got.append(record.value)
+            if len(got) >= count:
+                break
+    finally:
+        consumer.close()
+    return sorted(got)
+
+
+@pytest.mark.slow
+@pytest.mark.processes
+@pytest.mark.zookeeper
+@pytest.mark.timeout(300)
+def test_brokers_on_three_hosts_form_one_cluster_stop_gracefully_and_recover(
+    chroot: str, brokers: list[BrokerRun], tmp_path: Path
+) -> None:
+    """Three `kemu broker run` on three addresses form one cluster a real client uses;
+    SIGTERM moves leaderships away and exits 0; a SIGKILLed broker recovers its log dir
+    and rejoins with its data."""
+    one, two, three = start_brokers(brokers, chroot, tmp_path)
+
+    # One cluster id, created by the first broker, in every log dir's meta.properties.
+    cluster_id = zk_read(chroot, zkdata.CLUSTER_ID_PATH)
+    assert cluster_id is not None
+    cid = zkdata.ClusterId.decode(cluster_id[0]).cluster_id
+    for run in (one, two, three):
+        assert f"cluster.id={cid}" in (run.log_dir / META_PROPERTIES).read_text()
+    # Each registers its Kafka listener first and its internal endpoint on its own host.
+    for run in (one, two, three):
+        found = zk_read(chroot, zkdata.broker_path(BrokerId(run.broker_id)))
+        assert found is not None
+        registration = zkdata.BrokerRegistration.decode(found[0])
+        first, internal = registration.endpoints
+        assert (first.listener, first.host, first.port) == ("PLAINTEXT", run.host, run.port)
+        assert (internal.listener, internal.host) == (INTERNAL_LISTENER, run.host)
+
+    admin = KafkaAdminClient(bootstrap_servers=one.bootstrap, request_timeout_ms=30_000)
+    try:
+        admin.create_topics([NewTopic("scaled", 3, 3)], timeout_ms=30_000)
+        wait_until(
+            lambda: partitions(admin, "scaled"),
+            lambda p: len(p) == 3 and all(isr == (1, 2, 3) for _, isr in p.values()),
+            CLIENT_TIMEOUT,
+        )
+        values = [f"m{i:03}".encode() for i in range(MESSAGES)]
+        produce(two.bootstrap, "scaled", values)
+        assert consume(three.bootstrap, "scaled", MESSAGES) == sorted(values)
+
+        # SIGTERM to the controller: controlled shutdown, exit 0; the others carry on.
+        controller, _ = live_brokers(admin)
+        stopped = {run.broker_id: run for run in (one, two, three)}[controller]
+        assert stopped.terminate() == 0, stopped.output[-4000:]
+        survivor = next(run for run in (one, two, three) if run is not stopped)
+        admin.close()
+        admin = KafkaAdminClient(bootstrap_servers=survivor.bootstrap, request_timeout_ms=30_000)
+        wait_until(
+            lambda: live_brokers(admin),
+            lambda c: c[0] not in (-1, stopped.broker_id) and c[1] == 2,
+            CLIENT_TIMEOUT,
+        )
+        after = wait_until(
+            lambda: partitions(admin, "scaled"),
+            lambda p: (
+                len(p) == 3
+                and all(
+                    leader != stopped.broker_id and stopped.broker_id not in isr
+                    for leader, isr in p.values()
+                )
+            ),
+            CLIENT_TIMEOUT,
+        )
+        assert all(leader in isr for leader, isr in after.values())
+
+        # It starts again with the same log dir and id, and rejoins every ISR.
+        stopped.start()
+        wait_until(
+            lambda: partitions(admin, "scaled"),
+            lambda p: len(p) == 3 and all(isr == (1, 2, 3) for _, isr in p.values()),
+            CLIENT_TIMEOUT,
+        )
+
+        # SIGKILL: no graceful step. Once its session expired, it starts again on the same
+        # log dir (recovered after the unclean shutdown) and catches up.
+        killed = next(run for run in (one, two, three) if run is not stopped)
+        killed.kill()
+        wait_until(lambda: live_brokers(admin)[1], lambda n: n == 2, CLIENT_TIMEOUT)
+        produce(stopped.bootstrap, "scaled", [b"after-kill"])
+        killed.start()
+        wait_until(
+            lambda: partitions(admin, "scaled"),
+            lambda p: len(p) == 3 and all(isr == (1, 2, 3) for _, isr in p.values()),
+            CLIENT_TIMEOUT,
+        )
+        assert consume(killed.bootstrap, "scaled", MESSAGES + 1) == sorted([*values, b"after-kill"])
+        assert zk_read(chroot, zkdata.CLUSTER_ID_PATH) == cluster_id  # created once
+    finally:
+        admin.close()
+    for run in (one, two, three):
+        assert run.terminate() == 0, run.output[-4000:]
+    assert zk_children(chroot, zkdata.BROKER_IDS_PATH) == ()
+
+
+def run_once(args: list[str], timeout: float = 120.0) -> tuple[int, str, str, float]:
+    """Run a command to its end: exit status, stdout, stderr, seconds taken."""
+    began = time.monotonic()
+    done = subprocess.run(
+        args, cwd=REPO, env=run_env(), capture_output=True, text=True, timeout=timeout, check=False
+    )
+    return done.returncode, done.stdout, done.stderr, time.monotonic() - began
+
+
+def error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("Error:")]
+
+
+@pytest.mark.processes
+def test_an_unreachable_ensemble_is_one_line_within_the_connection_timeout(
+    tmp_path: Path,
+) -> None:
+    """No server of the ensemble answers: one line naming it, exit 1, after
+    zookeeper.connection.timeout.ms, and no log dir made."""
+    ensemble = f"127.0.0.1:{free_port()},127.0.0.1:{free_port()},127.0.0.1:{free_port()}"
+    log_dir = tmp_path / "kafka-logs"
+    args = run_command(
+        7, ensemble, "127.0.0.2", log_dir, config={"zookeeper.connection.timeout.ms": "1500"}
+    )
+    status, stdout, stderr, took = run_once(args)
+    assert status == 1
+    assert error_lines(stderr) == [
+        f"Error: broker 7 cannot connect to ZooKeeper at {ensemble}: Timed out waiting for"
+        " connection while in state: CONNECTING (1500 ms)"
+    ], stderr
+    assert stdout == ""
+    assert took >= 1.5
+    assert not log_dir.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.processes
+@pytest.mark.zookeeper
+@pytest.mark.timeout(180)
+def test_a_registered_broker_id_or_a_taken_listener_fails_with_one_line_and_writes_nothing(
+    chroot: str, brokers: list[BrokerRun], tmp_path: Path
+) -> None:
+    """A second broker with a registered id ends with Kafka's "node already exists" line,
+    exit 1, the first one's registration untouched and no log dir made; so does a broker
+    whose listener address is taken, with no registration left behind; and one with no
+    secret."""
+    (first,) = start_brokers(brokers, chroot, tmp_path, ids=(1,))
+    before = zk_read(chroot, zkdata.broker_path(BrokerId(1)))
+    assert before is not None
+
+    log_dir = tmp_path / "duplicate" / "kafka-logs"
+    status, stdout, stderr, _ = run_once(run_command(1, chroot, "127.0.0.3", log_dir))
+    assert status == 1
+    (line,) = error_lines(stderr)
+    assert line.startswith(
+        "Error: Error while creating ephemeral at /brokers/ids/1, node already exists and owner '"
+    ), stderr
+    assert "does not match current session" in line
+    assert "ready" not in stdout
+    assert not log_dir.exists()
+    assert zk_read(chroot, zkdata.broker_path(BrokerId(1))) == before
+    assert first.alive
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.5", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        log_dir = tmp_path / "taken" / "kafka-logs"
+        args = run_command(2, chroot, "127.0.0.5", log_dir, port=port)
+        status, stdout, stderr, _ = run_once(args)
+    assert status == 1
+    assert error_lines(stderr) == [
+        f"Error: broker-2 cannot listen on 127.0.0.5:{port}: [Errno 98] Address already in use"
+    ], stderr
+    assert not log_dir.exists()
+    assert zk_children(chroot, zkdata.BROKER_IDS_PATH) == ("1",)
+
+    env = {k: v for k, v in run_env().items() if k != "KEMU_CLUSTER_SECRET"}
+    done = subprocess.run(
+        run_command(3, chroot, "127.0.0.6", tmp_path / "nosecret"),
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    (line,) = error_lines(done.stderr)
+    assert line.startswith("Error: no cluster secret in KEMU_CLUSTER_SECRET:"), done.stderr
+    assert zk_children(chroot, zkdata.BROKER_IDS_PATH) == ("1",)
+    assert first.terminate() == 0
