@@ -39,6 +39,8 @@ __all__ = [
     "AlterIsrFlush",
     "AlterIsrSent",
     "ClearAlterIsr",
+    "ControllerQueue",
+    "ControllerQueueRequest",
     "ControllerStatus",
     "ControllerStatusRequest",
     "ElectLeadersResults",
@@ -63,6 +65,23 @@ class ControllerStatus(Message, frozen=True, kw_only=True):
     active: bool
     controller_id: BrokerId
     epoch: ControllerEpoch
+
+
+class ControllerQueueRequest(Message, frozen=True, kw_only=True):
+    """Ask a broker's controller actor for its event queue as it is now (``kemu top``)."""
+
+
+class ControllerQueue(Message, frozen=True, kw_only=True):
+    """A controller's event queue: ``depth`` events waiting (Kafka's ``EventQueueSize``
+    gauge of ``ControllerEventManager``) and ``state``, what it processes now (Kafka's
+    ``ControllerState`` name, ``Idle`` between events); ``active`` and ``epoch`` as in
+    ``ControllerStatus``."""
+
+    broker_id: BrokerId
+    active: bool
+    epoch: ControllerEpoch
+    depth: int
+    state: str
 
 
 class SubmitAlterIsr(Message, frozen=True, kw_only=True):

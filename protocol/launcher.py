@@ -4,7 +4,9 @@
 file). ``kemu broker stop|kill|start ID`` sends one ``BrokerCommand`` and gets either
 ``BrokerCommandDone`` (what was done, and the cluster as it is now) or
 ``BrokerCommandRefused`` (bad input: nothing was changed). ``kemu broker status`` sends
-``LauncherStatusRequest`` and gets a ``LauncherStatus``.
+``LauncherStatusRequest`` and gets a ``LauncherStatus``. ``kemu top`` sends
+``ClusterViewRequest`` each refresh and gets a ``ClusterView``: what it shows that the
+metadata store does not hold.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from enum import Enum
 import msgspec
 
 from protocol.base import Message
+from protocol.controller import ControllerQueue
 from protocol.ids import BrokerEpoch, BrokerId
 
 __all__ = [
@@ -22,6 +25,8 @@ __all__ = [
     "BrokerCommandDone",
     "BrokerCommandRefused",
     "BrokerState",
+    "ClusterView",
+    "ClusterViewRequest",
     "LaunchedBroker",
     "LauncherStatus",
     "LauncherStatusRequest",
@@ -99,3 +104,18 @@ class BrokerCommandRefused(Message, frozen=True, kw_only=True):
     action: BrokerAction
     broker_id: BrokerId
     reason: str
+
+
+class ClusterViewRequest(Message, frozen=True, kw_only=True):
+    """Ask the launcher for a ``ClusterView``; it asks no broker but the controller."""
+
+
+class ClusterView(Message, frozen=True, kw_only=True):
+    """What ``kemu top`` shows that the metadata store does not hold: each broker's state
+    as the launcher knows it (by id), the active controller's event queue (None when no
+    running broker answered as the active controller), and the brokers'
+    ``min.insync.replicas`` (a topic's own config overrides it)."""
+
+    states: tuple[tuple[BrokerId, BrokerState], ...]
+    controller_queue: ControllerQueue | None
+    min_insync_replicas: int

@@ -7,7 +7,8 @@ Every broker runs one, as the actor ``controller`` on its node; only the one tha
 ``ControllerEventManager``: store watches, broker responses and session changes only
 enqueue events, and ``process`` is the one dispatch over the closed event union. The
 actor's own mailbox only answers ``ControllerStatusRequest`` from a status snapshot that
-the event task publishes.
+the event task publishes, and ``ControllerQueueRequest`` from the queue's depth and the
+state of the event being processed (both read, never written, outside the event task).
 
 Construction, inside a broker node (after the broker registered itself)::
 
@@ -103,6 +104,8 @@ from protocol.control import (
     UpdateMetadataResponse,
 )
 from protocol.controller import (
+    ControllerQueue,
+    ControllerQueueRequest,
     ControllerStatus,
     ControllerStatusRequest,
     ElectLeadersResults,
@@ -320,6 +323,15 @@ class KafkaController(Actor):
         match msg:
             case ControllerStatusRequest():
                 return self._status
+            case ControllerQueueRequest():
+                active = self.is_active
+                return ControllerQueue(
+                    broker_id=self.broker_id,
+                    active=active,
+                    epoch=self.context.epoch if active else ControllerEpoch(0),
+                    depth=self.events.depth,
+                    state=self.events.state.label,
+                )
             case ControlledShutdownRequest(broker_id=broker_id, broker_epoch=broker_epoch):
                 # Answered once the event has run (or been preempted).
                 reply = ctx.defer()

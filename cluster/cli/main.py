@@ -156,6 +156,12 @@ def _cmd_broker_run(args: argparse.Namespace) -> int:
     )
 
 
+def _cmd_top(args: argparse.Namespace) -> int:
+    from cluster.cli.top import top_main
+
+    return top_main(cluster_file=args.cluster_file, interval=args.interval, once=args.once)
+
+
 def _cmd_broker_process(args: argparse.Namespace) -> int:
     from actors.admin import BrokerConfig, ConfigError
     from cluster.launch.broker_process import BrokerProcessSpec, TapFactory, run_broker_process
@@ -407,6 +413,28 @@ def build_parser() -> argparse.ArgumentParser:
         )
         one.set_defaults(func=_cmd_broker)
     _add_broker_run_parser(broker_sub)
+
+    top = sub.add_parser(
+        "top",
+        help="a live view of a running `kemu up`: brokers, controller, partitions at risk",
+        description="A live view of a running `kemu up`, redrawn every --interval seconds"
+        " until q or Ctrl-C: brokers, the controller and its event queue, topics, offline,"
+        " under-replicated and under-min-ISR partitions, pending deletions and reassignments.",
+    )
+    top.add_argument("--once", action="store_true", help="print one view and exit")
+    top.add_argument(
+        "--interval",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="seconds between two refreshes (default 1)",
+    )
+    top.add_argument(
+        "--cluster-file",
+        metavar="PATH",
+        help="the cluster file of a running `kemu up` (default .kemu/cluster.json)",
+    )
+    top.set_defaults(func=_cmd_top)
 
     # One broker process of `kemu up --processes`, started by it (not listed in the help;
     # the name is cluster.launch.broker_process.BROKER_PROCESS_COMMAND).

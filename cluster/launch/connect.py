@@ -43,7 +43,7 @@ from cluster.network.auth import HANDSHAKE_TIMEOUT, AuthError, authenticate
 from cluster.store.remote import STORE_ACTOR, RemoteStore
 from protocol.base import ActorRef, Message
 from protocol.errors import KemuError
-from protocol.launcher import LauncherStatusRequest
+from protocol.launcher import ClusterViewRequest, LauncherStatusRequest
 
 DEFAULT_CLUSTER_FILE = Path(".kemu/cluster.json")
 EMBEDDED_SCHEME = "embedded://"
@@ -354,8 +354,8 @@ class LauncherAsk(Protocol):
 async def connect_launcher(address: str, *, secret: bytes) -> AsyncIterator[LauncherAsk]:
     """For the life of the context, ``ask(msg, timeout=...)`` sends ``msg`` to the
     launcher's control endpoint at ``address`` (``HOST:PORT``), which takes us with the
-    cluster's ``secret``, and returns its reply: a status request goes to the status
-    actor, anything else to the control actor. Raises ``ClusterFileError`` at once if
+    cluster's ``secret``, and returns its reply: a status or view request goes to the
+    status actor, anything else to the control actor. Raises ``ClusterFileError`` at once if
     nothing listens there, or it refuses us."""
     host, port = parse_host_port(address)
     await _probe(address, secret, "the launcher's control endpoint")
@@ -370,7 +370,8 @@ async def connect_launcher(address: str, *, secret: bytes) -> AsyncIterator[Laun
         await tg.start(node.run)
 
         async def ask(msg: Message, *, timeout: float) -> Message:
-            actor = STATUS_ACTOR if isinstance(msg, LauncherStatusRequest) else CONTROL_ACTOR
+            status = isinstance(msg, LauncherStatusRequest | ClusterViewRequest)
+            actor = STATUS_ACTOR if status else CONTROL_ACTOR
             return await node.ask(ActorRef(CONTROL_NODE, actor), msg, timeout=timeout)
 
         try:

@@ -3,11 +3,12 @@ another process (``kemu broker``).
 
 The launcher serves node ``launcher`` on a loopback TCP port of its own (the address goes
 into the cluster file as ``control``), with two actors: ``control`` carries out
-``BrokerCommand``s one at a time, ``status`` answers ``LauncherStatusRequest`` (so a status
-is never stuck behind a slow start). Messages are the typed ones of ``protocol.launcher``
-over the project's frame codec, like every other message between kemu processes. The
-endpoint takes a connection only once it proved the cluster's secret
-(``cluster.network.auth``): another user of the machine cannot stop a broker.
+``BrokerCommand``s one at a time, ``status`` answers ``LauncherStatusRequest`` and
+``ClusterViewRequest`` (``kemu top``), so a status is never stuck behind a slow start.
+Messages are the typed ones of ``protocol.launcher`` over the project's frame codec, like
+every other message between kemu processes. The endpoint takes a connection only once it
+proved the cluster's secret (``cluster.network.auth``): another user of the machine cannot
+stop a broker.
 
 What a command does depends on how the brokers run, behind the ``Launcher`` interface:
 ``ClusterLauncher`` here for brokers in the launcher's own process (``Cluster``), and
@@ -28,6 +29,7 @@ from typing import Final, Protocol
 import anyio
 import anyio.abc
 
+from actors.broker.names import CONTROLLER_ACTOR, broker_node_id
 from actors.runtime.actor import Actor, Context, Node
 from actors.runtime.clock import Clock
 from actors.runtime.freeze import NotFreezableError
@@ -44,9 +46,10 @@ from cluster.launch.connect import (
 )
 from cluster.network import Network, TcpTransport
 from protocol import zkdata
-from protocol.base import Message
+from protocol.base import ActorRef, Message
 from protocol.broker import BrokerStatus
-from protocol.errors import KemuError, sole_error
+from protocol.controller import ControllerQueue, ControllerQueueRequest
+from protocol.errors import ActorError, KemuError, sole_error
 from protocol.ids import BrokerEpoch, BrokerId
 from protocol.launcher import (
     BrokerAction,
@@ -54,6 +57,8 @@ from protocol.launcher import (
     BrokerCommandDone,
     BrokerCommandRefused,
     BrokerState,
+    ClusterView,
+    ClusterViewRequest,
     LaunchedBroker,
     LauncherStatus,
     LauncherStatusRequest,
@@ -66,6 +71,8 @@ __all__ = [
     "Publisher",
     "carry_out",
     "cluster_file_for",
+    "cluster_view",
+    "controller_ref",
     "paused_note",
     "refusal",
     "serve_control",
@@ -76,6 +83,7 @@ __all__ = [
 STOP_TIMEOUT: Final = 30.0  # a graceful stop (controlled shutdown included); then a crash
 SETTLE_TIMEOUT: Final = 30.0  # for the running brokers to agree again after a command
 EXPIRY_MARGIN: Final = 10.0  # past a session timeout, for the store to notice it
+VIEW_TIMEOUT: Final = 2.0  # for a controller to say how long its event queue is
 POLL: Final = 0.05  # seconds between two looks at the store while waiting on it
 
 
@@ -109,6 +117,8 @@ class Launcher(Protocol):
     async def resume_broker(self, broker_id: int) -> str: ...
 
     async def cluster_status(self) -> LauncherStatus: ...
+
+    async def cluster_view(self) -> ClusterView: ...
 
 
 def refusal(
@@ -197,7 +207,8 @@ class ControlActor(Actor):
 
 
 class StatusActor(Actor):
-    """Answers ``LauncherStatusRequest``, also while a command is under way."""
+    """Answers ``LauncherStatusRequest`` and ``ClusterViewRequest``, also while a command
+    is under way."""
 
     def __init__(self, launcher: Launcher, published: Published) -> None:
         super().__init__(STATUS_ACTOR)
@@ -209,6 +220,8 @@ class StatusActor(Actor):
             status = await self._launcher.cluster_status()
             self._published(status, None)
             return status
+        if isinstance(msg, ClusterViewRequest):
+            return await self._launcher.cluster_view()
         raise LauncherError(f"the launcher cannot handle {type(msg).__name__}")
 
 
@@ -432,6 +445,20 @@ class ClusterLauncher:
             return ""
         return f"; the brokers did not agree on the cluster within {SETTLE_TIMEOUT:g}s"
 
+    async def cluster_view(self) -> ClusterView:
+        cluster = self._cluster
+
+        async def ask(broker_id: int, msg: Message) -> Message | None:
+            node = cluster.nodes.get(broker_id)
+            if node is None or not node.running:
+                return None
+            try:
+                return await node.ask(controller_ref(broker_id), msg, timeout=VIEW_TIMEOUT)
+            except ActorError:  # no answer, or the node went down meanwhile
+                return None
+
+        return await cluster_view(self.broker_states(), ask, spec=cluster.spec)
+
     async def cluster_status(self) -> LauncherStatus:
         cluster = self._cluster
         return await launcher_status(
@@ -442,6 +469,36 @@ class ClusterLauncher:
             pid=lambda _broker_id: os.getpid(),
             processes=False,
         )
+
+
+def controller_ref(broker_id: int) -> ActorRef:
+    """The controller actor of broker ``broker_id``, on the broker's node."""
+    return ActorRef(broker_node_id(broker_id), CONTROLLER_ACTOR)
+
+
+async def cluster_view(
+    states: Mapping[int, BrokerState],
+    ask: Callable[[int, Message], Awaitable[Message | None]],
+    *,
+    spec: ClusterSpec,
+) -> ClusterView:
+    """What ``kemu top`` shows that the store does not hold, for either launcher: the
+    brokers' states, the event queue of the running broker whose controller answers as
+    the active one (``ask`` sends a message to a broker's controller actor; None when it
+    did not answer), and the brokers' ``min.insync.replicas``."""
+    queue: ControllerQueue | None = None
+    for broker_id, state in sorted(states.items()):
+        if state is not BrokerState.RUNNING:
+            continue
+        reply = await ask(broker_id, ControllerQueueRequest())
+        if isinstance(reply, ControllerQueue) and reply.active:
+            queue = reply
+            break
+    return ClusterView(
+        states=tuple((BrokerId(b), s) for b, s in sorted(states.items())),
+        controller_queue=queue,
+        min_insync_replicas=spec.broker_config().min_insync_replicas,
+    )
 
 
 async def launcher_status(

@@ -56,8 +56,11 @@ from cluster.launch.connect import open_store
 from cluster.launch.control import (
     EXPIRY_MARGIN,
     SETTLE_TIMEOUT,
+    VIEW_TIMEOUT,
     LauncherError,
     Publisher,
+    cluster_view,
+    controller_ref,
     expiry_timeout,
     launcher_status,
     paused_note,
@@ -69,9 +72,10 @@ from cluster.network import Network, TcpTransport
 from cluster.network.auth import new_secret
 from cluster.store.embedded import EmbeddedStore
 from cluster.trace_files import JsonlTraceWriter
+from protocol.base import Message
 from protocol.broker import BrokerStatus, BrokerStatusRequest
 from protocol.errors import AskTimeoutError, RemoteError, unwrap_kemu_error
-from protocol.launcher import BrokerState, LauncherStatus
+from protocol.launcher import BrokerState, ClusterView, LauncherStatus
 from protocol.trace import TraceHeader
 
 CHILD_READY_TIMEOUT = 60.0  # seconds for every child to print its ready line
@@ -500,6 +504,18 @@ class ProcessCluster:
         if await settle(self.status, self._running(), clock=self.clock):
             return ""
         return f"; the brokers did not agree on the cluster within {SETTLE_TIMEOUT:g}s"
+
+    async def cluster_view(self) -> ClusterView:
+        async def ask(broker_id: int, msg: Message) -> Message | None:
+            child = self.children.get(broker_id)
+            if self._node is None or child is None or not child.running:
+                return None
+            try:
+                return await self._node.ask(controller_ref(broker_id), msg, timeout=VIEW_TIMEOUT)
+            except (AskTimeoutError, RemoteError):
+                return None
+
+        return await cluster_view(self.broker_states(), ask, spec=self.spec)
 
     async def cluster_status(self) -> LauncherStatus:
         return await launcher_status(
