@@ -16,7 +16,8 @@ producers are store watches, broker-response callbacks and timers, which must ne
   (300 s, Kafka's poll timeout).
 * ``close`` preempts what is queued and ends the consumer once the current event is done.
 
-Every processed event is traced: ``controller_event_start`` (with its queue time) and
+Every processed event is traced: ``controller_event_start`` (with its queue time and
+how many events wait behind it) and
 ``controller_event_end`` (with its processing time and outcome).
 """
 
@@ -223,6 +224,7 @@ class ControllerEventManager(Generic[E]):
                 event=name,
                 state=state.label,
                 queue_time=round(queue_time, 6),
+                queue_size=len(self._queue),  # still waiting behind it (EventQueueSize)
             )
         outcome = "ok"
         try:

@@ -35,6 +35,14 @@
     Fetch: "#9aa3ad", Produce: "#2ca02c", Metadata: "#c3c9d1", AlterIsr: "#ff7f0e",
     CreateTopics: "#393b79", DeleteTopics: "#843c39", CreatePartitions: "#637939",
   };
+  const MARK_LEGEND = [
+    ["\u2605", "elected controller"], ["\u2606", "resigned"], ["\u2716", "crashed or halted"],
+    ["\u25a0", "stopped"], ["\u25b2", "started"], ["\u2016", "paused"], ["\u25b6", "resumed"],
+    ["\u25cc", "session expired"], ["\u21bb", "registered again"], ["\u26a0", "error"],
+    ["\u25b8", "step"], ["\u25c6", "admin result"], ["\u25c7", "producer done"], ["\u203c", "failure or violation"],
+    ["\u2691", "final phase"], ["\u26a1", "fault injected"], ["\u271a", "healed"],
+    ["+", "topic written"], ["\u2212", "topic marked, deletion started or completed"],
+  ];
   const STATE_COLOURS = {
     online: "#4caf50", "under-replicated": "#f0a30a", offline: "#d9352b", deleting: "#8e8e8e",
   };
@@ -71,6 +79,9 @@
 
   // ---------------------------------------------------------------- the model
 
+  // the node that records the store's events: "store" (embedded), "zk" (ZooKeeper)
+  const STORE = (events.find((e) => e.kind === "store") || { node: "store" }).node;
+
   function buildModel() {
     const laneIds = [];
     for (let b = 0; b < facts.brokers; b++) laneIds.push("broker-" + b);
@@ -91,14 +102,14 @@
       } else if (f.topic !== undefined) noteTopic(f.topic, i);
     }
     for (const id of laneIds) others.delete(id);
-    others.delete("store");
+    others.delete(STORE);
     others.delete("chaos");
     const extra = [...others].filter((n) => n && n !== "network").sort((a, b) => {
       const ma = /^broker-(\d+)$/.exec(a), mb = /^broker-(\d+)$/.exec(b);
       if (ma && mb) return Number(ma[1]) - Number(mb[1]);
       return a < b ? -1 : a > b ? 1 : 0;
     });
-    laneIds.push(...extra, "store", "chaos");
+    laneIds.push(...extra, STORE, "chaos");
     const lane = new Map(laneIds.map((id, k) => [id, k]));
     const topicNames = [...topics.keys()].sort((a, b) => topics.get(a) - topics.get(b));
 
@@ -108,7 +119,7 @@
       const e = events[i];
       if (e.node !== "chaos" || e.actor !== "network_tap") continue;
       const f = e.fields;
-      const key = (e.type === "control_request" ? "q|" : "r|") + f.src + "|" + f.dst + "|" + f.corr;
+      const key = (e.type === "control_request" ? "q|" : "r|") + f.src + "|" + f.dst + "|" + e.corr;
       if (!tapped.has(key)) tapped.set(key, i);
     }
     const topicsOfTap = (i) => {
@@ -183,14 +194,14 @@
         case "store": {
           const owner = e.actor;
           if (e.type === "session_expired") {
-            addMark(i, "store", "\u25cc", "bad");
+            addMark(i, STORE, "\u25cc", "bad");
             addMark(i, owner, "\u25cc", "bad");
             break;
           }
           if (!lane.has(owner) || e.type === "delete_ephemeral") break;
           const type = "store " + e.type;
           arrows.push({
-            a: i, b: i, from: lane.get(owner), to: lane.get("store"), type,
+            a: i, b: i, from: lane.get(owner), to: lane.get(STORE), type,
             cls: "store", tap: -1, topics: (() => { const t = topicOfPath(f.path); return t ? [t] : null; })(),
           });
           countType(type);
@@ -318,8 +329,8 @@
     const m = raw / p;
     return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
   }
-  function ticks(lo, hi, count) {
-    const step = niceStep(hi - lo, count);
+  function ticks(lo, hi, count, integer) {
+    const step = integer ? Math.max(1, niceStep(hi - lo, count)) : niceStep(hi - lo, count);
     const out = [];
     for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(Math.abs(v) < step * 1e-9 ? 0 : v);
     return { step, values: out };
@@ -374,7 +385,12 @@
   document.body.appendChild(main);
   main.innerHTML = header() + controls() +
     '<div class="panel"><h2>Message sequence</h2><div class="hint" id="diagram-hint"></div>' +
-    '<div id="diagram-box"><svg id="diagram" role="img" aria-label="message sequence diagram"></svg></div></div>' +
+    '<div id="diagram-box"><svg id="diagram" role="img" aria-label="message sequence diagram"></svg></div>' +
+    `<div class="legend" id="mark-legend">${MARK_LEGEND.map(([glyph, what]) => `<span><b>${glyph}</b> ${esc(what)}</span>`).join("")}` +
+    '<span><i style="background:var(--band)"></i>controller</span><span><i style="background:var(--fault);opacity:0.5"></i>fault</span>' +
+    '<span>\u2013 \u2013 \u2715 dropped message</span>' +
+    Object.entries(PARTITION_STATE_COLOURS).map(([name, colour]) => `<span><i style="background:${colour}"></i>partition entered ${name}</span>`).join("") +
+    "</div></div>" +
     '<div class="panel"><h2>Time series</h2><div class="hint">Trace time in seconds; the faults of the run shaded red' +
     ' (instantaneous ones dashed). They follow the diagram\u2019s zoom.</div><div class="charts" id="charts"></div></div>';
   const tip = document.createElement("div");
@@ -388,14 +404,18 @@
       ...facts.violations.map((v) => ["violation", v]),
       ...facts.notices.map((v) => ["notice", v]),
     ].map(([k, v]) => `<li class="${k}">${k} ${esc(v.rule)}: ${esc(v.message)}` +
-      (v.seq != null ? ` (event ${v.seq}, t=${Number(v.ts).toFixed(3)}s)` : "") + "</li>").join("");
+      (v.seq != null ? ` (event ${v.seq}, t=${Number(v.ts).toFixed(3)}s)` : "") + "</li>");
+    const SHOWN = 8;
+    const listed = problems.length <= SHOWN + 2 ? problems.join("")
+      : problems.slice(0, SHOWN).join("") + `<li><details><summary>${problems.length - SHOWN} more</summary>` +
+        `<ul>${problems.slice(SHOWN).join("")}</ul></details></li>`;
     return `<h1>${esc(facts.scenario)} <span class="status-${status}">${status}</span></h1>` +
       `<p class="facts">seed ${facts.seed} \u00b7 ${esc(facts.mode)} \u00b7 store ${esc(facts.store)}` +
       `${facts.processes ? " \u00b7 one process per broker" : ""} \u00b7 ${facts.brokers} broker(s) \u00b7 ` +
       `${facts.events} events \u00b7 ${Number(facts.simulated_seconds).toFixed(3)} s of trace time</p>` +
       (facts.description ? `<p class="description">${esc(facts.description)}</p>` : "") +
       (facts.error ? `<p class="status-error">error: ${esc(facts.error)}</p>` : "") +
-      (problems ? `<ul class="problems">${problems}</ul>` : "");
+      (problems.length ? `<ul class="problems">${listed}</ul>` : "");
   }
 
   function controls() {
@@ -418,7 +438,7 @@
   }
 
   function laneName(id) {
-    return id === "chaos" ? "chaos driver" : id === "store" ? "metadata store" : id;
+    return id === "chaos" ? "chaos driver" : id === STORE ? "metadata store" : id;
   }
 
   // ---------------------------------------------------------------- the diagram
@@ -485,18 +505,21 @@
       out.push(`<rect class="band hit" data-k="b${n}" data-lane="${esc(model.laneIds[band.lane])}" x="${r1(x1)}" y="${cy - LANE_H / 2 + 2}" width="${r1(Math.max(2, x2 - x1))}" height="${LANE_H - 4}"/>`);
       if (x2 - x1 > 110) out.push(`<text class="band-label" x="${r1(x1 + 4)}" y="${cy - LANE_H / 2 + 11}">controller, epoch ${esc(band.epoch)}</text>`);
     }
-    // faults
-    for (let n = 0; n < model.faults.length; n++) {
-      const fault = model.faults[n];
-      const a = pos(fault.a), b = pos(fault.b);
-      if (!inView(a, b)) continue;
-      const x1 = Math.max(GUTTER - 2, X(a)), x2 = Math.min(GUTTER + plotW + 2, X(b));
-      for (const k of fault.lanes) {
-        if (!laneY.has(k)) continue;
-        const cy = laneY.get(k);
-        out.push(`<rect class="fault hit" data-k="f${n}" data-lane="${esc(model.laneIds[k])}" data-fault="${esc(fault.fault)}" x="${r1(x1)}" y="${cy - LANE_H / 2 + 1}" width="${r1(Math.max(2, x2 - x1))}" height="${LANE_H - 2}"/>`);
+    // faults: a span on each lane they hit (under the arrows), and a strip along its top
+    // (over them, drawn below)
+    const faultRects = (cls, height) => {
+      for (let n = 0; n < model.faults.length; n++) {
+        const fault = model.faults[n];
+        const a = pos(fault.a), b = pos(fault.b);
+        if (!inView(a, b)) continue;
+        const x1 = Math.max(GUTTER - 2, X(a)), x2 = Math.min(GUTTER + plotW + 2, X(b));
+        for (const k of fault.lanes) {
+          if (!laneY.has(k)) continue;
+          out.push(`<rect class="${cls} hit" data-k="f${n}" data-lane="${esc(model.laneIds[k])}" data-fault="${esc(fault.fault)}" x="${r1(x1)}" y="${laneY.get(k) - LANE_H / 2 + 1}" width="${r1(Math.max(2, x2 - x1))}" height="${height}"/>`);
+        }
       }
-    }
+    };
+    faultRects("fault", LANE_H - 2);
     // partition states per topic lane
     const wanted = new Set(topicLanes);
     let stateCount = 0;
@@ -555,6 +578,7 @@
         markCount++;
       }
     }
+    faultRects("fault-strip", 3);
     out.push("</g>");
     out.push(axes(plotBottom, plotW));
     out.push(`<line class="cursor" id="diagram-cursor" x1="-10" x2="-10" y1="${AXIS_H}" y2="${plotBottom}"/>`);
@@ -651,10 +675,12 @@
     state.view = clampView(centre - (centre - lo) * factor, centre + (hi - centre) * factor);
     redraw();
   }
-  let frame = 0;
+  // one drawing for a burst of wheel or pointer events (a timer, not an animation frame,
+  // so that a page in a background tab or a headless browser draws too)
+  let pendingDraw = 0;
   function redraw() {
-    if (frame) return;
-    frame = requestAnimationFrame(() => { frame = 0; drawAll(); });
+    if (pendingDraw) return;
+    pendingDraw = setTimeout(() => { pendingDraw = 0; drawAll(); }, 16);
   }
   function drawAll() {
     drawDiagram();
@@ -699,7 +725,12 @@
     else state.view = clampView(indexAt(lo), indexAt(hi));
     redraw();
   };
-  document.getElementById("topic").onchange = (ev) => { state.topic = ev.target.value; redraw(); };
+  document.getElementById("topic").onchange = (ev) => {
+    state.topic = ev.target.value;
+    series = buildSeries(state.topic);
+    chartFrames();
+    redraw();
+  };
   document.getElementById("lanes").onchange = (ev) => {
     const id = ev.target.dataset.lane;
     if (ev.target.checked) state.hiddenLanes.delete(id); else state.hiddenLanes.add(id);
@@ -807,7 +838,7 @@
     const e = events[i];
     if (e.kind === "fault" && e.node === "chaos" && e.type === "fault_injected" && e.fields.instant) instantFaults.push(i);
   }
-  const series = buildSeries();
+  let series = buildSeries("");
 
   // A step series: points [t, value] in time order, each value holding until the next.
   function stepPoints() {
@@ -822,8 +853,11 @@
     };
   }
 
-  function buildSeries() {
+  // the charts; with a topic, those of its partitions only (the queue and the messages
+  // are the whole cluster's)
+  function buildSeries(only) {
     const out = [];
+    const wanted = (topic) => !only || String(topic) === only;
     // partitions by state, as the controller's requests and transitions tell it
     const categories = ["online", "under-replicated", "offline", "deleting"];
     const where = new Map(); // "topic-partition" -> category
@@ -843,8 +877,11 @@
       let changed = false;
       if (e.type === "control_request" && e.node === "chaos" && f.states) {
         for (const [topic, partition, leader, , isr, replicas] of f.states) {
+          if (!wanted(topic)) continue;
           changed = set(topic + "-" + partition, judged(leader, isr, replicas)) || changed;
         }
+      } else if (!wanted(f.topic)) {
+        continue;
       } else if (e.type === "isr_altered") {
         changed = set(f.topic + "-" + f.partition, judged(f.leader, f.to_isr, f.replicas));
       } else if (e.kind === "transition" && e.type === "partition") {
@@ -859,31 +896,28 @@
       if (changed) categories.forEach((c, k) => stacks[k].put(e.ts, counts[c]));
     }
     out.push({
-      id: "partitions", title: "Partitions by state", unit: "partitions", stacked: true,
+      id: "partitions", title: "Partitions by state", unit: "partitions", stacked: true, integer: true,
       note: "from the controllers\u2019 LeaderAndIsr and UpdateMetadata requests, AlterIsr and partition transitions",
       lines: categories.map((c, k) => ({ name: c, colour: STATE_COLOURS[c], points: stacks[k].points })),
     });
 
-    // the controller's event queue: enqueued at start - queue_time, out at start
-    const changes = new Map(); // node -> [[t, delta]]
+    // each controller's event queue: the events still queued as each one starts
+    // (every point kept: a burst at one instant shows as a spike to its deepest)
+    const queues = new Map(); // node -> points
     for (const e of events) {
-      if (e.type !== "controller_event_start" || e.actor !== "controller") continue;
-      if (!changes.has(e.node)) changes.set(e.node, []);
-      const list = changes.get(e.node);
-      list.push([e.ts - (e.fields.queue_time || 0), 1], [e.ts, -1]);
-    }
-    const queueLines = [];
-    for (const node of model.laneIds.filter((id) => changes.has(id))) {
-      const list = changes.get(node).sort((x, y) => x[0] - y[0] || y[1] - x[1]);
-      const steps = stepPoints();
-      steps.put(0, 0);
-      let length = 0;
-      for (const [t, delta] of list) { length += delta; steps.put(Math.max(0, t), length); }
-      queueLines.push({ name: node, colour: PALETTE[model.lane.get(node) % PALETTE.length], points: steps.points });
+      if (e.actor === "controller" && e.type === "controller_event_start") {
+        if (!queues.has(e.node)) queues.set(e.node, [[0, 0]]);
+        queues.get(e.node).push([e.ts, e.fields.queue_size || 0]);
+      } else if (queues.has(e.node) && /^(node_crashed|node_stopped|controller_resigned)$/.test(e.type)) {
+        queues.get(e.node).push([e.ts, 0]); // what was queued is dropped
+      }
     }
     out.push({
-      id: "queue", title: "Controller event queue", unit: "events queued", lines: queueLines,
-      note: "per broker, while its controller runs (an event queued and handled at the same instant does not show)",
+      id: "queue", title: "Controller event queue", unit: "events queued", integer: true,
+      note: "per broker: the events waiting as each one starts (Kafka\u2019s EventQueueSize)",
+      lines: model.laneIds.filter((id) => queues.has(id)).map((node) => ({
+        name: node, colour: PALETTE[model.lane.get(node) % PALETTE.length], points: queues.get(node),
+      })),
     });
 
     // messages between nodes per second, by type (binned when drawn)
@@ -899,14 +933,15 @@
     out.push({
       id: "messages", title: "Messages between nodes", unit: "messages/s", binned: true,
       note: `sent per second; the ${top.length} commonest types, the rest as \u201cother\u201d`,
-      lines: names.map((name) => ({ name, colour: name === "other" ? "#777" : typeColour(name), samples: [] })),
+      // a request and its answer share a colour; the answer's line is dashed
+      lines: names.map((name) => ({ name, colour: name === "other" ? "#777" : typeColour(name), dashed: /Response(Data)?$/.test(name) })),
       samples: sends.map(([t, type]) => [t, top.includes(type) ? top.indexOf(type) : top.length, 1]),
     });
 
     // the data plane, where there is one
     const produced = [];
     for (const e of events) {
-      if (e.type !== "produce_result" || e.node !== "chaos") continue;
+      if (e.type !== "produce_result" || e.node !== "chaos" || !wanted(e.fields.topic)) continue;
       produced.push([e.ts, e.fields.error === "NONE" ? 0 : 1, (e.fields.records || []).length]);
     }
     if (produced.length) {
@@ -919,7 +954,7 @@
     }
     const marks = new Map();
     for (const e of events) {
-      if (e.type !== "high_watermark_moved") continue;
+      if (e.type !== "high_watermark_moved" || !wanted(e.fields.topic)) continue;
       const tp = e.fields.topic + "-" + e.fields.partition;
       if (!marks.has(tp)) marks.set(tp, stepPoints());
       marks.get(tp).put(e.ts, e.fields.to);
@@ -928,18 +963,25 @@
       const shown = [...marks.entries()].sort((x, y) => y[1].points.length - x[1].points.length || (x[0] < y[0] ? -1 : 1)).slice(0, MAX_WATERMARKS);
       shown.sort((x, y) => (x[0] < y[0] ? -1 : 1));
       out.push({
-        id: "watermarks", title: "High watermarks", unit: "offset",
+        id: "watermarks", title: "High watermarks", unit: "offset", integer: true,
         note: marks.size > shown.length ? `the ${shown.length} partitions whose high watermark moved most, of ${marks.size}` : "per partition, as its leaders moved it",
-        lines: shown.map(([tp, steps]) => ({ name: tp, colour: hashColour(tp), points: steps.points })),
+        lines: shown.map(([tp, steps], k) => ({ name: tp, colour: PALETTE[k % PALETTE.length], points: steps.points })),
       });
     }
     return out;
   }
 
-  charts.innerHTML = series.map((c) =>
-    `<div class="chart" data-chart="${c.id}"><h3>${esc(c.title)} (${esc(c.unit)})</h3>` +
-    `<div class="hint">${esc(c.note)}</div><svg class="series" id="chart-${c.id}"></svg>` +
-    `<div class="legend">${c.lines.map((l) => `<span><i style="background:${l.colour}"></i>${esc(l.name)}</span>`).join("")}</div></div>`).join("");
+  function chartFrames() {
+    const of = state.topic ? `, topic ${state.topic}` : "";
+    charts.innerHTML = series.map((c) =>
+      `<div class="chart" data-chart="${c.id}"><h3>${esc(c.title)}${c.id === "queue" || c.id === "messages" ? "" : esc(of)} (${esc(c.unit)})</h3>` +
+      `<div class="hint">${esc(c.note)}</div><svg class="series" id="chart-${c.id}"></svg>` +
+      `<div class="legend">${c.lines.map((l) => `<span><i style="background:${swatch(l)}"></i>${esc(l.name)}</span>`).join("")}</div></div>`).join("");
+  }
+  chartFrames();
+  function swatch(line) {
+    return line.dashed ? `repeating-linear-gradient(90deg, ${line.colour} 0 4px, transparent 4px 6px)` : line.colour;
+  }
 
   function timeView() {
     let [lo, hi] = state.view;
@@ -1004,8 +1046,9 @@
         ymax = Math.max(ymax, before);
         for (const [t, v] of l.points) if (t >= t0 && t <= t1) ymax = Math.max(ymax, v);
       }
-      const yt = ticks(0, ymax > 0 ? ymax : 1, 4);
+      const yt = ticks(0, ymax > 0 ? ymax : 1, 4, chart.integer);
       const ytop = yt.values[yt.values.length - 1] < ymax ? yt.values[yt.values.length - 1] + yt.step : Math.max(yt.values[yt.values.length - 1], yt.step);
+      if (!yt.values.includes(ytop)) yt.values.push(ytop);
       const Y = (v) => M.top + plotH - (v / ytop) * plotH;
       const out = [`<defs><clipPath id="clip-${chart.id}"><rect x="${M.left}" y="${M.top - 1}" width="${plotW}" height="${plotH + 2}"/></clipPath></defs>`];
       out.push('<g class="axis">');
@@ -1046,7 +1089,7 @@
           const base = stepPath(l.base, t0, t1, X, Y, true);
           out.push(`<path d="${path} ${base} Z" fill="${l.colour}" fill-opacity="0.75" stroke="none"/>`);
         } else {
-          out.push(`<path d="${path}" fill="none" stroke="${l.colour}" stroke-width="1.5"/>`);
+          out.push(`<path d="${path}" fill="none" stroke="${l.colour}" stroke-width="1.5"${l.dashed ? ' stroke-dasharray="5 3"' : ""}/>`);
         }
       }
       out.push(`</g><line class="cursor" x1="-10" x2="-10" y1="${M.top}" y2="${M.top + plotH}"/>`);

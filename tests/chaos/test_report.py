@@ -128,6 +128,51 @@ def test_the_time_series_are_drawn_with_the_fault_shaded(killed: Drawn) -> None:
         assert chart.attrs["data-empty"] == "0"
 
 
+# Appended to a copy of the page: hovers a StopReplica arrow, zooms in, then picks the
+# topic "keep"; what it saw goes into <body>'s data attributes for the dumped DOM.
+_INTERACT = b"""<script>
+(async function () {
+  const body = document.body;
+  const frame = () => new Promise((done) => setTimeout(done, 100));  // the page draws within 16 ms
+  const diagram = document.getElementById("diagram");
+  const arrow = diagram.querySelector('line.arrow[data-type="StopReplicaRequest"]');
+  arrow.dispatchEvent(new PointerEvent("pointermove", { bubbles: true, clientX: 50, clientY: 50 }));
+  body.dataset.tip = document.getElementById("tip").textContent;
+  body.dataset.before = diagram.dataset.arrowsInView;
+  for (let k = 0; k < 3; k++) document.getElementById("zoom-in").click();
+  await frame();
+  body.dataset.zoomed = diagram.dataset.arrowsInView;
+  document.getElementById("zoom-reset").click();
+  const topic = document.getElementById("topic");
+  topic.value = "keep";
+  topic.dispatchEvent(new Event("change"));
+  await frame();
+  body.dataset.interacted = "1";
+})();
+</script>
+"""
+
+
+def test_hover_zoom_and_the_topic_filter_work_in_the_browser(killed: Drawn, tmp_path: Path) -> None:
+    page = (Path(killed.result.run_dir) / "report.html").read_bytes()
+    assert page.endswith(b"</body>\n</html>\n")
+    copy = tmp_path / "interact.html"
+    copy.write_bytes(page.replace(b"</body>\n</html>\n", _INTERACT + b"</body>\n</html>\n"))
+    screenshot = ARTIFACTS / "report" / f"controller-killed-mid-deletion-seed-{SEED}-keep.png"
+    dom = Drawn(killed.result, killed.trace, elements(render(copy, screenshot, tmp_path / "c")))
+    body = dom.body()
+    assert body.attrs.get("data-interacted") == "1"
+    tip = body.attrs["data-tip"]
+    assert tip.startswith("StopReplicaRequest")  # the arrow's type, then its fields
+    assert "stops" in tip
+    assert '"events"' in tip  # the partitions it stops, from the chaos tap
+    assert 0 < int(body.attrs["data-zoomed"]) < int(body.attrs["data-before"])
+    assert [e.attrs["data-topic"] for e in dom.all("g", "topic-lane")] == ["keep"]
+    assert not dom.all("line", "arrow", type="StopReplicaRequest")  # all of them for events
+    assert dom.all("line", "arrow", type="LeaderAndIsrRequest")  # keep's creation
+    assert body.attrs["data-overflow"] == "none"
+
+
 def test_the_same_seed_writes_the_same_page(tmp_path: Path) -> None:
     one = _run(KILLED, 5, tmp_path / "one")
     two = _run(KILLED, 5, tmp_path / "elsewhere" / "two")

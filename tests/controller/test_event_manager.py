@@ -97,6 +97,7 @@ def test_events_are_processed_in_order_under_their_state_and_traced() -> None:
         starts = [f for k, t, f in traced if t == "controller_event_start"]
         ends = [f for k, t, f in traced if t == "controller_event_end"]
         assert [f["event"] for f in starts] == ["EmNote"] * 3
+        assert [f["queue_size"] for f in starts] == [2, 1, 0]  # queued behind each one
         assert all(f["outcome"] == "ok" for f in ends)
         assert manager.event_time[ControllerState.TOPIC_CHANGE].count == 3
 
