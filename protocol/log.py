@@ -198,6 +198,9 @@ class LogDirFailed(Message, frozen=True, kw_only=True):
 
     log_dir: str
     reason: str
+    last: bool = False
+    """No log directory is left online: the broker halts (``LogManager.handleLogDirFailure``
+    exits before ``ReplicaManager.handleLogDirFailure`` notifies the controller)."""
 
 
 # ----------------------------------------------------------------- self-sent messages

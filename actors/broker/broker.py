@@ -390,14 +390,8 @@ class Broker(Actor):
                 return None
             case BrokerStatusRequest():
                 return self._status()
-            case LogDirFailed(log_dir=log_dir):
-                offline = self.replica_manager.handle_log_dir_failure(log_dir)
-                self.trace(
-                    "event",
-                    "partitions_offline",
-                    log_dir=log_dir,
-                    partitions=[f"{tp.topic}-{tp.partition}" for tp in offline],
-                )
+            case LogDirFailed():
+                await self._handle_log_dir_failure(msg)
                 return None
             case ConfigChangesSeen():
                 await self._process_config_changes()
@@ -407,6 +401,31 @@ class Broker(Actor):
                 self.trace("event", "broker_reregistered", broker=self.broker_id, epoch=epoch)
                 return None
         return await self.apis.handle(msg, ctx)
+
+    async def _handle_log_dir_failure(self, failed: LogDirFailed) -> None:
+        """``ReplicaManager.handleLogDirFailure``: the directory's partitions go offline
+        here, then a ``/log_dir_event_notification`` znode tells the controller, which asks
+        this broker about all its replicas with a LeaderAndIsr (those in the directory
+        answer KAFKA_STORAGE_ERROR and go offline, their leadership moves). No notification
+        when no directory is left: the broker halts first, and its session's end tells the
+        controller."""
+        offline = self.replica_manager.handle_log_dir_failure(failed.log_dir)
+        self.trace(
+            "event",
+            "partitions_offline",
+            log_dir=failed.log_dir,
+            partitions=[f"{tp.topic}-{tp.partition}" for tp in offline],
+        )
+        if failed.last or self.zk is None:
+            return
+        try:
+            sequence = await kafka_zk.propagate_log_dir_event(self.session, self.broker_id)
+        except StoreError as exc:
+            # Kafka's write would throw on the failure-handler thread; the event is lost
+            # there too, and the replicas stay offline until the next LeaderAndIsr.
+            self.trace("error", "log_dir_event_not_propagated", detail=str(exc))
+            return
+        self.trace("event", "log_dir_event_propagated", log_dir=failed.log_dir, sequence=sequence)
 
     def _status(self) -> BrokerStatus:
         return BrokerStatus(

@@ -185,7 +185,8 @@ class ReplicaManager:
 
     async def become_leader_or_follower(self, req: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
         """Create the logs of the partitions of ``req`` this broker is a replica of. A
-        partition whose leader epoch is not newer than the one known here is ignored
+        partition whose log is in an offline directory is KAFKA_STORAGE_ERROR; one whose
+        leader epoch is not newer than the one known here is ignored
         (STALE_CONTROLLER_EPOCH, as Kafka answers it), one not assigned to this broker is
         UNKNOWN_TOPIC_OR_PARTITION."""
         stale = self._stale(req.controller_epoch, req.broker_epoch)
@@ -198,7 +199,9 @@ class ReplicaManager:
         accepted: list[LeaderAndIsrPartitionState] = []
         for state in req.partition_states:
             tp = TopicPartition(state.topic, state.partition)
-            if state.leader_epoch <= self.leader_epochs.get(tp, -1):
+            if tp in self.offline:  # HostedPartition.Offline, whatever the epoch
+                codes[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+            elif state.leader_epoch <= self.leader_epochs.get(tp, -1):
                 codes[tp] = ErrorCode.STALE_CONTROLLER_EPOCH  # ignored, as Kafka does
             elif self._broker.broker_id not in state.replicas:
                 codes[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -332,9 +335,8 @@ class ReplicaManager:
     def handle_log_dir_failure(self, log_dir: str) -> tuple[TopicPartition, ...]:
         """``handleLogDirFailure``, the broker's own part: every partition hosted here with
         its log in ``log_dir`` goes offline (``markPartitionOffline``: StopReplica answers
-        KAFKA_STORAGE_ERROR for it from now on) and its fetcher stops. The partitions
-        taken offline, by name. The log-dir event notification for the controller is not
-        written (docs/kafka-test-coverage.md)."""
+        KAFKA_STORAGE_ERROR for it from now on, LeaderAndIsr too) and its fetcher stops.
+        The partitions taken offline, by name (the broker then notifies the controller)."""
         gone = tuple(
             sorted(
                 tp

@@ -63,6 +63,7 @@ from actors.controller.events import (
     Expire,
     LeaderAndIsrResponseReceived,
     ListPartitionReassignments,
+    LogDirEventNotification,
     PartitionModifications,
     Reelect,
     RegisterBrokerAndReelect,
@@ -301,6 +302,7 @@ class KafkaController(Actor):
         self._broker_change_watch = ChildWatch(self._enqueuer(BrokerChange()))
         self._topic_change_watch = ChildWatch(self._enqueuer(TopicChange()))
         self._topic_deletion_watch = ChildWatch(self._enqueuer(TopicDeletion()))
+        self._log_dir_event_watch = ChildWatch(self._enqueuer(LogDirEventNotification()))
         self.zk.register_state(
             _STATE_HANDLER,
             StateCallbacks(
@@ -558,6 +560,8 @@ class KafkaController(Actor):
                 await self._process_topic_deletion()
             case TopicDeletionStopReplicaResponseReceived():
                 await self._process_topic_deletion_stop_replica_response(event)
+            case LogDirEventNotification():
+                await self._process_log_dir_event_notification()
             # Reassignment, leader elections, controlled shutdown.
             case ZkPartitionReassignment():
                 if self.is_active:
@@ -703,8 +707,8 @@ class KafkaController(Actor):
         """``onControllerResignation``: unregister the controller's handlers, drop queued
         requests, forget all. The ``/controller`` handler stays: every broker watches it."""
         zk = self.zk
-        # ISR-change and log-dir handlers are never registered (IBP 2.7-IV2 uses AlterIsr);
-        # unregistering them is harmless, as in Kafka.
+        # The ISR-change handler is never registered (IBP 2.7-IV2 uses AlterIsr);
+        # unregistering it is harmless, as in Kafka.
         zk.unregister_children(zkdata.ISR_CHANGE_NOTIFICATION_PATH)
         zk.unregister_data(zkdata.REASSIGN_PARTITIONS_PATH)
         zk.unregister_data(zkdata.PREFERRED_REPLICA_ELECTION_PATH)
@@ -739,9 +743,10 @@ class KafkaController(Actor):
         self.zk.register_children(zkdata.BROKER_IDS_PATH, self._broker_change_watch)
         self.zk.register_children(zkdata.TOPICS_PATH, self._topic_change_watch)
         self.zk.register_children(zkdata.DELETE_TOPICS_PATH, self._topic_deletion_watch)
+        self.zk.register_children(zkdata.LOG_DIR_EVENT_NOTIFICATION_PATH, self._log_dir_event_watch)
         # Existence handlers on /admin/preferred_replica_election and
-        # /admin/reassign_partitions. Log-dir and ISR-change notifications are not
-        # emulated: IBP 2.7-IV2 uses AlterIsr.
+        # /admin/reassign_partitions. ISR-change notifications are not emulated: IBP
+        # 2.7-IV2 uses AlterIsr.
         for path in (zkdata.PREFERRED_REPLICA_ELECTION_PATH, zkdata.REASSIGN_PARTITIONS_PATH):
             await self._watch_existence(path, self._admin_watches[path])
         # 3. Stale notifications.
@@ -1045,6 +1050,30 @@ class KafkaController(Actor):
         }
         reassigning = {TopicName(tp.topic) for tp in ctx.partitions_being_reassigned}
         return to_delete, offline | reassigning
+
+    async def _process_log_dir_event_notification(self) -> None:
+        """``processLogDirEventNotification``: the brokers named by the notifications get a
+        LeaderAndIsr for every replica they host (``onBrokerLogDirFailure``: each replica
+        to OnlineReplica), whose KAFKA_STORAGE_ERROR answers take the replicas in failed
+        directories offline; the notifications processed are deleted in any case."""
+        if not self.is_active:
+            return
+        session = self._session()
+        sequence_numbers = await kafka_zk.get_log_dir_event_notifications(session)
+        if not sequence_numbers:
+            return  # the watch firing for the deletion of processed ones
+        try:
+            broker_ids = await kafka_zk.get_broker_ids_from_log_dir_events(
+                session, sequence_numbers
+            )
+            log.info("handling_log_dir_failure", brokers=broker_ids)
+            self.trace("event", "log_dir_failure_handled", brokers=broker_ids)
+            replicas = self.context.replicas_on_brokers(broker_ids)
+            await self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE)
+        finally:
+            await kafka_zk.delete_log_dir_event_notifications_fenced(
+                session, self.context.epoch_zk_version, sequence_numbers
+            )
 
     async def _process_topic_deletion(self) -> None:
         """``processTopicDeletion``: markers of unknown topics are removed; with deletion

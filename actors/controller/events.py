@@ -143,6 +143,13 @@ class TopicDeletion(ControllerEvent, frozen=True, kw_only=True):
     state: ClassVar[ControllerState] = ControllerState.TOPIC_DELETION
 
 
+class LogDirEventNotification(ControllerEvent, frozen=True, kw_only=True):
+    """The children of ``/log_dir_event_notification`` changed: brokers lost log
+    directories (``processLogDirEventNotification``)."""
+
+    state: ClassVar[ControllerState] = ControllerState.LOG_DIR_CHANGE
+
+
 class TopicDeletionStopReplicaResponseReceived(ControllerEvent, frozen=True, kw_only=True):
     """A broker answered a StopReplica(delete=true) for partitions of topics whose deletion
     started (``processTopicDeletionStopReplicaResponseReceived``): ``partition_errors`` holds
@@ -289,6 +296,7 @@ ControllerEventUnion = (
     | UpdateMetadataResponseReceived
     | TopicDeletion
     | TopicDeletionStopReplicaResponseReceived
+    | LogDirEventNotification
     | ZkPartitionReassignment
     | ListPartitionReassignments
     | ApiPartitionReassignment

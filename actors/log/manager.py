@@ -1609,7 +1609,10 @@ class LogManager(Actor):
             abandoned=abandoned,
         )
         if self.failure_listener is not None:
-            self.tell(self.failure_listener, LogDirFailed(log_dir=str(log_dir), reason=detail))
+            self.tell(
+                self.failure_listener,
+                LogDirFailed(log_dir=str(log_dir), reason=detail, last=not self._online_dirs()),
+            )
         if self._started and not self._halting and not self._online_dirs():
             self._halting = True
             self.send_self(

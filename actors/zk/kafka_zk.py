@@ -817,3 +817,59 @@ async def delete_preferred_replica_election_fenced(
         await fenced(
             session, epoch_zk_version, [DeleteOp(path=zkdata.PREFERRED_REPLICA_ELECTION_PATH)]
         )
+
+
+# ---------------------------------------------------------------- /log_dir_event_notification
+
+
+async def propagate_log_dir_event(session: StoreSession, broker_id: BrokerId) -> str:
+    """``KafkaZkClient.propagateLogDirEvent``: a persistent sequential
+    ``/log_dir_event_notification/log_dir_event_<seq>`` naming the broker that lost a log
+    directory. Returns the notification's sequence number."""
+    created = await session.create(
+        zkdata.LOG_DIR_EVENT_SEQUENCE_PATH,
+        zkdata.LogDirEvent(broker_id=broker_id).encode(),
+        sequential=True,
+    )
+    return zkdata.sequence_number(created, zkdata.LOG_DIR_EVENT_PREFIX)
+
+
+async def get_log_dir_event_notifications(session: StoreSession) -> list[str]:
+    """``getAllLogDirEventNotifications``: the sequence numbers of the notifications, in
+    order (none when the path is missing)."""
+    try:
+        names = await session.children(zkdata.LOG_DIR_EVENT_NOTIFICATION_PATH)
+    except NoNodeError:
+        return []
+    return sorted(
+        zkdata.sequence_number(n, zkdata.LOG_DIR_EVENT_PREFIX)
+        for n in names
+        if n.startswith(zkdata.LOG_DIR_EVENT_PREFIX)
+    )
+
+
+async def get_broker_ids_from_log_dir_events(
+    session: StoreSession, sequence_numbers: Sequence[str]
+) -> list[BrokerId]:
+    """``getBrokerIdsFromLogDirEvents``: the broker each notification names; one gone
+    meanwhile or unreadable is skipped."""
+    broker_ids = []
+    for sequence in sequence_numbers:
+        try:
+            data, _ = await session.get(zkdata.log_dir_event_path(sequence))
+            broker_ids.append(zkdata.LogDirEvent.decode(data).broker_id)
+        except (NoNodeError, ZkDataError):
+            continue
+    return broker_ids
+
+
+async def delete_log_dir_event_notifications_fenced(
+    session: StoreSession, epoch_zk_version: int, sequence_numbers: Sequence[str]
+) -> None:
+    """``deleteLogDirEventNotifications``: the processed notifications go (each fenced;
+    one already gone is fine)."""
+    for sequence in sequence_numbers:
+        with contextlib.suppress(NoNodeError):
+            await fenced(
+                session, epoch_zk_version, [DeleteOp(path=zkdata.log_dir_event_path(sequence))]
+            )

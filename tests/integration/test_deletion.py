@@ -40,12 +40,19 @@ from cluster.cli.topics import run_topic_command
 from cluster.launch.cluster import Cluster, ClusterSpec
 from protocol import zkdata
 from protocol.broker import BrokerStatus
+from protocol.errors import ErrorCode
 from protocol.ids import BrokerId, TopicName
 from protocol.kafka_api import (
     CreatableTopic,
     CreateTopicsRequestData,
     CreateTopicsResponseData,
     PartitionAssignment,
+)
+from protocol.kafka_data import (
+    ProducePartitionData,
+    ProduceRequestData,
+    ProduceResponseData,
+    ProduceTopicData,
 )
 from protocol.log import GetLogDirStatus, LogDirInfo, LogDirStatus
 from protocol.trace import TraceEvent
@@ -56,6 +63,7 @@ from tests.support.deletion import (
     topic_znodes,
 )
 from tests.support.hosting import hosted_fixture
+from tests.support.record_batches import client_batch
 from tests.support.waiting import eventually
 from tests.support.zookeeper import ZooKeeperServer
 
@@ -792,3 +800,72 @@ async def test_a_deletion_waits_for_a_running_reassignment_then_completes(
     await h.wait_topic_gone("moving")
     assert not await h.exists(zkdata.REASSIGN_PARTITIONS_PATH)
     assert not await h.exists("/admin/delete_topics/moving")
+
+
+@pytest.mark.slow  # the failed write is the broker's next checkpoint, up to 5 s away
+@pytest.mark.asyncio
+@pytest.mark.parametrize("backend", EVERY_STORE)
+async def test_a_failed_log_dir_reaches_the_controller_which_moves_its_leaders(
+    request: pytest.FixtureRequest, backend: Backend, tmp_path: Path
+) -> None:
+    """``ReplicaManager.handleLogDirFailure`` → ``/log_dir_event_notification`` →
+    ``KafkaController.processLogDirEventNotification``: when a checkpoint write fails in
+    one of a broker's two log dirs, the broker stays up and writes a notification; the
+    controller asks it about all its replicas, the one in the failed dir answers
+    KAFKA_STORAGE_ERROR, goes offline and its leadership moves to the other replica (out
+    of the ISR), while the partition in the healthy dir keeps its leader. The processed
+    notification is deleted."""
+    async with running(request, backend, tmp_path, log_dirs=2) as h:
+        controller = await h.controller_id()
+        faulty, other = _others(controller)
+        await h.create("moved", {0: [faulty, other]})
+        await h.create("stays", {0: [faulty, other]})
+        (moved,) = [d for d in h.dirs("moved") if _host(d) == faulty]
+        (stays,) = [d for d in h.dirs("stays") if _host(d) == faulty]
+        # nextLogDirs: fewest logs first, so the two logs are in different dirs
+        assert moved.split("/")[0] != stays.split("/")[0]
+        broken_dir = h.logs / moved.split("/")[0]
+        h.disks[faulty].fail(broken_dir, [DiskOp.WRITE_FILE])
+
+        produced = await h.cluster.nodes[faulty].ask(
+            broker_ref(faulty),
+            ProduceRequestData(
+                acks=-1,
+                timeout_ms=10_000,
+                topic_data=(
+                    ProduceTopicData(
+                        name=TopicName("moved"),
+                        partition_data=(
+                            ProducePartitionData(index=0, records=client_batch([b"x"])),
+                        ),
+                    ),
+                ),
+            ),
+            timeout=15,
+        )
+        # A checkpoint is due now (the creation's, or this append's high watermark): it
+        # fails in the broken dir, before or after this append.
+        assert isinstance(produced, ProduceResponseData)
+        assert produced.responses[0].partition_responses[0].error_code in (
+            ErrorCode.NONE,
+            ErrorCode.KAFKA_STORAGE_ERROR,
+        )
+
+        async def state(topic: str) -> zkdata.LeaderIsrAndControllerEpoch:
+            data, _ = await h.probe.get(f"/brokers/topics/{topic}/partitions/0/state")
+            return zkdata.LeaderIsrAndControllerEpoch.decode(data)
+
+        moved_state = await eventually(
+            lambda: state("moved"), until=lambda s: s.leader == other, timeout=FAILOVER_TIMEOUT
+        )
+        assert moved_state.isr == (other,)
+        assert (await state("stays")).leader == faulty
+        assert h.cluster.nodes[faulty].running
+        offline = [d.log_dir for d in (await h.log_dir_status(faulty)) if not d.online]
+        assert offline == [str(broken_dir)]
+        assert [e.fields["brokers"] for e in h.sink.of("event", "log_dir_failure_handled")] == [
+            [faulty]
+        ]
+        (propagated,) = h.sink.of("event", "log_dir_event_propagated")
+        assert propagated.node == f"broker-{faulty}"
+        assert await h.probe.children("/log_dir_event_notification") == ()
