@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# A local ZooKeeper server (the Debian `zookeeper` package, 3.8) on loopback, for tests and
-# users of `kemu up --zookeeper 127.0.0.1:PORT`.
+# A local ZooKeeper server or ensemble (the Debian `zookeeper` package, 3.8) on loopback,
+# for tests and users of `kemu up --zookeeper` and `kemu broker run --zookeeper`.
 #
 # Usage: scripts/zookeeper.sh start|stop|status|run|install [--port P] [--dir D]
+#            [--ensemble N [--server K] [--quorum-port Q] [--election-port E]]
 #   start    start in the background; returns once `srvr` reports a Mode (idempotent)
 #   stop     SIGTERM, then wait for the process to end (SIGKILL after 10 s)
 #   status   print "running" or "stopped" with the port; exit 0 if running, 3 if not
@@ -10,6 +11,11 @@
 #   install  install the Debian package if /usr/share/java/zookeeper.jar is missing
 # Options: --port P (default 2181), --dir D (instance directory, default <repo>/.zk):
 #   D/zoo.cfg, D/data/ (dataDir), D/zookeeper.pid, D/zookeeper.log.
+# --ensemble N (3, 5, 7 ...): N servers on 127.0.0.1; server K (1..N) serves clients on
+#   P+K-1, talks to the leader on Q+K-1 and elects on E+K-1 (defaults 2888, 3888), in
+#   D/server.K/ (zoo.cfg with every server.K line, data/myid). start, stop and status act
+#   on every server, or on server K alone with --server K; run needs --server K.
+#   Clients connect to 127.0.0.1:P,127.0.0.1:P+1,... (start prints the string).
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -19,7 +25,7 @@ READY_TIMEOUT=20 # seconds for `start` to see the server serving
 STOP_TIMEOUT=10  # seconds for `stop` to see the process gone before SIGKILL
 
 usage() {
-  sed -n '5,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '5,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -35,21 +41,61 @@ cmd="${1:-}"
 shift
 PORT=2181
 DIR="$REPO_ROOT/.zk"
+ENSEMBLE=0 # 0: a standalone server
+SERVER=0   # 0: every server of the ensemble
+QUORUM_PORT=2888
+ELECTION_PORT=3888
 while [ $# -gt 0 ]; do
   case "$1" in
     --port) [ $# -ge 2 ] || usage; PORT="$2"; shift 2 ;;
     --port=*) PORT="${1#--port=}"; shift ;;
     --dir) [ $# -ge 2 ] || usage; DIR="$2"; shift 2 ;;
     --dir=*) DIR="${1#--dir=}"; shift ;;
+    --ensemble) [ $# -ge 2 ] || usage; ENSEMBLE="$2"; shift 2 ;;
+    --ensemble=*) ENSEMBLE="${1#--ensemble=}"; shift ;;
+    --server) [ $# -ge 2 ] || usage; SERVER="$2"; shift 2 ;;
+    --server=*) SERVER="${1#--server=}"; shift ;;
+    --quorum-port) [ $# -ge 2 ] || usage; QUORUM_PORT="$2"; shift 2 ;;
+    --quorum-port=*) QUORUM_PORT="${1#--quorum-port=}"; shift ;;
+    --election-port) [ $# -ge 2 ] || usage; ELECTION_PORT="$2"; shift 2 ;;
+    --election-port=*) ELECTION_PORT="${1#--election-port=}"; shift ;;
     -h | --help) usage ;;
     *) echo "zookeeper.sh: unknown argument: $1" >&2; usage ;;
   esac
 done
-[[ "$PORT" =~ ^[0-9]+$ ]] && [ "$PORT" -ge 1 ] && [ "$PORT" -le 65535 ] || die "bad --port: $PORT"
+is_port() { [[ "$1" =~ ^[0-9]+$ ]] && [ "$1" -ge 1 ] && [ "$1" -le 65535 ]; }
+is_port "$PORT" || die "bad --port: $PORT"
+[[ "$ENSEMBLE" =~ ^[0-9]+$ ]] || die "bad --ensemble: $ENSEMBLE"
+[[ "$SERVER" =~ ^[0-9]+$ ]] || die "bad --server: $SERVER"
+if [ "$ENSEMBLE" -ne 0 ]; then
+  # An even ensemble survives no more failures than the odd one below it; one server is
+  # the standalone mode (no --ensemble).
+  [ "$ENSEMBLE" -ge 3 ] && [ $((ENSEMBLE % 2)) -eq 1 ] || die "--ensemble $ENSEMBLE: an ensemble is 3, 5, 7 ... servers"
+  [ "$SERVER" -le "$ENSEMBLE" ] || die "--server $SERVER: the ensemble has servers 1 to $ENSEMBLE"
+  for base in "$PORT" "$QUORUM_PORT" "$ELECTION_PORT"; do
+    is_port "$base" && is_port $((base + ENSEMBLE - 1)) || die "ports $base to $((base + ENSEMBLE - 1)) are not all TCP ports"
+  done
+else
+  [ "$SERVER" -eq 0 ] || die "--server needs --ensemble"
+fi
 DIR="$(realpath -m "$DIR")" # dataDir must be absolute
-CFG="$DIR/zoo.cfg"
-PID_FILE="$DIR/zookeeper.pid"
-LOG_FILE="$DIR/zookeeper.log"
+BASE_DIR="$DIR"
+BASE_PORT="$PORT"
+
+# Point PORT, DIR, CFG, PID_FILE and LOG_FILE at server $1 of the ensemble (0: standalone).
+member() {
+  if [ "$1" -eq 0 ]; then
+    PORT="$BASE_PORT"
+    DIR="$BASE_DIR"
+  else
+    PORT=$((BASE_PORT + $1 - 1))
+    DIR="$BASE_DIR/server.$1"
+  fi
+  CFG="$DIR/zoo.cfg"
+  PID_FILE="$DIR/zookeeper.pid"
+  LOG_FILE="$DIR/zookeeper.log"
+}
+member "$SERVER"
 
 install_zookeeper() {
   if [ ! -f "$ZK_JAR" ]; then
@@ -63,8 +109,10 @@ install_zookeeper() {
 
 write_config() {
   mkdir -p "$DIR/data"  # also creates $DIR
+  local what="a standalone server"
+  [ "$SERVER" -eq 0 ] || what="server $SERVER of an ensemble of $ENSEMBLE"
   cat >"$CFG" <<EOF
-# Written by scripts/zookeeper.sh: a standalone server on loopback for kemu.
+# Written by scripts/zookeeper.sh: $what on loopback for kemu.
 clientPort=$PORT
 clientPortAddress=127.0.0.1
 dataDir=$DIR/data
@@ -80,6 +128,19 @@ maxClientCnxns=0
 # a local, disposable server: no fsync per write (about twice as fast)
 forceSync=no
 EOF
+  if [ "$SERVER" -ne 0 ]; then
+    # The quorum: ticks a follower may take to connect and sync with the leader (initLimit)
+    # and to stay in sync (syncLimit); server.K=host:quorum port:election port.
+    {
+      echo "initLimit=20"
+      echo "syncLimit=10"
+      local k
+      for k in $(seq 1 "$ENSEMBLE"); do
+        echo "server.$k=127.0.0.1:$((QUORUM_PORT + k - 1)):$((ELECTION_PORT + k - 1))"
+      done
+    } >>"$CFG"
+    echo "$SERVER" >"$DIR/data/myid"
+  fi
 }
 
 # A process that has exited but is not reaped yet (a zombie) counts as gone.
@@ -109,22 +170,35 @@ run() {
     org.apache.zookeeper.server.quorum.QuorumPeerMain "$CFG"
 }
 
-start() {
+# The arguments that make `run` run this server (the one `member` points at).
+run_args() {
+  if [ "$SERVER" -eq 0 ]; then
+    echo --port "$PORT" --dir "$DIR"
+  else
+    echo --port "$BASE_PORT" --dir "$BASE_DIR" --ensemble "$ENSEMBLE" --server "$SERVER" \
+      --quorum-port "$QUORUM_PORT" --election-port "$ELECTION_PORT"
+  fi
+}
+
+# Start the server in the background (nothing if it is running); `await_serving` waits.
+launch() {
   if pid_alive; then
-    if serving; then
-      echo "zookeeper running (pid $(cat "$PID_FILE"), 127.0.0.1:$PORT)"
-      return 0
-    fi
+    serving && return 0
+    # an ensemble member waits for its quorum: `await_serving` tells
+    [ "$SERVER" -ne 0 ] && return 0
     die "pid $(cat "$PID_FILE") from $PID_FILE is alive but 127.0.0.1:$PORT does not answer (see $LOG_FILE)"
   fi
   rm -f "$PID_FILE"
-  install_zookeeper
   mkdir -p "$DIR"
   if serving; then
     die "something else already serves 127.0.0.1:$PORT"
   fi
-  nohup "${BASH_SOURCE[0]}" run --port "$PORT" --dir "$DIR" >"$LOG_FILE" 2>&1 </dev/null &
+  # shellcheck disable=SC2046 # run_args's words are split on purpose
+  nohup "${BASH_SOURCE[0]}" run $(run_args) >"$LOG_FILE" 2>&1 </dev/null &
   echo $! >"$PID_FILE"
+}
+
+await_serving() {
   local deadline=$((SECONDS + READY_TIMEOUT))
   until serving; do
     if ! pid_alive; then
@@ -138,7 +212,13 @@ start() {
     fi
     sleep 0.05
   done
-  echo "zookeeper started (pid $(cat "$PID_FILE"), 127.0.0.1:$PORT, dir $DIR)"
+  echo "zookeeper running (pid $(cat "$PID_FILE"), 127.0.0.1:$PORT, dir $DIR)"
+}
+
+start() {
+  install_zookeeper
+  launch
+  await_serving
 }
 
 stop() {
@@ -172,11 +252,51 @@ status() {
   return 3
 }
 
+# The servers a command acts on: the standalone one (0), server K, or every one.
+servers() {
+  if [ "$ENSEMBLE" -eq 0 ] || [ "$SERVER" -ne 0 ]; then
+    echo "$SERVER"
+  else
+    seq 1 "$ENSEMBLE"
+  fi
+}
+
+# Every server's client address: the connection string clients are given.
+connect_string() {
+  local k hosts=""
+  for k in $(seq 1 "$ENSEMBLE"); do
+    hosts="$hosts${hosts:+,}127.0.0.1:$((BASE_PORT + k - 1))"
+  done
+  echo "$hosts"
+}
+
+each() {
+  local k status=0
+  for k in $(servers); do
+    member "$k"
+    SERVER="$k" "$@" || status=$?
+  done
+  return "$status"
+}
+
 case "$cmd" in
-  start) start ;;
-  stop) stop ;;
-  status) status ;;
-  run) run ;;
+  start)
+    if [ "$ENSEMBLE" -eq 0 ]; then
+      start
+    else
+      # Every server first: a server serves only once a quorum of them is up.
+      install_zookeeper
+      each launch
+      each await_serving
+      echo "zookeeper ensemble: $(connect_string)"
+    fi
+    ;;
+  stop) each stop ;;
+  status) each status ;;
+  run)
+    [ "$ENSEMBLE" -eq 0 ] || [ "$SERVER" -ne 0 ] || die "run --ensemble needs --server K"
+    run
+    ;;
   install) install_zookeeper ;;
   *) usage ;;
 esac

@@ -11,11 +11,13 @@ restart, as with a real ensemble member. The tests' ``zookeeper_server`` fixture
 
 from __future__ import annotations
 
+import random
 import shutil
 import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
@@ -65,12 +67,25 @@ class ZooKeeperServer:
     """One standalone server on 127.0.0.1. ``start``/``stop``/``restart`` are synchronous
     and return once the server serves (``srvr`` reports its Mode) or has exited."""
 
-    def __init__(self, directory: Path | None = None, port: int | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path | None = None,
+        port: int | None = None,
+        *,
+        script_args: Sequence[str] | None = None,
+    ) -> None:
+        """``script_args``: what ``scripts/zookeeper.sh run`` is given instead of this
+        server's ``--port`` and ``--dir`` (a member of a ``ZooKeeperEnsemble``)."""
         self._own_dir = directory is None
         self.directory = (
             Path(tempfile.mkdtemp(prefix="kemu-zk-")) if directory is None else directory
         )
         self.port = port or free_port()
+        self._script_args = (
+            ["--port", str(self.port), "--dir", str(self.directory)]
+            if script_args is None
+            else list(script_args)
+        )
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -89,18 +104,39 @@ class ZooKeeperServer:
     def start(self) -> None:
         if self.running:
             return
+        self.launch()
+        self.wait_serving()
+
+    def launch(self) -> None:
+        """Start the server's process (``wait_serving`` waits for it to serve: a member of
+        an ensemble serves only once a quorum of its servers run)."""
+        if self.running:
+            return
         ensure_installed()
         self.directory.mkdir(parents=True, exist_ok=True)
         if "Mode:" in four_letter_word(self.port, "srvr"):
             raise RuntimeError(f"something already serves ZooKeeper on {self.hosts}")
         self._log = self.log_file.open("ab")
         self._process = subprocess.Popen(  # noqa: S603 - our own script, fixed arguments
-            [str(SCRIPT), "run", "--port", str(self.port), "--dir", str(self.directory)],
+            [str(SCRIPT), "run", *self._script_args],
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # a Ctrl-C of the test run is not sent to the server
         )
+
+    @property
+    def mode(self) -> str:
+        """What ``srvr`` says the server is (standalone, leader, follower); '' if it
+        does not serve."""
+        for line in four_letter_word(self.port, "srvr", timeout=0.5).splitlines():
+            if line.startswith("Mode:"):
+                return line.removeprefix("Mode:").strip()
+        return ""
+
+    def wait_serving(self) -> None:
+        """Until the launched server serves (``RuntimeError`` if it exits or is late)."""
+        assert self._process is not None
         deadline = time.monotonic() + READY_TIMEOUT
         while "Mode:" not in four_letter_word(self.port, "srvr", timeout=0.5):
             if self._process.poll() is not None:
@@ -126,6 +162,12 @@ class ZooKeeperServer:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+        self._reap()
+
+    def kill(self) -> None:
+        """SIGKILL, as a server whose machine died: no graceful step. Idempotent."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
         self._reap()
 
     def restart(self) -> None:
@@ -159,3 +201,96 @@ class ZooKeeperServer:
         except OSError:
             return "(no log)"
         return "\n".join(text.splitlines()[-lines:])
+
+
+def free_port_runs(runs: int, length: int, *, tries: int = 200) -> list[int]:
+    """The first ports of ``runs`` runs of ``length`` consecutive loopback ports, nobody
+    listening on any of them right now (an ensemble's client, quorum and election ports,
+    as ``scripts/zookeeper.sh --ensemble`` numbers them)."""
+    rng = random.Random()
+    found: list[int] = []
+    taken: set[int] = set()
+    for _ in range(tries):
+        base = rng.randrange(20_000, 60_000 - length)
+        ports = set(range(base, base + length))
+        if ports & taken or not all(bindable(p) for p in ports):
+            continue
+        found.append(base)
+        taken |= ports
+        if len(found) == runs:
+            return found
+    raise RuntimeError(f"no {runs} runs of {length} free loopback ports in {tries} tries")
+
+
+def bindable(port: int) -> bool:
+    """Whether a loopback port can be bound right now (nobody listens on it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _member_args(
+    directory: Path, size: int, k: int, client: int, quorum: int, election: int
+) -> list[str]:
+    """``scripts/zookeeper.sh run``'s arguments for server ``k`` of an ensemble."""
+    args = [
+        "--port", str(client), "--dir", str(directory),
+        "--ensemble", str(size), "--server", str(k),
+        "--quorum-port", str(quorum), "--election-port", str(election),
+    ]  # fmt: skip
+    return args
+
+
+class ZooKeeperEnsemble:
+    """``size`` servers on 127.0.0.1 forming one ensemble, as ``scripts/zookeeper.sh
+    start --ensemble N`` runs them: server K (1..N) serves clients on the K-th client
+    port, with its quorum and election ports, in ``directory/server.K`` (its ``myid``
+    and ``zoo.cfg`` with every ``server.K`` line). ``servers[k - 1]`` is server K, a
+    ``ZooKeeperServer`` that can be stopped and started again on its own."""
+
+    def __init__(self, directory: Path | None = None, size: int = 3) -> None:
+        self._own_dir = directory is None
+        self.directory = (
+            Path(tempfile.mkdtemp(prefix="kemu-zk-ensemble-")) if directory is None else directory
+        )
+        client, quorum, election = free_port_runs(3, size)
+        self.servers = [
+            ZooKeeperServer(
+                self.directory / f"server.{k}",
+                client + k - 1,
+                script_args=_member_args(self.directory, size, k, client, quorum, election),
+            )
+            for k in range(1, size + 1)
+        ]
+
+    @property
+    def hosts(self) -> str:
+        """The connection string of the whole ensemble."""
+        return ",".join(server.hosts for server in self.servers)
+
+    def start(self) -> None:
+        """Start every server, then wait for each to serve (a quorum must run first)."""
+        for server in self.servers:
+            server.launch()
+        for server in self.servers:
+            server.wait_serving()
+
+    def leader(self) -> ZooKeeperServer | None:
+        """The server that says it leads, if one does now."""
+        return next((s for s in self.servers if s.running and s.mode == "leader"), None)
+
+    def close(self) -> None:
+        for server in self.servers:
+            server.stop()
+        if self._own_dir:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __enter__(self) -> ZooKeeperEnsemble:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -5,7 +5,6 @@ temporary directory behind. Sync code and async code (``async with``) alike."""
 
 from __future__ import annotations
 
-import socket
 import threading
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # type: ignore[import-u
 from aiokafka import TopicPartition as AioTopicPartition
 
 from cluster import AsyncKemuCluster, KemuCluster, KemuClusterError
+from cluster.launch.zookeeper_server import bindable
 from protocol.errors import ErrorCode
 from tests.support.clients import (
     confluent_brokers,
@@ -30,15 +30,6 @@ FAST = {"zookeeper.session.timeout.ms": SESSION_MS}
 
 def kemu_threads() -> set[threading.Thread]:
     return {t for t in threading.enumerate() if t.name.startswith("kemu-cluster")}
-
-
-def bindable(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 def test_kafka_python_and_confluent_kafka_produce_and_consume(tmp_path: Path) -> None:

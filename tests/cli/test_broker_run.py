@@ -31,7 +31,7 @@ from protocol.errors import NoNodeError
 from protocol.ids import BrokerId
 from tests.support.broker_run import REPO, BrokerRun, run_command, run_env
 from tests.support.waiting import wait_until
-from tests.support.zookeeper import ZooKeeperServer, free_port
+from tests.support.zookeeper import ZooKeeperEnsemble, ZooKeeperServer, free_port
 
 HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
 CONFIG = {
@@ -126,6 +126,17 @@ def partitions(admin: KafkaAdminClient, topic: str) -> dict[int, tuple[int, tupl
     }
 
 
+def fully_replicated(state: dict[int, tuple[int, tuple[int, ...]]]) -> bool:
+    """Three partitions, each with every broker in its ISR."""
+    return len(state) == 3 and all(isr == (1, 2, 3) for _, isr in state.values())
+
+
+def create_replicated(admin: KafkaAdminClient, topic: str) -> None:
+    """Create ``topic`` (3 partitions, replication factor 3); until every ISR is full."""
+    admin.create_topics([NewTopic(topic, 3, 3)], timeout_ms=30_000)
+    wait_until(lambda: partitions(admin, topic), fully_replicated, CLIENT_TIMEOUT)
+
+
 def live_brokers(admin: KafkaAdminClient) -> tuple[int, int]:
     """The controller and the number of brokers the cluster's Metadata lists ((-1, 0)
     while the client's connection to a broker that went away fails)."""
@@ -194,12 +205,7 @@ def test_brokers_on_three_hosts_form_one_cluster_stop_gracefully_and_recover(
 
     admin = KafkaAdminClient(bootstrap_servers=one.bootstrap, request_timeout_ms=30_000)
     try:
-        admin.create_topics([NewTopic("scaled", 3, 3)], timeout_ms=30_000)
-        wait_until(
-            lambda: partitions(admin, "scaled"),
-            lambda p: len(p) == 3 and all(isr == (1, 2, 3) for _, isr in p.values()),
-            CLIENT_TIMEOUT,
-        )
+        create_replicated(admin, "scaled")
         values = [f"m{i:03}".encode() for i in range(MESSAGES)]
         produce(two.bootstrap, "scaled", values)
         assert consume(three.bootstrap, "scaled", MESSAGES) == sorted(values)
@@ -233,7 +239,7 @@ def test_brokers_on_three_hosts_form_one_cluster_stop_gracefully_and_recover(
         stopped.start()
         wait_until(
             lambda: partitions(admin, "scaled"),
-            lambda p: len(p) == 3 and all(isr == (1, 2, 3) for _, isr in p.values()),
+            fully_replicated,
             CLIENT_TIMEOUT,
         )
 
@@ -246,7 +252,7 @@ def test_brokers_on_three_hosts_form_one_cluster_stop_gracefully_and_recover(
         killed.start()
         wait_until(
             lambda: partitions(admin, "scaled"),
-            lambda p: len(p) == 3 and all(isr == (1, 2, 3) for _, isr in p.values()),
+            fully_replicated,
             CLIENT_TIMEOUT,
         )
         assert consume(killed.bootstrap, "scaled", MESSAGES + 1) == sorted([*values, b"after-kill"])
@@ -350,3 +356,99 @@ def test_a_registered_broker_id_or_a_taken_listener_fails_with_one_line_and_writ
     assert line.startswith("Error: no cluster secret in KEMU_CLUSTER_SECRET:"), done.stderr
     assert zk_children(chroot, zkdata.BROKER_IDS_PATH) == ("1",)
     assert first.terminate() == 0
+
+
+@pytest.mark.slow
+@pytest.mark.processes
+@pytest.mark.timeout(400)
+def test_brokers_on_an_ensemble_outlive_a_zookeeper_server_and_a_host_that_drops_out(
+    zookeeper_ensemble: ZooKeeperEnsemble, brokers: list[BrokerRun], tmp_path: Path
+) -> None:
+    """Three brokers on three addresses over a 3-server ensemble: the ZooKeeper leader is
+    SIGKILLed and the brokers' sessions, registrations and controller carry on, as do
+    acks=all produce and consume; then one broker's host stops answering (its process
+    SIGSTOPped: nothing it holds answers or sends, as a host cut off the network), its
+    session expires, the controller moves its leaderships and shrinks the ISRs; when it
+    answers again it registers anew and rejoins every ISR with all the records."""
+    ensemble = f"{zookeeper_ensemble.hosts}/kemu"
+    runs = start_brokers(brokers, ensemble, tmp_path)
+    by_id = {run.broker_id: run for run in runs}
+    admin = KafkaAdminClient(bootstrap_servers=runs[0].bootstrap, request_timeout_ms=5000)
+    try:
+        create_replicated(admin, "ensemble")
+        first = [f"before-{i:02}".encode() for i in range(MESSAGES)]
+        produce(runs[1].bootstrap, "ensemble", first)
+        controller, _ = wait_until(
+            lambda: live_brokers(admin), lambda c: c[0] in by_id and c[1] == 3, CLIENT_TIMEOUT
+        )
+        registrations = {
+            b: zk_read(zookeeper_ensemble.hosts, f"/kemu{zkdata.broker_path(BrokerId(b))}")
+            for b in by_id
+        }
+
+        # The ZooKeeper leader dies: the followers elect another, the clients' sessions
+        # move to the servers left, and nothing in the cluster notices.
+        leader = zookeeper_ensemble.leader()
+        assert leader is not None
+        leader.kill()
+        wait_until(
+            lambda: [s.mode for s in zookeeper_ensemble.servers if s.running],
+            lambda modes: sorted(modes) == ["follower", "leader"],
+            CLIENT_TIMEOUT,
+        )
+        second = [f"after-zk-{i:02}".encode() for i in range(MESSAGES)]
+        produce(runs[2].bootstrap, "ensemble", second)
+        assert consume(runs[0].bootstrap, "ensemble", 2 * MESSAGES) == sorted(first + second)
+        assert live_brokers(admin) == (controller, 3)
+        for b in by_id:  # the same registrations: no session expired
+            path = f"/kemu{zkdata.broker_path(BrokerId(b))}"
+            assert zk_read(zookeeper_ensemble.hosts, path) == registrations[b]
+
+        # A broker that is not the controller drops off the network.
+        cut = next(run for run in runs if run.broker_id != controller)
+        survivor = by_id[controller]
+        admin.close()
+        admin = KafkaAdminClient(bootstrap_servers=survivor.bootstrap, request_timeout_ms=5000)
+        cut.freeze()
+        wait_until(
+            lambda: live_brokers(admin),
+            lambda c: c == (controller, 2),
+            CLIENT_TIMEOUT,
+        )
+        wait_until(
+            lambda: partitions(admin, "ensemble"),
+            lambda p: (
+                len(p) == 3
+                and all(
+                    leader != cut.broker_id and cut.broker_id not in isr and leader in isr
+                    for leader, isr in p.values()
+                )
+            ),
+            CLIENT_TIMEOUT,
+        )
+        third = [f"while-cut-{i:02}".encode() for i in range(MESSAGES)]
+        produce(survivor.bootstrap, "ensemble", third)
+
+        # It answers again: its session expired meanwhile, so it registers anew, and
+        # catches up into every ISR.
+        cut.thaw()
+        wait_until(
+            lambda: (live_brokers(admin), partitions(admin, "ensemble")),
+            lambda s: (
+                s[0] == (controller, 3)
+                and len(s[1]) == 3
+                and all(isr == (1, 2, 3) for _, isr in s[1].values())
+            ),
+            CLIENT_TIMEOUT,
+        )
+        path = f"/kemu{zkdata.broker_path(BrokerId(cut.broker_id))}"
+        again = zk_read(zookeeper_ensemble.hosts, path)
+        before = registrations[cut.broker_id]
+        assert again is not None
+        assert before is not None
+        assert again[1] != before[1]  # a new czxid: a new broker epoch
+        assert consume(cut.bootstrap, "ensemble", 3 * MESSAGES) == sorted(first + second + third)
+    finally:
+        admin.close()
+    for run in runs:
+        assert run.terminate() == 0, run.output[-4000:]

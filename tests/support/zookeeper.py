@@ -1,7 +1,9 @@
 """A real ZooKeeper server for tests (``cluster.launch.zookeeper_server``, re-exported here).
 
 The session-scoped ``zookeeper_server`` fixture shares one server across the test run.
-Tests that stop or restart a server use their own ``ZooKeeperServer`` instead. ZooKeeper
+Tests that stop or restart a server use their own ``ZooKeeperServer`` instead; the
+``zookeeper_ensemble`` fixture is a 3-server ensemble of the test's own (its servers may
+be stopped and started again). ZooKeeper
 missing is never a reason to skip: the package is installed (``scripts/zookeeper.sh
 install``) or the fixture fails loudly.
 """
@@ -18,6 +20,7 @@ from cluster.launch.zookeeper_server import (
     SCRIPT,
     STOP_TIMEOUT,
     ZOOKEEPER_JAR,
+    ZooKeeperEnsemble,
     ZooKeeperServer,
     ensure_installed,
     four_letter_word,
@@ -30,10 +33,12 @@ __all__ = [
     "SCRIPT",
     "STOP_TIMEOUT",
     "ZOOKEEPER_JAR",
+    "ZooKeeperEnsemble",
     "ZooKeeperServer",
     "ensure_installed",
     "four_letter_word",
     "free_port",
+    "zookeeper_ensemble",
     "zookeeper_server",
 ]
 
@@ -48,3 +53,14 @@ def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKe
         yield server
     finally:
         server.close()
+
+
+@pytest.fixture
+def zookeeper_ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperEnsemble]:
+    """A 3-server ensemble on loopback, for one test."""
+    ensemble = ZooKeeperEnsemble(tmp_path_factory.mktemp("zookeeper-ensemble"))
+    try:
+        ensemble.start()
+        yield ensemble
+    finally:
+        ensemble.close()
