@@ -35,10 +35,11 @@ def run_command(
     *,
     port: int = 0,
     config: dict[str, str] | None = None,
+    log_level: str = "warning",
 ) -> list[str]:
     """The command line of ``kemu broker run`` (what docs/scale-out.md shows)."""
     args = [
-        sys.executable, "-m", "cluster.cli", "broker", "run",
+        sys.executable, "-m", "cluster.cli", "--log-level", log_level, "broker", "run",
         "--id", str(broker_id),
         "--zookeeper", zookeeper,
         "--listeners", f"PLAINTEXT://{host}:{port}",
@@ -66,12 +67,15 @@ class BrokerRun:
         output: Path,
         *,
         config: dict[str, str] | None = None,
+        log_level: str = "warning",
     ) -> None:
         self.broker_id = broker_id
         self.host = host
         self.log_dir = log_dir
         self.output_file = output
-        self.args = run_command(broker_id, zookeeper, host, log_dir, config=config)
+        self.args = run_command(
+            broker_id, zookeeper, host, log_dir, config=config, log_level=log_level
+        )
         self.process: subprocess.Popen[bytes] | None = None
         self.port = 0
 
