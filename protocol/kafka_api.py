@@ -73,9 +73,15 @@ __all__ = [
     "DeleteTopicResult",
     "DeleteTopicsRequestData",
     "DeleteTopicsResponseData",
+    "DescribableLogDirTopic",
     "DescribeConfigsRequestData",
     "DescribeConfigsResponseData",
     "DescribeConfigsResult",
+    "DescribeLogDirsPartition",
+    "DescribeLogDirsRequestData",
+    "DescribeLogDirsResponseData",
+    "DescribeLogDirsResult",
+    "DescribeLogDirsTopic",
     "ElectLeadersPartitionResult",
     "ElectLeadersRequestData",
     "ElectLeadersResponseData",
@@ -131,6 +137,7 @@ class ClientApiKey(IntEnum):
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
@@ -578,8 +585,43 @@ class ListPartitionReassignmentsResponseData(Message, frozen=True, kw_only=True)
     throttle_time_ms: int = 0
 
 
+class DescribableLogDirTopic(_Value, frozen=True, kw_only=True):
+    topic: TopicName
+    partitions: tuple[int, ...]
+
+
+class DescribeLogDirsRequestData(Message, frozen=True, kw_only=True):
+    """``topics`` None: every partition hosted by the broker."""
+
+    topics: tuple[DescribableLogDirTopic, ...] | None = None
+
+
+class DescribeLogDirsPartition(_Value, frozen=True, kw_only=True):
+    partition_index: int
+    partition_size: int
+    offset_lag: int
+    is_future_key: bool = False
+
+
+class DescribeLogDirsTopic(_Value, frozen=True, kw_only=True):
+    name: TopicName
+    partitions: tuple[DescribeLogDirsPartition, ...]
+
+
+class DescribeLogDirsResult(_Value, frozen=True, kw_only=True):
+    error_code: ErrorCode
+    log_dir: str
+    topics: tuple[DescribeLogDirsTopic, ...] = ()
+
+
+class DescribeLogDirsResponseData(Message, frozen=True, kw_only=True):
+    results: tuple[DescribeLogDirsResult, ...] = ()
+    throttle_time_ms: int = 0
+
+
 KafkaApiRequestData = (
     MetadataRequestData
+    | DescribeLogDirsRequestData
     | AlterPartitionReassignmentsRequestData
     | ListPartitionReassignmentsRequestData
     | ElectLeadersRequestData
@@ -597,6 +639,7 @@ returns it."""
 
 KafkaApiResponseData = (
     MetadataResponseData
+    | DescribeLogDirsResponseData
     | AlterPartitionReassignmentsResponseData
     | ListPartitionReassignmentsResponseData
     | ElectLeadersResponseData

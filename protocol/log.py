@@ -188,6 +188,38 @@ class LogDirStatus(Message, frozen=True, kw_only=True):
         return tuple(d.log_dir for d in self.dirs if not d.online)
 
 
+class DescribeLogDirs(Message, frozen=True, kw_only=True):
+    """Each configured log directory with the logs of ``partitions`` in it (None: every
+    hosted log), for ``ReplicaManager.describeLogDirs``."""
+
+    partitions: tuple[TopicPartition, ...] | None = None
+
+
+class DescribedLog(msgspec.Struct, frozen=True, kw_only=True):
+    """A log's size in bytes (its segments' ``.log`` files) and its log end offset."""
+
+    topic: TopicName
+    partition: int
+    size: int
+    log_end_offset: int
+
+
+class DescribedLogDir(msgspec.Struct, frozen=True, kw_only=True):
+    """One log directory: offline, or online with ``topics`` (every topic with a log in
+    it, asked about or not: Kafka lists each) and the ``logs`` asked about."""
+
+    log_dir: str
+    online: bool
+    topics: tuple[TopicName, ...] = ()
+    logs: tuple[DescribedLog, ...] = ()
+
+
+class LogDirsDescribed(Message, frozen=True, kw_only=True):
+    """Every configured log directory, in the configured order."""
+
+    dirs: tuple[DescribedLogDir, ...]
+
+
 # ---------------------------------------------------------------------- notifications
 
 

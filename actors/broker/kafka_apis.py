@@ -118,6 +118,7 @@ from protocol.kafka_api import (
     CreateTopicsResponseData,
     DeleteTopicsRequestData,
     DescribeConfigsRequestData,
+    DescribeLogDirsRequestData,
     ElectLeadersPartitionResult,
     ElectLeadersRequestData,
     ElectLeadersResponseData,
@@ -212,6 +213,8 @@ class KafkaApis:
                 return await self._handle_topic_metadata(msg)
             case DescribeConfigsRequestData():
                 return await self._admin_manager.describe_configs(msg)
+            case DescribeLogDirsRequestData():
+                return await self._replicas.describe_log_dirs(msg)
             case AlterConfigsRequestData() | IncrementalAlterConfigsRequestData():
                 return await self._admin_manager.alter_configs(msg)
             case (

@@ -55,6 +55,13 @@ from protocol.errors import (
     StoreError,
 )
 from protocol.ids import BrokerId, ControllerEpoch, TopicName
+from protocol.kafka_api import (
+    DescribeLogDirsPartition,
+    DescribeLogDirsRequestData,
+    DescribeLogDirsResponseData,
+    DescribeLogDirsResult,
+    DescribeLogDirsTopic,
+)
 from protocol.kafka_data import (
     DEBUG_REPLICA_ID,
     EARLIEST_TIMESTAMP,
@@ -81,11 +88,13 @@ from protocol.log import (
     AppendRecords,
     AppendToLogs,
     DeleteLog,
+    DescribeLogDirs,
     EpochEndOffsetQuery,
     GetOrCreateLog,
     GetOrCreateLogs,
     HighWatermark,
     LogConfigOverrides,
+    LogDirsDescribed,
     LogsAppended,
     LogsCreated,
     LogsRead,
@@ -331,6 +340,61 @@ class ReplicaManager:
         for topic in {TopicName(p.topic) for p in req.partitions if p.delete_partition}:
             self._topic_settings.pop(topic, None)
         return StopReplicaResponse(error_code=ErrorCode.NONE, partition_errors=tuple(errors))
+
+    async def describe_log_dirs(
+        self, req: DescribeLogDirsRequestData
+    ) -> DescribeLogDirsResponseData:
+        """``KafkaApis.handleDescribeLogDirsRequest`` with ``describeLogDirs``: every
+        configured log dir, KAFKA_STORAGE_ERROR for one offline; an online one lists each
+        topic with a log in it, with the sizes of the partitions asked about (a topic not
+        asked about is listed with none, as Kafka's grouping leaves it) and their offset
+        lag (high watermark minus log end offset, at least 0; -1 for a partition with no
+        online replica here)."""
+        partitions = (
+            None
+            if req.topics is None
+            else tuple(TopicPartition(t.topic, p) for t in req.topics for p in t.partitions)
+        )
+        reply = await self._broker.ask(
+            self._broker.log_manager_ref, DescribeLogDirs(partitions=partitions)
+        )
+        assert isinstance(reply, LogDirsDescribed)
+        results = []
+        for d in reply.dirs:
+            if not d.online:
+                results.append(
+                    DescribeLogDirsResult(
+                        error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=d.log_dir
+                    )
+                )
+                continue
+            by_topic: dict[str, list[DescribeLogDirsPartition]] = {t: [] for t in d.topics}
+            for log in d.logs:
+                tp = TopicPartition(log.topic, log.partition)
+                partition = self.partitions.get(tp)
+                lag = (
+                    -1
+                    if partition is None or tp in self.offline
+                    else max(partition.high_watermark - log.log_end_offset, 0)
+                )
+                by_topic[log.topic].append(
+                    DescribeLogDirsPartition(
+                        partition_index=log.partition,
+                        partition_size=log.size,
+                        offset_lag=lag,
+                    )
+                )
+            results.append(
+                DescribeLogDirsResult(
+                    error_code=ErrorCode.NONE,
+                    log_dir=d.log_dir,
+                    topics=tuple(
+                        DescribeLogDirsTopic(name=TopicName(t), partitions=tuple(ps))
+                        for t, ps in by_topic.items()
+                    ),
+                )
+            )
+        return DescribeLogDirsResponseData(results=tuple(results))
 
     def handle_log_dir_failure(self, log_dir: str) -> tuple[TopicPartition, ...]:
         """``handleLogDirFailure``, the broker's own part: every partition hosted here with

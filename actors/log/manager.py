@@ -123,6 +123,9 @@ from protocol.log import (
     AppendToLogs,
     CheckpointFlush,
     DeleteLog,
+    DescribedLog,
+    DescribedLogDir,
+    DescribeLogDirs,
     EpochEndOffsetQuery,
     GetLogDirStatus,
     GetOrCreateLog,
@@ -136,6 +139,7 @@ from protocol.log import (
     LogDirFailed,
     LogDirInfo,
     LogDirsAllFailed,
+    LogDirsDescribed,
     LogDirStatus,
     LogListing,
     LogOffsets,
@@ -496,6 +500,7 @@ LogManagerMessage: TypeAlias = (
     | DeleteLog
     | ListLogs
     | GetLogDirStatus
+    | DescribeLogDirs
     | LogDeletionSweep
     | LogDirsAllFailed
     | CheckpointFlush
@@ -520,6 +525,7 @@ _HANDLED: Final = (
     DeleteLog,
     ListLogs,
     GetLogDirStatus,
+    DescribeLogDirs,
     LogDeletionSweep,
     LogDirsAllFailed,
     TruncateLog,
@@ -904,6 +910,8 @@ class LogManager(Actor):
                 return self._listing()
             case GetLogDirStatus():
                 return self._dir_status()
+            case DescribeLogDirs(partitions=partitions):
+                return self._describe(partitions)
             case LogDeletionSweep(timer=timer):
                 self._sweep(timer)
                 return None
@@ -1661,6 +1669,48 @@ class LogManager(Actor):
                 for d in self.log_dirs
             )
         )
+
+    def _describe(self, partitions: tuple[TopicPartition, ...] | None) -> LogDirsDescribed:
+        """``ReplicaManager.describeLogDirs``' view of the logs: each online dir with its
+        topics and the size and end of each log asked about (opened if it is closed, as
+        Kafka keeps every log open); a dir that fails meanwhile is reported offline."""
+        wanted = None if partitions is None else set(partitions)
+        by_dir: dict[Path, list[TopicPartition]] = {d: [] for d in self.log_dirs}
+        for tp, log_dir in sorted(self._logs.items()):
+            by_dir.setdefault(log_dir, []).append(tp)
+        described = []
+        for log_dir in self.log_dirs:
+            hosted = by_dir[log_dir]
+            logs = []
+            try:
+                for tp in hosted:
+                    if log_dir in self._offline:
+                        break
+                    if wanted is None or tp in wanted:
+                        log = self._log(tp)
+                        size = sum(segment.size for segment in log.segments)
+                        logs.append(
+                            DescribedLog(
+                                topic=TopicName(tp.topic),
+                                partition=tp.partition,
+                                size=size,
+                                log_end_offset=log.log_end_offset,
+                            )
+                        )
+            except KafkaApiError:
+                pass  # the dir went offline opening a log: reported so below
+            if log_dir in self._offline:
+                described.append(DescribedLogDir(log_dir=str(log_dir), online=False))
+                continue
+            described.append(
+                DescribedLogDir(
+                    log_dir=str(log_dir),
+                    online=True,
+                    topics=tuple(sorted({TopicName(tp.topic) for tp in hosted})),
+                    logs=tuple(logs),
+                )
+            )
+        return LogDirsDescribed(dirs=tuple(described))
 
     # -- tracing
 

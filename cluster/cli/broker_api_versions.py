@@ -25,9 +25,8 @@ from pathlib import Path
 from typing import Final, TextIO
 
 from cluster.cli.args import UsageError
-from cluster.cli.client_tools import ToolError, run_tool
-from cluster.cli.jopt import Option, option_lines, parse
-from cluster.cli.topics import KAFKA_VERSION
+from cluster.cli.client_tools import ToolError, command_options, run_tool
+from cluster.cli.jopt import Option, option_lines
 from cluster.kafka.apis import KAFKA_2_7_API_NAMES, KAFKA_2_7_API_VERSIONS
 from cluster.kafka.client import (
     AdminClientConfig,
@@ -94,11 +93,8 @@ def api_versions_text(table: Mapping[int, tuple[int, int]]) -> str:
 
 
 async def broker_api_versions(argv: Sequence[str], *, out: TextIO) -> int:
-    opts = parse(argv, SPECS)
-    if not opts.arg_count or opts.has("help"):
-        raise UsageError(SUMMARY)
-    if opts.has("version"):
-        out.write(f"{KAFKA_VERSION} (Commit:kemu)\n")
+    opts = command_options(argv, SPECS, SUMMARY, out)
+    if opts is None:
         return 0
     if not opts.has("bootstrap-server"):
         raise UsageError('Missing required argument "[bootstrap-server]"')

@@ -18,8 +18,9 @@ from typing import TextIO
 import anyio
 
 from cluster.cli.args import UsageError
-from cluster.cli.jopt import Option, OptionError, Options, option_lines
+from cluster.cli.jopt import Option, OptionError, Options, option_lines, parse
 from cluster.cli.store_command import report_failure
+from cluster.cli.topics import KAFKA_VERSION
 from cluster.kafka.client import AdminClientConfig, load_properties
 from cluster.launch.connect import load_cluster_file
 from protocol.errors import KemuError
@@ -29,6 +30,7 @@ __all__ = [
     "ToolError",
     "admin_config",
     "client_config",
+    "command_options",
     "properties",
     "run_tool",
     "tool_bootstrap",
@@ -50,6 +52,21 @@ CLUSTER_OPTIONS: tuple[Option, ...] = (
 
 class ToolError(KemuError):
     """A tool cannot go on: its one line, then exit status 1."""
+
+
+def command_options(
+    argv: Sequence[str], specs: Sequence[Option], summary: str, out: TextIO
+) -> Options | None:
+    """A Kafka admin tool's parsed command line, as ``CommandDefaultOptions`` with
+    ``printHelpAndExitIfNeeded``: no argument or ``--help`` is the usage (``UsageError``
+    with ``summary``); ``--version`` prints Kafka's version and gives None (exit 0)."""
+    opts = parse(argv, specs)
+    if not opts.arg_count or opts.has("help"):
+        raise UsageError(summary)
+    if opts.has("version"):
+        out.write(f"{KAFKA_VERSION} (Commit:kemu)\n")
+        return None
+    return opts
 
 
 def usage_text(summary: str, specs: Sequence[Option]) -> str:

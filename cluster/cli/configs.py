@@ -27,9 +27,8 @@ from pathlib import Path
 from typing import Final, TextIO
 
 from cluster.cli.args import UsageError
-from cluster.cli.client_tools import ToolError, run_tool
-from cluster.cli.jopt import Option, Options, option_lines, parse
-from cluster.cli.topics import KAFKA_VERSION
+from cluster.cli.client_tools import ToolError, command_options, run_tool
+from cluster.cli.jopt import Option, Options, option_lines
 from cluster.kafka.client import (
     AdminClientConfig,
     KafkaAdminClient,
@@ -247,11 +246,8 @@ async def _alter(
 
 
 async def configs(argv: Sequence[str], *, out: TextIO) -> int:
-    opts = parse(argv, SPECS)
-    if not opts.arg_count or opts.has("help"):
-        raise UsageError(SUMMARY)
-    if opts.has("version"):
-        out.write(f"{KAFKA_VERSION} (Commit:kemu)\n")
+    opts = command_options(argv, SPECS, SUMMARY, out)
+    if opts is None:
         return 0
     _, name = _check_args(opts)
     config_file = opts.value("command-config")

@@ -498,6 +498,7 @@ def build_parser() -> argparse.ArgumentParser:
             "kafka-consumer-groups.sh: list, describe (offsets and lag) and delete groups",
         ),
         ("configs", "configs", "kafka-configs.sh: describe and alter topic configs"),
+        ("log-dirs", "log_dirs", "kafka-log-dirs.sh: each broker's log dirs and partition sizes"),
     ):
         tool = sub.add_parser(
             name, help=f"{summary} (--help for options)", add_help=False, prefix_chars="\0"

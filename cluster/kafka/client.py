@@ -73,6 +73,8 @@ from protocol.kafka_api import (
     DescribeConfigsRequestData,
     DescribeConfigsResponseData,
     DescribeConfigsResult,
+    DescribeLogDirsRequestData,
+    DescribeLogDirsResponseData,
     ElectLeadersRequestData,
     ElectLeadersResponseData,
     ElectLeadersTopic,
@@ -612,6 +614,34 @@ class KafkaAdminClient:
             controller=False,
         )
         return ClusterView(response.cluster_id, response.controller_id, response.brokers)
+
+    async def describe_log_dirs(
+        self, broker_ids: Sequence[int]
+    ) -> dict[BrokerId, DescribeLogDirsResponseData]:
+        """``describeLogDirs``: each broker's DescribeLogDirs for every partition, asked
+        of the broker itself. Raises ``KafkaClientError`` for a broker the cluster does not
+        have (where Kafka's client waits out its timeout for a node assignment)."""
+        view = await self.describe_cluster()
+        addresses = {b.broker_id: (b.host, b.port) for b in view.brokers}
+        missing = [b for b in broker_ids if BrokerId(b) not in addresses]
+        if missing:
+            known = ",".join(str(b) for b in sorted(addresses))
+            raise KafkaClientError(
+                f"No broker {','.join(map(str, missing))} in the cluster (brokers {known})"
+            )
+        answers: dict[BrokerId, DescribeLogDirsResponseData] = {}
+        for broker_id in broker_ids:
+            response = await self.request_broker(
+                addresses[BrokerId(broker_id)],
+                DescribeLogDirsRequestData(topics=None),
+                timeout=self.config.request_timeout_ms / 1000,
+            )
+            if not isinstance(response, DescribeLogDirsResponseData):
+                raise KafkaClientError(
+                    f"unexpected answer to DescribeLogDirs: {type(response).__name__}"
+                )
+            answers[BrokerId(broker_id)] = response
+        return answers
 
     async def describe_topics(self, names: Sequence[str]) -> dict[TopicName, TopicMetadata]:
         """``describeTopics``: each topic's metadata; a topic answered with an error raises

@@ -115,6 +115,8 @@ REQUESTS: Final[Mapping[tuple[int, int], Any]] = types.MappingProxyType({
     (23, 1): _request(23, 2, 1, frozenset({"topics.partitions.current_leader_epoch"})),
     # DescribeConfigs: v1 adds include_synonyms
     (32, 0): _request(32, 1, 0, frozenset({"include_synonyms"})),
+    # DescribeLogDirs: v1 is v0 (only the throttling behaviour changed)
+    (35, 0): _request(35, 1, 0),
 })  # fmt: skip
 """(API key, version) -> the request schema of a version the codec lacks."""
 
@@ -135,6 +137,8 @@ RESPONSES: Final[Mapping[tuple[int, int], Any]] = types.MappingProxyType({
         frozenset({"results.configs.synonyms"}),
         {"results.configs.config_source": ("is_default", bool, "bool")},
     ),
+    # DescribeLogDirs: v1 is v0
+    (35, 0): _response(35, 1, 0),
 })  # fmt: skip
 """(API key, version) -> the response schema of a version the codec lacks."""
 

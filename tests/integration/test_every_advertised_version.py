@@ -26,6 +26,7 @@ from kafka.protocol.admin import (  # type: ignore[import-untyped]
     DeleteTopicsResponse,
     DescribeConfigsResponse,
     DescribeGroupsResponse,
+    DescribeLogDirsResponse,
     ElectLeadersResponse,
     IncrementalAlterConfigsResponse,
     ListGroupsResponse,
@@ -90,7 +91,9 @@ from protocol.kafka_api import (
     CreatePartitionsTopic,
     CreateTopicsRequestData,
     DeleteTopicsRequestData,
+    DescribableLogDirTopic,
     DescribeConfigsRequestData,
+    DescribeLogDirsRequestData,
     ElectLeadersRequestData,
     IncrementalAlterConfigsRequestData,
     KafkaApiRequestData,
@@ -219,6 +222,10 @@ SIMPLE: dict[int, Callable[[int], KafkaApiRequestData]] = {
         timeout_ms=LONG,
     ),
     46: lambda v: ListPartitionReassignmentsRequestData(topics=None, timeout_ms=LONG),
+    # v0 every partition, later versions the topic's first (the other listed with none)
+    35: lambda v: DescribeLogDirsRequestData(
+        topics=None if v == 0 else (DescribableLogDirTopic(topic=TOPIC, partitions=(0,)),)
+    ),
 }
 """API key -> a valid request of it, for a version (each version's own topic where the
 request changes the cluster). The group APIs, which need a member first, are in
@@ -251,6 +258,7 @@ RESPONSES: dict[int, Any] = {
     43: ElectLeadersResponse,
     45: AlterPartitionReassignmentsResponse,
     46: ListPartitionReassignmentsResponse,
+    35: DescribeLogDirsResponse,
     47: OffsetDeleteResponse,
 }
 """API key -> kafka-python's response class."""

@@ -86,6 +86,7 @@ def test_the_admin_client_caps_each_api_at_a_2_7_clients_version() -> None:
         ClientApiKey.CREATE_TOPICS: 6,
         ClientApiKey.DELETE_TOPICS: 5,
         ClientApiKey.DESCRIBE_CONFIGS: 3,
+        ClientApiKey.DESCRIBE_LOG_DIRS: 2,
         ClientApiKey.ALTER_CONFIGS: 1,
         ClientApiKey.INCREMENTAL_ALTER_CONFIGS: 1,
         ClientApiKey.CREATE_PARTITIONS: 3,
