@@ -20,6 +20,7 @@ from cluster.cli.chaos import chaos_main
 from cluster.cli.main import build_parser
 from cluster.launch.zookeeper_server import ZooKeeperServer
 from protocol.trace import TraceEvent
+from tests.support.browser import ARTIFACTS, elements, render
 
 REAL = Path(__file__).resolve().parents[2] / "scenarios" / "real"
 
@@ -69,6 +70,22 @@ def test_a_real_session_expiry_of_the_controller_on_processes(
     assert nodes["network_tap:control_request"] > 0
     assert nodes["network_tap:control_response"] > 0
     assert any(key.startswith("session_expired:") and "forced" in key for key in nodes)
+    # its report draws the merged trace: the store's lane is ZooKeeper's node
+    name = load_scenario(REAL / "controller-session-expiry.yaml").name
+    page = tmp_path / name / "seed-1" / "report.html"
+    drawn = elements(render(page, ARTIFACTS / "report" / f"{name}.png", tmp_path / "chromium"))
+    body = next(e for e in drawn if e.tag == "body")
+    assert body.attrs["data-overflow"] == "none"
+    lanes = body.attrs["data-lanes"].split()
+    assert lanes[:3] == ["broker-0", "broker-1", "broker-2"]
+    assert lanes[-1] == "chaos"
+    store = lanes[-2]
+    arrows = [e for e in drawn if e.tag == "line" and "arrow" in e.classes]
+    to_store = {a.attrs["data-type"] for a in arrows if a.attrs["data-dst"] == store}
+    assert "store create" in to_store
+    assert any(a.attrs["data-type"] == "LeaderAndIsrRequest" for a in arrows)
+    marks = [e.attrs.get("data-type") for e in drawn if e.tag == "text" and "mark" in e.classes]
+    assert marks.count("controller_elected") >= 2
 
 
 @pytest.mark.zookeeper

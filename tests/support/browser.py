@@ -73,7 +73,8 @@ def chromium() -> str:
 
 def render(page: Path, screenshot: Path, profile: Path, *, width: int = 1400) -> str:
     """Open ``page`` (a file) in headless Chromium ``width`` pixels wide: the DOM once the
-    page's scripts have run; its first screen is saved as ``screenshot`` (PNG)."""
+    page's scripts have run; its first screen is saved as ``screenshot`` (PNG). An error
+    the page's scripts leave uncaught fails."""
     screenshot.parent.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
         [
@@ -86,6 +87,8 @@ def render(page: Path, screenshot: Path, profile: Path, *, width: int = 1400) ->
             f"--user-data-dir={profile}",
             f"--window-size={width},1000",
             "--virtual-time-budget=10000",
+            "--enable-logging=stderr",  # the page's console, where a script error shows
+            "--v=0",
             f"--screenshot={screenshot}",
             "--dump-dom",
             page.resolve().as_uri(),
@@ -97,4 +100,6 @@ def render(page: Path, screenshot: Path, profile: Path, *, width: int = 1400) ->
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert screenshot.is_file(), done.stderr[-2000:]
+    errors = [line for line in done.stderr.splitlines() if "Uncaught" in line]
+    assert errors == [], errors
     return done.stdout
