@@ -40,6 +40,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import structlog
+
 from actors.admin import (
     GROUP_METADATA_TOPIC_NAME,
     BrokerConfig,
@@ -92,6 +94,8 @@ from protocol.controller import EnableTopicUncleanLeaderElection
 from protocol.errors import StoreError
 from protocol.ids import BrokerId, ControllerEpoch, TopicName
 from protocol.log import LogDirFailed
+
+log = structlog.get_logger("kemu.server")  # Kafka's kafka.server.KafkaServer, in server.log
 
 
 @dataclass(frozen=True)
@@ -203,6 +207,7 @@ class Broker(Actor):
         return self.zk.session
 
     async def on_start(self) -> None:
+        log.info("starting", broker_id=self.broker_id)  # KafkaServer: "starting"
         self.zk = ZkConnection(
             self.store,
             name=self.node.node_id,
@@ -364,8 +369,10 @@ class Broker(Actor):
             self.session, self.broker_id, registration
         )
         self.trace("event", "broker_registered", broker=self.broker_id, epoch=self.broker_epoch)
+        log.info("registered", broker_id=self.broker_id, broker_epoch=self.broker_epoch)
 
     async def on_stop(self) -> None:
+        log.info("shutting_down", broker_id=self.broker_id)
         if self.zk is not None:
             await self.zk.session.close()
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol
 
 import anyio.lowlevel
+import structlog
 
 from actors.admin import is_internal
 from actors.broker.delayed_data import DataPurgatory, DelayedFetch, DelayedProduce, timed_out
@@ -105,6 +106,8 @@ from protocol.log import (
     ReadRecords,
     RecordHighWatermarks,
 )
+
+state_change_log = structlog.get_logger("kemu.state_change")  # Kafka's state.change.logger
 
 if TYPE_CHECKING:
     from actors.broker.broker import Broker
@@ -199,7 +202,16 @@ class ReplicaManager:
         (STALE_CONTROLLER_EPOCH, as Kafka answers it), one not assigned to this broker is
         UNKNOWN_TOPIC_OR_PARTITION."""
         stale = self._stale(req.controller_epoch, req.broker_epoch)
+        state_change_log.info(
+            "handling_leader_and_isr",
+            controller_id=req.controller_id,
+            controller_epoch=req.controller_epoch,
+            partitions=len(req.partition_states),
+        )
         if stale is not None:
+            state_change_log.warning(
+                "ignoring_leader_and_isr", controller_id=req.controller_id, error=stale.name
+            )
             self._broker.trace(
                 "event", "stale_request_rejected", request="LeaderAndIsr", error=stale.name
             )
@@ -267,6 +279,12 @@ class ReplicaManager:
                     partition.make_follower(state, **offsets)
                     followers.append(partition)
             self._became(leaders, followers)
+            state_change_log.info(
+                "finished_leader_and_isr",
+                controller_id=req.controller_id,
+                leaders=len(leaders),
+                followers=len(followers),
+            )
         errors = [
             PartitionError(
                 topic=s.topic,
@@ -299,6 +317,12 @@ class ReplicaManager:
         ``NO_EPOCH`` or newer than the one known here, and FENCED_LEADER_EPOCH otherwise,
         an equal epoch included; one not hosted here is stopped (its log, if any, deleted)."""
         stale = self._stale(req.controller_epoch, req.broker_epoch)
+        state_change_log.info(
+            "handling_stop_replica",
+            controller_id=req.controller_id,
+            controller_epoch=req.controller_epoch,
+            partitions=len(req.partitions),
+        )
         if stale is not None:
             return StopReplicaResponse(error_code=stale)
         errors: list[PartitionError] = []

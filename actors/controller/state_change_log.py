@@ -1,4 +1,6 @@
-"""The state-change log (Kafka's ``StateChangeLogger``): one traced event per transition.
+"""The state-change log (Kafka's ``StateChangeLogger``): one traced event per transition,
+and its line in the broker's ``state-change.log`` (cluster.logging): a partition coming
+online with its leader at INFO, every other transition at DEBUG.
 
 ``transition`` is the only way the state machines record a state change; ``invalid`` and
 ``failed`` record a refused or failed one (traced as errors, the state left unchanged).
@@ -9,14 +11,17 @@ Trace fields are stable: ``machine`` (partition|replica), ``topic``, ``partition
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from typing import Any, Final
 
 import structlog
 
 from actors.runtime.tracer import TraceFn, Tracer
 from protocol.control import TopicPartition
 
-log = structlog.get_logger("kemu.controller.state_change")
+log = structlog.get_logger("kemu.controller.state_change")  # Kafka's state.change.logger
+
+_ONLINE: Final = "OnlinePartition"
 
 
 class StateChangeLogger:
@@ -29,6 +34,10 @@ class StateChangeLogger:
         self.controller_id = controller_id
         self._trace = trace
         self._tracer = tracer
+        # the lowest level logged, read once: below it a transition builds no log line
+        self._log_level = next(
+            (n for n in (logging.DEBUG, logging.INFO) if log.is_enabled_for(n)), logging.WARNING
+        )
 
     def transition(
         self,
@@ -42,6 +51,22 @@ class StateChangeLogger:
         leader: int | None = None,
         leader_epoch: int | None = None,
     ) -> None:
+        # Kafka logs a partition coming online (its leader elected) at INFO, the other
+        # transitions at TRACE (our DEBUG), to state-change.log.
+        level = logging.INFO if to_state == _ONLINE else logging.DEBUG
+        if level >= self._log_level:
+            log.log(
+                level,
+                f"{machine}_state_changed",
+                partition=str(tp),
+                replica=replica,
+                from_state=from_state,
+                to_state=to_state,
+                leader=leader,
+                leader_epoch=leader_epoch,
+                controller_id=self.controller_id,
+                controller_epoch=controller_epoch,
+            )
         if self._tracer is not None and not self._tracer.enabled:
             if self._trace is not None:
                 self._tracer.skip()

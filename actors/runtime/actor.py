@@ -268,6 +268,7 @@ class Node:
         it reports readiness once it is attached and its first actors have started."""
         self._stop_requested = anyio.Event()
         token = NODE.set(self.node_id)  # every task of the node inherits it (``pause``)
+        structlog.contextvars.bind_contextvars(node=self.node_id)  # and what they log
         loop = asyncio.get_running_loop()
         if isinstance(loop, FreezableLoop):
             task = asyncio.current_task()

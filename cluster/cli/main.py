@@ -19,7 +19,7 @@ import anyio
 from actors.runtime.clock import run_real
 from cluster.cli.args import UsageError, key_values
 from cluster.cli.trace import add_trace_parser
-from cluster.logging import configure_logging
+from cluster.logging import LOG_FORMATS, LOG_LEVELS, configure_logging
 from protocol.errors import InconsistentClusterIdError, KemuError, unwrap_kemu_error
 
 if TYPE_CHECKING:
@@ -258,6 +258,7 @@ def _add_chaos_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     run.add_argument("--out", metavar="DIR", help="run directories go here (.kemu/chaos)")
     run.add_argument("--verbose", action="store_true", help="print every step as it runs")
     for one in (run, check):
+        _add_log_options(one)
         one.add_argument(
             "--processes", action="store_true", help="one OS process per broker (real clock)"
         )
@@ -300,7 +301,9 @@ def _add_reassignment_parsers(sub: argparse._SubParsersAction[argparse.ArgumentP
         one.set_defaults(func=func)
 
 
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOGGING_COMMANDS = frozenset({"up", "_broker", "chaos"})
+"""The commands that run brokers: they take ``--log-level``/``--log-format`` after their
+name too, and each broker they run writes its log files (cluster.logging)."""
 DEFAULT_CLUSTER_FILE = ".kemu/cluster.json"
 MAX_PORT = 65_535
 DEFAULT_KAFKA_PORT = 9092  # Kafka's default listener port
@@ -325,17 +328,37 @@ def _quiet_stdout() -> None:
     os.close(devnull)
 
 
+def _add_log_options(parser: argparse.ArgumentParser, *, argparse_default: bool = False) -> None:
+    """``--log-level`` and ``--log-format``: on ``kemu`` itself (``kemu --log-level INFO
+    up``) and after a command that runs brokers (``kemu up --log-level INFO``), where they
+    are only set when given (``argparse.SUPPRESS``), so that they do not undo the first."""
+
+    def default(value: str | None) -> str | None:
+        return value if argparse_default else argparse.SUPPRESS
+
+    parser.add_argument(
+        "--log-level",
+        default=default(None),
+        type=str.upper,
+        choices=LOG_LEVELS,
+        help="the level of stderr and of the brokers' log files: "
+        + ", ".join(LOG_LEVELS)
+        + " (default WARNING on stderr, INFO in the files; DEBUG adds every message"
+        " between actors)",
+    )
+    parser.add_argument(
+        "--log-format",
+        default=default("console"),
+        choices=LOG_FORMATS,
+        help="console lines (default) or one JSON object per line",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kemu", description="Emulate a ZooKeeper-mode Apache Kafka control plane."
     )
-    parser.add_argument(
-        "--log-level",
-        default="WARNING",
-        type=str.upper,
-        choices=LOG_LEVELS,
-        help="stderr log level: " + ", ".join(LOG_LEVELS) + " (default WARNING)",
-    )
+    _add_log_options(parser, argparse_default=True)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     demo = sub.add_parser("demo", help="a live smoke demo of the runtime, network and store")
@@ -387,6 +410,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run each broker in a process of its own (the store stays in this one)",
     )
+    _add_log_options(up)
     up.set_defaults(func=_cmd_up)
 
     broker = sub.add_parser(
@@ -463,6 +487,7 @@ def build_parser() -> argparse.ArgumentParser:
     # chaos real mode (cluster.chaos): the process's own trace, times from a shared origin
     process.add_argument("--trace", metavar="FILE", help="write this process's trace here")
     process.add_argument("--trace-origin", type=float, default=0.0, help="CLOCK_MONOTONIC zero")
+    _add_log_options(process)
     process.set_defaults(func=_cmd_broker_process)
 
     topics = sub.add_parser(
@@ -565,7 +590,11 @@ def _add_broker_run_parser(broker_sub: argparse._SubParsersAction[argparse.Argum
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    configure_logging(level=args.log_level)
+    configure_logging(
+        level=args.log_level,
+        json=args.log_format == "json",
+        broker_files=args.command in LOGGING_COMMANDS,
+    )
     try:
         # anyio's task groups wrap what fails in them: a user's error is the one inside
         with unwrap_kemu_error(BrokenPipeError):

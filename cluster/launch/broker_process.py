@@ -51,6 +51,7 @@ from actors.zk.store import MetadataStore
 from cluster.launch.cluster import BrokerSpec, file_limit, start_broker_node
 from cluster.launch.connect import EMBEDDED_SCHEME, STORE_NODE, parse_host_port
 from cluster.launch.directory import BrokerDirectory
+from cluster.logging import close_broker_logs
 from cluster.network import Network, TcpTransport
 from cluster.store.remote import STORE_ACTOR, RemoteStore
 from cluster.trace_files import JsonlTraceWriter
@@ -287,6 +288,7 @@ async def _serve_broker(spec: BrokerProcessSpec, tracer: Tracer, tap: NetworkTap
             finally:
                 if directory is not None:
                     await directory.aclose()
+                close_broker_logs([node_id])
                 if orphaned.is_set() and isinstance(store, RemoteStore):
                     store.discard()
                 else:

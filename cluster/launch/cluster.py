@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
+import structlog
 from anyio.abc import TaskGroup
 
 from actors.admin import BrokerConfig
@@ -34,6 +35,7 @@ from actors.zk.store import MetadataStore
 from cluster.kafka.apis import SERVED_API_VERSIONS
 from cluster.kafka.listener import KafkaRequest, KafkaWireServer, request_data
 from cluster.launch.connect import EMBEDDED_SCHEME, STORE_NODE
+from cluster.logging import close_broker_logs, open_broker_logs
 from cluster.network import InProcessTransport, Network, TcpTransport
 from cluster.network.auth import new_secret, seeded_secret
 from cluster.store.embedded import EmbeddedStore
@@ -230,6 +232,7 @@ async def start_broker_node(
         max_open_logs=spec.max_open_logs,
         internal_endpoint=spec.internal_endpoint,
     )
+    open_broker_logs(node.node_id, spec.broker_id, settings.log_dirs[0])  # with broker_files
     await tg.start(node.run, [Broker(settings, store)])
     return node, server, port
 
@@ -242,6 +245,7 @@ async def _serve_listener(
     task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     NODE.set(node_id)  # the listener is the broker's: a pause freezes it too
+    structlog.contextvars.bind_contextvars(node=node_id)  # and what it logs, the broker's
     with scope:
         async with anyio.create_task_group() as tg:
             port = await tg.start(server.serve)
@@ -379,6 +383,7 @@ class Cluster:
                     self._kill_paused()
         finally:
             self._tg = None
+            close_broker_logs(broker_node_id(b) for b in range(self.spec.brokers))
             with anyio.CancelScope(shield=True):
                 await self.store.aclose()
 

@@ -67,7 +67,7 @@ from cluster.launch.control import (
     settle,
     wait_unregistered,
 )
-from cluster.logging import configured_level
+from cluster.logging import configured, log_options
 from cluster.network import Network, TcpTransport
 from cluster.network.auth import new_secret
 from cluster.store.embedded import EmbeddedStore
@@ -170,7 +170,7 @@ class ProcessCluster:
         port = 0 if spec.base_port == 0 else spec.base_port + broker_id
         port = self.kafka_ports.get(broker_id, port)  # a restart: where clients know it is
         args = [
-            sys.executable, "-m", "cluster.cli", "--log-level", configured_level(),
+            sys.executable, "-m", "cluster.cli", *log_options(configured()),
             BROKER_PROCESS_COMMAND,
             "--id", str(broker_id),
             "--store", self.store_address,

@@ -29,12 +29,15 @@ from typing import Any, NoReturn, TypeAlias
 
 import anyio
 import msgspec
+import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
 from actors.runtime.clock import Clock
 from actors.runtime.tracer import Tracer
+from cluster.logging import messages_logged
 from cluster.network.faults import RULE_TYPES, UNHARMED, Fate, Partition, Rule, decide
 from cluster.network.transport import DropReason, Transport, TransportEvents
+from protocol.base import ActorRef
 from protocol.envelope import Envelope
 from protocol.errors import NetworkError
 from protocol.trace import TraceKind
@@ -104,6 +107,24 @@ class _Timer:
         return (self.due, self.seq) < (other.due, other.seq)
 
 
+log = structlog.get_logger("kemu.network.messages")
+
+
+def _log_message(event: str, envelope: Envelope, at: ActorRef) -> None:
+    """One message between actors at DEBUG, logged as the sender's or the receiver's
+    (``at``): it goes to that node's broker log."""
+    log.debug(
+        event,
+        node=at.node,
+        actor=at.name,
+        src=str(envelope.src),
+        dst=str(envelope.dst),
+        message=envelope.type_name,
+        corr=envelope.corr,
+        env_kind=envelope.kind.value,
+    )
+
+
 class Network:
     """Connects the nodes of a cluster (or of this process) through one transport."""
 
@@ -133,6 +154,7 @@ class Network:
         self._wakeup_at = math.inf
         self._running = False
         self._own_tg: TaskGroup | None = None  # when run by ``async with``
+        self._log_messages = messages_logged()  # DEBUG: every message, sent and received
 
     # ------------------------------------------------------------------ life cycle
 
@@ -285,6 +307,8 @@ class Network:
         if self._observers:
             for observer in self._observers:
                 observer(envelope)
+        if self._log_messages:
+            _log_message("message_sent", envelope, envelope.src)
         if not self._running:
             self._refuse(envelope, DropReason.NETWORK_STOPPED)
             return
@@ -424,6 +448,8 @@ class Network:
         if deliver is None:
             self._trace_drop(envelope, DropReason.UNKNOWN_DESTINATION)
             return
+        if self._log_messages:
+            _log_message("message_received", envelope, dst)
         if self._tracer.enabled:
             self._tracer.emit(
                 TraceKind.DELIVER,
