@@ -89,21 +89,42 @@ def file_for(logger_name: str) -> str:
 
 
 class BrokerLogs:
-    """One broker's three files, all created (appending) with its first line, as log4j
-    opens its appenders. A directory that cannot be written loses the lines: the log dir's
-    failure is the broker's to report (its log manager does), not its log's."""
+    """One broker's three files, all created (appending) with its first line once its log
+    dir exists: the broker's log manager makes that directory (or finds it unusable), and
+    a broker that fails before (a registered id, a taken listener) leaves none behind.
+    Lines before then wait in memory (up to ``EARLY_LINES``). A directory that cannot be
+    written loses the lines: the log dir's failure is the broker's to report, not its
+    log's."""
+
+    EARLY_LINES: Final = 10_000
 
     def __init__(self, broker_id: int, directory: Path) -> None:
         self.broker_id = broker_id
         self.directory = directory
         self._files: dict[str, TextIO] | None = None
+        self._early: list[tuple[str, str]] = []
         self._failed = False
 
     def write(self, name: str, line: str) -> None:
-        if self._files is None and not self._failed:
-            self._open()
         if self._files is None:
-            return
+            if self._failed:
+                return
+            if not self.directory.is_dir():
+                if len(self._early) < self.EARLY_LINES:
+                    self._early.append((name, line))
+                return
+            self._files = self._open()
+            if self._files is None:
+                self._failed = True
+                self._early.clear()
+                return
+            early, self._early = self._early, []
+            for early_name, early_line in early:
+                self._write(early_name, early_line)
+        self._write(name, line)
+
+    def _write(self, name: str, line: str) -> None:
+        assert self._files is not None
         try:
             out = self._files[name]
             out.write(line + "\n")
@@ -111,18 +132,16 @@ class BrokerLogs:
         except OSError:  # e.g. the disk is full: the line is lost, the broker goes on
             pass
 
-    def _open(self) -> None:
+    def _open(self) -> dict[str, TextIO] | None:
         files: dict[str, TextIO] = {}
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
             for file_name in (SERVER_LOG, CONTROLLER_LOG, STATE_CHANGE_LOG):
                 files[file_name] = (self.directory / file_name).open("a", encoding="utf-8")
         except OSError:
-            self._failed = True
             for out in files.values():
                 out.close()
-            return
-        self._files = files
+            return None
+        return files
 
     def close(self) -> None:
         for out in (self._files or {}).values():

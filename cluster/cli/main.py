@@ -301,9 +301,15 @@ def _add_reassignment_parsers(sub: argparse._SubParsersAction[argparse.ArgumentP
         one.set_defaults(func=func)
 
 
-LOGGING_COMMANDS = frozenset({"up", "_broker", "chaos"})
-"""The commands that run brokers: they take ``--log-level``/``--log-format`` after their
-name too, and each broker they run writes its log files (cluster.logging)."""
+def _runs_brokers(args: argparse.Namespace) -> bool:
+    """``kemu up``, ``kemu _broker``, ``kemu broker run`` and ``kemu chaos``: they take
+    ``--log-level``/``--log-format`` after their name too, and each broker they run writes
+    its log files (cluster.logging)."""
+    if args.command == "broker":
+        return bool(args.broker_command == "run")
+    return args.command in ("up", "_broker", "chaos")
+
+
 DEFAULT_CLUSTER_FILE = ".kemu/cluster.json"
 MAX_PORT = 65_535
 DEFAULT_KAFKA_PORT = 9092  # Kafka's default listener port
@@ -584,6 +590,7 @@ def _add_broker_run_parser(broker_sub: argparse._SubParsersAction[argparse.Argum
         metavar="KEY=VALUE",
         help="a broker config by its Kafka name (repeatable)",
     )
+    _add_log_options(run)
     run.set_defaults(func=_cmd_broker_run)
 
 
@@ -593,7 +600,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(
         level=args.log_level,
         json=args.log_format == "json",
-        broker_files=args.command in LOGGING_COMMANDS,
+        broker_files=_runs_brokers(args),
     )
     try:
         # anyio's task groups wrap what fails in them: a user's error is the one inside

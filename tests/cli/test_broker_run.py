@@ -200,6 +200,8 @@ def test_brokers_on_three_hosts_form_one_cluster_stop_gracefully_and_recover(
     cid = zkdata.ClusterId.decode(cluster_id[0]).cluster_id
     for run in (one, two, three):
         assert f"cluster.id={cid}" in (run.log_dir / META_PROPERTIES).read_text()
+        # and Kafka's server.log, its start and registration (docs/logging.md)
+        assert " registered [kemu.server] " in (run.log_dir / "server.log").read_text()
     # Each registers its Kafka listener first and its internal endpoint on its own host.
     for run in (one, two, three):
         found = zk_read(chroot, zkdata.broker_path(BrokerId(run.broker_id)))
