@@ -160,8 +160,6 @@ def broker_run(
     from cluster.launch.broker_process import SECRET_ENV, BrokerProcessSpec, run_broker_process
     from cluster.launch.connect import EMBEDDED_SCHEME
 
-    if not 0 <= broker_id <= 2**31 - 1:
-        raise UsageError(f"--id {broker_id}: a broker id is 0 to {2**31 - 1}")
     if zookeeper.startswith(EMBEDDED_SCHEME):
         raise UsageError(
             f"--zookeeper {zookeeper}: `kemu broker run` joins a ZooKeeper ensemble"
@@ -171,6 +169,11 @@ def broker_run(
         broker_config = BrokerConfig.from_overrides(dict(config))
     except ConfigError as exc:
         raise UsageError(str(exc).split(". Known names")[0]) from None
+    if broker_id < 0:
+        raise UsageError(
+            f"--id {broker_id}: kemu generates no broker ids (broker.id.generation.enable):"
+            f" give one from 0 to reserved.broker.max.id ({broker_config.reserved_broker_max_id})"
+        )
     if broker_id > broker_config.reserved_broker_max_id:
         # KafkaConfig.validateValues, for a broker.id given in the config.
         raise UsageError(

@@ -485,6 +485,12 @@ def test_brokers_on_an_ensemble_outlive_a_zookeeper_server_and_a_host_that_drops
             " reserved.broker.max.id (1000)",
         ),
         (
+            ["--id", "-1"],
+            2,
+            "Error: --id -1: kemu generates no broker ids (broker.id.generation.enable): give"
+            " one from 0 to reserved.broker.max.id (1000)",
+        ),
+        (
             ["--listeners", "SSL://127.0.0.2:0"],
             1,
             "Error: --listeners SSL://127.0.0.2:0: kemu serves PLAINTEXT only (it has no TLS"
