@@ -32,7 +32,7 @@ from actors.invariants import DEFAULT_DELETION_BOUND
 from protocol.control import LEADER_DURING_DELETE
 from spark.checks import arrow_rows, check_runs
 from spark.progress import Progress
-from spark.schema import TraceInput, parsed_fields, read_traces, resolve_inputs
+from spark.schema import TraceInput, inputs_of, parsed_fields, read_traces
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -579,9 +579,10 @@ def analyze_events(
 
 def file_findings(runs: dict[str, dict[str, Any]], found: Iterable[Sequence[Any]]) -> None:
     """Add ``VIOLATION_SCHEMA`` rows (tuples or Spark rows) to their runs' violations or
-    notices, in trace order."""
+    notices, in trace order (then by rule and message: the same order whichever engine
+    found them)."""
     for run, rule, severity, message, seq, ts in sorted(
-        found, key=lambda v: (v[4] is None, v[4] or 0, v[1])
+        found, key=lambda v: (v[4] is None, v[4] or 0, v[1], v[3])
     ):
         target = "violations" if severity == "violation" else "notices"
         runs[run][target].append({"rule": rule, "message": message, "seq": seq, "ts": ts})
@@ -649,12 +650,7 @@ def analyze(
 ) -> dict[str, Any]:
     """The analysis document of the given traces: ``{"kemu_trace_analysis": 1, "runs":
     {run: {...}}}`` (docs/spark.md)."""
-    items = list(traces)
-    inputs = (
-        [i for i in items if isinstance(i, TraceInput)]
-        if items and all(isinstance(i, TraceInput) for i in items)
-        else resolve_inputs(i for i in items if not isinstance(i, TraceInput))
-    )
+    inputs = inputs_of(traces)
     events = read_traces(spark, inputs)
     runs = analyze_events(events, deletion_bound=deletion_bound, progress=progress)
     sources = {i.run: str(i.path) for i in inputs}

@@ -1,15 +1,18 @@
 """The command-line bodies of ``kemu trace analyze`` and ``kemu trace diff`` (wired in
-``cluster.cli.trace``): start a quiet session, run the job, write JSON and HTML, print a
-summary, and answer the exit status."""
+``cluster.cli.trace``): check the inputs, choose the engine (``spark.engine``), run the
+analysis in this process or as a Spark job in a quiet session, write JSON and HTML, print
+a summary, and answer the exit status. pyspark is imported only when Spark runs."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 from spark.analyze import analyze
-from spark.diff import diff, load_thresholds, pair_inputs
+from spark.diff import Thresholds, diff, load_thresholds, pair_inputs
+from spark.engine import Engine, choose_engine
 from spark.progress import Progress
 from spark.report import render_analysis_html, render_diff_html, write_json
 from spark.schema import check_inputs, resolve_inputs
@@ -29,17 +32,25 @@ def analyze_command(
     deletion_bound: float,
     quiet: bool = False,
     conf: Mapping[str, str] | None = None,
+    engine: Engine | None = None,
 ) -> int:
-    """Exit status 1 when any run breaks an invariant, else 0."""
+    """Exit status 1 when any run breaks an invariant, else 0. ``engine``: None lets
+    ``spark.engine.choose_engine`` decide."""
     progress = Progress("kemu trace analyze", quiet=quiet)
     inputs = resolve_inputs(traces)
-    check_inputs(inputs)  # bad input fails before Spark starts
-    with ExitStack() as stack:
-        with progress.stage("starting Spark"):
-            spark = stack.enter_context(
-                spark_session(master, app="kemu trace analyze", config=conf)
-            )
-        document = analyze(spark, inputs, deletion_bound=deletion_bound, progress=progress)
+    check_inputs(inputs)  # bad input fails before any engine starts
+    chosen = choose_engine(engine, master=master, conf=conf, inputs=inputs, progress=progress)
+    if chosen == "local":
+        from spark.pandas_analysis import analyze_pandas
+
+        document = analyze_pandas(inputs, deletion_bound=deletion_bound, progress=progress)
+    else:
+        with ExitStack() as stack:
+            with progress.stage("starting Spark"):
+                spark = stack.enter_context(
+                    spark_session(master, app="kemu trace analyze", config=conf)
+                )
+            document = analyze(spark, inputs, deletion_bound=deletion_bound, progress=progress)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "analysis.json", document)
     (out / "report.html").write_text(render_analysis_html(document))
@@ -70,24 +81,20 @@ def diff_command(
     deletion_bound: float,
     quiet: bool = False,
     conf: Mapping[str, str] | None = None,
+    engine: Engine | None = None,
 ) -> int:
-    """Exit status 1 when a threshold is crossed, else 0."""
+    """Exit status 1 when a threshold is crossed, else 0. ``engine``: None lets
+    ``spark.engine.choose_engine`` decide."""
     limits = load_thresholds(thresholds)
     sides = resolve_inputs([baseline]), resolve_inputs([candidate])
-    pair_inputs(*sides)  # bad input fails before Spark starts
+    pairs, _ = pair_inputs(*sides)  # bad input fails before any engine starts
     check_inputs([*sides[0], *sides[1]])
     progress = Progress("kemu trace diff", quiet=quiet)
-    with ExitStack() as stack:
-        with progress.stage("starting Spark"):
-            spark = stack.enter_context(spark_session(master, app="kemu trace diff", config=conf))
-        document = diff(
-            spark,
-            [baseline],
-            [candidate],
-            thresholds=limits,
-            deletion_bound=deletion_bound,
-            progress=progress,
-        )
+    paired = [item for _, b, c in pairs for item in (b, c)]
+    chosen = choose_engine(engine, master=master, conf=conf, inputs=paired, progress=progress)
+    document = _diff_document(
+        chosen, baseline, candidate, limits, master, conf, deletion_bound, progress
+    )
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "diff.json", document)
     (out / "diff.html").write_text(render_diff_html(document))
@@ -110,3 +117,36 @@ def diff_command(
         print(f"unmatched: {name}")
     print(f"wrote {out / 'diff.json'} and {out / 'diff.html'}")
     return 1 if document["crossed"] else 0
+
+
+def _diff_document(
+    engine: Engine,
+    baseline: str,
+    candidate: str,
+    thresholds: Thresholds,
+    master: str | None,
+    conf: Mapping[str, str] | None,
+    deletion_bound: float,
+    progress: Progress,
+) -> dict[str, Any]:
+    if engine == "local":
+        from spark.pandas_analysis import diff_pandas
+
+        return diff_pandas(
+            [baseline],
+            [candidate],
+            thresholds=thresholds,
+            deletion_bound=deletion_bound,
+            progress=progress,
+        )
+    with ExitStack() as stack:
+        with progress.stage("starting Spark"):
+            spark = stack.enter_context(spark_session(master, app="kemu trace diff", config=conf))
+        return diff(
+            spark,
+            [baseline],
+            [candidate],
+            thresholds=thresholds,
+            deletion_bound=deletion_bound,
+            progress=progress,
+        )

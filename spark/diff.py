@@ -124,9 +124,24 @@ def pair_inputs(
             "to be paired by scenario and seed"
         )
     pairs = [(str(k), keyed_b[k], keyed_c[k]) for k in sorted(set(keyed_b) & set(keyed_c), key=str)]
+    if not pairs:
+        raise DiffError(
+            "no run pairs: no candidate run has a baseline run of the same scenario and seed "
+            f"(baseline: {_listed(keyed_b)}; candidate: {_listed(keyed_c)})"
+        )
     unmatched = [f"baseline:{k}" for k in sorted(set(keyed_b) - set(keyed_c), key=str)]
     unmatched += [f"candidate:{k}" for k in sorted(set(keyed_c) - set(keyed_b), key=str)]
     return pairs, unmatched
+
+
+_LISTED: Final = 6
+"""Runs named per side in the error of a diff without pairs."""
+
+
+def _listed(keyed: Mapping[str | None, TraceInput]) -> str:
+    keys = sorted(str(k) for k in keyed)
+    more = f" and {len(keys) - _LISTED} more" if len(keys) > _LISTED else ""
+    return ", ".join(keys[:_LISTED]) + more
 
 
 # ----------------------------------------------------------------------------- sequences

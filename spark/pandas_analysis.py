@@ -1,15 +1,17 @@
-"""The trace analysis and diff in one process with pandas: the benchmark's reference.
+"""The trace analysis and diff in this process with pandas: the local engine of ``kemu
+trace analyze`` and ``kemu trace diff`` (``--engine local``, the default; ``spark.engine``).
 
-``analyze_pandas`` and ``diff_pandas`` compute the documents of ``kemu trace analyze`` and
-``kemu trace diff`` (docs/spark.md) without Spark: the same selections, written with
-pandas, and the very same per-event code where the work is Python anyway (the invariant
-rules through ``spark.checks.check_sorted``, the lifecycles through
-``spark.analyze.lifecycles_sorted``, the comparison of two analyses through
-``spark.diff.compare``). ``scripts/bench.sh`` row [9] times the two side by side; the
-tests check that both give the same answers, which also cross-checks the Spark jobs.
+``analyze_pandas`` and ``diff_pandas`` compute the documents of the Spark jobs
+(docs/spark.md) without Spark: the same selections, written with pandas, and the very same
+per-event code where the work is Python anyway (the invariant rules through
+``spark.checks.check_sorted``, the lifecycles through ``spark.analyze.lifecycles_sorted``,
+the comparison of two analyses through ``spark.diff.compare``). The tests check that both
+engines give the same documents, which cross-checks each; ``scripts/bench.sh`` row [9]
+times the two side by side.
 
-It holds every event in memory (pandas has no other way), so it is a yardstick, not a
-tool: the commands use Spark.
+It reads one run at a time and holds all of that run's events in memory (about 1 GB per
+million events), so runs beyond ``spark.engine.LOCAL_EVENT_LIMIT`` go to Spark unless an
+engine is named.
 """
 
 from __future__ import annotations
@@ -38,9 +40,10 @@ from spark.analyze import (
     file_lifecycles,
     lifecycles_sorted,
 )
-from spark.checks import _RUN_TYPES, GROUPED_COLUMNS, check_sorted
+from spark.checks import _PARTITION_EVENTS, _RUN_TYPES, GROUPED_COLUMNS, check_sorted
 from spark.diff import _SEP, Thresholds, assemble_diff, pair_inputs
-from spark.schema import EVENT_COLUMNS, TraceInput, check_inputs, raw_events, resolve_inputs
+from spark.progress import Progress
+from spark.schema import EVENT_COLUMNS, TraceInput, check_inputs, inputs_of, raw_events
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -115,6 +118,7 @@ def _grouped(events: pd.DataFrame, ends: pd.Series) -> pd.DataFrame:
     kind, type_, node = events["kind"], events["type"], events["node"]
     candidates = events[
         ((kind == "transition") & type_.isin(["partition", "replica"]))
+        | ((kind == "event") & type_.isin(_PARTITION_EVENTS))
         | (kind == "log_dir")
         | type_.isin([*_RUN_TYPES, "topic_deletion_completed"])
         | ((node == CHAOS_NODE) & (kind == "fault"))
@@ -125,8 +129,11 @@ def _grouped(events: pd.DataFrame, ends: pd.Series) -> pd.DataFrame:
     kind, type_, node = c["kind"], c["type"], c["node"]
     completed = (kind == "event") & (type_ == "topic_deletion_completed")
     parts: list[pd.DataFrame] = []
-    transition = c[(kind == "transition") & type_.isin(["partition", "replica"])]
-    parts.append(transition.assign(group=_joined("partition", transition)))
+    partition_event = ((kind == "transition") & type_.isin(["partition", "replica"])) | (
+        (kind == "event") & type_.isin(_PARTITION_EVENTS)
+    )
+    partition = c[partition_event]
+    parts.append(partition.assign(group=_joined("partition", partition)))
     topic = c[((kind == "log_dir") & c["f_topic"].notna()) | completed]
     parts.append(topic.assign(group="topic/" + topic["f_topic"].fillna("")))
     deletion_marker = c["f_path"].fillna("").str.startswith("/admin/delete_topics/")
@@ -536,7 +543,7 @@ def analyze_frame(
 
 
 def _analyze_inputs(
-    inputs: Sequence[TraceInput], deletion_bound: float
+    inputs: Sequence[TraceInput], deletion_bound: float, progress: Progress
 ) -> tuple[dict[str, dict[str, Any]], list[pd.DataFrame]]:
     """Each input read and analysed in turn, so only one run's events are in memory at a
     time; with the topic rows of each (for the diff)."""
@@ -544,18 +551,23 @@ def _analyze_inputs(
     runs: dict[str, dict[str, Any]] = {}
     topics: list[pd.DataFrame] = []
     for item in inputs:
-        found, rows = analyze_frame(_read_run(item), deletion_bound=deletion_bound)
+        with progress.stage(f"analysing {item.run}"):
+            found, rows = analyze_frame(_read_run(item), deletion_bound=deletion_bound)
         runs.update(found)
         topics.append(rows[["run", "topic", "seq", "sub", "norm"]])
     return runs, topics
 
 
 def analyze_pandas(
-    traces: Sequence[str | Path], *, deletion_bound: float = DEFAULT_DELETION_BOUND
+    traces: Sequence[str | Path] | Sequence[TraceInput],
+    *,
+    deletion_bound: float = DEFAULT_DELETION_BOUND,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """``spark.analyze.analyze``'s document, computed with pandas in this process."""
-    inputs = resolve_inputs(traces)
-    runs, _ = _analyze_inputs(inputs, deletion_bound)
+    inputs = inputs_of(traces)
+    progress = progress or Progress("analyze", quiet=True)
+    runs, _ = _analyze_inputs(inputs, deletion_bound, progress)
     sources = {i.run: str(i.path) for i in inputs}
     for run, result in runs.items():
         result["source"] = sources.get(run, run)
@@ -610,16 +622,19 @@ def diff_pandas(
     *,
     thresholds: Thresholds | None = None,
     deletion_bound: float = DEFAULT_DELETION_BOUND,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """``spark.diff.diff``'s document, computed with pandas in this process."""
     thresholds = thresholds or Thresholds()
-    pairs, unmatched = pair_inputs(resolve_inputs(baseline), resolve_inputs(candidate))
+    progress = progress or Progress("diff", quiet=True)
+    pairs, unmatched = pair_inputs(inputs_of(baseline), inputs_of(candidate))
     inputs: list[TraceInput] = []
     for key, b, c in pairs:
         inputs.append(msgspec.structs.replace(b, run=f"baseline{_SEP}{key}"))
         inputs.append(msgspec.structs.replace(c, run=f"candidate{_SEP}{key}"))
     import pandas as pd
 
-    runs, topics = _analyze_inputs(inputs, deletion_bound)
-    divergences = first_divergences(pd.concat(topics, ignore_index=True))
+    runs, topics = _analyze_inputs(inputs, deletion_bound, progress)
+    with progress.stage("normalised sequences"):
+        divergences = first_divergences(pd.concat(topics, ignore_index=True))
     return assemble_diff(pairs, unmatched, runs, divergences, thresholds)

@@ -1,16 +1,19 @@
-"""``kemu trace replay``: replay recorded runs through the current controller code, on Spark.
+"""``kemu trace replay``: replay recorded runs through the current controller code, in
+this process or on Spark.
 
 Each input run (a JSONL or Parquet trace, a chaos run directory, or every run of a chaos
-campaign directory: ``spark.schema.resolve_inputs``) is one Spark task. The task reads its
-trace and replays every recorded controller incarnation with
-``actors.controller.replay`` (pure Python: the controller's parts fed the recorded
-events, answered from the recorded store results, their outputs compared with the
-recorded ones). The driver collects one ``RunReplay`` per run and writes the report:
-``replay.json`` under ``--out`` and one line per run on the terminal. The exit status is
-non-zero when any run diverges or cannot be replayed.
+campaign directory: ``spark.schema.resolve_inputs``) is replayed on its own: its trace is
+read and every recorded controller incarnation replayed with ``actors.controller.replay``
+(pure Python: the controller's parts fed the recorded events, answered from the recorded
+store results, their outputs compared with the recorded ones). With ``--engine local``
+(the default, ``replay_local``) the runs are replayed one after the other in this
+process; with Spark (``replay_runs``) each run is one Spark task and the driver collects
+one ``RunReplay`` per run. Either way the same report follows: ``replay.json`` under
+``--out`` and one line per run on the terminal. The exit status is non-zero when any run
+diverges or cannot be replayed.
 
-The tasks need the ``actors`` package importable on the executors (an installed kemu, or
-``--py-files`` with spark-submit).
+On Spark the tasks need the ``actors`` package importable on the executors (an installed
+kemu, or ``--py-files`` with spark-submit).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from actors.controller.replay import (
     replay_trace,
 )
 from protocol.trace import TraceEvent
+from spark.engine import Engine, choose_engine
 from spark.progress import Progress
 from spark.schema import TraceInput, check_inputs, read_header, resolve_inputs
 from spark.session import SparkError, spark_session
@@ -45,6 +49,7 @@ __all__ = [
     "ReplayReport",
     "RunOutcome",
     "replay_command",
+    "replay_local",
     "replay_runs",
     "summary_line",
 ]
@@ -86,6 +91,20 @@ def _quiet_logs() -> None:
     import structlog
 
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
+
+
+@contextlib.contextmanager
+def _logs_quieted() -> Iterator[None]:
+    """``_quiet_logs`` for the block only (the local engine replays in the caller's
+    process, whose logging is put back afterwards)."""
+    import structlog
+
+    saved = structlog.get_config()
+    _quiet_logs()
+    try:
+        yield
+    finally:
+        structlog.configure(**saved)
 
 
 def _parquet_events(path: Path) -> Iterator[TraceEvent]:
@@ -173,27 +192,43 @@ _PY_ERROR = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception): ")
 # ------------------------------------------------------------------ the job (driver)
 
 
+def _report(outcomes: Iterable[RunOutcome], inputs: Sequence[TraceInput]) -> ReplayReport:
+    """The report of the runs' outcomes, in input order."""
+    order = {item.run: i for i, item in enumerate(inputs)}
+    ordered = sorted(outcomes, key=lambda o: order.get(o.label, len(order)))
+    statuses = [o.status for o in ordered]
+    return ReplayReport(
+        runs=tuple(ordered),
+        matched=statuses.count("match"),
+        diverged=statuses.count("diverged"),
+        errors=statuses.count("error"),
+    )
+
+
 def replay_runs(
     spark: SparkSession, inputs: Sequence[TraceInput], *, patch: Patch | None = None
 ) -> ReplayReport:
     """Replay every input, one Spark task each; the report lists them in input order."""
     if not inputs:
-        return ReplayReport(runs=(), matched=0, diverged=0, errors=0)
+        return _report((), inputs)
     rdd = spark.sparkContext.parallelize(list(inputs), numSlices=len(inputs))
     try:
         collected = rdd.mapPartitions(_task(patch)).collect()
     except Exception as exc:  # Py4J / task failures end here, translated once
         raise SparkError(f"the replay job failed: {_failure_line(exc)}") from exc
-    outcomes = [msgspec.json.decode(raw, type=RunOutcome) for raw in collected]
-    order = {item.run: i for i, item in enumerate(inputs)}
-    outcomes.sort(key=lambda o: order.get(o.label, len(order)))
-    statuses = [o.status for o in outcomes]
-    return ReplayReport(
-        runs=tuple(outcomes),
-        matched=statuses.count("match"),
-        diverged=statuses.count("diverged"),
-        errors=statuses.count("error"),
-    )
+    return _report((msgspec.json.decode(raw, type=RunOutcome) for raw in collected), inputs)
+
+
+def replay_local(inputs: Sequence[TraceInput], *, patch: Patch | None = None) -> ReplayReport:
+    """Replay every input in this process, one after the other: ``replay_runs``' report
+    without Spark (each outcome goes through the same JSON as a Spark task's, so the two
+    reports are built from the same values)."""
+    with _logs_quieted():
+        outcomes = [
+            msgspec.json.decode(msgspec.json.encode(_replay_safely(item, patch)), type=RunOutcome)
+            for item in inputs
+        ]
+    return _report(outcomes, inputs)
 
 
 def _short(value: Any, limit: int = 160) -> str:
@@ -241,17 +276,28 @@ def replay_command(
     echo: Callable[[str], None] = print,
     patch: Patch | None = None,
     progress: Progress | None = None,
+    engine: Engine | None = None,
 ) -> int:
     """``kemu trace replay``: 0 when every run matches, 1 otherwise. Bad inputs raise a
-    ``KemuError`` (one line) before Spark starts."""
+    ``KemuError`` (one line) before any engine starts. ``engine``: None lets
+    ``spark.engine.choose_engine`` decide (no size limit: a replay streams its events)."""
     progress = progress or Progress("replay", quiet=True)
     inputs = resolve_inputs(paths)
     check_inputs(inputs)  # a wrong schema version or a trace given twice fails here
-    with contextlib.ExitStack() as stack:
-        with progress.stage("starting Spark"):
-            spark = stack.enter_context(spark_session(master, app="kemu-trace-replay", config=conf))
-        with progress.stage(f"replaying {len(inputs)} runs, one task each"):
-            report = replay_runs(spark, inputs, patch=patch)
+    chosen = choose_engine(
+        engine, master=master, conf=conf, inputs=inputs, progress=progress, limit=None
+    )
+    if chosen == "local":
+        with progress.stage(f"replaying {len(inputs)} runs in this process"):
+            report = replay_local(inputs, patch=patch)
+    else:
+        with contextlib.ExitStack() as stack:
+            with progress.stage("starting Spark"):
+                spark = stack.enter_context(
+                    spark_session(master, app="kemu-trace-replay", config=conf)
+                )
+            with progress.stage(f"replaying {len(inputs)} runs, one task each"):
+                report = replay_runs(spark, inputs, patch=patch)
     for outcome in report.runs:
         echo(summary_line(outcome))
     echo(

@@ -35,6 +35,7 @@ __all__ = [
     "TraceSchemaError",
     "check_inputs",
     "event_schema",
+    "inputs_of",
     "parsed_fields",
     "raw_events",
     "read_header",
@@ -141,6 +142,14 @@ def resolve_inputs(paths: Iterable[str | Path]) -> list[TraceInput]:
     return out
 
 
+def inputs_of(items: Iterable[str | Path] | Iterable[TraceInput]) -> list[TraceInput]:
+    """``TraceInput``s as they are, or those ``resolve_inputs`` makes of paths."""
+    given = list(items)
+    if given and all(isinstance(i, TraceInput) for i in given):
+        return [i for i in given if isinstance(i, TraceInput)]
+    return resolve_inputs(i for i in given if not isinstance(i, TraceInput))
+
+
 def read_header(item: TraceInput) -> TraceHeader:
     """The trace's header (line 1 of a JSONL trace, the Parquet file's metadata), checked
     against the schema version this kemu reads."""
@@ -183,14 +192,26 @@ def raw_events(path: Path) -> Iterator[RawEvent]:
 
 
 def check_inputs(inputs: Sequence[TraceInput]) -> None:
-    """Refuse a trace file given twice, and any trace whose header is not this kemu's
-    schema, before any work."""
+    """Refuse a trace file given twice, any trace whose header is not this kemu's schema,
+    and a trace with no events, before any work."""
     paths = [i.path.resolve() for i in inputs]
     twice = sorted({str(p) for p in paths if paths.count(p) > 1})
     if twice:
         raise TraceSchemaError(f"the same trace given twice: {', '.join(twice)}")
     for item in inputs:
         read_header(item)
+        if not _has_events(item):
+            raise TraceSchemaError(f"{item.path}: no events after its header")
+
+
+def _has_events(item: TraceInput) -> bool:
+    if item.format == "parquet":
+        import pyarrow.parquet as pq
+
+        return bool(pq.ParquetFile(item.path).metadata.num_rows)
+    with item.path.open("rb") as f:
+        f.readline()  # the header
+        return any(line.strip() for line in f)
 
 
 # ----------------------------------------------------------------------------- reading
@@ -218,12 +239,7 @@ def read_traces(
     ``paths`` are trace files, run directories or campaign directories (or the
     ``TraceInput``s ``resolve_inputs`` made of them). Headers are checked before any
     Spark work; a malformed event line fails the job that reads it."""
-    items = list(paths)
-    inputs = (
-        [i for i in items if isinstance(i, TraceInput)]
-        if items and all(isinstance(i, TraceInput) for i in items)
-        else resolve_inputs(i for i in items if not isinstance(i, TraceInput))
-    )
+    inputs = inputs_of(paths)
     if not inputs:
         raise TraceSchemaError("no trace given")
     check_inputs(inputs)

@@ -1,5 +1,6 @@
 """One side of ``scripts/bench.sh`` row [9]: the analysis and the diff of a pair of
-traces, by Spark or by the pandas reference, timed; prints one JSON line.
+traces, by Spark or by the local engine (pandas, ``--engine local`` of the commands),
+timed; prints one JSON line.
 
 ``python -m cluster.bench.analysis_engine --engine spark|pandas BASELINE CANDIDATE``: first
 ``analyze`` of both traces (one job), then ``diff`` of the pair (which analyses both

@@ -1,19 +1,24 @@
 """``kemu trace export|analyze|diff|replay``: the command line of the trace tools.
 
 The files themselves are ``cluster.trace_files`` (the JSON Lines writer, the Parquet
-export); the Spark jobs are ``spark.commands`` and ``spark.replay``, imported when a
-command runs. A bad ``--conf`` is a ``UsageError`` raised before Spark starts.
+export); the analyses are ``spark.commands`` and ``spark.replay``, imported when a
+command runs, in this process (``--engine local``, the default) or on Spark (``--engine
+spark``, or a ``--master``/``--conf``: ``spark.engine``). A bad ``--conf``, or Spark
+options given with ``--engine local``, is a ``UsageError`` raised before anything starts.
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias, cast
 
 from cluster.cli.args import UsageError, key_values
 
-__all__ = ["add_trace_parser", "spark_conf"]
+if TYPE_CHECKING:
+    from spark.engine import Engine
+
+__all__ = ["add_trace_parser", "engine_of", "spark_conf"]
 
 _SubParsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
@@ -43,14 +48,20 @@ def _cmd_trace_export(args: argparse.Namespace) -> int:
 
 # -- kemu trace analyze / diff (spark.commands) -------------------------------------------
 
+_ENGINE_HELP = (
+    "local: in this process (the default); spark: a Spark job (the default with --master "
+    "or --conf, under spark-submit, or for a run of more than 2,000,000 events)"
+)
+
 
 def _add_analysis_parsers(trace_sub: _SubParsers) -> None:
     """``kemu trace analyze`` and ``kemu trace diff``; Spark is imported when they run."""
     analyze = trace_sub.add_parser(
         "analyze",
-        help="invariants, topic lifecycles, latencies and message counts per run (Spark)",
+        help="invariants, topic lifecycles, latencies and message counts per run",
         description=(
-            "Analyse each run of the given traces in one Spark job: the invariant checks, "
+            "Analyse each run of the given traces, in this process or in one Spark job "
+            "(--engine): the invariant checks, "
             "per-topic creation and deletion lifecycles, request latencies, message counts "
             "and rates, controller queue times and errors. Writes analysis.json and "
             "report.html into --out. Exit status 1 when any run breaks an invariant."
@@ -64,7 +75,7 @@ def _add_analysis_parsers(trace_sub: _SubParsers) -> None:
     )
     diff = trace_sub.add_parser(
         "diff",
-        help="compare a candidate's traces with a baseline's against thresholds (Spark)",
+        help="compare a candidate's traces with a baseline's against thresholds",
         description=(
             "Compare the runs of CANDIDATE with those of BASELINE (trace files, or chaos "
             "campaign directories matched by scenario and seed): metric deltas against "
@@ -79,7 +90,11 @@ def _add_analysis_parsers(trace_sub: _SubParsers) -> None:
         "--thresholds", metavar="FILE", help="a YAML or JSON thresholds file (docs/spark.md)"
     )
     for parser, out in ((analyze, ".kemu/trace-analysis"), (diff, ".kemu/trace-diff")):
-        parser.add_argument("--master", metavar="URL", help="Spark master (default local[*])")
+        parser.add_argument(
+            "--master",
+            metavar="URL",
+            help="Spark master: runs on Spark (--engine spark; its default master is local[*])",
+        )
         parser.add_argument("--out", metavar="DIR", default=out, help=f"output directory ({out})")
         parser.add_argument(
             "--deletion-bound",
@@ -89,9 +104,24 @@ def _add_analysis_parsers(trace_sub: _SubParsers) -> None:
             help="fault-free seconds a marked topic has to be deleted in (60)",
         )
         parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+        _add_engine_argument(parser)
         _add_spark_conf_argument(parser)
     analyze.set_defaults(func=_cmd_trace_analyze)
     diff.set_defaults(func=_cmd_trace_diff)
+
+
+def _add_engine_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--engine", choices=("local", "spark"), help=_ENGINE_HELP)
+
+
+def engine_of(args: argparse.Namespace) -> Engine | None:
+    """The ``--engine`` named (None: ``spark.engine.choose_engine`` decides); Spark's own
+    options with ``--engine local`` are a usage error, never silently ignored."""
+    if args.engine == "local":
+        for given, option in ((args.master, "--master"), (args.conf, "--conf")):
+            if given:
+                raise UsageError(f"{option} is a Spark option: it needs --engine spark, not local")
+    return cast("Engine | None", args.engine)
 
 
 def _add_spark_conf_argument(parser: argparse.ArgumentParser) -> None:
@@ -123,6 +153,7 @@ def _cmd_trace_analyze(args: argparse.Namespace) -> int:
         out=Path(args.out),
         deletion_bound=args.deletion_bound,
         quiet=args.quiet,
+        engine=engine_of(args),
     )
 
 
@@ -138,6 +169,7 @@ def _cmd_trace_diff(args: argparse.Namespace) -> int:
         out=Path(args.out),
         deletion_bound=args.deletion_bound,
         quiet=args.quiet,
+        engine=engine_of(args),
     )
 
 
@@ -148,10 +180,11 @@ def _add_replay_parser(trace_sub: _SubParsers) -> None:
     """``kemu trace replay TRACE... [--master URL] [--out DIR]`` (``spark.replay``)."""
     replay = trace_sub.add_parser(
         "replay",
-        help="replay recorded controller inputs through the current controller (Spark)",
+        help="replay recorded controller inputs through the current controller",
         description=(
             "Feed each run's recorded controller events, with the store results it read, "
-            "through the current controller code, one Spark task per run, and report per "
+            "through the current controller code, in this process or one Spark task per run "
+            "(--engine), and report per "
             "run whether its store writes, requests and transitions match the recording "
             "and where they first diverge. Exit status 1 when any run diverges."
         ),
@@ -162,8 +195,13 @@ def _add_replay_parser(trace_sub: _SubParsers) -> None:
         metavar="TRACE",
         help="a trace (.jsonl or .parquet), a chaos run directory or a campaign directory",
     )
-    replay.add_argument("--master", metavar="URL", help="Spark master (default local[*])")
+    replay.add_argument(
+        "--master",
+        metavar="URL",
+        help="Spark master: runs on Spark (--engine spark; its default master is local[*])",
+    )
     replay.add_argument("--out", metavar="DIR", help="write the report (replay.json) here")
+    _add_engine_argument(replay)
     _add_spark_conf_argument(replay)
     replay.set_defaults(func=_cmd_trace_replay)
 
@@ -179,4 +217,5 @@ def _cmd_trace_replay(args: argparse.Namespace) -> int:
         conf=spark_conf(args),
         out=out,
         progress=Progress("kemu trace replay"),
+        engine=engine_of(args),
     )

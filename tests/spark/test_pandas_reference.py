@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -18,24 +17,12 @@ from spark.analyze import analyze
 from spark.diff import diff
 from spark.pandas_analysis import analyze_pandas, diff_pandas
 from spark.schema import TraceSchemaError
+from tests.support.analysis import rounded
 from tests.support.campaign import ROOT
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]  # a Spark session: one JVM for the run
-
-
-def _rounded(value: Any) -> Any:
-    """Floats to 6 places (Spark and numpy sum differently in the last bits), violations
-    in one order (Spark collects them unordered)."""
-    if isinstance(value, float):
-        return round(value, 6)
-    if isinstance(value, dict):
-        return {k: _rounded(v) for k, v in value.items()}
-    if isinstance(value, list):
-        items = [_rounded(v) for v in value]
-        if items and all(isinstance(v, dict) and "rule" in v for v in items):
-            items.sort(key=lambda v: (v["seq"] or 0, v["rule"], v["message"]))
-        return items
-    return value
+# A Spark session (one JVM for the run); its first jobs on a loaded 2-core machine take
+# longer than the default minute.
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 def test_pandas_and_spark_analyses_agree(spark: SparkSession, campaign: Path) -> None:
@@ -51,7 +38,7 @@ def test_pandas_and_spark_analyses_agree(spark: SparkSession, campaign: Path) ->
     assert killed["lifecycles"]
     assert killed["latency"]
     assert killed["errors"]
-    assert _rounded(by_pandas) == _rounded(by_spark)
+    assert rounded(by_pandas) == rounded(by_spark)
 
 
 def test_pandas_and_spark_diffs_agree(spark: SparkSession, campaign: Path, tmp_path: Path) -> None:
@@ -65,7 +52,7 @@ def test_pandas_and_spark_diffs_agree(spark: SparkSession, campaign: Path, tmp_p
     by_pandas = diff_pandas([baseline], [other])
     (pair,) = by_spark["pairs"]
     assert pair["divergences"], "two seeds should differ somewhere"
-    assert _rounded(by_pandas) == _rounded(by_spark)
+    assert rounded(by_pandas) == rounded(by_spark)
 
 
 def test_a_long_trace_of_copies_keeps_every_invariant(
@@ -98,7 +85,7 @@ def test_a_long_trace_of_copies_keeps_every_invariant(
     assert run["violations"] == []
     topics = {life["topic"] for life in run["lifecycles"]}
     assert {"events-c0", "events-c2"} <= topics  # controller-killed-mid-deletion's topic
-    assert _rounded(analyze_pandas([out])) == _rounded(by_spark)
+    assert rounded(analyze_pandas([out])) == rounded(by_spark)
 
 
 def test_rules_with_history_see_every_request_of_a_run(spark: SparkSession, tmp_path: Path) -> None:

@@ -1,11 +1,14 @@
-"""`kemu trace analyze` checks the chaos invariants per run in Spark and reports topic
-lifecycles, latencies, message counts and queue times; planted faults in real traces are
-found at the event that shows them."""
+"""`kemu trace analyze` checks the chaos invariants per run and reports topic lifecycles,
+latencies, message counts and queue times, with either engine (in process, the default,
+and Spark); planted faults in real traces are found at the event that shows them, and the
+two engines write the same analysis.json and print the same lines."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
+from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +19,14 @@ from actors.invariants import TRACE_RULES
 from cluster.cli.main import main
 from spark.analyze import LIFECYCLE_COLUMNS, RATE_BUCKETS
 from spark.checks import ROUTED_RULES
+from tests.support.analysis import rounded
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]  # a Spark session: one JVM for the run
+# A Spark session (one JVM for the run); its first jobs on a loaded 2-core machine take
+# longer than the default minute.
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(300)]
 
 Analysis = tuple[dict[str, dict[str, Any]], dict[str, Any], Path]
+ENGINES = ("local", "spark")
 
 
 def _plant(
@@ -41,12 +48,15 @@ def _plant(
 
 
 @pytest.fixture(scope="module")
-def analysis(
+def analyses(
     spark: SparkSession, campaign: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Analysis:
-    """One `kemu trace analyze` over the campaign plus two planted traces: an illegal
-    partition transition and a log directory of a deleted topic never removed."""
-    del spark  # the command joins the shared session
+) -> dict[str, tuple[Analysis, list[str]]]:
+    """One `kemu trace analyze` per engine over the campaign plus two planted traces: an
+    illegal partition transition and a leader outside its ISR in one; a log directory of
+    a deleted topic never removed and an AlterIsr result without its leader in the other.
+    Per engine: the runs of its analysis.json, the planted seqs, the work directory, and
+    the lines it printed."""
+    del spark  # the Spark command joins the shared session
     work = tmp_path_factory.mktemp("planted")
     illegal_seq, _ = _plant(
         campaign / "create-delete-all-up" / "seed-1" / "trace.jsonl",
@@ -66,19 +76,52 @@ def analysis(
         re.compile(r'"kind":"log_dir","type":"remove".*"topic":"events"'),
         None,
     )
+    alter_isr_seq, _ = _plant(
+        work / "orphan" / "seed-1" / "trace.jsonl",
+        work / "orphan" / "seed-1" / "trace.jsonl",
+        re.compile(r'("type":"isr_altered".*"leader":1,.*"to_isr":)\[1,0\]'),
+        r"\1[0]",
+    )
     planted = {
         "illegal": illegal_seq,
         "isr": isr_seq,
         "orphan": orphan_seq,
         "orphan_line": orphan_line,
+        "alter_isr": alter_isr_seq,
     }
-    out = work / "out"
     traces = [str(campaign), str(work / "illegal"), str(work / "orphan")]
-    status = main(["trace", "analyze", *traces, "--out", str(out), "--quiet"])
-    assert status == 1  # the planted runs break invariants
-    document = json.loads((out / "analysis.json").read_text())
-    assert (out / "report.html").read_text().count("<svg") >= 4
-    return document["runs"], planted, work
+    found: dict[str, tuple[Analysis, list[str]]] = {}
+    for engine in ENGINES:
+        out = work / f"out-{engine}"
+        with redirect_stdout(io.StringIO()) as printed:
+            status = main(
+                ["trace", "analyze", *traces, "--out", str(out), "--quiet", "--engine", engine]
+            )
+        assert status == 1  # the planted runs break invariants
+        document = json.loads((out / "analysis.json").read_text())
+        assert (out / "report.html").read_text().count("<svg") >= 4
+        lines = printed.getvalue().replace(str(out), "OUT").splitlines()
+        found[engine] = (document["runs"], planted, work), lines
+    return found
+
+
+@pytest.fixture(params=ENGINES)
+def analysis(
+    request: pytest.FixtureRequest, analyses: dict[str, tuple[Analysis, list[str]]]
+) -> Analysis:
+    """The planted analysis by one engine."""
+    return analyses[request.param][0]
+
+
+def test_both_engines_write_the_same_analysis(
+    analyses: dict[str, tuple[Analysis, list[str]]],
+) -> None:
+    """analysis.json and the printed lines are the same whichever engine ran (floats to
+    6 places, violations in one order: ``rounded``)."""
+    (local, local_lines), (spark, spark_lines) = analyses["local"], analyses["spark"]
+    assert rounded(local[0]) == rounded(spark[0])
+    assert local_lines == spark_lines
+    assert any("violation(s)" in line for line in local_lines)
 
 
 def test_real_runs_have_no_violation(analysis: Analysis) -> None:
@@ -104,6 +147,16 @@ def test_planted_leader_outside_isr_is_found(analysis: Analysis) -> None:
     found = [v for v in runs["illegal/seed-1"]["violations"] if v["rule"] == "leader_in_isr"]
     assert [v["seq"] for v in found] == [planted["isr"]]
     assert "alpha-0" in found[0]["message"]
+
+
+def test_planted_alter_isr_without_its_leader_is_found(analysis: Analysis) -> None:
+    """An AlterIsr result whose ISR lacks the partition's leader breaks
+    alter_isr_keeps_shape, at that event (a partition-group rule over controller events,
+    not transitions)."""
+    runs, planted, _ = analysis
+    found = [v for v in runs["orphan/seed-1"]["violations"] if v["rule"] == "alter_isr_keeps_shape"]
+    assert [v["seq"] for v in found] == [planted["alter_isr"]]
+    assert "without its leader 1" in found[0]["message"]
 
 
 def test_planted_orphan_log_dir_is_found(analysis: Analysis) -> None:

@@ -1,11 +1,15 @@
 """`kemu trace diff` finds no regression between two runs of the same scenario and seed,
 and reports a changed controller: crossed thresholds, new violations and, per topic,
-the first event where the normalised sequences part."""
+the first event where the normalised sequences part. Both engines (in process, the
+default, and Spark) write the same diff.json and print the same lines."""
 
 from __future__ import annotations
 
+import io
 import json
+from contextlib import redirect_stdout
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
@@ -14,27 +18,45 @@ from actors.controller.topic_deletion import TopicDeletionManager
 from cluster.chaos import RunOptions, load_scenario, run_scenario
 from cluster.cli.main import main
 from spark.diff import Limit, Thresholds, ThresholdsError, load_thresholds
+from tests.support.analysis import rounded
 from tests.support.campaign import ROOT, run_campaign
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]  # a Spark session: one JVM for the run
+# A Spark session (one JVM for the run); its first jobs on a loaded 2-core machine take
+# longer than the default minute.
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(300)]
 
 SCENARIO = "controller-killed-mid-deletion"
+
+
+def _diff_by_both(baseline: Path, candidate: Path, out: Path) -> tuple[int, dict[str, Any], str]:
+    """`kemu trace diff` by each engine: both exit alike, write the same diff.json and
+    print the same lines; answers the status, the document and the lines."""
+    found: dict[str, tuple[int, dict[str, Any], str]] = {}
+    for engine in ("local", "spark"):
+        target = out / engine
+        args = ["trace", "diff", str(baseline), str(candidate), "--out", str(target)]
+        with redirect_stdout(io.StringIO()) as printed:
+            status = main([*args, "--quiet", "--engine", engine])
+        document = json.loads((target / "diff.json").read_text())
+        found[engine] = status, document, printed.getvalue().replace(str(target), "OUT")
+    (status, local, lines), (spark_status, spark, spark_lines) = found["local"], found["spark"]
+    assert status == spark_status
+    assert rounded(local) == rounded(spark)
+    assert lines == spark_lines
+    return status, local, lines
 
 
 def test_same_seed_runs_show_no_regression(
     spark: SparkSession,
     campaign: Path,
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """A deterministic re-run of the campaign, paired by scenario and seed, differs in
     nothing: exit status 0, no delta, no divergence."""
     del spark
     again = run_campaign(tmp_path / "again")
-    out = tmp_path / "out"
-    status = main(["trace", "diff", str(campaign), str(again), "--out", str(out), "--quiet"])
+    status, document, printed = _diff_by_both(campaign, again, tmp_path / "out")
     assert status == 0
-    document = json.loads((out / "diff.json").read_text())
     assert [p["run"] for p in document["pairs"]] == [
         "controller-killed-mid-deletion/seed-1",
         "create-delete-all-up/seed-1",
@@ -44,7 +66,7 @@ def test_same_seed_runs_show_no_regression(
         assert pair["crossed"] == []
         assert pair["deltas"] == []
         assert pair["divergences"] == []
-    assert "controller-killed-mid-deletion/seed-1: ok" in capsys.readouterr().out
+    assert "controller-killed-mid-deletion/seed-1: ok" in printed
 
 
 def test_a_changed_controller_is_reported_with_its_first_divergent_event(
@@ -52,7 +74,6 @@ def test_a_changed_controller_is_reported_with_its_first_divergent_event(
     campaign: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """A controller that forgets the marked topics at failover never finishes the
     deletion of `events`: the diff crosses thresholds (new violations, fewer
@@ -72,10 +93,9 @@ def test_a_changed_controller_is_reported_with_its_first_divergent_event(
     )
     assert result.status == "failed"
     baseline = campaign / SCENARIO / "seed-1"
-    out = tmp_path / "out"
-    status = main(["trace", "diff", str(baseline), str(candidate), "--out", str(out), "--quiet"])
+    status, document, printed = _diff_by_both(baseline, candidate, tmp_path / "out")
     assert status == 1
-    (pair,) = json.loads((out / "diff.json").read_text())["pairs"]
+    (pair,) = document["pairs"]
     assert pair["run"] == f"{SCENARIO}/seed-1"
     metrics = {c["metric"] for c in pair["crossed"]}
     assert "new violations" in metrics
@@ -88,9 +108,9 @@ def test_a_changed_controller_is_reported_with_its_first_divergent_event(
     assert events["index"] > 1
     assert events["baseline_seq"] > failover
     assert events["baseline"] != events["candidate"]
-    printed = capsys.readouterr().out
     assert f"events: diverges at its event {events['index']}" in printed
-    assert (out / "diff.html").read_text().count("<table") >= 3
+    for engine in ("local", "spark"):
+        assert (tmp_path / "out" / engine / "diff.html").read_text().count("<table") >= 3
 
 
 def test_thresholds_file(tmp_path: Path) -> None:
