@@ -3,8 +3,10 @@
 # deterministic mode (virtual clock, in-process cluster, embedded store; docs/chaos.md).
 # Quiet: one line per scenario with its pass count, then every failed run with its
 # problems and the command that reproduces it, then the totals. Exit status 1 if any run
-# failed, 2 for bad input (an invalid scenario file, bad options).
-# Usage: scripts/chaos.sh [--real] [--seeds A..B] [--out DIR] [--jobs N] [--keep-passed] [SCENARIO.yaml...]
+# failed, 2 for bad input (an invalid scenario file, bad options). While the runs go, a
+# progress line on stderr (runs done of all, failures so far, rate, time left), only when
+# stderr is a terminal.
+# Usage: scripts/chaos.sh [--real] [--seeds A..B] [--out DIR] [--jobs N] [--keep-passed] [--quiet] [SCENARIO.yaml...]
 #   --real         the real-mode campaign instead: scenarios/real/*.yaml (one OS process
 #                  per broker, SIGKILL, a throwaway real ZooKeeper), seeds 1..3, one job
 #   --seeds A..B   the seeds of every scenario (default 1..50)
@@ -13,18 +15,20 @@
 #                  (default: the number of CPUs)
 #   --keep-passed  keep the run directories of passed runs too (by default only the
 #                  failed runs' directories are kept)
+#   --quiet        no progress line
 #   SCENARIO.yaml  only these scenarios (default: every scenarios/*.yaml)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
-usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
 
 real=0
 seeds=""
 out=".kemu/chaos-campaign"
 jobs="$(nproc 2>/dev/null || echo 1)"
 keep_passed=0
+quiet=0
 scenarios=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -35,6 +39,7 @@ while [ $# -gt 0 ]; do
     --jobs) [ $# -ge 2 ] || { echo "Error: --jobs needs a number" >&2; exit 2; }; jobs="$2"; shift 2 ;;
     --jobs=*) jobs="${1#*=}"; shift ;;
     --keep-passed) keep_passed=1; shift ;;
+    --quiet) quiet=1; shift ;;
     --real) real=1; shift ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "Error: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -56,7 +61,15 @@ case "$jobs" in ''|*[!0-9]*|0) echo "Error: --jobs must be a positive number, no
 [ "$jobs" -le ${#scenarios[@]} ] || jobs=${#scenarios[@]}
 
 work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+watcher=""
+stop_watcher() {
+  if [ -n "$watcher" ]; then
+    kill "$watcher" 2>/dev/null || true
+    wait "$watcher" 2>/dev/null || true
+    watcher=""
+  fi
+}
+trap 'stop_watcher; rm -rf "$work"' EXIT
 start=$SECONDS
 # A few kemu processes, each on a contiguous share of the scenarios (the runs are a
 # fraction of a second each; an interpreter's start-up is not): their per-run lines, in
@@ -72,12 +85,21 @@ for ((job = 0; job < jobs; job++)); do
     --seeds "$seeds" "${mode[@]}" --out "$out" >"$work/$job.log" 2>"$work/$job.err" &
   pids+=($!)
 done
+# The progress line (cluster/cli/progress.py) follows the jobs' logs; it clears itself.
+first="${seeds%%..*}"
+last="${seeds##*..}"
+if [ "$quiet" -eq 0 ] && [ -t 2 ] && [[ "$first" =~ ^[0-9]+$ && "$last" =~ ^[0-9]+$ ]]; then
+  "$VENV/bin/python" -m cluster.cli.progress --total $(( ${#scenarios[@]} * (last - first + 1) )) \
+    $(for ((job = 0; job < ${#pids[@]}; job++)); do echo "$work/$job.log"; done) &
+  watcher=$!
+fi
 status=0
 for ((job = 0; job < ${#pids[@]}; job++)); do
   code=0
   wait "${pids[job]}" || code=$?
   [ "$code" -le "$status" ] || status=$code
 done
+stop_watcher
 if [ "$status" -ge 2 ]; then
   cat "$work"/*.err | grep -m1 '^Error' >&2 || cat "$work"/*.err "$work"/*.log >&2  # bad input
   exit "$status"

@@ -1,10 +1,12 @@
 """``kemu chaos``: run scenario files over seeds, or check them.
 
 ``kemu chaos run SCENARIO... [--seed N | --seeds A..B] [--deterministic]
-[--check-determinism] [--out DIR] [--verbose]`` runs every scenario with every seed, one
-run directory each (``OUT/<scenario>/seed-<N>``), prints one line per run and, for a
-failed run, its problems and the command that reproduces it; the exit status is 1 if any
-run failed. ``--check-determinism`` runs each one twice and compares the traces byte for
+[--check-determinism] [--out DIR] [--verbose] [--quiet]`` runs every scenario with every
+seed, one run directory each (``OUT/<scenario>/seed-<N>``), prints one line per run and,
+for a failed run, its problems and the command that reproduces it; the exit status is 1 if
+any run failed. When stderr is a terminal, a progress line there counts the runs done, the
+failures so far, the rate and the time left (``cluster.cli.progress``); ``--quiet`` leaves
+it out. ``--check-determinism`` runs each one twice and compares the traces byte for
 byte. ``kemu chaos check SCENARIO...`` only validates the files. Bad input is an
 ``Error:`` line and exit status 2: a bad seed range, or each problem of each scenario
 file (``FILE:LINE: ...``, all of them at once). ``kemu chaos schema`` prints the JSON
@@ -31,6 +33,7 @@ from typing import TextIO
 from cluster.chaos.loader import ScenarioError, load_scenario, scenario_schema
 from cluster.chaos.model import Scenario
 from cluster.chaos.runner import RunOptions, RunResult, run_scenario
+from cluster.cli.progress import RunProgress, run_progress
 from protocol.errors import KemuError
 
 __all__ = ["chaos_main", "parse_seeds"]
@@ -143,6 +146,34 @@ def _run_all(
     zookeeper: str | None,
     local_zookeeper: bool,
 ) -> int:
+    total = len(scenarios) * len(seeds)
+    with run_progress(total, label="chaos", quiet=args.quiet) as progress:
+        failed = _run_each(
+            args,
+            progress.wrap(out),
+            scenarios,
+            seeds,
+            progress,
+            deterministic=deterministic,
+            zookeeper=zookeeper,
+            local_zookeeper=local_zookeeper,
+        )
+    out.write(f"{total} run(s): {total - failed} passed, {failed} failed\n")
+    return 1 if failed else 0
+
+
+def _run_each(
+    args: argparse.Namespace,
+    out: TextIO,
+    scenarios: Sequence[tuple[str, Scenario]],
+    seeds: Sequence[int],
+    progress: RunProgress,
+    *,
+    deterministic: bool,
+    zookeeper: str | None,
+    local_zookeeper: bool,
+) -> int:
+    """Every run, one line each on ``out``; returns how many failed."""
     root = Path(args.out) if args.out else DEFAULT_OUT
     total = len(scenarios) * len(seeds)
     failed = 0
@@ -169,14 +200,15 @@ def _run_all(
             except KemuError as exc:
                 out.write(f"error\n  {exc}\n")
                 failed += 1
+                progress.advance(failed=True)
                 continue
             ok = result.status == "passed" and mismatch is None
             failed += not ok
             if args.verbose:
                 out.write("\n  => ")
             _report(out, result, mismatch)
-    out.write(f"{total} run(s): {total - failed} passed, {failed} failed\n")
-    return 1 if failed else 0
+            progress.advance(failed=not ok)
+    return failed
 
 
 def _load(paths: Sequence[str], overrides: Mapping[str, str]) -> list[tuple[str, Scenario]]:

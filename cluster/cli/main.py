@@ -257,6 +257,11 @@ def _add_chaos_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     run.add_argument("--out", metavar="DIR", help="run directories go here (.kemu/chaos)")
     run.add_argument("--verbose", action="store_true", help="print every step as it runs")
+    run.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress line on stderr (drawn only when stderr is a terminal)",
+    )
     for one in (run, check):
         _add_log_options(one)
         one.add_argument(

@@ -1,0 +1,204 @@
+"""A progress line for commands that count runs (``kemu chaos run``, ``scripts/chaos.sh``):
+runs done of the total, failures so far, the rate and the time left, drawn with rich on
+stderr and cleared at the end.
+
+It is drawn only when stderr is a terminal and the user did not ask for quiet: a pipe, a
+file or CI gets no progress noise at all. While it is drawn, the command's own lines on a
+terminal stdout are printed above it, whole (``RunProgress.wrap``), so they never land in
+the middle of the progress line.
+
+``python -m cluster.cli.progress --total N LOG...`` draws the line of runs that other
+processes write to ``LOG`` files (``kemu chaos run``'s ``[i/n] NAME seed=S ... STATUS``
+lines): the fan-out of ``scripts/chaos.sh``, whose kemu processes write to files. It ends
+once N runs are done, or on SIGTERM / SIGINT (after one last look at the logs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import re
+import signal
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Final, TextIO
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
+
+__all__ = ["RunProgress", "count_runs", "run_progress"]
+
+RUN_LINE: Final = re.compile(r"^\[\d+/\d+\] \S+ seed=\d+ \.\.\. (\S+)", re.MULTILINE)
+"""A finished run of ``kemu chaos run``: its status is the word after the dots (a run
+still under way has nothing there yet)."""
+POLL: Final = 0.25  # seconds between two reads of the logs a watcher follows
+
+
+class _RateColumn(ProgressColumn):
+    """Runs per second so far."""
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text("- runs/s" if not speed else f"{speed:.1f} runs/s")
+
+
+class _LinesAbove(io.TextIOWrapper):
+    """A terminal stdout whose whole lines are printed above the progress line; a line
+    written in pieces (and flushed between them) is printed once it is complete. (A
+    ``TextIOWrapper`` for its ``TextIO`` type only: its own buffer is never written.)"""
+
+    def __init__(self, console: Console, out: TextIO) -> None:
+        super().__init__(io.BytesIO(), encoding="utf-8")
+        self._console = console
+        self._out = out
+        self._partial = ""
+
+    def write(self, text: str) -> int:
+        *lines, self._partial = (self._partial + text).split("\n")
+        for line in lines:
+            self._console.print(line, markup=False, highlight=False, emoji=False, soft_wrap=True)
+        return len(text)
+
+    def flush(self) -> None:
+        """Whole lines are printed as written; a partial one waits for its end."""
+
+    def isatty(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._out.fileno()
+
+
+class RunProgress:
+    """What a command tells its progress line; does nothing when none is drawn."""
+
+    def __init__(self, progress: Progress | None = None, task: TaskID | None = None) -> None:
+        self._progress = progress
+        self._task = task
+        self.failed = 0
+
+    @property
+    def drawn(self) -> bool:
+        return self._progress is not None
+
+    def advance(self, *, failed: bool) -> None:
+        """One run more is done (``failed`` if it did not pass)."""
+        self.failed += failed
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, advance=1, failed=self.failed)
+
+    def set(self, done: int, failed: int) -> None:
+        """``done`` runs are done so far, ``failed`` of them failed."""
+        self.failed = failed
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, completed=done, failed=failed)
+
+    def wrap(self, out: TextIO) -> TextIO:
+        """``out``, or, when it is a terminal while the line is drawn, ``out`` whose whole
+        lines are printed above the progress line."""
+        if self._progress is None or not out.isatty():
+            return out
+        return _LinesAbove(self._progress.console, out)
+
+
+@contextlib.contextmanager
+def run_progress(
+    total: int, *, label: str, quiet: bool = False, stream: TextIO | None = None
+) -> Iterator[RunProgress]:
+    """A progress line of ``total`` runs on ``stream`` (stderr) for the life of the context,
+    cleared at its end; nothing when ``quiet`` or ``stream`` is not a terminal."""
+    stream = stream or sys.stderr
+    if quiet or not stream.isatty():
+        yield RunProgress()
+        return
+    progress = Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("runs, {task.fields[failed]} failed,"),
+        _RateColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=Console(file=stream),
+        transient=True,
+        redirect_stdout=False,
+        redirect_stderr=False,
+    )
+    with progress:
+        task = progress.add_task(label, total=total, failed=0)
+        yield RunProgress(progress, task)
+
+
+def count_runs(text: str) -> tuple[int, int]:
+    """The runs done and failed in ``kemu chaos run`` output ``text``."""
+    statuses = RUN_LINE.findall(text)
+    return len(statuses), sum(status != "passed" for status in statuses)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except FileNotFoundError:  # not written yet
+        return ""
+
+
+class _Stop:
+    """Set by SIGTERM or SIGINT: draw the logs once more, then end."""
+
+    requested = False
+
+    @classmethod
+    def handler(cls, signum: int, frame: FrameType | None) -> None:
+        cls.requested = True
+
+
+def watch(logs: Sequence[Path], total: int, *, label: str) -> None:
+    """Draw the progress of the runs in ``logs`` until ``total`` are done, or until asked
+    to stop (after one last look at the logs)."""
+    with run_progress(total, label=label) as line:
+        if not line.drawn:
+            return
+        while True:
+            stopping = _Stop.requested
+            done = failed = 0
+            for log in logs:
+                one_done, one_failed = count_runs(_read(log))
+                done += one_done
+                failed += one_failed
+            line.set(done, failed)
+            if done >= total or stopping:
+                return
+            time.sleep(POLL)  # after a signal, at most this long to the last look
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m cluster.cli.progress",
+        description="Draw the progress of the kemu chaos runs written to LOG files.",
+    )
+    parser.add_argument("--total", type=int, required=True, help="runs expected in all")
+    parser.add_argument("--label", default="chaos", help="the line's first word")
+    parser.add_argument("logs", nargs="+", type=Path, metavar="LOG")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, _Stop.handler)
+    signal.signal(signal.SIGINT, _Stop.handler)
+    watch(args.logs, args.total, label=args.label)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

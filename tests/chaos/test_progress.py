@@ -1,0 +1,132 @@
+"""The progress line of chaos campaigns (``cluster.cli.progress``): drawn on stderr only when
+stderr is a terminal, counting runs done of all, the failures so far, the rate and the
+time left, with the runs' own lines whole above it; nothing of it on a pipe, nor with
+``--quiet``; ``scripts/chaos.sh`` draws it over its jobs' logs."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from cluster.cli.progress import count_runs
+from tests.chaos.test_cli import FAILING, PASSING, write
+from tests.support.kemu_commands import REPO
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+LINE = re.compile(r"chaos .* (\d+)/(\d+) runs, (\d+) failed, ([-0-9.]+) runs/s ETA")
+TIMEOUT = 120.0
+
+
+def _env() -> dict[str, str]:
+    return {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "TERM": "xterm-256color",
+        "KEMU_VENV": sys.prefix,  # scripts/chaos.sh runs this interpreter's kemu
+    }
+
+
+def _text(drawn: object) -> str:
+    """What ``pexpect`` read (its ``before`` is typed loosely)."""
+    assert isinstance(drawn, bytes), drawn
+    return drawn.decode()
+
+
+def _in_a_terminal(program: str, args: list[str]) -> tuple[int | None, str]:
+    """``program args`` in a pseudo-terminal (stdout and stderr both on it): its exit
+    status and what it drew, escape sequences left out, each carriage return a line end."""
+    child = pexpect.spawn(
+        program, args, cwd=REPO, env=_env(), dimensions=(40, 160), timeout=TIMEOUT
+    )
+    child.expect(pexpect.EOF)
+    child.close()
+    return child.exitstatus, ANSI.sub("", _text(child.before)).replace("\r\n", "\n").replace(
+        "\r", "\n"
+    )
+
+
+def _progress_lines(screen: str) -> list[tuple[int, int, int]]:
+    return [(int(m[1]), int(m[2]), int(m[3])) for m in LINE.finditer(screen)]
+
+
+def test_runs_are_counted_from_the_lines_kemu_chaos_run_prints() -> None:
+    """A run counts once its status is printed; every status but passed is a failure."""
+    text = (
+        "[1/4] tiny seed=1 ... passed (10 events, 1.0s simulated in 0.10s (10:1))\n"
+        "[2/4] tiny seed=2 ... failed (12 events, 2.0s simulated in 0.20s (10:1))\n"
+        "  [topic_exists] never: not within 2s\n"
+        "[3/4] other seed=1 ... error\n"
+        "  the store went away\n"
+        "[4/4] other seed=2 ... "
+    )
+    assert count_runs(text) == (3, 2)
+    assert count_runs("") == (0, 0)
+
+
+@pytest.mark.slow  # four scenario runs in child processes, three times
+@pytest.mark.processes
+def test_kemu_chaos_run_draws_progress_only_on_a_terminal(tmp_path: Path) -> None:
+    """In a terminal, the line counts up to 4/4 runs with the 2 failures, and the run
+    lines are printed whole; on pipes stderr stays empty and stdout holds only the run
+    lines; with --quiet in a terminal, no progress line."""
+    scenarios = [write(tmp_path, "tiny.yaml", PASSING), write(tmp_path, "wrong.yaml", FAILING)]
+    argv = [
+        "-m", "cluster.cli", "chaos", "run", *scenarios, "--seeds", "1..2", "--deterministic",
+        "--out", str(tmp_path / "out"),
+    ]  # fmt: skip
+
+    status, screen = _in_a_terminal(sys.executable, argv)
+    assert status == 1, screen
+    counts = _progress_lines(screen)
+    assert counts[-1] == (4, 4, 2), screen
+    assert [done for done, _, _ in counts] == sorted(done for done, _, _ in counts)
+    lines = screen.splitlines()
+    assert any(line.startswith("[2/4] tiny seed=2 ... passed (") for line in lines), screen
+    assert any(line.startswith("[4/4] wrong seed=2 ... failed (") for line in lines), screen
+    assert "4 run(s): 2 passed, 2 failed" in screen
+
+    piped = subprocess.run(
+        [sys.executable, *argv], cwd=REPO, env=_env(), capture_output=True, text=True,
+        timeout=TIMEOUT, check=False,
+    )  # fmt: skip
+    assert piped.returncode == 1
+    assert piped.stderr == ""
+    assert "runs/s" not in piped.stdout
+    assert "\x1b" not in piped.stdout
+    assert "[4/4] wrong seed=2 ... failed" in piped.stdout
+
+    status, screen = _in_a_terminal(sys.executable, [*argv, "--quiet"])
+    assert status == 1
+    assert _progress_lines(screen) == []
+    assert "4 run(s): 2 passed, 2 failed" in screen
+
+
+@pytest.mark.slow  # a campaign of scripts/chaos.sh, twice
+@pytest.mark.processes
+def test_the_campaign_script_draws_progress_over_its_jobs(tmp_path: Path) -> None:
+    """scripts/chaos.sh in a terminal counts the runs of both its jobs up to 4/4 with the
+    2 failures, then prints its summary; on a pipe, the summary alone."""
+    scenarios = [write(tmp_path, "tiny.yaml", PASSING), write(tmp_path, "wrong.yaml", FAILING)]
+    argv = [
+        "scripts/chaos.sh", "--seeds", "1..2", "--jobs", "2", "--out", str(tmp_path / "out"),
+        *scenarios,
+    ]  # fmt: skip
+    status, screen = _in_a_terminal("bash", argv)
+    assert status == 1, screen
+    assert _progress_lines(screen)[-1] == (4, 4, 2), screen
+    assert "2 scenario(s), 4 run(s): 2 passed, 2 failed" in screen
+
+    piped = subprocess.run(
+        ["bash", *argv], cwd=REPO, env=_env(), capture_output=True, text=True,
+        timeout=TIMEOUT, check=False,
+    )  # fmt: skip
+    assert piped.returncode == 1
+    assert piped.stderr == ""
+    assert "runs/s" not in piped.stdout
+    assert "2 scenario(s), 4 run(s): 2 passed, 2 failed" in piped.stdout
