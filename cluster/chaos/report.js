@@ -456,7 +456,7 @@
 
   function drawDiagram() {
     const box = document.getElementById("diagram-box");
-    const width = Math.max(320, Math.floor(box.clientWidth));
+    const width = Math.max(GUTTER + PAD_R + 60, Math.floor(box.clientWidth));
     const plotW = width - GUTTER - PAD_R;
     const lanes = visibleLanes();
     const topicLanes = visibleTopics();
@@ -1024,7 +1024,7 @@
     const [t0, t1] = timeView();
     for (const chart of series) {
       const el = document.getElementById("chart-" + chart.id);
-      const width = Math.max(240, Math.floor(el.parentElement.clientWidth));
+      const width = Math.max(M.left + M.right + 60, Math.floor(el.parentElement.clientWidth));
       const plotW = width - M.left - M.right, plotH = CHART_H - M.top - M.bottom;
       const X = (t) => M.left + ((t - t0) / (t1 - t0)) * plotW;
       let lines = chart.lines, binWidth = 0;

@@ -32,6 +32,7 @@ from typing import TextIO
 
 from cluster.chaos.loader import ScenarioError, load_scenario, scenario_schema
 from cluster.chaos.model import Scenario
+from cluster.chaos.report import REPORT_FILE
 from cluster.chaos.runner import RunOptions, RunResult, run_scenario
 from cluster.cli.progress import RunProgress, run_progress
 from protocol.errors import KemuError
@@ -287,4 +288,5 @@ def _report(out: TextIO, result: RunResult, mismatch: str | None) -> None:
         out.write(f"  {mismatch}\n")
     if status != "passed":
         out.write(f"  run directory: {result.run_dir}\n")
+        out.write(f"  report: {Path(result.run_dir) / REPORT_FILE}\n")
         out.write(f"  reproduce: {result.reproduce}\n")

@@ -74,6 +74,9 @@ def test_a_failed_run_exits_one_and_prints_how_to_reproduce_it(tmp_path: Path) -
     assert "wrong seed=5 ... failed" in printed
     assert "expectation: steps[0] expect topic_exists never within 2s" in printed
     assert f"reproduce: kemu chaos run {scenario} --seed 5 --deterministic --out {out}" in printed
+    report = out / "wrong" / "seed-5" / "report.html"
+    assert f"  report: {report}\n" in printed
+    assert b'"rule":"expectation"' in report.read_bytes()  # the page lists the failure
     timeline = (out / "wrong" / "seed-5" / "timeline.txt").read_text()
     assert "FAILED expectation" in timeline
     assert "outcome: failed" in timeline

@@ -173,6 +173,20 @@ def test_hover_zoom_and_the_topic_filter_work_in_the_browser(killed: Drawn, tmp_
     assert body.attrs["data-overflow"] == "none"
 
 
+def test_nothing_overflows_a_narrow_window(killed: Drawn, tmp_path: Path) -> None:
+    page = Path(killed.result.run_dir) / "report.html"
+    screenshot = ARTIFACTS / "report" / f"controller-killed-mid-deletion-seed-{SEED}-narrow.png"
+    narrow = Drawn(
+        killed.result,
+        killed.trace,
+        elements(render(page, screenshot, tmp_path / "chromium", width=480)),
+    )
+    assert narrow.body().attrs["data-overflow"] == "none"
+    diagram = next(e for e in narrow.dom if e.attrs.get("id") == "diagram")
+    assert int(diagram.attrs["width"]) < 480
+    assert len(narrow.all("g", "lane")) == 5
+
+
 def test_the_same_seed_writes_the_same_page(tmp_path: Path) -> None:
     one = _run(KILLED, 5, tmp_path / "one")
     two = _run(KILLED, 5, tmp_path / "elsewhere" / "two")
