@@ -4,8 +4,9 @@ stderr and cleared at the end.
 
 It is drawn only when stderr is a terminal and the user did not ask for quiet: a pipe, a
 file or CI gets no progress noise at all. While it is drawn, the command's own lines on a
-terminal stdout are printed above it, whole (``RunProgress.wrap``), so they never land in
-the middle of the progress line.
+terminal stdout are printed above it, whole (``RunProgress.wrap``), and so are the lines
+written to ``sys.stderr`` meanwhile (the brokers' log lines): none lands in the middle of
+the progress line.
 
 ``python -m cluster.cli.progress --total N LOG...`` draws the line of runs that other
 processes write to ``LOG`` files (``kemu chaos run``'s ``[i/n] NAME seed=S ... STATUS``
@@ -135,8 +136,8 @@ def run_progress(
         TimeRemainingColumn(),
         console=Console(file=stream),
         transient=True,
-        redirect_stdout=False,
-        redirect_stderr=False,
+        redirect_stdout=False,  # the command's own out: RunProgress.wrap
+        redirect_stderr=True,  # log lines (written to sys.stderr as it is then) go above it
     )
     with progress:
         task = progress.add_task(label, total=total, failed=0)

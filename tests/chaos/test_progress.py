@@ -14,7 +14,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from cluster.cli.progress import count_runs
+from cluster.cli.progress import count_runs, run_progress
 from tests.chaos.test_cli import FAILING, PASSING, write
 from tests.support.kemu_commands import REPO
 
@@ -67,6 +67,28 @@ def test_runs_are_counted_from_the_lines_kemu_chaos_run_prints() -> None:
     )
     assert count_runs(text) == (3, 2)
     assert count_runs("") == (0, 0)
+
+
+def test_lines_written_to_stderr_meanwhile_are_printed_whole_above_the_line() -> None:
+    """A log line written to stderr while the line is drawn on a terminal is printed on
+    a line of its own, the progress line cleared first and drawn again after it."""
+    master, replica = os.openpty()
+    stderr = sys.stderr
+    try:
+        with open(replica, "w", closefd=False) as terminal:
+            with run_progress(3, label="chaos", stream=terminal) as line:
+                line.advance(failed=True)
+                sys.stderr.write("WARNING broker 1: a log line\n")
+                sys.stderr.flush()
+            terminal.flush()
+        drawn = ANSI.sub("", os.read(master, 1 << 16).decode())
+    finally:
+        os.close(master)
+        os.close(replica)
+    rows = drawn.replace("\r\n", "\n").replace("\r", "\n").splitlines()
+    assert "WARNING broker 1: a log line" in rows, drawn
+    assert any(LINE.search(row) for row in rows), drawn
+    assert sys.stderr is stderr  # given back at the end
 
 
 @pytest.mark.slow  # four scenario runs in child processes, three times
