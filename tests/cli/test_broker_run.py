@@ -2,7 +2,7 @@
 process on a loopback address of its own (127.0.0.2, .3, .4 stand for three hosts: Linux
 routes all of 127.0.0.0/8 to ``lo``), with its own log dir, join the cluster a real
 ZooKeeper holds. The first creates ``/cluster/id``, the others join it; they find each
-other through their registrations; a real client (kafka-python) creates a topic of
+other through their registrations; a real client (confluent-kafka) creates a topic of
 replication factor 3, produces with acks=all and consumes it back. SIGTERM is Kafka's
 graceful stop (controlled shutdown, exit 0); after SIGKILL the log dir is recovered and
 the broker rejoins. Bad input (an unreachable ensemble, a broker id that is registered,
@@ -19,9 +19,12 @@ from pathlib import Path
 
 import anyio
 import pytest
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer  # type: ignore[import-untyped]
-from kafka.admin import NewTopic  # type: ignore[import-untyped]
-from kafka.errors import KafkaError  # type: ignore[import-untyped]
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    ClusterMetadata,
+    NewTopic,
+)
 
 from actors.broker.names import INTERNAL_LISTENER
 from actors.log.manager import META_PROPERTIES
@@ -30,6 +33,7 @@ from protocol import zkdata
 from protocol.errors import NoNodeError
 from protocol.ids import BrokerId
 from tests.support.broker_run import REPO, BrokerRun, run_command, run_env
+from tests.support.clients import confluent_consume, confluent_produce
 from tests.support.waiting import wait_until
 from tests.support.zookeeper import ZooKeeperEnsemble, ZooKeeperServer, free_port
 
@@ -119,17 +123,22 @@ def start_brokers(
     return runs
 
 
-def partitions(admin: KafkaAdminClient, topic: str) -> dict[int, tuple[int, tuple[int, ...]]]:
-    """Each partition's leader and ISR, as the cluster's Metadata tells a client (none
-    while the client's connection to a broker that went away fails)."""
+def metadata(bootstrap: str, topic: str | None = None) -> ClusterMetadata | None:
+    """What a fresh Metadata request tells confluent-kafka (None if it gets no answer:
+    a broker that went away). confluent-kafka, not kafka-python, because kafka-python
+    3.0.12 leaves the socket of a refused connect open, and brokers go away here."""
     try:
-        (described,) = admin.describe_topics([topic])
-    except KafkaError:
+        return AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=5)
+    except KafkaException:
+        return None
+
+
+def partitions(bootstrap: str, topic: str) -> dict[int, tuple[int, tuple[int, ...]]]:
+    """Each partition's leader and ISR, as the cluster's Metadata tells a client."""
+    found = metadata(bootstrap, topic)
+    if found is None or topic not in found.topics or found.topics[topic].error is not None:
         return {}
-    return {
-        p["partition_index"]: (p["leader_id"], tuple(sorted(p["isr_nodes"])))
-        for p in described["partitions"]
-    }
+    return {p: (m.leader, tuple(sorted(m.isrs))) for p, m in found.topics[topic].partitions.items()}
 
 
 def fully_replicated(state: dict[int, tuple[int, tuple[int, ...]]]) -> bool:
@@ -137,49 +146,29 @@ def fully_replicated(state: dict[int, tuple[int, tuple[int, ...]]]) -> bool:
     return len(state) == 3 and all(isr == (1, 2, 3) for _, isr in state.values())
 
 
-def create_replicated(admin: KafkaAdminClient, topic: str) -> None:
+def create_replicated(bootstrap: str, topic: str) -> None:
     """Create ``topic`` (3 partitions, replication factor 3); until every ISR is full."""
-    admin.create_topics([NewTopic(topic, 3, 3)], timeout_ms=30_000)
-    wait_until(lambda: partitions(admin, topic), fully_replicated, CLIENT_TIMEOUT)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    (created,) = admin.create_topics([NewTopic(topic, 3, 3)], request_timeout=30).values()
+    created.result(CLIENT_TIMEOUT)
+    wait_until(lambda: partitions(bootstrap, topic), fully_replicated, CLIENT_TIMEOUT)
 
 
-def live_brokers(admin: KafkaAdminClient) -> tuple[int, int]:
+def live_brokers(bootstrap: str) -> tuple[int, int]:
     """The controller and the number of brokers the cluster's Metadata lists ((-1, 0)
-    while the client's connection to a broker that went away fails)."""
-    try:
-        cluster = admin.describe_cluster()
-    except KafkaError:
-        return -1, 0
-    return cluster["controller_id"], len(cluster["brokers"])
+    without an answer)."""
+    found = metadata(bootstrap)
+    return (-1, 0) if found is None else (found.controller_id, len(found.brokers))
 
 
 def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=10)
-    try:
-        for value in values:
-            producer.send(topic, value).get(CLIENT_TIMEOUT)
-    finally:
-        producer.close()
+    """Every value with acks=all, each acknowledged."""
+    confluent_produce(bootstrap, topic, values)
 
 
 def consume(bootstrap: str, topic: str, count: int) -> list[bytes]:
-    """Every record of ``topic`` from the start, once ``count`` have come (or the deadline)."""
-    consumer = KafkaConsumer(
-        topic,
-        bootstrap_servers=bootstrap,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        consumer_timeout_ms=int(CLIENT_TIMEOUT * 1000),
-    )
-    got: list[bytes] = []
-    try:
-        for record in consumer:
-            got.append(record.value)
-            if len(got) >= count:
-                break
-    finally:
-        consumer.close()
-    return sorted(got)
+    """``count`` records of ``topic``'s three partitions from the start, sorted."""
+    return sorted(confluent_consume(bootstrap, topic, 3, count))
 
 
 @pytest.mark.slow
@@ -211,65 +200,59 @@ def test_brokers_on_three_hosts_form_one_cluster_stop_gracefully_and_recover(
         assert (first.listener, first.host, first.port) == ("PLAINTEXT", run.host, run.port)
         assert (internal.listener, internal.host) == (INTERNAL_LISTENER, run.host)
 
-    admin = KafkaAdminClient(bootstrap_servers=one.bootstrap, request_timeout_ms=30_000)
-    try:
-        create_replicated(admin, "scaled")
-        values = [f"m{i:03}".encode() for i in range(MESSAGES)]
-        produce(two.bootstrap, "scaled", values)
-        assert consume(three.bootstrap, "scaled", MESSAGES) == sorted(values)
+    admin = ",".join(run.bootstrap for run in (one, two, three))  # where Metadata is asked
+    create_replicated(admin, "scaled")
+    values = [f"m{i:03}".encode() for i in range(MESSAGES)]
+    produce(two.bootstrap, "scaled", values)
+    assert consume(three.bootstrap, "scaled", MESSAGES) == sorted(values)
 
-        # SIGTERM to the controller: controlled shutdown, exit 0; the others carry on.
-        controller, _ = wait_until(
-            lambda: live_brokers(admin), lambda c: c[0] in (1, 2, 3), CLIENT_TIMEOUT
-        )
-        stopped = {run.broker_id: run for run in (one, two, three)}[controller]
-        assert stopped.terminate() == 0, stopped.output[-4000:]
-        assert "controlled_shutdown_succeeded" in stopped.output
-        survivor = next(run for run in (one, two, three) if run is not stopped)
-        admin.close()
-        admin = KafkaAdminClient(bootstrap_servers=survivor.bootstrap, request_timeout_ms=30_000)
-        wait_until(
-            lambda: live_brokers(admin),
-            lambda c: c[0] not in (-1, stopped.broker_id) and c[1] == 2,
-            CLIENT_TIMEOUT,
-        )
-        after = wait_until(
-            lambda: partitions(admin, "scaled"),
-            lambda p: (
-                len(p) == 3
-                and all(
-                    leader != stopped.broker_id and stopped.broker_id not in isr
-                    for leader, isr in p.values()
-                )
-            ),
-            CLIENT_TIMEOUT,
-        )
-        assert all(leader in isr for leader, isr in after.values())
+    # SIGTERM to the controller: controlled shutdown, exit 0; the others carry on.
+    controller, _ = wait_until(
+        lambda: live_brokers(admin), lambda c: c[0] in (1, 2, 3), CLIENT_TIMEOUT
+    )
+    stopped = {run.broker_id: run for run in (one, two, three)}[controller]
+    assert stopped.terminate() == 0, stopped.output[-4000:]
+    assert "controlled_shutdown_succeeded" in stopped.output
+    wait_until(
+        lambda: live_brokers(admin),
+        lambda c: c[0] not in (-1, stopped.broker_id) and c[1] == 2,
+        CLIENT_TIMEOUT,
+    )
+    after = wait_until(
+        lambda: partitions(admin, "scaled"),
+        lambda p: (
+            len(p) == 3
+            and all(
+                leader != stopped.broker_id and stopped.broker_id not in isr
+                for leader, isr in p.values()
+            )
+        ),
+        CLIENT_TIMEOUT,
+    )
+    assert all(leader in isr for leader, isr in after.values())
 
-        # It starts again with the same log dir and id, and rejoins every ISR.
-        stopped.start()
-        wait_until(
-            lambda: partitions(admin, "scaled"),
-            fully_replicated,
-            CLIENT_TIMEOUT,
-        )
+    # It starts again with the same log dir and id, and rejoins every ISR.
+    stopped.start()
+    wait_until(
+        lambda: partitions(admin, "scaled"),
+        fully_replicated,
+        CLIENT_TIMEOUT,
+    )
 
-        # SIGKILL: no graceful step. Once its session expired, it starts again on the same
-        # log dir (recovered after the unclean shutdown) and catches up.
-        killed = next(run for run in (one, two, three) if run is not stopped)
-        killed.kill()
-        wait_until(lambda: live_brokers(admin)[1], lambda n: n == 2, CLIENT_TIMEOUT)
-        produce(stopped.bootstrap, "scaled", [b"after-kill"])
-        killed.start()
-        wait_until(
-            lambda: partitions(admin, "scaled"),
-            fully_replicated,
-            CLIENT_TIMEOUT,
-        )
-        assert consume(killed.bootstrap, "scaled", MESSAGES + 1) == sorted([*values, b"after-kill"])
-        assert zk_read(chroot, zkdata.CLUSTER_ID_PATH) == cluster_id  # created once
-    finally:
-        admin.close()
+    # SIGKILL: no graceful step. Once its session expired, it starts again on the same
+    # log dir (recovered after the unclean shutdown) and catches up.
+    killed = next(run for run in (one, two, three) if run is not stopped)
+    killed.kill()
+    wait_until(lambda: live_brokers(admin)[1], lambda n: n == 2, CLIENT_TIMEOUT)
+    produce(stopped.bootstrap, "scaled", [b"after-kill"])
+    killed.start()
+    wait_until(
+        lambda: partitions(admin, "scaled"),
+        fully_replicated,
+        CLIENT_TIMEOUT,
+    )
+    assert consume(killed.bootstrap, "scaled", MESSAGES + 1) == sorted([*values, b"after-kill"])
+    assert zk_read(chroot, zkdata.CLUSTER_ID_PATH) == cluster_id  # created once
     for run in (one, two, three):
         assert run.terminate() == 0, run.output[-4000:]
     assert zk_children(chroot, zkdata.BROKER_IDS_PATH) == ()
@@ -384,85 +367,81 @@ def test_brokers_on_an_ensemble_outlive_a_zookeeper_server_and_a_host_that_drops
     ensemble = f"{zookeeper_ensemble.hosts}/kemu"
     runs = start_brokers(brokers, ensemble, tmp_path)
     by_id = {run.broker_id: run for run in runs}
-    admin = KafkaAdminClient(bootstrap_servers=runs[0].bootstrap, request_timeout_ms=5000)
-    try:
-        create_replicated(admin, "ensemble")
-        first = [f"before-{i:02}".encode() for i in range(MESSAGES)]
-        produce(runs[1].bootstrap, "ensemble", first)
-        controller, _ = wait_until(
-            lambda: live_brokers(admin), lambda c: c[0] in by_id and c[1] == 3, CLIENT_TIMEOUT
-        )
-        registrations = {
-            b: zk_read(zookeeper_ensemble.hosts, f"/kemu{zkdata.broker_path(BrokerId(b))}")
-            for b in by_id
-        }
+    admin = runs[0].bootstrap  # where the test asks the cluster's Metadata
+    create_replicated(admin, "ensemble")
+    first = [f"before-{i:02}".encode() for i in range(MESSAGES)]
+    produce(runs[1].bootstrap, "ensemble", first)
+    controller, _ = wait_until(
+        lambda: live_brokers(admin), lambda c: c[0] in by_id and c[1] == 3, CLIENT_TIMEOUT
+    )
+    registrations = {
+        b: zk_read(zookeeper_ensemble.hosts, f"/kemu{zkdata.broker_path(BrokerId(b))}")
+        for b in by_id
+    }
 
-        # The ZooKeeper leader dies: the followers elect another, the clients' sessions
-        # move to the servers left, and nothing in the cluster notices.
-        leader = zookeeper_ensemble.leader()
-        assert leader is not None
-        leader.kill()
-        wait_until(
-            lambda: [s.mode for s in zookeeper_ensemble.servers if s.running],
-            lambda modes: sorted(modes) == ["follower", "leader"],
-            CLIENT_TIMEOUT,
-        )
-        second = [f"after-zk-{i:02}".encode() for i in range(MESSAGES)]
-        produce(runs[2].bootstrap, "ensemble", second)
-        assert consume(runs[0].bootstrap, "ensemble", 2 * MESSAGES) == sorted(first + second)
-        # (waited for only because a client call may fail on a loaded machine: the
-        # answer must be the same controller and every broker)
-        wait_until(lambda: live_brokers(admin), lambda c: c == (controller, 3), CLIENT_TIMEOUT)
-        for b in by_id:  # the same registrations: no session expired
-            path = f"/kemu{zkdata.broker_path(BrokerId(b))}"
-            assert zk_read(zookeeper_ensemble.hosts, path) == registrations[b]
+    # The ZooKeeper leader dies: the followers elect another, the clients' sessions
+    # move to the servers left, and nothing in the cluster notices.
+    leader = zookeeper_ensemble.leader()
+    assert leader is not None
+    leader.kill()
+    wait_until(
+        lambda: [s.mode for s in zookeeper_ensemble.servers if s.running],
+        lambda modes: sorted(modes) == ["follower", "leader"],
+        CLIENT_TIMEOUT,
+    )
+    second = [f"after-zk-{i:02}".encode() for i in range(MESSAGES)]
+    produce(runs[2].bootstrap, "ensemble", second)
+    assert consume(runs[0].bootstrap, "ensemble", 2 * MESSAGES) == sorted(first + second)
+    # (waited for only because a client call may fail on a loaded machine: the
+    # answer must be the same controller and every broker)
+    wait_until(lambda: live_brokers(admin), lambda c: c == (controller, 3), CLIENT_TIMEOUT)
+    for b in by_id:  # the same registrations: no session expired
+        path = f"/kemu{zkdata.broker_path(BrokerId(b))}"
+        assert zk_read(zookeeper_ensemble.hosts, path) == registrations[b]
 
-        # A broker that is not the controller drops off the network.
-        cut = next(run for run in runs if run.broker_id != controller)
-        survivor = by_id[controller]
-        admin.close()
-        admin = KafkaAdminClient(bootstrap_servers=survivor.bootstrap, request_timeout_ms=5000)
-        cut.freeze()
-        wait_until(
-            lambda: live_brokers(admin),
-            lambda c: c == (controller, 2),
-            CLIENT_TIMEOUT,
-        )
-        wait_until(
-            lambda: partitions(admin, "ensemble"),
-            lambda p: (
-                len(p) == 3
-                and all(
-                    leader != cut.broker_id and cut.broker_id not in isr and leader in isr
-                    for leader, isr in p.values()
-                )
-            ),
-            CLIENT_TIMEOUT,
-        )
-        third = [f"while-cut-{i:02}".encode() for i in range(MESSAGES)]
-        produce(survivor.bootstrap, "ensemble", third)
+    # A broker that is not the controller drops off the network.
+    cut = next(run for run in runs if run.broker_id != controller)
+    survivor = by_id[controller]
+    admin = survivor.bootstrap
+    cut.freeze()
+    wait_until(
+        lambda: live_brokers(admin),
+        lambda c: c == (controller, 2),
+        CLIENT_TIMEOUT,
+    )
+    wait_until(
+        lambda: partitions(admin, "ensemble"),
+        lambda p: (
+            len(p) == 3
+            and all(
+                leader != cut.broker_id and cut.broker_id not in isr and leader in isr
+                for leader, isr in p.values()
+            )
+        ),
+        CLIENT_TIMEOUT,
+    )
+    third = [f"while-cut-{i:02}".encode() for i in range(MESSAGES)]
+    produce(survivor.bootstrap, "ensemble", third)
 
-        # It answers again: its session expired meanwhile, so it registers anew, and
-        # catches up into every ISR.
-        cut.thaw()
-        wait_until(
-            lambda: (live_brokers(admin), partitions(admin, "ensemble")),
-            lambda s: (
-                s[0] == (controller, 3)
-                and len(s[1]) == 3
-                and all(isr == (1, 2, 3) for _, isr in s[1].values())
-            ),
-            CLIENT_TIMEOUT,
-        )
-        path = f"/kemu{zkdata.broker_path(BrokerId(cut.broker_id))}"
-        again = zk_read(zookeeper_ensemble.hosts, path)
-        before = registrations[cut.broker_id]
-        assert again is not None
-        assert before is not None
-        assert again[1] != before[1]  # a new czxid: a new broker epoch
-        assert consume(cut.bootstrap, "ensemble", 3 * MESSAGES) == sorted(first + second + third)
-    finally:
-        admin.close()
+    # It answers again: its session expired meanwhile, so it registers anew, and
+    # catches up into every ISR.
+    cut.thaw()
+    wait_until(
+        lambda: (live_brokers(admin), partitions(admin, "ensemble")),
+        lambda s: (
+            s[0] == (controller, 3)
+            and len(s[1]) == 3
+            and all(isr == (1, 2, 3) for _, isr in s[1].values())
+        ),
+        CLIENT_TIMEOUT,
+    )
+    path = f"/kemu{zkdata.broker_path(BrokerId(cut.broker_id))}"
+    again = zk_read(zookeeper_ensemble.hosts, path)
+    before = registrations[cut.broker_id]
+    assert again is not None
+    assert before is not None
+    assert again[1] != before[1]  # a new czxid: a new broker epoch
+    assert consume(cut.bootstrap, "ensemble", 3 * MESSAGES) == sorted(first + second + third)
     for run in runs:
         assert run.terminate() == 0, run.output[-4000:]
 
