@@ -367,6 +367,7 @@
     hiddenLanes: new Set(),
     // the store's reads (most of them the driver's polling) are off at first
     hiddenTypes: new Set(model.types.map(([t]) => t).filter(isStoreRead)),
+    focus: null, // the index of the event a problem's link went to
   };
   const maxTs = events.length ? events[events.length - 1].ts : 0;
   const fullDomain = () => (state.axis === "order" ? [0, Math.max(1, events.length - 1)] : [0, maxTs > 0 ? maxTs : 1]);
@@ -404,7 +405,7 @@
       ...facts.violations.map((v) => ["violation", v]),
       ...facts.notices.map((v) => ["notice", v]),
     ].map(([k, v]) => `<li class="${k}">${k} ${esc(v.rule)}: ${esc(v.message)}` +
-      (v.seq != null ? ` (event ${v.seq}, t=${Number(v.ts).toFixed(3)}s)` : "") + "</li>");
+      (v.seq != null ? ` (<a href="#diagram" data-goto="${v.seq}">event ${v.seq}</a>, t=${Number(v.ts).toFixed(3)}s)` : "") + "</li>");
     const SHOWN = 8;
     const listed = problems.length <= SHOWN + 2 ? problems.join("")
       : problems.slice(0, SHOWN).join("") + `<li><details><summary>${problems.length - SHOWN} more</summary>` +
@@ -581,7 +582,10 @@
     faultRects("fault-strip", 3);
     out.push("</g>");
     out.push(axes(plotBottom, plotW));
-    out.push(`<line class="cursor" id="diagram-cursor" x1="-10" x2="-10" y1="${AXIS_H}" y2="${plotBottom}"/>`);
+    if (state.focus !== null && pos(state.focus) >= lo && pos(state.focus) <= hi) {
+      const x = r1(X(pos(state.focus)));
+      out.push(`<line class="focus" x1="${x}" x2="${x}" y1="${AXIS_H}" y2="${plotBottom}"/>`);
+    }
     svg.setAttribute("width", width);
     svg.setAttribute("height", height);
     svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
@@ -690,17 +694,23 @@
   svg.addEventListener("wheel", (ev) => {
     if (!layout) return;
     ev.preventDefault();
-    const fraction = Math.min(1, Math.max(0, (ev.offsetX - GUTTER) / layout.plotW));
+    const x = ev.clientX - svg.getBoundingClientRect().left;
+    const fraction = Math.min(1, Math.max(0, (x - GUTTER) / layout.plotW));
     zoomAt(Math.exp(ev.deltaY * 0.0015), fraction);
   }, { passive: false });
+  // a press that moves more than a few pixels pans; one that does not leaves the tooltip
   let drag = null;
   svg.addEventListener("pointerdown", (ev) => {
-    drag = { x: ev.clientX, view: state.view.slice() };
-    svg.classList.add("dragging");
-    svg.setPointerCapture(ev.pointerId);
+    drag = { x: ev.clientX, view: state.view.slice(), moving: false, pointer: ev.pointerId };
   });
   svg.addEventListener("pointermove", (ev) => {
-    if (drag) {
+    if (drag && !drag.moving && Math.abs(ev.clientX - drag.x) > 3) {
+      drag.moving = true;
+      svg.classList.add("dragging");
+      svg.setPointerCapture(drag.pointer);
+      tip.style.display = "none";
+    }
+    if (drag && drag.moving) {
       const dv = ((ev.clientX - drag.x) / layout.plotW) * (drag.view[1] - drag.view[0]);
       state.view = clampView(drag.view[0] - dv, drag.view[1] - dv);
       redraw();
@@ -711,6 +721,22 @@
   const endDrag = () => { drag = null; svg.classList.remove("dragging"); };
   svg.addEventListener("pointerup", endDrag);
   svg.addEventListener("pointercancel", endDrag);
+  // a problem's event link: the diagram around that event, marked
+  main.addEventListener("click", (ev) => {
+    const link = ev.target.closest ? ev.target.closest("[data-goto]") : null;
+    if (!link || !events.length) return;
+    ev.preventDefault();
+    const i = Math.max(0, Math.min(events.length - 1, Number(link.dataset.goto) - events[0].seq));
+    state.focus = i;
+    if (state.axis === "order") state.view = clampView(i - 150, i + 150);
+    else {
+      const [flo, fhi] = fullDomain();
+      const half = Math.max(1e-3, (fhi - flo) / 100);
+      state.view = clampView(events[i].ts - half, events[i].ts + half);
+    }
+    redraw();
+    document.getElementById("diagram-box").scrollIntoView({ block: "center" });
+  });
   svg.addEventListener("pointerleave", () => { tip.style.display = "none"; });
   svg.addEventListener("dblclick", () => { state.view = fullDomain(); redraw(); });
   document.getElementById("zoom-in").onclick = () => zoomAt(0.5, 0.5);

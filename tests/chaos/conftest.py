@@ -26,6 +26,7 @@ SLOW_TESTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("test_report.py", "test_the_time_series_are_drawn_with_the_fault_shaded"): (),
     ("test_report.py", "test_hover_zoom_and_the_topic_filter_work_in_the_browser"): (),
     ("test_report.py", "test_nothing_overflows_a_narrow_window"): (),
+    ("test_report.py", "test_a_problem_s_event_link_brings_the_diagram_to_it"): (),
     ("test_scenarios.py", "test_the_trace_does_not_depend_on_the_process_or_its_hash_seed"): (
         "processes",
     ),

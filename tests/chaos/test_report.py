@@ -8,12 +8,13 @@ The browser's screenshots go to ``artifacts/report/`` at the repository's root."
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from cluster.chaos import RunOptions, RunResult, load_scenario, run_scenario
+from cluster.chaos import RunOptions, RunResult, load_scenario, parse_scenario, run_scenario
 from cluster.chaos.report import report_page
 from tests.support.browser import ARTIFACTS, Element, elements, render
 
@@ -171,6 +172,43 @@ def test_hover_zoom_and_the_topic_filter_work_in_the_browser(killed: Drawn, tmp_
     assert not dom.all("line", "arrow", type="StopReplicaRequest")  # all of them for events
     assert dom.all("line", "arrow", type="LeaderAndIsrRequest")  # keep's creation
     assert body.attrs["data-overflow"] == "none"
+
+
+FAILING = """\
+name: wrong
+description: creates one topic, then expects one nobody creates
+cluster: {brokers: 2}
+steps:
+  - create_topic: {topic: made, partitions: 2, replication_factor: 2, outcome: ok}
+  - expect: {topic_exists: never, within: 2}
+  - sleep: 5
+"""
+_GO_TO_THE_FAILURE = b"""<script>
+document.querySelector("[data-goto]").click();
+setTimeout(() => { document.body.dataset.clicked = "1"; }, 100);
+</script>
+"""
+
+
+def test_a_problem_s_event_link_brings_the_diagram_to_it(tmp_path: Path) -> None:
+    result = run_scenario(parse_scenario(FAILING), RunOptions(run_dir=tmp_path / "run", seed=1))
+    assert [p.rule for p in result.problems] == ["expectation"]
+    failed_at = result.problems[0].seq
+    assert failed_at is not None
+    page = (Path(result.run_dir) / "report.html").read_bytes()
+    copy = tmp_path / "clicked.html"
+    copy.write_bytes(page.replace(b"</body>", _GO_TO_THE_FAILURE + b"</body>"))
+    screenshot = ARTIFACTS / "report" / "failed-expectation-link.png"
+    dom = elements(render(copy, screenshot, tmp_path / "chromium"))
+    body = next(e for e in dom if e.tag == "body")
+    assert body.attrs.get("data-clicked") == "1"
+    links = [e for e in dom if e.tag == "a" and "data-goto" in e.attrs]
+    assert [link.attrs["data-goto"] for link in links] == [str(failed_at)]
+    assert [e for e in dom if e.tag == "line" and "focus" in e.classes]  # the event, marked
+    hint = next(e for e in dom if e.attrs.get("id") == "diagram-hint").text
+    first, last = (int(n) for n in re.findall(r"events (\d+) to (\d+)", hint)[0])
+    assert first <= failed_at <= last
+    assert last - first <= 300 < result.events  # zoomed in around it
 
 
 def test_nothing_overflows_a_narrow_window(killed: Drawn, tmp_path: Path) -> None:
