@@ -317,7 +317,22 @@
     const rank = new Map([...typeCount.entries()].map(([t, c]) => [t, c]));
     // rare types first, so that a cap on what is drawn cuts the common ones
     arrows.sort((x, y) => rank.get(x.type) - rank.get(y.type) || x.a - y.a);
-    return { laneIds, lane, topicNames, arrows, marks, bands, faults, states, types };
+    // a request and its answer: the answer goes back between the same two actors with the
+    // request's correlation id (one-way tells, corr 0, have none)
+    const partner = new Map();
+    const byEnds = new Map();
+    arrows.forEach((arrow, n) => {
+      const sent = events[arrow.a];
+      if (arrow.cls === "store" || !sent.corr) return;
+      byEnds.set(sent.fields.src + ">" + sent.fields.dst + "#" + sent.corr, n);
+    });
+    byEnds.forEach((n, key) => {
+      const [ends, corr] = key.split("#");
+      const [src, dst] = ends.split(">");
+      const back = byEnds.get(dst + ">" + src + "#" + corr);
+      if (back !== undefined) partner.set(n, back);
+    });
+    return { laneIds, lane, topicNames, arrows, marks, bands, faults, states, types, partner };
   }
 
   // ---------------------------------------------------------------- numbers and axes
@@ -814,6 +829,11 @@
             if (!(key in { src: 1, dst: 1, corr: 1, request: 1 })) info[key] = v;
           }
         }
+        const other = model.partner.get(n);
+        if (other !== undefined) {
+          const o = model.arrows[other];
+          info[o.a > arrow.a ? "answered by" : "answers"] = `${o.type} #${events[o.a].seq} at ${events[o.a].ts} s`;
+        }
         return `<b>${esc(arrow.type)}</b><table>${rows(info)}</table>`;
       }
       case "m":
@@ -839,8 +859,20 @@
         return "";
     }
   }
+  // the arrow under the pointer and its request or answer, drawn thick
+  function pair(target) {
+    for (const el of svg.querySelectorAll("line.paired")) el.classList.remove("paired");
+    if (!target || target.dataset.k[0] !== "a") return;
+    target.classList.add("paired");
+    const other = model.partner.get(Number(target.dataset.k.slice(1)));
+    if (other !== undefined) {
+      const el = svg.querySelector(`line[data-k="a${other}"]`);
+      if (el) el.classList.add("paired");
+    }
+  }
   function showTip(ev) {
     const target = ev.target.closest ? ev.target.closest("[data-k]") : null;
+    pair(target);
     if (!target) { tip.style.display = "none"; return; }
     tip.innerHTML = describe(target.dataset.k);
     tip.style.display = "block";

@@ -139,6 +139,8 @@ _INTERACT = b"""<script>
   const arrow = diagram.querySelector('line.arrow[data-type="StopReplicaRequest"]');
   arrow.dispatchEvent(new PointerEvent("pointermove", { bubbles: true, clientX: 50, clientY: 50 }));
   body.dataset.tip = document.getElementById("tip").textContent;
+  const paired = [...diagram.querySelectorAll("line.paired")];
+  body.dataset.paired = paired.map((line) => line.dataset.type).join(" ");
   body.dataset.before = diagram.dataset.arrowsInView;
   for (let k = 0; k < 3; k++) document.getElementById("zoom-in").click();
   await frame();
@@ -167,6 +169,12 @@ def test_hover_zoom_and_the_topic_filter_work_in_the_browser(killed: Drawn, tmp_
     assert tip.startswith("StopReplicaRequest")  # the arrow's type, then its fields
     assert "stops" in tip
     assert '"events"' in tip  # the partitions it stops, from the chaos tap
+    assert "answered byStopReplicaResponse" in tip
+    # the arrow and its answer drawn thick
+    assert sorted(body.attrs["data-paired"].split()) == [
+        "StopReplicaRequest",
+        "StopReplicaResponse",
+    ]
     assert 0 < int(body.attrs["data-zoomed"]) < int(body.attrs["data-before"])
     assert [e.attrs["data-topic"] for e in dom.all("g", "topic-lane")] == ["keep"]
     assert not dom.all("line", "arrow", type="StopReplicaRequest")  # all of them for events
