@@ -12,6 +12,7 @@ rebalance completes at once. The synchronous clients run in worker threads.
 from __future__ import annotations
 
 import io
+import re
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -198,16 +199,33 @@ class Member:
             heartbeat_interval_ms=500,
         )
         try:
-            # The group's leader assigns from its own metadata: join only once it holds
-            # the topic (under load the first Metadata answer may predate the topic).
-            while not self.stop.is_set() and not consumer.partitions_for_topic(self.topic):
-                self.stop.wait(0.1)
+            # kafka-python's group leader assigns from its cluster metadata, then compares
+            # that with a snapshot of its subscription's metadata taken by the first
+            # Metadata answer after subscribe(). A join before that answer (the first poll
+            # under load) assigns from metadata without the topic, or rebalances a second
+            # time once the answer comes (a lone member seen "rebalancing" after it held
+            # every partition; one such second assignment lost by the client when a poll
+            # timed out during it). So the member asks for the metadata once subscribed
+            # (topics() always asks) and joins only once it holds the topic.
             consumer.subscribe([self.topic])
+            while not self.stop.is_set() and self.topic not in consumer.topics():
+                self.stop.wait(0.1)
             while not self.stop.is_set():
-                consumer.poll(timeout_ms=100)
+                # A poll that times out while its JoinGroup or SyncGroup is answered makes
+                # kafka-python 3.0.12 join again (its finished join task is not read):
+                # a poll long enough for a whole rebalance under load avoids that.
+                consumer.poll(timeout_ms=1000)
                 self.assignment = frozenset(tp.partition for tp in consumer.assignment())
         finally:
             consumer.close()  # LeaveGroup
+
+    async def owns_all(self) -> None:
+        """Wait until every partition of the topic is assigned to this member."""
+
+        async def assigned() -> frozenset[int] | None:
+            return self.assignment
+
+        await eventually(assigned, until=lambda a: a == frozenset(range(PARTITIONS)), timeout=WAIT)
 
 
 @pytest.mark.asyncio
@@ -371,12 +389,7 @@ async def test_kemu_consumer_groups_lists_describes_and_deletes(harness: Harness
         try:
             tg.start_soon(partial_thread, member.run)
 
-            async def assigned() -> frozenset[int] | None:
-                return member.assignment
-
-            await eventually(
-                assigned, until=lambda a: a == frozenset(range(PARTITIONS)), timeout=WAIT
-            )
+            await member.owns_all()
             status, out, err = await in_thread(
                 kemu_consumer_groups, *base, "--describe", "--group", "g-cli"
             )
@@ -416,4 +429,171 @@ async def test_kemu_consumer_groups_lists_describes_and_deletes(harness: Harness
     assert err.startswith(
         "Command must include exactly one action: --list, --describe, --delete, "
         "--reset-offsets, --delete-offsets\n"
+    )
+
+
+def fill_evenly(servers: str, topic: str, per_partition: int) -> None:
+    """A topic of three partitions with ``per_partition`` records written to each."""
+    admin = AdminClient({"bootstrap.servers": servers})
+    futures = admin.create_topics([CkNewTopic(topic, PARTITIONS, 3)], operation_timeout=30)
+    futures[topic].result(timeout=60)
+    producer = Producer({"bootstrap.servers": servers, "acks": "all"})
+    for p in range(PARTITIONS):
+        for i in range(per_partition):
+            producer.produce(topic, value=f"v{p}-{i}".encode(), partition=p)
+    assert producer.flush(60) == 0
+
+
+def reset_table(group: str, rows: list[tuple[str, int, int]]) -> str:
+    """``printOffsetsToReset``' output: a blank line, the header, a row per partition."""
+    line = "{:<30} {:<30} {:<10} {:<15}\n"
+    return (
+        "\n"
+        + line.format("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
+        + "".join(line.format(group, t, p, o) for t, p, o in rows)
+    )
+
+
+NO_EXECUTE = (
+    "WARN: No action will be performed as the --execute option is missing.In a future major "
+    "release, the default behavior of this command will be to prompt the user before "
+    "executing the reset rather than doing a dry run. You should add the --dry-run option "
+    "explicitly if you are scripting this command and want to keep the current default "
+    "behavior without prompting.\n"
+)
+CLAMP = re.compile(
+    r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] WARN New offset \((-?\d+)\) is (higher than "
+    r"latest|lower than earliest) offset for topic partition (\S+)\. Value will be set to "
+    r"(\d+) \(kafka\.admin\.ConsumerGroupCommand\$\)"
+)
+
+
+@pytest.mark.asyncio
+async def test_kemu_consumer_groups_resets_offsets(harness: Harness) -> None:
+    """``--reset-offsets`` as kafka-consumer-groups.sh: a plan (dry run, the default with
+    Kafka's warning) commits nothing; ``--execute`` commits through OffsetCommit what a
+    real consumer then reads; offsets out of the log are clamped to its start or end with
+    Kafka's warning; a Stable group is refused; bad input exits 1 and changes nothing."""
+    servers = bootstrap(harness)
+    topic = f"reset-{uuid.uuid4().hex[:8]}"
+    await in_thread(fill_evenly, servers, topic, 10)
+    await in_thread(confluent_consume, servers, topic, "g-reset", COUNT)
+    assert await in_thread(committed, servers, topic, "g-reset") == [10, 10, 10]
+    base = ("--bootstrap-server", servers, "--reset-offsets", "--group", "g-reset")
+
+    every = [(topic, p, 0) for p in range(PARTITIONS)]
+    planned = await in_thread(kemu_consumer_groups, *base, "--topic", topic, "--to-earliest")
+    assert planned == (0, reset_table("g-reset", every), NO_EXECUTE)
+    assert await in_thread(committed, servers, topic, "g-reset") == [10, 10, 10]
+
+    executed = await in_thread(
+        kemu_consumer_groups, *base, "--topic", f"{topic}:0,2", "--to-offset", "4", "--execute"
+    )
+    assert executed == (0, reset_table("g-reset", [(topic, 0, 4), (topic, 2, 4)]), "")
+    assert await in_thread(committed, servers, topic, "g-reset") == [4, 10, 4]
+
+    status, out, err = await in_thread(
+        kemu_consumer_groups, *base, "--all-topics", "--shift-by", "3", "--execute"
+    )
+    assert (status, out) == (
+        0,
+        reset_table("g-reset", [(topic, 0, 7), (topic, 1, 10), (topic, 2, 7)]),
+    )
+    assert [m.groups() for m in CLAMP.finditer(err)] == [
+        ("13", "higher than latest", f"{topic}-1", "10")
+    ]
+    assert len(err.splitlines()) == 1
+    assert await in_thread(committed, servers, topic, "g-reset") == [7, 10, 7]
+
+    status, out, err = await in_thread(
+        kemu_consumer_groups, *base, "--topic", f"{topic}:1", "--to-offset", "-5", "--dry-run"
+    )
+    assert (status, out) == (0, reset_table("g-reset", [(topic, 1, 0)]))
+    assert [m.groups() for m in CLAMP.finditer(err)] == [
+        ("-5", "lower than earliest", f"{topic}-1", "0")
+    ]
+    current = await in_thread(
+        kemu_consumer_groups, *base, "--all-topics", "--to-current", "--dry-run"
+    )
+    assert current == (
+        0,
+        reset_table("g-reset", [(topic, 0, 7), (topic, 1, 10), (topic, 2, 7)]),
+        "",
+    )
+    # A group that does not exist (Dead) is reset too: the commit creates it.
+    fresh = ("--bootstrap-server", servers, "--reset-offsets", "--group", "g-fresh")
+    latest = await in_thread(
+        kemu_consumer_groups, *fresh, "--topic", topic, "--to-latest", "--execute"
+    )
+    assert latest == (0, reset_table("g-fresh", [(topic, p, 10) for p in range(PARTITIONS)]), "")
+    assert await in_thread(committed, servers, topic, "g-fresh") == [10, 10, 10]
+    # A consumer of the group starts where the reset put it.
+    await in_thread(kemu_consumer_groups, *base, "--all-topics", "--to-offset", "8", "--execute")
+    values = await in_thread(confluent_consume, servers, topic, "g-reset", 6)
+    assert sorted(values) == sorted(f"v{p}-{i}".encode() for p in range(PARTITIONS) for i in (8, 9))
+
+    # Bad input: one line (and the usage), exit 1, nothing committed.
+    for argv, first in [
+        (("--topic", topic, "--to-earliest", "--dry-run", "--execute"),
+         "Option [reset-offsets] only accepts one of [execute] and [dry-run]"),
+        (("--topic", topic, "--to-earliest", "--to-latest", "--execute"),
+         'Option "[to-earliest]" can\'t be used with option "[to-latest]"'),
+        (("--topic", topic, "--to-offset", "x", "--execute"),
+         "Cannot parse argument 'x' of option to-offset"),
+        (("--to-earliest", "--execute"),
+         "One of the reset scopes should be defined: --all-topics, --topic."),
+        (("--topic", topic, "--execute"),
+         "Option '[reset-offsets]' requires one of the following scenarios: [to-offset], "
+         "[to-earliest], [to-latest], [to-current], [shift-by]"),
+        (("--topic", f"{topic}:one", "--to-earliest", "--execute"), 'For input string: "one"'),
+    ]:  # fmt: skip
+        status, out, err = await in_thread(kemu_consumer_groups, *base, *argv)
+        assert (status, out, err.splitlines()[0]) == (1, "", first), argv
+    status, out, err = await in_thread(
+        kemu_consumer_groups,
+        *fresh[:-1],
+        "g-none",
+        "--topic",
+        topic,
+        "--shift-by",
+        "1",
+        "--execute",
+    )
+    assert (status, out, err.splitlines()[0]) == (
+        1,
+        "",
+        f"Cannot shift offset for partition {topic}-0 since there is no current committed offset",
+    )
+    for argv, first in [
+        (("--describe", "--topic", topic),
+         'Option "[topic]" can\'t be used with option "[describe]"'),
+        (("--delete", "--topic", topic),
+         "The consumer does not support topic-specific offset deletion from a consumer group."),
+    ]:  # fmt: skip
+        status, out, err = await in_thread(
+            kemu_consumer_groups, "--bootstrap-server", servers, "--group", "g-reset", *argv
+        )
+        assert (status, out, err.splitlines()[0]) == (1, "", first), argv
+    status, out, err = await in_thread(kemu_consumer_groups, "--help")
+    served = {line.split()[0] for line in err.splitlines()[2:]}
+    assert {"--reset-offsets", "--to-offset", "--shift-by", "--all-topics"} <= served
+    assert not served & {"--to-datetime", "--by-duration", "--from-file", "--export"}
+    assert await in_thread(committed, servers, topic, "g-reset") == [10, 10, 10]
+    assert await in_thread(committed, servers, topic, "g-none") == [-1001] * PARTITIONS
+
+    member = Member(servers, topic, "g-reset")
+    async with anyio.create_task_group() as tg:
+        try:
+            tg.start_soon(partial_thread, member.run)
+            await member.owns_all()
+            refused = await in_thread(
+                kemu_consumer_groups, *base, "--all-topics", "--to-earliest", "--execute"
+            )
+        finally:
+            member.stop.set()  # on a failure too: no member thread outlives the test
+    assert refused == (
+        0,
+        "\nError: Assignments can only be reset if the group 'g-reset' is inactive, but the "
+        "current state is Stable.\n" + reset_table("g-reset", []),
+        "",
     )
