@@ -1607,6 +1607,10 @@ class LogManager(Actor):
         self._online.remove(log_dir)
         abandoned = [entry.name for entry in self._pending if entry.log_dir == log_dir]
         self._pending = deque(entry for entry in self._pending if entry.log_dir != log_dir)
+        # LogManager.handleLogDirFailure: its logs leave the open ones, their files closed
+        # unflushed, so that nothing more is read from or written to the failed dir.
+        for tp in [tp for tp in self._open if self._logs.get(tp) == log_dir]:
+            self._open.pop(tp).close_handlers()
         self._trace_op(
             "offline",
             log_dir,

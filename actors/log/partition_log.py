@@ -607,5 +607,10 @@ class Log:
             for segment in self._segments:
                 segment.close()
             return
+        self.close_handlers()
+
+    def close_handlers(self) -> None:
+        """Close the files without flushing anything (``Log.closeHandlers``): the log's
+        directory failed."""
         for segment in self._segments:
             segment.close_handlers()

@@ -162,6 +162,11 @@ def read_log_dirs(log_dir: Path) -> tuple[str, ...]:
         return ()
 
 
+def read_broker_log_dirs(h: Harness, broker: int) -> tuple[str, ...]:
+    """The directory names in every log dir of a broker, together (sorted)."""
+    return tuple(sorted(name for d in h.log_dirs(broker) for name in read_log_dirs(d)))
+
+
 async def read_final(h: Harness) -> FinalState:
     running = tuple(h.running())
     caches = {b: await read_cache(h, b) for b in running}
@@ -169,7 +174,7 @@ async def read_final(h: Harness) -> FinalState:
         store=await read_store(h),
         running=running,
         caches=caches,
-        log_dirs={b: read_log_dirs(h.log_dir(b)) for b in range(h.brokers)},
+        log_dirs={b: read_broker_log_dirs(h, b) for b in range(h.brokers)},
     )
 
 
@@ -258,7 +263,7 @@ async def _topic_deleted(h: Harness, topic: str) -> bool:
             return False
         if any(t.error_code is not ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for t in reply.topics):
             return False
-        for entry in read_log_dirs(h.log_dir(broker)):
+        for entry in read_broker_log_dirs(h, broker):
             if entry.startswith(prefix) and entry[len(prefix) :].isdigit():
                 return False
     return True

@@ -140,7 +140,12 @@ async def inject(h: Harness, fault: Fault, fault_id: str) -> ActiveFault:
         case DiskFailure():
             broker = await h.resolve(fault.broker)
             disk = h.disk(broker)
-            where = h.log_dir(broker)
+            dirs = h.log_dirs(broker)
+            if fault.log_dir >= len(dirs):
+                raise ChaosStepError(
+                    f"broker {broker} has {len(dirs)} log dir(s): no log_dir {fault.log_dir}"
+                )
+            where = dirs[fault.log_dir]
             if fault.entry is not None:
                 where = where / fault.entry
             if fault.readonly:

@@ -477,8 +477,19 @@ class Harness:
         log_manager.disk = disk
 
     def log_dir(self, broker: int) -> Path:
-        """Broker ``broker``'s log directory, as its log manager names it."""
+        """Broker ``broker``'s first log directory, as its log manager names it."""
         return self.spec.log_dir / f"broker-{broker}"
+
+    def log_dirs(self, broker: int) -> list[Path]:
+        """Every log directory of broker ``broker`` (``log.dirs``), in order."""
+        first = self.log_dir(broker)
+        return [
+            first,
+            *(
+                first.with_name(f"{first.name}.{k}")
+                for k in range(1, self.spec.log_dirs_per_broker)
+            ),
+        ]
 
     # -- the network observer
 

@@ -414,15 +414,17 @@ DISK_OPS: Final = ("mkdir", "write_file", "rename", "rmtree", "listdir", "is_dir
 
 class DiskFailure(Fault, frozen=True, kw_only=True, tag="disk_failure"):
     """The broker's log manager sees ``ops`` fail with EIO (every operation when
-    omitted) under its log dir, or only under the directory ``entry`` of it (e.g.
-    ``t1-0``); ``readonly`` instead makes every mutating operation fail with EROFS.
-    ``times``: fail that many times, then work again (else until healed)."""
+    omitted) under its log dir (``log_dir``: which of its ``log.dirs``, from 0), or only
+    under the directory ``entry`` of it (e.g. ``t1-0``); ``readonly`` instead makes every
+    mutating operation fail with EROFS. ``times``: fail that many times, then work again
+    (else until healed)."""
 
     broker: BrokerSel
     ops: tuple[str, ...] | None = None
     entry: str | None = None
     readonly: bool = False
     times: int | None = None
+    log_dir: int = 0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -433,6 +435,8 @@ class DiskFailure(Fault, frozen=True, kw_only=True, tag="disk_failure"):
             raise ValueError("readonly fails every mutating op: give it without ops")
         if self.times is not None and self.times < 1:
             raise ValueError(f"times must be at least 1, not {self.times}")
+        if self.log_dir < 0:
+            raise ValueError(f"log_dir must be at least 0, not {self.log_dir}")
         if self.entry is not None and ("/" in self.entry or self.entry in {"", ".", ".."}):
             raise ValueError(f"entry must be one directory name, not {self.entry!r}")
 
@@ -741,17 +745,25 @@ def kind_of(value: _Step | _Condition) -> str:
 
 class ClusterSetup(_Value, frozen=True, kw_only=True):
     """``store``: ``embedded`` or ``zookeeper``; ``mode``: ``in-process`` or
-    ``processes``. The runner does the embedded, in-process cluster today."""
+    ``processes``. The runner does the embedded, in-process cluster today.
+    ``log_dirs``: each broker's ``log.dirs`` count (``broker-<id>``, then
+    ``broker-<id>.1`` ...): a disk failure in one of several leaves the broker up, its
+    partitions there offline (in-process only)."""
 
     brokers: int = 3
     racks: dict[int, str] = {}
     store: Literal["embedded", "zookeeper"] = "embedded"
     mode: Literal["in-process", "processes"] = "in-process"
     config: dict[str, str] = {}
+    log_dirs: int = 1
 
     def __post_init__(self) -> None:
         if not 1 <= self.brokers <= 100:
             raise ValueError(f"brokers must be within [1, 100], not {self.brokers}")
+        if not 1 <= self.log_dirs <= 4:
+            raise ValueError(f"log_dirs must be within [1, 4], not {self.log_dirs}")
+        if self.log_dirs > 1 and self.mode == "processes":
+            raise ValueError("several log_dirs per broker are in-process only")
 
 
 class FinalPhase(_Value, frozen=True, kw_only=True):

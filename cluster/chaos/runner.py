@@ -367,6 +367,7 @@ class _Run:
             config=dict(scenario.cluster.config),
             seed=self.options.seed,
             listeners=self.processes,
+            log_dirs_per_broker=scenario.cluster.log_dirs,
         )
         if self.processes:
             await self._run_processes(spec)

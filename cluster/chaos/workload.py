@@ -406,13 +406,17 @@ async def _settled(
 ) -> tuple[_Leadership, dict[int, PartitionRead]] | None:
     """The partition's leadership and every running replica's log, if it has settled:
     a running leader, every running replica in the ISR and at the leader's log end, the
-    leader's high watermark there too."""
+    leader's high watermark there too. A running replica whose log is in a failed log
+    dir (its read is KAFKA_STORAGE_ERROR) is out of the ISR until its broker restarts:
+    it counts as down."""
     leadership = await _leadership(h, topic, partition)
     if leadership is None or not h.is_running(leadership.leader):
         return None
     running = [r for r in replicas if h.is_running(r)]
-    if any(r not in leadership.isr for r in running):
-        return None
+    for replica in [r for r in running if r not in leadership.isr]:
+        if (await _read(h, replica, topic, partition, debug=True)).error != "KAFKA_STORAGE_ERROR":
+            return None
+        running.remove(replica)
     logs = {r: await _read(h, r, topic, partition, debug=True) for r in running}
     own = logs[leadership.leader]
     if any(log.error != "NONE" for log in logs.values()):
