@@ -297,9 +297,10 @@ class Broker(Actor):
         newer than the last processed, in sequence order, re-reads its entity's config
         (``TopicConfigHandler.processConfigChanges`` for ``topics/<t>``). Other entity
         types (brokers, clients, users) have nothing to apply in kemu. Reading the
-        children re-arms the watch; notifications are not purged (Kafka deletes those
-        older than 15 minutes)."""
+        children re-arms the watch; then the notifications created more than 15 minutes
+        before the read are deleted (``purgeObsoleteNotifications``)."""
         names = await kafka_zk.config_change_names(self.session, watch=True)
+        now_ms = self.clock.wall_ms()
         for name in names:
             sequence = int(name[len(zkdata.CONFIG_CHANGE_PREFIX) :])
             if sequence <= self.last_config_change:
@@ -322,6 +323,10 @@ class Broker(Actor):
                 topic=topic,
                 notification=name,
             )
+        if names:
+            purged = await kafka_zk.purge_obsolete_config_changes(self.session, now_ms, names)
+            if purged:
+                self.trace("event", "config_changes_purged", notifications=purged)
 
     async def _unclean_enabled(self, topic: TopicName) -> bool:
         """The topic's ``unclean.leader.election.enable`` override reads true (Scala's

@@ -15,6 +15,7 @@ import random
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from actors.zk.store import StoreSession
 from protocol import zkdata
@@ -390,6 +391,30 @@ async def get_config_change(
         return zkdata.ConfigChangeNotification.decode(data)
     except ZkDataError:
         return None
+
+
+CHANGE_EXPIRATION_MS: Final = 15 * 60 * 1000
+"""``ZkNodeChangeNotificationListener``'s ``changeExpirationMs``: how long a change
+notification is kept after it was created."""
+
+
+async def purge_obsolete_config_changes(
+    session: StoreSession, now_ms: int, names: Sequence[str]
+) -> list[str]:
+    """``ZkNodeChangeNotificationListener.purgeObsoleteNotifications``: each of ``names``
+    created more than ``CHANGE_EXPIRATION_MS`` before ``now_ms`` is deleted (one gone
+    meanwhile is skipped). Returns the names deleted, in order."""
+    purged = []
+    for name in sorted(names):
+        path = zkdata.config_change_path(name[len(zkdata.CONFIG_CHANGE_PREFIX) :])
+        try:
+            _, stat = await session.get(path)
+            if now_ms - stat.ctime > CHANGE_EXPIRATION_MS:
+                await session.delete(path)
+                purged.append(name)
+        except NoNodeError:
+            continue
+    return purged
 
 
 def assignment_payload(assignment: Mapping[int, Sequence[int]]) -> bytes:
