@@ -1,10 +1,11 @@
 """A jopt-simple style option parser, for the admin commands that mimic Kafka's tools.
 
 Kafka's command-line tools parse with jopt-simple: ``--name value``, ``--name=value``,
-one or two dashes, unambiguous abbreviations of long names, and words that are not
-options ignored. ``parse`` does the same over a table of ``Option`` specs; a parse error
-is an ``OptionError`` with jopt's message, and so is asking ``Options`` for one value of
-an option given twice or for a number that is not one.
+one or two dashes, unambiguous abbreviations of long names, a value that may be left out
+(``withOptionalArg``), and words that are not options ignored. ``parse`` does the same
+over a table of ``Option`` specs; a parse error is an ``OptionError`` with jopt's message,
+and so is asking ``Options`` for one value of an option given twice or for a number that
+is not one.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ class Option:
     description: str
     argument: str | None = None
     """What the option's value is (jopt's ``describedAs``); None for a flag."""
+    optional: bool = False
+    """The value may be left out (jopt's ``withOptionalArg``): the next word is taken only
+    if it is not an option; without one the option's value is the empty string."""
 
     def __str__(self) -> str:  # jopt's OptionSpec.toString, as Kafka's messages show it
         return f"[{self.name}]"
@@ -110,6 +114,8 @@ def parse(argv: Sequence[str], specs: Sequence[Option]) -> Options:
             values.setdefault(spec.name, []).append("")
         elif equals:
             values.setdefault(spec.name, []).append(inline)
+        elif spec.optional and (i == len(args) or args[i].startswith("-")):
+            values.setdefault(spec.name, []).append("")
         elif i < len(args):
             values.setdefault(spec.name, []).append(args[i])
             i += 1
@@ -124,6 +130,7 @@ def option_lines(specs: Sequence[Option]) -> list[str]:
     width = max(len(s.name) + (len(s.argument) + 3 if s.argument else 0) for s in specs) + 4
     lines = []
     for spec in sorted(specs, key=lambda s: s.name):
-        left = f"--{spec.name}" + (f" <{spec.argument}>" if spec.argument else "")
+        value = f"[{spec.argument}]" if spec.optional else f"<{spec.argument}>"
+        left = f"--{spec.name}" + (f" {value}" if spec.argument else "")
         lines.append(f"{left:<{width}}{spec.description}")
     return lines

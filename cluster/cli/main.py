@@ -531,7 +531,7 @@ def build_parser() -> argparse.ArgumentParser:
         (
             "consumer-groups",
             "consumer_groups",
-            "kafka-consumer-groups.sh: list, describe (offsets and lag) and delete groups",
+            "kafka-consumer-groups.sh: list, describe, delete groups; reset, delete offsets",
         ),
         ("configs", "configs", "kafka-configs.sh: describe and alter topic configs"),
         ("log-dirs", "log_dirs", "kafka-log-dirs.sh: each broker's log dirs and partition sizes"),

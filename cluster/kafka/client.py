@@ -809,15 +809,18 @@ class KafkaAdminClient:
 
     # ------------------------------------------------------------------ groups
 
-    async def list_groups(self) -> tuple[ListedGroup, ...]:
+    async def list_groups(self, states: Sequence[str] = ()) -> tuple[ListedGroup, ...]:
         """``listConsumerGroups``: ListGroups at every live broker (each answers the
-        groups it coordinates); those of protocol type "consumer" or "" are kept."""
-        view = await self.describe_cluster()
+        groups it coordinates, only those in ``states`` if any are named); those of
+        protocol type "consumer" or "" are kept."""
+        view = await self._call(
+            "findAllBrokers", MetadataRequestData(topics=()), MetadataResponseData, controller=False
+        )
         found: list[ListedGroup] = []
         for broker in view.brokers:
             response = await self.request_broker(
                 (broker.host, broker.port),
-                ListGroupsRequestData(),
+                ListGroupsRequestData(states_filter=tuple(states)),
                 timeout=self.config.request_timeout_ms / 1000,
             )
             if not isinstance(response, ListGroupsResponseData):
@@ -827,10 +830,9 @@ class KafkaAdminClient:
             found.extend(g for g in response.groups if g.protocol_type in ("consumer", ""))
         return tuple(found)
 
-    async def group_request(self, group: str, request: KafkaApiRequestData, expected: type[R]) -> R:
-        """``request`` at ``group``'s coordinator (found with FindCoordinator), tried
-        again while the coordinator is unknown, not available, loading or elsewhere
-        (Kafka's admin client's retriable coordinator errors) until the call's deadline."""
+    async def find_coordinator(self, group: str) -> FindCoordinatorResponseData:
+        """FindCoordinator for ``group``, asked again while the coordinator is not
+        available or loading, until the call's deadline."""
         deadline = self._clock.now() + self.config.default_api_timeout_ms / 1000
         while True:
             found = await self._call(
@@ -840,20 +842,32 @@ class KafkaAdminClient:
                 controller=False,
             )
             if found.error_code is ErrorCode.NONE:
-                try:
-                    response = await self.request_broker(
-                        (found.host, found.port),
-                        request,
-                        timeout=self.config.request_timeout_ms / 1000,
-                    )
-                except KafkaClientError:
-                    response = None
-                if isinstance(response, expected) and not _COORDINATOR_ERRORS & set(
-                    _group_codes(response)
-                ):
-                    return response
-            elif found.error_code not in _COORDINATOR_ERRORS:
+                return found
+            if found.error_code not in _COORDINATOR_ERRORS:
                 raise api_error(found.error_code, found.error_message)
+            if self._clock.now() >= deadline:
+                raise KafkaTimeoutError(f"the coordinator of group {group} did not answer in time")
+            await self._backoff(deadline)
+
+    async def group_request(self, group: str, request: KafkaApiRequestData, expected: type[R]) -> R:
+        """``request`` at ``group``'s coordinator (found with FindCoordinator), tried
+        again while the coordinator is unknown, not available, loading or elsewhere
+        (Kafka's admin client's retriable coordinator errors) until the call's deadline."""
+        deadline = self._clock.now() + self.config.default_api_timeout_ms / 1000
+        while True:
+            found = await self.find_coordinator(group)
+            try:
+                response = await self.request_broker(
+                    (found.host, found.port),
+                    request,
+                    timeout=self.config.request_timeout_ms / 1000,
+                )
+            except KafkaClientError:
+                response = None
+            if isinstance(response, expected) and not _COORDINATOR_ERRORS & set(
+                _group_codes(response)
+            ):
+                return response
             if self._clock.now() >= deadline:
                 raise KafkaTimeoutError(f"the coordinator of group {group} did not answer in time")
             await self._backoff(deadline)

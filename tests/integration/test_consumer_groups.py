@@ -401,7 +401,7 @@ async def test_kemu_consumer_groups_lists_describes_and_deletes(harness: Harness
             refused = await in_thread(kemu_consumer_groups, *base, "--delete", "--group", "g-cli")
             assert refused == (
                 0,
-                "Error: Deletion of some consumer groups failed:\n"
+                "\nError: Deletion of some consumer groups failed:\n"
                 "* Group 'g-cli' could not be deleted due to: "
                 "org.apache.kafka.common.errors.GroupNotEmptyException: The group is not empty.\n",
                 "",
@@ -597,3 +597,207 @@ async def test_kemu_consumer_groups_resets_offsets(harness: Harness) -> None:
         "current state is Stable.\n" + reset_table("g-reset", []),
         "",
     )
+
+
+def member_rows(out: str) -> list[list[str]]:
+    return [line.split() for line in out.split("\n")[2:] if line]
+
+
+@pytest.mark.asyncio
+async def test_kemu_consumer_groups_members_state_all_groups_and_delete_offsets(
+    harness: Harness,
+) -> None:
+    """The rest of 2.7's tool against an Empty group (a confluent-kafka consumer's commits)
+    and a Stable one (a live kafka-python member): ``--list --state`` with and without a
+    filter; ``--describe --members [--verbose]`` and ``--state`` in 2.7's columns;
+    ``--all-groups`` for --describe (groups sorted, each with its note), --reset-offsets
+    (the Stable group refused, the Empty one reset) and --delete (the live group's failure
+    and the other's success in one answer); ``--delete-offsets`` drops exactly the named
+    partitions' commits, reports a missing topic as ``Not Provided``, and is refused for
+    the partitions a live member subscribes to."""
+    topic = await new_topic(harness)
+    servers = bootstrap(harness)
+    await in_thread(confluent_consume, servers, topic, "g-idle", COUNT)
+    idle = await in_thread(committed, servers, topic, "g-idle")
+    assert sum(idle) == COUNT
+    base = ("--bootstrap-server", servers)
+    member = Member(servers, topic, "g-live")
+    async with anyio.create_task_group() as tg:
+        try:
+            tg.start_soon(partial_thread, member.run)
+            await member.owns_all()
+
+            status, out, err = await in_thread(kemu_consumer_groups, *base, "--list", "--state")
+            assert (status, err) == (0, "")
+            lines = out.splitlines()
+            assert lines[0] == "GROUP           STATE"
+            assert sorted(lines[1:]) == ["g-idle          Empty", "g-live          Stable"]
+            stable = await in_thread(
+                kemu_consumer_groups, *base, "--list", "--state", "Stable,Dead"
+            )
+            assert stable == (0, "GROUP           STATE\ng-live          Stable\n", "")
+
+            status, out, err = await in_thread(
+                kemu_consumer_groups, *base, "--describe", "--group", "g-live", "--members"
+            )
+            ((group, consumer, host, client, partitions),) = member_rows(out)
+            assert (status, err, group, host, partitions) == (0, "", "g-live", "/127.0.0.1", "3")
+            assert consumer.startswith(client + "-")  # kafka-python-<version>-<uuid>
+            width = max(15, len(consumer))
+            assert out.split("\n")[1] == (
+                "GROUP           " + "CONSUMER-ID".ljust(width) + " HOST            "
+                + "CLIENT-ID".ljust(max(15, len(client))) + " #PARTITIONS     "
+            )  # fmt: skip
+            status, out, err = await in_thread(
+                kemu_consumer_groups,
+                *base,
+                "--describe",
+                "--group",
+                "g-live",
+                "--members",
+                "--verbose",
+            )
+            assert (status, err) == (0, "")
+            assert out.split("\n")[1].endswith(" #PARTITIONS     ASSIGNMENT")
+            assert out.split("\n")[2].endswith(f" 3               {topic}(0,1,2)")
+
+            status, out, err = await in_thread(
+                kemu_consumer_groups, *base, "--describe", "--group", "g-live", "--state"
+            )
+            assert (status, err) == (0, "")
+            header, row = out.split("\n")[1:3]
+            host_port, broker = row.split()[1], int(row.split()[2].strip("()"))
+            assert host_port == f"127.0.0.1:{harness.cluster.ports[broker]}"
+            coordinator = f"{host_port} ({broker})"
+            column = max(25, len(coordinator))
+            assert header == (
+                "GROUP".ljust(column) + " COORDINATOR (ID)          ASSIGNMENT-STRATEGY  "
+                "STATE           #MEMBERS"
+            )
+            assert row == (
+                "g-live".ljust(column) + f" {coordinator:<25} range                "
+                "Stable          1"
+            )
+            assert out == f"\n{header}\n{row}\n"
+
+            # --all-groups: sorted by id; the Empty group's note on stderr, its rows too.
+            status, out, err = await in_thread(
+                kemu_consumer_groups, *base, "--describe", "--all-groups"
+            )
+            assert (status, err) == (0, "\nConsumer group 'g-idle' has no active members.\n")
+            rows = [line.split()[0] for line in out.splitlines() if line]
+            idle_rows = ["g-idle"] * sum(1 for n in idle if n)
+            assert rows == ["GROUP", *idle_rows, "GROUP"] + ["g-live"] * PARTITIONS
+            missing = await in_thread(
+                kemu_consumer_groups, *base, "--describe", "--group", "g-none", "--members"
+            )
+            assert missing == (0, "\nError: Consumer group 'g-none' does not exist.\n", "")
+
+            refused = await in_thread(
+                kemu_consumer_groups,
+                *base,
+                "--delete-offsets",
+                "--group",
+                "g-live",
+                "--topic",
+                topic,
+            )
+            subscribed = (
+                "Error: org.apache.kafka.common.errors.GroupSubscribedToTopicException: "
+                "Deleting offsets of a topic is forbidden while the consumer group is "
+                "actively subscribed to it."
+            )
+            assert refused == (
+                0,
+                "\nError: Encounter some partition level error, see the follow-up details:\n"
+                "\n" + offsets_table([(topic, str(p), subscribed) for p in range(PARTITIONS)]),
+                "",
+            )
+
+            status, out, err = await in_thread(
+                kemu_consumer_groups,
+                *base,
+                "--reset-offsets",
+                "--all-groups",
+                "--all-topics",
+                "--to-earliest",
+                "--execute",
+            )
+            assert (status, err) == (0, "")
+            assert out.startswith(
+                "\nError: Assignments can only be reset if the group 'g-live' is inactive, "
+                "but the current state is Stable.\n"
+            )
+            assert out.endswith(
+                reset_table("g-idle", [(topic, p, 0) for p in range(PARTITIONS) if idle[p]])
+            )
+            assert await in_thread(committed, servers, topic, "g-idle") == [
+                0 if n else -1001 for n in idle
+            ]
+
+            deleted = await in_thread(kemu_consumer_groups, *base, "--delete", "--all-groups")
+            assert deleted == (
+                0,
+                "\nError: Deletion of some consumer groups failed:\n"
+                "* Group 'g-live' could not be deleted due to: "
+                "org.apache.kafka.common.errors.GroupNotEmptyException: The group is not empty.\n"
+                "\nThese consumer groups were deleted successfully: 'g-idle'\n",
+                "",
+            )
+        finally:
+            member.stop.set()  # on a failure too: no member thread outlives the test
+
+    # --delete-offsets of an Empty group: only the named partition's commit goes; a topic
+    # that does not exist is a row of its own and does not fail the request.
+    await in_thread(confluent_consume, servers, topic, "g-drop", COUNT)
+    before = await in_thread(committed, servers, topic, "g-drop")
+    dropped = next(p for p in range(PARTITIONS) if before[p] > 0)
+    answer = await in_thread(
+        kemu_consumer_groups,
+        *base,
+        "--delete-offsets",
+        "--group",
+        "g-drop",
+        "--topic",
+        f"{topic}:{dropped}",
+        "--topic",
+        "no-such-topic",
+    )
+    assert answer == (
+        0,
+        f"Request succeed for deleting offsets with topic {topic}:{dropped}, no-such-topic "
+        "group g-drop\n\n"
+        + offsets_table(
+            [
+                (topic, str(dropped), "Successful"),  # rows by topic + partition, as text
+                (
+                    "no-such-topic",
+                    "Not Provided",
+                    "Error: org.apache.kafka.common.errors.UnknownTopicOrPartitionException: "
+                    "This server does not host this topic-partition.",
+                ),
+            ]
+        ),
+        "",
+    )
+    after = await in_thread(committed, servers, topic, "g-drop")
+    assert after == [-1001 if p == dropped else before[p] for p in range(PARTITIONS)]
+    gone = await in_thread(
+        kemu_consumer_groups, *base, "--delete-offsets", "--group", "g-none", "--topic", topic
+    )
+    not_found = (
+        "Error: org.apache.kafka.common.errors.GroupIdNotFoundException: "
+        "The group id does not exist."
+    )
+    assert gone == (
+        0,
+        "\nError: 'g-none' does not exist.\n\n"
+        + offsets_table([(topic, str(p), not_found) for p in range(PARTITIONS)]),
+        "",
+    )
+
+
+def offsets_table(rows: list[tuple[str, str, str]]) -> str:
+    """``deleteOffsets``' table: the header, then a row per partition."""
+    line = "{:<30} {:<15} {:<15}\n"
+    return line.format("TOPIC", "PARTITION", "STATUS") + "".join(line.format(*r) for r in rows)
