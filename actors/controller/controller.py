@@ -182,7 +182,7 @@ class KafkaController(Actor):
         self._broker_modification_watches: set[BrokerId] = set()
         self._partition_modification_watches: set[TopicName] = set()
         self._gauges: dict[str, int] = {}
-        self._imbalance_stale = False
+        self._scans_stale = False
         self._started = False
         self._recording = False
         """Recording inputs and outputs for replay (``actors.controller.recording``)."""
@@ -333,6 +333,7 @@ class KafkaController(Actor):
                     epoch=self.context.epoch if active else ControllerEpoch(0),
                     depth=self.events.depth,
                     state=self.events.state.label,
+                    gauges=dict(self.gauges),
                 )
             case ControlledShutdownRequest(broker_id=broker_id, broker_epoch=broker_epoch):
                 # Answered once the event has run (or been preempted).
@@ -452,28 +453,45 @@ class KafkaController(Actor):
 
     @property
     def gauges(self) -> dict[str, int]:
-        """The controller's gauges as of its last event. The preferred-replica imbalance,
-        a scan of every partition, is counted when first read rather than after every
-        event (a creation of thousands of partitions runs thousands of events)."""
-        if self._imbalance_stale:
-            self._imbalance_stale = False
-            self._gauges["preferred_replica_imbalance_count"] = (
-                self.context.preferred_replica_imbalance_count
+        """The controller's gauges under Kafka's names (``KafkaController.updateMetrics``,
+        and ``ControllerState`` and ``EventQueueSize`` of its event manager) as of its last
+        event, all 0 but those two when it is not the active controller. The
+        preferred-replica imbalance and the replicas still to delete, scans of every
+        partition or of every replica being deleted, are counted when first read rather
+        than after every event (a creation or deletion of thousands of partitions runs
+        thousands of events)."""
+        if self._scans_stale:
+            self._scans_stale = False
+            ctx = self.context
+            self._gauges["PreferredReplicaImbalanceCount"] = ctx.preferred_replica_imbalance_count
+            deleting = [r for t in ctx.topics_to_be_deleted for r in ctx.replicas_for_topic(t)]
+            states = [ctx.replica_state(r) for r in deleting]
+            self._gauges["ReplicasToDeleteCount"] = sum(
+                1 for s in states if s is not ReplicaState.DELETION_SUCCESSFUL
+            )
+            self._gauges["ReplicasIneligibleToDeleteCount"] = sum(
+                1 for s in states if s is ReplicaState.DELETION_INELIGIBLE
             )
         return self._gauges
 
     def _update_metrics(self) -> None:
         ctx = self.context
         active = self.is_active
-        self._imbalance_stale = active
+        self._scans_stale = active
         self._gauges = {
-            "active_controller_count": 1 if active else 0,
-            "offline_partitions_count": ctx.offline_partition_count if active else 0,
-            "preferred_replica_imbalance_count": 0,  # counted on demand when active
-            "global_topic_count": len(ctx.all_topics) if active else 0,
-            "global_partition_count": len(ctx.partition_states) if active else 0,
-            "controller_state": int(self.events.state),
-            "event_queue_depth": self.events.depth,
+            "ActiveControllerCount": 1 if active else 0,
+            "OfflinePartitionsCount": ctx.offline_partition_count if active else 0,
+            "PreferredReplicaImbalanceCount": 0,  # counted on demand when active
+            "GlobalTopicCount": len(ctx.all_topics) if active else 0,
+            "GlobalPartitionCount": len(ctx.leaderships) if active else 0,
+            "TopicsToDeleteCount": len(ctx.topics_to_be_deleted) if active else 0,
+            "ReplicasToDeleteCount": 0,  # counted on demand when active
+            "TopicsIneligibleToDeleteCount": (
+                len(ctx.topics_ineligible_for_deletion) if active else 0
+            ),
+            "ReplicasIneligibleToDeleteCount": 0,  # counted on demand when active
+            "ControllerState": int(self.events.state),
+            "EventQueueSize": self.events.depth,
         }
         self._publish_status()
 

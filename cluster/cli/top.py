@@ -37,7 +37,7 @@ import termios
 import tty
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, TextIO
 
@@ -109,6 +109,8 @@ class Frame:
     reassignments: tuple[TopicPartition, ...]
     queue_depth: int | None  # None: no running broker answered as the active controller
     controller_state: str
+    controller_gauges: Mapping[str, int] = field(default_factory=dict)
+    """The active controller's gauges under Kafka's names (``KafkaController``'s)."""
 
 
 def classify(
@@ -233,6 +235,7 @@ async def read_frame(session: StoreSession, view: ClusterView | None) -> Frame:
         reassignments=await _reassigning(session, assignments),
         queue_depth=queue.depth if queue is not None else None,
         controller_state=queue.state if queue is not None else "-",
+        controller_gauges=dict(queue.gauges) if queue is not None else {},
     )
 
 
@@ -255,6 +258,19 @@ def _partition_list(title: str, rows: Sequence[PartitionRow]) -> RenderableType:
     if len(rows) > LIST_CAP:
         table.add_row(f"... {len(rows) - LIST_CAP} more", "", "", "", "")
     return table
+
+
+GAUGES: Final = (
+    "OfflinePartitionsCount",
+    "PreferredReplicaImbalanceCount",
+    "GlobalTopicCount",
+    "GlobalPartitionCount",
+    "TopicsToDeleteCount",
+    "ReplicasToDeleteCount",
+    "TopicsIneligibleToDeleteCount",
+    "ReplicasIneligibleToDeleteCount",
+)
+"""The controller gauges the view prints, in this order (Kafka's names)."""
 
 
 def render(frame: Frame) -> RenderableType:
@@ -301,6 +317,9 @@ def render(frame: Frame) -> RenderableType:
         )
     )
     parts: list[RenderableType] = [header, brokers, counts]
+    shown = [(n, frame.controller_gauges[n]) for n in GAUGES if n in frame.controller_gauges]
+    if shown:
+        parts.append(Text("controller: " + "  ".join(f"{n}={v}" for n, v in shown)))
     for title, rows in (
         ("offline partitions", frame.offline),
         ("under-replicated partitions", frame.under_replicated),

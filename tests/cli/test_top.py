@@ -7,6 +7,7 @@ pipe, ``--once`` prints one plain frame."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import os
@@ -23,9 +24,11 @@ from rich.console import Console
 
 from actors.runtime.tracer import Tracer
 from actors.zk import kafka_zk
+from actors.zk.store import StoreSession
 from cluster.cli.top import PartitionRow, classify, run_top
 from cluster.launch.cluster import Cluster, ClusterSpec
 from cluster.launch.control import ClusterLauncher, Publisher, carry_out, serve_control
+from protocol import zkdata
 from protocol.control import TopicPartition
 from protocol.ids import BrokerId, TopicName
 from protocol.launcher import BrokerAction, BrokerCommand
@@ -82,6 +85,23 @@ async def launched(tmp_path: Path) -> AsyncIterator[Launched]:
         tg.cancel_scope.cancel()
 
 
+@contextlib.asynccontextmanager
+async def _session(cluster: Cluster) -> AsyncIterator[StoreSession]:
+    """A store session of the test's own on the cluster's store, closed after."""
+    assert cluster.store is not None
+    session = await cluster.store.open_session(timeout=10.0, name="test")
+    try:
+        yield session
+    finally:
+        await session.close()
+        session.events.close()
+
+
+def _gauges(frame: str) -> dict[str, str]:
+    """The controller's gauges a frame prints (``Name=value``, Kafka's names)."""
+    return dict(re.findall(r"([A-Za-z]+Count)=(\d+)", frame))
+
+
 def _under_replicated_rows(frame: str) -> list[list[str]]:
     """The rows of the under-replicated list of a frame."""
     lines = frame.splitlines()
@@ -111,20 +131,29 @@ async def test_a_frame_follows_the_controller_and_a_stopped_broker(launched: Lau
     assert re.search(r"^0\s+running\s+yes\s+127\.0\.0\.1:\d+\s+\d+", frame, re.MULTILINE), frame
     assert "topics: 0  partitions: 0  offline: 0  under-replicated: 0" in frame
 
-    assert cluster.store is not None
-    session = await cluster.store.open_session(timeout=10.0, name="test")
-    try:
+    async with _session(cluster) as session:
         await kafka_zk.write_topic(
             session, TopicName("strict"), {0: [0, 1, 2], 1: [1, 2, 0]}, {"min.insync.replicas": "3"}
         )
         await kafka_zk.write_topic(session, TopicName("loose"), {0: [2, 0, 1]}, {})
-    finally:
-        await session.close()
-        session.events.close()
-    await eventually(
+    frame = await eventually(
         launched.frame,
-        until=lambda f: "topics: 2  partitions: 3  offline: 0  under-replicated: 0" in f,
+        until=lambda f: (
+            "topics: 2  partitions: 3  offline: 0  under-replicated: 0" in f
+            and "GlobalPartitionCount=3" in f
+        ),
     )
+    # KafkaController's gauges: every leader preferred, nothing being deleted
+    assert _gauges(frame) == {
+        "OfflinePartitionsCount": "0",
+        "PreferredReplicaImbalanceCount": "0",
+        "GlobalTopicCount": "2",
+        "GlobalPartitionCount": "3",
+        "TopicsToDeleteCount": "0",
+        "ReplicasToDeleteCount": "0",
+        "TopicsIneligibleToDeleteCount": "0",
+        "ReplicasIneligibleToDeleteCount": "0",
+    }
 
     stopped = next(b for b in (2, 1, 0) if b != controller)
     command = BrokerCommand(action=BrokerAction.STOP, broker_id=BrokerId(stopped))
@@ -142,6 +171,25 @@ async def test_a_frame_follows_the_controller_and_a_stopped_broker(launched: Lau
         assert str(stopped) not in isr.split(",")
         assert leader != str(stopped)
     assert "under-min-isr partitions (2)" in frame
+    # the partition the stopped broker led moved away from its preferred leader
+    assert _gauges(frame)["PreferredReplicaImbalanceCount"] == "1"
+
+    # a deletion with a replica on the stopped broker waits for it (the topic ineligible)
+    async with _session(cluster) as session:
+        await session.create(zkdata.delete_topic_path(TopicName("loose")), b"")
+    frame = await eventually(
+        launched.frame,
+        until=lambda f: (
+            _gauges(f).get("TopicsIneligibleToDeleteCount") == "1"
+            and _gauges(f).get("ReplicasToDeleteCount") == "1"
+        ),
+    )
+    gauges = _gauges(frame)
+    assert gauges["TopicsToDeleteCount"] == "1"
+    # the dead replica went ReplicaDeletionIneligible, and back to OfflineReplica once the
+    # live ones were deleted (retryDeletionForIneligibleReplicas): none ineligible now
+    assert gauges["ReplicasIneligibleToDeleteCount"] == "0"
+    assert gauges["GlobalTopicCount"] == "2"  # the topic stays until its last replica goes
 
 
 def test_partitions_are_classified_as_kafka_topics_describes_them() -> None:
