@@ -2,7 +2,8 @@
 # The chaos campaign: every scenario in scenarios/ with every seed (1..50 by default), in
 # deterministic mode (virtual clock, in-process cluster, embedded store; docs/chaos.md).
 # Quiet: one line per scenario with its pass count, then every failed run with its
-# problems and the command that reproduces it, then the totals. Exit status 1 if any run
+# problems and the command that reproduces it, then the totals, then where the campaign
+# page is (OUT/campaign.html: every run's outcome, each scenario's run lengths). Exit status 1 if any run
 # failed, 2 for bad input (an invalid scenario file, bad options). While the runs go, a
 # progress line on stderr (runs done of all, failures so far, rate, time left), only when
 # stderr is a terminal.
@@ -21,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
 
 real=0
 seeds=""
@@ -149,6 +150,12 @@ for ((job = 0; job < ${#pids[@]}; job++)); do
   fi
 done
 
+# The campaign page (cluster/chaos/campaign.py) needs every run's result, passed runs'
+# too: they are collected from the run directories before those go, the page written after
+# (a cell links to a run's report only if its directory stayed).
+"$VENV/bin/python" -m cluster.chaos.campaign collect "$out" --seeds "$seeds" "${scenarios[@]}" \
+  >"$work/results.json"
+
 # A passed run's directory is a few hundred kB of trace nobody will read: only the failed
 # runs' directories stay (those the "reproduce" lines name), unless --keep-passed.
 if [ "$keep_passed" -eq 0 ]; then
@@ -157,4 +164,6 @@ if [ "$keep_passed" -eq 0 ]; then
     | while read -r summary; do rm -rf "$(dirname "$summary")"; done || true
   find "$out" -mindepth 1 -maxdepth 1 -type d -empty -delete 2>/dev/null || true
 fi
+"$VENV/bin/python" -m cluster.chaos.campaign page "$out" "$work/results.json" \
+  --wall-seconds "$((SECONDS - start))"
 exit "$status"

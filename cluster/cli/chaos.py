@@ -4,13 +4,14 @@
 [--check-determinism] [--out DIR] [--verbose] [--quiet]`` runs every scenario with every
 seed, one run directory each (``OUT/<scenario>/seed-<N>``), prints one line per run and,
 for a failed run, its problems and the command that reproduces it; the exit status is 1 if
-any run failed. When stderr is a terminal, a progress line there counts the runs done, the
-failures so far, the rate and the time left (``cluster.cli.progress``); ``--quiet`` leaves
-it out. ``--check-determinism`` runs each one twice and compares the traces byte for
-byte. ``kemu chaos check SCENARIO...`` only validates the files. Bad input is an
-``Error:`` line and exit status 2: a bad seed range, or each problem of each scenario
-file (``FILE:LINE: ...``, all of them at once). ``kemu chaos schema`` prints the JSON
-Schema of a scenario with its shorthand expanded.
+any run failed; for more than one run, ``OUT/campaign.html`` shows them all
+(``cluster.chaos.campaign``). When stderr is a terminal, a progress line there counts
+the runs done, the failures so far, the rate and the time left
+(``cluster.cli.progress``); ``--quiet`` leaves it out. ``--check-determinism`` runs each
+one twice and compares the traces byte for byte. ``kemu chaos check SCENARIO...`` only
+validates the files. Bad input is an ``Error:`` line and exit status 2: a bad seed
+range, or each problem of each scenario file (``FILE:LINE: ...``, all of them at once).
+``kemu chaos schema`` prints the JSON Schema of a scenario with its shorthand expanded.
 
 Real mode: ``--zookeeper [HOST:PORT[/chroot]]`` runs on a real ZooKeeper (a fresh chroot
 per run; without an address, or for a scenario that says ``store: zookeeper``, a
@@ -26,14 +27,18 @@ import contextlib
 import json
 import shutil
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
+import msgspec
+
+from cluster.chaos.campaign import write_campaign
 from cluster.chaos.loader import ScenarioError, load_scenario, scenario_schema
 from cluster.chaos.model import Scenario
 from cluster.chaos.report import REPORT_FILE
-from cluster.chaos.runner import RunOptions, RunResult, run_scenario
+from cluster.chaos.runner import RunOptions, RunResult, reproduce_command, run_scenario
 from cluster.cli.progress import RunProgress, run_progress
 from protocol.errors import KemuError
 
@@ -148,8 +153,9 @@ def _run_all(
     local_zookeeper: bool,
 ) -> int:
     total = len(scenarios) * len(seeds)
+    started = time.perf_counter()
     with run_progress(total, label="chaos", quiet=args.quiet) as progress:
-        failed = _run_each(
+        results = _run_each(
             args,
             progress.wrap(out),
             scenarios,
@@ -159,7 +165,12 @@ def _run_all(
             zookeeper=zookeeper,
             local_zookeeper=local_zookeeper,
         )
+    failed = sum(1 for r in results if r.status != "passed")
     out.write(f"{total} run(s): {total - failed} passed, {failed} failed\n")
+    if total > 1:
+        root = Path(args.out) if args.out else DEFAULT_OUT
+        page = write_campaign(root, results, time.perf_counter() - started)
+        out.write(f"campaign: {page}\n")
     return 1 if failed else 0
 
 
@@ -173,11 +184,12 @@ def _run_each(
     deterministic: bool,
     zookeeper: str | None,
     local_zookeeper: bool,
-) -> int:
-    """Every run, one line each on ``out``; returns how many failed."""
+) -> list[RunResult]:
+    """Every run, one line each on ``out``; returns their results (a run that could not
+    be done, or whose replay differs, is an ``error`` or ``failed`` result)."""
     root = Path(args.out) if args.out else DEFAULT_OUT
     total = len(scenarios) * len(seeds)
-    failed = 0
+    results: list[RunResult] = []
     count = 0
     for path, scenario in scenarios:
         for seed in seeds:
@@ -200,16 +212,40 @@ def _run_each(
                 mismatch = _replay(scenario, options, result) if args.check_determinism else None
             except KemuError as exc:
                 out.write(f"error\n  {exc}\n")
-                failed += 1
+                results.append(_not_run(scenario, options, str(exc)))
                 progress.advance(failed=True)
                 continue
             ok = result.status == "passed" and mismatch is None
-            failed += not ok
+            results.append(
+                result
+                if mismatch is None
+                else msgspec.structs.replace(result, status="failed", error=mismatch)
+            )
             if args.verbose:
                 out.write("\n  => ")
             _report(out, result, mismatch)
             progress.advance(failed=not ok)
-    return failed
+    return results
+
+
+def _not_run(scenario: Scenario, options: RunOptions, error: str) -> RunResult:
+    """The result of a run that could not be done (for the campaign page)."""
+    return RunResult(
+        scenario=scenario.name,
+        source=options.source,
+        seed=options.seed,
+        mode="deterministic" if options.deterministic else "real",
+        status="error",
+        error=error,
+        run_dir=str(options.run_dir),
+        reproduce=reproduce_command(
+            options.source,
+            options.seed,
+            options.deterministic,
+            options.out,
+            processes=options.processes,
+        ),
+    )
 
 
 def _load(paths: Sequence[str], overrides: Mapping[str, str]) -> list[tuple[str, Scenario]]:

@@ -16,6 +16,7 @@ import pytest
 
 from cluster.cli.progress import count_runs, run_progress
 from tests.chaos.test_cli import FAILING, PASSING, write
+from tests.support.browser import elements
 from tests.support.kemu_commands import REPO
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -152,3 +153,13 @@ def test_the_campaign_script_draws_progress_over_its_jobs(tmp_path: Path) -> Non
     assert piped.stderr == ""
     assert "runs/s" not in piped.stdout
     assert "2 scenario(s), 4 run(s): 2 passed, 2 failed" in piped.stdout
+    # the campaign page, written once the passed runs' directories are gone: every run
+    # is a cell, only the failed ones link to a report
+    page = tmp_path / "out" / "campaign.html"
+    assert f"campaign page: {page}" in piped.stdout
+    drawn = elements(page.read_text())
+    cells = [e for e in drawn if "cell" in e.classes and "data-seed" in e.attrs]
+    assert [(e.tag, e.attrs["data-status"], e.attrs.get("href")) for e in cells] == [
+        ("span", "passed", None), ("span", "passed", None),
+        ("a", "failed", "wrong/seed-1/report.html"), ("a", "failed", "wrong/seed-2/report.html"),
+    ]  # fmt: skip
