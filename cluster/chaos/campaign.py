@@ -57,7 +57,7 @@ OUTCOMES: Final = ("passed", "failed", "error")
 WIDTH: Final = 320
 HEIGHT: Final = 150
 LEFT: Final = 40
-RIGHT: Final = 14
+RIGHT: Final = 26
 TOP: Final = 10
 BOTTOM: Final = 38
 

@@ -200,3 +200,23 @@ def test_ticks_are_round_and_cover_the_values(
     low: float, high: float, integer: bool, ticks: list[float]
 ) -> None:
     assert nice_ticks(low, high, integer=integer) == ticks
+
+
+def test_long_runs_and_large_event_counts_fit_their_axes(tmp_path: Path) -> None:
+    """Five-digit event counts and runs of thousands of seconds: every tick label stays
+    inside its chart at 480 px."""
+    results = [
+        RunResult(scenario="long-" + "x" * 60, source="l.yaml", seed=seed,
+                  mode="deterministic", events=9_400 + 1_013 * seed,
+                  simulated_seconds=1_000.0 + 2_170.5 * seed)
+        for seed in range(1, 9)
+    ]  # fmt: skip
+    page = tmp_path / "campaign.html"
+    page.write_bytes(campaign_page(results, tmp_path, 3_725.0))
+    screenshot = ARTIFACTS / "campaign" / "long-runs-480.png"
+    dom = elements(render(page, screenshot, tmp_path / "chromium", width=480))
+    body = next(e for e in dom if e.tag == "body")
+    assert body.attrs["data-overflow"] == "none"
+    x_ticks = [e.text for e in dom if e.tag == "text" and "x" in e.classes]
+    assert "18,000" in x_ticks  # the last tick above the largest count, 17,504
+    assert next(e.text for e in dom if e.attrs.get("id") == "wall-time") == "1 h 2 min"
