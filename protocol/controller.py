@@ -82,8 +82,8 @@ class ControllerQueue(Message, frozen=True, kw_only=True):
     epoch: ControllerEpoch
     depth: int
     state: str
-    gauges: dict[str, int] = {}
-    """Its gauges under Kafka's names (``KafkaController.updateMetrics``)."""
+    gauges: tuple[tuple[str, int], ...] = ()
+    """Its gauges under Kafka's names, (name, value) pairs (``KafkaController.updateMetrics``)."""
 
 
 class SubmitAlterIsr(Message, frozen=True, kw_only=True):

@@ -333,7 +333,7 @@ class KafkaController(Actor):
                     epoch=self.context.epoch if active else ControllerEpoch(0),
                     depth=self.events.depth,
                     state=self.events.state.label,
-                    gauges=dict(self.gauges),
+                    gauges=tuple(self.gauges.items()),
                 )
             case ControlledShutdownRequest(broker_id=broker_id, broker_epoch=broker_epoch):
                 # Answered once the event has run (or been preempted).
