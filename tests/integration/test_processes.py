@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from cluster.launch.connect import ClusterFile
-from tests.support.kemu_commands import KemuUp, alive, kemu
+from tests.support.kemu_commands import KemuUp, alive, kemu, readiness_rows
 from tests.support.waiting import wait_until
 from tests.support.zookeeper import ZooKeeperServer
 
@@ -72,9 +72,7 @@ def test_one_process_per_broker_survives_a_killed_broker_and_stops_on_sigint(
     assert up.process.pid not in pids.values()
     assert all(alive(pid) for pid in pids.values())
     # The readiness table shows each broker's own process.
-    rows = {
-        int(line.split()[0]): line.split() for line in up.output.splitlines() if line[:1].isdigit()
-    }
+    rows = {int(row[0]): row for row in readiness_rows(up.output)}
     assert {b: int(row[2]) for b, row in rows.items()} == pids
     ports = {b.id: b.port for b in info.brokers}
 

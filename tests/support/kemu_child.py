@@ -16,6 +16,7 @@ from pathlib import Path
 
 from actors.runtime.tracer import read_trace
 from protocol.trace import TraceEvent
+from tests.support.kemu_commands import readiness_rows
 
 REPO = Path(__file__).resolve().parents[2]
 READY_MARKER = "Ctrl-C stops the cluster."
@@ -59,7 +60,7 @@ class KemuChild:
             if time.monotonic() > deadline:
                 raise AssertionError(f"kemu up not ready within {READY_TIMEOUT}s:\n{self.output}")
             time.sleep(0.05)  # polling a child's output file, not waiting for a state
-        endpoint = next(line.split()[1] for line in self.output.splitlines() if line[:1].isdigit())
+        endpoint = readiness_rows(self.output)[0][1]
         self.port = int(endpoint.rsplit(":", 1)[1])
 
     def _limit(self) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import selectors
 import signal
 import subprocess
@@ -21,6 +22,15 @@ REPO = Path(__file__).resolve().parents[2]
 READY_TIMEOUT = 30.0  # seconds for `kemu up` to print its cluster file line
 STOP_TIMEOUT = 15.0
 COMMAND_TIMEOUT = 60.0
+
+
+_READINESS_ROW = re.compile(r"^\d+\s+\S+:\d+\s+\d+\s")
+
+
+def readiness_rows(output: str) -> list[list[str]]:
+    """The broker rows of ``kemu up``'s readiness table (``ID HOST:PORT PID LOG-DIR``), split
+    on blanks; the log lines around it, which start with a timestamp, are not rows."""
+    return [line.split() for line in output.splitlines() if _READINESS_ROW.match(line)]
 
 
 class KemuUp:
@@ -73,8 +83,7 @@ class KemuUp:
 
     @property
     def bootstrap(self) -> str:
-        endpoints = [line.split()[1] for line in self.output.splitlines() if line[:1].isdigit()]
-        return ",".join(endpoints)
+        return ",".join(row[1] for row in readiness_rows(self.output))
 
     def stop(self) -> int:
         """SIGINT, then wait for "kemu: stopped" and the exit status."""
