@@ -29,6 +29,7 @@ __all__ = [
     "AppendToLogs",
     "CheckpointFlush",
     "DeleteLog",
+    "DeleteLogs",
     "EpochEndOffsetQuery",
     "GetLogDirStatus",
     "GetOrCreateLog",
@@ -38,6 +39,7 @@ __all__ = [
     "ListLogs",
     "LogConfigOverrides",
     "LogCreated",
+    "LogDeleteOutcome",
     "LogDeleted",
     "LogDeletionSweep",
     "LogDirFailed",
@@ -51,6 +53,7 @@ __all__ = [
     "LogsAppended",
     "LogsConfigured",
     "LogsCreated",
+    "LogsDeleted",
     "LogsRead",
     "LookupOffsets",
     "OffsetFound",
@@ -124,6 +127,29 @@ class LogDeleted(Message, frozen=True, kw_only=True):
     partition: int
     log_dir: str | None = None
     renamed_to: str | None = None
+
+
+class DeleteLogs(Message, frozen=True, kw_only=True):
+    """``DeleteLog`` for every partition of one StopReplica (Kafka's ``asyncDelete`` of a
+    set), answered at once with ``LogsDeleted``: every log renamed, then one checkpoint
+    write per log dir for the whole batch."""
+
+    logs: tuple[DeleteLog, ...]
+
+
+class LogDeleteOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """One log of ``DeleteLogs``: its error, or where it was renamed (both ``None`` when no
+    log was hosted, as ``LogDeleted``)."""
+
+    topic: TopicName
+    partition: int
+    error_code: ErrorCode = ErrorCode.NONE
+    log_dir: str | None = None
+    renamed_to: str | None = None
+
+
+class LogsDeleted(Message, frozen=True, kw_only=True):
+    results: tuple[LogDeleteOutcome, ...]
 
 
 # -------------------------------------------------------------------------- listings

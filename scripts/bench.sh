@@ -4,8 +4,9 @@
 # partitions in one process [8] (a few minutes so far), and the trace analysis + diff of a
 # pair of 10M-event traces, Spark next to pandas [9] (about 15 minutes on 2 cores;
 # --analysis-events 1000000 for a quick look), and confluent-kafka against kemu up and
-# librdkafka's mock cluster [10] (produce MB/s, latency, a read from the start). Starts a throwaway local ZooKeeper for the
-# store comparison and stops it afterwards.
+# librdkafka's mock cluster [10] (produce MB/s, latency, a read from the start), and the
+# bulk deletion of row [5]'s topics next to their creation [11]. Starts a throwaway local
+# ZooKeeper for the store comparison and stops it afterwards.
 # Usage: scripts/bench.sh [--ops N] [--store-ops N] [--repeat N] [--only ROWS]
 #                         [--campaign-seeds N] [--scale-topics N] [--analysis-events N]
 #                         [--data-messages N]

@@ -270,6 +270,8 @@ class KafkaApis:
     ) -> None:
         """``KafkaApis.handleStopReplicaRequest``: a deleted ``__consumer_offsets``
         replica resigns its groups."""
+        if not any(p.topic == GROUP_METADATA_TOPIC_NAME for p in req.partitions):
+            return
         ok = {
             (e.topic, e.partition)
             for e in response.partition_errors

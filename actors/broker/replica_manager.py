@@ -89,6 +89,7 @@ from protocol.log import (
     AppendRecords,
     AppendToLogs,
     DeleteLog,
+    DeleteLogs,
     DescribeLogDirs,
     EpochEndOffsetQuery,
     GetOrCreateLog,
@@ -98,6 +99,7 @@ from protocol.log import (
     LogDirsDescribed,
     LogsAppended,
     LogsCreated,
+    LogsDeleted,
     LogsRead,
     LookupOffsets,
     OffsetsFound,
@@ -285,15 +287,8 @@ class ReplicaManager:
                 leaders=len(leaders),
                 followers=len(followers),
             )
-        errors = [
-            PartitionError(
-                topic=s.topic,
-                partition=s.partition,
-                error_code=codes[TopicPartition(s.topic, s.partition)],
-            )
-            for s in req.partition_states
-        ]
-        return LeaderAndIsrResponse(error_code=ErrorCode.NONE, partition_errors=tuple(errors))
+        errors = _partition_errors(codes, req.partition_states)
+        return LeaderAndIsrResponse(error_code=ErrorCode.NONE, partition_errors=errors)
 
     def maybe_update_metadata_cache(
         self, req: UpdateMetadataRequest
@@ -325,45 +320,66 @@ class ReplicaManager:
         )
         if stale is not None:
             return StopReplicaResponse(error_code=stale)
-        errors: list[PartitionError] = []
+        codes: dict[TopicPartition, ErrorCode] = {}
         stopped: list[TopicPartition] = []
-        delays = await self._file_delete_delays(
-            {TopicName(p.topic) for p in req.partitions if p.delete_partition}
-        )
         for p in req.partitions:
             tp = TopicPartition(p.topic, p.partition)
             current = self.leader_epochs.get(tp)
-            code = ErrorCode.NONE
             if tp in self.offline:
-                code = ErrorCode.KAFKA_STORAGE_ERROR
+                codes[tp] = ErrorCode.KAFKA_STORAGE_ERROR
             elif current is not None and not (
                 p.leader_epoch in (EPOCH_DURING_DELETE, NO_EPOCH) or p.leader_epoch > current
             ):
-                code = ErrorCode.FENCED_LEADER_EPOCH
-            elif p.delete_partition:
+                codes[tp] = ErrorCode.FENCED_LEADER_EPOCH
+            else:
+                codes[tp] = ErrorCode.NONE
+                stopped.append(tp)
+        # First the fetchers of every stopped partition (they read the partition map), then
+        # the deleted partitions leave it, then their logs go in one batch (one checkpoint
+        # per log dir), as ``stopReplicas`` orders it.
+        if stopped:
+            self.hooks.stop_fetching(stopped)
+        delays = await self._file_delete_delays(
+            {TopicName(p.topic) for p in req.partitions if p.delete_partition}
+        )
+        deletions: list[DeleteLog] = []
+        for p in req.partitions:
+            tp = TopicPartition(p.topic, p.partition)
+            if p.delete_partition and codes[tp] is ErrorCode.NONE:
                 self.leader_epochs.pop(tp, None)
                 self.partitions.pop(tp, None)
                 self.log_dirs.pop(tp, None)
-                try:
-                    await self._broker.ask(
-                        self._broker.log_manager_ref,
-                        DeleteLog(
-                            topic=p.topic,
-                            partition=p.partition,
-                            file_delete_delay_ms=delays.get(TopicName(p.topic)),
-                        ),
+                deletions.append(
+                    DeleteLog(
+                        topic=p.topic,
+                        partition=p.partition,
+                        file_delete_delay_ms=delays.get(TopicName(p.topic)),
                     )
-                except RemoteError as exc:
-                    code = exc.code
-            errors.append(PartitionError(topic=p.topic, partition=p.partition, error_code=code))
-            if code is ErrorCode.NONE:
-                stopped.append(tp)
+                )
+        if deletions:
+            codes.update(await self._delete_logs(deletions))
         if stopped:
-            self.hooks.stop_fetching(stopped)
             await self._complete_delayed(stopped)  # force-completed: NOT_LEADER_OR_FOLLOWER
+        errors = _partition_errors(codes, req.partitions)
         for topic in {TopicName(p.topic) for p in req.partitions if p.delete_partition}:
             self._topic_settings.pop(topic, None)
-        return StopReplicaResponse(error_code=ErrorCode.NONE, partition_errors=tuple(errors))
+        return StopReplicaResponse(error_code=ErrorCode.NONE, partition_errors=errors)
+
+    async def _delete_logs(self, deletions: list[DeleteLog]) -> dict[TopicPartition, ErrorCode]:
+        """``LogManager.asyncDelete`` of a set: the error of each log that could not be
+        deleted (a failure of the whole ask counts against every one of them)."""
+        try:
+            reply = await self._broker.ask(
+                self._broker.log_manager_ref, DeleteLogs(logs=tuple(deletions))
+            )
+        except RemoteError as exc:
+            return {d.topic_partition: exc.code for d in deletions}
+        assert isinstance(reply, LogsDeleted)
+        return {
+            TopicPartition(outcome.topic, outcome.partition): outcome.error_code
+            for outcome in reply.results
+            if outcome.error_code is not ErrorCode.NONE
+        }
 
     async def describe_log_dirs(
         self, req: DescribeLogDirsRequestData
@@ -442,14 +458,17 @@ class ReplicaManager:
         znodes (still there: the controller removes them once every replica is deleted);
         Kafka's log has the same value from its LogConfig. A read that fails leaves the
         broker default in force."""
+        if not topics:
+            return {}
+        try:  # one pipelined read of every config, not a round trip per topic
+            configs = await kafka_zk.get_topic_configs(self._broker.session, sorted(topics))
+        except StoreError:
+            return {}
         delays: dict[TopicName, int] = {}
-        for topic in sorted(topics):
-            try:
-                value = (await kafka_zk.get_topic_config(self._broker.session, topic)).get(
-                    FILE_DELETE_DELAY_MS
-                )
-            except StoreError:
+        for topic, config in configs.items():
+            if isinstance(config, StoreError):
                 continue
+            value = config.get(FILE_DELETE_DELAY_MS)
             if value is not None and value.lstrip("-").isdigit() and int(value) >= 0:
                 delays[topic] = int(value)
         return delays
@@ -1034,3 +1053,25 @@ def _produce_response(
 def _fetch_error(partition: int, code: ErrorCode) -> FetchPartitionData:
     """A partition's failed read: no records, offsets unknown (-1), as Kafka answers."""
     return FetchPartitionData(partition_index=partition, error_code=code, records=b"")
+
+
+class _NamedPartition(Protocol):
+    @property
+    def topic(self) -> TopicName: ...
+
+    @property
+    def partition(self) -> int: ...
+
+
+def _partition_errors(
+    codes: Mapping[TopicPartition, ErrorCode], partitions: Iterable[_NamedPartition]
+) -> tuple[PartitionError, ...]:
+    """A control request's per-partition answer: each partition's code, in request order."""
+    return tuple(
+        PartitionError(
+            topic=p.topic,
+            partition=p.partition,
+            error_code=codes[TopicPartition(p.topic, p.partition)],
+        )
+        for p in partitions
+    )

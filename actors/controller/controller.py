@@ -1223,9 +1223,14 @@ class _ControllerDeletionClient:
     def __init__(self, controller: KafkaController) -> None:
         self._controller = controller
 
-    async def delete_topic(self, topic: TopicName) -> None:
+    async def delete_topics(self, topics: Sequence[TopicName]) -> None:
         c = self._controller
-        await kafka_zk.delete_topic_fenced(c._session(), c.context.epoch_zk_version, topic)
+        known = c.context.partition_assignments
+        await kafka_zk.delete_topics_fenced(
+            c._session(),
+            c.context.epoch_zk_version,
+            {topic: sorted(known.get(topic, {})) for topic in topics},
+        )
 
     async def delete_topic_deletions(self, topics: Sequence[TopicName]) -> None:
         c = self._controller

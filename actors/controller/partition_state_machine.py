@@ -331,12 +331,12 @@ class PartitionStateMachine:
         session = self._session()
         failed: dict[TopicPartition, ElectionOutcome] = {}
         current: list[tuple[TopicPartition, LeaderAndIsr]] = []
-        try:
-            states = {tp: await kafka_zk.get_partition_state(session, tp) for tp in partitions}
+        try:  # one pipelined read of every state (``getTopicPartitionStatesRaw``)
+            states = await kafka_zk.get_partition_states(session, partitions)
         except Exception as exc:
             return dict.fromkeys(partitions, exc), []
         for tp in partitions:
-            state = states[tp]
+            state = states.get(tp)
             if state is None:
                 failed[tp] = StateChangeFailedError(
                     f"LeaderAndIsr information doesn't exist for partition {tp} in "
@@ -358,6 +358,22 @@ class PartitionStateMachine:
         results = await self._decide(current, strategy, failed)
         finished: dict[TopicPartition, ElectionOutcome] = {}
         retry: list[TopicPartition] = []
+        # One pipelined batch of conditional writes (``updateLeaderAndIsr``); a failed
+        # guard raises ControllerMovedError.
+        updates = await kafka_zk.update_partition_states(
+            session,
+            ctx.epoch_zk_version,
+            {
+                result.partition: (
+                    Leadership(
+                        leader_and_isr=result.leader_and_isr, controller_epoch=ctx.epoch
+                    ).to_znode(),
+                    result.leader_and_isr.zk_version,
+                )
+                for result in results
+                if result.leader_and_isr is not None
+            },
+        )
         for result in results:
             tp = result.partition
             if result.leader_and_isr is None:
@@ -367,19 +383,14 @@ class PartitionStateMachine:
                 )
                 continue
             new = result.leader_and_isr
-            leadership = Leadership(leader_and_isr=new, controller_epoch=ctx.epoch)
-            try:
-                zk_version = await kafka_zk.update_partition_state(
-                    session, ctx.epoch_zk_version, tp, leadership.to_znode(), new.zk_version
-                )
-            except BadVersionError:
+            update = updates[tp]
+            if isinstance(update, BadVersionError):
                 retry.append(tp)
                 continue
-            except ControllerMovedError:
-                raise
-            except StoreError as exc:
-                failed[tp] = exc
+            if isinstance(update, StoreError):
+                failed[tp] = update
                 continue
+            zk_version = update
             written = Leadership(
                 leader_and_isr=new.with_zk_version(zk_version), controller_epoch=ctx.epoch
             )

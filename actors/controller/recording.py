@@ -305,6 +305,10 @@ class RecordingSession(ForwardingSession):
             "multi_each", None, args, self.inner.multi_each(batches), encode
         )
 
+    async def create_each(self, creates: Sequence[tuple[str, bytes]]) -> list[str | StoreError]:
+        """One ``create`` after the other, each recorded as a lone one."""
+        return await StoreSession.create_each(self, creates)
+
     async def get_each(
         self, reads: Sequence[tuple[str, bool]]
     ) -> list[tuple[bytes, Stat] | StoreError]:

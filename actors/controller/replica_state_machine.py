@@ -293,14 +293,14 @@ class ReplicaStateMachine:
         ctx = self.context
         session = self._session()
         outcome: dict[TopicPartition, Leadership | Exception] = {}
-        try:
-            states = {tp: await kafka_zk.get_partition_state(session, tp) for tp in partitions}
+        try:  # one pipelined read of every state (``getTopicPartitionStatesRaw``)
+            states = await kafka_zk.get_partition_states(session, partitions)
         except Exception as exc:
             return dict.fromkeys(partitions, exc), []
         unchanged: dict[TopicPartition, LeaderAndIsr] = {}
         adjusted: dict[TopicPartition, LeaderAndIsr] = {}
         for tp in partitions:
-            state = states[tp]
+            state = states.get(tp)
             if state is None:
                 if not ctx.is_topic_queued_for_deletion(tp.topic):
                     outcome[tp] = StateChangeFailedError(
@@ -323,21 +323,26 @@ class ReplicaStateMachine:
                 unchanged[tp] = current
         retry: list[TopicPartition] = []
         written: dict[TopicPartition, LeaderAndIsr] = {}
-        for tp, new in adjusted.items():
-            znode = Leadership(leader_and_isr=new, controller_epoch=ctx.epoch).to_znode()
-            try:
-                zk_version = await kafka_zk.update_partition_state(
-                    session, ctx.epoch_zk_version, tp, znode, new.zk_version
+        # One pipelined batch of conditional writes (``updateLeaderAndIsr``); a failed
+        # guard raises ControllerMovedError.
+        updates = await kafka_zk.update_partition_states(
+            session,
+            ctx.epoch_zk_version,
+            {
+                tp: (
+                    Leadership(leader_and_isr=new, controller_epoch=ctx.epoch).to_znode(),
+                    new.zk_version,
                 )
-            except BadVersionError:
+                for tp, new in adjusted.items()
+            },
+        )
+        for tp, update in updates.items():
+            if isinstance(update, BadVersionError):
                 retry.append(tp)
-                continue
-            except ControllerMovedError:
-                raise
-            except StoreError as exc:
-                outcome[tp] = exc
-                continue
-            written[tp] = new.with_zk_version(zk_version)
+            elif isinstance(update, StoreError):
+                outcome[tp] = update
+            else:
+                written[tp] = adjusted[tp].with_zk_version(update)
         for tp in partitions:
             lai = written.get(tp) or unchanged.get(tp)
             if lai is None:

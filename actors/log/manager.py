@@ -123,6 +123,7 @@ from protocol.log import (
     AppendToLogs,
     CheckpointFlush,
     DeleteLog,
+    DeleteLogs,
     DescribedLog,
     DescribedLogDir,
     DescribeLogDirs,
@@ -135,6 +136,7 @@ from protocol.log import (
     LogConfigOverrides,
     LogCreated,
     LogDeleted,
+    LogDeleteOutcome,
     LogDeletionSweep,
     LogDirFailed,
     LogDirInfo,
@@ -148,6 +150,7 @@ from protocol.log import (
     LogsAppended,
     LogsConfigured,
     LogsCreated,
+    LogsDeleted,
     LogsRead,
     LookupOffsets,
     OffsetFound,
@@ -214,6 +217,8 @@ def open_logs_budget(file_limit: int, brokers: int) -> int:
 # Logs created (or recovered) between two yields to the event loop: a LeaderAndIsr of
 # 300,000 partitions must not hold every other actor of the process for seconds.
 _LOGS_PER_CHECKPOINT: Final = 1000
+# Renamed logs removed between two yields (each removal is a directory tree: slower).
+_REMOVALS_PER_CHECKPOINT: Final = 10
 
 MAX_DIR_NAME: Final = 255
 DELETE_SUFFIX: Final = "-delete"
@@ -498,6 +503,7 @@ def delete_delay_resolver(
 LogManagerMessage: TypeAlias = (
     GetOrCreateLog
     | DeleteLog
+    | DeleteLogs
     | ListLogs
     | GetLogDirStatus
     | DescribeLogDirs
@@ -523,6 +529,7 @@ _HANDLED: Final = (
     GetOrCreateLogs,
     GetOrCreateLog,
     DeleteLog,
+    DeleteLogs,
     ListLogs,
     GetLogDirStatus,
     DescribeLogDirs,
@@ -906,6 +913,8 @@ class LogManager(Actor):
                 return self._delete(
                     msg.topic_partition, None if delay_ms is None else delay_ms / 1000
                 )
+            case DeleteLogs(logs=logs):
+                return await self._delete_batch(logs)
             case ListLogs():
                 return self._listing()
             case GetLogDirStatus():
@@ -913,7 +922,7 @@ class LogManager(Actor):
             case DescribeLogDirs(partitions=partitions):
                 return self._describe(partitions)
             case LogDeletionSweep(timer=timer):
-                self._sweep(timer)
+                await self._sweep(timer)
                 return None
             case LogDirsAllFailed(reason=reason):
                 raise FatalNodeError(reason)
@@ -1384,6 +1393,51 @@ class LogManager(Actor):
     # -- asyncDelete
 
     def _delete(self, tp: TopicPartition, delay: float | None = None) -> LogDeleted:
+        renamed = self._rename_for_deletion(tp)
+        if renamed is None:
+            return LogDeleted(topic=tp.topic, partition=tp.partition)
+        log_dir, name = renamed
+        self._queue_renamed([(tp, log_dir, name, delay)])
+        return LogDeleted(
+            topic=tp.topic, partition=tp.partition, log_dir=str(log_dir), renamed_to=name
+        )
+
+    async def _delete_batch(self, logs: tuple[DeleteLog, ...]) -> LogsDeleted:
+        """Kafka's ``asyncDelete`` of a set: every log renamed (a failure is that log's
+        error), then each log dir touched checkpointed once and its renamed logs queued,
+        instead of a checkpoint rewrite per log. The event loop gets a turn every
+        ``_LOGS_PER_CHECKPOINT`` logs, as in ``_get_or_create_batch``."""
+        results: list[LogDeleteOutcome] = []
+        renamed: list[tuple[TopicPartition, Path, str, float | None]] = []
+        for i, request in enumerate(logs):
+            if i and i % _LOGS_PER_CHECKPOINT == 0:
+                await anyio.lowlevel.checkpoint()
+            tp = request.topic_partition
+            delay_ms = request.file_delete_delay_ms
+            try:
+                done = self._rename_for_deletion(tp)
+            except KafkaApiError as exc:
+                results.append(
+                    LogDeleteOutcome(topic=tp.topic, partition=tp.partition, error_code=exc.code)
+                )
+                continue
+            if done is None:
+                results.append(LogDeleteOutcome(topic=tp.topic, partition=tp.partition))
+                continue
+            log_dir, name = done
+            renamed.append((tp, log_dir, name, None if delay_ms is None else delay_ms / 1000))
+            results.append(
+                LogDeleteOutcome(
+                    topic=tp.topic, partition=tp.partition, log_dir=str(log_dir), renamed_to=name
+                )
+            )
+        self._queue_renamed(renamed)
+        return LogsDeleted(results=tuple(results))
+
+    def _rename_for_deletion(self, tp: TopicPartition) -> tuple[Path, str] | None:
+        """The first half of ``asyncDelete``: the log forgotten and its directory renamed
+        ``<topic>-<p>.<uuid>-delete``; where, or None when no log is hosted. A rename that
+        fails takes its log dir offline and raises KAFKA_STORAGE_ERROR."""
         log_dir = self._logs.get(tp)
         if log_dir is None:
             if self._offline:
@@ -1391,7 +1445,7 @@ class LogManager(Actor):
                     f"Failed to delete log for {tp} because it may be in one of the offline "
                     f"directories {', '.join(map(str, self.offline_dirs))}"
                 )
-            return LogDeleted(topic=tp.topic, partition=tp.partition)
+            return None
         if log_dir in self._offline:
             raise _storage_error(f"Log for partition {tp} is in offline log dir {log_dir}")
         if tp in self._open:  # Log.renameDir keeps it open; here it is closed first
@@ -1414,15 +1468,25 @@ class LogManager(Actor):
             self._mark_offline(log_dir, message, exc)
             raise _storage_error(message) from exc
         self._remove_log(tp)
-        self._dirty.discard(log_dir)  # rewritten right now
-        now = self.clock.now()
         self._trace_op("rename", src, log_dir=log_dir, tp=tp, to=name)
-        if self._checkpoint(log_dir):
-            self._enqueue(tp, log_dir, name, now, delay)
+        return log_dir, name
+
+    def _queue_renamed(self, renamed: list[tuple[TopicPartition, Path, str, float | None]]) -> None:
+        """The second half of ``asyncDelete``: the checkpoints of each log dir of
+        ``renamed`` rewritten once, then its renamed logs queued for removal (a dir that
+        went offline keeps its renamed logs, as at start-up)."""
+        now = self.clock.now()
+        by_dir: dict[Path, list[tuple[TopicPartition, str, float | None]]] = {}
+        for tp, log_dir, name, delay in renamed:
+            by_dir.setdefault(log_dir, []).append((tp, name, delay))
+        for log_dir, logs in by_dir.items():
+            self._dirty.discard(log_dir)  # rewritten right now
+            if log_dir in self._offline or not self._checkpoint(log_dir):
+                continue
+            for tp, name, delay in logs:
+                self._enqueue(tp, log_dir, name, now, delay)
+        if by_dir:
             self._schedule_sweep()
-        return LogDeleted(
-            topic=tp.topic, partition=tp.partition, log_dir=str(log_dir), renamed_to=name
-        )
 
     def _enqueue(
         self, tp: TopicPartition, log_dir: Path, name: str, now: float, delay: float | None = None
@@ -1437,15 +1501,23 @@ class LogManager(Actor):
 
     # -- the delayed removal (Kafka's kafka-delete-logs task)
 
-    def _sweep(self, timer: int) -> None:
+    async def _sweep(self, timer: int) -> None:
+        """Remove the renamed logs that are due; the event loop gets a turn every
+        ``_REMOVALS_PER_CHECKPOINT`` removals (a yield only, as in
+        ``_get_or_create_batch``): removing the 30,000 logs of a bulk deletion takes
+        seconds, which Kafka spends on its own kafka-delete-logs thread."""
         self._timers.pop(timer, None)
         now = self.clock.now()
         waiting: deque[_PendingDelete] = deque()
         failed: list[_PendingDelete] = []
+        removed = 0
         for entry in self._pending:
             if entry.due > now + _TIME_SLACK:
                 waiting.append(entry)
                 continue
+            removed += 1
+            if removed % _REMOVALS_PER_CHECKPOINT == 0:
+                await anyio.lowlevel.checkpoint()
             try:
                 self.disk.rmtree(entry.path)
             except FileNotFoundError as exc:  # removed behind our back: nothing left to do

@@ -342,6 +342,23 @@ async def get_topic_config(session: StoreSession, topic: TopicName) -> dict[str,
     return dict(zkdata.EntityConfig.decode(data).config)
 
 
+async def get_topic_configs(
+    session: StoreSession, topics: Sequence[TopicName]
+) -> dict[TopicName, dict[str, str] | StoreError]:
+    """``get_topic_config`` of each topic, read as one pipelined batch: its configs ({}
+    when it has no config znode), or the error its read met."""
+    outcomes = await session.get_each([(zkdata.topic_config_path(t), False) for t in topics])
+    out: dict[TopicName, dict[str, str] | StoreError] = {}
+    for topic, outcome in zip(topics, outcomes, strict=True):
+        if isinstance(outcome, NoNodeError):
+            out[topic] = {}
+        elif isinstance(outcome, StoreError):
+            out[topic] = outcome
+        else:
+            out[topic] = dict(zkdata.EntityConfig.decode(outcome[0]).config)
+    return out
+
+
 async def change_topic_config(
     session: StoreSession, topic: TopicName, config: Mapping[str, str]
 ) -> str:
@@ -627,6 +644,37 @@ async def update_partition_state(
     return _set_stat_version(results[0])
 
 
+async def update_partition_states(
+    session: StoreSession,
+    epoch_zk_version: int,
+    updates: Mapping[TopicPartition, tuple[zkdata.LeaderIsrAndControllerEpoch, int]],
+) -> dict[TopicPartition, int | StoreError]:
+    """``updateLeaderAndIsr``: ``update_partition_state`` of every partition, pipelined (one
+    guarded conditional set each, in order); maps each partition to its state znode's new
+    zkVersion, or to its error (``BadVersionError``: someone else wrote it since the
+    expected version). A failed guard raises ``ControllerMovedError``."""
+    if not updates:
+        return {}
+    outcomes = await fenced_each(
+        session,
+        epoch_zk_version,
+        [
+            [
+                SetDataOp(
+                    path=zkdata.partition_state_path(TopicName(tp.topic), tp.partition),
+                    data=state.encode(),
+                    version=expected_zk_version,
+                )
+            ]
+            for tp, (state, expected_zk_version) in updates.items()
+        ],
+    )
+    return {
+        tp: outcome if isinstance(outcome, StoreError) else _set_stat_version(outcome[0])
+        for tp, outcome in zip(updates, outcomes, strict=True)
+    }
+
+
 async def set_topic_assignment_fenced(
     session: StoreSession,
     epoch_zk_version: int,
@@ -760,6 +808,48 @@ async def delete_topic_fenced(
     with contextlib.suppress(NoNodeError):
         await fenced(session, epoch_zk_version, [DeleteOp(path=zkdata.topic_config_path(topic))])
     await delete_topic_deletions_fenced(session, epoch_zk_version, (topic,))
+
+
+BATCHED_TOPIC_DELETE_MAX_PARTITIONS = 1000
+"""A topic of more partitions is deleted znode by znode (its one multi would be large)."""
+
+
+async def delete_topics_fenced(
+    session: StoreSession, epoch_zk_version: int, topics: Mapping[TopicName, Iterable[int]]
+) -> None:
+    """``delete_topic_fenced`` of each topic, pipelined: a topic's znodes, in the order
+    ``delete_topic_fenced`` deletes them (each partition's state then its znode, by name,
+    then ``/partitions``, the topic znode, its config, its marker last), go in one guarded
+    multi of its own, the multis of all the topics in flight at once. ``topics`` maps each
+    topic to the partitions the controller knows, which are those its znode holds; a topic
+    whose multi fails (its znodes are not exactly those: a partition never created, a
+    config missing) is then deleted alone by ``delete_topic_fenced``, which reads what is
+    there. A failed guard raises ``ControllerMovedError``."""
+    batched: list[TopicName] = []
+    batches: list[list[StoreOp]] = []
+    alone: list[TopicName] = []
+    for topic, partitions in topics.items():
+        names = sorted(str(p) for p in partitions)  # deleteRecursive goes in name order
+        if len(names) > BATCHED_TOPIC_DELETE_MAX_PARTITIONS:
+            alone.append(topic)
+            continue
+        parent = zkdata.topic_partitions_path(topic)
+        ops: list[StoreOp] = []
+        for name in names:
+            ops.append(DeleteOp(path=f"{parent}/{name}/state"))
+            ops.append(DeleteOp(path=f"{parent}/{name}"))
+        ops.append(DeleteOp(path=parent))
+        ops.append(DeleteOp(path=zkdata.topic_path(topic)))
+        ops.append(DeleteOp(path=zkdata.topic_config_path(topic)))
+        ops.append(DeleteOp(path=zkdata.delete_topic_path(topic)))
+        batched.append(topic)
+        batches.append(ops)
+    outcomes = await fenced_each(session, epoch_zk_version, batches) if batches else []
+    alone += [
+        t for t, outcome in zip(batched, outcomes, strict=True) if isinstance(outcome, StoreError)
+    ]
+    for topic in alone:
+        await delete_topic_fenced(session, epoch_zk_version, topic)
 
 
 # ----------------------------------------------------------------------- reassignment and

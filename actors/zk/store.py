@@ -147,6 +147,19 @@ class StoreSession(ABC):
                 outcomes.append(exc)
         return outcomes
 
+    async def create_each(self, creates: Sequence[tuple[str, bytes]]) -> list[str | StoreError]:
+        """``create`` of each ``(path, data)`` (a persistent node, parents not made), in
+        order, as Kafka pipelines a batch of requests: the outcome of each is its path or
+        the ``StoreError`` it raised. A store may send them all at once; this default
+        creates them one after the other."""
+        outcomes: list[str | StoreError] = []
+        for path, data in creates:
+            try:
+                outcomes.append(await self.create(path, data))
+            except StoreError as exc:
+                outcomes.append(exc)
+        return outcomes
+
     async def get_each(
         self, reads: Sequence[tuple[str, bool]]
     ) -> list[tuple[bytes, Stat] | StoreError]:
@@ -227,6 +240,9 @@ class ForwardingSession(StoreSession):
         self, batches: Sequence[Sequence[StoreOp]]
     ) -> list[tuple[OpResult, ...] | StoreError]:
         return await self.inner.multi_each(batches)
+
+    async def create_each(self, creates: Sequence[tuple[str, bytes]]) -> list[str | StoreError]:
+        return await self.inner.create_each(creates)
 
     async def get_each(
         self, reads: Sequence[tuple[str, bool]]

@@ -20,6 +20,7 @@ import resource
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -38,7 +39,14 @@ from protocol.kafka_api import (
     MetadataResponseData,
 )
 
-__all__ = ["ScaleResult", "bulk_create_request", "fast_tmp", "main", "run_scale"]
+__all__ = [
+    "ScaleResult",
+    "bulk_create_request",
+    "fast_tmp",
+    "main",
+    "print_result",
+    "run_scale",
+]
 
 # Bench code measures wall time on purpose: it is the one place that must.
 _now = time.perf_counter
@@ -177,10 +185,16 @@ def main(argv: list[str] | None = None) -> int:
             backend_options={"use_uvloop": not args.no_uvloop},
         )
 
-    if args.profile:
+    return print_result(run, args.profile)
+
+
+def print_result(run: Callable[[], msgspec.Struct], profile: str | None) -> int:
+    """Run ``run`` (under cProfile, written to ``profile``, when given) and print its result
+    as one JSON line, which is what ``cluster.bench.suite`` reads of a child row; 0."""
+    if profile:
         profiler = cProfile.Profile()
         result = profiler.runcall(run)
-        profiler.dump_stats(args.profile)
+        profiler.dump_stats(profile)
     else:
         result = run()
     sys.stdout.write(msgspec.json.encode(result).decode() + "\n")

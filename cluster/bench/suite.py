@@ -25,9 +25,13 @@ ratio holds on a noisy machine even when absolute numbers move:
 * the data plane through confluent-kafka, against ``kemu up`` and librdkafka's mock
   cluster: produce MB/s and messages/s (acks=all, RF 3; goal: kemu >= 0.5x the mock's
   MB/s), produce-to-consume latency p50/p99, a consumer reading the log from the start
-  (``--data-messages``; ``cluster.bench.data``).
+  (``--data-messages``; ``cluster.bench.data``);
+* bulk topic deletion (the topics of the creation row, deleted with one DeleteTopics)
+  next to their creation in the same child process: until DeleteTopics answers, until no
+  topic znode is left, until every log is renamed and removed (goal < 3 s embedded and no
+  slower than the creation; ``cluster.bench.deletion``).
 
-Rows [7] to [10] run in child processes (the RSS is the measured run's alone). Each other
+Rows [7] to [11] run in child processes (the RSS is the measured run's alone). Each other
 measurement runs for a fixed number of operations, best of ``--repeat`` runs. Logs go to
 stderr at WARNING, as ``kemu up`` configures them. ``--only 5,8`` runs only those rows
 (``--creation-only`` is ``--only 5``).
@@ -559,6 +563,49 @@ async def _row_data(args: argparse.Namespace) -> bool:
     return True
 
 
+DELETION_GOAL = 3.0
+"""Seconds (embedded store) until no topic znode is left and every log is renamed."""
+
+
+async def _row_deletion(args: argparse.Namespace) -> bool:
+    """Row [11]: bulk deletion next to the creation of the same topics, in one child
+    process per store (``cluster.bench.deletion``)."""
+    from cluster.bench.deletion import DeletionResult
+
+    n, parts = args.topics, 10
+    print(
+        f"\n[11] delete {n} topics x {parts} partitions x RF 3 on 3 brokers with one"
+        " DeleteTopics, next to their creation (log.segment.delete.delay.ms=0;"
+        f" goal < {DELETION_GOAL:g} s embedded until no topic znode is left and every log is"
+        " renamed, and no slower than the creation)"
+    )
+    stores: list[tuple[str, list[str]]] = [("embedded store", [])]
+    if args.zookeeper:
+        stores.append(("real ZooKeeper", ["--zookeeper", _chroot(args.zookeeper)]))
+    for label, extra in stores:
+        command = ["-m", "cluster.bench.deletion", "--topics", str(n), "--partitions", str(parts)]
+        found = await _child([*command, *extra], DeletionResult)
+        if found is None:
+            return False
+        r = found[0]
+        done = max(r.delete_znodes, r.delete_renamed)
+        create = max(r.create_answered, r.create_logs)
+        print(f"  {label}")
+        print(f"    create, until CreateTopics answers {r.create_answered:>8.3f} s")
+        print(f"    create, until every log dir exists {r.create_logs:>8.3f} s")
+        print(f"    delete, until DeleteTopics answers {r.delete_answered:>8.3f} s")
+        print(f"    delete, until no topic znode left  {r.delete_znodes:>8.3f} s")
+        print(f"    delete, until every log renamed    {r.delete_renamed:>8.3f} s")
+        print(f"    delete, until every log removed    {r.delete_removed:>8.3f} s")
+        verdicts = []
+        if r.store != "zookeeper" and done >= DELETION_GOAL:
+            verdicts.append(f"BELOW GOAL ({DELETION_GOAL:g} s)")
+        if done > create:
+            verdicts.append("SLOWER THAN CREATION")
+        print(f"    deletion / creation {done / create:.2f}x  {' '.join(verdicts) or 'OK'}")
+    return True
+
+
 ROWS: dict[int, Callable[[argparse.Namespace], Awaitable[bool | None]]] = {
     1: _row_inprocess,
     2: _row_tcp,
@@ -570,6 +617,7 @@ ROWS: dict[int, Callable[[argparse.Namespace], Awaitable[bool | None]]] = {
     8: _row_scale,
     9: _row_analysis,
     10: _row_data,
+    11: _row_deletion,
 }
 """The rows, by number; each prints itself (a goal missed included), and returns False
 only if it could not measure (the exit status is then 1)."""

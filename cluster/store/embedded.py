@@ -508,6 +508,21 @@ class EmbeddedSession(StoreSession):
                 outcomes.append(exc)
         return outcomes
 
+    async def create_each(self, creates: Sequence[tuple[str, bytes]]) -> list[str | StoreError]:
+        """Pipelined as ``multi_each``: each create its own request (and trace), in order."""
+        if self._server.latency > 0:
+            return await super().create_each(creates)
+        await anyio.lowlevel.checkpoint()
+        outcomes: list[str | StoreError] = []
+        for path, data in creates:
+            try:
+                outcomes.append(
+                    self._run("create", path, self._create, path, data, False, False, False)
+                )
+            except StoreError as exc:
+                outcomes.append(exc)
+        return outcomes
+
     async def get_each(
         self, reads: Sequence[tuple[str, bool]]
     ) -> list[tuple[bytes, Stat] | StoreError]:

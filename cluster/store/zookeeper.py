@@ -311,6 +311,35 @@ class ZooKeeperSession(StoreSession):
         )
         return await run_pipeline(self, list(reads), how)
 
+    async def create_each(self, creates: Sequence[tuple[str, bytes]]) -> list[str | StoreError]:
+        """Pipelined as ``multi_each``: each ``(path, data)`` created as ``create``
+        creates a persistent node (parents not made); traced as a lone ``create``."""
+        how = Pipeline(
+            op="create",
+            path=lambda create: create[0],
+            fields=lambda create: {},
+            request=self._create_each_request,
+            finish=lambda create, response: self._own(response.path),
+            lone=self._lone_create,
+        )
+        return await run_pipeline(self, list(creates), how)
+
+    def _create_each_request(self, create: tuple[str, bytes]) -> Any:
+        path, data = create
+        validate_path(path)
+        check_data_size(data)
+        full = self._full(path)
+        request = self._create_request(full, data)
+        check_packet(request, path=full, data=data)
+        return request
+
+    async def _lone_create(self, create: tuple[str, bytes]) -> str | StoreError:
+        path, data = create
+        try:
+            return await self.create(path, data)
+        except StoreError as err:
+            return err
+
     async def _lone_multi(self, ops: tuple[StoreOp, ...]) -> tuple[OpResult, ...] | StoreError:
         try:
             return await self.multi(ops)

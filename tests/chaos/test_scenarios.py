@@ -20,8 +20,7 @@ from actors.runtime.tracer import read_trace
 from cluster.chaos import RunOptions, RunResult, Scenario, load_scenario, run_scenario
 from cluster.chaos.model import ClusterSetup, CreateTopic, Expect, FinalPhase, TopicReady
 from protocol.control import TopicPartition
-from protocol.ids import ControllerEpoch, TopicName
-from protocol.log import LogDeleted
+from protocol.ids import ControllerEpoch
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "scenarios"
@@ -183,10 +182,10 @@ def test_a_skipped_stop_replica_delete_phase_is_caught(
     """Brokers that answer StopReplica(delete=true) without deleting the log leave the
     logs of deleted topics behind: ``no_orphan_log_dirs``."""
 
-    def keep(self: LogManager, tp: TopicPartition, delay: float | None = None) -> LogDeleted:
-        return LogDeleted(topic=TopicName(tp.topic), partition=tp.partition)
+    def keep(self: LogManager, tp: TopicPartition) -> None:
+        return None  # as if no log were hosted: answered, nothing renamed
 
-    monkeypatch.setattr(LogManager, "_delete", keep)
+    monkeypatch.setattr(LogManager, "_rename_for_deletion", keep)
     result = run(SCENARIOS / "create-delete-all-up.yaml", 1, tmp_path)
     orphans = [v.message for v in result.violations if v.rule == "no_orphan_log_dirs"]
     assert "broker 0: log alpha-0 is orphaned" in orphans

@@ -163,6 +163,34 @@ async def test_get_each_reads_in_order_and_arms_the_watches_asked_for(
     assert event == WatchEvent(session_id=s.session_id, path="/a", kind=WatchKind.DATA_CHANGED)
 
 
+@pytest.mark.asyncio
+async def test_create_each_creates_in_order_each_with_its_own_outcome(
+    open_session: SessionFactory,
+) -> None:
+    """Each create's outcome in its place (its path, NodeExists, NoNode for a missing
+    parent, a bad path); a later create sees an earlier one; a child watch fires."""
+    s = await open_session()
+    other = await open_session("other")
+    await s.create("/m")
+    await s.create("/m/old")
+    assert await other.children("/m", watch=True) == ("old",)
+    outcomes = await s.create_each(
+        [("/m/a", b"1"), ("/m/old", b""), ("/none/x", b""), ("bad", b""), ("/m/a/b", b"2")]
+    )
+    a, old, none, bad, ab = outcomes
+    assert (a, ab) == ("/m/a", "/m/a/b")
+    assert isinstance(old, NodeExistsError)
+    assert isinstance(none, NoNodeError)
+    assert isinstance(bad, BadArgumentsError)
+    assert (await s.get("/m/a"))[0] == b"1"
+    assert sorted(await s.children("/m")) == ["a", "old"]
+    with anyio.fail_after(DEADLINE):
+        event = await other.events.receive()
+    assert event == WatchEvent(
+        session_id=other.session_id, path="/m", kind=WatchKind.CHILDREN_CHANGED
+    )
+
+
 # ----------------------------------------------------------------- the ZooKeeper adapter
 
 
@@ -283,6 +311,27 @@ async def test_each_pipelined_multi_is_traced_in_order(
     ]
     assert isinstance(failed_op(outcomes[300]), BadVersionError)
     assert len(await s.children("/t")) == 599
+
+
+@pytest.mark.zookeeper
+@pytest.mark.asyncio
+async def test_each_pipelined_create_is_traced_as_a_lone_create(
+    zk_store: ZooKeeperStore, sink: MemorySink
+) -> None:
+    """Each create of ``create_each`` is one ``create`` trace event, in order, with its
+    own outcome (the deletion markers of a DeleteTopics are recognised by it)."""
+    s = await zk_store.open_session(timeout=10.0, name="tracer")
+    await s.create("/c")
+    before = len(sink.events)
+    creates = [(f"/c/{i}", b"") for i in range(300)]
+    creates[100] = ("/c/0", b"")
+    outcomes = await s.create_each(creates)
+    traced = [e for e in sink.events[before:] if e.type == "create"]
+    assert [(e.fields["path"], e.fields["result"]) for e in traced] == [
+        (path, "ok" if i != 100 else "NodeExistsError") for i, (path, _) in enumerate(creates)
+    ]
+    assert isinstance(outcomes[100], NodeExistsError)
+    assert len(await s.children("/c")) == 299
 
 
 @pytest.mark.slow  # stops and starts a ZooKeeper server of its own

@@ -101,9 +101,9 @@ def test_campaign_refuses_an_empty_directory_or_no_seeds(
 
 
 def test_bench_refuses_an_unknown_row() -> None:
-    """``--only`` names rows 1 to 10; anything else is a usage error (exit status 2)."""
+    """``--only`` names rows 1 to 11; anything else is a usage error (exit status 2)."""
     with pytest.raises(SystemExit) as exit_:
-        bench.main(["--only", "5,11"])
+        bench.main(["--only", "5,12"])
     assert exit_.value.code == 2
 
 

@@ -39,6 +39,7 @@ from protocol.errors import ErrorCode, FatalNodeError, RemoteError
 from protocol.ids import BrokerId, TopicName
 from protocol.log import (
     DeleteLog,
+    DeleteLogs,
     GetLogDirStatus,
     GetOrCreateLog,
     ListLogs,
@@ -47,6 +48,7 @@ from protocol.log import (
     LogDirFailed,
     LogDirStatus,
     LogListing,
+    LogsDeleted,
 )
 from protocol.trace import TraceEvent
 from tests.support.wire import DirectWire
@@ -423,6 +425,48 @@ def test_with_a_zero_delay_removal_waits_only_for_the_first_sweep(tmp_path: Path
         assert second is not None
         assert (await b.removed(second)).ts == pytest.approx(40.0, abs=1e-6)
         assert not (d / second).exists()
+
+    sim(lambda: run_broker(dirs, body, segment_delete_delay=0.0))
+
+
+def test_a_batch_of_deletions_checkpoints_each_log_dir_once(tmp_path: Path) -> None:
+    """DeleteLogs (one StopReplica's deletions, Kafka's ``asyncDelete`` of a set): every
+    log renamed, one checkpoint rewrite per log dir touched instead of one per log, each
+    log's outcome in request order (a log not hosted: no dir, no error), the renamed logs
+    queued and removed after the delay; logs outside the batch stay."""
+    dirs = log_dirs(tmp_path, 2)
+
+    async def body(b: Harness) -> None:
+        for p in range(6):
+            await b.create("t", p)
+        await b.create("keep", 0)
+        hosted = {p: (await b.create("t", p, is_new=False)).log_dir for p in range(6)}
+        before = len(b.log_dir_events("checkpoint"))
+        asked = (5, 0, 9, 3, 1)
+        reply = await b.node.ask(
+            b.lm.ref,
+            DeleteLogs(logs=tuple(DeleteLog(topic=TopicName("t"), partition=p) for p in asked)),
+        )
+        assert isinstance(reply, LogsDeleted)
+        assert [(r.partition, r.error_code, r.log_dir) for r in reply.results] == [
+            (p, ErrorCode.NONE, hosted.get(p)) for p in asked
+        ]
+        assert reply.results[2].renamed_to is None  # partition 9 was never hosted
+        checkpoints = b.log_dir_events("checkpoint")[before:]
+        assert sorted(e.fields["dir"] for e in checkpoints) == sorted(
+            {hosted[p] for p in asked if p in hosted}
+        )
+        listing = await b.listing()
+        assert sorted((log.topic, log.partition) for log in listing.logs) == [
+            ("keep", 0),
+            ("t", 2),
+            ("t", 4),
+        ]
+        renamed = [r.renamed_to for r in reply.results if r.renamed_to is not None]
+        assert sorted(p.name for p in listing.pending_deletion) == sorted(renamed)
+        for name in renamed:
+            await b.removed(name)
+        assert b.lm.pending_deletions == 0
 
     sim(lambda: run_broker(dirs, body, segment_delete_delay=0.0))
 

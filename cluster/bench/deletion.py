@@ -1,0 +1,226 @@
+"""The bulk deletion benchmark: the topics of a bulk creation deleted with one DeleteTopics,
+measured next to their creation in the same run.
+
+``python -m cluster.bench.deletion --topics 1000`` launches an in-process 3-broker cluster
+(no Kafka listeners, log dirs in a temporary directory on ``/dev/shm`` when there is one)
+with ``log.segment.delete.delay.ms=0`` and ``log.initial.task.delay.ms=0``, so that a
+renamed log is removed at once, creates the topics with one CreateTopics (the request of
+the creation bench), then deletes them all with one DeleteTopics and prints one JSON
+object: the creation's time until CreateTopics answered and until every log directory
+existed, and the deletion's time until DeleteTopics answered, until no topic znode was left
+(``/brokers/topics``, ``/config/topics`` and ``/admin/delete_topics`` empty of them), until
+every log directory was renamed ``-delete`` and until every log directory was gone.
+``--zookeeper HOST:PORT[/chroot]`` runs the same against ZooKeeper. ``cluster.bench.suite``
+runs it in a child process as row [11]; ``--profile FILE`` writes a cProfile of the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import anyio
+import msgspec
+
+from actors.broker.broker import broker_ref
+from actors.zk.store import StoreSession
+from cluster.bench.scale import bulk_create_request, fast_tmp, print_result
+from cluster.launch.cluster import Cluster, ClusterSpec
+from cluster.logging import configure_logging
+from protocol.errors import ErrorCode
+from protocol.kafka_api import (
+    CreateTopicsResponseData,
+    DeleteTopicsRequestData,
+    DeleteTopicsResponseData,
+)
+
+__all__ = ["DeletionResult", "main", "run_deletion"]
+
+# Bench code measures wall time on purpose: it is the one place that must.
+_now = time.perf_counter
+
+TIMEOUT_S = float(os.environ.get("KEMU_BENCH_TIMEOUT", "600"))
+"""How long each phase may take before the run fails."""
+
+POLL_S = 0.02
+"""How often the znodes are looked at while waiting."""
+
+LOG_POLL_S = 0.1
+"""How often the log directories are listed while waiting (30,000 names at first)."""
+
+PREFIX = "bench"
+
+TOPIC_PARENTS = ("/brokers/topics", "/config/topics", "/admin/delete_topics")
+"""Where a topic has znodes (``/admin/delete_topics`` only while it is being deleted)."""
+
+
+class DeletionResult(msgspec.Struct, frozen=True, kw_only=True):
+    """What one run measured (printed as JSON by ``main``); seconds from each request."""
+
+    topics: int
+    partitions: int  # in all, over every topic
+    replication_factor: int
+    store: str  # "embedded" or "zookeeper"
+    create_answered: float  # until CreateTopics answered
+    create_logs: float  # until every log directory existed
+    delete_answered: float  # until DeleteTopics answered
+    delete_znodes: float  # until no znode of the topics was left
+    delete_renamed: float  # until every log directory was renamed -delete
+    delete_removed: float  # until no log directory of the topics was left
+
+
+async def run_deletion(
+    topics: int,
+    partitions: int,
+    rf: int,
+    *,
+    zookeeper: str | None = None,
+    root: str | None = None,
+) -> DeletionResult:
+    """Create then delete ``topics`` topics of ``partitions`` partitions (replication factor
+    ``rf``) on 3 brokers, timing each phase."""
+    config = {"log.segment.delete.delay.ms": "0", "log.initial.task.delay.ms": "0"}
+    with tempfile.TemporaryDirectory(prefix="kemu-deletion-", dir=root or fast_tmp()) as tmp:
+        spec = ClusterSpec(
+            brokers=3,
+            base_port=0,
+            log_dir=Path(tmp),
+            zookeeper=zookeeper,
+            listeners=False,
+            config=config,
+        )
+        logs = topics * partitions * rf
+        async with anyio.create_task_group() as tg:
+            cluster: Cluster = await tg.start(Cluster(spec).run)
+            assert cluster.store is not None
+            session = await cluster.store.open_session(name="bench")
+            controller = await cluster.controller_id()
+            node, ref = cluster.nodes[controller], broker_ref(controller)
+            log_dirs = [Path(tmp) / f"broker-{b}" for b in sorted(cluster.nodes)]
+
+            t0 = _now()
+            created = await node.ask(
+                ref,
+                bulk_create_request(PREFIX, topics, partitions, rf, TIMEOUT_S),
+                timeout=TIMEOUT_S,
+            )
+            create_answered = _now() - t0
+            assert isinstance(created, CreateTopicsResponseData)
+            failed = [t for t in created.topics if t.error_code != ErrorCode.NONE]
+            if failed:
+                raise RuntimeError(f"{len(failed)} topics failed, e.g. {failed[0]}")
+            await _until(lambda: _logs(log_dirs) == (logs, 0))
+            create_logs = _now() - t0
+
+            names = tuple(created_topic.name for created_topic in created.topics)
+            t0 = _now()
+            deleted = await node.ask(
+                ref,
+                DeleteTopicsRequestData(topics=names, timeout_ms=int(TIMEOUT_S * 1000)),
+                timeout=TIMEOUT_S,
+            )
+            delete_answered = _now() - t0
+            assert isinstance(deleted, DeleteTopicsResponseData)
+            failed_deletes = [t for t in deleted.topics if t.error_code != ErrorCode.NONE]
+            if failed_deletes:
+                raise RuntimeError(f"{len(failed_deletes)} deletions failed: {failed_deletes[0]}")
+            times: dict[str, float] = {}
+            async with anyio.create_task_group() as waits:
+                waits.start_soon(_timed, times, "znodes", t0, _no_topic_znodes(session))
+                waits.start_soon(
+                    _timed, times, "renamed", t0, _until(lambda: _logs(log_dirs)[0] == 0)
+                )
+                waits.start_soon(
+                    _timed, times, "removed", t0, _until(lambda: _logs(log_dirs) == (0, 0))
+                )
+            await session.close()
+            tg.cancel_scope.cancel()
+    return DeletionResult(
+        topics=topics,
+        partitions=topics * partitions,
+        replication_factor=rf,
+        store="embedded" if zookeeper is None else "zookeeper",
+        create_answered=round(create_answered, 3),
+        create_logs=round(create_logs, 3),
+        delete_answered=round(delete_answered, 3),
+        delete_znodes=round(times["znodes"], 3),
+        delete_renamed=round(times["renamed"], 3),
+        delete_removed=round(times["removed"], 3),
+    )
+
+
+def _logs(log_dirs: list[Path]) -> tuple[int, int]:
+    """The bench's log directories in ``log_dirs``: (still named ``<topic>-<p>``, renamed
+    ``-delete``)."""
+    live = renamed = 0
+    for log_dir in log_dirs:
+        names = [name for name in os.listdir(log_dir) if name.startswith(PREFIX)]
+        deleted = sum(1 for name in names if name.endswith("-delete"))
+        live += len(names) - deleted
+        renamed += deleted
+    return live, renamed
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    """Poll ``condition`` (bench code: nothing traced tells when a directory is gone)."""
+    with anyio.fail_after(TIMEOUT_S):
+        while not condition():  # noqa: ASYNC110 - a file system condition, polled
+            await anyio.sleep(LOG_POLL_S)
+
+
+async def _no_topic_znodes(session: StoreSession) -> None:
+    with anyio.fail_after(TIMEOUT_S):
+        while True:
+            left = 0
+            for parent in TOPIC_PARENTS:
+                if await session.exists(parent):
+                    children = await session.children(parent)
+                    left += sum(1 for child in children if child.startswith(PREFIX))
+            if left == 0:
+                return
+            await anyio.sleep(POLL_S)
+
+
+async def _timed(times: dict[str, float], name: str, t0: float, wait: Awaitable[None]) -> None:
+    await wait
+    times[name] = _now() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="kemu-bench-deletion", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--topics", type=int, default=1000)
+    parser.add_argument("--partitions", type=int, default=10, help="partitions per topic")
+    parser.add_argument("--replication-factor", type=int, default=3)
+    parser.add_argument(
+        "--zookeeper", metavar="HOST:PORT", help="ZooKeeper instead of the embedded store"
+    )
+    parser.add_argument("--profile", metavar="FILE", help="write a cProfile of the run here")
+    parser.add_argument("--no-uvloop", action="store_true", help="measure on asyncio's own loop")
+    args = parser.parse_args(argv)
+    if min(args.topics, args.partitions, args.replication_factor) < 1:
+        parser.error("--topics, --partitions and --replication-factor must be >= 1")
+    if args.replication_factor > 3:
+        parser.error("--replication-factor cannot exceed the 3 brokers")
+    configure_logging()  # WARNING to stderr, as `kemu up` does by default
+
+    def run() -> DeletionResult:
+        return anyio.run(
+            lambda: run_deletion(
+                args.topics, args.partitions, args.replication_factor, zookeeper=args.zookeeper
+            ),
+            backend="asyncio",
+            backend_options={"use_uvloop": not args.no_uvloop},
+        )
+
+    return print_result(run, args.profile)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
