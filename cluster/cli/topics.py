@@ -585,6 +585,27 @@ _PARTITIONS_WARNING: Final = (
 
 
 @dataclass(frozen=True)
+class _Reassignment:
+    """``PartitionReassignment`` as ``listPartitionReassignments`` returns it."""
+
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+
+
+def _replication_factor(replicas: Sequence[int], reassignment: _Reassignment | None) -> int:
+    """``TopicCommand.getReplicationFactor``: while a reassignment is in progress (some
+    replica of the partition is still being added or removed) the factor is its target
+    replicas less those being added; a reassignment that finished between the two reads
+    is ignored."""
+    if reassignment is not None and set(replicas) & (
+        set(reassignment.adding) | set(reassignment.removing)
+    ):
+        return len([r for r in reassignment.replicas if r not in reassignment.adding])
+    return len(replicas)
+
+
+@dataclass(frozen=True)
 class _PartitionView:
     """``PartitionDescription``: one partition as describe sees it."""
 
@@ -595,18 +616,26 @@ class _PartitionView:
     isr: tuple[int, ...]
     min_isr: int | None
     marked_for_deletion: bool
+    reassignment: _Reassignment | None = None
 
     def line(self) -> str:
         leader = "none" if self.leader is None else str(self.leader)
+        moving = (
+            ""
+            if self.reassignment is None
+            else f"\tAdding Replicas: {','.join(map(str, self.reassignment.adding))}"
+            f"\tRemoving Replicas: {','.join(map(str, self.reassignment.removing))}"
+        )
         return (
             f"\tTopic: {self.topic}\tPartition: {self.partition}\tLeader: {leader}"
             f"\tReplicas: {','.join(map(str, self.replicas))}"
             f"\tIsr: {','.join(map(str, self.isr))}"
+            + moving
             + ("\tMarkedForDeletion: true" if self.marked_for_deletion else "")
         )
 
     def under_replicated(self) -> bool:
-        return len(self.replicas) - len(self.isr) > 0
+        return _replication_factor(self.replicas, self.reassignment) - len(self.isr) > 0
 
     def under_min_isr(self) -> bool:
         return self.leader is None or (self.min_isr is not None and len(self.isr) < self.min_isr)
@@ -949,6 +978,9 @@ class AdminTopicService:
         live = {int(b.broker_id) for b in cluster.brokers}
         described = await self._client.describe_topics(topics)
         describe = _DescribeOptions(opts, live)
+        moving = await self._reassignments(
+            [(t, p.partition) for t, td in described.items() for p in td.partitions]
+        )
         # DescribeTopicsResult.all() collects the topics into a HashMap sized for them.
         order = java_hash_map_order(list(described), initial_capacity=len(described))
         for name in order:
@@ -965,7 +997,14 @@ class AdminTopicService:
             ]
             partitions = sorted(td.partitions, key=lambda p: p.partition)
             if describe.configs and (not opts.has("topics-with-overrides") or overrides):
-                rf = len(partitions[0].replicas) if partitions else 0
+                rf = (
+                    _replication_factor(
+                        tuple(map(int, partitions[0].replicas)),
+                        moving.get((name, partitions[0].partition)),
+                    )
+                    if partitions
+                    else 0
+                )
                 self._print(_topic_line(name, len(partitions), rf, overrides, False))
             if describe.partitions:
                 min_isr_entry = by_name.get("min.insync.replicas")
@@ -984,9 +1023,36 @@ class AdminTopicService:
                         tuple(map(int, p.isr)),
                         min_isr,
                         False,
+                        moving.get((name, p.partition)),
                     )
                     if describe.wants(view):
                         self._print(view.line())
+
+    async def _reassignments(
+        self, partitions: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], _Reassignment]:
+        """``TopicCommand.listAllReassignments``: the reassignments in flight among
+        ``partitions``; a broker that does not serve the API (or refuses it as
+        unauthorized) means none."""
+        if not partitions:
+            return {}
+        listed = await self._client.list_partition_reassignments(partitions)
+        if listed.error_code in (
+            ErrorCode.UNSUPPORTED_VERSION,
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+        ):
+            return {}
+        if listed.error_code is not ErrorCode.NONE:
+            raise api_error(listed.error_code, listed.error_message)
+        return {
+            (t.name, p.partition_index): _Reassignment(
+                tuple(map(int, p.replicas)),
+                tuple(map(int, p.adding_replicas)),
+                tuple(map(int, p.removing_replicas)),
+            )
+            for t in listed.topics
+            for p in t.partitions
+        }
 
     async def delete(self, opts: TopicOptions) -> None:
         topics = await self.get_topics(opts.topic, exclude_internal=opts.exclude_internal)

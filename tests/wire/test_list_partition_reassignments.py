@@ -3,10 +3,13 @@ through ``/admin/reassign_partitions`` whose new replica's broker is down stays 
 and kemu's client and kafka-python list it from the controller's context (replicas,
 adding, removing); a partition asked for that is not being reassigned is left out; a
 broker whose controller is not the active one answers NOT_CONTROLLER with Kafka's
-message; once the broker is back the reassignment completes and the list is empty."""
+message; ``kemu topics --describe`` shows its adding and removing replicas and does not
+count it under-replicated; once the broker is back the reassignment completes and the list
+is empty."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,7 @@ from typing import Any
 import pytest
 
 from actors.zk import kafka_zk
+from cluster.cli.topics import run_topic_command
 from cluster.kafka.client import KafkaAdminClient
 from cluster.launch.cluster import Cluster
 from protocol import zkdata
@@ -53,6 +57,16 @@ def kafka_python_list(bootstrap: str) -> dict[tuple[str, int], dict[str, list[in
     finally:
         client.close()
     return {(tp.topic, tp.partition): value for tp, value in listed.items()}
+
+
+async def topics_describe(bootstrap: str, *argv: str) -> list[str]:
+    """``kemu topics --describe ARGV --bootstrap-server BOOTSTRAP``'s lines (exit 0)."""
+    out, err = io.StringIO(), io.StringIO()
+    rc = await run_topic_command(
+        ["--describe", *argv, "--bootstrap-server", bootstrap], out=out, err=err
+    )
+    assert (rc, err.getvalue()) == (0, "")
+    return out.getvalue().splitlines()
 
 
 def rows(response: ListPartitionReassignmentsResponseData) -> list[tuple[Any, ...]]:
@@ -120,6 +134,17 @@ async def test_a_halted_reassignment_is_listed_until_it_completes(cluster: Clust
         error_code=ErrorCode.NOT_CONTROLLER,
         error_message="This is not the correct controller for this cluster.",
     )
+    described = await topics_describe(bootstrap, "--topic", "r")
+    assert described[0].startswith("Topic: r\tPartitionCount: 1\tReplicationFactor: 1\t")
+    assert described[1:] == [
+        f"\tTopic: r\tPartition: 0\tLeader: {a}\tReplicas: {a},{b}\tIsr: {a}"
+        f"\tAdding Replicas: {b}\tRemoving Replicas: "
+    ]
+    assert (await topics_describe(bootstrap, "--topic", "s"))[1:] == [
+        f"\tTopic: s\tPartition: 0\tLeader: {a}\tReplicas: {a}\tIsr: {a}"
+    ]
+    # testIsNotUnderReplicatedWhenAdding: the ISR covers the replicas being kept.
+    assert await topics_describe(bootstrap, "--under-replicated-partitions") == []
     kp = await in_thread(kafka_python_list, bootstrap)
     assert kp == {("r", 0): {"replicas": [a, b], "adding_replicas": [b], "removing_replicas": []}}
 
