@@ -13,9 +13,10 @@ is in progress, clears the replication throttles of the brokers and topics invol
 Where the store is: ``--zookeeper ADDRESS`` (a ZooKeeper connection string, or
 ``embedded://HOST:PORT`` for the embedded store of a ``kemu up``), else the store of the
 running ``kemu up`` in the cluster file (``--cluster-file``, default ``.kemu/cluster.json``).
-``--bootstrap-server`` would need the AlterPartitionReassignments API, which kemu's brokers
-do not serve: it is refused, as are ``--generate``, ``--cancel``, ``--list`` and the
-throttle options.
+``--list --bootstrap-server S`` asks the active controller (ListPartitionReassignments) and
+prints "Current partition reassignments:" and a line per partition in flight, as
+``curReassignmentsToString`` does. ``--execute``, ``--verify`` and ``--cancel`` over
+``--bootstrap-server``, ``--generate`` and the throttle options are refused.
 
 Output follows Kafka: messages on stdout; a failed command prints "Error: <message>" (a
 refusal to run over an existing reassignment, its message alone) and exits 1. A command
@@ -41,9 +42,10 @@ from cluster.cli.args import UsageError
 from cluster.cli.jopt import Option, Options, option_lines, parse
 from cluster.cli.kafka_tools import duplicates, json_node
 from cluster.cli.store_command import report_failure, store_address, with_session
+from cluster.kafka.client import KafkaAdminClient, api_error
 from protocol import jvm, zkdata
 from protocol.control import TopicPartition
-from protocol.errors import KemuError, NodeExistsError, NoNodeError
+from protocol.errors import ErrorCode, KemuError, NodeExistsError, NoNodeError
 from protocol.ids import BrokerId, TopicName
 
 __all__ = ["ReassignCommandError", "main", "run_reassign_command"]
@@ -181,15 +183,19 @@ def check_args(opts: Options) -> str:
                 raise UsageError(f'You must specify --bootstrap-server when using "[{name}]"')
     if opts.has("cluster-file") and opts.has("zookeeper"):
         raise UsageError('Option "[cluster-file]" can\'t be used with option "[zookeeper]"')
-    # kemu's limits: the ZooKeeper path only.
+    # kemu's limits: --list over the wire; the other actions on the ZooKeeper path only.
+    if action == "list":
+        if opts.has("command-config"):
+            raise UsageError("kemu reassign-partitions does not read --command-config")
+        return action
     if opts.has("bootstrap-server"):
         raise UsageError(
-            "kemu's brokers do not serve AlterPartitionReassignments: use --zookeeper,"
-            " or neither to use the cluster file's store"
+            "kemu reassign-partitions takes --bootstrap-server only with --list: use"
+            " --zookeeper, or neither to use the cluster file's store"
         )
     if action not in ("execute", "verify"):
         raise UsageError(
-            f"kemu reassign-partitions supports --execute and --verify, not --{action}"
+            f"kemu reassign-partitions supports --execute, --verify and --list, not --{action}"
         )
     return action
 
@@ -520,6 +526,11 @@ async def run_reassign_command(
             out.write(_usage())
             return 0
         action = check_args(opts)
+        if action == "list":
+            bootstrap = opts.value("bootstrap-server")
+            assert bootstrap is not None
+            out.write(await current_reassignments(bootstrap) + "\n")
+            return 0
         json_file = opts.value("reassignment-json-file")
         assert json_file is not None
         zookeeper = opts.value("zookeeper")
@@ -528,6 +539,8 @@ async def run_reassign_command(
     except UsageError as exc:  # OptionError too: one line on stderr
         err.write(f"{exc}\n")
         return 1
+    except (KemuError, BaseExceptionGroup) as exc:
+        return report_failure(exc, out, err, on_stdout=[])
     if zookeeper is not None:
         out.write(ZOOKEEPER_DEPRECATED + "\n")
     try:
@@ -548,6 +561,28 @@ async def run_reassign_command(
             err,
             on_stdout=[(TerseReassignmentError, ""), (ReassignCommandError, "Error: ")],
         )
+
+
+async def current_reassignments(bootstrap: str) -> str:
+    """``curReassignmentsToString``: every reassignment in flight, by topic then
+    partition, as the active controller lists it."""
+    async with KafkaAdminClient(bootstrap) as client:
+        listed = await client.list_partition_reassignments()
+    if listed.error_code is not ErrorCode.NONE:
+        raise api_error(listed.error_code, listed.error_message)
+    moving = sorted(((t.name, p.partition_index), p) for t in listed.topics for p in t.partitions)
+    if not moving:
+        return "No partition reassignments found."
+    lines = ["Current partition reassignments:"]
+    for (topic, partition), p in moving:
+        adding = f" adding: {','.join(map(str, p.adding_replicas))}." if p.adding_replicas else ""
+        removing = (
+            f" removing: {','.join(map(str, p.removing_replicas))}." if p.removing_replicas else ""
+        )
+        lines.append(
+            f"{topic}-{partition}: replicas: {','.join(map(str, p.replicas))}.{adding}{removing}"
+        )
+    return "\n".join(lines)
 
 
 async def _run(

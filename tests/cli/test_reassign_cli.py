@@ -324,10 +324,13 @@ async def test_an_existing_reassignment_is_not_overwritten(
         (["--execute", "--reassignment-json-file", "f", "--additional"],
          'You must specify --bootstrap-server when using "[additional]"'),
         (["--execute", "--reassignment-json-file", "f", "--bootstrap-server", "h:1"],
-         "kemu's brokers do not serve AlterPartitionReassignments: use --zookeeper, or"
-         " neither to use the cluster file's store"),
+         "kemu reassign-partitions takes --bootstrap-server only with --list: use"
+         " --zookeeper, or neither to use the cluster file's store"),
         (["--generate", "--topics-to-move-json-file", "f", "--broker-list", "1"],
-         "kemu reassign-partitions supports --execute and --verify, not --generate"),
+         "kemu reassign-partitions supports --execute, --verify and --list, not --generate"),
+        (["--list"], 'You must specify --bootstrap-server when using "[list]"'),
+        (["--list", "--bootstrap-server", "h:1", "--command-config", "c"],
+         "kemu reassign-partitions does not read --command-config"),
         (["--execute", "--reassignment-json-file", "f", "--cluster-file", "c",
           "--zookeeper", "z"],
          'Option "[cluster-file]" can\'t be used with option "[zookeeper]"'),

@@ -1,11 +1,11 @@
-"""ListPartitionReassignments v0 on a running 3-broker cluster: a reassignment started
-through ``/admin/reassign_partitions`` whose new replica's broker is down stays in flight,
-and kemu's client and kafka-python list it from the controller's context (replicas,
-adding, removing); a partition asked for that is not being reassigned is left out; a
-broker whose controller is not the active one answers NOT_CONTROLLER with Kafka's
-message; ``kemu topics --describe`` shows its adding and removing replicas and does not
-count it under-replicated; once the broker is back the reassignment completes and the list
-is empty."""
+"""ListPartitionReassignments v0 on a running 3-broker cluster: a reassignment started through
+``/admin/reassign_partitions`` whose new replica's broker is down stays in flight, and
+kemu's client and kafka-python list it from the controller's context (replicas, adding,
+removing); a partition asked for that is not being reassigned is left out; a broker whose
+controller is not the active one answers NOT_CONTROLLER with Kafka's message; ``kemu topics
+--describe`` shows its adding and removing replicas and does not count it under-replicated;
+``kemu reassign-partitions --list`` prints it; once the broker is back the reassignment
+completes and the list is empty."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from actors.zk import kafka_zk
+from cluster.cli.reassign import run_reassign_command
 from cluster.cli.topics import run_topic_command
 from cluster.kafka.client import KafkaAdminClient
 from cluster.launch.cluster import Cluster
@@ -67,6 +68,14 @@ async def topics_describe(bootstrap: str, *argv: str) -> list[str]:
     )
     assert (rc, err.getvalue()) == (0, "")
     return out.getvalue().splitlines()
+
+
+async def reassign_list(bootstrap: str) -> str:
+    """``kemu reassign-partitions --list --bootstrap-server BOOTSTRAP``'s output (exit 0)."""
+    out, err = io.StringIO(), io.StringIO()
+    rc = await run_reassign_command(["--list", "--bootstrap-server", bootstrap], out=out, err=err)
+    assert (rc, err.getvalue()) == (0, "")
+    return out.getvalue()
 
 
 def rows(response: ListPartitionReassignmentsResponseData) -> list[tuple[Any, ...]]:
@@ -143,6 +152,9 @@ async def test_a_halted_reassignment_is_listed_until_it_completes(cluster: Clust
     assert (await topics_describe(bootstrap, "--topic", "s"))[1:] == [
         f"\tTopic: s\tPartition: 0\tLeader: {a}\tReplicas: {a}\tIsr: {a}"
     ]
+    assert await reassign_list(bootstrap) == (
+        f"Current partition reassignments:\nr-0: replicas: {a},{b}. adding: {b}.\n"
+    )
     # testIsNotUnderReplicatedWhenAdding: the ISR covers the replicas being kept.
     assert await topics_describe(bootstrap, "--under-replicated-partitions") == []
     kp = await in_thread(kafka_python_list, bootstrap)
@@ -153,3 +165,4 @@ async def test_a_halted_reassignment_is_listed_until_it_completes(cluster: Clust
         await eventually(
             client.list_partition_reassignments, until=lambda r: not r.topics, timeout=WAIT
         )
+    assert await reassign_list(bootstrap) == "No partition reassignments found.\n"
