@@ -1749,44 +1749,42 @@ class LogManager(Actor):
     def _describe(self, partitions: tuple[TopicPartition, ...] | None) -> LogDirsDescribed:
         """``ReplicaManager.describeLogDirs``' view of the logs: each online dir with its
         topics and the size and end of each log asked about (opened if it is closed, as
-        Kafka keeps every log open); a dir that fails meanwhile is reported offline."""
+        Kafka keeps every log open); a dir offline, or failing as a log is opened, is
+        reported offline."""
         wanted = None if partitions is None else set(partitions)
         by_dir: dict[Path, list[TopicPartition]] = {d: [] for d in self.log_dirs}
         for tp, log_dir in sorted(self._logs.items()):
-            by_dir.setdefault(log_dir, []).append(tp)
+            by_dir[log_dir].append(tp)
         described = []
-        for log_dir in self.log_dirs:
-            hosted = by_dir[log_dir]
-            logs = []
-            try:
-                for tp in hosted:
-                    if log_dir in self._offline:
-                        break
-                    if wanted is None or tp in wanted:
-                        log = self._log(tp)
-                        size = sum(segment.size for segment in log.segments)
-                        logs.append(
-                            DescribedLog(
-                                topic=TopicName(tp.topic),
-                                partition=tp.partition,
-                                size=size,
-                                log_end_offset=log.log_end_offset,
-                            )
-                        )
-            except KafkaApiError:
-                pass  # the dir went offline opening a log: reported so below
-            if log_dir in self._offline:
+        for log_dir, hosted in by_dir.items():
+            logs = self._described_logs([tp for tp in hosted if wanted is None or tp in wanted])
+            if logs is None or log_dir in self._offline:
                 described.append(DescribedLogDir(log_dir=str(log_dir), online=False))
-                continue
-            described.append(
-                DescribedLogDir(
-                    log_dir=str(log_dir),
-                    online=True,
-                    topics=tuple(sorted({TopicName(tp.topic) for tp in hosted})),
-                    logs=tuple(logs),
+            else:
+                topics = tuple(sorted({TopicName(tp.topic) for tp in hosted}))
+                described.append(
+                    DescribedLogDir(log_dir=str(log_dir), online=True, topics=topics, logs=logs)
+                )
+        return LogDirsDescribed(dirs=tuple(described))
+
+    def _described_logs(self, tps: list[TopicPartition]) -> tuple[DescribedLog, ...] | None:
+        """The size and end of each of ``tps`` (logs of one dir); None when the dir is
+        offline (a log's open fails with KAFKA_STORAGE_ERROR)."""
+        logs = []
+        for tp in tps:
+            try:
+                log = self._log(tp)
+            except KafkaApiError:
+                return None
+            logs.append(
+                DescribedLog(
+                    topic=TopicName(tp.topic),
+                    partition=tp.partition,
+                    size=sum(segment.size for segment in log.segments),
+                    log_end_offset=log.log_end_offset,
                 )
             )
-        return LogDirsDescribed(dirs=tuple(described))
+        return tuple(logs)
 
     # -- tracing
 

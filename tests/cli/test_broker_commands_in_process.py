@@ -5,7 +5,6 @@ broker epoch; the cluster file follows; bad input is one line and changes nothin
 
 from __future__ import annotations
 
-import functools
 import io
 import os
 import subprocess
@@ -22,13 +21,14 @@ from cluster.cli.broker import BrokerCommandError, broker_main, run_broker_comma
 from cluster.cli.main import build_parser
 from cluster.launch.cluster import Cluster, ClusterSpec
 from cluster.launch.connect import ClusterFile
-from cluster.launch.control import ClusterLauncher, Publisher, refusal, serve_control
+from cluster.launch.control import ClusterLauncher, refusal
 from cluster.network.auth import new_secret
 from protocol import zkdata
 from protocol.ids import BrokerId
 from protocol.launcher import BrokerAction, BrokerCommand, BrokerState
 from tests.support.hosting import hosted_fixture
 from tests.support.kemu_commands import Row, parse_status
+from tests.support.launching import launched_cluster
 from tests.support.waiting import eventually
 
 # As ``kemu up`` runs a cluster in one process: on a loop that can pause a broker.
@@ -83,24 +83,8 @@ async def _launched(tmp_path: Path, session_timeout_ms: int) -> AsyncIterator[La
         config={"zookeeper.session.timeout.ms": str(session_timeout_ms)},
     )
     cluster_file = tmp_path / "cluster.json"
-    async with anyio.create_task_group() as tg:
-        cluster: Cluster = await tg.start(Cluster(spec, tracer=tracer).run)
-        launcher = ClusterLauncher(cluster)
-        publisher = Publisher(cluster_file, spec, store="", secret=cluster.secret)
-        publisher.control = await tg.start(
-            functools.partial(
-                serve_control,
-                launcher,
-                publisher,
-                host="127.0.0.1",
-                secret=cluster.secret,
-                tracer=tracer,
-                clock=cluster.clock,
-            )
-        )
-        publisher(await launcher.cluster_status(), None)
+    async with launched_cluster(spec, tracer, cluster_file) as (cluster, launcher, publisher):
         yield Launched(cluster, launcher, publisher.control, cluster_file, sink)
-        tg.cancel_scope.cancel()
 
 
 @hosted_fixture()

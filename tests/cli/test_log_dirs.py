@@ -10,6 +10,7 @@ import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -176,14 +177,24 @@ async def test_kafka_python_reads_the_answer(one_broker: OneBroker) -> None:
     """A real client's ``describe_log_dirs`` (its own decoding of DescribeLogDirs) sees
     the same two dirs: the failed one with error code 56."""
 
-    def describe() -> list[object]:
+    def describe() -> list[dict[str, Any]]:
         admin = PythonAdmin(bootstrap_servers=one_broker.bootstrap)
         try:
             return list(admin.describe_log_dirs())
         finally:
             admin.close()
 
-    answers = await in_thread(describe)
-    text = repr(answers)
-    for expected in (str(one_broker.healthy), str(one_broker.failed), "kept", "56"):
-        assert expected in text
+    (answer,) = await in_thread(describe)
+    assert answer["broker"] == 0
+    by_dir = {d["log_dir"]: d for d in answer["log_dirs"]}
+    assert set(by_dir) == {str(one_broker.healthy), str(one_broker.failed)}
+    assert by_dir[str(one_broker.failed)]["error_code"] == 56  # KAFKA_STORAGE_ERROR
+    assert by_dir[str(one_broker.failed)]["topics"] == []
+    healthy = by_dir[str(one_broker.healthy)]
+    assert healthy["error_code"] == 0
+    sizes = {
+        (t["name"], p["partition_index"]): p["partition_size"]
+        for t in healthy["topics"]
+        for p in t["partitions"]
+    }
+    assert sizes[("kept", 0)] == segment_bytes(one_broker.healthy / "kept-0")

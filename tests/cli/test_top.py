@@ -8,7 +8,6 @@ pipe, ``--once`` prints one plain frame."""
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
 import os
 import re
@@ -17,7 +16,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import anyio
 import pexpect
 import pytest
 from rich.console import Console
@@ -27,13 +25,14 @@ from actors.zk import kafka_zk
 from actors.zk.store import StoreSession
 from cluster.cli.top import PartitionRow, classify, run_top
 from cluster.launch.cluster import Cluster, ClusterSpec
-from cluster.launch.control import ClusterLauncher, Publisher, carry_out, serve_control
+from cluster.launch.control import ClusterLauncher, carry_out
 from protocol import zkdata
 from protocol.control import TopicPartition
 from protocol.ids import BrokerId, TopicName
 from protocol.launcher import BrokerAction, BrokerCommand
 from tests.support.hosting import hosted_fixture
 from tests.support.kemu_commands import REPO, kemu, running_up
+from tests.support.launching import launched_cluster
 from tests.support.waiting import eventually
 
 SCREEN_TIMEOUT = 30.0  # seconds for the live view to show what is awaited
@@ -66,23 +65,9 @@ async def launched(tmp_path: Path) -> AsyncIterator[Launched]:
     ``kemu up`` runs them."""
     tracer = Tracer()
     spec = ClusterSpec(brokers=3, base_port=0, log_dir=tmp_path / "logs")
-    async with anyio.create_task_group() as tg:
-        cluster: Cluster = await tg.start(Cluster(spec, tracer=tracer).run)
-        launcher = ClusterLauncher(cluster)
-        publisher = Publisher(tmp_path / "cluster.json", spec, store="", secret=cluster.secret)
-        control = await tg.start(
-            functools.partial(
-                serve_control,
-                launcher,
-                publisher,
-                host="127.0.0.1",
-                secret=cluster.secret,
-                tracer=tracer,
-                clock=cluster.clock,
-            )
-        )
-        yield Launched(cluster, launcher, control)
-        tg.cancel_scope.cancel()
+    cluster_file = tmp_path / "cluster.json"
+    async with launched_cluster(spec, tracer, cluster_file) as (cluster, launcher, publisher):
+        yield Launched(cluster, launcher, publisher.control)
 
 
 @contextlib.asynccontextmanager
