@@ -27,7 +27,7 @@ API                        key      versions  request / response values
 =========================  =======  ========  =========================================
 Produce                    0        3-8       ``ProduceRequestData`` / ``...ResponseData``
 Fetch                      1        4-12      ``FetchRequestData`` / ``FetchResponseData``
-ListOffsets                2        1-5       ``ListOffsetsRequestData`` / ``...Response``
+ListOffsets                2        0-5       ``ListOffsetsRequestData`` / ``...Response``
 InitProducerId             22       0-4       ``InitProducerIdRequestData`` / ``...``
 OffsetForLeaderEpoch       23       2-3       ``OffsetForLeaderEpochRequestData`` / ``...``
 =========================  =======  ========  =========================================
@@ -347,11 +347,14 @@ class FetchResponseData(Message, frozen=True, kw_only=True):
 
 class ListOffsetsPartition(_Value, frozen=True, kw_only=True):
     """``timestamp``: -1 latest, -2 earliest, else the first offset whose record
-    timestamp is at least this (ms). ``current_leader_epoch`` (v4+) fences as Fetch's."""
+    timestamp is at least this (ms); in v0, the segments written before it.
+    ``current_leader_epoch`` (v4+) fences as Fetch's. ``max_num_offsets`` (v0 only): how
+    many offsets the answer may list."""
 
     partition_index: int
     timestamp: int
     current_leader_epoch: int = NO_PARTITION_LEADER_EPOCH
+    max_num_offsets: int = 1
 
 
 class ListOffsetsTopic(_Value, frozen=True, kw_only=True):
@@ -361,25 +364,30 @@ class ListOffsetsTopic(_Value, frozen=True, kw_only=True):
 
 class ListOffsetsRequestData(Message, frozen=True, kw_only=True):
     """``replica_id``: -1 consumer (latest = the high watermark), a broker id or -2
-    (latest = the log end). ``isolation_level`` (v2+): no difference in kemu."""
+    (latest = the log end; in v0 also read from a follower). ``isolation_level`` (v2+):
+    no difference in kemu."""
 
     topics: tuple[ListOffsetsTopic, ...]
     replica_id: int = CONSUMER_REPLICA_ID
     isolation_level: int = IsolationLevel.READ_UNCOMMITTED
     version: int = 5
-    """The request's version: before v5 OFFSET_NOT_AVAILABLE is answered as
-    LEADER_NOT_AVAILABLE (``KafkaApis.handleListOffsetRequestV1AndAbove``)."""
+    """The request's version: v0 asks for offsets before a time
+    (``KafkaApis.handleListOffsetRequestV0``); before v5 OFFSET_NOT_AVAILABLE is answered
+    as LEADER_NOT_AVAILABLE (``KafkaApis.handleListOffsetRequestV1AndAbove``)."""
 
 
 class ListOffsetsPartitionResponse(_Value, frozen=True, kw_only=True):
     """``offset`` -1 and ``timestamp`` -1 with no error: no record at or after the
-    timestamp below the high watermark. ``leader_epoch`` (v4+): the epoch of the offset."""
+    timestamp below the high watermark. ``leader_epoch`` (v4+): the epoch of the offset.
+    ``old_style_offsets`` is v0's whole answer (``Log.legacyFetchOffsetsBefore``: offsets,
+    largest first) where v1+ have ``timestamp`` and ``offset``."""
 
     partition_index: int
     error_code: ErrorCode = ErrorCode.NONE
     timestamp: int = -1
     offset: int = -1
     leader_epoch: int = NO_PARTITION_LEADER_EPOCH
+    old_style_offsets: tuple[int, ...] = ()
 
 
 class ListOffsetsTopicResponse(_Value, frozen=True, kw_only=True):

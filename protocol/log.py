@@ -57,7 +57,9 @@ __all__ = [
     "LogsRead",
     "LookupOffsets",
     "OffsetFound",
+    "OffsetQuery",
     "OffsetTimestampQuery",
+    "OffsetsBeforeQuery",
     "OffsetsFound",
     "PendingLogDeletion",
     "QueryLog",
@@ -415,18 +417,32 @@ class OffsetTimestampQuery(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     timestamp: int
 
 
-class LookupOffsets(Message, frozen=True, kw_only=True):
-    """The epoch-cache and time-index lookups of one OffsetForLeaderEpoch or ListOffsets
-    request, answered with ``OffsetsFound`` in the same order."""
+class OffsetsBeforeQuery(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """ListOffsets v0 for one partition: up to ``max_num_offsets`` segment start offsets
+    written before ``timestamp`` (-1 latest, -2 earliest; ``Log.legacyFetchOffsetsBefore``)."""
 
-    queries: tuple[EpochEndOffsetQuery | OffsetTimestampQuery, ...]
+    topic: TopicName
+    partition: int
+    timestamp: int
+    max_num_offsets: int
+
+
+OffsetQuery = EpochEndOffsetQuery | OffsetTimestampQuery | OffsetsBeforeQuery
+"""One lookup of ``LookupOffsets``."""
+
+
+class LookupOffsets(Message, frozen=True, kw_only=True):
+    """The epoch-cache, time-index and segment lookups of one OffsetForLeaderEpoch or
+    ListOffsets request, answered with ``OffsetsFound`` in the same order."""
+
+    queries: tuple[OffsetQuery, ...]
 
 
 class OffsetFound(msgspec.Struct, frozen=True, kw_only=True):
     """One lookup: for an epoch, the largest epoch at or below it and where it ends
     (``LeaderEpochFileCache.endOffsetFor``: -1, -1 when unknown); for a timestamp, the
     first record's ``(timestamp, offset)`` (-1, -1 when there is none) and the leader
-    epoch it was written in."""
+    epoch it was written in; for offsets before a time, ``offsets``, largest first."""
 
     topic: TopicName
     partition: int
@@ -434,6 +450,7 @@ class OffsetFound(msgspec.Struct, frozen=True, kw_only=True):
     leader_epoch: int = -1
     offset: int = -1
     timestamp: int = -1
+    offsets: tuple[int, ...] = ()
 
 
 class OffsetsFound(Message, frozen=True, kw_only=True):

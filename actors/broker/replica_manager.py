@@ -64,6 +64,7 @@ from protocol.kafka_api import (
     DescribeLogDirsTopic,
 )
 from protocol.kafka_data import (
+    CONSUMER_REPLICA_ID,
     DEBUG_REPLICA_ID,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -102,6 +103,7 @@ from protocol.log import (
     LogsDeleted,
     LogsRead,
     LookupOffsets,
+    OffsetsBeforeQuery,
     OffsetsFound,
     OffsetTimestampQuery,
     ReadFromLogs,
@@ -914,6 +916,8 @@ class ReplicaManager:
         epoch's start, a consumer's latest, and its timestamp without a record below the
         ceiling, are OFFSET_NOT_AVAILABLE, LEADER_NOT_AVAILABLE before v5
         (``Partition.fetchOffsetForTimestamp``, ``KafkaApis.handleListOffsetRequestV1AndAbove``)."""
+        if req.version == 0:
+            return await self._legacy_fetch_offsets(req)
         unavailable = (
             ErrorCode.OFFSET_NOT_AVAILABLE if req.version >= 5 else ErrorCode.LEADER_NOT_AVAILABLE
         )
@@ -975,6 +979,62 @@ class ReplicaManager:
                     timestamp=found.timestamp if hit else -1,
                     offset=found.offset if hit else -1,
                     leader_epoch=found.leader_epoch if hit else -1,
+                )
+        return ListOffsetsResponseData(
+            topics=tuple(
+                ListOffsetsTopicResponse(
+                    name=topic.name,
+                    partitions=tuple(
+                        answers[topic.name, p.partition_index] for p in topic.partitions
+                    ),
+                )
+                for topic in req.topics
+            )
+        )
+
+    async def _legacy_fetch_offsets(self, req: ListOffsetsRequestData) -> ListOffsetsResponseData:
+        """ListOffsets v0 (``KafkaApis.handleListOffsetRequestV0``,
+        ``Partition.legacyFetchOffsetsForTimestamp``): the leader's (any replica's for a
+        debugging consumer, -2) segment offsets before the time; a consumer's list has the
+        offsets above the high watermark replaced by the high watermark."""
+        answers: dict[tuple[str, int], ListOffsetsPartitionResponse] = {}
+        queries: list[OffsetsBeforeQuery] = []
+        for topic in req.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.name, p.partition_index)
+                code = self._leader_error(topic.name, tp)
+                if code is ErrorCode.NOT_LEADER_OR_FOLLOWER and req.replica_id == DEBUG_REPLICA_ID:
+                    code = None if tp in self.partitions else code
+                if code is not None:
+                    answers[topic.name, p.partition_index] = ListOffsetsPartitionResponse(
+                        partition_index=p.partition_index, error_code=code
+                    )
+                    continue
+                queries.append(
+                    OffsetsBeforeQuery(
+                        topic=topic.name,
+                        partition=p.partition_index,
+                        timestamp=p.timestamp,
+                        max_num_offsets=p.max_num_offsets,
+                    )
+                )
+        if queries:
+            reply = await self._broker.ask(
+                self._broker.log_manager_ref, LookupOffsets(queries=tuple(queries))
+            )
+            assert isinstance(reply, OffsetsFound)
+            for found in reply.results:
+                offsets = found.offsets
+                partition = self.partitions.get(TopicPartition(found.topic, found.partition))
+                if partition is not None and req.replica_id == CONSUMER_REPLICA_ID:
+                    high_watermark = partition.high_watermark
+                    if any(o > high_watermark for o in offsets):
+                        # the offsets are largest first: those above the mark lead
+                        offsets = (high_watermark, *(o for o in offsets if o <= high_watermark))
+                answers[found.topic, found.partition] = ListOffsetsPartitionResponse(
+                    partition_index=found.partition,
+                    error_code=found.error_code,
+                    old_style_offsets=offsets,
                 )
         return ListOffsetsResponseData(
             topics=tuple(

@@ -154,6 +154,8 @@ from protocol.log import (
     LogsRead,
     LookupOffsets,
     OffsetFound,
+    OffsetQuery,
+    OffsetsBeforeQuery,
     OffsetsFound,
     OffsetTimestampQuery,
     PendingLogDeletion,
@@ -1286,13 +1288,25 @@ class LogManager(Actor):
             )
         return LogsRead(results=tuple(results))
 
-    def _lookup(self, query: EpochEndOffsetQuery | OffsetTimestampQuery) -> OffsetFound:
+    def _lookup(self, query: OffsetQuery) -> OffsetFound:
         tp = TopicPartition(query.topic, query.partition)
-        if tp in self._fresh:
+        if tp in self._fresh and not isinstance(query, OffsetsBeforeQuery):
             return _fresh_lookup(tp, query, self._fresh[tp])
         try:
             log = self._log(tp)
             match query:
+                case OffsetsBeforeQuery(timestamp=timestamp, max_num_offsets=most):
+                    if most < 0:  # Kafka's NegativeArraySizeException, answered as unknown
+                        return OffsetFound(
+                            topic=tp.topic,
+                            partition=tp.partition,
+                            error_code=ErrorCode.UNKNOWN_SERVER_ERROR,
+                        )
+                    return OffsetFound(
+                        topic=tp.topic,
+                        partition=tp.partition,
+                        offsets=tuple(log.legacy_offsets_before(timestamp, most)),
+                    )
                 case EpochEndOffsetQuery(leader_epoch=epoch):
                     entry = log.end_offset_for_epoch(epoch)
                     return OffsetFound(

@@ -47,6 +47,7 @@ from actors.log.segment import (
     SegmentConfig,
 )
 from protocol.errors import ErrorCode, KafkaApiError
+from protocol.kafka_data import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 __all__ = [
     "CLEAN_SHUTDOWN_FILE",
@@ -501,6 +502,31 @@ class Log:
             if found is not None:
                 return found
         return None
+
+    def legacy_offsets_before(self, timestamp: int, max_num_offsets: int) -> list[int]:
+        """ListOffsets v0 (``Log.legacyFetchOffsetsBefore``): each segment's first offset
+        (at least the log start) paired with its last write time, and the log end with the
+        time now when the active segment holds data; the ``max_num_offsets`` offsets from
+        the latest pair (-1), the earliest (-2) or the last pair written at or before
+        ``timestamp`` backwards, largest first. ``ValueError`` for a negative maximum
+        (Kafka's array of negative size)."""
+        if max_num_offsets < 0:
+            raise ValueError(f"max_num_offsets {max_num_offsets} is negative")
+        pairs = [
+            (max(s.base_offset, self.log_start_offset), s.last_modified_ms) for s in self._segments
+        ]
+        if self.active_segment.size > 0:
+            pairs.append((self.log_end_offset, self._now_ms()))
+        if timestamp == LATEST_TIMESTAMP:
+            start = len(pairs) - 1
+        elif timestamp == EARLIEST_TIMESTAMP:
+            start = 0
+        else:
+            start = len(pairs) - 1
+            while start >= 0 and pairs[start][1] > timestamp:
+                start -= 1
+        count = min(max_num_offsets, start + 1)
+        return sorted((pairs[start - j][0] for j in range(count)), reverse=True)
 
     def end_offset_for_epoch(self, leader_epoch: int) -> EpochEntry:
         """``(epoch, end offset)`` as OffsetForLeaderEpoch answers (``endOffsetFor``)."""

@@ -97,6 +97,9 @@ class LogSegment:
         self.offset_index = OffsetIndex(self.index_path, base_offset, config.max_index_size, files)
         self.time_index = TimeIndex(self.time_index_path, base_offset, config.max_index_size, files)
         self.created_ms = now_ms()
+        self.last_modified_ms = self.created_ms
+        """When the ``.log`` was last written, by the log's clock (Kafka reads the file's
+        modification time; kemu's starts when the segment is opened)."""
         self._bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
         self.max_timestamp_so_far = NO_TIMESTAMP
@@ -135,6 +138,7 @@ class LogSegment:
                 f"offset {largest_offset} does not fit segment {self.base_offset}'s index"
             )
         self._log.append(chunks)
+        self.last_modified_ms = self._now_ms()
         if largest_timestamp > self.max_timestamp_so_far:
             self.max_timestamp_so_far = largest_timestamp
             self.offset_of_max_timestamp_so_far = offset_of_max_timestamp
@@ -282,6 +286,7 @@ class LogSegment:
         if found is not None:
             cut = self.size - found.position
             self._log.truncate(found.position)
+            self.last_modified_ms = self._now_ms()
         if self.size == 0:
             self.created_ms = self._now_ms()
             self._rolling_based_timestamp = None

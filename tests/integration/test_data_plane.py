@@ -259,6 +259,50 @@ async def _leo(h: Harness, name: str) -> int:
     return (await list_offset(h, name, LATEST_TIMESTAMP, replica_id=-2)).offset
 
 
+async def offsets_before(
+    h: Harness, name: str, timestamp: int, most: int, *, replica_id: int = -1, to: int = 0
+) -> ListOffsetsPartitionResponse:
+    """ListOffsets v0: up to ``most`` offsets before ``timestamp``."""
+    asked = ListOffsetsPartition(partition_index=0, timestamp=timestamp, max_num_offsets=most)
+    request = ListOffsetsRequestData(
+        version=0,
+        replica_id=replica_id,
+        topics=(ListOffsetsTopic(name=TopicName(name), partitions=(asked,)),),
+    )
+    reply = await h.client.ask(broker_ref(to), request, timeout=30)
+    assert isinstance(reply, ListOffsetsResponseData)
+    return reply.topics[0].partitions[0]
+
+
+async def test_list_offsets_v0_caps_a_consumers_offsets_at_the_high_watermark(
+    harness: Harness,
+) -> None:
+    """``Partition.legacyFetchOffsetsForTimestamp``: a consumer's offsets above the high
+    watermark are replaced by it; a debugging consumer (-2) gets the log end, from the
+    follower too; a consumer asking the follower is NOT_LEADER_OR_FOLLOWER."""
+    h = harness
+    silence_follower(h)
+    await make_topic(h, "before", [0, 1])
+    assert (await produce(h, "before", client_batch([b"a", b"b", b"c"]))).base_offset == 0
+    consumer = await offsets_before(h, "before", LATEST_TIMESTAMP, 5)
+    # the log end (3) becomes the high watermark (0), ahead of the segment's base, also 0
+    assert (consumer.error_code, consumer.old_style_offsets) == (ErrorCode.NONE, (0, 0))
+    debug = await offsets_before(h, "before", LATEST_TIMESTAMP, 5, replica_id=DEBUG_REPLICA_ID)
+    assert debug.old_style_offsets == (3, 0)
+    assert (await offsets_before(h, "before", EARLIEST_TIMESTAMP, 5)).old_style_offsets == (0,)
+    assert (await offsets_before(h, "before", LATEST_TIMESTAMP, 0)).old_style_offsets == ()
+    negative = await offsets_before(h, "before", LATEST_TIMESTAMP, -1)
+    assert negative.error_code is ErrorCode.UNKNOWN_SERVER_ERROR
+    follower = await offsets_before(h, "before", LATEST_TIMESTAMP, 5, to=1)
+    assert follower.error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    from_follower = await offsets_before(
+        h, "before", EARLIEST_TIMESTAMP, 5, replica_id=DEBUG_REPLICA_ID, to=1
+    )
+    assert (from_follower.error_code, from_follower.old_style_offsets) == (ErrorCode.NONE, (0,))
+    unknown = await offsets_before(h, "nope", LATEST_TIMESTAMP, 1)
+    assert unknown.error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
 async def test_acks_all_times_out_without_the_follower_and_keeps_the_write(
     harness: Harness,
 ) -> None:

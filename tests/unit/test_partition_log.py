@@ -624,3 +624,39 @@ def manager_new_log_files() -> list[tuple[str, bytes]]:
         *((name, b"") for name in SEGMENT_FILES),
         (LEADER_EPOCH_CHECKPOINT, checkpoint_file(())),
     ]
+
+
+# ------------------------------------------------------------------ ListOffsets v0
+
+
+def test_offsets_before_a_time_are_segment_starts_by_last_write(tmp_path: Path) -> None:
+    """``Log.legacyFetchOffsetsBefore``: each segment's first offset with its last write
+    time, and the log end with the time now while the active segment holds data; latest
+    (-1) and earliest (-2) take the last and first pair; a timestamp the last pair written
+    at or before it; then ``max_num_offsets`` pairs backwards, largest offset first."""
+    clock = Clock()
+    log = open_log(tmp_path / "t-0", clock, segment_bytes=500)
+    assert log.legacy_offsets_before(-1, 5) == [0]  # one empty segment: its base alone
+    written: list[int] = []
+    while len(log.segments) < 3:
+        clock.ms += 1000
+        log.append_as_leader(client_batch(values(2, size=80)), leader_epoch=0)
+        written.append(clock.ms)
+    bases = [s.base_offset for s in log.segments]
+    modified = [s.last_modified_ms for s in log.segments]
+    assert modified[-1] == written[-1]
+    assert modified[0] < modified[1] < modified[2]
+    clock.ms += 1000
+    end = log.log_end_offset
+    assert log.legacy_offsets_before(-1, 10) == [end, *reversed(bases)]
+    assert log.legacy_offsets_before(-1, 1) == [end]
+    assert log.legacy_offsets_before(-2, 10) == [bases[0]]
+    assert log.legacy_offsets_before(modified[1], 10) == [bases[1], bases[0]]
+    assert log.legacy_offsets_before(modified[1] - 1, 10) == [bases[0]]
+    assert log.legacy_offsets_before(modified[0] - 1, 10) == []
+    assert log.legacy_offsets_before(clock.ms, 2) == [end, bases[2]]
+    assert log.legacy_offsets_before(-1, 0) == []
+    with pytest.raises(ValueError, match="negative"):
+        log.legacy_offsets_before(-1, -1)
+    log.maybe_increment_log_start_offset(bases[1] + 1)
+    assert log.legacy_offsets_before(-2, 10) == [bases[1] + 1]

@@ -213,6 +213,7 @@ list_offsets_requests = st.builds(
                     partition_index=i32,
                     timestamp=i64,
                     current_leader_epoch=i32,
+                    max_num_offsets=i32,
                 )
             ),
         )
@@ -233,6 +234,7 @@ list_offsets_responses = st.builds(
                     timestamp=i64,
                     offset=i64,
                     leader_epoch=i32,
+                    old_style_offsets=few(i64),
                 )
             ),
         )
@@ -378,6 +380,8 @@ def project_list_offsets_request(
         data = replace(data, isolation_level=0)
     if version < 4:
         data = every_partition(data, current_leader_epoch=-1)
+    if version >= 1:  # v0's alone
+        data = every_partition(data, max_num_offsets=1)
     return data
 
 
@@ -388,6 +392,10 @@ def project_list_offsets_response(
         data = replace(data, throttle_time_ms=0)
     if version < 4:
         data = every_partition(data, leader_epoch=-1)
+    if version == 0:  # a list of offsets, without a timestamp
+        data = every_partition(data, timestamp=-1, offset=-1)
+    else:
+        data = every_partition(data, old_style_offsets=())
     return data
 
 
@@ -474,12 +482,11 @@ def served_id(case: tuple[ClientApiKey, int]) -> str:
 
 def test_the_data_apis_are_advertised_as_served() -> None:
     """Brokers advertise exactly the versions the data codecs serve: Kafka 2.7's ranges,
-    but for Produce v0-2, Fetch v0-3 and ListOffsets v0 (message format v0/v1, offsets
-    before a time)."""
+    but for Produce v0-2 and Fetch v0-3 (message format v0/v1)."""
     assert {key: TABLE[key] for key in APIS} == {
         ClientApiKey.PRODUCE: (3, 8),
         ClientApiKey.FETCH: (4, 12),
-        ClientApiKey.LIST_OFFSETS: (1, 5),
+        ClientApiKey.LIST_OFFSETS: (0, 5),
         ClientApiKey.INIT_PRODUCER_ID: (0, 4),
         ClientApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 3),
     }

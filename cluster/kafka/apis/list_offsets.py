@@ -1,6 +1,7 @@
 """ListOffsets (API key 2): the earliest, latest or first-at-a-timestamp offset of
-partitions, answered by the leader (``KafkaApis.handleListOffsetRequest``). The codec has
-no v0 (the legacy list of offsets), so kemu serves v1-v5."""
+partitions, answered by the leader (``KafkaApis.handleListOffsetRequest``), v0-v5. v0
+(``cluster.kafka.legacy``'s schema) asks for up to ``max_num_offsets`` offsets before a
+time and is answered with their list (``old_style_offsets``)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ def request_data(body: Any, version: int) -> ListOffsetsRequestData:
                         partition_index=int(p.partition_index),
                         timestamp=int(p.timestamp),
                         current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)),
+                        max_num_offsets=int(getattr(p, "max_num_offsets", 1)),
                     )
                     for p in t.partitions
                 ),
@@ -58,6 +60,7 @@ def response_values(data: ListOffsetsResponseData, request: KafkaRequest) -> Val
                         "timestamp": p.timestamp,
                         "offset": p.offset,
                         "leader_epoch": p.leader_epoch,
+                        "old_style_offsets": p.old_style_offsets,
                     }
                     for p in t.partitions
                 ],
@@ -99,6 +102,7 @@ def request_values(data: ListOffsetsRequestData) -> Values:
                         "partition_index": p.partition_index,
                         "current_leader_epoch": p.current_leader_epoch,
                         "timestamp": p.timestamp,
+                        "max_num_offsets": p.max_num_offsets,
                     }
                     for p in t.partitions
                 ],
@@ -118,9 +122,12 @@ def response_data(body: Any) -> ListOffsetsResponseData:
                     ListOffsetsPartitionResponse(
                         partition_index=int(p.partition_index),
                         error_code=as_error_code(p.error_code),
-                        timestamp=int(p.timestamp),
-                        offset=int(p.offset),
+                        timestamp=int(getattr(p, "timestamp", -1)),
+                        offset=int(getattr(p, "offset", -1)),
                         leader_epoch=int(getattr(p, "leader_epoch", -1)),
+                        old_style_offsets=tuple(
+                            int(o) for o in getattr(p, "old_style_offsets", ())
+                        ),
                     )
                     for p in t.partitions
                 ),
@@ -132,7 +139,7 @@ def response_data(body: Any) -> ListOffsetsResponseData:
 
 CODEC = ApiCodec(
     api_key=ClientApiKey.LIST_OFFSETS,
-    versions=(1, 5),
+    versions=(0, 5),
     client_version=5,
     request_type=ListOffsetsRequestData,
     response_type=ListOffsetsResponseData,
