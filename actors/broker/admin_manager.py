@@ -16,8 +16,9 @@ A component of the ``Broker`` actor, not an actor: it runs on the broker's task,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
@@ -250,12 +251,7 @@ class AdminManager:
                 )
         elif res.resource_type == ConfigResourceType.BROKER:
             self._check_broker_id(res.resource_name)
-            names = [
-                c.name
-                for c in res.configs
-                if not (incremental and c.operation == AlterConfigOp.DELETE)
-            ]
-            refuse_dynamic_broker_configs(names)  # kemu has no dynamic broker configs
+            await self._alter_broker(res, validate_only, incremental)
         elif incremental and res.resource_type == ConfigResourceType.BROKER_LOGGER:
             self._check_broker_id(res.resource_name)
             refuse_broker_loggers(res)
@@ -264,6 +260,41 @@ class AdminManager:
                 ErrorCode.INVALID_REQUEST,
                 "AlterConfigs is only supported for topics and brokers, but resource type is"
                 f" {_resource_type_name(res.resource_type)}",
+            )
+
+    async def _alter_broker(
+        self, res: AlterConfigsResource, validate_only: bool, incremental: bool
+    ) -> None:
+        """``AdminManager.alterBrokerConfigs`` / its incremental twin, for the configs kemu
+        takes: ``DynamicConfig.Broker``'s replication quotas (what ``kafka-reassign-
+        partitions --throttle`` sets), validated as LONGs of at least 0 and stored in
+        ``/config/brokers/<id>`` (``<default>`` for the empty name) with a change
+        notification, as 2.7 stores them. kemu's replication does not enforce them. Any
+        other config an alteration would set is refused."""
+        sets = [c for c in res.configs if not (incremental and c.operation == AlterConfigOp.DELETE)]
+        refuse_dynamic_broker_configs([c.name for c in sets if c.name not in REPLICATION_QUOTAS])
+        entity = res.resource_name or DEFAULT_ENTITY
+        if incremental:
+            for c in res.configs:
+                if c.operation in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
+                    verb = "append" if c.operation == AlterConfigOp.APPEND else "subtract"
+                    raise KafkaApiError(
+                        ErrorCode.INVALID_REQUEST,
+                        f"Config value {verb} is not allowed for config key: {c.name}",
+                    )
+            stored = await kafka_zk.get_entity_config(
+                self._broker.session, zkdata.ConfigType.BROKER, entity
+            )
+            config = apply_topic_config_ops(
+                stored, [(c.name, c.value, ConfigOp(c.operation)) for c in res.configs]
+            )
+        else:
+            config = {c.name: c.value for c in res.configs if c.value is not None}
+        for name, value in config.items():
+            check_quota_value(name, value)
+        if not validate_only:
+            await kafka_zk.change_entity_config(
+                self._broker.session, zkdata.ConfigType.BROKER, entity, config
             )
 
     def _check_broker_id(self, name: str) -> None:
@@ -649,11 +680,36 @@ def _op_name(operation: int) -> str:
         return "null"
 
 
+DEFAULT_ENTITY: Final = "<default>"
+"""``ConfigEntityName.Default``: the cluster-wide defaults' entity name."""
+REPLICATION_QUOTAS: Final = (
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+)
+"""``DynamicConfig.Broker``'s configs: LONGs, at least 0, default ``Long.MAX_VALUE``."""
+
+
+def check_quota_value(name: str, value: str) -> None:
+    """``DynamicConfig.Broker.validate`` of one quota: ``ConfigDef``'s LONG parse (trimmed)
+    and its ``atLeast(0)``."""
+    text = value.strip()
+    if not re.fullmatch(r"[+-]?[0-9]+", text) or not -(2**63) <= int(text) < 2**63:
+        raise ConfigError(
+            f"Invalid value {value} for configuration {name}: Not a number of type LONG"
+        )
+    if int(text) < 0:
+        raise ConfigError(
+            f"Invalid value {text} for configuration {name}: Value must be at least 0"
+        )
+
+
 def refuse_dynamic_broker_configs(names: list[str]) -> None:
-    """kemu has no dynamic broker configs (``DynamicBrokerConfig``): every broker config
-    an alteration would set is refused as Kafka refuses a config that cannot be updated
-    dynamically (``validateConfigs``' ConfigException, answered INVALID_REQUEST). An
-    alteration that sets nothing is accepted and changes nothing."""
+    """kemu has no dynamic broker configs (``DynamicBrokerConfig``) beyond the
+    replication quotas: every other broker config an alteration would set is refused as
+    Kafka refuses a config that cannot be updated dynamically (``validateConfigs``'
+    ConfigException, answered INVALID_REQUEST). An alteration that sets nothing is
+    accepted and changes nothing."""
     if names:
         raise ConfigError(f"Cannot update these configs dynamically: Set({', '.join(names)})")
 

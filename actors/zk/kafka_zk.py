@@ -362,11 +362,31 @@ async def get_topic_configs(
 async def change_topic_config(
     session: StoreSession, topic: TopicName, config: Mapping[str, str]
 ) -> str:
-    """``AdminZkClient.changeTopicConfig``'s writes: ``/config/topics/<t>`` set (created if
-    missing, ``setOrCreateEntityConfigs``), then a ``/config/changes/config_change_<seq>``
-    notification naming ``topics/<t>`` (``createConfigChangeNotification``). Returns the
+    """``AdminZkClient.changeTopicConfig``'s writes (``change_entity_config`` of the topic).
+    Returns the notification's name."""
+    return await change_entity_config(session, zkdata.ConfigType.TOPIC, topic, config)
+
+
+async def get_entity_config(
+    session: StoreSession, entity_type: zkdata.ConfigType, name: str
+) -> dict[str, str]:
+    """``AdminZkClient.fetchEntityConfig``: ``/config/<type>/<name>``'s overrides ({} when
+    it has no znode)."""
+    try:
+        data, _ = await session.get(zkdata.config_entity_path(entity_type, name))
+    except NoNodeError:
+        return {}
+    return dict(zkdata.EntityConfig.decode(data).config)
+
+
+async def change_entity_config(
+    session: StoreSession, entity_type: zkdata.ConfigType, name: str, config: Mapping[str, str]
+) -> str:
+    """``AdminZkClient.changeEntityConfig``'s writes: ``/config/<type>/<name>`` set (created
+    if missing, ``setOrCreateEntityConfigs``), then a ``/config/changes/config_change_<seq>``
+    notification naming ``<type>/<name>`` (``createConfigChangeNotification``). Returns the
     notification's name."""
-    path = zkdata.topic_config_path(topic)
+    path = zkdata.config_entity_path(entity_type, name)
     payload = zkdata.EntityConfig(config=dict(config)).encode()
     try:
         await session.set(path, payload)
@@ -375,7 +395,7 @@ async def change_topic_config(
             await session.create(path, payload, make_parents=True)
         except NodeExistsError:
             await session.set(path, payload)
-    notification = zkdata.ConfigChangeNotification.for_entity(zkdata.ConfigType.TOPIC, topic)
+    notification = zkdata.ConfigChangeNotification.for_entity(entity_type, name)
     created = await session.create(
         zkdata.CONFIG_CHANGE_SEQUENCE_PATH,
         notification.encode(),

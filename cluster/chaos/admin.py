@@ -215,7 +215,7 @@ async def _reassign(h: Harness, op: ReassignPartitions) -> AdminOutcome:
     text = reassignment_json(op)
 
     async def execute(session: StoreSession) -> None:
-        await ZkReassignCommand(session, out, zookeeper_warnings=True).execute(text, None)
+        await ZkReassignCommand(session, out, zookeeper_warnings=True).execute(text, -1)
 
     return await _on_store(h, "kemu-reassign", execute, out)
 

@@ -292,7 +292,7 @@ def _add_reassignment_parsers(sub: argparse._SubParsersAction[argparse.ArgumentP
     for name, text, func in (
         (
             "reassign-partitions",
-            "kafka-reassign-partitions.sh --execute|--verify (ZooKeeper path; --help)",
+            "kafka-reassign-partitions.sh --generate|--execute|--verify|--cancel|--list (--help)",
             _cmd_reassign,
         ),
         (

@@ -1,22 +1,25 @@
 """``kemu reassign-partitions``: Kafka 2.7's ``kafka-reassign-partitions.sh``
-(``ReassignPartitionsCommand``) on its ZooKeeper path.
+(``ReassignPartitionsCommand``), on both of its paths.
 
-``--execute --reassignment-json-file F`` checks the file as Kafka does (same messages),
-checks that its partitions and brokers exist, refuses to run while
-``/admin/reassign_partitions`` exists, prints the current assignment of those partitions
-(to roll back with), and writes the znode; the active controller then carries the
-reassignment out and removes the znode (``actors.controller.reassignment``).
-``--verify --reassignment-json-file F`` prints the state of each partition of the file
-(complete, still in progress, or not reassigned to what the file says) and, once nothing
-is in progress, clears the replication throttles of the brokers and topics involved.
+``--bootstrap-server S`` is 2.7's own path, through the admin client
+(``cluster.cli.reassign_admin``): ``--generate``, ``--execute`` (with ``--additional``,
+``--throttle``, ``--replica-alter-log-dirs-throttle``, ``--timeout``), ``--verify`` and
+``--cancel`` (with ``--preserve-throttles``), ``--list``, and ``--command-config``.
 
-Where the store is: ``--zookeeper ADDRESS`` (a ZooKeeper connection string, or
-``embedded://HOST:PORT`` for the embedded store of a ``kemu up``), else the store of the
-running ``kemu up`` in the cluster file (``--cluster-file``, default ``.kemu/cluster.json``).
-``--list --bootstrap-server S`` asks the active controller (ListPartitionReassignments) and
-prints "Current partition reassignments:" and a line per partition in flight, as
-``curReassignmentsToString`` does. ``--execute``, ``--verify`` and ``--cancel`` over
-``--bootstrap-server``, ``--generate`` and the throttle options are refused.
+``--zookeeper ADDRESS`` (a ZooKeeper connection string, or ``embedded://HOST:PORT`` for the
+embedded store of a ``kemu up``), or neither (the store of the running ``kemu up`` in the
+cluster file, ``--cluster-file``, default ``.kemu/cluster.json``), is the deprecated
+ZooKeeper path: ``--generate``; ``--execute`` checks the file as Kafka does, checks that
+its partitions and brokers exist, refuses to run while ``/admin/reassign_partitions``
+exists, prints the current assignment of those partitions (to roll back with), writes the
+throttles of ``--throttle`` to ``/config/topics/<t>`` and ``/config/brokers/<id>`` (each
+with a change notification) and writes the znode; the active controller then carries the
+reassignment out and removes the znode (``actors.controller.reassignment``). ``--verify``
+prints the state of each partition of the file and, once nothing is in progress, clears the
+replication throttles of the brokers and topics involved.
+
+The throttles are written as 2.7 writes them, and read back by ``kemu configs``, but kemu's
+replication does not enforce their rates (docs/kafka-wire.md, "Reassignment throttles").
 
 Output follows Kafka: messages on stdout; a failed command prints "Error: <message>" (a
 refusal to run over an existing reassignment, its message alone) and exits 1. A command
@@ -26,36 +29,77 @@ Nothing is written once an input is found bad.
 
 from __future__ import annotations
 
-import json
+import random
+import re
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, TextIO
+from typing import Final, TextIO
 
 import anyio
 
-from actors.controller.reassignment import scala_map_entries
+from actors.admin.assignment import (
+    AdminOperationError,
+    BrokerMetadata,
+    RackMode,
+    broker_metadatas,
+)
 from actors.zk import kafka_zk
 from actors.zk.store import MetadataStore, StoreSession
 from cluster.cli.args import UsageError
-from cluster.cli.jopt import Option, Options, option_lines, parse
-from cluster.cli.kafka_tools import duplicates, json_node
+from cluster.cli.jopt import Option, OptionError, Options, option_lines, parse
+from cluster.cli.reassign_admin import (
+    CANNOT_EXECUTE_BECAUSE_OF_EXISTING,
+    YOU_MUST_RUN_VERIFY_PERIODICALLY,
+    AdminReassignCommand,
+)
+from cluster.cli.reassign_plan import (
+    BROKER_THROTTLES,
+    FOLLOWER_RATE,
+    FOLLOWER_REPLICAS,
+    LEADER_RATE,
+    LEADER_REPLICAS,
+    TOPIC_THROTTLES,
+    ReassignCommandError,
+    TerseReassignmentError,
+    calculate_assignment,
+    current_assignment_text,
+    follower_throttles,
+    generate_text,
+    leader_throttles,
+    parse_execute_args,
+    parse_generate_args,
+    parse_reassignment,
+    proposed_move_map,
+    reassigning_brokers,
+    scala_list,
+    sorted_partitions,
+)
 from cluster.cli.store_command import report_failure, store_address, with_session
-from cluster.kafka.client import KafkaAdminClient, api_error
+from cluster.kafka.client import (
+    AdminClientConfig,
+    ClientConfigError,
+    KafkaAdminClient,
+    KafkaTimeoutError,
+    load_properties,
+)
 from protocol import jvm, zkdata
 from protocol.control import TopicPartition
-from protocol.errors import ErrorCode, KemuError, NodeExistsError, NoNodeError
+from protocol.errors import KafkaApiError, KemuError, NodeExistsError
 from protocol.ids import BrokerId, TopicName
 
-__all__ = ["ReassignCommandError", "main", "run_reassign_command"]
+__all__ = [
+    "CANNOT_EXECUTE_BECAUSE_OF_EXISTING",
+    "ReassignCommandError",
+    "ZkReassignCommand",
+    "main",
+    "run_reassign_command",
+]
 
-ANY_LOG_DIR: Final = "any"
-CANNOT_EXECUTE_BECAUSE_OF_EXISTING: Final = (
-    "Cannot execute because there is an existing partition assignment.  Use --additional to"
-    " override this and create a new partition assignment in addition to the existing one."
-    " The --additional flag can also be used to change the throttle by resubmitting the"
-    " current reassignment."
+CLIENT_ID: Final = "reassign-partitions-tool"
+ZOOKEEPER_IGNORED: Final = (
+    "Warning: ignoring deprecated --zookeeper option because --bootstrap-server was"
+    " specified.  The --zookeeper option will be removed in a future version of Kafka."
 )
 ZOOKEEPER_DEPRECATED: Final = (
     "Warning: --zookeeper is deprecated, and will be removed in a future version of Kafka."
@@ -64,16 +108,6 @@ VERIFY_ON_ZOOKEEPER: Final = (
     "Warning: because you are using the deprecated --zookeeper option, the results may be"
     " incomplete.  Use --bootstrap-server instead for more accurate results."
 )
-BROKER_THROTTLES: Final = (
-    "leader.replication.throttled.rate",
-    "follower.replication.throttled.rate",
-    "replica.alter.log.dirs.io.max.bytes.per.second",
-)
-TOPIC_THROTTLES: Final = (
-    "leader.replication.throttled.replicas",
-    "follower.replication.throttled.replicas",
-)
-
 _ACTIONS: Final = ("generate", "execute", "verify", "cancel", "list")
 _SPECS: Final = (
     Option("verify", "Verify if the reassignment completed as specified by the"
@@ -149,14 +183,6 @@ _BOOTSTRAP_ONLY: Final = (
 )
 
 
-class ReassignCommandError(KemuError):
-    """The command failed: printed as "Error: <message>" (Kafka's main), exit 1."""
-
-
-class TerseReassignmentError(KemuError):
-    """A failure printed as its message alone (Kafka's TerseReassignmentFailureException)."""
-
-
 # ============================================================================ options
 
 
@@ -181,160 +207,23 @@ def check_args(opts: Options) -> str:
         for name in _BOOTSTRAP_ONLY:
             if opts.has(name):
                 raise UsageError(f'You must specify --bootstrap-server when using "[{name}]"')
-    if opts.has("cluster-file") and opts.has("zookeeper"):
-        raise UsageError('Option "[cluster-file]" can\'t be used with option "[zookeeper]"')
-    # kemu's limits: --list over the wire; the other actions on the ZooKeeper path only.
-    if action == "list":
-        if opts.has("command-config"):
-            raise UsageError("kemu reassign-partitions does not read --command-config")
-        return action
-    if opts.has("bootstrap-server"):
-        raise UsageError(
-            "kemu reassign-partitions takes --bootstrap-server only with --list: use"
-            " --zookeeper, or neither to use the cluster file's store"
-        )
-    if action not in ("execute", "verify"):
-        raise UsageError(
-            f"kemu reassign-partitions supports --execute, --verify and --list, not --{action}"
-        )
+    for other in ("zookeeper", "bootstrap-server"):
+        if opts.has("cluster-file") and opts.has(other):
+            raise UsageError(f'Option "[cluster-file]" can\'t be used with option "[{other}]"')
+    for name in ("throttle", "replica-alter-log-dirs-throttle", "timeout"):
+        long_value(opts, name)
     return action
 
 
-# ============================================================================ JSON
-
-
-def _object(value: Any) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise ReassignCommandError(f"Expected JSON object, received {json_node(value)}")
-    return value
-
-
-def _array(value: Any) -> list[Any]:
-    if not isinstance(value, list):
-        raise ReassignCommandError(f"Expected JSON array, received {json_node(value)}")
-    return value
-
-
-def _field(obj: dict[str, Any], name: str) -> Any:
-    if name not in obj:
-        raise ReassignCommandError(f"No such field exists: `{name}`")
-    return obj[name]
-
-
-def _int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not -(2**31) <= value < 2**31:
-        raise ReassignCommandError(f"Int expected, received {json_node(value)}")
-    return value
-
-
-def _str(value: Any) -> str:
-    if not isinstance(value, str):
-        raise ReassignCommandError(f"String expected, received {json_node(value)}")
-    return value
-
-
-def _int_list(value: Any) -> list[int]:
-    if not isinstance(value, list):
-        raise ReassignCommandError(f"JSON array expected, received {json_node(value)}")
-    return [_int(v) for v in value]
-
-
-def _str_list(value: Any) -> list[str]:
-    if not isinstance(value, list):
-        raise ReassignCommandError(f"JSON array expected, received {json_node(value)}")
-    return [_str(v) for v in value]
-
-
-@dataclass(frozen=True)
-class ReassignmentFile:
-    """``parsePartitionReassignmentData``: the partitions in file order (duplicates kept,
-    to be reported), and the replicas given a log dir other than "any"."""
-
-    partitions: tuple[tuple[TopicPartition, tuple[BrokerId, ...]], ...]
-    log_dirs: tuple[tuple[TopicPartition, BrokerId, str], ...]
-
-
-def parse_reassignment(text: str) -> ReassignmentFile:
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise ReassignCommandError("The input string is not a valid JSON") from exc
-    version = _int(_object(data)["version"]) if "version" in _object(data) else 1
-    if version != 1:
-        raise ReassignCommandError(f"Not supported version field value {version}")
-    partitions: list[tuple[TopicPartition, tuple[BrokerId, ...]]] = []
-    log_dirs: list[tuple[TopicPartition, BrokerId, str]] = []
-    for entry in _array(data["partitions"]) if "partitions" in data else []:
-        fields = _object(entry)
-        tp = TopicPartition(
-            TopicName(_str(_field(fields, "topic"))), _int(_field(fields, "partition"))
-        )
-        replicas = _int_list(_field(fields, "replicas"))
-        dirs = _str_list(fields["log_dirs"]) if "log_dirs" in fields else None
-        if dirs is None:
-            dirs = [ANY_LOG_DIR] * len(replicas)
-        if len(replicas) != len(dirs):
-            raise ReassignCommandError(
-                f"Size of replicas list {_scala_list(replicas)} is different from size of"
-                f" log dirs list {_scala_list(dirs)} for partition {tp}"
-            )
-        partitions.append((tp, tuple(BrokerId(r) for r in replicas)))
-        log_dirs += [
-            (tp, BrokerId(r), d) for r, d in zip(replicas, dirs, strict=True) if d != ANY_LOG_DIR
-        ]
-    return ReassignmentFile(tuple(partitions), tuple(log_dirs))
-
-
-def _scala_list(items: Iterable[object]) -> str:
-    return "List(" + ", ".join(str(i) for i in items) + ")"
-
-
-def parse_execute_args(
-    text: str,
-) -> tuple[list[tuple[TopicPartition, tuple[BrokerId, ...]]], ReassignmentFile]:
-    """``parseExecuteAssignmentArgs``: the proposed reassignment as Kafka's ``toMap``
-    iterates it, with Kafka's checks of the file."""
-    parsed = parse_reassignment(text)
-    if not parsed.partitions:
-        raise ReassignCommandError("Partition reassignment list cannot be empty")
-    if any(not replicas for _, replicas in parsed.partitions):
-        raise ReassignCommandError("Partition replica list cannot be empty")
-    dup_partitions = duplicates([tp for tp, _ in parsed.partitions])
-    if dup_partitions:
-        raise ReassignCommandError(
-            "Partition reassignment contains duplicate topic partitions: "
-            + ",".join(str(tp) for tp in dup_partitions)
-        )
-    dup_replicas = [
-        (tp, duplicates(list(replicas)))
-        for tp, replicas in parsed.partitions
-        if duplicates(list(replicas))
-    ]
-    if dup_replicas:
-        raise ReassignCommandError(
-            "Partition replica lists may not contain duplicate entries: "
-            + ". ".join(
-                f"{tp} contains multiple entries for {','.join(str(r) for r in dups)}"
-                for tp, dups in dup_replicas
-            )
-        )
-    return scala_map_entries(list(parsed.partitions)), parsed
-
-
-def format_as_reassignment_json(assignment: dict[TopicPartition, tuple[BrokerId, ...]]) -> str:
-    """``formatAsReassignmentJson`` with every log dir "any": sorted by topic, partition."""
-    entries = [
-        {
-            "topic": tp.topic,
-            "partition": tp.partition,
-            "replicas": list(assignment[tp]),
-            "log_dirs": [ANY_LOG_DIR] * len(assignment[tp]),
-        }
-        for tp in sorted(assignment, key=lambda t: (t.topic, t.partition))
-    ]
-    return json.dumps(
-        {"version": 1, "partitions": entries}, separators=(",", ":"), ensure_ascii=False
-    )
+def long_value(opts: Options, name: str, default: int = -1) -> int:
+    """The value of an ``ofType(Long)`` option (jopt's message if it is not a Java
+    ``long``), or ``default``."""
+    text = opts.value(name)
+    if text is None:
+        return default
+    if not re.fullmatch(r"[+-]?[0-9]+", text) or not -(2**63) <= int(text) < 2**63:
+        raise OptionError(f"Cannot parse argument '{text}' of option {name}")
+    return int(text)
 
 
 # ============================================================================ the actions
@@ -362,22 +251,37 @@ class ZkReassignCommand:
                 found[TopicPartition(topic, p)] = a.replicas
         return found
 
-    async def execute(self, text: str, throttle: str | None) -> None:
+    async def generate(
+        self, topics_json: str, broker_list: str, rack_aware: bool, rng: random.Random
+    ) -> None:
+        """``generateAssignment(zkClient, ...)``: the registered brokers of the list (a
+        mix of racked and rack-less ones refused unless ``--disable-rack-aware``)."""
+        brokers, topics = parse_generate_args(topics_json, broker_list)
+        current = await self._current(TopicName(t) for t in topics)
+        registered = await kafka_zk.get_brokers(self._session)
+        listed = [
+            BrokerMetadata(b, r.registration.rack) for b, r in registered.items() if b in brokers
+        ]
+        mode = RackMode.ENFORCED if rack_aware else RackMode.DISABLED
+        try:
+            proposed = calculate_assignment(current, broker_metadatas(listed, mode), rng)
+        except (AdminOperationError, KafkaApiError) as exc:
+            raise ReassignCommandError(str(exc)) from None
+        self._print(generate_text(current, proposed))
+
+    async def execute(self, text: str, throttle: int) -> None:
+        """``executeAssignment(zkClient, ...)``."""
         proposed, parsed = parse_execute_args(text)
         if parsed.log_dirs:
             raise ReassignCommandError(
                 "bootstrap-server needs to be provided when replica reassignments are present."
-            )
-        if throttle is not None and throttle.strip() != "-1":
-            raise ReassignCommandError(
-                "kemu does not emulate replication throttles: run without --throttle"
             )
         topics = [TopicName(tp.topic) for tp, _ in proposed]
         existing = await self._current(topics)
         missing = [tp for tp, _ in proposed if tp not in existing]
         if missing:
             raise ReassignCommandError(
-                "The proposed assignment contains non-existent partitions: " + _scala_list(missing)
+                "The proposed assignment contains non-existent partitions: " + scala_list(missing)
             )
         brokers = set(await kafka_zk.get_brokers(self._session))
         unknown = [b for _, replicas in proposed for b in replicas if b not in brokers]
@@ -390,12 +294,11 @@ class ZkReassignCommand:
         if await self._session.exists(zkdata.REASSIGN_PARTITIONS_PATH) is not None:
             raise TerseReassignmentError(CANNOT_EXECUTE_BECAUSE_OF_EXISTING)
         wanted = {tp for tp, _ in proposed}
-        current = {tp: r for tp, r in existing.items() if tp in wanted}
-        self._print(
-            "Current partition replica assignment\n\n"
-            + format_as_reassignment_json(current)
-            + "\n\nSave this to use as the --reassignment-json-file option during rollback"
-        )
+        self._print(current_assignment_text(wanted, existing))
+        if throttle >= 0:
+            self._print(YOU_MUST_RUN_VERIFY_PERIODICALLY)
+            await self._set_throttles(dict(proposed), existing, throttle)
+            self._print(f"The inter-broker throttle limit was set to {throttle} B/s")
         payload = zkdata.PartitionReassignment(
             partitions=tuple(
                 zkdata.PartitionReplicas(
@@ -408,13 +311,41 @@ class ZkReassignCommand:
             await kafka_zk.create_partition_reassignment(self._session, payload)
         except NodeExistsError:  # another tool was faster
             raise TerseReassignmentError(CANNOT_EXECUTE_BECAUSE_OF_EXISTING) from None
-        started = sorted(wanted, key=lambda t: (t.topic, t.partition))
+        started = sorted_partitions(wanted)
         self._print(
             "Successfully started partition reassignment"
             + ("" if len(started) == 1 else "s")
             + " for "
             + ",".join(str(tp) for tp in started)
         )
+
+    async def _set_throttles(
+        self,
+        proposed: dict[TopicPartition, tuple[BrokerId, ...]],
+        current: dict[TopicPartition, tuple[BrokerId, ...]],
+        throttle: int,
+    ) -> None:
+        """``modifyTopicThrottles`` and ``modifyBrokerThrottles`` (zkClient): each moved
+        topic's throttled-replica lists, then each reassigning broker's two rates, added to
+        the entity's stored config and written with a change notification."""
+        moves = proposed_move_map({}, proposed, current)
+        leaders, followers = leader_throttles(moves), follower_throttles(moves)
+        for topic in sorted(moves):
+            config = await kafka_zk.get_entity_config(self._session, zkdata.ConfigType.TOPIC, topic)
+            config[LEADER_REPLICAS] = leaders[topic]
+            config[FOLLOWER_REPLICAS] = followers[topic]
+            await kafka_zk.change_entity_config(
+                self._session, zkdata.ConfigType.TOPIC, topic, config
+            )
+        for broker in reassigning_brokers(moves):
+            config = await kafka_zk.get_entity_config(
+                self._session, zkdata.ConfigType.BROKER, str(broker)
+            )
+            config[LEADER_RATE] = str(throttle)
+            config[FOLLOWER_RATE] = str(throttle)
+            await kafka_zk.change_entity_config(
+                self._session, zkdata.ConfigType.BROKER, str(broker), config
+            )
 
     async def verify(self, text: str, preserve_throttles: bool) -> None:
         parsed = parse_reassignment(text)
@@ -480,23 +411,12 @@ class ZkReassignCommand:
     async def _remove_configs(
         self, entity: zkdata.ConfigType, name: str, keys: Sequence[str]
     ) -> None:
-        path = f"{zkdata.CONFIG_PATH}/{entity.value}/{name}"
-        try:
-            data, _ = await self._session.get(path)
-        except NoNodeError:
-            return
-        config = dict(zkdata.EntityConfig.decode(data).config)
+        config = await kafka_zk.get_entity_config(self._session, entity, name)
         if not any(key in config for key in keys):
             return
         for key in keys:
             config.pop(key, None)
-        await self._session.set(path, zkdata.EntityConfig(config=config).encode())
-        await self._session.create(
-            zkdata.CONFIG_CHANGE_SEQUENCE_PATH,
-            zkdata.ConfigChangeNotification.for_entity(entity, name).encode(),
-            sequential=True,
-            make_parents=True,
-        )
+        await kafka_zk.change_entity_config(self._session, entity, name, config)
 
 
 # ============================================================================ running it
@@ -517,40 +437,37 @@ async def run_reassign_command(
     out: TextIO,
     err: TextIO,
     store: MetadataStore | None = None,
+    rng: random.Random | None = None,
 ) -> int:
     """Run ``kemu reassign-partitions ARGV``; returns the exit status. ``store``, if given,
-    is used instead of opening the store's address (tests, in-process clusters)."""
+    is used instead of opening the store's address (tests, in-process clusters); ``rng``
+    draws ``--generate``'s start index and shift (Kafka's are random)."""
     try:
         opts = parse(argv, _SPECS)
         if opts.has("help") or not opts.values:
             out.write(_usage())
             return 0
         action = check_args(opts)
-        if action == "list":
-            bootstrap = opts.value("bootstrap-server")
-            assert bootstrap is not None
-            out.write(await current_reassignments(bootstrap) + "\n")
-            return 0
-        json_file = opts.value("reassignment-json-file")
-        assert json_file is not None
-        zookeeper = opts.value("zookeeper")
-        cluster_file = opts.value("cluster-file")
-        throttle = opts.value("throttle")
     except UsageError as exc:  # OptionError too: one line on stderr
         err.write(f"{exc}\n")
         return 1
-    except (KemuError, BaseExceptionGroup) as exc:
-        return report_failure(exc, out, err, on_stdout=[])
-    if zookeeper is not None:
-        out.write(ZOOKEEPER_DEPRECATED + "\n")
+    draw = rng or random.Random()
     try:
-        text = _read(json_file)
-        address = store_address(zookeeper, cluster_file)
+        if opts.has("bootstrap-server"):
+            if opts.has("zookeeper"):
+                out.write(ZOOKEEPER_IGNORED + "\n")
+            await _run_admin(opts, action, out, draw)
+            return 0
+        zookeeper = opts.value("zookeeper")
+        cluster_file = opts.value("cluster-file")
+        if zookeeper is not None:
+            out.write(ZOOKEEPER_DEPRECATED + "\n")
+        text = _read(_input_file(opts, action))
         await with_session(
-            address,
+            store_address(zookeeper, cluster_file),
             store,
             "kemu-reassign",
-            lambda session: _run(session, action, text, opts, out, throttle, zookeeper is not None),
+            lambda session: _run_zk(session, action, text, opts, out, draw),
             cluster_file=cluster_file,
         )
         return 0
@@ -563,42 +480,79 @@ async def run_reassign_command(
         )
 
 
-async def current_reassignments(bootstrap: str) -> str:
-    """``curReassignmentsToString``: every reassignment in flight, by topic then
-    partition, as the active controller lists it."""
-    async with KafkaAdminClient(bootstrap) as client:
-        listed = await client.list_partition_reassignments()
-    if listed.error_code is not ErrorCode.NONE:
-        raise api_error(listed.error_code, listed.error_message)
-    moving = sorted(((t.name, p.partition_index), p) for t in listed.topics for p in t.partitions)
-    if not moving:
-        return "No partition reassignments found."
-    lines = ["Current partition reassignments:"]
-    for (topic, partition), p in moving:
-        adding = f" adding: {','.join(map(str, p.adding_replicas))}." if p.adding_replicas else ""
-        removing = (
-            f" removing: {','.join(map(str, p.removing_replicas))}." if p.removing_replicas else ""
-        )
-        lines.append(
-            f"{topic}-{partition}: replicas: {','.join(map(str, p.replicas))}.{adding}{removing}"
-        )
-    return "\n".join(lines)
+def _input_file(opts: Options, action: str) -> str:
+    name = "topics-to-move-json-file" if action == "generate" else "reassignment-json-file"
+    path = opts.value(name)
+    assert path is not None  # check_args: required
+    return path
 
 
-async def _run(
+async def _run_admin(opts: Options, action: str, out: TextIO, rng: random.Random) -> None:
+    """The admin client of ``main``: ``--command-config``'s properties, the tool's
+    client id."""
+    bootstrap = opts.value("bootstrap-server")
+    assert bootstrap is not None
+    config_file = opts.value("command-config")
+    try:
+        props = load_properties(Path(config_file)) if config_file else {}
+        config = AdminClientConfig.from_properties({"client.id": CLIENT_ID, **props})
+    except ClientConfigError as exc:  # Utils.loadProps, AdminClientConfig: inside main's try
+        raise ReassignCommandError(str(exc)) from None
+    try:
+        async with KafkaAdminClient(bootstrap, config) as client:
+            await _handle_admin(AdminReassignCommand(client, out), opts, action, rng)
+    except KafkaTimeoutError as exc:  # an admin call's .get() that timed out
+        raise ReassignCommandError(
+            f"org.apache.kafka.common.errors.TimeoutException: {exc}"
+        ) from None
+
+
+async def _handle_admin(
+    command: AdminReassignCommand, opts: Options, action: str, rng: random.Random
+) -> None:
+    """``handleAction(adminClient, opts)``."""
+    if action == "list":
+        await command.list()
+        return
+    text = _read(_input_file(opts, action))
+    preserve = opts.has("preserve-throttles")
+    match action:
+        case "verify":
+            await command.verify(text, preserve)
+        case "generate":
+            broker_list = opts.value("broker-list")
+            assert broker_list is not None
+            await command.generate(text, broker_list, not opts.has("disable-rack-aware"), rng)
+        case "execute":
+            await command.execute(
+                text,
+                opts.has("additional"),
+                long_value(opts, "throttle"),
+                long_value(opts, "replica-alter-log-dirs-throttle"),
+            )
+        case _:
+            await command.cancel(text, preserve)
+
+
+async def _run_zk(
     session: StoreSession,
     action: str,
     text: str,
     opts: Options,
     out: TextIO,
-    throttle: str | None,
-    zookeeper: bool,
+    rng: random.Random,
 ) -> None:
-    command = ZkReassignCommand(session, out, zookeeper_warnings=zookeeper)
-    if action == "execute":
-        await command.execute(text, throttle)
-    else:
-        await command.verify(text, opts.has("preserve-throttles"))
+    """``handleAction(zkClient, opts)``."""
+    command = ZkReassignCommand(session, out, zookeeper_warnings=opts.has("zookeeper"))
+    match action:
+        case "execute":
+            await command.execute(text, long_value(opts, "throttle"))
+        case "generate":
+            broker_list = opts.value("broker-list")
+            assert broker_list is not None
+            await command.generate(text, broker_list, not opts.has("disable-rack-aware"), rng)
+        case _:
+            await command.verify(text, opts.has("preserve-throttles"))
 
 
 def _usage() -> str:

@@ -60,6 +60,7 @@ from protocol.kafka_api import (
     BrokerEndpoint,
     ClientApiKey,
     ConfigResource,
+    ConfigResourceType,
     CreatableTopic,
     CreatePartitionsRequestData,
     CreatePartitionsResponseData,
@@ -682,14 +683,42 @@ class KafkaAdminClient:
     async def incremental_alter_configs(
         self, resources: Sequence[AlterConfigsResource]
     ) -> dict[tuple[int, str], AlterConfigsResult]:
-        """``incrementalAlterConfigs``: the result of each resource, errors included."""
-        response = await self._call(
-            "incrementalAlterConfigs",
-            IncrementalAlterConfigsRequestData(resources=tuple(resources)),
-            IncrementalAlterConfigsResponseData,
-            controller=False,
-        )
-        return {(r.resource_type, r.resource_name): r for r in response.results}
+        """``incrementalAlterConfigs``: the result of each resource, errors included. As
+        Kafka's admin client (``dependsOnSpecificNode``), a broker's own resource (a broker
+        id, or a broker logger) goes to that broker, each in a request of its own; the rest
+        go together to any broker. A broker the cluster does not have fails the call at
+        once (where Kafka's client waits out its timeout for a node assignment)."""
+        own = [r for r in resources if _depends_on_specific_node(r)]
+        shared = [r for r in resources if not _depends_on_specific_node(r)]
+        results: dict[tuple[int, str], AlterConfigsResult] = {}
+        if shared:
+            response = await self._call(
+                "incrementalAlterConfigs",
+                IncrementalAlterConfigsRequestData(resources=tuple(shared)),
+                IncrementalAlterConfigsResponseData,
+                controller=False,
+            )
+            results.update({(r.resource_type, r.resource_name): r for r in response.results})
+        if own:
+            view = await self.describe_cluster()
+            addresses = {str(b.broker_id): (b.host, b.port) for b in view.brokers}
+            for resource in own:
+                address = addresses.get(resource.resource_name)
+                if address is None:
+                    raise KafkaTimeoutError(
+                        "Timed out waiting for a node assignment. Call: incrementalAlterConfigs"
+                    )
+                answer = await self.request_broker(
+                    address,
+                    IncrementalAlterConfigsRequestData(resources=(resource,)),
+                    timeout=self.config.request_timeout_ms / 1000,
+                )
+                if not isinstance(answer, IncrementalAlterConfigsResponseData):
+                    raise KafkaClientError(
+                        f"unexpected answer to IncrementalAlterConfigs: {type(answer).__name__}"
+                    )
+                results.update({(r.resource_type, r.resource_name): r for r in answer.results})
+        return results
 
     async def create_topics(
         self, topics: Sequence[CreatableTopic], *, validate_only: bool = False
@@ -985,6 +1014,14 @@ class KafkaAdminClient:
         if self._controller is None:
             raise _Retry("no controller yet")
         return await self._connect(self._brokers[self._controller])
+
+
+def _depends_on_specific_node(resource: AlterConfigsResource) -> bool:
+    """``KafkaAdminClient.dependsOnSpecificNode``: a broker's resource other than the
+    cluster default, or a broker logger."""
+    if resource.resource_type == ConfigResourceType.BROKER_LOGGER:
+        return True
+    return resource.resource_type == ConfigResourceType.BROKER and resource.resource_name != ""
 
 
 _COORDINATOR_ERRORS: Final = frozenset(

@@ -1,8 +1,8 @@
-"""``kemu reassign-partitions --execute|--verify`` on the ZooKeeper path: against a running
-cluster (a real ZooKeeper, the embedded store in-process, and the embedded store over TCP)
-whose controller carries the reassignment out, on a store with no controller (what the
-tool writes and reports stays as it is), through the cluster file, and with bad input (one
-line, exit 1, nothing written)."""
+"""``kemu reassign-partitions --generate|--execute|--verify`` on the ZooKeeper path: against
+a running cluster (a real ZooKeeper, the embedded store in-process, and the embedded store
+over TCP) whose controller carries the reassignment out, on a store with no controller
+(what the tool writes and reports stays as it is, throttles included), through the cluster
+file, and with bad input (one line, exit 1, nothing written)."""
 
 from __future__ import annotations
 
@@ -183,6 +183,99 @@ async def test_verify_reports_each_partition_state(bare_store: Harness, tmp_path
     assert len(await bare_store.children("/config/changes")) == notified + 1
 
 
+async def test_generate_and_throttle_on_the_store(bare_store: Harness, tmp_path: Path) -> None:
+    """--generate prints the current and a candidate assignment over the registered brokers
+    of the list; --execute --throttle writes the throttled-replica lists on the topic and
+    both rates on every broker data moves from or to, each with a change notification, as
+    2.7's AdminZkClient writes them; --verify, once nothing is in flight, removes them."""
+    await register_brokers(bare_store, 0, 1, 2)
+    session = await bare_store.session()
+    await kafka_zk.write_topic(session, TopicName("t"), {0: [0, 1], 1: [1, 2]}, {})
+    topics = tmp_path / "topics.json"
+    topics.write_text('{"version": 1, "topics": [{"topic": "t"}, {"topic": "absent"}]}')
+    generated = await reassign(
+        bare_store, "--generate", "--topics-to-move-json-file", str(topics),
+        "--broker-list", "2,1,9",
+    )  # fmt: skip
+    assert generated.rc == 0, generated
+    assert generated.lines[1:5] == [
+        "Current partition replica assignment",
+        '{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[0,1],'
+        '"log_dirs":["any","any"]},{"topic":"t","partition":1,"replicas":[1,2],'
+        '"log_dirs":["any","any"]}]}',
+        "",
+        "Proposed partition reassignment configuration",
+    ]
+    proposed = json.loads(generated.lines[5])["partitions"]
+    assert sorted(sorted(p["replicas"]) for p in proposed) == [[1, 2], [1, 2]]
+    assert sorted(p["replicas"][0] for p in proposed) == [1, 2]
+
+    notified = len(await bare_store.children("/config/changes"))
+    f = json_file(tmp_path, [{"topic": "t", "partition": 0, "replicas": [2, 1]}])
+    started = await reassign(
+        bare_store, "--execute", "--reassignment-json-file", f, "--throttle", "1000"
+    )
+    assert started.lines[6:] == [
+        "Warning: You must run --verify periodically, until the reassignment completes, to"
+        " ensure the throttle is removed.",
+        "The inter-broker throttle limit was set to 1000 B/s",
+        "Successfully started partition reassignment for t-0",
+    ]
+    config = zkdata.EntityConfig.decode(await bare_store.read("/config/topics/t")).config
+    assert config == {
+        "leader.replication.throttled.replicas": "0:0,0:1",
+        "follower.replication.throttled.replicas": "0:2",
+    }
+    for broker in (0, 1, 2):
+        rates = zkdata.EntityConfig.decode(await bare_store.read(f"/config/brokers/{broker}"))
+        assert rates.config == {
+            "leader.replication.throttled.rate": "1000",
+            "follower.replication.throttled.rate": "1000",
+        }
+    assert len(await bare_store.children("/config/changes")) == notified + 4
+
+    await session.delete(REASSIGN)  # as the controller does once the move is done
+    done = await reassign(bare_store, "--verify", "--reassignment-json-file", f)
+    assert done.lines[-2:] == [
+        "Clearing broker-level throttles on brokers 0,1,2",
+        "Clearing topic-level throttles on topic t",
+    ]
+    assert zkdata.EntityConfig.decode(await bare_store.read("/config/topics/t")).config == {}
+    assert zkdata.EntityConfig.decode(await bare_store.read("/config/brokers/2")).config == {}
+
+
+@pytest.mark.parametrize(
+    ("broker_list", "topics", "message"),
+    [
+        ("1,x", '{"topics": [{"topic": "t"}]}', 'Error: For input string: "x"'),
+        ("1,2,1", '{"topics": [{"topic": "t"}]}',
+         "Error: Broker list contains duplicate entries: 1"),
+        ("1", '{"topics": [{"topic": "t"}, {"topic": "t"}]}',
+         "Error: List of topics to reassign contains duplicate entries: t"),
+        ("1", '{"topics": [{"name": "t"}]}', "Error: No such field exists: `topic`"),
+        ("1", "[", "Error: The input string is not a valid JSON"),
+        ("1", '{"version": 2, "topics": []}', "Error: Not supported version field value 2"),
+        ("1", '{"topics": [{"topic": "t"}]}',
+         "Error: Replication factor: 2 larger than available brokers: 1."),
+    ],
+)  # fmt: skip
+async def test_bad_generate_input(
+    bare_store: Harness, tmp_path: Path, broker_list: str, topics: str, message: str
+) -> None:
+    """--generate's bad input: Kafka's message, exit 1, nothing written."""
+    await register_brokers(bare_store, 0, 1, 2)
+    await kafka_zk.write_topic(await bare_store.session(), TopicName("t"), {0: [0, 1]}, {})
+    path = tmp_path / "topics.json"
+    path.write_text(topics)
+    before = await bare_store.snapshot()
+    result = await reassign(
+        bare_store, "--generate", "--topics-to-move-json-file", str(path),
+        "--broker-list", broker_list,
+    )  # fmt: skip
+    assert result == Result(1, f"{ZK_WARNING}\n{message}\n", "")
+    assert await bare_store.snapshot() == before
+
+
 async def test_the_cluster_file_finds_the_store(embedded_cluster: Harness, tmp_path: Path) -> None:
     """Without --zookeeper the store of the running `kemu up` in the cluster file is used
     (no deprecation warning: the user gave no ZooKeeper)."""
@@ -323,14 +416,14 @@ async def test_an_existing_reassignment_is_not_overwritten(
          'Option "[throttle]" can\'t be used with action "[verify]"'),
         (["--execute", "--reassignment-json-file", "f", "--additional"],
          'You must specify --bootstrap-server when using "[additional]"'),
-        (["--execute", "--reassignment-json-file", "f", "--bootstrap-server", "h:1"],
-         "kemu reassign-partitions takes --bootstrap-server only with --list: use"
-         " --zookeeper, or neither to use the cluster file's store"),
-        (["--generate", "--topics-to-move-json-file", "f", "--broker-list", "1"],
-         "kemu reassign-partitions supports --execute, --verify and --list, not --generate"),
+        (["--execute", "--reassignment-json-file", "f", "--bootstrap-server", "h:1",
+          "--cluster-file", "c"],
+         'Option "[cluster-file]" can\'t be used with option "[bootstrap-server]"'),
+        (["--execute", "--reassignment-json-file", "f", "--throttle", "fast"],
+         "Cannot parse argument 'fast' of option throttle"),
+        (["--cancel", "--reassignment-json-file", "f"],
+         'You must specify --bootstrap-server when using "[cancel]"'),
         (["--list"], 'You must specify --bootstrap-server when using "[list]"'),
-        (["--list", "--bootstrap-server", "h:1", "--command-config", "c"],
-         "kemu reassign-partitions does not read --command-config"),
         (["--execute", "--reassignment-json-file", "f", "--cluster-file", "c",
           "--zookeeper", "z"],
          'Option "[cluster-file]" can\'t be used with option "[zookeeper]"'),
