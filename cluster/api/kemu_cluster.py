@@ -28,7 +28,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from pathlib import Path
@@ -52,9 +52,9 @@ from cluster.logging import configure_logging
 from cluster.trace_files import JsonlTraceWriter
 from protocol.errors import ErrorCode, KemuError, sole_error
 from protocol.ids import BrokerId, TopicName
-from protocol.kafka_api import CreatableTopic, CreateTopicResult, TopicConfig
+from protocol.kafka_api import ClientApiKey, CreatableTopic, CreateTopicResult, TopicConfig
 from protocol.launcher import BrokerAction, BrokerCommand, BrokerState
-from protocol.trace import TraceHeader
+from protocol.trace import TraceEvent, TraceHeader
 
 __all__ = ["AsyncKemuCluster", "ConfigValue", "KemuCluster", "KemuClusterError"]
 
@@ -183,6 +183,7 @@ class KemuCluster:
         self.processes = processes
         self._trace = Path(trace) if trace is not None else None
         self._writer: JsonlTraceWriter | None = None
+        self._tracer_in_use: Tracer | None = None
         self._loop: _LoopThread | None = None
         self._runner: Future[None] | None = None
         self._launcher: Launcher | None = None
@@ -248,6 +249,7 @@ class KemuCluster:
         if loop is not None:
             loop.close()
         self._launcher = None
+        self._tracer_in_use = None
         if self._writer is not None:
             self._writer.close()
             self._writer = None
@@ -282,13 +284,16 @@ class KemuCluster:
 
     def _tracer(self) -> Tracer:
         if self._trace is None:
-            return Tracer()
-        # As `kemu up --trace`: the controllers record their inputs, for `kemu trace replay`.
-        tracer = Tracer(details={CONTROLLER_INPUTS})
-        self._writer = JsonlTraceWriter(
-            self._trace, TraceHeader(run="kemu-python", seed=self._spec.seed, clock="real")
-        )
-        tracer.add_sink(self._writer)
+            tracer = Tracer()
+        else:
+            # As `kemu up --trace`: the controllers record their inputs, for `kemu trace
+            # replay`.
+            tracer = Tracer(details={CONTROLLER_INPUTS})
+            self._writer = JsonlTraceWriter(
+                self._trace, TraceHeader(run="kemu-python", seed=self._spec.seed, clock="real")
+            )
+            tracer.add_sink(self._writer)
+        self._tracer_in_use = tracer  # wait_until listens to it
         return tracer
 
     async def _run(
@@ -404,21 +409,54 @@ class KemuCluster:
         states = self._running_launcher().broker_states()
         return tuple(b for b, s in sorted(states.items()) if s is BrokerState.RUNNING)
 
-    def wait_until(
-        self, condition: Callable[[], T], timeout: float = 10.0, *, interval: float = 0.02
-    ) -> T:
-        """Call ``condition`` until it returns something true, and return that; it is
-        called again every ``interval`` seconds. ``TimeoutError`` (with the last value)
-        once ``timeout`` seconds have passed."""
+    def wait_until(self, condition: Callable[[], T], timeout: float = 10.0) -> T:
+        """Call ``condition`` until it returns something true, and return that.
+
+        It is called at once, then again whenever the cluster changed: each time the
+        cluster's tracer reports an event that is not a mere observation (``_Changes``:
+        a broker crashed, a store write or watch, a controller event, a message between
+        actors, a produce), never on a timer; with ``processes=True`` also after a
+        growing pause (``_Changes.recheck``), since the broker processes' own events do
+        not reach this process. Once ``timeout`` seconds have passed it is called one
+        last time, then ``TimeoutError`` names the last value. ``condition`` should
+        observe the cluster (metadata, a poll), not change it."""
         deadline = time.monotonic() + timeout
-        while True:
-            last = condition()
-            if last:
-                return last
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"condition not met within {timeout:g}s; last value: {last!r}")
-            time.sleep(min(interval, remaining))
+        with self._watching_changes() as changes:
+            while True:
+                seen = changes.count
+                last = condition()
+                if last:
+                    return last
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise _not_met(timeout, last)
+                changes.wait_past(seen, remaining)
+
+    @contextlib.contextmanager
+    def _watching_changes(self) -> Iterator[_Changes]:
+        changes = self._watch_changes()
+        try:
+            yield changes
+        finally:
+            self._unwatch_changes(changes)
+
+    def _watch_changes(self) -> _Changes:
+        """A ``_Changes`` sink on the cluster's tracer (added on the cluster's loop, which
+        alone iterates the sinks); tracing is on while a sink listens."""
+        changes = _Changes(recheck=self.processes)
+        tracer = self._running_tracer()
+        self._on_loop(_call_async, tracer.add_sink, changes)
+        return changes
+
+    def _unwatch_changes(self, changes: _Changes) -> None:
+        tracer = self._running_tracer()
+        with contextlib.suppress(KemuClusterError, RuntimeError):  # the cluster ended meanwhile
+            self._on_loop(_call_async, tracer.remove_sink, changes)
+
+    def _running_tracer(self) -> Tracer:
+        if self._tracer_in_use is None:
+            raise KemuClusterError("the kemu cluster is not running")
+        return self._tracer_in_use
 
     # ------------------------------------------------------------------ broker commands
 
@@ -621,30 +659,101 @@ class AsyncKemuCluster:
 
     @overload
     async def wait_until(
-        self,
-        condition: Callable[[], Awaitable[T]],
-        timeout: float = ...,
-        *,
-        interval: float = ...,
+        self, condition: Callable[[], Awaitable[T]], timeout: float = ...
     ) -> T: ...
 
     @overload
-    async def wait_until(
-        self, condition: Callable[[], T], timeout: float = ..., *, interval: float = ...
-    ) -> T: ...
+    async def wait_until(self, condition: Callable[[], T], timeout: float = ...) -> T: ...
 
-    async def wait_until(
-        self, condition: Callable[[], Any], timeout: float = 10.0, *, interval: float = 0.02
-    ) -> Any:
-        """As ``KemuCluster.wait_until``; ``condition`` may be a coroutine function."""
+    async def wait_until(self, condition: Callable[[], Any], timeout: float = 10.0) -> Any:
+        """As ``KemuCluster.wait_until``, waiting for the cluster's events in a worker
+        thread (the caller's loop runs meanwhile); ``condition`` may be a coroutine
+        function, called on the caller's loop."""
         deadline = anyio.current_time() + timeout
-        while True:
-            last = condition()
-            if inspect.isawaitable(last):
-                last = await last
-            if last:
-                return last
-            remaining = deadline - anyio.current_time()
-            if remaining <= 0:
-                raise TimeoutError(f"condition not met within {timeout:g}s; last value: {last!r}")
-            await anyio.sleep(min(interval, remaining))
+        changes = await anyio.to_thread.run_sync(self.sync._watch_changes)
+        try:
+            while True:
+                seen = changes.count
+                last = condition()
+                if inspect.isawaitable(last):
+                    last = await last
+                if last:
+                    return last
+                remaining = deadline - anyio.current_time()
+                if remaining <= 0:
+                    raise _not_met(timeout, last)
+                await anyio.to_thread.run_sync(
+                    changes.wait_past, seen, remaining, abandon_on_cancel=True
+                )
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self.sync._unwatch_changes, changes)
+
+
+class _Changes:
+    """A trace sink that counts the events which may change what a ``wait_until``
+    condition sees, and wakes the threads waiting for the count to move.
+
+    Observations do not count: the messages and requests that only read the cluster
+    (``OBSERVATIONS``: a broker's status, Metadata and ApiVersions requests, connections
+    opened and closed). They are what conditions send, and counting them would wake a
+    waiter with its own probes, polling as fast as the condition runs. Everything else
+    counts, messages between actors included: a broker learns a new controller from an
+    UpdateMetadata request, which no other event announces."""
+
+    RECHECK_FIRST: Final = 0.05
+    RECHECK_MOST: Final = 1.0
+
+    def __init__(self, *, recheck: bool) -> None:
+        self.count = 0
+        self._recheck = recheck
+        self._pause = self.RECHECK_FIRST
+        self._moved = threading.Condition()
+
+    def __call__(self, event: TraceEvent) -> None:  # on the cluster's loop
+        if _observes(event):
+            return
+        with self._moved:
+            self.count += 1
+            self._moved.notify_all()
+
+    def wait_past(self, seen: int, timeout: float) -> None:
+        """Until ``count`` exceeds ``seen`` or ``timeout`` seconds have passed. With
+        ``recheck`` (broker processes, whose events stay in their processes), at most a
+        pause that doubles from ``RECHECK_FIRST`` to ``RECHECK_MOST`` while nothing is
+        seen, and starts over once something is."""
+        if self._recheck:
+            timeout = min(timeout, self._pause)
+        with self._moved:
+            moved = self._moved.wait_for(lambda: self.count > seen, timeout)
+        if self._recheck:
+            self._pause = self.RECHECK_FIRST if moved else min(2 * self._pause, self.RECHECK_MOST)
+
+
+OBSERVATIONS: Final = frozenset(
+    {
+        "BrokerStatusRequest",
+        "BrokerStatus",
+        "MetadataRequestData",
+        "MetadataResponseData",
+        "kafka_connection_opened",
+        "kafka_connection_closed",
+    }
+)
+"""The traced messages and events that only observe the cluster (``_Changes``)."""
+OBSERVING_APIS: Final = frozenset({int(ClientApiKey.METADATA), int(ClientApiKey.API_VERSIONS)})
+"""The Kafka requests that only observe, unless they create a topic (whose writes count)."""
+
+
+def _observes(event: TraceEvent) -> bool:
+    if event.type in OBSERVATIONS:
+        return True
+    return event.type == "kafka_request" and event.fields.get("api_key") in OBSERVING_APIS
+
+
+def _not_met(timeout: float, last: object) -> TimeoutError:
+    return TimeoutError(f"condition not met within {timeout:g}s; last value: {last!r}")
+
+
+async def _call_async(fn: Callable[..., None], *args: Any) -> None:
+    fn(*args)

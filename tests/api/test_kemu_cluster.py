@@ -5,7 +5,9 @@ temporary directory behind. Sync code and async code (``async with``) alike."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -212,19 +214,54 @@ def test_a_failed_start_is_one_error_and_leaves_nothing(tmp_path: Path) -> None:
     assert root.read_text() == "not a directory"
 
 
-def test_wait_until_returns_the_value_or_times_out_with_the_last_one() -> None:
-    """``wait_until`` returns the first true value of its condition, and after its
-    deadline raises ``TimeoutError`` naming the last value."""
+def test_wait_until_wakes_on_the_clusters_events_not_on_a_timer() -> None:
+    """``wait_until`` calls its condition again when the cluster changes, not on a timer:
+    on an idle cluster, once at the start and once at the deadline, then ``TimeoutError``
+    naming the last value; a controller kill is seen as soon as the session expiry is
+    traced, with a handful of calls over the seconds of waiting."""
+    with KemuCluster(brokers=2, config=FAST) as cluster:
+        idle_calls: list[float] = []
+
+        def nothing() -> tuple[int, ...]:
+            idle_calls.append(time.monotonic())
+            return ()
+
+        with pytest.raises(TimeoutError, match=r"within 1s; last value: \(\)"):
+            cluster.wait_until(nothing, timeout=1)
+        assert len(idle_calls) == 2
+        assert idle_calls[1] - idle_calls[0] > 0.9
+
+        controller = cluster.controller_id()
+        survivor = 1 - controller
+        calls: list[int] = []
+
+        def moved() -> int:
+            calls.append(1)
+            return cluster.controller_id() == survivor
+
+        cluster.kill(controller)
+        killed = time.monotonic()
+
+        assert cluster.wait_until(moved, timeout=15)
+        took = time.monotonic() - killed
+        # The session expires SESSION_MS after the kill; then the store's writes, the
+        # election and the UpdateMetadata requests each wake the wait at once.
+        assert SESSION_MS / 1000 - 0.5 < took < SESSION_MS / 1000 + 2
+        assert len(calls) < 40  # a 20 ms poll would have called it ~100 times
+
+
+def test_wait_until_returns_the_first_true_value() -> None:
+    """The value returned is the condition's own; a condition true at once is called
+    once."""
     with KemuCluster(brokers=1) as cluster:
         calls: list[int] = []
 
-        def third_time() -> int:
+        def at_once() -> dict[str, int]:
             calls.append(1)
-            return len(calls) if len(calls) >= 3 else 0
+            return {"leader": cluster.controller_id()}
 
-        assert cluster.wait_until(third_time, timeout=5, interval=0.001) == 3
-        with pytest.raises(TimeoutError, match=r"within 0.05s; last value: \(\)"):
-            cluster.wait_until(lambda: (), timeout=0.05)
+        assert cluster.wait_until(at_once, timeout=5) == {"leader": 0}
+        assert len(calls) == 1
 
 
 @pytest.mark.asyncio
@@ -265,3 +302,37 @@ async def test_async_with_serves_aiokafka_and_commands_do_not_block_the_loop(
             await consumer.stop()
         assert await cluster.controller_id() != leader
     assert not kemu_threads()
+
+
+@pytest.mark.asyncio
+async def test_async_wait_until_wakes_on_events_while_the_callers_loop_runs() -> None:
+    """The async ``wait_until`` waits for the cluster's events in a worker thread: the
+    caller's loop keeps running meanwhile, a coroutine condition is seen true once the
+    killed controller's session expiry is traced, and an unmet one ends in
+    ``TimeoutError``."""
+    async with KemuCluster(brokers=2, config=FAST) as cluster:
+        controller = await cluster.controller_id()
+        ticks = 0
+        stop_ticking = asyncio.Event()
+
+        async def tick() -> None:
+            nonlocal ticks
+            while not stop_ticking.is_set():
+                ticks += 1
+                await asyncio.sleep(0.05)
+
+        async def moved() -> bool:
+            return await cluster.controller_id() == 1 - controller
+
+        ticker = asyncio.create_task(tick())
+        await cluster.kill(controller)
+        killed = time.monotonic()
+        assert await cluster.wait_until(moved, timeout=15)
+        took = time.monotonic() - killed
+        stop_ticking.set()
+        await ticker
+        assert SESSION_MS / 1000 - 0.5 < took < SESSION_MS / 1000 + 2
+        assert ticks >= 10  # the caller's loop ran all along
+
+        with pytest.raises(TimeoutError, match=r"within 0.3s; last value: False"):
+            await cluster.wait_until(lambda: False, timeout=0.3)
