@@ -8,11 +8,13 @@ stays in-process, so no socket is involved and a deterministic run stays determi
 ``via: store`` runs ``kemu topics --zookeeper`` (``cluster.cli.topics``) against the
 cluster's store: the ``AdminZkClient`` path, with its own store session.
 
-``reassign_partitions`` and ``preferred_election`` have the store path only (kemu's brokers
-serve neither AlterPartitionReassignments nor ElectLeaders): they run what ``kemu
-reassign-partitions --execute`` (``cluster.cli.reassign``) and ``kemu leader-election
---election-type preferred`` (``cluster.cli.leader_election``) run, on a store session of
-their own, with the same checks and messages.
+``reassign_partitions`` and ``preferred_election`` with ``via: store`` (their default) run
+what ``kemu reassign-partitions --execute --zookeeper`` (``cluster.cli.reassign``) and
+``kemu leader-election --election-type preferred --zookeeper``
+(``cluster.cli.leader_election``) run, on a store session of their own, with the same
+checks and messages; with ``via: wire`` they send the AlterPartitionReassignments or
+ElectLeaders request those tools send over ``--bootstrap-server``, to one broker, as the
+topic operations do.
 
 The outcome is a Kafka error name (``NONE`` on success) for the wire, ``NONE`` or
 ``ERROR`` for the store path, with what the command printed as the detail.
@@ -39,9 +41,11 @@ from cluster.chaos.model import (
 )
 from protocol.base import Message
 from protocol.control import TopicPartition
-from protocol.errors import AskTimeoutError, KemuError, RemoteError
+from protocol.errors import AskTimeoutError, ErrorCode, KemuError, RemoteError
 from protocol.ids import BrokerId, TopicName
 from protocol.kafka_api import (
+    AlterPartitionReassignmentsRequestData,
+    AlterPartitionReassignmentsResponseData,
     CreatableTopic,
     CreatePartitionsRequestData,
     CreatePartitionsResponseData,
@@ -50,7 +54,14 @@ from protocol.kafka_api import (
     CreateTopicsResponseData,
     DeleteTopicsRequestData,
     DeleteTopicsResponseData,
+    ElectLeadersRequestData,
+    ElectLeadersResponseData,
+    ElectLeadersTopic,
+    MetadataRequestData,
+    MetadataResponseData,
     PartitionAssignment,
+    ReassignablePartition,
+    ReassignableTopic,
     TopicConfig,
 )
 
@@ -84,10 +95,12 @@ class AdminOutcome:
 
 
 async def run_admin(h: Harness, op: AdminOp) -> AdminOutcome:
-    if isinstance(op, ReassignPartitions):
+    if isinstance(op, ReassignPartitions) and op.via == "store":
         return await _reassign(h, op)
-    if isinstance(op, PreferredElection):
+    if isinstance(op, PreferredElection) and op.via == "store":
         return await _elect(h, op)
+    if isinstance(op, ReassignPartitions | PreferredElection):
+        return await _wire(h, op)
     if op.via == "store":
         return await _store(h, op)
     return await _wire(h, op)
@@ -125,7 +138,7 @@ def _request(op: TopicOp) -> Message:
 RETRIABLE: Final = frozenset({"NOT_CONTROLLER", "NO_ANSWER"})
 
 
-async def _wire(h: Harness, op: TopicOp) -> AdminOutcome:
+async def _wire(h: Harness, op: TopicOp | ReassignPartitions | PreferredElection) -> AdminOutcome:
     attempt = 0
     while True:
         outcome = await _send(h, op)
@@ -135,14 +148,16 @@ async def _wire(h: Harness, op: TopicOp) -> AdminOutcome:
         await h.clock.sleep(RETRY_BACKOFF)
 
 
-async def _send(h: Harness, op: TopicOp) -> AdminOutcome:
+async def _send(h: Harness, op: TopicOp | ReassignPartitions | PreferredElection) -> AdminOutcome:
     broker = await h.resolve(op.broker)
     if not h.is_running(broker):
         raise ChaosStepError(f"broker {broker} is not running")
     try:
-        reply = await h.client.ask(
-            broker_ref(broker), _request(op), timeout=op.timeout_ms / 1000 + 10.0
-        )
+        if isinstance(op, ReassignPartitions | PreferredElection):
+            request = await _tool_request(h, broker, op)
+        else:
+            request = _request(op)
+        reply = await h.client.ask(broker_ref(broker), request, timeout=op.timeout_ms / 1000 + 10.0)
     except AskTimeoutError:
         return AdminOutcome("NO_ANSWER", "no answer in time", broker)
     except RemoteError as exc:
@@ -154,7 +169,80 @@ async def _send(h: Harness, op: TopicOp) -> AdminOutcome:
             return AdminOutcome(result.error_code.name, result.error_message or "", broker)
         case CreatePartitionsResponseData(results=(result, *_)):
             return AdminOutcome(result.error_code.name, result.error_message or "", broker)
+        case AlterPartitionReassignmentsResponseData() | ElectLeadersResponseData():
+            return _first_error(reply, broker)
     return AdminOutcome("UNKNOWN_SERVER_ERROR", f"unexpected answer {type(reply).__name__}", broker)
+
+
+async def _tool_request(
+    h: Harness, broker: int, op: ReassignPartitions | PreferredElection
+) -> Message:
+    """The request a tool's ``--bootstrap-server`` path sends for ``op``: the targets of
+    ``kafka-reassign-partitions --execute``, or ``kafka-leader-election --election-type
+    preferred`` of the step's partitions (every partition the broker's metadata has for
+    the topic, when it names none)."""
+    topic = TopicName(op.topic)
+    if isinstance(op, ReassignPartitions):
+        return AlterPartitionReassignmentsRequestData(
+            topics=(
+                ReassignableTopic(
+                    name=topic,
+                    partitions=tuple(
+                        ReassignablePartition(
+                            partition_index=p, replicas=tuple(BrokerId(b) for b in replicas)
+                        )
+                        for p, replicas in sorted(op.assignment.items())
+                    ),
+                ),
+            ),
+            timeout_ms=op.timeout_ms,
+        )
+    partitions = op.partitions
+    if partitions is None:
+        known = await h.client.ask(
+            broker_ref(broker),
+            MetadataRequestData(topics=(topic,), allow_auto_topic_creation=False),
+            timeout=op.timeout_ms / 1000 + 10.0,
+        )
+        assert isinstance(known, MetadataResponseData)
+        partitions = tuple(sorted(p.partition for t in known.topics for p in t.partitions))
+    return ElectLeadersRequestData(
+        topic_partitions=(ElectLeadersTopic(topic=topic, partitions=partitions),),
+        election_type=0,
+        timeout_ms=op.timeout_ms,
+    )
+
+
+def _first_error(
+    reply: AlterPartitionReassignmentsResponseData | ElectLeadersResponseData, broker: int
+) -> AdminOutcome:
+    """The request's own error, else the first partition's that failed (by topic, then
+    partition; an election not needed is no failure, as ``LeaderElectionCommand`` has it),
+    else NONE."""
+    if reply.error_code is not ErrorCode.NONE:
+        message = (
+            reply.error_message
+            if isinstance(reply, AlterPartitionReassignmentsResponseData)
+            else None
+        )
+        return AdminOutcome(reply.error_code.name, message or "", broker)
+    if isinstance(reply, AlterPartitionReassignmentsResponseData):
+        failed = [
+            (t.name, p.partition_index, p.error_code, p.error_message)
+            for t in reply.responses
+            for p in t.partitions
+        ]
+    else:
+        failed = [
+            (t.topic, p.partition_id, p.error_code, p.error_message)
+            for t in reply.results
+            for p in t.partition_results
+        ]
+    benign = (ErrorCode.NONE, ErrorCode.ELECTION_NOT_NEEDED)
+    for topic, partition, code, message in sorted(failed, key=lambda f: (f[0], f[1])):
+        if code not in benign:
+            return AdminOutcome(code.name, f"{topic}-{partition}: {message or ''}".strip(), broker)
+    return AdminOutcome("NONE", "", broker)
 
 
 def store_command(op: TopicOp) -> list[str]:

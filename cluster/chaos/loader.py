@@ -52,6 +52,7 @@ from cluster.chaos.model import (
     Heal,
     NetworkPartition,
     PauseBroker,
+    PreferredElection,
     ReassignmentDone,
     ReassignPartitions,
     Scenario,
@@ -764,7 +765,9 @@ def _brokers_named(step: Step) -> Iterator[tuple[Path_, int]]:
         | ClockSkew
         | CreateTopic
         | DeleteTopic
-        | AddPartitions,
+        | AddPartitions
+        | ReassignPartitions
+        | PreferredElection,
     ) and isinstance(step.broker, int):
         yield ("broker",), step.broker
     if isinstance(step, CreateTopic | ReassignPartitions) and step.assignment:

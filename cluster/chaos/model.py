@@ -7,7 +7,8 @@ union tagged by ``kind`` (the YAML key naming the step):
 * admin operations: ``create_topic``, ``delete_topic``, ``add_partitions`` (through the
   Kafka API of a broker, ``via: wire``, or the ``kafka-topics --zookeeper`` path on the
   store, ``via: store``), ``reassign_partitions`` and ``preferred_election`` (the
-  ``kafka-reassign-partitions`` / ``kafka-leader-election`` ZooKeeper paths), and
+  ``kafka-reassign-partitions`` / ``kafka-leader-election`` ZooKeeper paths, ``via:
+  store``, or their AlterPartitionReassignments / ElectLeaders, ``via: wire``), and
   ``start_broker``;
 * faults: ``crash_broker``, ``stop_broker``, ``kill_controller``, ``partition``, ``drop``,
   ``delay``, ``duplicate``, ``reorder``, ``expire_session``, ``slow_store``,
@@ -31,7 +32,7 @@ RNG), ``other`` (a running broker that is not the controller, drawn likewise).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
@@ -227,7 +228,7 @@ class StartBroker(Action, frozen=True, kw_only=True, tag="start_broker"):
     broker: int
 
 
-# -- admin tools with only a ZooKeeper path in kemu (reassignment, preferred election)
+# -- admin tools on the store or through the wire (reassignment, preferred election)
 
 
 def _check_assignment(assignment: dict[int, tuple[int, ...]]) -> None:
@@ -243,20 +244,34 @@ def _check_assignment(assignment: dict[int, tuple[int, ...]]) -> None:
 
 
 class _ToolOp(Action, frozen=True, kw_only=True):
-    """An admin tool kemu's brokers serve no API for: it runs on the cluster's store, with
-    a store session of its own, as its ``kemu`` command does (``via`` is always
-    ``store``). ``outcome``: ``any`` (recorded only), ``ok`` or ``error``."""
+    """An admin tool with both of 2.7's paths. ``via: store`` (the default) runs it on the
+    cluster's store, with a store session of its own, as its ``kemu`` command's ZooKeeper
+    path does; ``via: wire`` sends the request its ``--bootstrap-server`` path sends
+    (AlterPartitionReassignments, ElectLeaders) to ``broker``, which answers NOT_CONTROLLER
+    unless its controller is the active one; ``retries`` and ``timeout_ms`` as for the
+    topic operations (wire only). ``outcome``: ``any`` (recorded only), ``ok`` or
+    ``error``."""
 
-    via: ClassVar[str] = "store"
+    via: Via = "store"
+    broker: BrokerSel = "any"
+    timeout_ms: int = 30_000
+    retries: int = 0
     topic: str
     outcome: Literal["any", "ok", "error"] = "any"
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.retries < 0:
+            raise ValueError(f"retries must not be negative, not {self.retries}")
+
 
 class ReassignPartitions(_ToolOp, frozen=True, kw_only=True, tag="reassign_partitions"):
-    """``kemu reassign-partitions --execute``: check the partitions and brokers exist and
-    no reassignment is pending, then write ``/admin/reassign_partitions`` with the new
-    replicas of ``topic``'s partitions (``assignment``: ``{partition: [brokers]}``); the
-    controller carries the reassignment out and removes the znode."""
+    """``kemu reassign-partitions --execute``: on the store, check the partitions and
+    brokers exist and no reassignment is pending, then write ``/admin/reassign_partitions``
+    with the new replicas of ``topic``'s partitions (``assignment``: ``{partition:
+    [brokers]}``); the controller carries the reassignment out and removes the znode.
+    Through the wire, one AlterPartitionReassignments with those targets; the first
+    partition's error is the outcome."""
 
     assignment: dict[int, tuple[int, ...]]
 
@@ -266,10 +281,14 @@ class ReassignPartitions(_ToolOp, frozen=True, kw_only=True, tag="reassign_parti
 
 
 class PreferredElection(_ToolOp, frozen=True, kw_only=True, tag="preferred_election"):
-    """``kemu leader-election --election-type preferred``: write
+    """``kemu leader-election --election-type preferred``: on the store, write
     ``/admin/preferred_replica_election`` with ``partitions`` of ``topic`` (every
     partition it has when the step runs, when omitted); the controller moves each one's
-    leadership to its first replica where it can and removes the znode."""
+    leadership to its first replica where it can and removes the znode. Through the wire,
+    one ElectLeaders (preferred) for those partitions (when omitted, every partition the
+    broker's metadata cache has for the topic), answered once the new leaders are known;
+    a partition whose preferred replica already leads (ELECTION_NOT_NEEDED) is no error,
+    as ``LeaderElectionCommand`` has it."""
 
     partitions: tuple[int, ...] | None = None
 

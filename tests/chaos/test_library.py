@@ -9,6 +9,7 @@ import json
 import re
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from actors.invariants.trace_rules import LeaderInIsr
@@ -71,7 +72,30 @@ def test_the_new_steps_and_conditions_load_with_their_shorthands() -> None:
         Expect(condition=ReassignmentDone(topic="t", assignment={0: (1, 2)}), within=5),
         Expect(condition=PreferredLeaders(topic="t"), within=5),
     )
-    assert ReassignPartitions.via == PreferredElection.via == "store"
+    assert all(step.via == "store" for step in scenario.steps[:3])
+
+
+def test_the_tool_steps_take_the_wire() -> None:
+    """``via: wire`` with a broker, a timeout and retries; an encoded store step shows no
+    ``via`` (so the scenarios written before stay byte for byte as they were)."""
+    scenario = parse_scenario(
+        "name: x\n"
+        "steps:\n"
+        "  - reassign_partitions: {topic: t, assignment: {0: [1]}, via: wire, broker: controller,"
+        " retries: 2}\n"
+        "  - preferred_election: {topic: t, via: wire, broker: 1, timeout_ms: 500}\n",
+        source="wire.yaml",
+    )
+    assert scenario.steps == (
+        ReassignPartitions(
+            topic="t", assignment={0: (1,)}, via="wire", broker="controller", retries=2
+        ),
+        PreferredElection(topic="t", via="wire", broker=1, timeout_ms=500),
+    )
+    assert msgspec.to_builtins(PreferredElection(topic="t")) == {
+        "kind": "preferred_election",
+        "topic": "t",
+    }
 
 
 @pytest.mark.parametrize(
@@ -101,9 +125,20 @@ def test_the_new_steps_and_conditions_load_with_their_shorthands() -> None:
         ),
         (
             "name: x\nsteps:\n"
-            "  - reassign_partitions: {topic: t, assignment: {0: [0]}, via: wire}\n",
+            "  - reassign_partitions: {topic: t, assignment: {0: [0]}, via: api}\n",
             3,
-            "steps[0] (reassign_partitions).via: unknown field `via`",
+            "steps[0] (reassign_partitions).via: Invalid enum value 'api'",
+        ),
+        (
+            "name: x\ncluster: {brokers: 3}\nsteps:\n"
+            "  - preferred_election: {topic: t, via: wire, broker: 3}\n",
+            4,
+            "steps[0] (preferred_election).broker: no broker 3 (the cluster has 3)",
+        ),
+        (
+            "name: x\nsteps:\n  - preferred_election: {topic: t, via: wire, retries: -1}\n",
+            3,
+            "retries must not be negative, not -1",
         ),
         (
             "name: x\nsteps:\n  - reassign_partitions: t\n",

@@ -102,6 +102,20 @@ def test_a_sigkilled_follower_on_processes_comes_back(
 
 
 @pytest.mark.zookeeper
+@pytest.mark.slow  # ~35 s: the removed replicas' logs go after the log manager's first 30 s
+def test_a_reassignment_and_an_election_through_the_api_on_processes(
+    zookeeper_server: ZooKeeperServer, tmp_path: Path
+) -> None:
+    """AlterPartitionReassignments and ElectLeaders sent to the controller's process: the
+    topic moves to the other two brokers and each leadership to its new first replica."""
+    status, nodes, problems = run_real(
+        "reassign-and-elect-through-the-api", zookeeper_server, tmp_path
+    )
+    assert (status, problems) == ("passed", [])
+    assert all(nodes[f"broker-{b}"] > 0 for b in range(4))
+
+
+@pytest.mark.zookeeper
 def test_a_sigkilled_leader_under_acks_all_loses_nothing(
     zookeeper_server: ZooKeeperServer, tmp_path: Path
 ) -> None:
