@@ -16,8 +16,9 @@ way to run on the virtual clock, where time only moves when every task waits.
 
 Markers (registered in pyproject.toml): ``slow`` (left out of the inner loop,
 ``pytest -m "not slow"``), ``spark``, ``processes`` (spawns kemu or broker processes),
-``zookeeper`` (uses the real ZooKeeper server; given here to every test that asks for the
-``zookeeper_server`` fixture, and by hand to the parameters that reach it another way).
+``zookeeper`` (uses a real ZooKeeper server; given here to every test that asks for the
+``zookeeper_server`` or ``zookeeper_ensemble`` fixture, and by hand to the parameters that
+reach one another way).
 
 kemu's own pytest plugin (``cluster.testing.pytest_plugin``: the ``kemu_cluster`` fixtures,
 docs/python-api.md) is loaded through its ``pytest11`` entry point once kemu is installed;
@@ -35,12 +36,14 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import logging
 import os
 import sys
 import threading
 from collections.abc import Mapping
 
 import pytest
+import structlog
 from pytest_asyncio.plugin import LoopFactory
 
 import tests.support.kafka_python  # noqa: F401 - imported for its side effect
@@ -53,7 +56,12 @@ KEMU_PLUGIN = "kemu"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Load kemu's pytest plugin if the installed distribution did not (see above)."""
+    """Load kemu's pytest plugin if the installed distribution did not (see above), and
+    keep in-process clusters' logs at WARNING, as ``kemu up`` prints them by default:
+    structlog unconfigured prints every level, the DEBUG messages between actors too, into
+    each test's captured output. Loggers are not cached, so ``capture_logs`` still sees
+    them; a test that calls ``configure_logging`` replaces this."""
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     manager = config.pluginmanager
     if not manager.has_plugin(KEMU_PLUGIN) and not manager.is_blocked(KEMU_PLUGIN):
         manager.register(importlib.import_module("cluster.testing.pytest_plugin"), KEMU_PLUGIN)
@@ -81,11 +89,15 @@ def pytest_asyncio_loop_factories(
     return {name: LOOP_FACTORIES[name] for name in names}
 
 
+ZOOKEEPER_FIXTURES = frozenset({"zookeeper_server", "zookeeper_ensemble"})
+"""The fixtures that start real ZooKeeper servers (tests.support.zookeeper)."""
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test that uses the real ZooKeeper server carries the ``zookeeper`` marker."""
+    """Every test that uses a real ZooKeeper server carries the ``zookeeper`` marker."""
     for item in items:
-        if "zookeeper_server" in getattr(item, "fixturenames", ()):
+        if ZOOKEEPER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.zookeeper)
 
 
