@@ -19,6 +19,6 @@ step "ruff check";         "$VENV/bin/ruff" check .
 step "ruff format";        "$VENV/bin/ruff" format --check .
 step "mypy --strict";      "$VENV/bin/mypy"
 step "import layering";    "$VENV/bin/lint-imports"
-step "pytest";             "$VENV/bin/python" -m pytest "$@"
+step "pytest";             "$VENV/bin/python" -m pytest --durations=30 "$@"  # the slowest 30 in the log: the suite must stay under 30 minutes with the campaigns
 step "chaos campaign";    bash scripts/chaos.sh
 step "chaos campaign, real mode"; bash scripts/chaos.sh --real

@@ -284,6 +284,7 @@ class _Run:
             ),
         )
         self.final: FinalState | None = None
+        self.settled = False  # the final phase saw the cluster converge
         self.end = 0.0
         self.active: dict[str, ActiveFault] = {}
         self.pending: dict[int, Step] = {}  # armed steps not carried out yet
@@ -496,7 +497,7 @@ class _Run:
             await self._final_phase()
         if deadline.cancelled_caught:
             self.fail("deadline", f"the run did not end within {scenario.deadline:g}s")
-        self.final = await read_final(self.h)
+        self.final = await self._end_state()
         self.end = self.now()
         if tail is not None:
             tail.close()  # what the brokers traced up to now; their teardown is not read
@@ -723,11 +724,30 @@ class _Run:
         except KemuError as exc:
             self.fail("final_phase", str(exc))
             return
-        settled = await self.h.until(lambda: converged(self.h), final.settle)
+        settled = self.settled = await self.h.until(lambda: converged(self.h), final.settle)
         self.h.emit(TraceKind.EVENT, "final_phase_finished", converged=settled)
         self.say("converged" if settled else f"not converged after {final.settle:g}s")
         if settled:
             await self._final_reads()
+
+    async def _end_state(self) -> FinalState:
+        """The end state the end-state rules judge. A cluster that converged is still live:
+        a follower that caught up late has its ISR expanded (AlterIsr, then UpdateMetadata
+        to every broker) a moment later, and one read of the caches and the store, which
+        is not atomic, can fall in between. So after a final phase that converged, the
+        state is read again after each burst of activity until the rules hold, within
+        ``FINAL_SETTLE``; the last read is judged, whatever it shows."""
+        final = await read_final(self.h)
+        if not self.settled or not check_final(final):
+            return final
+        reads = [final]
+
+        async def holds() -> bool:
+            reads.append(await read_final(self.h))
+            return not check_final(reads[-1])
+
+        await self.h.until(holds, FINAL_SETTLE)
+        return reads[-1]
 
     async def _final_reads(self) -> None:
         """Every partition of every topic a ``produce`` step wrote to that still exists is
