@@ -327,5 +327,24 @@ async def test_bad_input_changes_nothing(zk_or_embedded: Harness, tmp_path: Path
     generated = await reassign(h, "--generate", "--topics-to-move-json-file", missing,
                                "--broker-list", "1,x")  # fmt: skip
     assert generated == Result(1, 'Error: For input string: "x"\n', "")
+    unknown = json_file(tmp_path, {"topics": [{"topic": "nope"}]}, "unknown.json")
+    generated = await reassign(h, "--generate", "--topics-to-move-json-file", unknown,
+                               "--broker-list", "0,1")  # fmt: skip
+    assert generated == Result(
+        1,
+        "Error: org.apache.kafka.common.errors.UnknownTopicOrPartitionException: This server"
+        " does not host this topic-partition.\n",
+        "",
+    )
+    elsewhere = partitions_file(tmp_path, {0: [1]}, topic="nope")
+    verified = await reassign(h, "--verify", "--reassignment-json-file", elsewhere,
+                              "--preserve-throttles")  # fmt: skip
+    assert verified == Result(
+        0,
+        "Status of partition reassignment:\n"
+        "There is no active reassignment of partition nope-0, but replica set is  rather"
+        " than 1.\n\n",
+        "",
+    )
     assert not await h.exists(REASSIGN)
     assert (await h.children("/config/changes")) == before[1]
