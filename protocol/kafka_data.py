@@ -16,8 +16,9 @@ Conventions, for every type here:
 * a response holds what the newest served version can say; the codec drops what an older
   version cannot carry;
 * records are ``bytes`` exactly as they travel: a Produce's batches as the client sent
-  them, a Fetch's as they lie in the log (whole batches, the last one possibly cut off);
-  kemu never decodes or re-encodes them on the way through;
+  them (before v3, as the listener up-converted its messages), a Fetch's as they lie in
+  the log (whole batches, the last one possibly cut off); the broker never decodes or
+  re-encodes them on the way through;
 * durations are milliseconds as ``int``; error codes are ``protocol.errors.ErrorCode``;
 * nested values are plain frozen structs, requests and responses are ``Message``s so that
   they travel between actors unchanged.
@@ -25,17 +26,17 @@ Conventions, for every type here:
 =========================  =======  ========  =========================================
 API                        key      versions  request / response values
 =========================  =======  ========  =========================================
-Produce                    0        3-8       ``ProduceRequestData`` / ``...ResponseData``
+Produce                    0        0-8       ``ProduceRequestData`` / ``...ResponseData``
 Fetch                      1        4-12      ``FetchRequestData`` / ``FetchResponseData``
 ListOffsets                2        0-5       ``ListOffsetsRequestData`` / ``...Response``
 InitProducerId             22       0-4       ``InitProducerIdRequestData`` / ``...``
-OffsetForLeaderEpoch       23       2-3       ``OffsetForLeaderEpochRequestData`` / ``...``
+OffsetForLeaderEpoch       23       0-3       ``OffsetForLeaderEpochRequestData`` / ``...``
 =========================  =======  ========  =========================================
 
-Kafka 2.7 serves Produce from v0, Fetch from v0, ListOffsets from v0 and
-OffsetForLeaderEpoch from v0; those oldest versions (message formats v0/v1, ListOffsets'
-``max_num_offsets``) are not in the wire codec kemu uses, so kemu does not advertise them
-and their version-only fields are absent here. Every 2.7 client negotiates a newer one.
+Kafka 2.7 serves Fetch from v0; v0-v3 answer message formats v0/v1, which kemu does not
+convert, so it serves Fetch from v4. A Produce v0-v2's legacy messages are up-converted to
+one v2 batch by the listener (``cluster.kafka.message_sets``) before the broker sees them:
+``records`` here are always v2 batches.
 """
 
 from __future__ import annotations
@@ -130,7 +131,9 @@ class _Value(msgspec.Struct, frozen=True, kw_only=True):
 class ProducePartitionData(_Value, frozen=True, kw_only=True):
     """One partition's records as the client sent them (``PartitionProduceData``). From
     v3 Kafka demands exactly one magic-v2 batch here (``ProduceRequest.validateRecords``);
-    the codec checks that before the broker sees the request."""
+    the codec checks that before the broker sees the request. Before v3 the listener has
+    made the legacy messages one v2 batch; empty records (no whole message) append
+    nothing and are answered without an offset (``Log.append``)."""
 
     index: int
     records: bytes | None

@@ -649,6 +649,9 @@ class ReplicaManager:
                         index=data.index, error_code=code
                     )
                     continue
+                if not data.records:  # Log.append: no whole batch, nothing to append
+                    responses[topic.name, data.index] = ProducePartitionResponse(index=data.index)
+                    continue
                 appends.append(
                     AppendRecords(
                         topic=topic.name,

@@ -1,5 +1,6 @@
 """Decompression of the record batch codecs a client may use, for the tools that print
-records (``kemu console-consumer``, ``kemu dump-log``): gzip through the standard library,
+records (``kemu console-consumer``, ``kemu dump-log``) and the conversions between message
+formats (``cluster.kafka.message_sets``): gzip through the standard library,
 zstd through the ``zstandard`` library (Python 3.11 has no zstd of its own), snappy and
 lz4 in pure Python (brokers never decompress), as Kafka's clients frame them:
 
@@ -12,6 +13,13 @@ lz4 in pure Python (brokers never decompress), as Kafka's clients frame them:
   without their content size, one after the other.
 
 Anything malformed raises ``CompressionError``.
+
+``compress`` writes what a conversion re-compresses: gzip at zlib's default level, snappy
+in the xerial framing, lz4 as an LZ4 frame (64 KiB independent blocks, no checksums but the
+header's, as ``KafkaLZ4BlockOutputStream`` writes it; ``broken_lz4_checksum`` for message
+format v0, whose header checksum Kafka computed over the magic too). kemu has no snappy or
+lz4 compressor: their blocks are stored literally (a snappy block of literals, lz4 blocks
+marked uncompressed), which every reader of the codec accepts.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ import zstandard
 
 from protocol.errors import KemuError
 
-__all__ = ["CompressionError", "decompress"]
+__all__ = ["CompressionError", "compress", "decompress", "xxh32"]
 
 _XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"
 _XERIAL_HEADER: Final = 16  # the magic, then version and compatible version (int32 each)
@@ -56,7 +64,53 @@ def decompress(codec: int, data: bytes) -> bytes:
     raise CompressionError(f"cannot decompress codec {codec}: no such compression type")
 
 
+def compress(codec: int, data: bytes, *, broken_lz4_checksum: bool = False) -> bytes:
+    """``data`` compressed with ``codec`` (gzip, snappy or lz4; see above)."""
+    if codec == _GZIP:
+        compressor = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
+        return compressor.compress(data) + compressor.flush()
+    if codec == _SNAPPY:
+        return _snappy_xerial(data)
+    if codec == _LZ4:
+        return _lz4_stored_frame(data, broken_checksum=broken_lz4_checksum)
+    raise CompressionError(f"cannot compress with codec {codec}")
+
+
 # ------------------------------------------------------------------------ snappy
+
+_XERIAL_BLOCK: Final = 32 * 1024  # SnappyOutputStream's default block size
+_SNAPPY_LITERAL: Final = 65536  # a literal of a 2-byte length (tag 61) holds this much
+
+
+def _snappy_xerial(data: bytes) -> bytes:
+    """The xerial framing (magic, version 1, compatible version 1) around raw snappy
+    blocks of literals, one per 32 KiB of ``data``."""
+    out = bytearray(_XERIAL_MAGIC + struct.pack(">ii", 1, 1))
+    for start in range(0, len(data), _XERIAL_BLOCK):
+        block = _snappy_literals(data[start : start + _XERIAL_BLOCK])
+        out += struct.pack(">i", len(block)) + block
+    return bytes(out)
+
+
+def _snappy_literals(data: bytes) -> bytes:
+    """A raw snappy block holding ``data`` as literals only."""
+    out = bytearray()
+    length = len(data)
+    while True:  # the uncompressed length, a varint
+        if length < 0x80:
+            out.append(length)
+            break
+        out.append((length & 0x7F) | 0x80)
+        length >>= 7
+    for start in range(0, len(data), _SNAPPY_LITERAL):
+        chunk = data[start : start + _SNAPPY_LITERAL]
+        if len(chunk) <= 60:
+            out.append((len(chunk) - 1) << 2)
+        else:
+            out.append(61 << 2)
+            out += (len(chunk) - 1).to_bytes(2, "little")
+        out += chunk
+    return bytes(out)
 
 
 def _snappy(data: bytes) -> bytes:
@@ -128,6 +182,71 @@ def _copy(out: bytearray, offset: int, size: int) -> None:
 
 
 # ------------------------------------------------------------------------ lz4
+
+_LZ4_BLOCK: Final = 64 * 1024
+_LZ4_FLG: Final = 0x60  # version 01, independent blocks, no checksums, no content size
+_LZ4_BD: Final = 0x40  # 64 KiB blocks
+_STORED: Final = 0x80000000
+
+
+def _lz4_stored_frame(data: bytes, *, broken_checksum: bool) -> bytes:
+    """An LZ4 frame of ``data`` in uncompressed blocks. The header checksum is the second
+    byte of the xxHash32 of the descriptor (FLG, BD), or, ``broken_checksum``, of the
+    magic and the descriptor (``KafkaLZ4BlockOutputStream`` for message format v0)."""
+    header = struct.pack("<IBB", _LZ4_MAGIC, _LZ4_FLG, _LZ4_BD)
+    checksum = xxh32(header if broken_checksum else header[4:]) >> 8 & 0xFF
+    out = bytearray(header)
+    out.append(checksum)
+    for start in range(0, len(data), _LZ4_BLOCK):
+        block = data[start : start + _LZ4_BLOCK]
+        out += struct.pack("<I", _STORED | len(block)) + block
+    out += struct.pack("<I", 0)
+    return bytes(out)
+
+
+_P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+_MASK: Final = 0xFFFFFFFF
+
+
+def _rotl(value: int, bits: int) -> int:
+    return ((value << bits) | (value >> (32 - bits))) & _MASK
+
+
+def xxh32(data: bytes, seed: int = 0) -> int:
+    """xxHash32 of ``data`` (what an LZ4 frame's checksums are)."""
+    length = len(data)
+    position = 0
+    if length >= 16:
+        lanes = [
+            (seed + _P1 + _P2) & _MASK,
+            (seed + _P2) & _MASK,
+            seed & _MASK,
+            (seed - _P1) & _MASK,
+        ]
+        while position <= length - 16:
+            for i in range(4):
+                (word,) = struct.unpack_from("<I", data, position)
+                lanes[i] = _rotl((lanes[i] + word * _P2) & _MASK, 13) * _P1 & _MASK
+                position += 4
+        hashed = (
+            _rotl(lanes[0], 1) + _rotl(lanes[1], 7) + _rotl(lanes[2], 12) + _rotl(lanes[3], 18)
+        ) & _MASK
+    else:
+        hashed = (seed + _P5) & _MASK
+    hashed = (hashed + length) & _MASK
+    while position + 4 <= length:
+        (word,) = struct.unpack_from("<I", data, position)
+        hashed = _rotl((hashed + word * _P3) & _MASK, 17) * _P4 & _MASK
+        position += 4
+    while position < length:
+        hashed = _rotl((hashed + data[position] * _P5) & _MASK, 11) * _P1 & _MASK
+        position += 1
+    hashed ^= hashed >> 15
+    hashed = hashed * _P2 & _MASK
+    hashed ^= hashed >> 13
+    hashed = hashed * _P3 & _MASK
+    hashed ^= hashed >> 16
+    return hashed
 
 
 def _lz4_frame(data: bytes) -> bytes:

@@ -484,8 +484,13 @@ class KafkaWireServer:
 
     async def _produce(self, request: KafkaRequest) -> Any:
         """A Produce: partitions whose records ``ProduceRequest.validateRecords`` refuses
-        are answered here with its code; the handler gets the rest, if any."""
-        refused = produce.invalid_partitions(request.body, request.api_version)
+        (v3+), or whose legacy messages cannot be up-converted (v0-v2, ``LogValidator``'s
+        checks), are answered here with its code; the handler gets the rest, if any."""
+        if request.api_version < 3:
+            converted, refused = produce.up_converted(request.body)
+            request = dataclasses.replace(request, body=converted)
+        else:
+            refused = produce.invalid_partitions(request.body, request.api_version)
         if not refused:
             return await self._handler.handle(request)
         rest = produce.without_partitions(request.body, refused)

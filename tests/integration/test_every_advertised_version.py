@@ -57,6 +57,7 @@ from kafka.protocol.producer import (  # type: ignore[import-untyped]
 from actors.runtime.tracer import MemorySink, Tracer
 from cluster.kafka.apis import decode_response, encode_api_versions_request, encode_request
 from cluster.kafka.client import KafkaAdminClient
+from cluster.kafka.message_sets import write_message
 from cluster.launch.cluster import SUPPORTED_APIS, Cluster, ClusterSpec
 from protocol.errors import ErrorCode
 from protocol.group import (
@@ -136,6 +137,16 @@ def created(version: int) -> TopicName:
     return TopicName(f"created-v{version}")
 
 
+def produced(version: int) -> bytes:
+    """A record as a producer of ``version`` sends it: a v2 batch from v3, before that a
+    message of format v1 (v2) or v0 (v0-v1), which the broker up-converts."""
+    if version >= 3:
+        return client_batch([b"v"])
+    out = bytearray()
+    write_message(out, 0, 1 if version == 2 else 0, key=None, value=b"v", timestamp=LONG)
+    return bytes(out)
+
+
 SIMPLE: dict[int, Callable[[int], KafkaApiRequestData]] = {
     0: lambda v: ProduceRequestData(
         acks=1,
@@ -143,7 +154,7 @@ SIMPLE: dict[int, Callable[[int], KafkaApiRequestData]] = {
         topic_data=(
             ProduceTopicData(
                 name=TOPIC,
-                partition_data=(ProducePartitionData(index=0, records=client_batch([b"v"])),),
+                partition_data=(ProducePartitionData(index=0, records=produced(v)),),
             ),
         ),
     ),

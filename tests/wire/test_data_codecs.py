@@ -297,24 +297,28 @@ epoch_responses = st.builds(
 
 
 def project_produce_request(data: ProduceRequestData, version: int) -> ProduceRequestData:
-    return replace(data, version=version)
+    data = replace(data, version=version)
+    return data if version >= 3 else replace(data, transactional_id=None)
 
 
 def project_produce_response(data: ProduceResponseData, version: int) -> ProduceResponseData:
     def partition(p: ProducePartitionResponse) -> ProducePartitionResponse:
+        if version < 2:
+            p = replace(p, log_append_time_ms=-1)
         if version < 5:
             p = replace(p, log_start_offset=-1)
         if version < 8:
             p = replace(p, record_errors=(), error_message=None)
         return p
 
-    return replace(
+    data = replace(
         data,
         responses=tuple(
             replace(t, partition_responses=tuple(partition(p) for p in t.partition_responses))
             for t in data.responses
         ),
     )
+    return data if version >= 1 else replace(data, throttle_time_ms=0)
 
 
 def project_fetch_request(data: FetchRequestData, version: int) -> FetchRequestData:
@@ -482,9 +486,9 @@ def served_id(case: tuple[ClientApiKey, int]) -> str:
 
 def test_the_data_apis_are_advertised_as_served() -> None:
     """Brokers advertise exactly the versions the data codecs serve: Kafka 2.7's ranges,
-    but for Produce v0-2 and Fetch v0-3 (message format v0/v1)."""
+    but for Fetch v0-3 (message format v0/v1)."""
     assert {key: TABLE[key] for key in APIS} == {
-        ClientApiKey.PRODUCE: (3, 8),
+        ClientApiKey.PRODUCE: (0, 8),
         ClientApiKey.FETCH: (4, 12),
         ClientApiKey.LIST_OFFSETS: (0, 5),
         ClientApiKey.INIT_PRODUCER_ID: (0, 4),

@@ -1,8 +1,9 @@
 """Produce (API key 0): records for partitions, answered by each partition's leader
-(``KafkaApis.handleProduceRequest``). The codec has no v0-v2 (message formats v0/v1), so
-kemu serves v3-v8, where every partition carries exactly one magic-v2 batch
-(``protocol.kafka_data.validate_records``). Records pass through as the bytes the client
-sent. A request with ``acks`` 0 gets no response at all (the listener's business)."""
+(``KafkaApis.handleProduceRequest``), v0-v8. From v3 every partition carries exactly one
+magic-v2 batch (``protocol.kafka_data.validate_records``) and the records pass through as
+the bytes the client sent; v0-v2 (``cluster.kafka.legacy``'s schemas) carry message sets of
+formats v0/v1, which the listener up-converts to one v2 batch first (``up_converted``). A
+request with ``acks`` 0 gets no response at all (the listener's business)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 from cluster.kafka.apis.api_codec import ApiCodec, Values
 from cluster.kafka.codec import as_error_code, as_millis
 from cluster.kafka.framing import KafkaRequest
+from cluster.kafka.message_sets import LegacyRecordsError, up_convert
 from protocol.errors import ErrorCode
 from protocol.ids import TopicName
 from protocol.kafka_api import ClientApiKey
@@ -35,7 +37,7 @@ def request_data(body: Any, version: int) -> ProduceRequestData:
     return ProduceRequestData(
         acks=int(body.acks),
         timeout_ms=as_millis(body.timeout),
-        transactional_id=body.transactional_id,
+        transactional_id=getattr(body, "transactional_id", None),
         topic_data=tuple(
             ProduceTopicData(
                 name=TopicName(t.name),
@@ -171,6 +173,26 @@ def invalid_partitions(body: Any, version: int) -> dict[tuple[str, int], ErrorCo
     return found
 
 
+def up_converted(body: Any) -> tuple[Any, dict[tuple[str, int], ErrorCode]]:
+    """A decoded Produce v0-v2 with each partition's legacy messages made one v2 batch
+    (``message_sets.up_convert``; records already v2 as sent, a partition without a whole
+    message empty), and the partitions whose records a 2.7 broker refuses, with its codes
+    (they keep their records here: ``without_partitions`` drops them)."""
+    refused: dict[tuple[str, int], ErrorCode] = {}
+    topics = []
+    for topic in body.topic_data:
+        partitions = []
+        for partition in topic.partition_data:
+            try:
+                converted = up_convert(bytes(partition.records or b""))
+            except LegacyRecordsError as exc:
+                refused[(str(topic.name), int(partition.index))] = exc.code
+                converted = b""
+            partitions.append(dataclasses.replace(partition, records=converted))
+        topics.append(dataclasses.replace(topic, partition_data=tuple(partitions)))
+    return dataclasses.replace(body, topic_data=tuple(topics)), refused
+
+
 def without_partitions(body: Any, dropped: Mapping[tuple[str, int], ErrorCode]) -> Any | None:
     """The decoded Produce without the ``dropped`` partitions (and topics left with none);
     ``None`` when nothing is left."""
@@ -205,7 +227,7 @@ def with_refused(
 
 CODEC = ApiCodec(
     api_key=ClientApiKey.PRODUCE,
-    versions=(3, 8),
+    versions=(0, 8),
     client_version=8,
     request_type=ProduceRequestData,
     response_type=ProduceResponseData,
