@@ -13,7 +13,7 @@ from typing import Any
 from spark.analyze import analyze
 from spark.diff import Thresholds, diff, load_thresholds, pair_inputs
 from spark.engine import Engine, choose_engine
-from spark.progress import Progress
+from spark.progress import Progress, StageDisplay
 from spark.report import render_analysis_html, render_diff_html, write_json
 from spark.schema import check_inputs, resolve_inputs
 from spark.session import spark_session
@@ -33,10 +33,11 @@ def analyze_command(
     quiet: bool = False,
     conf: Mapping[str, str] | None = None,
     engine: Engine | None = None,
+    stages: StageDisplay | None = None,
 ) -> int:
     """Exit status 1 when any run breaks an invariant, else 0. ``engine``: None lets
-    ``spark.engine.choose_engine`` decide."""
-    progress = Progress("kemu trace analyze", quiet=quiet)
+    ``spark.engine.choose_engine`` decide; ``stages`` draws Spark's stages meanwhile."""
+    progress = Progress("kemu trace analyze", quiet=quiet, stages=stages)
     inputs = resolve_inputs(traces)
     check_inputs(inputs)  # bad input fails before any engine starts
     chosen = choose_engine(engine, master=master, conf=conf, inputs=inputs, progress=progress)
@@ -50,6 +51,7 @@ def analyze_command(
                 spark = stack.enter_context(
                     spark_session(master, app="kemu trace analyze", config=conf)
                 )
+            stack.enter_context(progress.spark_stages(spark))
             document = analyze(spark, inputs, deletion_bound=deletion_bound, progress=progress)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "analysis.json", document)
@@ -82,14 +84,15 @@ def diff_command(
     quiet: bool = False,
     conf: Mapping[str, str] | None = None,
     engine: Engine | None = None,
+    stages: StageDisplay | None = None,
 ) -> int:
     """Exit status 1 when a threshold is crossed, else 0. ``engine``: None lets
-    ``spark.engine.choose_engine`` decide."""
+    ``spark.engine.choose_engine`` decide; ``stages`` draws Spark's stages meanwhile."""
     limits = load_thresholds(thresholds)
     sides = resolve_inputs([baseline]), resolve_inputs([candidate])
     pairs, _ = pair_inputs(*sides)  # bad input fails before any engine starts
     check_inputs([*sides[0], *sides[1]])
-    progress = Progress("kemu trace diff", quiet=quiet)
+    progress = Progress("kemu trace diff", quiet=quiet, stages=stages)
     paired = [item for _, b, c in pairs for item in (b, c)]
     chosen = choose_engine(engine, master=master, conf=conf, inputs=paired, progress=progress)
     document = _diff_document(
@@ -142,6 +145,7 @@ def _diff_document(
     with ExitStack() as stack:
         with progress.stage("starting Spark"):
             spark = stack.enter_context(spark_session(master, app="kemu trace diff", config=conf))
+        stack.enter_context(progress.spark_stages(spark))
         return diff(
             spark,
             [baseline],

@@ -296,6 +296,7 @@ def replay_command(
                 spark = stack.enter_context(
                     spark_session(master, app="kemu-trace-replay", config=conf)
                 )
+            stack.enter_context(progress.spark_stages(spark))
             with progress.stage(f"replaying {len(inputs)} runs, one task each"):
                 report = replay_runs(spark, inputs, patch=patch)
     for outcome in report.runs:

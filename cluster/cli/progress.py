@@ -1,6 +1,8 @@
-"""A progress line for commands that count runs (``kemu chaos run``, ``scripts/chaos.sh``):
-runs done of the total, failures so far, the rate and the time left, drawn with rich on
-stderr and cleared at the end.
+"""Progress drawn with rich on stderr, cleared at the end: the line of commands that count
+runs (``kemu chaos run``, ``scripts/chaos.sh``: runs done of the total, failures so far,
+the rate and the time left), and the bars of a Spark job's active stages, read from
+Spark's status tracker (``kemu trace analyze|diff|replay --engine spark``: tasks done of
+the stage's tasks, failed tasks, the time left).
 
 It is drawn only when stderr is a terminal and the user did not ask for quiet: a pipe, a
 file or CI gets no progress noise at all. While it is drawn, the command's own lines on a
@@ -18,15 +20,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import io
 import re
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Final, TextIO
+from typing import Final, Protocol, TextIO
 
 from rich.console import Console
 from rich.progress import (
@@ -41,7 +45,17 @@ from rich.progress import (
 )
 from rich.text import Text
 
-__all__ = ["RunProgress", "count_runs", "run_progress"]
+__all__ = [
+    "RunProgress",
+    "StageBars",
+    "StageRow",
+    "active_stages",
+    "count_runs",
+    "run_progress",
+    "spark_stage_progress",
+    "stage_name",
+    "terminal_progress",
+]
 
 RUN_LINE: Final = re.compile(r"^\[\d+/\d+\] \S+ seed=\d+ \.\.\. (\S+)", re.MULTILINE)
 """A finished run of ``kemu chaos run``: its status is the word after the dots (a run
@@ -117,16 +131,34 @@ class RunProgress:
 
 
 @contextlib.contextmanager
+def terminal_progress(
+    *columns: str | ProgressColumn, quiet: bool = False, stream: TextIO | None = None
+) -> Iterator[Progress | None]:
+    """A rich ``Progress`` of ``columns`` drawn on ``stream`` (stderr) for the life of the
+    context and cleared at its end, the lines written to ``sys.stderr`` meanwhile printed
+    above it; None (nothing drawn) when ``quiet`` or ``stream`` is not a terminal."""
+    stream = stream or sys.stderr
+    if quiet or not stream.isatty():
+        yield None
+        return
+    progress = Progress(
+        *columns,
+        console=Console(file=stream),
+        transient=True,
+        redirect_stdout=False,  # a command's own out: RunProgress.wrap
+        redirect_stderr=True,  # log lines (written to sys.stderr as it is then) go above it
+    )
+    with progress:
+        yield progress
+
+
+@contextlib.contextmanager
 def run_progress(
     total: int, *, label: str, quiet: bool = False, stream: TextIO | None = None
 ) -> Iterator[RunProgress]:
     """A progress line of ``total`` runs on ``stream`` (stderr) for the life of the context,
     cleared at its end; nothing when ``quiet`` or ``stream`` is not a terminal."""
-    stream = stream or sys.stderr
-    if quiet or not stream.isatty():
-        yield RunProgress()
-        return
-    progress = Progress(
+    columns = (
         TextColumn(label),
         BarColumn(),
         MofNCompleteColumn(),
@@ -134,14 +166,145 @@ def run_progress(
         _RateColumn(),
         TextColumn("ETA"),
         TimeRemainingColumn(),
-        console=Console(file=stream),
-        transient=True,
-        redirect_stdout=False,  # the command's own out: RunProgress.wrap
-        redirect_stderr=True,  # log lines (written to sys.stderr as it is then) go above it
     )
-    with progress:
+    with terminal_progress(*columns, quiet=quiet, stream=stream) as progress:
+        if progress is None:
+            yield RunProgress()
+            return
         task = progress.add_task(label, total=total, failed=0)
         yield RunProgress(progress, task)
+
+
+# -- Spark stages --------------------------------------------------------------------------
+
+
+class SparkStageInfo(Protocol):
+    """What ``StatusTracker.getStageInfo`` answers (pyspark's ``SparkStageInfo``)."""
+
+    @property
+    def stageId(self) -> int: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def numTasks(self) -> int: ...
+    @property
+    def numCompletedTasks(self) -> int: ...
+    @property
+    def numFailedTasks(self) -> int: ...
+
+
+class SparkStatusTracker(Protocol):
+    """The part of pyspark's ``StatusTracker`` (``SparkContext.statusTracker()``) read."""
+
+    def getActiveStageIds(self) -> list[int]: ...
+    def getStageInfo(self, stageId: int) -> SparkStageInfo | None: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class StageRow:
+    """One active stage: its id, Spark's name for it (``count at ...``), its tasks."""
+
+    stage_id: int
+    name: str
+    done: int
+    total: int
+    failed: int
+
+
+STAGE_POLL: Final = 0.2
+"""Seconds between two reads of the status tracker, which answers only when asked
+(Spark's own console progress bar reads it as often)."""
+STAGE_NAME_WIDTH: Final = 20
+
+
+def stage_name(name: str) -> str:
+    """Spark's name of a stage, ``count at /path/to/job.py:41``, as its bar shows it:
+    the call site's file name only, at most ``STAGE_NAME_WIDTH`` characters."""
+    call, at, site = name.partition(" at ")
+    short = f"{call}{at}{site.rsplit('/', 1)[-1]}"
+    if len(short) <= STAGE_NAME_WIDTH:
+        return short
+    return short[: STAGE_NAME_WIDTH - 1] + "…"
+
+
+def active_stages(tracker: SparkStatusTracker) -> list[StageRow]:
+    """The stages running now, by id (a stage that ended between the two reads is left
+    out)."""
+    rows = []
+    for stage_id in sorted(tracker.getActiveStageIds()):
+        info = tracker.getStageInfo(stage_id)
+        if info is not None:
+            rows.append(
+                StageRow(
+                    stage_id=info.stageId,
+                    name=info.name,
+                    done=info.numCompletedTasks,
+                    total=info.numTasks,
+                    failed=info.numFailedTasks,
+                )
+            )
+    return rows
+
+
+class StageBars:
+    """One bar per active stage on a rich ``Progress``: added when the stage is first
+    seen, moved as its tasks complete, removed once it is no longer active."""
+
+    COLUMNS: Final = (  # within 80 columns, the description at its longest
+        TextColumn("{task.description}"),
+        BarColumn(bar_width=15),
+        MofNCompleteColumn(),
+        TextColumn("tasks, {task.fields[failed]} failed, ETA"),
+        TimeRemainingColumn(),
+    )
+
+    def __init__(self, progress: Progress) -> None:
+        self._progress = progress
+        self._shown: dict[int, TaskID] = {}
+
+    def show(self, rows: Sequence[StageRow]) -> None:
+        active = {row.stage_id for row in rows}
+        for stage_id in [s for s in self._shown if s not in active]:
+            self._progress.remove_task(self._shown.pop(stage_id))
+        for row in rows:
+            task = self._shown.get(row.stage_id)
+            if task is None:
+                description = f"stage {row.stage_id}: {stage_name(row.name)}"
+                task = self._progress.add_task(description, total=row.total, failed=0)
+                self._shown[row.stage_id] = task
+            self._progress.update(task, total=row.total, completed=row.done, failed=row.failed)
+
+
+@contextlib.contextmanager
+def spark_stage_progress(
+    tracker: SparkStatusTracker, *, quiet: bool = False, stream: TextIO | None = None
+) -> Iterator[None]:
+    """The active stages of ``tracker``'s Spark context drawn as bars on ``stream``
+    (stderr) while the block runs, read every ``STAGE_POLL`` seconds by a thread of
+    its own; nothing when ``quiet`` or ``stream`` is not a terminal
+    (``spark.progress.StageDisplay``)."""
+    with terminal_progress(*StageBars.COLUMNS, quiet=quiet, stream=stream) as progress:
+        if progress is None:
+            yield
+            return
+        bars = StageBars(progress)
+        done = threading.Event()
+
+        def follow() -> None:
+            while not done.wait(STAGE_POLL):
+                try:
+                    rows = active_stages(tracker)
+                except Exception:  # the session is stopping under us: nothing more to draw
+                    return
+                bars.show(rows)
+
+        thread = threading.Thread(target=follow, name="kemu-spark-stages", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join()
 
 
 def count_runs(text: str) -> tuple[int, int]:

@@ -10,6 +10,7 @@ options given with ``--engine local``, is a ``UsageError`` raised before anythin
 from __future__ import annotations
 
 import argparse
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias, cast
 
@@ -17,6 +18,7 @@ from cluster.cli.args import UsageError, key_values
 
 if TYPE_CHECKING:
     from spark.engine import Engine
+    from spark.progress import StageDisplay
 
 __all__ = ["add_trace_parser", "engine_of", "spark_conf"]
 
@@ -154,6 +156,7 @@ def _cmd_trace_analyze(args: argparse.Namespace) -> int:
         deletion_bound=args.deletion_bound,
         quiet=args.quiet,
         engine=engine_of(args),
+        stages=_stage_display(args.quiet),
     )
 
 
@@ -170,6 +173,7 @@ def _cmd_trace_diff(args: argparse.Namespace) -> int:
         deletion_bound=args.deletion_bound,
         quiet=args.quiet,
         engine=engine_of(args),
+        stages=_stage_display(args.quiet),
     )
 
 
@@ -201,6 +205,7 @@ def _add_replay_parser(trace_sub: _SubParsers) -> None:
         help="Spark master: runs on Spark (--engine spark; its default master is local[*])",
     )
     replay.add_argument("--out", metavar="DIR", help="write the report (replay.json) here")
+    replay.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     _add_engine_argument(replay)
     _add_spark_conf_argument(replay)
     replay.set_defaults(func=_cmd_trace_replay)
@@ -216,6 +221,13 @@ def _cmd_trace_replay(args: argparse.Namespace) -> int:
         master=args.master,
         conf=spark_conf(args),
         out=out,
-        progress=Progress("kemu trace replay"),
+        progress=Progress("kemu trace replay", quiet=args.quiet, stages=_stage_display(args.quiet)),
         engine=engine_of(args),
     )
+
+
+def _stage_display(quiet: bool) -> StageDisplay:
+    """Spark's stages as rich bars on a terminal stderr (``--quiet``: none)."""
+    from cluster.cli.progress import spark_stage_progress
+
+    return functools.partial(spark_stage_progress, quiet=quiet)
