@@ -319,6 +319,13 @@ def assemble_diff(
                 "candidate": str(c.path),
                 **result,
                 "divergences": diverged,
+                "rates": {
+                    side: {
+                        "rate": r["messages"]["rate"],
+                        "bucket_seconds": r["messages"]["rate_bucket_seconds"],
+                    }
+                    for side, r in (("baseline", rb), ("candidate", rc))
+                },
             }
         )
         crossed_all += [{"run": key, **x} for x in result["crossed"]]

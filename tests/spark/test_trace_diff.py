@@ -14,12 +14,10 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from actors.controller.topic_deletion import TopicDeletionManager
-from cluster.chaos import RunOptions, load_scenario, run_scenario
 from cluster.cli.main import main
 from spark.diff import Limit, Thresholds, ThresholdsError, load_thresholds
 from tests.support.analysis import rounded
-from tests.support.campaign import ROOT, run_campaign
+from tests.support.campaign import run_campaign, run_forgetful_controller
 
 # A Spark session (one JVM for the run); its first jobs on a loaded 2-core machine take
 # longer than the default minute.
@@ -80,18 +78,7 @@ def test_a_changed_controller_is_reported_with_its_first_divergent_event(
     StopReplicas per operation), exits 1, and names the first event of `events` that
     differs, the new controller's, after the failover."""
     del spark
-    original = TopicDeletionManager.init
-
-    async def forgetful(self: TopicDeletionManager, to_delete: object, ineligible: object) -> None:
-        await original(self, (), ())
-
-    monkeypatch.setattr(TopicDeletionManager, "init", forgetful)
-    candidate = tmp_path / "candidate" / SCENARIO / "seed-1"
-    result = run_scenario(
-        load_scenario(ROOT / "scenarios" / f"{SCENARIO}.yaml"),
-        RunOptions(run_dir=candidate, seed=1),
-    )
-    assert result.status == "failed"
+    candidate = run_forgetful_controller(tmp_path / "candidate", monkeypatch)
     baseline = campaign / SCENARIO / "seed-1"
     status, document, printed = _diff_by_both(baseline, candidate, tmp_path / "out")
     assert status == 1

@@ -1,0 +1,144 @@
+"""The pages of ``kemu trace analyze`` (``report.html``) and ``kemu trace diff``
+(``diff.html``), opened in headless Chromium from the file system: their plots are drawn
+with the document's values (read back from the SVG), nothing is wider than the window,
+and nothing is fetched. Screenshots go to ``artifacts/analysis/``."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from contextlib import redirect_stdout
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cluster.cli.main import main
+from spark.report import seconds
+from tests.support.browser import ARTIFACTS, Element, elements, render
+from tests.support.campaign import run_forgetful_controller
+
+SCENARIO = "controller-killed-mid-deletion"
+RUN = f"{SCENARIO}/seed-1"
+
+# each runs chaos runs and a browser
+pytestmark = pytest.mark.slow
+
+
+def _values(dom: list[Element]) -> dict[str, str]:
+    """Every value label of the page's plots: its id, and its text."""
+    return {
+        e.attrs["id"]: e.text.strip() for e in dom if e.attrs.get("id", "").startswith("value-")
+    }
+
+
+def _body(dom: list[Element]) -> Element:
+    return next(e for e in dom if e.tag == "body")
+
+
+def _no_network(page: str) -> None:
+    without_namespaces = page.replace("http://www.w3.org/2000/svg", "").replace(
+        "http://www.w3.org/1999/xlink", ""
+    )
+    assert "http://" not in without_namespaces
+    assert "https://" not in without_namespaces
+
+
+@pytest.fixture(scope="module")
+def analysed(
+    campaign: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[dict[str, Any], list[Element]]:
+    out = tmp_path_factory.mktemp("analysis")
+    with redirect_stdout(io.StringIO()):
+        assert main(["trace", "analyze", str(campaign), "--out", str(out), "--quiet"]) == 0
+    page = out / "report.html"
+    _no_network(page.read_text())
+    dom = elements(render(page, ARTIFACTS / "analysis" / "report.png", out / "chromium"))
+    return json.loads((out / "analysis.json").read_text()), dom
+
+
+def test_the_analysis_page_plots_the_document_s_values(
+    analysed: tuple[dict[str, Any], list[Element]],
+) -> None:
+    document, dom = analysed
+    body = _body(dom)
+    assert body.attrs["data-ready"] == "1"
+    assert body.attrs["data-overflow"] == "none"
+    runs = list(document["runs"])
+    index = runs.index(RUN)
+    run = document["runs"][RUN]
+    values = _values(dom)
+    charts = {e.attrs["data-chart"] for e in dom if e.tag == "svg" and "plot" in e.classes}
+    assert "summary" in charts  # a campaign: one dot per run at the top
+    assert {f"lifecycle-{index}", f"rate-{index}", f"types-{index}", f"latency-{index}"} <= charts
+    # the messages by type: a bar per type, the commonest first, each labelled with its count
+    by_type = sorted(run["messages"]["by_type"].items(), key=lambda kv: (-kv[1], kv[0]))[:15]
+    for name, count in by_type:
+        assert values[f"value-types-{index}-{name}"] == f"{count:,}"
+    # the deletion of `events`, as long as the document says
+    (events,) = [c for c in run["lifecycles"] if c["topic"] == "events"]
+    deleted = values[f"value-lifecycle-{index}-events-0"]
+    assert deleted == f"deleted in {seconds(events['deletion_duration'])}"
+    # latencies: the requests that took time on the virtual clock, at their percentiles
+    timed = {k: v for k, v in run["latency"].items() if v["max"] > 0}
+    assert timed  # the replica fetchers' long polls
+    for name, stats in timed.items():
+        for pct in ("p50", "p90", "p99"):
+            assert values[f"value-latency-{index}-{name}-{pct}"] == seconds(stats[pct])
+    # the busiest second of the run, from its rate buckets
+    rate, bucket = run["messages"]["rate"], run["messages"]["rate_bucket_seconds"]
+    assert values[f"value-rate-{index}-peak-sent"] == f"{max(rate) / bucket:.3g}/s"
+    # axes with ticks and units
+    texts = {e.text.strip() for e in dom if e.tag == "text"}
+    assert {"trace time (s)", "messages/s", "messages sent", "seconds", "events"} <= texts
+
+
+def test_the_diff_page_overlays_both_runs(
+    campaign: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A controller that forgets the marked topics at failover: the diff page draws both
+    runs' message rates on one chart and the changed metrics as baseline and candidate
+    bars, with the document's values."""
+    candidate = run_forgetful_controller(tmp_path / "candidate", monkeypatch)
+    out = tmp_path / "out"
+    with redirect_stdout(io.StringIO()):
+        status = main(
+            [
+                "trace",
+                "diff",
+                str(campaign / SCENARIO / "seed-1"),
+                str(candidate),
+                "--out",
+                str(out),
+                "--quiet",
+            ]
+        )
+    assert status == 1
+    page = out / "diff.html"
+    _no_network(page.read_text())
+    dom = elements(render(page, ARTIFACTS / "analysis" / "diff.png", tmp_path / "chromium"))
+    assert _body(dom).attrs["data-overflow"] == "none"
+    (pair,) = json.loads((out / "diff.json").read_text())["pairs"]
+    values = _values(dom)
+    for side in ("baseline", "candidate"):
+        rate = pair["rates"][side]
+        assert (
+            values[f"value-rate-pair-0-peak-{side}"]
+            == f"{max(rate['rate']) / rate['bucket_seconds']:.3g}/s"
+        )
+    # the changed metrics, those beyond their threshold first (marked), each bar
+    # labelled with its value
+    crossed = {c["metric"] for c in pair["crossed"]}
+    drawn = 0
+    for delta in pair["deltas"]:
+        name = ("\u2716 " if delta["metric"] in crossed else "") + delta["metric"]
+        key = "value-deltas-0-" + re.sub(r"[^A-Za-z0-9._-]", "_", name)
+        if f"{key}-baseline" in values:
+            drawn += 1
+            assert delta["metric"] in crossed
+            assert values[f"{key}-baseline"] == f"{delta['baseline'] or 0.0:.3g}"
+            assert values[f"{key}-candidate"] == f"{delta['candidate'] or 0.0:.3g}"
+    assert drawn == 15  # absent on one side: 0 there
+    legend = {e.text.strip() for e in dom if e.tag == "text"}
+    assert {"baseline", "candidate"} <= legend
