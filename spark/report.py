@@ -21,7 +21,11 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+import msgspec
+
+from pages import asset, script_text
 from spark.analyze import LIFECYCLE_COLUMNS
+from spark.schema import EVENT_COLUMNS, RawEvent, raw_events
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -53,6 +57,8 @@ _PHASE_NAMES: Final = {
 }
 _TOP: Final = 15
 """Bars per chart of counts (message types, errors); the rest are in the table below it."""
+_AROUND: Final = 120
+"""Events drawn before and after the first divergent event, on each side of diff.html."""
 _OPEN_RUNS: Final = 3
 """Runs whose section starts open: all of a campaign this small, else the failing ones."""
 
@@ -77,6 +83,8 @@ svg.plot { display: block; max-width: 100%; height: auto; margin: 4px 0 8px; }
   gap: 8px 18px; }
 .grid2 > * { min-width: 0; }
 code, .mono { font: 12px ui-monospace, "DejaVu Sans Mono", monospace; overflow-wrap: anywhere; }
+.sequence-box { position: relative; width: 100%; overflow: hidden; }
+svg.sequence { cursor: grab; touch-action: none; }
 .divergence { border-left: 3px solid #c0281f; padding: 2px 10px; margin: 6px 0; }
 """
 _OVERFLOW_CHECK: Final = """
@@ -90,10 +98,44 @@ window.addEventListener("load", function () {
   document.querySelectorAll("svg.plot").forEach(function (svg) {
     if (svg.getBoundingClientRect().right > root.clientWidth + 1) over.push(svg.dataset.chart);
   });
+  document.querySelectorAll(".sequence-box").forEach(function (box) {
+    if (box.scrollWidth > box.clientWidth + 1) over.push("sequence");
+  });
   document.body.dataset.overflow = over.length ? over.join(" ") : "none";
   document.body.dataset.ready = "1";
 });
 </script>
+"""
+
+
+_DRAW_SEQUENCES: Final = """
+// diff.html: each <div data-sequence=ID> draws the events of the JSON element ID, the
+// divergent event (its `focus` seq) marked
+(function () {
+  const tip = document.createElement("div");
+  tip.id = "tip";
+  document.body.appendChild(tip);
+  for (const box of document.querySelectorAll("[data-sequence]")) {
+    const data = JSON.parse(document.getElementById(box.dataset.sequence).textContent);
+    const events = data.events;
+    const model = KemuSequence.buildModel(events, data.brokers);
+    const focus = events.findIndex((e) => e.seq === data.focus);
+    const state = {
+      axis: "order", view: null, topic: "", hiddenLanes: new Set(), focus: focus < 0 ? null : focus,
+      hiddenTypes: new Set(model.types.map(([t]) => t).filter(KemuSequence.isStoreRead)),
+    };
+    const svg = box.querySelector("svg");
+    const diagram = KemuSequence.Diagram({
+      events, model, svg, state, tip, prefix: box.dataset.sequence + "-",
+      box: box.querySelector(".sequence-box"), hint: box.querySelector(".hint"),
+    });
+    state.view = diagram.fullDomain();
+    diagram.draw();
+    svg.dataset.focusSeq = data.focus;
+    svg.dataset.lanes = model.laneIds.join(" ");
+    window.addEventListener("resize", diagram.redraw);
+  }
+})();
 """
 
 
@@ -330,12 +372,24 @@ def summary_plot(chart: str, runs: Mapping[str, Mapping[str, Any]]) -> str:
 # ----------------------------------------------------------------------------- html
 
 
-def _page(title: str, body: Iterable[str]) -> str:
+def _page(title: str, body: Iterable[str], *, diagrams: bool = False) -> str:
+    """The page; ``diagrams``: with the sequence diagram's style and script (pages/), which
+    draws each ``<div data-sequence=ID>`` from the JSON in the element ``ID``."""
+    style = (asset("sequence.css").decode() if diagrams else "") + _STYLE
+    script = (
+        "<script>\n" + asset("sequence.js").decode() + _DRAW_SEQUENCES + "</script>\n"
+        if diagrams
+        else ""
+    )
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{escape(title)}</title><style>{_STYLE}</style></head><body>"
-        f"<h1>{escape(title)}</h1>\n" + "\n".join(body) + _OVERFLOW_CHECK + "</body></html>\n"
+        f"<title>{escape(title)}</title><style>{style}</style></head><body>"
+        f"<h1>{escape(title)}</h1>\n"
+        + "\n".join(body)
+        + script
+        + _OVERFLOW_CHECK
+        + "</body></html>\n"
     )
 
 
@@ -611,6 +665,90 @@ def _divergence(d: Mapping[str, Any]) -> str:
     )
 
 
+def _window(path: Path, seq: int) -> list[bytes]:
+    """The events of the trace at ``path`` from ``_AROUND`` before the event ``seq`` to
+    ``_AROUND`` after it, each as its JSON text."""
+    low, high = seq - _AROUND, seq + _AROUND
+    if path.suffix == ".parquet":
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(path, columns=list(EVENT_COLUMNS))
+        table = table.filter(
+            pc.and_(pc.greater_equal(table["seq"], low), pc.less_equal(table["seq"], high))
+        )
+        return [
+            msgspec.json.encode(RawEvent(**{**row, "fields": msgspec.Raw(row["fields"] or "{}")}))
+            for row in table.to_pylist()
+        ]
+    found: list[bytes] = []
+    for event in raw_events(path):
+        if event.seq > high:
+            break
+        if event.seq >= low:
+            found.append(msgspec.json.encode(event))
+    return found
+
+
+def _brokers(windows: Iterable[Sequence[bytes]]) -> int:
+    """How many broker lanes both diagrams draw: one past the highest broker named."""
+    ids = [int(m) for w in windows for e in w for m in re.findall(rb'"broker-(\d+)', e)]
+    return max(ids) + 1 if ids else 0
+
+
+def _diagrams(index: int, pair: Mapping[str, Any]) -> list[str]:
+    """Both runs' sequence diagrams side by side around the first divergence (the
+    earliest in the baseline's trace), its event marked on each side."""
+    found = [
+        d
+        for d in pair["divergences"]
+        if d["baseline_seq"] is not None or d["candidate_seq"] is not None
+    ]
+    if not found:
+        return []
+    first = min(
+        found, key=lambda d: (d["baseline_seq"] is None, d["baseline_seq"] or 0, d["topic"])
+    )
+    sides = {side: (Path(pair[side]), first[f"{side}_seq"]) for side in ("baseline", "candidate")}
+    try:
+        windows = {
+            side: _window(path, seq) if seq is not None else []
+            for side, (path, seq) in sides.items()
+        }
+    except (OSError, ValueError) as exc:
+        return [f"<p class='note'>the sequence diagrams could not be drawn: {escape(str(exc))}</p>"]
+    brokers = _brokers(windows.values())
+    out = [
+        f"<h3>Around the first divergence: topic {escape(first['topic'])}</h3>",
+        "<p class='note'>Each run's messages from "
+        f"{_AROUND} events before its divergent event to {_AROUND} after; the divergent "
+        "event is the red line, and what it drew is thick red. Wheel: zoom, drag: pan, "
+        "hover: details.</p><div class='grid2'>",
+    ]
+    for side, (_, seq) in sides.items():
+        ident = f"sequence-{index}-{side}"
+        data = (
+            b'{"focus":'
+            + (str(seq).encode() if seq is not None else b"null")
+            + b',"brokers":'
+            + str(brokers).encode()
+            + b',"events":['
+            + b",".join(windows[side])
+            + b"]}"
+        )
+        what = f"event {seq:,}" if seq is not None else "its sequence of the topic ended"
+        out.append(
+            f"<div class='sequence' data-sequence='{ident}' data-side='{side}'>"
+            f"<h3>{side}: {what}</h3><div class='hint note'></div>"
+            f"<div class='sequence-box'><svg class='sequence' id='{ident}-svg' role='img' "
+            f"aria-label='{side} message sequence'></svg></div>"
+            f"<script type='application/json' id='{ident}'>{script_text(data).decode()}</script>"
+            "</div>"
+        )
+    out.append("</div>")
+    return out
+
+
 def render_diff_html(document: Mapping[str, Any]) -> str:
     crossed = document["crossed"]
     pairs = document["pairs"]
@@ -648,6 +786,12 @@ def render_diff_html(document: Mapping[str, Any]) -> str:
             f"<p class='note'>baseline <span class='mono'>{escape(pair['baseline'])}</span>"
             f"<br>candidate <span class='mono'>{escape(pair['candidate'])}</span></p>"
         )
+        body += _diagrams(i, pair)
+        body.append("<h3>First divergence per topic (normalised message sequence)</h3>")
+        body.append(
+            "".join(_divergence(d) for d in pair["divergences"])
+            or "<p class='note'>none: every topic's sequence is the same</p>"
+        )
         rates = pair.get("rates")
         if rates:
             body.append("<h3>Messages per second, baseline and candidate</h3>")
@@ -661,11 +805,6 @@ def render_diff_html(document: Mapping[str, Any]) -> str:
         if pair["deltas"]:
             body.append("<h3>Metrics that changed</h3>")
             body.append(_delta_plot(f"deltas-{i}", pair["deltas"], crossed_names))
-        body.append("<h3>First divergence per topic (normalised message sequence)</h3>")
-        body.append(
-            "".join(_divergence(d) for d in pair["divergences"])
-            or "<p class='note'>none: every topic's sequence is the same</p>"
-        )
         body.append("<h3>Thresholds crossed</h3>")
         body.append(
             _table(
@@ -693,4 +832,4 @@ def render_diff_html(document: Mapping[str, Any]) -> str:
             )
         )
         body.append("</details>")
-    return _page("kemu trace diff", body)
+    return _page("kemu trace diff", body, diagrams=True)

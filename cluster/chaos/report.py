@@ -1,12 +1,14 @@
 """A run for people to look at: ``report.html``.
 
 One self-contained page beside ``timeline.txt``: the page's script and style
-(``report.js``, ``report.css``, package resources of ``cluster.chaos``) are written
-inline, and so is the run's trace, so the file opens from disk with no network. The
-script draws, in the browser, a message-sequence diagram of the run (one lane per
-broker, the store and the chaos driver; requests and answers as arrows; faults as
-shaded spans; elections, session expiries and crashes as marks; each topic's partition
-states) and time series with the faults shaded (docs/chaos.md, "The report").
+(``report.js``, ``report.css``, package resources of ``cluster.chaos``, after the
+message-sequence diagram that ``diff.html`` draws too: ``sequence.js`` and
+``sequence.css`` of ``pages``) are written inline, and so is the run's trace, so the
+file opens from disk with no network. The script draws, in the browser, a
+message-sequence diagram of the run (one lane per broker, the store and the chaos
+driver; requests and answers as arrows; faults as shaded spans; elections, session
+expiries and crashes as marks; each topic's partition states) and time series with the
+faults shaded (docs/chaos.md, "The report").
 
 Python only puts the page together: the trace's bytes go in as they are (each ``<``
 escaped, which only JSON strings hold), with a few facts about the run that the trace
@@ -28,6 +30,7 @@ import msgspec
 
 from cluster.chaos.model import Scenario
 from cluster.chaos.timeline import step_label
+from pages import asset, script_text
 
 if TYPE_CHECKING:
     from cluster.chaos.runner import RunResult
@@ -40,13 +43,6 @@ REPORT_FILE = "report.html"
 @functools.cache
 def _asset(name: str) -> bytes:
     return (resources.files("cluster.chaos") / name).read_bytes()
-
-
-def _escaped(text: bytes) -> bytes:
-    """JSON (or JSON Lines) safe inside a ``<script>`` element: ``<`` only occurs in
-    JSON strings, where ``\\u003c`` means the same, so no ``</script>`` or ``<!--`` can
-    end or confuse the element."""
-    return text.replace(b"<", b"\\u003c")
 
 
 def _run_facts(scenario: Scenario, result: RunResult) -> dict[str, Any]:
@@ -82,13 +78,15 @@ def report_page(scenario: Scenario, result: RunResult, trace: bytes) -> bytes:
             b"<title>kemu chaos: ",
             html.escape(title).encode(),
             b"</title>\n<style>\n",
+            asset("sequence.css"),
             _asset("report.css"),
             b"</style>\n</head>\n<body>\n",
             b'<script type="application/json" id="run-facts">',
-            _escaped(facts),
+            script_text(facts),
             b'</script>\n<script type="application/x-ndjson" id="run-trace">\n',
-            _escaped(trace),
+            script_text(trace),
             b"</script>\n<script>\n",
+            asset("sequence.js"),
             _asset("report.js"),
             b"</script>\n</body>\n</html>\n",
         ]

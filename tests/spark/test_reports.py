@@ -142,3 +142,19 @@ def test_the_diff_page_overlays_both_runs(
     assert drawn == 15  # absent on one side: 0 there
     legend = {e.text.strip() for e in dom if e.tag == "text"}
     assert {"baseline", "candidate"} <= legend
+    # both runs' sequence diagrams, side by side, around the first divergence: the
+    # earliest in the baseline's trace, its event marked on each side
+    first = min(pair["divergences"], key=lambda d: d["baseline_seq"])
+    svgs = {e.attrs["id"]: e for e in dom if e.tag == "svg" and "sequence" in e.classes}
+    assert list(svgs) == ["sequence-0-baseline-svg", "sequence-0-candidate-svg"]
+    for side, svg in zip(("baseline", "candidate"), svgs.values(), strict=True):
+        assert svg.attrs["data-focus-seq"] == str(first[f"{side}_seq"])
+        assert svg.attrs["data-lanes"] == "broker-0 broker-1 broker-2 store chaos"
+        assert int(svg.attrs["data-arrows-drawn"]) > 0
+    focus = {e.attrs["data-seq"] for e in dom if e.tag == "line" and "focus" in e.classes}
+    assert focus == {str(first["baseline_seq"]), str(first["candidate_seq"])}
+    # what the divergent events drew (here the candidate's partition transition) is
+    # drawn thick red
+    assert [e for e in dom if "divergent" in e.classes]
+    lanes = [e.text for e in dom if e.tag == "text" and "lane-name" in e.classes]
+    assert lanes == ["broker-0", "broker-1", "broker-2", "metadata store", "chaos driver"] * 2
