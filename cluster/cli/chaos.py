@@ -42,9 +42,10 @@ from cluster.chaos.runner import RunOptions, RunResult, reproduce_command, run_s
 from cluster.cli.progress import RunProgress, run_progress
 from protocol.errors import KemuError
 
-__all__ = ["chaos_main", "parse_seeds"]
+__all__ = ["campaign_main", "chaos_main", "parse_seeds"]
 
 DEFAULT_OUT = Path(".kemu/chaos")
+DEFAULT_CAMPAIGN_OUT = Path(".kemu/chaos-campaign")
 SHOWN_PROBLEMS = 10
 
 
@@ -71,6 +72,8 @@ def chaos_main(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     if args.chaos_command == "schema":
         out.write(json.dumps(scenario_schema(), indent=2) + "\n")
         return 0
+    if args.chaos_command == "campaign":
+        return campaign_main(args, out)
     deterministic = getattr(args, "deterministic", False) or getattr(
         args, "check_determinism", False
     )
@@ -111,6 +114,65 @@ def chaos_main(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
             zookeeper=zookeeper if needs_zookeeper else None,
             local_zookeeper=local,
         )
+
+
+def campaign_main(args: argparse.Namespace, out: TextIO) -> int:
+    """``kemu chaos campaign``: every (scenario, seed) run as a Spark task
+    (``cluster.chaos.spark_campaign``); prints each scenario's pass count, every run that
+    did not pass with the command that reproduces it, the totals, and where
+    ``campaign.html`` is. Exit status 1 if a run did not pass (or Spark failed), 2 for
+    bad input."""
+    from cluster.chaos.spark_campaign import check_master, check_out_dir, run_on_spark
+
+    try:
+        scenarios = _load(args.scenarios, {})
+        seeds = parse_seeds(None, args.seeds)
+        _refuse_real(scenarios)
+    except ScenarioError as exc:
+        for problem in exc.problems:
+            print(f"Error: {problem}", file=sys.stderr)
+        return 2
+    except _InputError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 2
+    root = Path(args.out) if args.out else DEFAULT_CAMPAIGN_OUT
+    check_master(args.master)
+    check_out_dir(root)
+    texts = [(path, Path(path).read_text(encoding="utf-8")) for path, _ in scenarios]
+    started = time.perf_counter()
+    results, _ = run_on_spark(
+        texts,
+        seeds,
+        root,
+        master=args.master,
+        conf=args.spark_conf,
+        log_level=getattr(args, "log_level", None),
+        log_json=getattr(args, "log_format", "console") == "json",
+    )
+    _summarise(out, [s.name for _, s in scenarios], results)
+    page = write_campaign(root, results, time.perf_counter() - started)
+    out.write(f"campaign: {page}\n")
+    return 0 if all(r.status == "passed" for r in results) else 1
+
+
+def _summarise(out: TextIO, names: Sequence[str], results: Sequence[RunResult]) -> None:
+    """Each scenario's pass count, then every run that did not pass, then the totals."""
+    for name in names:
+        runs = [r for r in results if r.scenario == name]
+        passed = sum(1 for r in runs if r.status == "passed")
+        mark = "" if passed == len(runs) else "  FAILED"
+        out.write(f"{name:<48} {passed:4d}/{len(runs)} passed{mark}\n")
+    bad = [r for r in results if r.status != "passed"]
+    if bad:
+        out.write("\nfailed runs:\n")
+        for result in bad:
+            out.write(f"{result.scenario} seed={result.seed}: ")
+            _report(out, result, None)
+    simulated = sum(r.simulated_seconds for r in results)
+    out.write(
+        f"\n{len(names)} scenario(s), {len(results)} run(s): {len(results) - len(bad)} passed,"
+        f" {len(bad)} failed; {simulated:.0f}s simulated\n"
+    )
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, str]:

@@ -18,7 +18,7 @@ import anyio
 
 from actors.runtime.clock import run_real
 from cluster.cli.args import UsageError, key_values
-from cluster.cli.trace import add_trace_parser
+from cluster.cli.trace import add_spark_conf_argument, add_trace_parser
 from cluster.logging import LOG_FORMATS, LOG_LEVELS, configure_logging
 from protocol.errors import InconsistentClusterIdError, KemuError, unwrap_kemu_error
 
@@ -248,6 +248,7 @@ def _add_chaos_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="print the JSON Schema of a scenario (its shorthand expanded; docs/chaos.md)",
     )
     schema.set_defaults(func=_cmd_chaos)
+    _add_campaign_parser(chaos_sub)
     seeds = run.add_mutually_exclusive_group()
     seeds.add_argument("--seed", type=int, help="the seed of the run (default 0)")
     seeds.add_argument("--seeds", metavar="A..B", help="every seed from A to B, inclusive")
@@ -274,6 +275,36 @@ def _add_chaos_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
             metavar="HOST:PORT[/chroot]",
             help="a real ZooKeeper (alone: start a throwaway local one)",
         )
+
+
+def _add_campaign_parser(chaos_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    campaign = chaos_sub.add_parser(
+        "campaign",
+        help="run scenarios over seeds as a Spark job, deterministic mode (docs/spark.md)",
+    )
+    campaign.add_argument("scenarios", nargs="+", metavar="SCENARIO", help="a scenario YAML file")
+    campaign.add_argument(
+        "--seeds", required=True, metavar="A..B", help="every seed from A to B, inclusive"
+    )
+    campaign.add_argument(
+        "--master", help="a Spark master URL (default local[*], or spark-submit's)"
+    )
+    campaign.add_argument(
+        "--out",
+        metavar="DIR",
+        help="run directories go here, a path every executor can write (.kemu/chaos-campaign)",
+    )
+    add_spark_conf_argument(campaign)
+    _add_log_options(campaign)
+    campaign.set_defaults(func=_cmd_chaos_campaign)
+
+
+def _cmd_chaos_campaign(args: argparse.Namespace) -> int:
+    from cluster.cli.chaos import chaos_main
+    from cluster.cli.trace import spark_conf
+
+    args.spark_conf = spark_conf(args)
+    return chaos_main(args)
 
 
 def _cmd_reassign(args: argparse.Namespace) -> int:

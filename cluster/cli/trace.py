@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from spark.engine import Engine
     from spark.progress import StageDisplay
 
-__all__ = ["add_trace_parser", "engine_of", "spark_conf"]
+__all__ = ["add_spark_conf_argument", "add_trace_parser", "engine_of", "spark_conf"]
 
 _SubParsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
@@ -107,7 +107,7 @@ def _add_analysis_parsers(trace_sub: _SubParsers) -> None:
         )
         parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
         _add_engine_argument(parser)
-        _add_spark_conf_argument(parser)
+        add_spark_conf_argument(parser)
     analyze.set_defaults(func=_cmd_trace_analyze)
     diff.set_defaults(func=_cmd_trace_diff)
 
@@ -126,7 +126,7 @@ def engine_of(args: argparse.Namespace) -> Engine | None:
     return cast("Engine | None", args.engine)
 
 
-def _add_spark_conf_argument(parser: argparse.ArgumentParser) -> None:
+def add_spark_conf_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--conf",
         action="append",
@@ -207,7 +207,7 @@ def _add_replay_parser(trace_sub: _SubParsers) -> None:
     replay.add_argument("--out", metavar="DIR", help="write the report (replay.json) here")
     replay.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     _add_engine_argument(replay)
-    _add_spark_conf_argument(replay)
+    add_spark_conf_argument(replay)
     replay.set_defaults(func=_cmd_trace_replay)
 
 

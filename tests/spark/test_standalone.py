@@ -6,87 +6,34 @@ run in the worker's executor. Its result matches the local analysis of the same 
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from cluster.cli.main import main
-from cluster.launch.processes import free_ports
+from cluster.launch.spark_standalone import StandaloneSpark, standalone_spark
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]  # a Spark session: one JVM for the run
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-HOST = "127.0.0.1"
-START_TIMEOUT = 60.0
-
-
-def _listening(port: int, deadline: float) -> bool:
-    """Whether something accepts connections on ``port`` before ``deadline`` (polls the
-    port: the master says nothing else that is machine-readable)."""
-    while time.monotonic() < deadline:
-        with socket.socket() as sock:
-            sock.settimeout(0.5)
-            if sock.connect_ex((HOST, port)) == 0:
-                return True
-        time.sleep(0.1)  # between two connection attempts, not to let anything settle
-    return False
 
 
 @pytest.fixture
-def standalone(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
-    """A standalone master and one worker (1 core, 1 GB); yields the master URL and the
-    environment the driver needs."""
-    master_port, master_ui, worker_port, worker_ui = free_ports(4, HOST)
-    env = {
-        **os.environ,
-        "SPARK_LOCAL_IP": HOST,
-        "SPARK_LOG_DIR": str(tmp_path / "logs"),
-        "SPARK_CONF_DIR": str(ROOT / "spark" / "conf"),
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-    }
-    url = f"spark://{HOST}:{master_port}"
-    log = (tmp_path / "cluster.log").open("wb")
-    spark_class = str(BIN / "spark-class")
-    master = subprocess.Popen(
-        [spark_class, "org.apache.spark.deploy.master.Master", "--host", HOST,
-         "--port", str(master_port), "--webui-port", str(master_ui)],
-        env=env, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    worker = None
-    try:
-        assert _listening(master_port, time.monotonic() + START_TIMEOUT), "no master"
-        worker = subprocess.Popen(
-            [spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", HOST,
-             "--port", str(worker_port), "--webui-port", str(worker_ui),
-             "--cores", "1", "--memory", "1g", "--work-dir", str(tmp_path / "work")],
-            env=env, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        yield url, env
-    finally:
-        for process in (worker, master):
-            if process is not None:
-                process.terminate()
-                try:
-                    process.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
-        log.close()
+def standalone(tmp_path: Path) -> Iterator[StandaloneSpark]:
+    """A standalone master and one worker (1 core, 1 GB)."""
+    with standalone_spark(tmp_path, workers=1) as cluster:
+        yield cluster
 
 
 @pytest.mark.timeout(300)  # four JVMs start on two cores: master, worker, driver, executor
 def test_spark_submit_to_a_standalone_master_analyses_like_local(
-    standalone: tuple[str, dict[str, str]], campaign: Path, tmp_path: Path
+    standalone: StandaloneSpark, campaign: Path, tmp_path: Path
 ) -> None:
-    url, env = standalone
+    url, env = standalone.url, standalone.env
     out = tmp_path / "submitted"
     done = subprocess.run(
         [str(BIN / "spark-submit"), "--master", url,
@@ -99,7 +46,7 @@ def test_spark_submit_to_a_standalone_master_analyses_like_local(
     assert done.returncode == 0, done.stderr[-3000:]
     submitted = json.loads((out / "analysis.json").read_text())
     # The work ran in the worker's executor (its directory for the application).
-    assert list((tmp_path / "work").glob("app-*/*/stderr"))
+    assert list(standalone.work_dirs[0].glob("app-*/*/stderr"))
 
     local_out = tmp_path / "local"
     assert main(["trace", "analyze", str(campaign), "--out", str(local_out), "--quiet"]) == 0
@@ -109,3 +56,43 @@ def test_spark_submit_to_a_standalone_master_analyses_like_local(
         assert submitted["runs"][run]["violations"] == result["violations"] == []
         assert submitted["runs"][run]["lifecycles"] == result["lifecycles"]
         assert submitted["runs"][run]["messages"] == result["messages"]
+
+
+SCENARIOS = ("create-delete-all-up", "delete-disabled")
+
+
+@pytest.mark.timeout(900)  # six JVMs on two cores: master, two workers, driver, two executors
+def test_a_chaos_campaign_on_two_workers_runs_like_the_local_campaign(tmp_path: Path) -> None:
+    files = [str(ROOT / "scenarios" / f"{name}.yaml") for name in SCENARIOS]
+    out = tmp_path / "campaign"
+    with standalone_spark(tmp_path, workers=2) as cluster:
+        done = subprocess.run(
+            [str(BIN / "kemu"), "chaos", "campaign", *files, "--seeds", "1..2",
+             "--master", cluster.url, "--out", str(out), "--log-level", "INFO",
+             "--conf", "spark.executor.memory=512m",
+             # both executors registered before the first task is handed out
+             "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0",
+             "--conf", f"spark.local.dir={tmp_path / 'scratch'}"],
+            env=cluster.env, capture_output=True, text=True, timeout=800, check=False,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "2 scenario(s), 4 run(s): 4 passed, 0 failed" in done.stdout
+    # Each worker's executor ran runs: their brokers' INFO lines are in its stderr.
+    for work in cluster.work_dirs:
+        stderr = list(work.glob("app-*/*/stderr"))
+        assert len(stderr) == 1, work
+        assert "[kemu.broker" in stderr[0].read_text(errors="replace"), work
+
+    local = tmp_path / "local"
+    assert main(["chaos", "run", *files, "--seeds", "1..2", "--deterministic",
+                 "--out", str(local), "--quiet"]) == 0  # fmt: skip
+    for name in SCENARIOS:
+        for seed in (1, 2):
+            run = f"{name}/seed-{seed}"
+            assert (out / run / "trace.jsonl").read_bytes() == (
+                local / run / "trace.jsonl"
+            ).read_bytes(), run
+            remote = json.loads((out / run / "summary.json").read_text())
+            here = json.loads((local / run / "summary.json").read_text())
+            assert remote["trace_sha256"] == here["trace_sha256"]
+            assert remote["status"] == here["status"] == "passed"

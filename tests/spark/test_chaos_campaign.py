@@ -1,0 +1,129 @@
+"""``kemu chaos campaign``: every (scenario, seed) run a Spark task (here on the tests'
+local[1] session, which the command joins). Each run directory is the one ``kemu chaos
+run --deterministic`` writes for the same scenario and seed, and so is the campaign
+page; a run that cannot be done is that run's error, not the campaign's end."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import SparkSession
+
+from cluster.cli.main import main
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(300)]
+
+ROOT = Path(__file__).resolve().parents[2]
+FILES = [str(ROOT / "scenarios" / f"{n}.yaml") for n in ("create-delete-all-up", "delete-disabled")]
+WALL = re.compile(rb'<span id="wall-time">[^<]*</span>')
+# what differs between two runs of the same seed: the wall clock (log lines' times)
+WALL_CLOCK_FILES = {"server.log", "controller.log", "state-change.log"}
+
+
+def _files(root: Path) -> set[Path]:
+    return {p.relative_to(root) for p in root.rglob("*") if p.is_file()}
+
+
+def test_campaign_runs_are_the_local_runs_byte_for_byte(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "campaign"
+    status = main(["chaos", "campaign", *FILES, "--seeds", "1..2", "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert status == 0, printed
+    assert re.search(r"^create-delete-all-up +2/2 passed$", printed, re.M)
+    assert re.search(r"^delete-disabled +2/2 passed$", printed, re.M)
+    assert "2 scenario(s), 4 run(s): 4 passed, 0 failed" in printed
+    assert f"campaign: {out / 'campaign.html'}" in printed
+    on_spark = tmp_path / "on-spark"
+    out.rename(on_spark)
+
+    # the same runs, locally, into the same path (summaries name their run directory)
+    assert main(["chaos", "run", *FILES, "--seeds", "1..2", "--deterministic",
+                 "--out", str(out), "--quiet"]) == 0  # fmt: skip
+    spark_files, local_files = _files(on_spark), _files(out)
+    parquet = {p for p in spark_files if p.name == "trace.parquet"}
+    assert len(parquet) == 4
+    assert spark_files - parquet == local_files
+    for name in sorted(local_files):
+        mine, theirs = (on_spark / name).read_bytes(), (out / name).read_bytes()
+        if name.name in WALL_CLOCK_FILES:
+            continue
+        if name.name == "summary.json":
+            a, b = json.loads(mine), json.loads(theirs)
+            assert a.pop("wall_seconds") > 0
+            assert b.pop("wall_seconds") > 0
+            assert a == b, name
+        elif name.name == "campaign.html":
+            assert WALL.sub(b"", mine) == WALL.sub(b"", theirs)
+        else:
+            assert mine == theirs, name
+    for name in parquet:
+        summary = json.loads((on_spark / name.parent / "summary.json").read_text())
+        assert pq.read_metadata(on_spark / name).num_rows == summary["events"]
+
+
+def test_a_run_that_cannot_be_done_fails_alone(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "campaign"
+    foreign = out / "delete-disabled" / "seed-2" / "notes.txt"
+    foreign.parent.mkdir(parents=True)
+    foreign.write_text("not a run\n")
+    status = main(["chaos", "campaign", *FILES, "--seeds", "1..2", "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert status == 1
+    assert re.search(r"^create-delete-all-up +2/2 passed$", printed, re.M)
+    assert re.search(r"^delete-disabled +1/2 passed  FAILED$", printed, re.M)
+    assert "4 run(s): 3 passed, 1 failed" in printed
+    assert "delete-disabled seed=2: error" in printed
+    assert "holds no chaos run: not touching it" in printed
+    assert f"reproduce: kemu chaos run {FILES[1]} --seed 2 --deterministic --out {out}" in printed
+    assert foreign.read_text() == "not a run\n"  # untouched
+    page = (out / "campaign.html").read_text()
+    assert 'data-seed="2" data-status="error"' in page
+
+
+def test_an_unwritable_out_dir_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    status = main(["chaos", "campaign", FILES[0], "--seeds", "1..1", "--out", str(blocker / "x")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 1
+    assert err == [f"Error: --out {blocker / 'x'}: cannot write there: Not a directory"]
+
+
+def test_an_unreachable_master_is_one_line_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cluster.launch.processes import free_ports
+
+    (port,) = free_ports(1, "127.0.0.1")
+    out = tmp_path / "campaign"
+    status = main(["chaos", "campaign", FILES[0], "--seeds", "1..1", "--out", str(out),
+                   "--master", f"spark://127.0.0.1:{port}"])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 1
+    assert err == [
+        f"Error: cannot reach the Spark master at spark://127.0.0.1:{port}:"
+        " nothing accepts connections"
+    ]
+    assert not out.exists()
+
+
+def test_bad_seeds_and_real_mode_scenarios_are_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "campaign"
+    assert main(["chaos", "campaign", FILES[0], "--seeds", "3..1", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.startswith("Error: --seeds must be A..B")
+    real = sorted((ROOT / "scenarios" / "real").glob("*.yaml"))[0]
+    assert main(["chaos", "campaign", str(real), "--seeds", "1..1", "--out", str(out)]) == 2
+    assert "deterministic mode runs in one process" in capsys.readouterr().err
+    assert not out.exists()
