@@ -32,6 +32,7 @@ import msgspec
 from actors.invariants import (
     CHAOS_NODE,
     DEFAULT_DELETION_BOUND,
+    GROUP_EVENTS,
     TRACE_RULES,
     TraceRule,
     refused_transitions,
@@ -78,6 +79,9 @@ ROUTED_RULES: Final = frozenset(
         "acknowledged_writes_kept",
         "one_record_per_offset",
         "follower_logs_match",
+        "group_offsets_rise",
+        "one_owner_per_partition",
+        "groups_settle",
     }
 )
 """The trace rules whose events ``check_runs`` knows how to select; a rule added to
@@ -94,6 +98,7 @@ _RUN_TYPES: Final = (
     "replica_logs_read",
     "unclean_leader_elected",
     "data_rules",
+    *GROUP_EVENTS,
 )
 
 

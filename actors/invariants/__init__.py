@@ -18,6 +18,12 @@ from actors.invariants.final_rules import (
     pending_deletions,
     store_leadership,
 )
+from actors.invariants.groups import (
+    GROUP_EVENTS,
+    GroupOffsetsRise,
+    GroupsSettle,
+    OnePartitionOwner,
+)
 from actors.invariants.liveness import BrokerLiveness, DownReason
 from actors.invariants.trace_rules import (
     DEFAULT_DELETION_BOUND,
@@ -40,12 +46,16 @@ __all__ = [
     "CHAOS_NODE",
     "DEFAULT_DELETION_BOUND",
     "FINAL_RULES",
+    "GROUP_EVENTS",
     "TRACE_RULES",
     "AcknowledgedWritesKept",
     "BrokerLiveness",
     "CacheView",
     "DownReason",
     "FinalState",
+    "GroupOffsetsRise",
+    "GroupsSettle",
+    "OnePartitionOwner",
     "OrphanLogDirs",
     "PartitionView",
     "StoreView",

@@ -34,6 +34,7 @@ from actors.invariants.data import (
     isr_change_violations,
     replica_log_violations,
 )
+from actors.invariants.groups import GroupOffsetsRise, GroupsSettle, OnePartitionOwner
 from actors.invariants.leadership import (
     ElectionTracker,
     LeaderEpochTracker,
@@ -632,6 +633,9 @@ TRACE_RULES: Final[Mapping[str, Callable[[], TraceRule]]] = {
     "acknowledged_writes_kept": AcknowledgedWritesKept,
     "one_record_per_offset": OneRecordPerOffset,
     "follower_logs_match": FollowerLogsMatch,
+    "group_offsets_rise": GroupOffsetsRise,
+    "one_owner_per_partition": OnePartitionOwner,
+    "groups_settle": GroupsSettle,
 }
 """Every trace rule by name (``deletions_complete`` with the default bound, the data rules
 allowing no loss)."""

@@ -21,6 +21,7 @@ from actors.invariants import (
     check_final,
 )
 from actors.zk.store import StoreSession
+from cluster.chaos.group import group_settled
 from cluster.chaos.harness import Harness, Trigger
 from cluster.chaos.model import (
     BrokerRegistered,
@@ -29,6 +30,7 @@ from cluster.chaos.model import (
     Condition,
     Converged,
     EventSeen,
+    GroupSettled,
     MarkedForDeletion,
     NoPendingDeletions,
     PreferredLeaders,
@@ -210,6 +212,8 @@ def condition_check(h: Harness, condition: Condition) -> Callable[[], Awaitable[
             return lambda: _reassignment_done(h, topic, assignment or {})
         case PreferredLeaders(topic=topic):
             return lambda: _preferred_leaders(h, topic)
+        case GroupSettled(group=group, members=members):
+            return lambda: group_settled(h, group, members)
         case _:
             assert_never(condition)
 

@@ -20,6 +20,7 @@ import msgspec
 
 from actors.broker.broker import broker_node_id
 from actors.log.disk import DiskOp
+from cluster.chaos.group import find_coordinator
 from cluster.chaos.harness import ChaosStepError, Harness
 from cluster.chaos.model import (
     BrokerSel,
@@ -32,8 +33,10 @@ from cluster.chaos.model import (
     ExpireSession,
     Fault,
     KillController,
+    KillCoordinator,
     NetworkPartition,
     PauseBroker,
+    PauseMember,
     ReorderMessages,
     SlowStore,
     StopBroker,
@@ -74,6 +77,18 @@ async def inject(h: Harness, fault: Fault, fault_id: str) -> ActiveFault:
             broker = await _running(h, selector)
             await h.crash_broker(broker)
             return _down(h, fault_id, fault, broker, f"broker {broker} crashed")
+        case KillCoordinator():
+            coordinator = await find_coordinator(h, fault.group)
+            if coordinator is None or not h.is_running(coordinator):
+                raise ChaosStepError(f"group {fault.group} has no running coordinator")
+            if fault.graceful:
+                await h.stop_broker(coordinator, timeout=RESTART_TIMEOUT)
+                how = "stopped"
+            else:
+                await h.crash_broker(coordinator)
+                how = "crashed"
+            text = f"broker {coordinator} (coordinator of group {fault.group}) {how}"
+            return _down(h, fault_id, fault, coordinator, text)
         case StopBroker():
             broker = await _running(h, fault.broker)
             await h.stop_broker(broker, timeout=RESTART_TIMEOUT)
@@ -91,6 +106,24 @@ async def inject(h: Harness, fault: Fault, fault_id: str) -> ActiveFault:
                 resume,
                 f"broker {broker} paused",
                 (broker_node_id(broker),),
+            )
+        case PauseMember():
+            gate = h.member_gates.get((fault.group, fault.member))
+            if gate is None:
+                raise ChaosStepError(
+                    f"no member {fault.member} of group {fault.group} (started by a consume step)"
+                )
+            gate.close()
+
+            async def thaw() -> None:
+                gate.open()
+
+            return ActiveFault(
+                fault_id,
+                "pause_member",
+                thaw,
+                f"member {fault.group}-{fault.member} paused",
+                (),
             )
         case NetworkPartition():
             network = _network(h)

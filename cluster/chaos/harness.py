@@ -48,7 +48,7 @@ from protocol.ids import BrokerId
 from protocol.kafka_api import KafkaApiRequestData
 from protocol.trace import TraceEvent, TraceKind
 
-__all__ = ["ChaosStepError", "Harness", "Recorder", "Trigger"]
+__all__ = ["ChaosStepError", "Gate", "Harness", "Recorder", "Trigger"]
 
 KAFKA_REQUESTS: Final = get_args(KafkaApiRequestData)
 """The request types a broker's Kafka listener takes."""
@@ -65,6 +65,33 @@ OBSERVER_ACTOR: Final = "network_tap"
 
 class ChaosStepError(KemuError):
     """A step could not be carried out (no such broker running, no controller, ...)."""
+
+
+# ----------------------------------------------------------------------------- gates
+
+
+class Gate:
+    """Lets a consumer of a group run, or holds it before its next request while closed
+    (the ``pause_member`` fault)."""
+
+    def __init__(self) -> None:
+        self._open = anyio.Event()
+        self._open.set()
+
+    @property
+    def closed(self) -> bool:
+        return not self._open.is_set()
+
+    def close(self) -> None:
+        if self._open.is_set():
+            self._open = anyio.Event()
+
+    def open(self) -> None:
+        self._open.set()
+
+    async def passage(self) -> None:
+        """Until the gate is open."""
+        await self._open.wait()
 
 
 # ----------------------------------------------------------------------------- triggers
@@ -237,6 +264,9 @@ class Harness:
         self.log_root = log_root
         self.disks: dict[int, FaultyDisk] = {}
         self.tap = ControlTap(tracer)
+        self.member_gates: dict[tuple[str, int], Gate] = {}
+        """The gate of each consumer of a group a ``consume`` step started, by (group,
+        member index)."""
         self._kafka: KafkaAdminClient | None = None
 
     @property

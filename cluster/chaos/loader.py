@@ -42,6 +42,7 @@ from cluster.chaos.model import (
     BrokerRegistered,
     BrokerUnregistered,
     ClockSkew,
+    Consume,
     CrashBroker,
     CreateTopic,
     DeleteTopic,
@@ -52,6 +53,7 @@ from cluster.chaos.model import (
     Heal,
     NetworkPartition,
     PauseBroker,
+    PauseMember,
     PreferredElection,
     ReassignmentDone,
     ReassignPartitions,
@@ -171,6 +173,9 @@ SHORTHAND: Final[Mapping[str, str]] = {
     "expire_session": "broker",
     "slow_store": "latency",
     "disk_failure": "broker",
+    "pause_member": "group",
+    "group_settled": "group",
+    "kill_coordinator": "group",
     "heal": "fault",
     "sleep": "seconds",
     "partition": "groups",
@@ -649,6 +654,7 @@ def scenario_problems(
             yield ("cluster", "racks"), f"no broker {broker} (the cluster has {count})"
     faults: set[str] = set()
     ids: set[str] = set()
+    groups: dict[str, int] = {}  # consumer groups started so far: their member counts
     for i, step in enumerate(scenario.steps):
         here: Path_ = ("steps", i)
         for field, broker in _brokers_named(step):
@@ -686,6 +692,21 @@ def scenario_problems(
                     if member in seen:
                         yield (*here, "groups", g), f"{member!r} is in more than one group"
                     seen.add(member)
+        if isinstance(step, Consume) and step.group is not None:
+            groups[step.group] = groups.get(step.group, 0) + step.members
+        if isinstance(step, PauseMember):
+            members = groups.get(step.group)
+            if members is None:
+                yield (
+                    (*here, "group"),
+                    f"no earlier consume step runs group {step.group!r}"
+                    + did_you_mean(step.group, groups),
+                )
+            elif step.member >= members:
+                yield (
+                    (*here, "member"),
+                    f"no member {step.member} (group {step.group} has {members})",
+                )
         if isinstance(step, _AdminOp):
             yield from ((here + p, w) for p, w in _outcome_problems(step))
         if isinstance(step, _ToolOp):
@@ -704,9 +725,12 @@ PROCESSES_FAULTS: Final = frozenset(
         "pause_broker",
         "expire_session",
         "slow_store",
+        "pause_member",
+        "kill_coordinator",
     }
 )
-"""The faults that cross processes (slow_store with the embedded store only)."""
+"""The faults that cross processes (slow_store with the embedded store only), and
+``pause_member``, which holds one of the run's own consumers."""
 
 
 def real_mode_refusal(step: Step, *, store: str, mode: str) -> str | None:

@@ -10,12 +10,15 @@ union tagged by ``kind`` (the YAML key naming the step):
   ``kafka-reassign-partitions`` / ``kafka-leader-election`` ZooKeeper paths, ``via:
   store``, or their AlterPartitionReassignments / ElectLeaders, ``via: wire``), and
   ``start_broker``;
-* faults: ``crash_broker``, ``stop_broker``, ``kill_controller``, ``partition``, ``drop``,
+* faults: ``crash_broker``, ``stop_broker``, ``kill_controller``, ``kill_coordinator``
+  (of a consumer group), ``partition``, ``drop``,
   ``delay``, ``duplicate``, ``reorder``, ``expire_session``, ``slow_store``,
-  ``disk_failure``, ``clock_skew``; and ``heal``;
+  ``disk_failure``, ``clock_skew``, ``pause_member`` (a consumer of a group); and
+  ``heal``;
 * workload: ``produce`` (records through a broker's Produce handling, every
   acknowledged one traced with its partition, offset and identity), ``consume`` (read
-  every partition back up to its high watermark, tracing what was seen) and ``verify``
+  every partition back up to its high watermark, tracing what was seen; or, with
+  ``group``, run consumers as a group through the group coordinator) and ``verify``
   (the same once the replicas have caught up, with the replicas' logs compared);
 * ``sleep`` (let simulated time pass), ``wait`` and ``expect`` (a condition with a
   deadline: a wait that times out stops the run, an expectation that fails is a violation).
@@ -69,13 +72,16 @@ __all__ = [
     "ExpireSession",
     "Fault",
     "FinalPhase",
+    "GroupSettled",
     "Heal",
     "KillController",
+    "KillCoordinator",
     "MarkedForDeletion",
     "NetworkPartition",
     "NoPendingDeletions",
     "Pattern",
     "PauseBroker",
+    "PauseMember",
     "PreferredElection",
     "PreferredLeaders",
     "Produce",
@@ -340,6 +346,16 @@ class KillController(Fault, frozen=True, kw_only=True, tag="kill_controller"):
     """Crash whichever broker is the controller at that moment."""
 
 
+class KillCoordinator(Fault, frozen=True, kw_only=True, tag="kill_coordinator"):
+    """Crash the broker that coordinates the consumer group ``group`` at that moment
+    (the one FindCoordinator names: the leader of the group's ``__consumer_offsets``
+    partition); ``graceful``: stop it instead (a controlled shutdown, which moves its
+    leaderships first). Healed by starting it again."""
+
+    group: str
+    graceful: bool = False
+
+
 class NetworkPartition(Fault, frozen=True, kw_only=True, tag="partition"):
     """Nodes in different groups cannot exchange messages (controller requests, their
     answers, forwarded admin requests); their store sessions are untouched."""
@@ -476,6 +492,21 @@ class ClockSkew(Fault, frozen=True, kw_only=True, tag="clock_skew"):
             raise ValueError(f"rate must be positive, not {self.rate}")
 
 
+class PauseMember(Fault, frozen=True, kw_only=True, tag="pause_member"):
+    """Freeze member ``member`` (from 0) of the consumer group ``group`` started by a
+    ``consume`` step, as a long GC pause freezes a consumer: it sends nothing (no
+    heartbeat, fetch or commit) until healed; then it goes on where it stopped, with the
+    generation it had (past its session timeout, the coordinator has removed it)."""
+
+    group: str
+    member: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.member < 0:
+            raise ValueError(f"member must not be negative, not {self.member}")
+
+
 # ----------------------------------------------------------------------------- workload
 
 Acks: TypeAlias = Literal[0, 1, -1, "all"]
@@ -532,16 +563,79 @@ class Produce(Action, frozen=True, kw_only=True, tag="produce"):
         return -1 if self.acks == "all" else self.acks
 
 
-class Consume(Action, frozen=True, kw_only=True, tag="consume"):
-    """Read ``topic``'s partitions (``partitions``, else all) from their leaders as a
-    consumer does (Fetch, from the log start up to the high watermark) and trace what was
-    seen (``records_read``)."""
+class _Read(Action, frozen=True, kw_only=True):
+    """Base of the steps that read partitions back: ``topic`` and its ``partitions``."""
 
     topic: str
     partitions: tuple[int, ...] | None = None
 
 
-class Verify(Consume, frozen=True, kw_only=True, tag="verify"):
+class Consume(_Read, frozen=True, kw_only=True, tag="consume"):
+    """Without ``group``: read ``topic``'s partitions (``partitions``, else all) from
+    their leaders as a consumer does (Fetch, from the log start up to the high watermark)
+    and trace what was seen (``records_read``).
+
+    With ``group``: start ``members`` consumers of that group, subscribed to ``topics``
+    (else ``topic``), and go on with the next step at once. Each member talks to the
+    group coordinator with the requests a Kafka consumer sends (FindCoordinator,
+    JoinGroup, SyncGroup, Heartbeat every ``heartbeat_interval_ms``, OffsetCommit every
+    ``commit_interval`` seconds, LeaveGroup), the leader assigning partitions as Kafka's
+    RangeAssignor does, and fetches its partitions from their leaders. The members run
+    for ``stop_after`` seconds then leave, or (without it) until the end of the run, where
+    the group must be Stable with every partition of its topics owned."""
+
+    topic: str = ""
+    group: str | None = None
+    topics: tuple[str, ...] | None = None
+    members: int = 1
+    commit_interval: float = 1.0
+    session_timeout_ms: int = 10_000
+    heartbeat_interval_ms: int = 3_000
+    rebalance_timeout_ms: int = 30_000
+    stop_after: float | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.group is None:
+            if not self.topic:
+                raise ValueError("consume needs a topic (or a group and its topics)")
+            grouped = ("topics", "stop_after")
+            given = [name for name in grouped if getattr(self, name) is not None]
+            if given or self.members != 1:
+                raise ValueError(f"{', '.join(given) or 'members'} needs a group")
+            return
+        if not self.group:
+            raise ValueError("group must not be empty")
+        if self.partitions is not None:
+            raise ValueError("a group's members are assigned partitions: give no partitions")
+        if self.topic and self.topics is not None:
+            raise ValueError("give topic or topics, not both")
+        if not self.subscription:
+            raise ValueError("a group needs topics to subscribe to")
+        if len(set(self.subscription)) != len(self.subscription):
+            raise ValueError(f"topics lists one twice: {list(self.subscription)}")
+        if not 1 <= self.members <= 100:
+            raise ValueError(f"members must be within [1, 100], not {self.members}")
+        if self.commit_interval <= 0:
+            raise ValueError(f"commit_interval must be positive, not {self.commit_interval}")
+        if self.stop_after is not None and self.stop_after <= 0:
+            raise ValueError(f"stop_after must be positive, not {self.stop_after}")
+        if not 0 < self.heartbeat_interval_ms < self.session_timeout_ms:
+            raise ValueError("heartbeat_interval_ms must be positive and below session_timeout_ms")
+        if self.rebalance_timeout_ms < 1:
+            raise ValueError(
+                f"rebalance_timeout_ms must be positive, not {self.rebalance_timeout_ms}"
+            )
+
+    @property
+    def subscription(self) -> tuple[str, ...]:
+        """The topics a group subscribes to."""
+        if self.topics is not None:
+            return self.topics
+        return (self.topic,) if self.topic else ()
+
+
+class Verify(_Read, frozen=True, kw_only=True, tag="verify"):
     """``consume`` once each partition has settled (its ISR replicas caught up with the
     leader and the high watermark at the log end, waited for up to ``within`` seconds):
     every acknowledged write must then be read back, and each replica's log is read and
@@ -648,6 +742,15 @@ class PreferredLeaders(_Condition, frozen=True, kw_only=True, tag="preferred_lea
     topic: str
 
 
+class GroupSettled(_Condition, frozen=True, kw_only=True, tag="group_settled"):
+    """The coordinator of consumer group ``group`` (the broker FindCoordinator names)
+    describes it Stable, with ``members`` members when given, and every partition of the
+    topics its members subscribe to owned by exactly one of them."""
+
+    group: str
+    members: int | None = None
+
+
 Condition: TypeAlias = (
     TopicExists
     | TopicReady
@@ -661,6 +764,7 @@ Condition: TypeAlias = (
     | EventSeen
     | ReassignmentDone
     | PreferredLeaders
+    | GroupSettled
 )
 CONDITION_TYPES: Final[tuple[type[_Condition], ...]] = (
     TopicExists,
@@ -675,6 +779,7 @@ CONDITION_TYPES: Final[tuple[type[_Condition], ...]] = (
     EventSeen,
     ReassignmentDone,
     PreferredLeaders,
+    GroupSettled,
 )
 
 
@@ -707,6 +812,7 @@ Step: TypeAlias = (
     | StopBroker
     | PauseBroker
     | KillController
+    | KillCoordinator
     | NetworkPartition
     | DropMessages
     | DelayMessages
@@ -716,6 +822,7 @@ Step: TypeAlias = (
     | SlowStore
     | DiskFailure
     | ClockSkew
+    | PauseMember
     | Heal
     | Sleep
     | Wait
@@ -726,6 +833,7 @@ FAULT_TYPES: Final[tuple[type[Fault], ...]] = (
     StopBroker,
     PauseBroker,
     KillController,
+    KillCoordinator,
     NetworkPartition,
     DropMessages,
     DelayMessages,
@@ -735,6 +843,7 @@ FAULT_TYPES: Final[tuple[type[Fault], ...]] = (
     SlowStore,
     DiskFailure,
     ClockSkew,
+    PauseMember,
 )
 ACTION_TYPES: Final[tuple[type[Action], ...]] = (
     CreateTopic,

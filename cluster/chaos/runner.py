@@ -54,6 +54,7 @@ from actors.zk.store import MetadataStore, StoreSession
 from cluster.chaos.admin import AdminOp, run_admin
 from cluster.chaos.conditions import condition_check, converged, read_final
 from cluster.chaos.faults import RESTART_TIMEOUT, ActiveFault, inject
+from cluster.chaos.group import ConsumerGroup
 from cluster.chaos.harness import Harness, Recorder
 from cluster.chaos.loader import real_mode_refusal
 from cluster.chaos.model import (
@@ -291,6 +292,8 @@ class _Run:
         self._origin = 0.0
         self._h: Harness | None = None
         self._background: TaskGroup | None = None
+        self._groups_tg: TaskGroup | None = None
+        self._groups: list[ConsumerGroup] = []  # started by consume steps with a group
         self._workloads = 0  # workload steps running now
         self._workloads_idle = anyio.Event()
         self._workloads_idle.set()
@@ -493,8 +496,11 @@ class _Run:
                 expect_loss=list(scenario.data.expect_loss),
             )
         with anyio.move_on_after(scenario.deadline) as deadline:
-            await self._steps()
-            await self._final_phase()
+            async with anyio.create_task_group() as groups:
+                self._groups_tg = groups
+                await self._steps()
+                await self._final_phase()
+                groups.cancel_scope.cancel()  # members that run until the end stop here
         if deadline.cancelled_caught:
             self.fail("deadline", f"the run did not end within {scenario.deadline:g}s")
         self.final = await self._end_state()
@@ -583,7 +589,7 @@ class _Run:
 
     async def _step(self, index: int, step: Step, **cause: Any) -> bool:
         """Carry out one step; False if the run cannot go on (a wait timed out)."""
-        if isinstance(step, Produce | Consume):
+        if isinstance(step, Produce | Verify) or (isinstance(step, Consume) and not step.group):
             with self._working():
                 return await self._do_step(index, step, **cause)
         return await self._do_step(index, step, **cause)
@@ -604,6 +610,8 @@ class _Run:
                         "verify",
                         f"{label}: partitions {unsettled} did not settle within {step.within:g}s",
                     )
+            case Consume(group=str()):
+                self._start_group(step)
             case Consume():
                 await consume(h, step, _producer(index, step))
             case Sleep(seconds=seconds):
@@ -640,6 +648,21 @@ class _Run:
                 await self._inject(index, step)
         h.emit(TraceKind.EVENT, "step_finished", index=index, step=kind_of(step), ok=ok)
         return ok
+
+    def _start_group(self, step: Consume) -> None:
+        """Start the members of a ``consume`` step with a group; they run beside the
+        next steps (``cluster.chaos.group``)."""
+        assert self._groups_tg is not None
+        first = sum(g.step.members for g in self._groups if g.group == step.group)
+        group = ConsumerGroup(self.h, step, first)
+        self._groups.append(group)
+        self._groups_tg.start_soon(self._run_group, group)
+
+    async def _run_group(self, group: ConsumerGroup) -> None:
+        try:
+            await group.run()
+        except KemuError as exc:
+            self.fail("step_error", f"consumer group {group.group}: {exc}")
 
     def _produce_outcome(self, label: str, step: Produce, outcomes: list[str]) -> None:
         """Every request's last answer must meet the step's ``outcome``."""
@@ -729,6 +752,7 @@ class _Run:
         self.say("converged" if settled else f"not converged after {final.settle:g}s")
         if settled:
             await self._final_reads()
+            await self._settle_groups(final.settle)
 
     async def _end_state(self) -> FinalState:
         """The end state the end-state rules judge. A cluster that converged is still live:
@@ -768,6 +792,17 @@ class _Run:
         for cause in self.scenario.data.expect_loss:
             if cause not in causes:
                 self.fail("expected_loss", f"no acknowledged write was lost of cause {cause}")
+
+    async def _settle_groups(self, within: float) -> None:
+        """Every group whose members run until the end must become Stable with every
+        partition of its topics owned (``consumer_group_settled``, judged by the
+        ``groups_settle`` rule)."""
+        done: set[str] = set()
+        for group in self._groups:
+            if group.until_the_end and group.group not in done:
+                done.add(group.group)
+                settled = await group.settle(within)
+                self.say(f"group {group.group} {'settled' if settled else 'did not settle'}")
 
     # ------------------------------------------------------------------ the outcome
 
@@ -852,7 +887,7 @@ class _Run:
         return result
 
 
-def _producer(index: int, step: Produce | Consume) -> str:
+def _producer(index: int, step: Produce | Consume | Verify) -> str:
     """How a workload step names its records and reads: its id, else ``p<index>``."""
     return step.id if step.id is not None else f"p{index}"
 

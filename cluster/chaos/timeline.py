@@ -42,6 +42,11 @@ _EVENTS: Final = frozenset(
         "topic_deletion_ignored",
         "topic_deletion_disabled",
         "unclean_leader_elected",
+        "group_generation",
+        "group_stable",
+        "group_member_expired",
+        "group_partition_loaded",
+        "group_partition_unloaded",
     }
 )
 _QUIET_ERRORS: Final = frozenset({"controller_request_failed"})
@@ -113,6 +118,16 @@ def _describe(event: TraceEvent, scenario: Scenario) -> str | None:
             return (
                 f"replica logs of {f['topic']}-{f['partition']} (leader {f['leader']},"
                 f" ISR {f['isr']}), log ends {ends}: {caught}"
+            )
+        if event.type == "consumer_assigned":
+            owned = ", ".join(f"{t}-{p}" for t, p in f["partitions"]) or "nothing"
+            return f"{f['member']} of {f['group']} generation {f['generation']}: {owned}"
+        if event.type == "consumer_rejoining":
+            return f"{f['member']} of {f['group']} rejoins: {f['reason']}"
+        if event.type == "consumer_group_settled":
+            return (
+                f"group {f['group']}: {f['state']}, {f['members']} members,"
+                f" {len(f['owners'])} of {len(f['partitions'])} partitions owned"
             )
         if event.type == "scenario_failure":
             return f"FAILED {f['rule']}: {f['message']}"

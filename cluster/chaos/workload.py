@@ -62,11 +62,15 @@ from protocol.trace import TraceKind
 
 __all__ = [
     "WORKLOAD_ACTOR",
+    "Leadership",
     "PartitionRead",
     "consume",
+    "emit",
     "identity_of",
+    "leader_of",
     "produce",
     "record_for",
+    "topic_assignment",
     "verify_partition",
 ]
 
@@ -122,13 +126,13 @@ def identity_of(key: bytes | None) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class _Leadership:
+class Leadership:
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
 
 
-async def _leadership(h: Harness, topic: str, partition: int) -> _Leadership | None:
+async def leader_of(h: Harness, topic: str, partition: int) -> Leadership | None:
     try:
         state = await kafka_zk.get_partition_state(
             h.session, TopicPartition(TopicName(topic), partition)
@@ -138,10 +142,10 @@ async def _leadership(h: Harness, topic: str, partition: int) -> _Leadership | N
     if state is None:
         return None
     s = state.state
-    return _Leadership(int(s.leader), int(s.leader_epoch), tuple(int(r) for r in s.isr))
+    return Leadership(int(s.leader), int(s.leader_epoch), tuple(int(r) for r in s.isr))
 
 
-async def _assignment(h: Harness, topic: str) -> dict[int, tuple[int, ...]] | None:
+async def topic_assignment(h: Harness, topic: str) -> dict[int, tuple[int, ...]] | None:
     try:
         found = await kafka_zk.get_topic_assignment(h.session, TopicName(topic))
     except KemuError:
@@ -151,7 +155,7 @@ async def _assignment(h: Harness, topic: str) -> dict[int, tuple[int, ...]] | No
     return {p: tuple(int(r) for r in a.replicas) for p, a in found.items()}
 
 
-def _emit(h: Harness, type_: str, **fields: Any) -> None:
+def emit(h: Harness, type_: str, **fields: Any) -> None:
     h.tracer.emit(TraceKind.EVENT, node="chaos", actor=WORKLOAD_ACTOR, type=type_, **fields)
 
 
@@ -161,7 +165,7 @@ def _emit(h: Harness, type_: str, **fields: Any) -> None:
 async def produce(h: Harness, step: Produce, producer: str) -> list[str]:
     """Carry out a ``produce`` step (see the module doc); the last answer of each request
     (a Kafka error name, ``NONE``, or ``NO_ANSWER``)."""
-    assignment = await _assignment(h, step.topic)
+    assignment = await topic_assignment(h, step.topic)
     if assignment is None:
         raise ChaosStepError(f"topic {step.topic} does not exist")
     if step.partition is not None and step.partition not in assignment:
@@ -184,7 +188,7 @@ async def produce(h: Harness, step: Produce, producer: str) -> list[str]:
     errors: dict[str, int] = {}
     for error in outcomes:
         errors[error] = errors.get(error, 0) + 1
-    _emit(
+    emit(
         h,
         "produce_finished",
         producer=producer,
@@ -214,7 +218,7 @@ async def _send(
     attempt = 0
     while True:
         error, broker, base_offset = await _produce_once(h, step, partition, records)
-        _emit(
+        emit(
             h,
             "produce_result",
             producer=producer,
@@ -237,7 +241,7 @@ async def _produce_once(
     h: Harness, step: Produce, partition: int, records: bytes
 ) -> tuple[str, int | None, int]:
     """(error, broker asked, base offset) of one Produce to the leader of the moment."""
-    leadership = await _leadership(h, step.topic, partition)
+    leadership = await leader_of(h, step.topic, partition)
     if leadership is None or leadership.leader < 0:
         return "LEADER_NOT_AVAILABLE", None, -1
     # A leader that is down still gets the request, which goes unanswered, as a client
@@ -351,7 +355,7 @@ async def _consumer_read(
     for attempt in range(READ_ATTEMPTS):
         if attempt:
             await h.clock.sleep(RETRY_BACKOFF)
-        leadership = await _leadership(h, topic, partition)
+        leadership = await leader_of(h, topic, partition)
         if leadership is None or leadership.leader < 0 or not h.is_running(leadership.leader):
             read = PartitionRead(error="LEADER_NOT_AVAILABLE")
             continue
@@ -373,7 +377,7 @@ def _emit_read(
     *,
     settled: bool,
 ) -> None:
-    _emit(
+    emit(
         h,
         "records_read",
         reader=reader,
@@ -391,7 +395,7 @@ def _emit_read(
 
 async def consume(h: Harness, step: Consume, reader: str) -> None:
     """Carry out a ``consume`` step: one consumer read of each partition, traced."""
-    assignment = await _assignment(h, step.topic)
+    assignment = await topic_assignment(h, step.topic)
     if assignment is None:
         raise ChaosStepError(f"topic {step.topic} does not exist")
     for partition in step.partitions if step.partitions is not None else sorted(assignment):
@@ -403,13 +407,13 @@ async def consume(h: Harness, step: Consume, reader: str) -> None:
 
 async def _settled(
     h: Harness, topic: str, partition: int, replicas: Sequence[int]
-) -> tuple[_Leadership, dict[int, PartitionRead]] | None:
+) -> tuple[Leadership, dict[int, PartitionRead]] | None:
     """The partition's leadership and every running replica's log, if it has settled:
     a running leader, every running replica in the ISR and at the leader's log end, the
     leader's high watermark there too. A running replica whose log is in a failed log
     dir (its read is KAFKA_STORAGE_ERROR) is out of the ISR until its broker restarts:
     it counts as down."""
-    leadership = await _leadership(h, topic, partition)
+    leadership = await leader_of(h, topic, partition)
     if leadership is None or not h.is_running(leadership.leader):
         return None
     running = [r for r in replicas if h.is_running(r)]
@@ -433,11 +437,11 @@ async def verify_partition(
 ) -> bool:
     """``verify`` of one partition (see the module doc); whether it settled in time (if
     not, the replicas' logs and the consumer read are traced as they are, unsettled)."""
-    assignment = await _assignment(h, topic)
+    assignment = await topic_assignment(h, topic)
     if assignment is None or partition not in assignment:
         raise ChaosStepError(f"topic {topic} has no partition {partition}")
     replicas = assignment[partition]
-    found: list[tuple[_Leadership, dict[int, PartitionRead]]] = []
+    found: list[tuple[Leadership, dict[int, PartitionRead]]] = []
 
     async def settled() -> bool:
         state = await _settled(h, topic, partition, replicas)
@@ -449,14 +453,14 @@ async def verify_partition(
     if ok:
         leadership, logs = found[-1]
     else:
-        leadership_now = await _leadership(h, topic, partition)
+        leadership_now = await leader_of(h, topic, partition)
         if leadership_now is None:
-            leadership_now = _Leadership(-1, -1, ())
+            leadership_now = Leadership(-1, -1, ())
         leadership = leadership_now
         logs = {
             r: await _read(h, r, topic, partition, debug=True) for r in replicas if h.is_running(r)
         }
-    _emit(
+    emit(
         h,
         "replica_logs_read",
         reader=reader,
@@ -485,7 +489,7 @@ async def verify_partition(
 
 async def verify(h: Harness, step: Verify, reader: str) -> list[int]:
     """Carry out a ``verify`` step; the partitions that did not settle in time."""
-    assignment = await _assignment(h, step.topic)
+    assignment = await topic_assignment(h, step.topic)
     if assignment is None:
         raise ChaosStepError(f"topic {step.topic} does not exist")
     unsettled = []

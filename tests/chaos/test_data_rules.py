@@ -6,7 +6,6 @@ again only when its topic was re-created."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from actors.invariants import TraceMonitor, check_trace
@@ -19,7 +18,7 @@ from actors.invariants.trace_rules import (
 )
 from protocol.trace import TraceEvent
 from spark.checks import check_sorted
-from tests.support.trace_builder import Trace
+from tests.support.trace_builder import Trace, spark_rows
 
 
 def acked(t: Trace, base: int, *ids: str, acks: int = -1, error: str = "NONE") -> TraceEvent:
@@ -345,21 +344,6 @@ def test_the_losses_a_run_declares_in_its_trace_are_allowed_from_the_trace_alone
     rule = AcknowledgedWritesKept()
     assert observe(rule, t.events) == []
     assert [n.rule for n in rule.notices()] == ["data_loss"]
-    rows = [
-        (
-            "run-1",
-            "run",
-            e.seq,
-            e.ts,
-            e.node,
-            e.actor,
-            e.kind,
-            e.type,
-            e.corr,
-            json.dumps(e.fields),
-            9.0,
-        )
-        for e in t.events
-    ]
+    rows = spark_rows(t.events, run="run-1", end=9.0)
     found = list(check_sorted(rows))
     assert [(rule, severity) for _, rule, severity, *_ in found] == [("data_loss", "notice")]

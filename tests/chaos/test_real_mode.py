@@ -145,6 +145,31 @@ def test_a_sigkilled_leader_under_acks_all_loses_nothing(
     assert logs[-1]["caught_up"]
 
 
+@pytest.mark.zookeeper
+def test_a_consumer_group_over_the_wire_survives_its_sigkilled_coordinator(
+    zookeeper_server: ZooKeeperServer, tmp_path: Path
+) -> None:
+    """Two group members speak to the coordinator over the Kafka wire of broker
+    processes; SIGKILL of the coordinator's process moves the group to the next leader of
+    its offsets partition, which loads it; the members commit there, and at the end the
+    group is Stable with every partition owned (the group rules hold)."""
+    status, _, problems = run_real("group-coordinator-sigkill", zookeeper_server, tmp_path)
+    assert (status, problems) == ("passed", [])
+    run_dir = tmp_path / "real-group-coordinator-sigkill" / "seed-1"
+    _, events = read_trace(run_dir / "trace.jsonl")
+    trace = list(events)
+    loaded = [e.node for e in trace if e.type == "group_partition_loaded"]
+    assert len(set(loaded)) >= 2  # the group moved to another broker
+    accepted = {
+        e.fields["coordinator"]
+        for e in trace
+        if e.type == "consumer_committed" and all(o[3] == "NONE" for o in e.fields["offsets"])
+    }
+    assert len(accepted) >= 2  # commits accepted by both coordinators
+    final = [e.fields for e in trace if e.type == "consumer_group_settled"]
+    assert [(f["state"], len(f["owners"])) for f in final] == [("Stable", 3)]
+
+
 def test_faults_that_cannot_cross_processes_are_refused_with_their_line() -> None:
     """Network, disk and clock faults live inside one process: a processes scenario
     naming them is bad input, at the step's line."""

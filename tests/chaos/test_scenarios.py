@@ -36,6 +36,23 @@ def run(path: Path, seed: int, out: Path) -> RunResult:
     )
 
 
+def run_elsewhere(path: Path, seed: int, out: Path, *, hash_seed: str) -> bytes:
+    """The trace bytes of ``kemu chaos run --deterministic`` of ``path`` in a fresh
+    interpreter with ``PYTHONHASHSEED`` set to ``hash_seed``."""
+    env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+    command = ["chaos", "run", str(path), "--seed", str(seed), "--deterministic", "--out", str(out)]
+    subprocess.run(
+        [sys.executable, "-m", "cluster.cli", "--log-level", "CRITICAL", *command],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        check=True,
+        timeout=120,
+    )
+    name = load_scenario(path).name
+    return (out / name / f"seed-{seed}" / "trace.jsonl").read_bytes()
+
+
 def library() -> list[object]:
     params: list[object] = []
     for path in sorted(SCENARIOS.glob("*.yaml")):
@@ -86,19 +103,45 @@ def test_the_trace_does_not_depend_on_the_process_or_its_hash_seed(tmp_path: Pat
     PYTHONHASHSEED writes the same bytes as a run in this process."""
     path = SCENARIOS / "message-chaos.yaml"
     here = run(path, 2, tmp_path / "here")
-    env = {**os.environ, "PYTHONHASHSEED": "4242"}
-    out = tmp_path / "there"
-    command = ["chaos", "run", str(path), "--seed", "2", "--deterministic", "--out", str(out)]
-    subprocess.run(
-        [sys.executable, "-m", "cluster.cli", "--log-level", "CRITICAL", *command],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        check=True,
-        timeout=60,
-    )
-    there = (out / "message-chaos" / "seed-2" / "trace.jsonl").read_bytes()
+    there = run_elsewhere(path, 2, tmp_path / "there", hash_seed="4242")
     assert there == (Path(here.run_dir) / "trace.jsonl").read_bytes()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name",
+    [
+        "group-coordinator-killed-mid-rebalance",
+        "group-offsets-leader-moved",
+        "group-member-paused-past-session",
+        "group-topic-deleted-while-consuming",
+    ],
+)
+def test_consumer_group_runs_replay_byte_identical(name: str, tmp_path: Path) -> None:
+    """A consumer group's members (their joins, assignments, commits and fetches, the
+    member ids the coordinator draws) are part of the deterministic run: the same seed in
+    a fresh interpreter with another PYTHONHASHSEED writes the same bytes."""
+    path = SCENARIOS / f"{name}.yaml"
+    here = run(path, 5, tmp_path / "here")
+    there = run_elsewhere(path, 5, tmp_path / "there", hash_seed="99")
+    assert there == (Path(here.run_dir) / "trace.jsonl").read_bytes()
+    _, events = read_trace(Path(here.run_dir) / "trace.jsonl")
+    kinds = {e.type for e in events if e.node == "chaos"}
+    assert {"consumer_assigned", "consumer_committed", "consumer_group_settled"} <= kinds
+
+
+@pytest.mark.slow
+def test_a_consumer_group_runs_on_the_real_clock_too(tmp_path: Path) -> None:
+    """In one process on the real clock, a member paused past its session timeout is
+    expired and the group settles again with it."""
+    scenario = load_scenario(SCENARIOS / "group-member-paused-past-session.yaml")
+    result = run_scenario(
+        scenario, RunOptions(run_dir=tmp_path / "real", seed=1, deterministic=False)
+    )
+    assert [p.line() for p in result.problems] == []
+    _, events = read_trace(tmp_path / "real" / "trace.jsonl")
+    settled = [e.fields for e in events if e.type == "consumer_group_settled"]
+    assert [(f["state"], f["members"], len(f["owners"])) for f in settled] == [("Stable", 3, 6)]
 
 
 def test_a_fault_fires_right_after_the_event_it_waits_for(tmp_path: Path) -> None:

@@ -4,9 +4,31 @@ responses, state transitions, deletion marks, faults)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from protocol.trace import TraceEvent
+
+
+def spark_rows(events: list[TraceEvent], *, run: str, end: float) -> list[tuple[Any, ...]]:
+    """``events`` as the rows of one run-wide group that ``spark.checks.check_sorted``
+    reads (``GROUPED_COLUMNS``), the run ending at ``end``."""
+    return [
+        (
+            run,
+            "run",
+            e.seq,
+            e.ts,
+            e.node,
+            e.actor,
+            e.kind,
+            e.type,
+            e.corr,
+            json.dumps(e.fields),
+            end,
+        )
+        for e in events
+    ]
 
 
 class Trace:
