@@ -20,11 +20,19 @@ it (FindCoordinator, then the group APIs at the coordinator; Metadata and ListOf
 * ``--delete (--group G... | --all-groups)``: DeleteGroups at each coordinator; Kafka's
   success line or its list of failures.
 * ``--reset-offsets (--group G... | --all-groups) (--topic T[:P,P]... | --all-topics)
-  (--to-earliest | --to-latest | --to-offset N | --shift-by N | --to-current) [--dry-run |
-  --execute]``: ``resetOffsets``; a group neither Empty nor Dead is refused with 2.7's
-  error line; ``--to-offset``/``--shift-by`` are clamped to the log (``checkOffsetsRange``,
-  its log4j WARN on stderr); ``--execute`` commits with one OffsetCommit as no member
-  (``alterConsumerGroupOffsets``); printed as ``printOffsetsToReset``.
+  (--to-earliest | --to-latest | --to-offset N | --shift-by N | --to-current |
+  --to-datetime D | --by-duration PnDTnHnMnS | --from-file CSV) [--dry-run | --execute]
+  [--export]``: ``resetOffsets``; ``--to-datetime`` and ``--by-duration`` take the first
+  offset at or after the time (ListOffsets), the log end where there is none
+  (``getLogTimestampOffsets``); ``--from-file`` (no scope needed) resets each group to
+  its plan (``topic,partition,offset`` lines for one ``--group``, else
+  ``group,topic,partition,offset``), clamped to the log, a group without a plan an
+  ``Error: No reset plan`` line; ``--export`` prints the result as such CSV lines
+  (``exportOffsetsToCsv``) instead of the table; a group neither Empty nor Dead is
+  refused with 2.7's error line; ``--to-offset``, ``--shift-by`` and a plan's offsets are
+  clamped to the log (``checkOffsetsRange``, its log4j WARN on stderr); ``--execute``
+  commits with one OffsetCommit as no member (``alterConsumerGroupOffsets``); printed as
+  ``printOffsetsToReset``.
 * ``--delete-offsets --group G --topic T[:P,P]...``: ``deleteOffsets``: OffsetDelete at the
   coordinator (a topic without partitions: all of its partitions, from Metadata), then
   the top-level outcome and ``TOPIC PARTITION STATUS`` rows.
@@ -44,8 +52,11 @@ Where kemu differs from 2.7, on purpose (docs/kafka-wire.md, "kemu consumer-grou
 * Rows of one member, and ``--reset-offsets`` rows, come in partition order where Kafka's
   Scala maps order more than four entries by hash; ``--all-topics`` takes the committed
   partitions sorted.
-* ``--to-datetime``, ``--by-duration``, ``--from-file`` and ``--export`` are not served
-  (nor listed by ``--help``); the missing-scenario message names the served scenarios.
+* A ``--to-datetime`` that does not parse, a ``--by-duration`` that is not a Duration,
+  and a ``--from-file`` that cannot be read or has a line that is not the plan's columns
+  are bad input (2.7 meets them only when the reset runs); a date field out of its range
+  is refused where ``SimpleDateFormat`` rolls it over. The missing-scenario message names
+  the scenarios in kemu's order.
 """
 
 from __future__ import annotations
@@ -62,6 +73,14 @@ from typing import Final, TextIO
 from cluster.cli.args import UsageError
 from cluster.cli.client_tools import run_tool
 from cluster.cli.jopt import Option, OptionError, Options, java_parse_int, option_lines, parse
+from cluster.cli.offset_reset import (
+    ResetPlan,
+    datetime_ms,
+    duration_ms,
+    export_csv,
+    java_split,
+    read_reset_plan,
+)
 from cluster.cli.topics import KAFKA_VERSION
 from cluster.kafka.client import (
     ERROR_MESSAGES,
@@ -124,11 +143,21 @@ SPECS: Final = (
         "processed) related to given group.",
     ),
     Option(
+        "by-duration",
+        "Reset offsets to offset by duration from current timestamp. Format: 'PnDTnHnMnS'",
+        "duration",
+    ),
+    Option(
         "dry-run",
         "Only show results without executing changes on Consumer Groups. Supported "
         "operations: reset-offsets.",
     ),
     Option("execute", "Execute operation. Supported operations: reset-offsets."),
+    Option(
+        "export",
+        "Export operation execution to a CSV file. Supported operations: reset-offsets.",
+    ),
+    Option("from-file", "Reset offsets to values defined in CSV file.", "path to CSV file"),
     Option("group", "The consumer group we wish to act on.", "consumer group"),
     Option("help", "Print usage information."),
     Option("list", "List all consumer groups."),
@@ -149,10 +178,11 @@ SPECS: Final = (
         "reset-offsets",
         "Reset offsets of consumer group. Supports one consumer group at the time, and "
         "instances should be inactive. Has 2 execution options: --dry-run (the default) to "
-        "plan which offsets to reset, and --execute to update the offsets. You must choose "
-        "one of the following reset specifications: --to-earliest, --to-latest, "
-        "--to-offset, --shift-by, --to-current. To define the scope use --all-topics or "
-        "--topic.",
+        "plan which offsets to reset, and --execute to update the offsets. Additionally, the "
+        "--export option is used to export the results to a CSV format. You must choose one "
+        "of the following reset specifications: --to-datetime, --by-period, --to-earliest, "
+        "--to-latest, --shift-by, --from-file, --to-current. To define the scope use "
+        "--all-topics or --topic. One scope must be specified unless you use '--from-file'.",
     ),
     Option(
         "shift-by",
@@ -180,6 +210,11 @@ SPECS: Final = (
         "timeout (ms)",
     ),
     Option("to-current", "Reset offsets to current offset."),
+    Option(
+        "to-datetime",
+        "Reset offsets to offset from datetime. Format: 'YYYY-MM-DDTHH:mm:SS.sss'",
+        "datetime",
+    ),
     Option("to-earliest", "Reset offsets to earliest offset."),
     Option("to-latest", "Reset offsets to latest offset."),
     Option("to-offset", "Reset offsets to a specific offset.", "offset"),
@@ -210,7 +245,28 @@ DEFAULT_TIMEOUT_MS: Final = 5000
 STATES: Final = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty")
 """``ConsumerGroupState``'s names, ``Unknown`` aside."""
 ACTIONS: Final = ("list", "describe", "delete", "reset-offsets", "delete-offsets")
-SCENARIOS: Final = ("to-offset", "to-earliest", "to-latest", "to-current", "shift-by")
+SCENARIOS: Final = (
+    "to-offset",
+    "to-earliest",
+    "to-latest",
+    "to-current",
+    "shift-by",
+    "to-datetime",
+    "by-duration",
+    "from-file",
+)
+"""The reset scenarios, as the missing-scenario message names them."""
+_SCENARIO_CHECKS: Final = (
+    "to-offset",
+    "to-datetime",
+    "by-duration",
+    "to-earliest",
+    "to-latest",
+    "to-current",
+    "shift-by",
+    "from-file",
+)
+"""``checkArgs``' order of the ``checkInvalidArgs`` calls between scenarios."""
 NO_EXECUTE_WARNING: Final = (
     "WARN: No action will be performed as the --execute option is missing.In a future major "
     "release, the default behavior of this command will be to prompt the user before "
@@ -329,14 +385,6 @@ def _long(opts: Options, name: str) -> int | None:
     raise OptionError(f"Cannot parse argument '{text}' of option {name}")
 
 
-def _java_split(text: str, separator: str) -> list[str]:
-    """``String.split``: trailing empty strings removed."""
-    parts = text.split(separator)
-    while parts and not parts[-1]:
-        parts.pop()
-    return parts
-
-
 @dataclass(frozen=True, slots=True)
 class TopicArg:
     """One ``--topic``: a topic and the partitions listed after its colon (None: all)."""
@@ -353,8 +401,8 @@ def _topic_args(opts: Options) -> list[TopicArg]:
         if ":" not in arg:
             out.append(TopicArg(arg, None))
             continue
-        parts = _java_split(arg, ":")
-        listed = _java_split(parts[1], ",") if len(parts) > 1 else [""]
+        parts = java_split(arg, ":")
+        listed = java_split(parts[1], ",") if len(parts) > 1 else [""]
         numbers = []
         for text in listed:
             number = java_parse_int(text)
@@ -432,7 +480,7 @@ def check_args(opts: Options, err: TextIO) -> str:
             raise UsageError(
                 "Option [reset-offsets] takes one of these options: [group], [all-groups]"
             )
-        given = [s for s in SCENARIOS if opts.has(s)]
+        given = [s for s in _SCENARIO_CHECKS if opts.has(s)]
         if len(given) > 1:
             raise UsageError(f'Option "[{given[0]}]" can\'t be used with option "[{given[1]}]"')
     _invalid(opts, "group", ["all-groups"])
@@ -445,7 +493,7 @@ def check_args(opts: Options, err: TextIO) -> str:
             "--reset-offsets, --delete-offsets"
         )
     if actions[0] == "reset-offsets":
-        if not opts.has("all-topics") and not opts.has("topic"):
+        if not opts.has("all-topics") and not opts.has("topic") and not opts.has("from-file"):
             raise UsageError("One of the reset scopes should be defined: --all-topics, --topic.")
         if not any(opts.has(s) for s in SCENARIOS):
             raise UsageError(
@@ -454,6 +502,12 @@ def check_args(opts: Options, err: TextIO) -> str:
             )
         _long(opts, "to-offset")
         _long(opts, "shift-by")
+        if opts.has("to-datetime"):
+            datetime_ms(opts.value("to-datetime") or "")
+        if opts.has("by-duration"):
+            duration_ms(opts.value("by-duration") or "")
+        if opts.has("from-file"):
+            read_reset_plan(opts.value("from-file") or "", opts.values_of("group"))
     if actions[0] in ("reset-offsets", "delete-offsets"):
         _topic_args(opts)
     if actions[0] == "list" and opts.value("state"):
@@ -754,15 +808,33 @@ async def _in_range(client: KafkaDataClient, tp: TP, offset: int, err: TextIO) -
 
 
 async def _new_offsets(
-    client: KafkaDataClient, opts: Options, group: str, err: TextIO
+    client: KafkaDataClient,
+    opts: Options,
+    group: str,
+    err: TextIO,
+    out: TextIO,
+    plan: ResetPlan | None,
 ) -> list[tuple[str, int, int]]:
-    """``prepareOffsetsToReset`` for the served scenarios."""
+    """``prepareOffsetsToReset`` (``plan``: the ``--from-file`` one)."""
     committed = await _committed(client, group)
-    out: list[tuple[str, int, int]] = []
-    for tp in await _partitions_to_reset(client, opts, committed):
+    scoped = opts.has("all-topics") or opts.has("topic")
+    partitions = await _partitions_to_reset(client, opts, committed) if scoped else []
+    if plan is not None:
+        wanted = plan.get(group)
+        if wanted is None:
+            out.write(f"\nError: No reset plan for group {group} found\n")
+            return []
+        return [(t, p, await _in_range(client, (t, p), o, err)) for (t, p), o in wanted.items()]
+    timestamp = _reset_timestamp(opts)
+    out_offsets: list[tuple[str, int, int]] = []
+    for tp in partitions:
         current = committed.get(tp)
         if opts.has("to-offset"):
             offset = await _in_range(client, tp, _long(opts, "to-offset") or 0, err)
+        elif timestamp is not None:  # getLogTimestampOffsets: none at or after it: the end
+            offset = await _log_offset(client, tp, timestamp)
+            if offset == -1:
+                offset = await _log_offset(client, tp, LATEST_TIMESTAMP)
         elif opts.has("to-earliest"):
             offset = await _log_offset(client, tp, EARLIEST_TIMESTAMP)
         elif opts.has("to-latest"):
@@ -778,8 +850,18 @@ async def _new_offsets(
             offset = current
         else:
             offset = await _log_offset(client, tp, LATEST_TIMESTAMP)
-        out.append((tp[0], tp[1], offset))
-    return out
+        out_offsets.append((tp[0], tp[1], offset))
+    return out_offsets
+
+
+def _reset_timestamp(opts: Options) -> int | None:
+    """The time ``--to-datetime`` names, or ``--by-duration`` before now, in epoch ms."""
+    if opts.has("to-datetime"):
+        return datetime_ms(opts.value("to-datetime") or "")
+    if opts.has("by-duration"):
+        now_ms = int(datetime.datetime.now(datetime.UTC).timestamp() * 1000)
+        return now_ms - duration_ms(opts.value("by-duration") or "")
+    return None
 
 
 async def _commit(client: KafkaDataClient, group: str, offsets: list[tuple[str, int, int]]) -> None:
@@ -807,6 +889,9 @@ async def _reset(client: KafkaDataClient, opts: Options, out: TextIO, err: TextI
     another is Kafka's error line and no rows. Every group is planned before any commit."""
     groups = await _group_ids(client) if opts.has("all-groups") else opts.values_of("group")
     order = jvm.scala_immutable_order(_in_results_order(groups))  # foldLeft into a Map
+    plan = None
+    if opts.has("from-file"):
+        plan = read_reset_plan(opts.value("from-file") or "", opts.values_of("group"))
     planned: list[tuple[str, list[tuple[str, int, int]]]] = []
     for group in order:
         summary = await _described(client, group)
@@ -817,11 +902,14 @@ async def _reset(client: KafkaDataClient, opts: Options, out: TextIO, err: TextI
             )
             planned.append((group, []))
             continue
-        planned.append((group, await _new_offsets(client, opts, group, err)))
+        planned.append((group, await _new_offsets(client, opts, group, err, out, plan)))
     if opts.has("execute"):
         for group, offsets in planned:
             if offsets:
                 await _commit(client, group, offsets)
+    if opts.has("export"):  # exportOffsetsToCsv, then println
+        out.write(export_csv(planned, single=len(opts.values_of("group")) == 1) + "\n")
+        return
     if not planned:
         return
     row = "{:<30} {:<30} {:<10} {:<15}"

@@ -14,6 +14,7 @@ import pytest
 
 from cluster.cli.consumer_groups import main as consumer_groups_main
 from cluster.cli.jopt import Option, parse
+from cluster.cli.offset_reset import datetime_ms, duration_ms
 
 
 def closed_port() -> int:
@@ -142,10 +143,55 @@ def test_help_lists_only_the_served_options() -> None:
     assert (status, out) == (1, "")
     listed = {line.split()[0] for line in err.splitlines()[2:]}
     assert listed == {
-        "--all-groups", "--all-topics", "--bootstrap-server", "--command-config", "--delete",
-        "--delete-offsets", "--describe", "--dry-run", "--execute", "--group", "--help",
-        "--list", "--members", "--offsets", "--reset-offsets", "--shift-by", "--state",
-        "--timeout", "--to-current", "--to-earliest", "--to-latest", "--to-offset", "--topic",
-        "--verbose", "--version",
+        "--all-groups", "--all-topics", "--bootstrap-server", "--by-duration",
+        "--command-config", "--delete", "--delete-offsets", "--describe", "--dry-run",
+        "--execute", "--export", "--from-file", "--group", "--help", "--list", "--members",
+        "--offsets", "--reset-offsets", "--shift-by", "--state", "--timeout", "--to-current",
+        "--to-datetime", "--to-earliest", "--to-latest", "--to-offset", "--topic", "--verbose",
+        "--version",
     }  # fmt: skip
     assert "--state [String]" in err
+
+
+@pytest.mark.parametrize(
+    ("text", "ms"),
+    [
+        ("2020-01-01T00:00:00.000", 1_577_836_800_000),
+        ("2020-01-01T00:00:00.000Z", 1_577_836_800_000),
+        ("2020-01-01T01:00:00.250+01:00", 1_577_836_800_250),
+        ("2019-12-31T23:00:00.000-0100", 1_577_836_800_000),
+        ("2020-01-01T00:00:00.5+00", 1_577_836_800_005),  # SSS is a number of ms
+    ],
+)
+def test_to_datetime_reads_as_utils_get_date_time(text: str, ms: int) -> None:
+    assert datetime_ms(text) == ms
+
+
+@pytest.mark.parametrize(
+    ("text", "ms"),
+    [("PT1H", 3_600_000), ("P1DT2H3M4.5S", 93_784_500), ("-PT-1.5S", 1_500), ("pt0.001s", 1),
+     ("PT-0.5S", -500), ("P2D", 172_800_000)],
+)  # fmt: skip
+def test_by_duration_reads_as_java_duration_parse(text: str, ms: int) -> None:
+    assert duration_ms(text) == ms
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--to-datetime", "2020-01-01",
+         "Error parsing timestamp. It does not contain a 'T' according to ISO8601 format"),
+        ("--to-datetime", "2020-02-30T00:00:00.000",
+         'Unparseable date: "2020-02-30T00:00:00.000Z"'),
+        ("--by-duration", "PT", "Text cannot be parsed to a Duration"),
+        ("--by-duration", "P", "Text cannot be parsed to a Duration"),
+        ("--by-duration", "1H", "Text cannot be parsed to a Duration"),
+    ],
+)  # fmt: skip
+def test_a_bad_time_is_one_line_before_any_call(flag: str, value: str, message: str) -> None:
+    """Nothing listens at SERVER: the refusal comes before the first call."""
+    status, out, err = run(
+        "--bootstrap-server", SERVER, "--reset-offsets", "--group", "g", "--all-topics",
+        flag, value, "--dry-run",
+    )  # fmt: skip
+    assert (status, out, err.splitlines()[0]) == (1, "", message)

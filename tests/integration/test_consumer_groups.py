@@ -11,9 +11,11 @@ rebalance completes at once. The synchronous clients run in worker threads.
 
 from __future__ import annotations
 
+import datetime
 import io
 import re
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -544,7 +546,8 @@ async def test_kemu_consumer_groups_resets_offsets(harness: Harness) -> None:
          "One of the reset scopes should be defined: --all-topics, --topic."),
         (("--topic", topic, "--execute"),
          "Option '[reset-offsets]' requires one of the following scenarios: [to-offset], "
-         "[to-earliest], [to-latest], [to-current], [shift-by]"),
+         "[to-earliest], [to-latest], [to-current], [shift-by], [to-datetime], "
+         "[by-duration], [from-file]"),
         (("--topic", f"{topic}:one", "--to-earliest", "--execute"), 'For input string: "one"'),
     ]:  # fmt: skip
         status, out, err = await in_thread(kemu_consumer_groups, *base, *argv)
@@ -577,7 +580,7 @@ async def test_kemu_consumer_groups_resets_offsets(harness: Harness) -> None:
     status, out, err = await in_thread(kemu_consumer_groups, "--help")
     served = {line.split()[0] for line in err.splitlines()[2:]}
     assert {"--reset-offsets", "--to-offset", "--shift-by", "--all-topics"} <= served
-    assert not served & {"--to-datetime", "--by-duration", "--from-file", "--export"}
+    assert {"--to-datetime", "--by-duration", "--from-file", "--export"} <= served
     assert await in_thread(committed, servers, topic, "g-reset") == [10, 10, 10]
     assert await in_thread(committed, servers, topic, "g-none") == [-1001] * PARTITIONS
 
@@ -597,6 +600,115 @@ async def test_kemu_consumer_groups_resets_offsets(harness: Harness) -> None:
         "current state is Stable.\n" + reset_table("g-reset", []),
         "",
     )
+
+
+def fill_hourly(servers: str, topic: str, now_ms: int) -> None:
+    """A topic of three partitions, each with ten records stamped 10, 9, ... 1 hours
+    before ``now_ms`` (the record at offset i: ``10 - i`` hours before)."""
+    admin = AdminClient({"bootstrap.servers": servers})
+    futures = admin.create_topics([CkNewTopic(topic, PARTITIONS, 3)], operation_timeout=30)
+    futures[topic].result(timeout=60)
+    producer = Producer({"bootstrap.servers": servers, "acks": "all"})
+    for p in range(PARTITIONS):
+        for i in range(10):
+            stamp = now_ms - (10 - i) * 3_600_000
+            producer.produce(topic, value=f"v{p}-{i}".encode(), partition=p, timestamp=stamp)
+    assert producer.flush(60) == 0
+
+
+@pytest.mark.asyncio
+async def test_kemu_consumer_groups_resets_by_time_from_a_file_and_exports(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """``--to-datetime`` and ``--by-duration`` reset to the first record at or after the
+    time (ListOffsets by timestamp), the log end past the last; ``--from-file`` applies a
+    CSV plan (one group's ``topic,partition,offset`` lines, or ``group,...`` lines for
+    several), clamped to the log, without a scope, and names a group it has no plan for;
+    ``--export`` prints the result as that CSV; bad dates, durations and files exit 1
+    before anything is asked."""
+    servers = bootstrap(harness)
+    topic = f"times-{uuid.uuid4().hex[:8]}"
+    now_ms = int(time.time() * 1000)
+    await in_thread(fill_hourly, servers, topic, now_ms)
+    base = ("--bootstrap-server", servers, "--reset-offsets", "--group", "g-time")
+    third = datetime.datetime.fromtimestamp((now_ms - 7 * 3_600_000) / 1000, datetime.UTC)
+    east = third.astimezone(datetime.timezone(datetime.timedelta(hours=2)))
+    utc_text = third.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]  # no zone: UTC
+    east_text = east.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "+02:00"
+    cases = [
+        (("--to-datetime", utc_text), 3),
+        (("--to-datetime", east_text), 3),
+        (("--to-datetime", "2999-01-01T00:00:00.000"), 10),
+        (("--by-duration", "PT5H30M"), 5),
+        (("--by-duration", "P1D"), 0),
+        (("--by-duration", "PT30M"), 10),
+    ]
+    for scenario, offset in cases:
+        planned = await in_thread(
+            kemu_consumer_groups, *base, "--topic", topic, *scenario, "--dry-run"
+        )
+        rows = [(topic, p, offset) for p in range(PARTITIONS)]
+        assert planned == (0, reset_table("g-time", rows), ""), scenario
+    executed = await in_thread(
+        kemu_consumer_groups, *base, "--topic", topic, "--by-duration", "PT5H30M", "--execute"
+    )
+    assert executed[0] == 0
+    assert await in_thread(committed, servers, topic, "g-time") == [5, 5, 5]
+
+    exported = await in_thread(
+        kemu_consumer_groups, *base, "--all-topics", "--to-earliest", "--export", "--dry-run"
+    )
+    assert exported == (0, "".join(f"{topic},{p},0\n" for p in range(PARTITIONS)) + "\n", "")
+
+    plan = tmp_path / "plan.csv"
+    plan.write_text(f"{topic},0,2\n{topic},2,99\n{topic},0,1\n")
+    status, out, err = await in_thread(
+        kemu_consumer_groups, *base, "--from-file", str(plan), "--execute"
+    )
+    assert (status, out) == (0, reset_table("g-time", [(topic, 0, 1), (topic, 2, 10)]))
+    assert [m.groups() for m in CLAMP.finditer(err)] == [
+        ("99", "higher than latest", f"{topic}-2", "10")
+    ]
+    assert await in_thread(committed, servers, topic, "g-time") == [1, 5, 10]
+
+    both = tmp_path / "both.csv"
+    both.write_text(f"g-a,{topic},1,4\ng-b,{topic},1,6\n")
+    groups = ("--group", "g-a", "--group", "g-b")
+    status, out, err = await in_thread(
+        kemu_consumer_groups, *base[:3], *groups, "--from-file", str(both), "--export",
+        "--execute",
+    )  # fmt: skip
+    assert (status, err) == (0, "")
+    assert sorted(out.splitlines()) == ["", f"g-a,{topic},1,4", f"g-b,{topic},1,6"]
+    assert out.endswith("\n\n")
+    assert (await in_thread(committed, servers, topic, "g-a"))[1] == 4
+    assert (await in_thread(committed, servers, topic, "g-b"))[1] == 6
+    status, out, _ = await in_thread(
+        kemu_consumer_groups, *base[:3], "--group", "g-a", "--group", "g-none",
+        "--from-file", str(both), "--dry-run",
+    )  # fmt: skip
+    assert status == 0
+    assert "\nError: No reset plan for group g-none found\n" in out
+    assert f"g-a                            {topic}" in out
+
+    bad = tmp_path / "bad.csv"
+    bad.write_text(f"{topic},0,2\n{topic},x,3\n")
+    for wrong, first in [
+        (("--topic", topic, "--to-datetime", "2020-01-01"),
+         "Error parsing timestamp. It does not contain a 'T' according to ISO8601 format"),
+        (("--topic", topic, "--to-datetime", "2020-01-01T00:00:00"),
+         'Unparseable date: "2020-01-01T00:00:00Z"'),
+        (("--topic", topic, "--by-duration", "5h"), "Text cannot be parsed to a Duration"),
+        (("--from-file", str(tmp_path / "nope.csv")),
+         f"Cannot read the reset plan {tmp_path / 'nope.csv'}: No such file or directory"),
+        (("--from-file", str(bad)),
+         f"{bad}:2: expected topic,partition,offset, not '{topic},x,3'"),
+        (("--topic", topic, "--to-datetime", utc_text, "--from-file", str(plan)),
+         'Option "[to-datetime]" can\'t be used with option "[from-file]"'),
+    ]:  # fmt: skip
+        status, out, err = await in_thread(kemu_consumer_groups, *base, *wrong, "--execute")
+        assert (status, out, err.splitlines()[0]) == (1, "", first), wrong
+    assert await in_thread(committed, servers, topic, "g-time") == [1, 5, 10]
 
 
 def member_rows(out: str) -> list[list[str]]:
