@@ -27,6 +27,14 @@ Semantics every implementation keeps (the contract suite in tests/contract check
   watches are dropped, its owner gets ``SessionEvent(EXPIRED)``, and every later call
   raises ``SessionExpiredError``. Calls while the store is unreachable raise
   ``ConnectionLossError`` after a bounded wait; nothing hangs.
+* A session's ``events`` stream belongs to its owner, who closes it when done reading
+  (after ``close``, or once it has read the end of the stream). A store holds on to a
+  session only while it may still have to close it or release its stream: once the
+  session has ended (closed, or expired) and its owner has closed ``events``, the store
+  forgets it, so a long-lived store that opens a session per request does not grow.
+  ``aclose`` closes the sessions still open and closes the streams their owners have not
+  (after letting readers see the end of the stream); a stream is never closed under a
+  reader before that.
 """
 
 from __future__ import annotations
@@ -34,9 +42,11 @@ from __future__ import annotations
 import math
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Generic, TypeVar
 
 import anyio
+import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from protocol.errors import BadArgumentsError, StoreError
@@ -251,6 +261,59 @@ class ForwardingSession(StoreSession):
 
     async def close(self) -> None:
         await self.inner.close()
+
+
+S = TypeVar("S", bound=StoreSession)
+
+
+class HeldSessions(Generic[S]):
+    """The sessions a store opened and may still have to close or whose ``events`` it may
+    still have to release at ``aclose``, in opening order. A session is dropped once it has
+    ended (its stream's sending side closed) and its owner has closed the receiving side:
+    nothing is left to do for it. The check runs when the list has doubled since the last
+    one (amortized constant time per ``add``), and on ``count``."""
+
+    _FIRST_PRUNE = 16
+
+    def __init__(self) -> None:
+        self._held: list[S] = []
+        self._prune_at = self._FIRST_PRUNE
+
+    def add(self, session: S) -> None:
+        self._held.append(session)
+        if len(self._held) >= self._prune_at:
+            self._prune()
+            self._prune_at = max(self._FIRST_PRUNE, 2 * len(self._held))
+
+    def count(self) -> int:
+        """How many sessions are held now (checked first): the open ones, and the ended
+        ones whose owners have not closed ``events`` yet."""
+        self._prune()
+        return len(self._held)
+
+    def __iter__(self) -> Iterator[S]:
+        return iter(list(self._held))
+
+    async def release_all(self) -> None:
+        """Close every held session's ``events`` (the store shuts down, its sessions are
+        closed) and forget them. First let readers see the end of the stream: a reader
+        woken by a session's last event needs two turns (one to take it, one for the
+        checkpoint of its next ``receive``) before it reads ``EndOfStream``."""
+        for _ in range(2):
+            await anyio.lowlevel.cancel_shielded_checkpoint()
+        for session in self._held:
+            session.events.close()
+        self._held.clear()
+        self._prune_at = self._FIRST_PRUNE
+
+    def _prune(self) -> None:
+        self._held = [s for s in self._held if not _done_with(s)]
+
+
+def _done_with(session: StoreSession) -> bool:
+    """Ended, and its owner closed its events stream: neither end is open any more."""
+    stats = session.events.statistics()
+    return stats.open_send_streams == 0 and stats.open_receive_streams == 0
 
 
 class MetadataStore(ABC):

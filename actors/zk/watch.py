@@ -293,6 +293,9 @@ class ZkConnection:
                 expired = await self._dispatch(self._session)
                 if not expired or self._store is None:
                     return  # closed by its owner, or nothing to open a new session with
+                # The dispatcher was the expired session's only reader: closing its stream
+                # lets the store forget it.
+                self._session.events.close()
                 await self._reinitialize()
         finally:
             self.running = False

@@ -40,6 +40,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from actors.runtime.clock import Clock, RealClock
 from actors.runtime.tracer import Tracer
 from actors.zk.store import (
+    HeldSessions,
     MetadataStore,
     StoreSession,
     check_data_size,
@@ -594,10 +595,6 @@ class EmbeddedSession(StoreSession):
         self._deliver(SessionEvent(session_id=self._id, state=state))
         self._send.close()
 
-    def release(self) -> None:
-        """Close the receiving end too (the store is shutting down)."""
-        self._recv.close()
-
     # -- internals
 
     def _deliver(self, event: StoreEvent) -> None:
@@ -777,7 +774,12 @@ class EmbeddedSession(StoreSession):
 
 
 class EmbeddedStore(MetadataStore):
-    """An in-memory ZooKeeper. ``chrooted`` opens another view of the same tree."""
+    """An in-memory ZooKeeper. ``chrooted`` opens another view of the same tree.
+
+    Each view holds the sessions opened through it until it has nothing left to do for
+    them (``HeldSessions``): a session that ended and whose owner closed its ``events``
+    is forgotten, so a store serving one session per request stays bounded; ``aclose``
+    closes the rest."""
 
     def __init__(
         self,
@@ -793,7 +795,7 @@ class EmbeddedStore(MetadataStore):
     def _attach(self, server: _Server, chroot: str) -> None:
         self._server = server
         self.chroot = _normalize_chroot(chroot)
-        self._sessions: list[EmbeddedSession] = []
+        self._sessions: HeldSessions[EmbeddedSession] = HeldSessions()
         self._closed = False
 
     def chrooted(self, chroot: str) -> EmbeddedStore:
@@ -835,7 +837,7 @@ class EmbeddedStore(MetadataStore):
             server.ensure_path(self.chroot)
             server.fire_pending()
         server.sessions[session_id] = session
-        self._sessions.append(session)
+        self._sessions.add(session)
         session.trace("open_session", "", "ok", timeout=timeout)
         return session
 
@@ -848,13 +850,16 @@ class EmbeddedStore(MetadataStore):
             self._server.end_session(session, SessionState.EXPIRED)
         await anyio.lowlevel.cancel_shielded_checkpoint()
 
+    @property
+    def held_sessions(self) -> int:
+        """How many sessions opened here the store still holds: the open ones, and the
+        ended ones whose owners have not closed ``events`` yet."""
+        return self._sessions.count()
+
     async def aclose(self) -> None:
-        """Close the sessions opened here and release their event streams (read what you
-        need from them first). Idempotent."""
+        """Close the sessions opened here and close the event streams their owners have
+        not (read what you need from them first). Idempotent."""
         self._closed = True
         for session in self._sessions:
             await session.close()
-        await anyio.lowlevel.cancel_shielded_checkpoint()  # let readers see EndOfStream
-        for session in self._sessions:
-            session.release()
-        self._sessions.clear()
+        await self._sessions.release_all()

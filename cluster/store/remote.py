@@ -18,7 +18,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from actors.runtime.actor import Actor, Context, Node
-from actors.zk.store import MetadataStore, StoreSession, new_event_stream
+from actors.zk.store import HeldSessions, MetadataStore, StoreSession, new_event_stream
 from cluster.store.embedded import EmbeddedStore
 from protocol.base import ActorRef, Message
 from protocol.errors import (
@@ -61,6 +61,8 @@ from protocol.store import (
 )
 
 STORE_ACTOR = "store"
+INBOX_ACTOR = "store-sessions"
+"""The actor of a ``RemoteStore``'s node that the server pushes session events to."""
 
 
 class StoreTick(Message, frozen=True, kw_only=True):
@@ -106,9 +108,12 @@ class StoreServer(Actor):
             self.send_self(StoreTick())
 
     async def _pump(self, served: _Served) -> None:
-        """Forward the session's watch and session events to its owner, in order."""
-        async for event in served.session.events:
-            self.node.send(self.ref, served.owner, event)
+        """Forward the session's watch and session events to its owner, in order; then
+        close the stream (the server is its only reader), so the store forgets the
+        session."""
+        with served.session.events as events:
+            async for event in events:
+                self.node.send(self.ref, served.owner, event)
 
     async def receive(self, msg: Message, ctx: Context) -> Message | None:
         now = self.clock.now()
@@ -184,15 +189,18 @@ class StoreServer(Actor):
 
 
 class _SessionInbox(Actor):
-    """Receives the events the server pushes for one session."""
+    """Receives the events the server pushes for the live sessions of one ``RemoteStore``;
+    a session leaves it when it ends (what arrives for it later is dropped)."""
 
-    def __init__(self, name: str, session: RemoteSession) -> None:
+    def __init__(self, name: str) -> None:
         super().__init__(name)
-        self.session = session
+        self.sessions: dict[int, RemoteSession] = {}
 
     async def receive(self, msg: Message, ctx: Context) -> Message | None:
         if isinstance(msg, WatchEvent | SessionEvent):
-            self.session._push(msg)
+            session = self.sessions.get(msg.session_id)
+            if session is not None:
+                session._push(msg)
         return None
 
 
@@ -234,11 +242,13 @@ class RemoteSession(StoreSession):
         if state in (SessionState.EXPIRED, SessionState.CLOSED):
             self._heartbeat_scope.cancel()
             self._send.close()
+            self._store._forget(self._id)
 
     def _discard(self) -> None:
         self._heartbeat_scope.cancel()
         self._send.close()
         self._recv.close()
+        self._store._forget(self._id)
 
     async def heartbeat(self) -> None:
         with self._heartbeat_scope:
@@ -345,7 +355,9 @@ class RemoteStore(MetadataStore):
     def __init__(self, node: Node, server: ActorRef) -> None:
         self.node = node
         self.server = server
-        self._sessions: list[RemoteSession] = []
+        self._sessions: HeldSessions[RemoteSession] = HeldSessions()
+        self._inbox = _SessionInbox(INBOX_ACTOR)
+        self._inbox_spawned = False
 
     async def open_session(
         self,
@@ -353,12 +365,17 @@ class RemoteStore(MetadataStore):
         timeout: float = 18.0,
         name: str = "",
     ) -> StoreSession:
-        inbox_name = f"store-session-{len(self._sessions) + 1}"
+        if not self._inbox_spawned:
+            self._inbox_spawned = True
+            await self.node.spawn(self._inbox)
         try:
             reply = await self.node.ask(
                 self.server,
                 StoreOpenSession(
-                    timeout=timeout, name=name, owner_node=self.node.node_id, owner_actor=inbox_name
+                    timeout=timeout,
+                    name=name,
+                    owner_node=self.node.node_id,
+                    owner_actor=self._inbox.name,
                 ),
                 timeout=timeout,
             )
@@ -366,18 +383,26 @@ class RemoteStore(MetadataStore):
             raise ConnectionLossError(f"store {self.server} did not answer") from None
         assert isinstance(reply, StoreSessionOpened)
         session = RemoteSession(self, reply.session_id, reply.timeout)
-        await self.node.spawn(_SessionInbox(inbox_name, session))
+        self._inbox.sessions[session.session_id] = session
         self.node.task_group.start_soon(session.heartbeat)
-        self._sessions.append(session)
+        self._sessions.add(session)
         return session
 
     async def expire_session(self, session_id: int) -> None:
         await self.node.ask(self.server, StoreExpireSession(session_id=session_id))
 
+    @property
+    def held_sessions(self) -> int:
+        """How many sessions opened here this client still holds (see ``HeldSessions``)."""
+        return self._sessions.count()
+
     async def aclose(self) -> None:
         for session in self._sessions:
             await session.close()
-            session.events.close()
+        await self._sessions.release_all()
+
+    def _forget(self, session_id: int) -> None:
+        self._inbox.sessions.pop(session_id, None)
 
     def discard(self) -> None:
         """Drop every session locally without telling the server, as a crashed process

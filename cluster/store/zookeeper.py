@@ -31,6 +31,7 @@ from actors.runtime.clock import Clock, RealClock
 from actors.runtime.tracer import Tracer
 from actors.zk.store import (
     ROOT,
+    HeldSessions,
     MetadataStore,
     StoreSession,
     check_data_size,
@@ -474,10 +475,6 @@ class ZooKeeperSession(StoreSession):
         if killing is not None:
             await killing.wait()
 
-    def release(self) -> None:
-        """Close the receiving end of the events stream too (the store shuts down)."""
-        self._recv.close()
-
     # -- what the aiozk session calls (in its own tasks, or in the read loop)
 
     def kemu_task_failed(self, task: str, err: Exception) -> None:
@@ -816,7 +813,11 @@ class ZooKeeperSession(StoreSession):
 
 class ZooKeeperStore(MetadataStore):
     """Sessions on a ZooKeeper ensemble (``hosts`` as 'h1:p1,h2:p2', optionally followed
-    by '/chroot' as in Kafka's ``zookeeper.connect``), within ``chroot``."""
+    by '/chroot' as in Kafka's ``zookeeper.connect``), within ``chroot``.
+
+    ``_sessions`` are the sessions to close at ``aclose`` (open or expired, not closed);
+    ``_opened`` are those whose streams it may still have to release (``HeldSessions``):
+    a session that ended and whose owner closed its ``events`` is in neither."""
 
     def __init__(
         self,
@@ -834,7 +835,7 @@ class ZooKeeperStore(MetadataStore):
         self.clock = clock or RealClock()
         self.name = name
         self._sessions: dict[int, ZooKeeperSession] = {}  # open or expired, not closed
-        self._opened: list[ZooKeeperSession] = []  # every session, to release its stream
+        self._opened: HeldSessions[ZooKeeperSession] = HeldSessions()
         self._chroot_ready = not self.chroot
         self._closed = False
 
@@ -859,7 +860,7 @@ class ZooKeeperStore(MetadataStore):
                 self._chroot_ready = True
         except StoreError as err:
             await session.close()
-            session.release()
+            session.events.close()
             self.tracer.emit(
                 TraceKind.STORE,
                 node=self.name,
@@ -871,7 +872,7 @@ class ZooKeeperStore(MetadataStore):
             )
             raise
         self._sessions[session.session_id] = session
-        self._opened.append(session)
+        self._opened.add(session)
         session.trace("open_session", "", "ok", timeout=session.timeout)
         return session
 
@@ -887,15 +888,19 @@ class ZooKeeperStore(MetadataStore):
         with anyio.CancelScope(shield=True):
             await session.kemu_expire()
 
+    @property
+    def held_sessions(self) -> int:
+        """How many sessions opened here the store still holds for ``aclose``: the open
+        and expired ones, and the closed ones whose owners have not closed ``events``."""
+        return self._opened.count()
+
     async def aclose(self) -> None:
-        """Close every session opened here and release their event streams. Idempotent."""
+        """Close every session opened here and close the event streams their owners have
+        not. Idempotent."""
         self._closed = True
         for session in list(self._sessions.values()):
             await session.close()
-        await anyio.lowlevel.cancel_shielded_checkpoint()  # let readers see EndOfStream
-        for session in self._opened:
-            session.release()
-        self._opened.clear()
+        await self._opened.release_all()
 
     def forget(self, session: ZooKeeperSession) -> None:
         """A session closed: it is no longer the store's to close or expire."""

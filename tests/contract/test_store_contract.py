@@ -8,11 +8,13 @@ nothing else arrived by triggering a watch of their own and seeing its event com
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
 import subprocess
 import sys
+import weakref
 from pathlib import Path
 
 import anyio
@@ -50,8 +52,10 @@ from protocol.store import (
     WatchEvent,
     WatchKind,
 )
+from tests.support.served_store import ServedStore
 from tests.support.store_factories import SessionFactory, StoreFactory, unique_chroot
 from tests.support.store_scenario import scenario_trace
+from tests.support.waiting import until
 
 DEADLINE = 15.0  # seconds to wait for one event; generous for a real server's expiry
 REPO = Path(__file__).resolve().parents[2]
@@ -720,6 +724,118 @@ async def test_an_expired_session_refuses_calls(
     fresh = await open_session("fresh")
     assert await fresh.exists("/a") is not None
     assert await fresh.exists("/b") is None
+
+
+# ----------------------------------------------------------------------------- session lifetime
+
+
+def held_sessions(store: MetadataStore) -> int:
+    """How many sessions ``store`` still holds: for the served store, the client's and the
+    server-side embedded store's together (a session is held on both sides)."""
+    if isinstance(store, ServedStore):
+        assert store.remote is not None
+        return store.remote.held_sessions + store.embedded.held_sessions
+    from cluster.store.zookeeper import ZooKeeperStore
+
+    assert isinstance(store, EmbeddedStore | ZooKeeperStore)
+    return store.held_sessions
+
+
+async def wait_held(store: MetadataStore, expected: int) -> None:
+    """Wait until ``store`` holds ``expected`` sessions (the served store's server forgets a
+    session once its pump has read the end of its stream)."""
+    await until(lambda: held_sessions(store) == expected, timeout=DEADLINE)
+
+
+# Sessions opened and ended per backend: many on the embedded store, fewer where each one
+# is a real connection (a ZooKeeper session, a served session's round trips).
+_CHURN_EMBEDDED = 5000
+_CHURN_ELSEWHERE = 200
+
+
+@pytest.mark.asyncio
+async def test_a_store_forgets_sessions_that_ended_once_their_streams_are_closed(
+    store: MetadataStore, open_session: SessionFactory
+) -> None:
+    """Sessions opened and closed (or expired) whose owners closed their ``events`` are not
+    retained by the store (nothing else keeps them alive either), while a session that is
+    still open, and the stream of one that ended but is still being read, keep working."""
+    keeper = await open_session("keeper")
+    await keeper.exists("/after", watch=True)
+    baseline = held_sessions(store)
+    lingering = await store.open_session(name="lingering", timeout=10.0)
+    await lingering.create("/lingering", ephemeral=True)
+    kept_events = lingering.events
+    await lingering.close()
+    del lingering  # its owner keeps reading the stream, not the session
+
+    churn = _CHURN_EMBEDDED if isinstance(store, EmbeddedStore) else _CHURN_ELSEWHERE
+    gone: list[weakref.ref[StoreSession]] = []
+    for i in range(churn):
+        session = await store.open_session(name=f"churn-{i}", timeout=10.0)
+        if i % 50 == 0:
+            await session.create(f"/churn-{i}", ephemeral=True)
+            gone.append(weakref.ref(session))
+        if i % 100 == 1:
+            await store.expire_session(session.session_id)
+            await expect_session_end(session, SessionState.EXPIRED)
+            await session.close()
+        else:
+            await session.close()
+            await expect_session_end(session, SessionState.CLOSED)
+        session.events.close()
+        del session
+    await wait_held(store, baseline + 1)  # the lingering session: its stream is open
+    gc.collect()
+    assert [ref for ref in gone if ref() is not None] == []
+
+    await keeper.create("/after")
+    await expect_watch(keeper, "/after", CREATED)
+    with anyio.fail_after(DEADLINE):
+        event = await kept_events.receive()
+        while isinstance(event, SessionEvent) and event.state in _CONNECTION_STATES:
+            event = await kept_events.receive()
+        assert isinstance(event, SessionEvent)
+        assert event.state is SessionState.CLOSED
+        with pytest.raises(anyio.EndOfStream):
+            await kept_events.receive()
+    kept_events.close()
+    await wait_held(store, baseline)
+
+
+@pytest.mark.asyncio
+async def test_aclose_ends_the_stream_of_every_session_still_open(
+    make_store: StoreFactory,
+) -> None:
+    """``aclose`` closes the sessions still open: a reader blocked on one's stream reads
+    SessionEvent(CLOSED) and then the end of the stream; the store then holds nothing."""
+    other = await make_store(unique_chroot())
+    sessions = [await other.open_session(name=f"live-{i}", timeout=10.0) for i in range(3)]
+    ended = await other.open_session(name="ended", timeout=10.0)
+    await ended.close()
+    read: dict[int, list[StoreEvent]] = {}
+
+    async def reader(session: StoreSession) -> None:
+        seen = read.setdefault(session.session_id, [])
+        async for event in session.events:
+            seen.append(event)
+
+    with anyio.fail_after(DEADLINE):
+        async with anyio.create_task_group() as tg:
+            for session in sessions:
+                tg.start_soon(reader, session)
+            await until(  # every reader is blocked on its stream
+                lambda: all(s.events.statistics().tasks_waiting_receive for s in sessions)
+            )
+            await other.aclose()
+    for session in sessions:
+        ends = [
+            e
+            for e in read[session.session_id]
+            if not (isinstance(e, SessionEvent) and e.state in _CONNECTION_STATES)
+        ]
+        assert ends == [SessionEvent(session_id=session.session_id, state=SessionState.CLOSED)]
+    assert held_sessions(other) == 0
 
 
 # ----------------------------------------------------------------------------- chroot
