@@ -9,7 +9,8 @@
 # ZooKeeper for the store comparison and stops it afterwards.
 # Usage: scripts/bench.sh [--ops N] [--store-ops N] [--repeat N] [--only ROWS]
 #                         [--campaign-seeds N] [--scale-topics N] [--analysis-events N]
-#                         [--data-messages N]
+#                         [--data-messages N] [--quiet]
+# On a terminal the long rows ([7]-[11]) draw their progress on stderr; --quiet: none.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh

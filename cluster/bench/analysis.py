@@ -117,8 +117,11 @@ async def _sources(root: Path, scenarios: Path, seed: int) -> list[Path] | None:
     return [out / name / f"seed-{seed}" / "trace.jsonl" for name in SOURCE_SCENARIOS]
 
 
-async def row_analysis(events: int, scenarios: Path, driver_memory: str) -> bool:
-    """Row [9]; False if it could not measure."""
+async def row_analysis(
+    events: int, scenarios: Path, driver_memory: str, *, quiet: bool = False
+) -> bool:
+    """Row [9]; False if it could not measure. Unless ``quiet``, the Spark side draws its
+    stages on a terminal stderr."""
     print(
         f"\n[9] trace analysis: analyze + diff of a pair of {events:,}-event traces, Spark"
         " (local[*]) vs the same analysis with pandas in one process"
@@ -151,7 +154,7 @@ async def row_analysis(events: int, scenarios: Path, driver_memory: str) -> bool
         results: dict[str, tuple[AnalysisTimes, int]] = {}
         for engine in ("pandas", "spark"):
             command = ["-m", "cluster.bench.analysis_engine", *map(str, pair), "--engine", engine]
-            command += ["--driver-memory", driver_memory]
+            command += ["--driver-memory", driver_memory, *(["--quiet"] if quiet else [])]
             found = await _measured(command)
             if found is None:
                 return False

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import msgspec
 
+from cluster.cli.progress import spark_stage_progress
+
 __all__ = ["AnalysisTimes", "main"]
 
 JAVA_OPTIONS = "-XX:+UseSerialGC"
@@ -49,7 +51,7 @@ def _pandas(baseline: Path, candidate: Path) -> AnalysisTimes:
 
 
 def _spark(
-    baseline: Path, candidate: Path, master: str, memory: str, java_options: str
+    baseline: Path, candidate: Path, master: str, memory: str, java_options: str, *, quiet: bool
 ) -> AnalysisTimes:
     from spark.analyze import analyze
     from spark.diff import diff
@@ -60,10 +62,11 @@ def _spark(
     with spark_session(master, app="kemu-bench", config=config) as spark:
         spark.range(1).count()  # the JVM and a first job are up
         t1 = _now()
-        analysis = analyze(spark, [baseline, candidate])
-        t2 = _now()
-        document = diff(spark, [baseline], [candidate])
-        t3 = _now()
+        with spark_stage_progress(spark.sparkContext.statusTracker(), quiet=quiet):
+            analysis = analyze(spark, [baseline, candidate])
+            t2 = _now()
+            document = diff(spark, [baseline], [candidate])
+            t3 = _now()
     return _times("spark", t1 - t0, t2 - t1, t3 - t2, analysis, document)
 
 
@@ -105,12 +108,18 @@ def main(argv: list[str] | None = None) -> int:
         default=JAVA_OPTIONS,
         help="spark.driver.extraJavaOptions (default: %(default)s)",
     )
+    parser.add_argument("--quiet", action="store_true", help="no Spark stages on stderr")
     args = parser.parse_args(argv)
     if args.engine == "pandas":
         result = _pandas(args.baseline, args.candidate)
     else:
         result = _spark(
-            args.baseline, args.candidate, args.master, args.driver_memory, args.java_options
+            args.baseline,
+            args.candidate,
+            args.master,
+            args.driver_memory,
+            args.java_options,
+            quiet=args.quiet,
         )
     print(msgspec.json.encode(result).decode(), flush=True)
     return 0

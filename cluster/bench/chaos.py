@@ -25,6 +25,7 @@ import msgspec
 
 from cluster.bench.scale import fast_tmp
 from cluster.chaos import RunOptions, ScenarioError, load_scenario, run_scenario
+from cluster.cli.progress import count_progress
 from cluster.logging import configure_logging
 from protocol.errors import KemuError
 
@@ -55,15 +56,21 @@ def scenario_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.glob("*.yaml") if p.is_file())
 
 
-def run_campaign(files: list[Path], seeds: int, *, root: str | None = None) -> CampaignResult:
+def run_campaign(
+    files: list[Path], seeds: int, *, root: str | None = None, quiet: bool = True
+) -> CampaignResult:
     """Run every scenario in ``files`` with seeds ``1 .. seeds``, deterministic mode, the
     run directories in a temporary directory under ``root`` (by default ``fast_tmp()``).
-    ``ScenarioError`` if a file is not a valid scenario (before anything runs)."""
+    ``ScenarioError`` if a file is not a valid scenario (before anything runs). Unless
+    ``quiet``, a progress line counts the runs on a terminal stderr."""
     scenarios = [(str(path), load_scenario(path)) for path in files]
     simulated = wall = 0.0
     passed = 0
     not_passed: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="kemu-campaign-", dir=root or fast_tmp()) as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="kemu-campaign-", dir=root or fast_tmp()) as tmp,
+        count_progress(len(scenarios) * seeds, label="[7]", unit="runs", quiet=quiet) as line,
+    ):
         for source, scenario in scenarios:
             for seed in range(1, seeds + 1):
                 options = RunOptions(
@@ -80,6 +87,7 @@ def run_campaign(files: list[Path], seeds: int, *, root: str | None = None) -> C
                     passed += 1
                 else:
                     not_passed.append(f"{scenario.name} seed={seed}: {result.status}")
+                line.advance()
     return CampaignResult(
         scenarios=len(scenarios),
         seeds=seeds,
@@ -97,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--scenarios", metavar="DIR", default="scenarios", help="where the scenario files are"
     )
+    parser.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     args = parser.parse_args(argv)
     if args.seeds < 1:
         parser.error("--seeds must be >= 1")
@@ -106,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     configure_logging(level="CRITICAL")
     try:
-        result = run_campaign(files, args.seeds)
+        result = run_campaign(files, args.seeds, quiet=args.quiet)
     except (ScenarioError, KemuError) as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 2

@@ -44,6 +44,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
 )
 
 from cluster.bench.scale import fast_tmp
+from cluster.cli.progress import CountProgress, count_progress
 
 __all__ = ["DataResult", "Side", "main"]
 
@@ -98,13 +99,19 @@ class DataResult(msgspec.Struct, frozen=True, kw_only=True):
 # ---------------------------------------------------------------------------- phases
 
 
-def _produce(client: dict[str, Any], topic: str, messages: int) -> float:
-    """Seconds to produce and flush ``messages`` values, every one acknowledged."""
+def _produce(client: dict[str, Any], topic: str, messages: int, line: CountProgress) -> float:
+    """Seconds to produce and flush ``messages`` values, every one acknowledged (``line``
+    counts them, a thousand at a time)."""
     failed: list[object] = []
+    acknowledged = 0
 
     def delivered(error: object, _message: object) -> None:
+        nonlocal acknowledged
         if error is not None:
             failed.append(error)
+        acknowledged += 1
+        if acknowledged % 1000 == 0:
+            line.advance(1000)
 
     producer = Producer({**client, **PRODUCER, "on_delivery": delivered})
     value = b"v" * VALUE_BYTES
@@ -122,6 +129,7 @@ def _produce(client: dict[str, Any], topic: str, messages: int) -> float:
     if producer.flush(WAIT) != 0:
         raise RuntimeError(f"{producer.flush(0)} messages were not delivered in {WAIT:g} s")
     seconds = _now() - t0
+    line.advance(acknowledged % 1000)
     if failed:
         raise RuntimeError(f"{len(failed)} messages failed, the first: {failed[0]}")
     return seconds
@@ -196,8 +204,10 @@ def _consume(client: dict[str, Any], topic: str, partitions: int) -> tuple[float
         consumer.close()
 
 
-def measure(client: dict[str, Any], topic: str, partitions: int, messages: int) -> Side:
-    produce = _produce(client, topic, messages)
+def measure(
+    client: dict[str, Any], topic: str, partitions: int, messages: int, line: CountProgress
+) -> Side:
+    produce = _produce(client, topic, messages, line)
     p50, p99 = _latency(client, topic)
     consume, read = _consume(client, topic, partitions)
     return Side(
@@ -239,26 +249,31 @@ def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
         future.result(WAIT)
 
 
-def run(messages: int, partitions: int) -> DataResult:
+def run(messages: int, partitions: int, *, quiet: bool = True) -> DataResult:
+    """Both sides, kemu up first. Unless ``quiet``, a progress line counts the messages
+    produced and acknowledged, on both sides, on a terminal stderr."""
     topic = "bench"
-    with tempfile.TemporaryDirectory(dir=fast_tmp()) as tmp:
+    with (
+        count_progress(2 * messages, label="[10] produced", unit="messages", quiet=quiet) as line,
+        tempfile.TemporaryDirectory(dir=fast_tmp()) as tmp,
+    ):
         child, bootstrap = _kemu_up(Path(tmp))
         try:
             _create_topic(bootstrap, topic, partitions)
-            kemu = measure({"bootstrap.servers": bootstrap}, topic, partitions, messages)
+            kemu = measure({"bootstrap.servers": bootstrap}, topic, partitions, messages, line)
         finally:
             child.send_signal(signal.SIGINT)
             child.wait(WAIT)
-    mock_client: dict[str, Any] = {**MOCK, "bootstrap.servers": ""}
-    # The mock cluster lives in the client that configures it: one client creates the
-    # topic and keeps the cluster alive while the others reach it by its bootstrap.
-    holder = Producer(mock_client)
-    try:
-        servers = _mock_bootstrap(holder)
-        _auto_create(servers, topic, partitions)
-        mock = measure({"bootstrap.servers": servers}, topic, partitions, messages)
-    finally:
-        holder.flush(0)
+        mock_client: dict[str, Any] = {**MOCK, "bootstrap.servers": ""}
+        # The mock cluster lives in the client that configures it: one client creates the
+        # topic and keeps the cluster alive while the others reach it by its bootstrap.
+        holder = Producer(mock_client)
+        try:
+            servers = _mock_bootstrap(holder)
+            _auto_create(servers, topic, partitions)
+            mock = measure({"bootstrap.servers": servers}, topic, partitions, messages, line)
+        finally:
+            holder.flush(0)
     return DataResult(messages=messages, partitions=partitions, kemu=kemu, mock=mock)
 
 
@@ -294,11 +309,12 @@ def report(result: DataResult) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kemu-bench-data", description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=200_000, help="messages produced")
+    parser.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     args = parser.parse_args(argv)
     if args.messages < 1:
         parser.error("--messages must be >= 1")
     os.environ.setdefault("PYTHONHASHSEED", "0")
-    result = run(args.messages, MOCK_PARTITIONS)
+    result = run(args.messages, MOCK_PARTITIONS, quiet=args.quiet)
     report(result)
     sys.stdout.flush()
     print(msgspec.json.encode(result).decode())

@@ -17,12 +17,15 @@ runs it in a child process as row [11]; ``--profile FILE`` writes a cProfile of 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import os
 import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Final
 
 import anyio
 import msgspec
@@ -30,6 +33,7 @@ import msgspec
 from actors.broker.broker import broker_ref
 from actors.zk.store import StoreSession
 from cluster.bench.scale import bulk_create_request, fast_tmp, print_result
+from cluster.cli.progress import CountProgress, count_progress
 from cluster.launch.cluster import Cluster, ClusterSpec
 from cluster.logging import configure_logging
 from protocol.errors import ErrorCode
@@ -81,9 +85,11 @@ async def run_deletion(
     *,
     zookeeper: str | None = None,
     root: str | None = None,
+    quiet: bool = True,
 ) -> DeletionResult:
     """Create then delete ``topics`` topics of ``partitions`` partitions (replication factor
-    ``rf``) on 3 brokers, timing each phase."""
+    ``rf``) on 3 brokers, timing each phase. Unless ``quiet``, a progress line counts the
+    phases done (``PHASES``) on a terminal stderr."""
     config = {"log.segment.delete.delay.ms": "0", "log.initial.task.delay.ms": "0"}
     with tempfile.TemporaryDirectory(prefix="kemu-deletion-", dir=root or fast_tmp()) as tmp:
         spec = ClusterSpec(
@@ -95,56 +101,60 @@ async def run_deletion(
             config=config,
         )
         logs = topics * partitions * rf
-        async with anyio.create_task_group() as tg:
-            cluster: Cluster = await tg.start(Cluster(spec).run)
-            assert cluster.store is not None
-            session = await cluster.store.open_session(name="bench")
-            controller = await cluster.controller_id()
-            node, ref = cluster.nodes[controller], broker_ref(controller)
-            log_dirs = [Path(tmp) / f"broker-{b}" for b in sorted(cluster.nodes)]
+        store = "embedded" if zookeeper is None else "zookeeper"
+        with _phases(store, quiet) as line:
+            async with anyio.create_task_group() as tg:
+                cluster: Cluster = await tg.start(Cluster(spec).run)
+                assert cluster.store is not None
+                session = await cluster.store.open_session(name="bench")
+                controller = await cluster.controller_id()
+                node, ref = cluster.nodes[controller], broker_ref(controller)
+                log_dirs = [Path(tmp) / f"broker-{b}" for b in sorted(cluster.nodes)]
 
-            t0 = _now()
-            created = await node.ask(
-                ref,
-                bulk_create_request(PREFIX, topics, partitions, rf, TIMEOUT_S),
-                timeout=TIMEOUT_S,
-            )
-            create_answered = _now() - t0
-            assert isinstance(created, CreateTopicsResponseData)
-            failed = [t for t in created.topics if t.error_code != ErrorCode.NONE]
-            if failed:
-                raise RuntimeError(f"{len(failed)} topics failed, e.g. {failed[0]}")
-            await _until(lambda: _logs(log_dirs) == (logs, 0))
-            create_logs = _now() - t0
+                t0 = _now()
+                created = await node.ask(
+                    ref,
+                    bulk_create_request(PREFIX, topics, partitions, rf, TIMEOUT_S),
+                    timeout=TIMEOUT_S,
+                )
+                create_answered = _now() - t0
+                line.advance()
+                assert isinstance(created, CreateTopicsResponseData)
+                failed = [t for t in created.topics if t.error_code != ErrorCode.NONE]
+                if failed:
+                    raise RuntimeError(f"{len(failed)} topics failed, e.g. {failed[0]}")
+                await _until(lambda: _logs(log_dirs) == (logs, 0))
+                create_logs = _now() - t0
+                line.advance()
 
-            names = tuple(created_topic.name for created_topic in created.topics)
-            t0 = _now()
-            deleted = await node.ask(
-                ref,
-                DeleteTopicsRequestData(topics=names, timeout_ms=int(TIMEOUT_S * 1000)),
-                timeout=TIMEOUT_S,
-            )
-            delete_answered = _now() - t0
-            assert isinstance(deleted, DeleteTopicsResponseData)
-            failed_deletes = [t for t in deleted.topics if t.error_code != ErrorCode.NONE]
-            if failed_deletes:
-                raise RuntimeError(f"{len(failed_deletes)} deletions failed: {failed_deletes[0]}")
-            times: dict[str, float] = {}
-            async with anyio.create_task_group() as waits:
-                waits.start_soon(_timed, times, "znodes", t0, _no_topic_znodes(session))
-                waits.start_soon(
-                    _timed, times, "renamed", t0, _until(lambda: _logs(log_dirs)[0] == 0)
+                names = tuple(created_topic.name for created_topic in created.topics)
+                t0 = _now()
+                deleted = await node.ask(
+                    ref,
+                    DeleteTopicsRequestData(topics=names, timeout_ms=int(TIMEOUT_S * 1000)),
+                    timeout=TIMEOUT_S,
                 )
-                waits.start_soon(
-                    _timed, times, "removed", t0, _until(lambda: _logs(log_dirs) == (0, 0))
-                )
-            await session.close()
-            tg.cancel_scope.cancel()
+                delete_answered = _now() - t0
+                line.advance()
+                assert isinstance(deleted, DeleteTopicsResponseData)
+                failed_deletes = [t for t in deleted.topics if t.error_code != ErrorCode.NONE]
+                if failed_deletes:
+                    raise RuntimeError(
+                        f"{len(failed_deletes)} deletions failed: {failed_deletes[0]}"
+                    )
+                times: dict[str, float] = {}
+                async with anyio.create_task_group() as waits:
+                    timed = functools.partial(_timed, times, line, t0)
+                    waits.start_soon(timed, "znodes", _no_topic_znodes(session))
+                    waits.start_soon(timed, "renamed", _until(lambda: _logs(log_dirs)[0] == 0))
+                    waits.start_soon(timed, "removed", _until(lambda: _logs(log_dirs) == (0, 0)))
+                await session.close()
+                tg.cancel_scope.cancel()
     return DeletionResult(
         topics=topics,
         partitions=topics * partitions,
         replication_factor=rf,
-        store="embedded" if zookeeper is None else "zookeeper",
+        store=store,
         create_answered=round(create_answered, 3),
         create_logs=round(create_logs, 3),
         delete_answered=round(delete_answered, 3),
@@ -186,9 +196,21 @@ async def _no_topic_znodes(session: StoreSession) -> None:
             await anyio.sleep(POLL_S)
 
 
-async def _timed(times: dict[str, float], name: str, t0: float, wait: Awaitable[None]) -> None:
+async def _timed(
+    times: dict[str, float], line: CountProgress, t0: float, name: str, wait: Awaitable[None]
+) -> None:
     await wait
     times[name] = _now() - t0
+    line.advance()
+
+
+PHASES: Final = 6
+"""What a run waits for: CreateTopics answered, every log created, DeleteTopics answered,
+no topic znode left, every log renamed, every log removed."""
+
+
+def _phases(store: str, quiet: bool) -> contextlib.AbstractContextManager[CountProgress]:
+    return count_progress(PHASES, label=f"[11] {store}", unit="phases", quiet=quiet)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -203,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--profile", metavar="FILE", help="write a cProfile of the run here")
     parser.add_argument("--no-uvloop", action="store_true", help="measure on asyncio's own loop")
+    parser.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     args = parser.parse_args(argv)
     if min(args.topics, args.partitions, args.replication_factor) < 1:
         parser.error("--topics, --partitions and --replication-factor must be >= 1")
@@ -213,7 +236,11 @@ def main(argv: list[str] | None = None) -> int:
     def run() -> DeletionResult:
         return anyio.run(
             lambda: run_deletion(
-                args.topics, args.partitions, args.replication_factor, zookeeper=args.zookeeper
+                args.topics,
+                args.partitions,
+                args.replication_factor,
+                zookeeper=args.zookeeper,
+                quiet=args.quiet,
             ),
             backend="asyncio",
             backend_options={"use_uvloop": not args.no_uvloop},

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import os
 import resource
 import sys
@@ -27,6 +28,7 @@ import anyio
 import msgspec
 
 from actors.broker.broker import broker_ref
+from cluster.cli.progress import CountProgress, count_progress
 from cluster.launch.cluster import Cluster, ClusterSpec
 from cluster.logging import configure_logging
 from protocol.errors import ErrorCode
@@ -98,11 +100,18 @@ def fast_tmp() -> str | None:
 
 
 async def run_scale(
-    brokers: int, topics: int, partitions: int, rf: int, *, root: str | None = None
+    brokers: int,
+    topics: int,
+    partitions: int,
+    rf: int,
+    *,
+    root: str | None = None,
+    quiet: bool = True,
 ) -> ScaleResult:
     """Launch ``brokers`` brokers, create ``topics`` topics of ``partitions`` partitions
     each (replication factor ``rf``) and wait until every partition is online. The log
-    dirs go in a temporary directory under ``root`` (by default ``fast_tmp()``)."""
+    dirs go in a temporary directory under ``root`` (by default ``fast_tmp()``). Unless
+    ``quiet``, a progress line counts the partitions online on a terminal stderr."""
     with tempfile.TemporaryDirectory(prefix="kemu-scale-", dir=root or fast_tmp()) as tmp:
         spec = ClusterSpec(brokers=brokers, base_port=0, log_dir=Path(tmp), listeners=False)
         async with anyio.create_task_group() as tg:
@@ -120,7 +129,10 @@ async def run_scale(
             failed = [t for t in reply.topics if t.error_code != ErrorCode.NONE]
             if failed:
                 raise RuntimeError(f"{len(failed)} topics failed, e.g. {failed[0]}")
-            online = await _wait_online(cluster, topics * partitions)
+            with count_progress(
+                topics * partitions, label="[8] online", unit="partitions", quiet=quiet
+            ) as line:
+                online = await _wait_online(cluster, topics * partitions, line)
             online_seconds = _now() - t0
             tg.cancel_scope.cancel()
     return ScaleResult(
@@ -136,7 +148,7 @@ async def run_scale(
     )
 
 
-async def _wait_online(cluster: Cluster, expected: int) -> int:
+async def _wait_online(cluster: Cluster, expected: int, line: CountProgress) -> int:
     """Until a broker's metadata, asked over Metadata, shows ``expected`` partitions each
     led by a live broker with no error; the count of such partitions. A broker other than
     the one that answered the creation is asked: the controller's updates reach them all."""
@@ -154,6 +166,7 @@ async def _wait_online(cluster: Cluster, expected: int) -> int:
                 for p in topic.partitions
                 if p.error_code == ErrorCode.NONE and p.leader in live
             )
+            line.set(online)
             if online >= expected:
                 return online
             await anyio.sleep(0.1)
@@ -167,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replication-factor", type=int, default=3)
     parser.add_argument("--profile", metavar="FILE", help="write a cProfile of the run here")
     parser.add_argument("--no-uvloop", action="store_true", help="measure on asyncio's own loop")
+    parser.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     args = parser.parse_args(argv)
     if min(args.brokers, args.topics, args.partitions, args.replication_factor) < 1:
         parser.error("--brokers, --topics, --partitions and --replication-factor must be >= 1")
@@ -176,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def run() -> ScaleResult:
         return anyio.run(
-            run_scale,
+            functools.partial(run_scale, quiet=args.quiet),
             args.brokers,
             args.topics,
             args.partitions,

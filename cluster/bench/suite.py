@@ -464,7 +464,7 @@ async def _row_campaign(args: argparse.Namespace) -> bool:
         f" (goal >= {CAMPAIGN_GOAL:g}:1)"
     )
     command = ["-m", "cluster.bench.chaos", "--seeds", str(seeds)]
-    command += ["--scenarios", args.campaign_scenarios]
+    command += ["--scenarios", args.campaign_scenarios, *_quiet(args)]
     found = await _child(command, CampaignResult)
     if found is None:
         return False
@@ -500,7 +500,7 @@ async def _row_scale(args: argparse.Namespace) -> bool:
     command += ["--partitions", str(parts), "--replication-factor", str(rf)]
     if args.no_uvloop:
         command.append("--no-uvloop")
-    found = await _child(command, ScaleResult)
+    found = await _child([*command, *_quiet(args)], ScaleResult)
     if found is None:
         return False
     result, whole = found
@@ -539,7 +539,10 @@ async def _row_analysis(args: argparse.Namespace) -> bool:
     from cluster.bench.analysis import row_analysis
 
     return await row_analysis(
-        args.analysis_events, Path(args.campaign_scenarios), args.spark_driver_memory
+        args.analysis_events,
+        Path(args.campaign_scenarios),
+        args.spark_driver_memory,
+        quiet=args.quiet,
     )
 
 
@@ -555,7 +558,8 @@ async def _row_data(args: argparse.Namespace) -> bool:
         f" (goal: kemu >= {THROUGHPUT_GOAL:g}x the mock's produce MB/s)"
     )
     found = await _child(
-        ["-m", "cluster.bench.data", "--messages", str(args.data_messages)], DataResult
+        ["-m", "cluster.bench.data", "--messages", str(args.data_messages), *_quiet(args)],
+        DataResult,
     )
     if found is None:
         return False
@@ -584,7 +588,7 @@ async def _row_deletion(args: argparse.Namespace) -> bool:
         stores.append(("real ZooKeeper", ["--zookeeper", _chroot(args.zookeeper)]))
     for label, extra in stores:
         command = ["-m", "cluster.bench.deletion", "--topics", str(n), "--partitions", str(parts)]
-        found = await _child([*command, *extra], DeletionResult)
+        found = await _child([*command, *extra, *_quiet(args)], DeletionResult)
         if found is None:
             return False
         r = found[0]
@@ -621,6 +625,11 @@ ROWS: dict[int, Callable[[argparse.Namespace], Awaitable[bool | None]]] = {
 }
 """The rows, by number; each prints itself (a goal missed included), and returns False
 only if it could not measure (the exit status is then 1)."""
+
+
+def _quiet(args: argparse.Namespace) -> list[str]:
+    """What tells a child row to draw no progress (it draws on a terminal stderr only)."""
+    return ["--quiet"] if args.quiet else []
 
 
 def _chroot(hosts: str) -> str:
@@ -673,6 +682,9 @@ def main(argv: list[str] | None = None) -> int:
         "--creation-only", action="store_true", help="run only the topic creation rows ([5])"
     )
     parser.add_argument("--no-uvloop", action="store_true", help="measure on asyncio's own loop")
+    parser.add_argument(
+        "--quiet", action="store_true", help="no progress of the long rows on stderr"
+    )
     args = parser.parse_args(argv)
     if args.creation_only:
         args.only = [5]

@@ -46,10 +46,12 @@ from rich.progress import (
 from rich.text import Text
 
 __all__ = [
+    "CountProgress",
     "RunProgress",
     "StageBars",
     "StageRow",
     "active_stages",
+    "count_progress",
     "count_runs",
     "run_progress",
     "spark_stage_progress",
@@ -64,11 +66,15 @@ POLL: Final = 0.25  # seconds between two reads of the logs a watcher follows
 
 
 class _RateColumn(ProgressColumn):
-    """Runs per second so far."""
+    """Runs (or another ``unit``) per second so far."""
+
+    def __init__(self, unit: str = "runs") -> None:
+        super().__init__()
+        self._unit = unit
 
     def render(self, task: Task) -> Text:
         speed = task.finished_speed or task.speed
-        return Text("- runs/s" if not speed else f"{speed:.1f} runs/s")
+        return Text(f"- {self._unit}/s" if not speed else f"{speed:,.1f} {self._unit}/s")
 
 
 class _LinesAbove(io.TextIOWrapper):
@@ -173,6 +179,45 @@ def run_progress(
             return
         task = progress.add_task(label, total=total, failed=0)
         yield RunProgress(progress, task)
+
+
+class CountProgress:
+    """What a long bench row tells its progress line; does nothing when none is drawn."""
+
+    def __init__(self, progress: Progress | None = None, task: TaskID | None = None) -> None:
+        self._progress = progress
+        self._task = task
+
+    def advance(self, count: int = 1) -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, advance=count)
+
+    def set(self, done: int) -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, completed=done)
+
+
+@contextlib.contextmanager
+def count_progress(
+    total: int, *, label: str, unit: str, quiet: bool = False, stream: TextIO | None = None
+) -> Iterator[CountProgress]:
+    """A progress line of ``total`` things (``unit``: "runs", "messages", ...) on
+    ``stream`` (stderr): done of all, the rate, the time left; as ``run_progress``,
+    nothing when ``quiet`` or ``stream`` is not a terminal."""
+    columns = (
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn(f"{unit},"),
+        _RateColumn(unit),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+    with terminal_progress(*columns, quiet=quiet, stream=stream) as progress:
+        if progress is None:
+            yield CountProgress()
+            return
+        yield CountProgress(progress, progress.add_task(label, total=total))
 
 
 # -- Spark stages --------------------------------------------------------------------------
