@@ -27,6 +27,7 @@ The output directory must be one path every executor can write and the driver ca
 from __future__ import annotations
 
 import os
+import re
 import socket
 import time
 from collections.abc import Mapping, Sequence
@@ -52,8 +53,14 @@ __all__ = [
 ]
 
 PARQUET_TRACE: Final = "trace.parquet"
+_NOT_WRITTEN: Final = re.compile(r"RunNotWritten: (.*)")
 MASTER_CONNECT_TIMEOUT: Final = 5.0
 """Seconds the driver waits for a standalone master's port before giving up."""
+
+
+class RunNotWritten(Exception):
+    """A task could not write its run directory (raised on the executor: Spark retries
+    the task, and fails the job when every try did)."""
 
 
 class CampaignTask(msgspec.Struct, frozen=True, kw_only=True):
@@ -109,6 +116,11 @@ def run_task(encoded: bytes) -> bytes:
     )
     try:
         result = run_scenario(scenario, options)
+    except OSError as exc:  # this executor cannot write there: retry, or fail the job
+        where = exc.filename or options.run_dir
+        raise RunNotWritten(
+            f"{socket.gethostname()} cannot write {where}: {exc.strerror or exc}"
+        ) from None
     except KemuError as exc:  # the run could not be done: its result says why
         result = RunResult(
             scenario=scenario.name,
@@ -183,6 +195,18 @@ def run_on_spark(
     with spark_session(master, app="kemu chaos campaign", config=conf) as session:
         started = time.perf_counter()
         context = session.sparkContext
-        answers = context.parallelize(tasks, numSlices=len(tasks)).map(run_task).collect()
+        # A failed task is this command's one line, not the stack traces Spark logs (in
+        # this JVM for a local master) at its error level.
+        jvm = context._jvm  # log4j's levels are reachable only through the gateway
+        if jvm is not None:
+            log4j = jvm.org.apache.logging.log4j
+            log4j.core.config.Configurator.setLevel("org.apache.spark", log4j.Level.FATAL)
+        try:
+            answers = context.parallelize(tasks, numSlices=len(tasks)).map(run_task).collect()
+        except Exception as exc:  # Spark's own exception types live in pyspark
+            found = _NOT_WRITTEN.search(str(exc))
+            if found is None:
+                raise
+            raise KemuError(f"a run could not be written: {found.group(1)}") from None
         wall = time.perf_counter() - started
     return [msgspec.json.decode(answer, type=RunResult) for answer in answers], wall

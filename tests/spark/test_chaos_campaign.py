@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -127,3 +128,21 @@ def test_bad_seeds_and_real_mode_scenarios_are_usage_errors(
     assert main(["chaos", "campaign", str(real), "--seeds", "1..1", "--out", str(out)]) == 2
     assert "deterministic mode runs in one process" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_run_directory_no_executor_can_write_fails_the_job_in_one_line(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "campaign"
+    out.mkdir()
+    (out / "delete-disabled").write_text("")  # a file where the scenario's runs go
+    status = main(["chaos", "campaign", FILES[1], "--seeds", "1..1", "--out", str(out)])
+    captured = capsys.readouterr()
+    assert status == 1
+    assert captured.err.strip().splitlines()[-1:] == [
+        f"Error: a run could not be written: {socket.gethostname()} cannot write"
+        f" {out / 'delete-disabled' / 'seed-1'}: Not a directory"
+    ]
+    assert "Traceback" not in captured.err
+    assert captured.out == ""
+    assert not (out / "campaign.html").exists()
