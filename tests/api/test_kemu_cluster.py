@@ -336,3 +336,15 @@ async def test_async_wait_until_wakes_on_events_while_the_callers_loop_runs() ->
 
         with pytest.raises(TimeoutError, match=r"within 0.3s; last value: False"):
             await cluster.wait_until(lambda: False, timeout=0.3)
+
+
+def test_a_three_broker_cluster_is_ready_within_a_second_of_cpu() -> None:
+    """``with KemuCluster(brokers=3)`` returns with every broker registered and agreeing
+    on the controller after well under a second of this process's CPU (the cluster's
+    thread included; its wall time on an idle machine, 0.3-0.4 s)."""
+    began = time.process_time()
+    with KemuCluster(brokers=3) as cluster:
+        ready = time.process_time() - began
+        assert cluster.controller_id() in cluster.broker_ids
+        assert cluster.running_brokers() == (0, 1, 2)
+    assert ready < 1.0, f"{ready:.2f}s of CPU"

@@ -5,6 +5,8 @@ local engine's command line never imports pyspark."""
 
 from __future__ import annotations
 
+import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -165,3 +167,31 @@ def test_the_local_engine_never_imports_pyspark(campaign: Path, tmp_path: Path) 
     assert done.returncode == 0, done.stderr
     for written in ("a/analysis.json", "a/report.html", "d/diff.json", "r/replay.json"):
         assert (tmp_path / written).is_file()
+
+
+ANALYZE_CPU_BUDGET = 3.0
+"""Seconds of CPU (user + system, the whole child process: interpreter start, imports,
+analysis, report.html) that ``kemu trace analyze`` of one chaos run directory may take
+on the default engine. On an idle machine its wall time is about its CPU time; on a
+loaded one the wall time is the load's, so the budget is checked in CPU."""
+
+
+@pytest.mark.slow
+def test_the_default_engine_analyses_a_chaos_run_directory_within_3s_of_cpu(
+    campaign: Path, tmp_path: Path
+) -> None:
+    """``kemu trace analyze RUN_DIR`` of a real ~1,400-event run, as a user types it, in
+    a fresh interpreter: it ends well, naming the run's events, within the budget."""
+    run = campaign / "create-delete-all-up" / "seed-1"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    command = ["-m", "cluster.cli", "trace", "analyze", str(run), "--out", str(tmp_path)]
+    done = subprocess.run(
+        [sys.executable, *command, "--quiet"],
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert done.returncode == 0, done.stderr
+    assert re.match(r"create-delete-all-up/seed-1: 1\d{3} events", done.stdout), done.stdout
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    assert cpu < ANALYZE_CPU_BUDGET, f"{cpu:.2f}s of CPU"
+    assert (tmp_path / "analysis.json").is_file()
