@@ -1,9 +1,10 @@
 """``kemu top``: the view of a running cluster read from its metadata store and its
 launcher's control endpoint. In process: a frame names the controller, its epoch and event
 queue, the brokers, and the partitions a stopped broker leaves under-replicated and under
-their min ISR. As a user runs it (``kemu up`` and ``kemu top`` in child processes): drawn
-live in a pseudo-terminal, it follows a broker's stop and exits 0 on Ctrl-C and on q; on a
-pipe, ``--once`` prints one plain frame."""
+their min ISR, a pending deletion and a reassignment in flight. As a user runs it (``kemu
+up`` and ``kemu top`` in child processes): drawn live in a pseudo-terminal, it follows a
+broker's stop and exits 0 on Ctrl-C and on q; on a pipe, ``--once`` prints one plain
+frame."""
 
 from __future__ import annotations
 
@@ -175,6 +176,20 @@ async def test_a_frame_follows_the_controller_and_a_stopped_broker(launched: Lau
     # live ones were deleted (retryDeletionForIneligibleReplicas): none ineligible now
     assert gauges["ReplicasIneligibleToDeleteCount"] == "0"
     assert gauges["GlobalTopicCount"] == "2"  # the topic stays until its last replica goes
+
+    # a reassignment onto the stopped broker waits for it (its target is never all in the
+    # ISR): listed as in flight, from /admin/reassign_partitions and from the assignment's
+    # removing replicas alike, once
+    other = next(b for b in (0, 1, 2) if b != stopped)
+    target = zkdata.PartitionReplicas(
+        topic=TopicName("strict"), partition=1, replicas=(BrokerId(stopped), BrokerId(other))
+    )
+    async with _session(cluster) as session:
+        await kafka_zk.create_partition_reassignment(
+            session, zkdata.PartitionReassignment(partitions=(target,))
+        )
+    frame = await eventually(launched.frame, until=lambda f: "reassignments: 1 (strict-1)" in f)
+    assert "pending deletions: 1 (loose)" in frame
 
 
 def test_partitions_are_classified_as_kafka_topics_describes_them() -> None:
