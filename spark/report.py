@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["render_analysis_html", "render_diff_html", "seconds", "write_json"]
+__all__ = ["render_analysis_html", "render_diff_html", "seconds", "trace_window", "write_json"]
 
 PCTS: Final = ("p50", "p90", "p99")
 _PCT_COLOURS: Final = ("#4e79a7", "#f28e2b", "#e15759")
@@ -665,7 +665,7 @@ def _divergence(d: Mapping[str, Any]) -> str:
     )
 
 
-def _window(path: Path, seq: int) -> list[bytes]:
+def trace_window(path: Path, seq: int) -> list[bytes]:
     """The events of the trace at ``path`` from ``_AROUND`` before the event ``seq`` to
     ``_AROUND`` after it, each as its JSON text."""
     low, high = seq - _AROUND, seq + _AROUND
@@ -712,7 +712,7 @@ def _diagrams(index: int, pair: Mapping[str, Any]) -> list[str]:
     sides = {side: (Path(pair[side]), first[f"{side}_seq"]) for side in ("baseline", "candidate")}
     try:
         windows = {
-            side: _window(path, seq) if seq is not None else []
+            side: trace_window(path, seq) if seq is not None else []
             for side, (path, seq) in sides.items()
         }
     except (OSError, ValueError) as exc:

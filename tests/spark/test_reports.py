@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from cluster.cli.main import main
-from spark.report import seconds
+from cluster.trace_files import export_parquet
+from spark.report import seconds, trace_window
 from tests.support.browser import ARTIFACTS, Element, elements, render
 from tests.support.campaign import run_forgetful_controller
 
@@ -158,3 +159,46 @@ def test_the_diff_page_overlays_both_runs(
     assert [e for e in dom if "divergent" in e.classes]
     lanes = [e.text for e in dom if e.tag == "text" and "lane-name" in e.classes]
     assert lanes == ["broker-0", "broker-1", "broker-2", "metadata store", "chaos driver"] * 2
+    # the diagrams zoom and show an arrow's fields on hover, as the chaos report's do
+    copy = tmp_path / "interact.html"
+    copy.write_bytes(page.read_bytes().replace(b"</body></html>", _INTERACT + b"</body></html>"))
+    shot = ARTIFACTS / "analysis" / "diff-interact.png"
+    body = _body(elements(render(copy, shot, tmp_path / "chromium-interact")))
+    assert body.attrs["data-interacted"] == "1"
+    assert body.attrs["data-tip"].split("from")[0] == body.attrs["data-hovered"]
+    assert 0 < int(body.attrs["data-zoomed"]) < int(body.attrs["data-before"])
+
+
+def test_the_diff_diagrams_read_parquet_and_jsonl_alike(campaign: Path, tmp_path: Path) -> None:
+    """A diff of Parquet exports draws the same events around the divergence as one of
+    the JSONL traces."""
+    trace = campaign / RUN / "trace.jsonl"
+    parquet = tmp_path / "trace.parquet"
+    export_parquet(trace, parquet)
+    middle = 600
+    jsonl_window, parquet_window = trace_window(trace, middle), trace_window(parquet, middle)
+    assert [json.loads(e)["seq"] for e in jsonl_window] == list(range(middle - 120, middle + 121))
+    assert [json.loads(e) for e in parquet_window] == [json.loads(e) for e in jsonl_window]
+
+
+# Appended to a copy of diff.html: hovers the baseline diagram's first arrow, then zooms
+# it in with the wheel; what it saw goes into <body>'s data attributes.
+_INTERACT = b"""<script>
+(async function () {
+  const body = document.body;
+  const svg = document.getElementById("sequence-0-baseline-svg");
+  const arrow = svg.querySelector("line.arrow");
+  body.dataset.hovered = arrow.dataset.type;
+  arrow.dispatchEvent(new PointerEvent("pointermove", { bubbles: true, clientX: 50, clientY: 50 }));
+  body.dataset.tip = document.getElementById("tip").textContent;
+  body.dataset.before = svg.dataset.arrowsInView;
+  const box = svg.getBoundingClientRect();
+  const at = { bubbles: true, cancelable: true, clientX: box.left + box.width / 2,
+    clientY: box.top + 40 };
+  svg.dispatchEvent(new WheelEvent("wheel", { ...at, deltaY: -800 }));
+  await new Promise((done) => setTimeout(done, 100));
+  body.dataset.zoomed = svg.dataset.arrowsInView;
+  body.dataset.interacted = "1";
+})();
+</script>
+"""
