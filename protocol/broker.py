@@ -9,6 +9,8 @@ from protocol.ids import BrokerId, TopicName
 
 __all__ = [
     "BrokerEpochChanged",
+    "BrokerMetrics",
+    "BrokerMetricsRequest",
     "BrokerStatus",
     "BrokerStatusRequest",
     "CompleteDelayedData",
@@ -32,6 +34,21 @@ class BrokerStatus(Message, frozen=True, kw_only=True):
     controller_id: BrokerId
     live_brokers: tuple[BrokerId, ...]
     topics: tuple[TopicName, ...]
+
+
+class BrokerMetricsRequest(Message, frozen=True, kw_only=True):
+    """Ask a broker for its ``ReplicaManager``'s metrics."""
+
+
+class BrokerMetrics(Message, frozen=True, kw_only=True):
+    """A broker's ``ReplicaManager`` metrics under Kafka's names, (name, value) pairs."""
+
+    broker_id: BrokerId
+    gauges: tuple[tuple[str, int], ...]
+    """LeaderCount, PartitionCount, OfflineReplicaCount, UnderReplicatedPartitions,
+    UnderMinIsrPartitionCount, AtMinIsrPartitionCount."""
+    meters: tuple[tuple[str, int], ...]
+    """The counts of IsrExpandsPerSec, IsrShrinksPerSec, FailedIsrUpdatesPerSec."""
 
 
 class PurgatoryExpired(Message, frozen=True, kw_only=True):

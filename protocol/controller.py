@@ -84,6 +84,12 @@ class ControllerQueue(Message, frozen=True, kw_only=True):
     state: str
     gauges: tuple[tuple[str, int], ...] = ()
     """Its gauges under Kafka's names, (name, value) pairs (``KafkaController.updateMetrics``)."""
+    timers: tuple[tuple[str, int, float], ...] = ()
+    """``ControllerStats``' rate-and-time timers, (name, events, total milliseconds): one
+    per ``ControllerState`` that has one (``rateAndTimeMetricName``), under Kafka's name,
+    for the events processed so far."""
+    meters: tuple[tuple[str, int], ...] = ()
+    """``ControllerStats``' meters' counts: UncleanLeaderElectionsPerSec."""
 
 
 class SubmitAlterIsr(Message, frozen=True, kw_only=True):

@@ -6,7 +6,9 @@ file). ``kemu broker stop|kill|start ID`` sends one ``BrokerCommand`` and gets e
 ``BrokerCommandRefused`` (bad input: nothing was changed). ``kemu broker status`` sends
 ``LauncherStatusRequest`` and gets a ``LauncherStatus``. ``kemu top`` sends
 ``ClusterViewRequest`` each refresh and gets a ``ClusterView``: what it shows that the
-metadata store does not hold.
+metadata store does not hold. ``ClusterMetricsRequest`` gets every running broker's metrics
+under Kafka's names (``ClusterMetrics``), as ``kemu broker status`` shows them and the
+launcher's Prometheus endpoint serves them.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from enum import Enum
 import msgspec
 
 from protocol.base import Message
+from protocol.broker import BrokerMetrics
 from protocol.controller import ControllerQueue
 from protocol.ids import BrokerEpoch, BrokerId
 
@@ -24,7 +27,10 @@ __all__ = [
     "BrokerCommand",
     "BrokerCommandDone",
     "BrokerCommandRefused",
+    "BrokerMetricsView",
     "BrokerState",
+    "ClusterMetrics",
+    "ClusterMetricsRequest",
     "ClusterView",
     "ClusterViewRequest",
     "LaunchedBroker",
@@ -119,3 +125,22 @@ class ClusterView(Message, frozen=True, kw_only=True):
     states: tuple[tuple[BrokerId, BrokerState], ...]
     controller_queue: ControllerQueue | None
     min_insync_replicas: int
+
+
+class ClusterMetricsRequest(Message, frozen=True, kw_only=True):
+    """Ask the launcher for every running broker's metrics (``ClusterMetrics``)."""
+
+
+class BrokerMetricsView(msgspec.Struct, frozen=True, kw_only=True):
+    """One running broker's metrics: its ``ReplicaManager``'s and its controller's (each
+    None when that actor did not answer in time)."""
+
+    broker_id: BrokerId
+    replica_manager: BrokerMetrics | None
+    controller: ControllerQueue | None
+
+
+class ClusterMetrics(Message, frozen=True, kw_only=True):
+    """The metrics of the running brokers, by id."""
+
+    brokers: tuple[BrokerMetricsView, ...]

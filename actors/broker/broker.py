@@ -77,6 +77,8 @@ from protocol import zkdata
 from protocol.base import ActorRef, Message
 from protocol.broker import (
     BrokerEpochChanged,
+    BrokerMetrics,
+    BrokerMetricsRequest,
     BrokerStatus,
     BrokerStatusRequest,
     CompleteDelayedData,
@@ -402,6 +404,9 @@ class Broker(Actor):
                 return None
             case BrokerStatusRequest():
                 return self._status()
+            case BrokerMetricsRequest():
+                gauges, meters = self.replica_manager.metrics()
+                return BrokerMetrics(broker_id=self.broker_id, gauges=gauges, meters=meters)
             case LogDirFailed():
                 await self._handle_log_dir_failure(msg)
                 return None

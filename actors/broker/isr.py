@@ -32,6 +32,7 @@ epoch, and it is an assigned replica.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from enum import Enum
 from typing import Final
 
 import msgspec
@@ -45,6 +46,7 @@ __all__ = [
     "FATAL_ALTER_ISR_ERRORS",
     "NEVER_MS",
     "FollowerState",
+    "IsrUpdate",
     "LeaderIsr",
     "high_watermark_candidate",
 ]
@@ -67,6 +69,14 @@ FATAL_ALTER_ISR_ERRORS = frozenset(
     }
 )
 """Partition errors after which 2.7 leaves the change pending until the next LeaderAndIsr."""
+
+
+class IsrUpdate(Enum):
+    """How an answered ISR change is metered: the ``ReplicaManager`` meter it marks."""
+
+    EXPAND = "IsrExpandsPerSec"
+    SHRINK = "IsrShrinksPerSec"
+    FAILED = "FailedIsrUpdatesPerSec"
 
 
 class FollowerState(msgspec.Struct, frozen=True, kw_only=True):

@@ -31,7 +31,7 @@ import structlog
 
 from actors.admin import is_internal
 from actors.broker.delayed_data import DataPurgatory, DelayedFetch, DelayedProduce, timed_out
-from actors.broker.isr import LeaderIsr
+from actors.broker.isr import IsrUpdate, LeaderIsr
 from actors.broker.partition import Partition
 from actors.runtime.actor import Context
 from actors.zk import kafka_zk
@@ -111,6 +111,16 @@ from protocol.log import (
     RecordHighWatermarks,
 )
 
+REPLICA_MANAGER_GAUGES: Final = (
+    "LeaderCount",
+    "PartitionCount",
+    "OfflineReplicaCount",
+    "UnderReplicatedPartitions",
+    "UnderMinIsrPartitionCount",
+    "AtMinIsrPartitionCount",
+)
+"""The ``ReplicaManager`` gauges a broker keeps (``ReplicaManager.metrics``), by Kafka's names."""
+
 state_change_log = structlog.get_logger("kemu.state_change")  # Kafka's state.change.logger
 
 if TYPE_CHECKING:
@@ -187,6 +197,9 @@ class ReplicaManager:
         self.hooks: ReplicationHooks = NoReplication()
         self.replica_lag_time_max_ms = broker.config.replica_lag_time_max_ms
         self._topic_settings: dict[TopicName, TopicSettings] = {}
+        self.isr_updates: dict[IsrUpdate, int] = dict.fromkeys(IsrUpdate, 0)
+        """The counts of Kafka's meters IsrExpandsPerSec, IsrShrinksPerSec and
+        FailedIsrUpdatesPerSec."""
 
     def _stale(self, controller_epoch: int, broker_epoch: int) -> ErrorCode | None:
         """The fencing shared by the three control requests: an older incarnation of this
@@ -474,6 +487,44 @@ class ReplicaManager:
             if value is not None and value.lstrip("-").isdigit() and int(value) >= 0:
                 delays[topic] = int(value)
         return delays
+
+    # ------------------------------------------------------------------ metrics
+
+    def mark_isr_update(self, outcome: IsrUpdate) -> None:
+        self.isr_updates[outcome] += 1
+
+    def metrics(self) -> tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]:
+        """The gauges and the meters' counts of Kafka's ``ReplicaManager``, by Kafka's
+        names. The gauges scan the partitions hosted here and online: LeaderCount,
+        PartitionCount (every hosted one, offline too), OfflineReplicaCount,
+        UnderReplicatedPartitions (led here with an ISR smaller than the replicas,
+        ``Partition.isUnderReplicated``), UnderMinIsrPartitionCount and
+        AtMinIsrPartitionCount (led here, the ISR below or at the topic's
+        ``min.insync.replicas``: the topic's override once this broker has read it, the
+        broker's default until then)."""
+        default_min_isr = self._broker.config.min_insync_replicas
+        led = under_replicated = under_min_isr = at_min_isr = 0
+        for tp, partition in self.partitions.items():
+            if not partition.is_leader or tp in self.offline:
+                continue
+            led += 1
+            isr = len(partition.isr)
+            settings = self._topic_settings.get(TopicName(tp.topic))
+            min_isr = default_min_isr if settings is None else settings.min_insync_replicas
+            under_replicated += isr < len(partition.replicas)
+            under_min_isr += isr < min_isr
+            at_min_isr += isr == min_isr
+        values = (
+            led,
+            len(self.partitions.keys() | self.offline),
+            len(self.offline),
+            under_replicated,
+            under_min_isr,
+            at_min_isr,
+        )
+        gauges = tuple(zip(REPLICA_MANAGER_GAUGES, values, strict=True))
+        meters = tuple((update.value, count) for update, count in self.isr_updates.items())
+        return gauges, meters
 
     # ------------------------------------------------------------------ leadership
 

@@ -31,7 +31,7 @@ from typing import Protocol
 import structlog
 
 from actors.broker.alter_isr_manager import AlterIsrManager
-from actors.broker.isr import DEFAULT_REPLICA_LAG_TIME_MAX_MS, LeaderIsr
+from actors.broker.isr import DEFAULT_REPLICA_LAG_TIME_MAX_MS, IsrUpdate, LeaderIsr
 from actors.broker.replica_fetcher import (
     DEFAULT_FETCHER_CONFIG,
     FetcherConfig,
@@ -100,6 +100,11 @@ class PartitionOwner(Protocol):
     def partitions(self) -> Mapping[TopicPartition, ReplicatedPartition]: ...
 
     def apply_isr_state(self, tp: TopicPartition, state: LeaderIsr) -> None: ...
+
+    def mark_isr_update(self, outcome: IsrUpdate) -> None:
+        """Count an answered ISR change (``IsrChangeListener.markExpand`` /
+        ``markShrink`` / ``markFailed``)."""
+        ...
 
     def now_ms(self) -> int:
         """The time follower fetches are stamped with (one source for both sides)."""
@@ -226,9 +231,10 @@ class Replication:
             tp = result.topic_partition
             partition = owner.partitions.get(tp)
             state = None if partition is None else partition.isr_state
-            if state is None:
-                continue
+            if state is None or state.pending_isr is None:
+                continue  # Kafka ignores an answer to a state it no longer has
             new = state.on_alter_isr_result(result)
+            owner.mark_isr_update(_isr_update(state, result, new))
             if new is not state:
                 if result.error_code is not ErrorCode.NONE:
                     log.info("alter_isr_refused", partition=str(tp), error=result.error_code.name)
@@ -368,6 +374,18 @@ class LogManagerFollowerLog(FollowerLog):
             )
         )
         return _pair(reply)[0]
+
+
+def _isr_update(proposed: LeaderIsr, result: AlterIsrPartitionResult, new: LeaderIsr) -> IsrUpdate:
+    """What ``Partition.handleAlterIsrResponse`` meters for an answer to ``proposed``: an
+    error, or a success it ignores (another leader epoch, an older zkVersion), is a failed
+    update; a committed change an expand or a shrink, as the pending change was."""
+    assert proposed.pending_isr is not None
+    if result.error_code is not ErrorCode.NONE or new.pending_isr is not None:
+        return IsrUpdate.FAILED
+    if len(proposed.pending_isr) > len(proposed.isr):
+        return IsrUpdate.EXPAND
+    return IsrUpdate.SHRINK
 
 
 def _pair(reply: Message) -> tuple[int, int]:

@@ -68,6 +68,9 @@ class ControllerContext:
         self.topics_with_deletion_started: set[TopicName] = set()
         self.topics_ineligible_for_deletion: set[TopicName] = set()
         self.offline_partition_count = 0
+        self.unclean_leader_elections = 0
+        """The count of ``ControllerStats``' UncleanLeaderElectionsPerSec meter: like
+        Kafka's ``ControllerContext.stats``, kept across resignations (``reset``)."""
 
     # ------------------------------------------------------------------ brokers
 

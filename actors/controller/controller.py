@@ -37,7 +37,7 @@ import contextlib
 import typing
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, assert_never
+from typing import Any, Final, assert_never
 
 import structlog
 
@@ -85,7 +85,7 @@ from actors.controller.replica_state_machine import ReplicaStateMachine
 from actors.controller.request_batch import ControllerBrokerRequestBatch
 from actors.controller.scheduler import ControllerScheduler
 from actors.controller.state_change_log import StateChangeLogger
-from actors.controller.states import PartitionState, ReplicaState
+from actors.controller.states import ControllerState, PartitionState, ReplicaState
 from actors.controller.topic_deletion import REASON_REASSIGNMENT, TopicDeletionManager
 from actors.runtime.actor import Actor, Context
 from actors.zk import kafka_zk
@@ -147,6 +147,28 @@ class ControllerConfig:
     """Read by the auto preferred-leader election (``AutoPreferredReplicaLeaderElection``)."""
     leader_imbalance_check_interval_seconds: int = 300
     leader_imbalance_per_broker_percentage: int = 10
+
+
+CONTROLLER_GAUGES: Final = (
+    "ActiveControllerCount",
+    "OfflinePartitionsCount",
+    "PreferredReplicaImbalanceCount",
+    "GlobalTopicCount",
+    "GlobalPartitionCount",
+    "TopicsToDeleteCount",
+    "ReplicasToDeleteCount",
+    "TopicsIneligibleToDeleteCount",
+    "ReplicasIneligibleToDeleteCount",
+    "ControllerState",
+    "EventQueueSize",
+)
+"""The gauges of ``KafkaController.gauges`` (Kafka's names)."""
+UNCLEAN_LEADER_ELECTIONS: Final = "UncleanLeaderElectionsPerSec"
+"""``ControllerStats``' one meter."""
+CONTROLLER_TIMERS: Final = tuple(
+    name for state in ControllerState if (name := state.rate_and_time_metric_name) is not None
+)
+"""``ControllerStats``' timers, one per ``ControllerState`` that has one."""
 
 
 class KafkaController(Actor):
@@ -334,6 +356,8 @@ class KafkaController(Actor):
                     depth=self.events.depth,
                     state=self.events.state.label,
                     gauges=tuple(self.gauges.items()),
+                    timers=self._timers(),
+                    meters=((UNCLEAN_LEADER_ELECTIONS, self.context.unclean_leader_elections),),
                 )
             case ControlledShutdownRequest(broker_id=broker_id, broker_epoch=broker_epoch):
                 # Answered once the event has run (or been preempted).
@@ -473,6 +497,23 @@ class KafkaController(Actor):
                 1 for s in states if s is ReplicaState.DELETION_INELIGIBLE
             )
         return self._gauges
+
+    def _timers(self) -> tuple[tuple[str, int, float], ...]:
+        """``ControllerStats.rateAndTimeMetrics``: each state's timer (every one Kafka
+        registers, 0 until an event of that state ran), from its event manager's
+        histograms of processing times."""
+        times = self.events.event_time
+        out: list[tuple[str, int, float]] = []
+        for state in ControllerState:
+            name = state.rate_and_time_metric_name
+            if name is None:
+                continue
+            histogram = times.get(state)
+            if histogram is None:
+                out.append((name, 0, 0.0))
+            else:
+                out.append((name, histogram.count, histogram.total * 1000))
+        return tuple(out)
 
     def _update_metrics(self) -> None:
         ctx = self.context

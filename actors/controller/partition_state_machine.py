@@ -408,6 +408,7 @@ class PartitionStateMachine:
                 # PartitionLeaderElectionAlgorithms.offlinePartitionLeaderElection, its
                 # unclean branch: a leader from outside the ISR, which may lack records
                 # the ISR had acknowledged (the uncleanLeaderElectionsPerSec meter).
+                ctx.unclean_leader_elections += 1
                 self.state_log.unclean_election(
                     tp,
                     leader=new.leader,

@@ -39,6 +39,19 @@ class ControllerState(IntEnum):
     def label(self) -> str:
         return "".join(word.capitalize() for word in self.name.split("_"))
 
+    @property
+    def rate_and_time_metric_name(self) -> str | None:
+        """The name of its ``ControllerStats`` timer (Kafka's ``rateAndTimeMetricName``):
+        ``<label>RateAndTimeMs``, with two renamed and none for Idle and
+        UpdateMetadataResponseReceived."""
+        if self in (ControllerState.IDLE, ControllerState.UPDATE_METADATA_RESPONSE_RECEIVED):
+            return None
+        renamed = {
+            ControllerState.BROKER_CHANGE: "LeaderElectionRateAndTimeMs",
+            ControllerState.ALTER_PARTITION_REASSIGNMENT: "PartitionReassignmentRateAndTimeMs",
+        }
+        return renamed.get(self, f"{self.label}RateAndTimeMs")
+
 
 class PartitionState(IntEnum):
     """A partition's state in the controller (Kafka's ``PartitionState``)."""

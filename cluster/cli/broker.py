@@ -17,7 +17,9 @@ the command out (``cluster.launch.control``):
   passed its session expires and the controller sees it gone.
 * ``resume ID``: let a paused broker run on (SIGCONT): its held work runs, late; if its
   session expired meanwhile it registers again (a zombie controller resigns).
-* ``status``: every broker's state, pid, endpoint and broker epoch, and the controller.
+* ``status``: every broker's state, pid, endpoint and broker epoch, and the controller;
+  then each running broker's ``ReplicaManager`` gauges and meter counts under Kafka's
+  names (UnderReplicatedPartitions, UnderMinIsrPartitionCount, OfflineReplicaCount, ...).
 
 It prints what was done and the cluster afterwards; bad input (an unknown broker, one
 already stopped or running, no running cluster) is one line on stderr, exit 1, and changes
@@ -49,11 +51,20 @@ from protocol.launcher import (
     BrokerCommandDone,
     BrokerCommandRefused,
     BrokerState,
+    ClusterMetrics,
+    ClusterMetricsRequest,
     LauncherStatus,
     LauncherStatusRequest,
 )
 
-__all__ = ["ACTIONS", "broker_main", "broker_run", "format_status", "run_broker_command"]
+__all__ = [
+    "ACTIONS",
+    "broker_main",
+    "broker_run",
+    "format_metrics",
+    "format_status",
+    "run_broker_command",
+]
 
 ACTIONS: Final = ("stop", "kill", "start", "pause", "resume", "status")
 COMMAND_TIMEOUT: Final = 300.0  # a start may first wait out the old session, then the cluster
@@ -77,6 +88,21 @@ def format_status(status: LauncherStatus) -> str:
     return "\n".join(lines)
 
 
+def format_metrics(metrics: ClusterMetrics) -> str:
+    """Each running broker's ``ReplicaManager`` gauges and meter counts, under Kafka's
+    names (a meter's count as ``<Name>.count``), one line per broker."""
+    lines = ["replica manager (kafka.server:type=ReplicaManager):"]
+    for view in metrics.brokers:
+        replica = view.replica_manager
+        if replica is None:
+            lines.append(f"  broker {view.broker_id}: no answer")
+            continue
+        shown = [f"{name}={value}" for name, value in replica.gauges]
+        shown += [f"{name}.count={count}" for name, count in replica.meters]
+        lines.append(f"  broker {view.broker_id}: " + " ".join(shown))
+    return "\n".join(lines)
+
+
 async def run_broker_command(
     action: str, broker_id: int | None, *, address: str, secret: bytes, out: TextIO
 ) -> None:
@@ -88,7 +114,10 @@ async def run_broker_command(
                 reply = await ask(LauncherStatusRequest(), timeout=STATUS_TIMEOUT)
                 if not isinstance(reply, LauncherStatus):
                     raise BrokerCommandError(f"unexpected answer from the launcher: {reply!r}")
-                out.write(format_status(reply) + "\n")
+                metrics = await ask(ClusterMetricsRequest(), timeout=STATUS_TIMEOUT)
+                if not isinstance(metrics, ClusterMetrics):
+                    raise BrokerCommandError(f"unexpected answer from the launcher: {metrics!r}")
+                out.write(format_status(reply) + "\n" + format_metrics(metrics) + "\n")
                 return
             assert broker_id is not None
             command = BrokerCommand(action=BrokerAction(action), broker_id=BrokerId(broker_id))

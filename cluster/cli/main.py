@@ -62,6 +62,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
         config=up_config(args.brokers, key_values(args.config, "--config")),
         seed=args.seed,
         store_port=None if args.zookeeper else args.store_port,
+        metrics_port=args.metrics_port,
     )
     try:
         spec.broker_config()
@@ -446,6 +447,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=_port,
         default=0,
         help="port serving the embedded store to other processes (default: any)",
+    )
+    up.add_argument(
+        "--metrics-port",
+        type=_port,
+        default=0,
+        help="loopback port of the Prometheus endpoint, GET /metrics (default: any)",
     )
     up.add_argument(
         "--processes",

@@ -47,6 +47,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from actors.controller.controller import CONTROLLER_GAUGES
 from actors.zk import kafka_zk
 from actors.zk.store import MetadataStore, StoreSession
 from cluster.launch.connect import connect_launcher, load_cluster_file, open_store
@@ -260,17 +261,13 @@ def _partition_list(title: str, rows: Sequence[PartitionRow]) -> RenderableType:
     return table
 
 
-GAUGES: Final = (
-    "OfflinePartitionsCount",
-    "PreferredReplicaImbalanceCount",
-    "GlobalTopicCount",
-    "GlobalPartitionCount",
-    "TopicsToDeleteCount",
-    "ReplicasToDeleteCount",
-    "TopicsIneligibleToDeleteCount",
-    "ReplicasIneligibleToDeleteCount",
+GAUGES: Final = tuple(
+    name
+    for name in CONTROLLER_GAUGES
+    if name not in ("ActiveControllerCount", "ControllerState", "EventQueueSize")
 )
-"""The controller gauges the view prints, in this order (Kafka's names)."""
+"""The controller gauges the view prints, in this order (Kafka's names); the header
+shows the other three (who is active, its state, its queue)."""
 
 
 def render(frame: Frame) -> RenderableType:

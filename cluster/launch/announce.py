@@ -16,6 +16,10 @@ from actors.runtime.tracer import Tracer
 from cluster.launch.cluster import ClusterSpec
 from cluster.launch.connect import ClusterFile, ClusterFileError, unregister_store
 from cluster.launch.control import Launcher, Publisher, serve_control
+from cluster.launch.prometheus import serve_prometheus
+
+METRICS_HOST = "127.0.0.1"
+"""The Prometheus endpoint listens on loopback only: its metrics need no secret to read."""
 
 
 def render_table(
@@ -59,10 +63,18 @@ async def announce_ready(
     store_address: str | None,
     on_ready: Callable[[], None],
 ) -> None:
-    """Serve the control endpoint in ``control_tg`` (its address goes into the cluster
-    file), write the first cluster file, call ``on_ready``, and print the readiness table
-    and where the cluster file is."""
+    """Serve the control endpoint and the Prometheus endpoint in ``control_tg`` (their
+    addresses go into the cluster file), write the first cluster file, call ``on_ready``,
+    and print the readiness table and where the cluster file and the metrics are."""
     spec = publisher.spec
+    publisher.metrics = await control_tg.start(
+        functools.partial(
+            serve_prometheus,
+            launcher.cluster_metrics,
+            host=METRICS_HOST,
+            port=spec.metrics_port,
+        )
+    )
     publisher.control = await control_tg.start(
         functools.partial(
             serve_control,
@@ -86,6 +98,7 @@ async def announce_ready(
         store_address=store_address,
     )
     print(table, flush=True)
+    print(f"metrics: http://{publisher.metrics}/metrics", flush=True)
     print(f"cluster file: {publisher.path}\nCtrl-C stops the cluster.", flush=True)
 
 

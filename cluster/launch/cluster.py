@@ -83,6 +83,8 @@ class ClusterSpec:
     store_port: int | None = None
     """Serve the embedded store over TCP on this port (0 = any) so that other processes
     (``kemu topics --zookeeper embedded://...``, ``kemu zk``) can reach it."""
+    metrics_port: int = 0
+    """The loopback port of ``kemu up``'s Prometheus endpoint (0 = any)."""
     listener_host: str | None = None
     """Where the Kafka listeners bind (the host of Kafka's ``listeners``; "" = every
     interface); None: ``host``. kemu's own endpoints (store, control, inter-broker ports)

@@ -43,7 +43,7 @@ from cluster.network.auth import HANDSHAKE_TIMEOUT, AuthError, authenticate
 from cluster.store.remote import STORE_ACTOR, RemoteStore
 from protocol.base import ActorRef, Message
 from protocol.errors import KemuError
-from protocol.launcher import ClusterViewRequest, LauncherStatusRequest
+from protocol.launcher import ClusterMetricsRequest, ClusterViewRequest, LauncherStatusRequest
 
 DEFAULT_CLUSTER_FILE = Path(".kemu/cluster.json")
 EMBEDDED_SCHEME = "embedded://"
@@ -83,6 +83,7 @@ class ClusterFile:
     processes: bool = False
     control: str = ""  # HOST:PORT of the launcher's control endpoint (``kemu broker``)
     secret: str = ""  # the cluster's secret, hex (``cluster.network.auth``); "" = none
+    metrics: str = ""  # HOST:PORT of the launcher's Prometheus endpoint (``GET /metrics``)
     version: int = CLUSTER_FILE_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -132,6 +133,7 @@ class ClusterFile:
                 processes=bool(raw.get("processes", False)),
                 control=str(raw.get("control", "")),
                 secret=str(raw.get("secret", "")),
+                metrics=str(raw.get("metrics", "")),
                 version=int(raw.get("version", CLUSTER_FILE_VERSION)),
                 extra=dict(raw.get("extra", {})),
             )
@@ -370,7 +372,9 @@ async def connect_launcher(address: str, *, secret: bytes) -> AsyncIterator[Laun
         await tg.start(node.run)
 
         async def ask(msg: Message, *, timeout: float) -> Message:
-            status = isinstance(msg, LauncherStatusRequest | ClusterViewRequest)
+            status = isinstance(
+                msg, LauncherStatusRequest | ClusterViewRequest | ClusterMetricsRequest
+            )
             actor = STATUS_ACTOR if status else CONTROL_ACTOR
             return await node.ask(ActorRef(CONTROL_NODE, actor), msg, timeout=timeout)
 

@@ -29,7 +29,7 @@ from typing import Final, Protocol
 import anyio
 import anyio.abc
 
-from actors.broker.names import CONTROLLER_ACTOR, broker_node_id
+from actors.broker.names import BROKER_ACTOR, CONTROLLER_ACTOR, broker_node_id, broker_ref
 from actors.runtime.actor import Actor, Context, Node
 from actors.runtime.clock import Clock
 from actors.runtime.freeze import NotFreezableError
@@ -47,7 +47,7 @@ from cluster.launch.connect import (
 from cluster.network import Network, TcpTransport
 from protocol import zkdata
 from protocol.base import ActorRef, Message
-from protocol.broker import BrokerStatus
+from protocol.broker import BrokerMetrics, BrokerMetricsRequest, BrokerStatus
 from protocol.controller import ControllerQueue, ControllerQueueRequest
 from protocol.errors import ActorError, KemuError, sole_error
 from protocol.ids import BrokerEpoch, BrokerId
@@ -56,7 +56,10 @@ from protocol.launcher import (
     BrokerCommand,
     BrokerCommandDone,
     BrokerCommandRefused,
+    BrokerMetricsView,
     BrokerState,
+    ClusterMetrics,
+    ClusterMetricsRequest,
     ClusterView,
     ClusterViewRequest,
     LaunchedBroker,
@@ -65,12 +68,14 @@ from protocol.launcher import (
 )
 
 __all__ = [
+    "BrokerAsk",
     "ClusterLauncher",
     "Launcher",
     "LauncherError",
     "Publisher",
     "carry_out",
     "cluster_file_for",
+    "cluster_metrics",
     "cluster_view",
     "controller_ref",
     "paused_note",
@@ -119,6 +124,8 @@ class Launcher(Protocol):
     async def cluster_status(self) -> LauncherStatus: ...
 
     async def cluster_view(self) -> ClusterView: ...
+
+    async def cluster_metrics(self) -> ClusterMetrics: ...
 
 
 def refusal(
@@ -207,8 +214,8 @@ class ControlActor(Actor):
 
 
 class StatusActor(Actor):
-    """Answers ``LauncherStatusRequest`` and ``ClusterViewRequest``, also while a command
-    is under way."""
+    """Answers ``LauncherStatusRequest``, ``ClusterViewRequest`` and
+    ``ClusterMetricsRequest``, also while a command is under way."""
 
     def __init__(self, launcher: Launcher, published: Published) -> None:
         super().__init__(STATUS_ACTOR)
@@ -222,6 +229,8 @@ class StatusActor(Actor):
             return status
         if isinstance(msg, ClusterViewRequest):
             return await self._launcher.cluster_view()
+        if isinstance(msg, ClusterMetricsRequest):
+            return await self._launcher.cluster_metrics()
         raise LauncherError(f"the launcher cannot handle {type(msg).__name__}")
 
 
@@ -314,6 +323,7 @@ def cluster_file_for(
     control: str,
     pid: int,
     secret: bytes,
+    metrics: str = "",
 ) -> ClusterFile:
     """The cluster file of a launcher whose cluster is as ``status`` says."""
     return ClusterFile(
@@ -336,6 +346,7 @@ def cluster_file_for(
         processes=status.processes,
         control=control,
         secret=secret.hex(),
+        metrics=metrics,
     )
 
 
@@ -349,6 +360,7 @@ class Publisher:
         self.store = store
         self.secret = secret
         self.control = ""  # the control endpoint's address, once it serves
+        self.metrics = ""  # the Prometheus endpoint's address, once it serves
 
     def __call__(self, status: LauncherStatus, note: str | None) -> None:
         cluster_file_for(
@@ -358,6 +370,7 @@ class Publisher:
             control=self.control,
             pid=os.getpid(),
             secret=self.secret,
+            metrics=self.metrics,
         ).write(self.path)
         register_store(self.store, self.path)
         if note is not None:
@@ -445,19 +458,21 @@ class ClusterLauncher:
             return ""
         return f"; the brokers did not agree on the cluster within {SETTLE_TIMEOUT:g}s"
 
+    async def _ask(self, broker_id: int, to: ActorRef, msg: Message) -> Message | None:
+        """``msg`` to actor ``to`` of broker ``broker_id``; None when it did not answer."""
+        node = self._cluster.nodes.get(broker_id)
+        if node is None or not node.running:
+            return None
+        try:
+            return await node.ask(to, msg, timeout=VIEW_TIMEOUT)
+        except ActorError:  # no answer, or the node went down meanwhile
+            return None
+
     async def cluster_view(self) -> ClusterView:
-        cluster = self._cluster
+        return await cluster_view(self.broker_states(), self._ask, spec=self._cluster.spec)
 
-        async def ask(broker_id: int, msg: Message) -> Message | None:
-            node = cluster.nodes.get(broker_id)
-            if node is None or not node.running:
-                return None
-            try:
-                return await node.ask(controller_ref(broker_id), msg, timeout=VIEW_TIMEOUT)
-            except ActorError:  # no answer, or the node went down meanwhile
-                return None
-
-        return await cluster_view(self.broker_states(), ask, spec=cluster.spec)
+    async def cluster_metrics(self) -> ClusterMetrics:
+        return await cluster_metrics(self.broker_states(), self._ask)
 
     async def cluster_status(self) -> LauncherStatus:
         cluster = self._cluster
@@ -476,21 +491,25 @@ def controller_ref(broker_id: int) -> ActorRef:
     return ActorRef(broker_node_id(broker_id), CONTROLLER_ACTOR)
 
 
+BrokerAsk = Callable[[int, ActorRef, Message], Awaitable[Message | None]]
+"""A launcher's way to ask an actor of a running broker (by the broker's id): the answer,
+or None when it did not answer in time."""
+
+
 async def cluster_view(
     states: Mapping[int, BrokerState],
-    ask: Callable[[int, Message], Awaitable[Message | None]],
+    ask: BrokerAsk,
     *,
     spec: ClusterSpec,
 ) -> ClusterView:
     """What ``kemu top`` shows that the store does not hold, for either launcher: the
     brokers' states, the event queue of the running broker whose controller answers as
-    the active one (``ask`` sends a message to a broker's controller actor; None when it
-    did not answer), and the brokers' ``min.insync.replicas``."""
+    the active one, and the brokers' ``min.insync.replicas``."""
     queue: ControllerQueue | None = None
     for broker_id, state in sorted(states.items()):
         if state is not BrokerState.RUNNING:
             continue
-        reply = await ask(broker_id, ControllerQueueRequest())
+        reply = await ask(broker_id, controller_ref(broker_id), ControllerQueueRequest())
         if isinstance(reply, ControllerQueue) and reply.active:
             queue = reply
             break
@@ -499,6 +518,34 @@ async def cluster_view(
         controller_queue=queue,
         min_insync_replicas=spec.broker_config().min_insync_replicas,
     )
+
+
+async def cluster_metrics(states: Mapping[int, BrokerState], ask: BrokerAsk) -> ClusterMetrics:
+    """Every running broker's metrics, for either launcher: its ``ReplicaManager``'s
+    (``BrokerMetricsRequest`` to the broker actor) and its controller's gauges, timers and
+    meters (``ControllerQueueRequest``), asked of all brokers at once."""
+    running = sorted(b for b, s in states.items() if s is BrokerState.RUNNING)
+    replies: dict[tuple[int, str], Message | None] = {}
+
+    async def one(broker_id: int, to: ActorRef, msg: Message) -> None:
+        replies[broker_id, to.name] = await ask(broker_id, to, msg)
+
+    async with anyio.create_task_group() as tg:
+        for broker_id in running:
+            tg.start_soon(one, broker_id, broker_ref(broker_id), BrokerMetricsRequest())
+            tg.start_soon(one, broker_id, controller_ref(broker_id), ControllerQueueRequest())
+    views = []
+    for broker_id in running:
+        replica = replies.get((broker_id, BROKER_ACTOR))
+        queue = replies.get((broker_id, CONTROLLER_ACTOR))
+        views.append(
+            BrokerMetricsView(
+                broker_id=BrokerId(broker_id),
+                replica_manager=replica if isinstance(replica, BrokerMetrics) else None,
+                controller=queue if isinstance(queue, ControllerQueue) else None,
+            )
+        )
+    return ClusterMetrics(brokers=tuple(views))
 
 
 async def launcher_status(

@@ -59,8 +59,8 @@ from cluster.launch.control import (
     VIEW_TIMEOUT,
     LauncherError,
     Publisher,
+    cluster_metrics,
     cluster_view,
-    controller_ref,
     expiry_timeout,
     launcher_status,
     paused_note,
@@ -72,10 +72,10 @@ from cluster.network import Network, TcpTransport
 from cluster.network.auth import new_secret
 from cluster.store.embedded import EmbeddedStore
 from cluster.trace_files import JsonlTraceWriter
-from protocol.base import Message
+from protocol.base import ActorRef, Message
 from protocol.broker import BrokerStatus, BrokerStatusRequest
 from protocol.errors import AskTimeoutError, RemoteError, unwrap_kemu_error
-from protocol.launcher import BrokerState, ClusterView, LauncherStatus
+from protocol.launcher import BrokerState, ClusterMetrics, ClusterView, LauncherStatus
 from protocol.trace import TraceHeader
 
 CHILD_READY_TIMEOUT = 60.0  # seconds for every child to print its ready line
@@ -505,17 +505,21 @@ class ProcessCluster:
             return ""
         return f"; the brokers did not agree on the cluster within {SETTLE_TIMEOUT:g}s"
 
-    async def cluster_view(self) -> ClusterView:
-        async def ask(broker_id: int, msg: Message) -> Message | None:
-            child = self.children.get(broker_id)
-            if self._node is None or child is None or not child.running:
-                return None
-            try:
-                return await self._node.ask(controller_ref(broker_id), msg, timeout=VIEW_TIMEOUT)
-            except (AskTimeoutError, RemoteError):
-                return None
+    async def _ask(self, broker_id: int, to: ActorRef, msg: Message) -> Message | None:
+        """``msg`` to actor ``to`` of broker ``broker_id``; None when it did not answer."""
+        child = self.children.get(broker_id)
+        if self._node is None or child is None or not child.running:
+            return None
+        try:
+            return await self._node.ask(to, msg, timeout=VIEW_TIMEOUT)
+        except (AskTimeoutError, RemoteError):
+            return None
 
-        return await cluster_view(self.broker_states(), ask, spec=self.spec)
+    async def cluster_view(self) -> ClusterView:
+        return await cluster_view(self.broker_states(), self._ask, spec=self.spec)
+
+    async def cluster_metrics(self) -> ClusterMetrics:
+        return await cluster_metrics(self.broker_states(), self._ask)
 
     async def cluster_status(self) -> LauncherStatus:
         return await launcher_status(

@@ -93,6 +93,20 @@ def test_a_busy_port_is_one_line_and_leaves_no_log_dir(busy_port: int, tmp_path:
     assert not (tmp_path / "cluster.json").exists()
 
 
+def test_a_busy_metrics_port_is_one_line_and_leaves_no_cluster_file(
+    busy_port: int, tmp_path: Path
+) -> None:
+    """The Prometheus endpoint's port taken: one line naming it, nothing left behind."""
+    log_dir = tmp_path / "logs"
+    result = kemu(
+        "up", "--port", "0", "--metrics-port", str(busy_port), "--log-dir", str(log_dir),
+        "--cluster-file", str(tmp_path / "cluster.json"),
+    )  # fmt: skip
+    assert_one_line(result, 1, f"the Prometheus endpoint cannot listen on 127.0.0.1:{busy_port}")
+    assert not log_dir.exists()
+    assert not (tmp_path / "cluster.json").exists()
+
+
 def test_a_log_dir_root_that_existed_is_kept_after_a_failed_start(
     busy_port: int, tmp_path: Path
 ) -> None:
@@ -115,6 +129,7 @@ def test_a_log_dir_root_that_existed_is_kept_after_a_failed_start(
         (("--port", "http"), "not a port number"),
         (("--port", "65534"), "3 brokers need ports 65534 to 65536"),
         (("--store-port", "-1"), "-1 is not a TCP port"),
+        (("--metrics-port", "99999"), "99999 is not a TCP port"),
     ],
 )
 def test_a_port_out_of_range_is_refused_before_anything_starts(

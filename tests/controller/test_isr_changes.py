@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import anyio
 
-from actors.broker.isr import DEFAULT_REPLICA_LAG_TIME_MAX_MS, LeaderIsr
+from actors.broker.isr import DEFAULT_REPLICA_LAG_TIME_MAX_MS, IsrUpdate, LeaderIsr
 from actors.broker.replication import Replication
 from actors.runtime.actor import Actor, Context
 from protocol.base import ActorRef, Message
@@ -47,6 +47,7 @@ class Leader(Actor):
             self, BrokerId(0), log_manager=ActorRef("broker-0", "log_manager")
         )
         self.changed = anyio.Event()
+        self.isr_updates: list[IsrUpdate] = []
 
     async def on_start(self) -> None:
         await self.replication.start(self)
@@ -59,6 +60,9 @@ class Leader(Actor):
         self.partitions[tp].isr_state = state
         self.changed.set()
         self.changed = anyio.Event()
+
+    def mark_isr_update(self, outcome: IsrUpdate) -> None:
+        self.isr_updates.append(outcome)
 
     async def receive(self, msg: Message, ctx: Context) -> Message | None:
         if self.replication.handle(msg):
@@ -102,7 +106,9 @@ def test_a_silent_follower_leaves_the_isr_after_the_lag_and_rejoins_once_caught_
     """The follower that stops fetching is proposed out of the ISR by the expiration timer
     after replica.lag.time.max.ms (and before 1.5 times it), the controller writes it, the
     leader commits; when it fetches up to the log end again it is proposed back in and
-    the state znode holds the full ISR, all at the leader epoch the partition had."""
+    the state znode holds the full ISR, all at the leader epoch the partition had. Each
+    committed change is metered as Kafka's ReplicaManager meters it (IsrShrinksPerSec, then
+    IsrExpandsPerSec), once."""
 
     async def body(cluster: ControllerCluster) -> None:
         await start(cluster)
@@ -145,6 +151,7 @@ def test_a_silent_follower_leaves_the_isr_after_the_lag_and_rejoins_once_caught_
         async with anyio.create_task_group() as fetching:
             fetching.start_soon(follower_1)
             await leader.until_isr(ids(0, 1), timeout=3 * LAG_S)
+            assert leader.isr_updates == [IsrUpdate.SHRINK]
             left_after = cluster.clock.now() - started
             assert LAG_S < left_after <= 1.5 * LAG_S + 1
             assert (await state_of(cluster, "t"))[:3] == (0, state.state.leader_epoch, ids(0, 1))
@@ -153,6 +160,7 @@ def test_a_silent_follower_leaves_the_isr_after_the_lag_and_rejoins_once_caught_
             await leader.until_isr(ids(0, 1, 2), timeout=10)
             fetching.cancel_scope.cancel()
         assert (await state_of(cluster, "t"))[:3] == (0, state.state.leader_epoch, ids(0, 1, 2))
+        assert leader.isr_updates == [IsrUpdate.SHRINK, IsrUpdate.EXPAND]
         proposals = cluster.sink.of("event", "isr_change_proposed")
         assert [e.fields["isr"] for e in proposals] == [[0, 1], [0, 1, 2]]
         altered = cluster.sink.of("event", "isr_altered")
