@@ -23,6 +23,7 @@ from actors.invariants import (
 from actors.zk.store import StoreSession
 from cluster.chaos.group import group_settled
 from cluster.chaos.harness import Harness, Trigger
+from cluster.chaos.metrics import read_metric
 from cluster.chaos.model import (
     BrokerRegistered,
     BrokerUnregistered,
@@ -32,6 +33,7 @@ from cluster.chaos.model import (
     EventSeen,
     GroupSettled,
     MarkedForDeletion,
+    MetricAt,
     NoPendingDeletions,
     PreferredLeaders,
     ReassignmentDone,
@@ -214,8 +216,15 @@ def condition_check(h: Harness, condition: Condition) -> Callable[[], Awaitable[
             return lambda: _preferred_leaders(h, topic)
         case GroupSettled(group=group, members=members):
             return lambda: group_settled(h, group, members)
+        case MetricAt():
+            return lambda: _metric(h, condition)
         case _:
             assert_never(condition)
+
+
+async def _metric(h: Harness, condition: MetricAt) -> bool:
+    value = await read_metric(h, condition.name, condition.broker)
+    return value is not None and condition.holds(value)
 
 
 async def _fired(trigger: Trigger) -> bool:

@@ -33,6 +33,7 @@ import msgspec
 import msgspec.inspect as mi
 import yaml
 
+from cluster.chaos.metrics import METRIC_NAMES
 from cluster.chaos.model import (
     ACTION_TYPES,
     CONDITION_TYPES,
@@ -51,6 +52,7 @@ from cluster.chaos.model import (
     ExpireSession,
     Fault,
     Heal,
+    MetricAt,
     NetworkPartition,
     PauseBroker,
     PauseMember,
@@ -685,6 +687,13 @@ def scenario_problems(
                         (*here, "types", j),
                         f"unknown message type {name!r}" + did_you_mean(name, known),
                     )
+        if isinstance(step, Wait | Expect) and isinstance(step.condition, MetricAt):
+            name = step.condition.name
+            if name not in METRIC_NAMES:
+                yield (
+                    (*here, "condition", "name"),
+                    f"unknown metric {name!r}" + did_you_mean(name, METRIC_NAMES),
+                )
         if isinstance(step, NetworkPartition):
             seen: set[int | str] = set()
             for g, group in enumerate(step.groups):
@@ -811,6 +820,8 @@ def _brokers_named(step: Step) -> Iterator[tuple[Path_, int]]:
     if isinstance(step, Wait | Expect):
         cond = step.condition
         if isinstance(cond, BrokerRegistered | BrokerUnregistered):
+            yield ("condition", "broker"), cond.broker
+        if isinstance(cond, MetricAt) and cond.broker is not None:
             yield ("condition", "broker"), cond.broker
         if isinstance(cond, ReassignmentDone) and cond.assignment:
             for partition, replicas in cond.assignment.items():

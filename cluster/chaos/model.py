@@ -77,6 +77,7 @@ __all__ = [
     "KillController",
     "KillCoordinator",
     "MarkedForDeletion",
+    "MetricAt",
     "NetworkPartition",
     "NoPendingDeletions",
     "Pattern",
@@ -751,6 +752,35 @@ class GroupSettled(_Condition, frozen=True, kw_only=True, tag="group_settled"):
     members: int | None = None
 
 
+class MetricAt(_Condition, frozen=True, kw_only=True, tag="metric"):
+    """A metric under Kafka's name (docs/metrics.md) is ``equals``, or between
+    ``at_least`` and ``at_most`` (inclusive; either may be left out): on broker ``broker``,
+    or summed over the running brokers when it is None. A meter or timer reads as its
+    count. Read from the actors (the broker's ``ReplicaManager``, its controller), so in
+    deterministic mode too; a broker that is down or does not answer fails it."""
+
+    name: str
+    broker: int | None = None
+    equals: int | None = None
+    at_least: int | None = None
+    at_most: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.equals is None and self.at_least is None and self.at_most is None:
+            raise ValueError("give equals, at_least or at_most")
+        if self.equals is not None and (self.at_least is not None or self.at_most is not None):
+            raise ValueError("equals does not go with at_least or at_most")
+        if self.at_least is not None and self.at_most is not None and self.at_least > self.at_most:
+            raise ValueError(f"at_least {self.at_least} is above at_most {self.at_most}")
+
+    def holds(self, value: int) -> bool:
+        if self.equals is not None:
+            return value == self.equals
+        low = self.at_least if self.at_least is not None else value
+        high = self.at_most if self.at_most is not None else value
+        return low <= value <= high
+
+
 Condition: TypeAlias = (
     TopicExists
     | TopicReady
@@ -765,6 +795,7 @@ Condition: TypeAlias = (
     | ReassignmentDone
     | PreferredLeaders
     | GroupSettled
+    | MetricAt
 )
 CONDITION_TYPES: Final[tuple[type[_Condition], ...]] = (
     TopicExists,
@@ -780,6 +811,7 @@ CONDITION_TYPES: Final[tuple[type[_Condition], ...]] = (
     ReassignmentDone,
     PreferredLeaders,
     GroupSettled,
+    MetricAt,
 )
 
 

@@ -79,6 +79,9 @@ def condition_text(condition: object) -> str:
     data = msgspec.to_builtins(condition)
     assert isinstance(data, dict)
     kind = data.pop("kind")
+    if kind == "metric":  # its bounds by name: "metric UnderReplicatedPartitions broker=2 equals=0"
+        name = data.pop("name")
+        return " ".join([kind, name, *(f"{k}={v}" for k, v in data.items())])
     return " ".join([kind, *(str(v) for v in data.values())])
 
 
