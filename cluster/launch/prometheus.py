@@ -61,6 +61,9 @@ REQUEST_LIMIT = 8192
 """The most bytes of a request's head read before it is refused (a scrape is a few hundred)."""
 REQUEST_TIMEOUT = 10.0
 """Seconds a connection has to send its request's head."""
+DRAIN_TIMEOUT = 1.0
+DRAIN_LIMIT = 1 << 20
+"""After refusing a request: how long, and how many bytes, its rest is read and dropped."""
 
 
 def metric_name(domain: str, mbean_type: str, name: str) -> str:
@@ -179,6 +182,7 @@ async def _handle(
             return
         if head is None:
             await _respond(stream, 400, b"bad request\n")
+            await _discard_rest(stream)
             return
         method, path, headers = head
         if method != "GET":
@@ -209,6 +213,15 @@ async def _read_head(stream: anyio.abc.SocketStream) -> tuple[str, str, dict[str
             return None
         headers[name.strip().lower()] = value.strip()
     return parts[0], parts[1], headers
+
+
+async def _discard_rest(stream: anyio.abc.SocketStream) -> None:
+    """Read what the client still sends, for a moment, before closing: closing on unread
+    bytes resets the connection, and the client could lose the answer."""
+    with anyio.move_on_after(DRAIN_TIMEOUT), contextlib.suppress(anyio.EndOfStream, OSError):
+        received = 0
+        while received < DRAIN_LIMIT:
+            received += len(await stream.receive(65536))
 
 
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}

@@ -7,6 +7,7 @@ is back; the ISR's shrinks and expands are counted, the controller's elections t
 
 from __future__ import annotations
 
+import socket
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -36,6 +37,18 @@ def scrape(address: str, path: str = "/metrics") -> Samples:
         for sample in family.samples:
             samples[sample.name, sample.labels["broker"]] = sample.value
     return samples
+
+
+def _raw(address: str, request: bytes) -> bytes:
+    """``request`` written as is on a new connection; what the endpoint answers."""
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(request)
+        sock.shutdown(socket.SHUT_WR)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
 
 
 def total(samples: Samples, name: str) -> float:
@@ -145,6 +158,8 @@ def test_under_replicated_partitions_rise_when_a_broker_dies_and_fall_when_it_re
 
 @pytest.mark.slow
 def test_the_endpoint_answers_only_get_of_metrics(up: KemuUp) -> None:
+    """Another path is 404, another method 405, a request it cannot read 400, OpenMetrics
+    when asked; it serves on after each."""
     address = ClusterFile.read(up.cluster_file).metrics
     with pytest.raises(urllib.error.HTTPError) as missing:
         scrape(address, "/nowhere")
@@ -163,5 +178,10 @@ def test_the_endpoint_answers_only_get_of_metrics(up: KemuUp) -> None:
     with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310 - http, built here
         assert answer.headers["Content-Type"].startswith("application/openmetrics-text")
         assert answer.read().decode().endswith("# EOF\n")
+    # a head that is not HTTP/1.x, or longer than 8 KiB, is refused with 400
+    assert _raw(address, b"hello there\r\n\r\n").startswith(b"HTTP/1.1 400 ")
+    assert _raw(address, b"GET /metrics HTTP/1.1\r\nX: " + b"y" * 20000).startswith(
+        b"HTTP/1.1 400 "
+    )
     # and it still serves after those
     assert total(scrape(address), "kafka_controller_kafkacontroller_activecontrollercount") == 1
