@@ -199,14 +199,18 @@ async def _partition_counts(h: Harness, topics: Sequence[str]) -> dict[str, int]
     return counts
 
 
-async def find_coordinator(h: Harness, group: str) -> int | None:
-    """The coordinator's broker as a running broker names it (FindCoordinator), or None."""
+async def find_coordinator(h: Harness, group: str, *, client: str = "") -> int | None:
+    """The coordinator's broker as a running broker names it (FindCoordinator), or None;
+    ``client``: whose connections ask (``Harness.ask_broker``)."""
     running = h.running()
     if not running:
         return None
     try:
         reply = await h.ask_broker(
-            h.rng.choice(running), FindCoordinatorRequestData(key=group), timeout=REQUEST_TIMEOUT
+            h.rng.choice(running),
+            FindCoordinatorRequestData(key=group),
+            timeout=REQUEST_TIMEOUT,
+            client=client,
         )
     except (AskTimeoutError, RemoteError):
         return None
@@ -255,7 +259,7 @@ class _Member:
         error answer, REQUEST_TIMED_OUT for none."""
         await self.gate.passage()
         try:
-            return await self.h.ask_broker(broker, request, timeout=timeout)
+            return await self.h.ask_broker(broker, request, timeout=timeout, client=self.name)
         except AskTimeoutError:
             return ErrorCode.REQUEST_TIMED_OUT
         except RemoteError as exc:
@@ -263,6 +267,10 @@ class _Member:
 
     def lost_coordinator(self) -> None:
         self.coordinator = None
+
+    def coordinator_lost(self) -> bool:
+        """Whether the coordinator is to be found again (a request may have lost it)."""
+        return self.coordinator is None
 
     def must_rejoin(self, code: ErrorCode) -> None:
         """``AbstractCoordinator``'s reaction to an error that ends the generation."""
@@ -278,7 +286,7 @@ class _Member:
         while stop_at is None or clock.now() < stop_at:
             await self.gate.passage()
             if self.coordinator is None:
-                self.coordinator = await find_coordinator(self.h, self.group)
+                self.coordinator = await find_coordinator(self.h, self.group, client=self.name)
                 if self.coordinator is None:
                     await clock.sleep(RETRY_BACKOFF)
                     continue
@@ -287,7 +295,7 @@ class _Member:
             if self.rejoin:
                 await self.join()
                 continue
-            if clock.now() >= self.next_heartbeat:
+            if self.coordinator is not None and clock.now() >= self.next_heartbeat:
                 await self.heartbeat()
             if not self.rejoin and self.coordinator is not None and clock.now() >= self.next_commit:
                 await self.commit()
@@ -310,9 +318,12 @@ class _Member:
     async def join(self) -> None:
         """``joinGroupIfNeeded``: commit what was consumed, give up every partition (the
         eager protocol), JoinGroup and SyncGroup."""
-        assert self.coordinator is not None
+        if self.coordinator is None:
+            return  # lost while it read its offsets: found again first
         if self.owned and self.generation >= 0:
             await self.commit()  # onJoinPrepare's synchronous auto-commit
+            if self.coordinator_lost():
+                return  # lost meanwhile: found again first
         self.owned = []
         self.positions = {}
         step = self.step

@@ -267,7 +267,7 @@ class Harness:
         self.member_gates: dict[tuple[str, int], Gate] = {}
         """The gate of each consumer of a group a ``consume`` step started, by (group,
         member index)."""
-        self._kafka: KafkaAdminClient | None = None
+        self._kafka: dict[str, KafkaAdminClient] = {}  # by the client asking
 
     @property
     def cluster(self) -> Cluster:
@@ -325,33 +325,39 @@ class Harness:
 
     # -- asking brokers
 
-    async def ask_broker(self, broker: int, request: Message, *, timeout: float) -> Message:
+    async def ask_broker(
+        self, broker: int, request: Message, *, timeout: float, client: str = ""
+    ) -> Message:
         """A client request (``protocol.kafka_api`` / ``kafka_data``) answered by
         ``broker``: in one process, asked of its ``broker`` actor, exactly what its Kafka
         listener would hand it (no socket: a deterministic run stays deterministic); with
         broker processes, sent over the Kafka wire to its listener
-        (``KafkaAdminClient.request_broker``). ``AskTimeoutError`` when no answer came in
-        time or the connection failed; ``RemoteError`` for an error answer."""
+        (``KafkaAdminClient.request_broker``), on the connections of ``client`` (each
+        consumer of a group has its own, as a real one does: a JoinGroup parked at the
+        coordinator must not hold up another member's heartbeat). ``AskTimeoutError`` when
+        no answer came in time or the connection failed; ``RemoteError`` for an error
+        answer."""
         if self.processes is None:
             return await self.client.ask(broker_ref(broker), request, timeout=timeout)
         port = self.processes.kafka_ports.get(broker)
         if port is None:
             raise AskTimeoutError(f"broker {broker} has no Kafka listener")
-        if self._kafka is None:
-            self._kafka = KafkaAdminClient([(self.spec.host, port)], clock=self.clock)
+        kafka = self._kafka.get(client)
+        if kafka is None:
+            kafka = self._kafka[client] = KafkaAdminClient(
+                [(self.spec.host, port)], clock=self.clock
+            )
         assert isinstance(request, KAFKA_REQUESTS)
         try:
-            return await self._kafka.request_broker(
-                (self.spec.host, port), request, timeout=timeout
-            )
+            return await kafka.request_broker((self.spec.host, port), request, timeout=timeout)
         except KafkaClientError as exc:
             raise AskTimeoutError(str(exc)) from None
 
     async def aclose(self) -> None:
         """Close the Kafka connections ``ask_broker`` opened."""
-        if self._kafka is not None:
-            await self._kafka.aclose()
-            self._kafka = None
+        clients, self._kafka = list(self._kafka.values()), {}
+        for kafka in clients:
+            await kafka.aclose()
 
     async def status(self, broker: int) -> BrokerStatus | None:
         if not self.is_running(broker):

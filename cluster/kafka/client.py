@@ -463,7 +463,7 @@ class _Connection:
             )
             try:
                 await self._stream.send(frame)
-            except (OSError, anyio.BrokenResourceError) as exc:
+            except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
                 raise _ConnectionError(f"connection to {self._name} lost: {exc!r}") from None
 
     @property
@@ -481,7 +481,12 @@ class _Connection:
                 if not 4 <= size <= _MAX_RESPONSE_BYTES:
                     raise _ConnectionError(f"{self._name} sent a frame of {size} bytes")
                 frame = await self._reader.receive_exactly(size)
-            except (OSError, anyio.EndOfStream, anyio.BrokenResourceError) as exc:
+            except (
+                OSError,
+                anyio.EndOfStream,
+                anyio.BrokenResourceError,
+                anyio.ClosedResourceError,  # closed by a caller whose request timed out
+            ) as exc:
                 raise _ConnectionError(f"connection to {self._name} lost: {exc!r}") from None
             except anyio.IncompleteRead:
                 raise _ConnectionError(f"{self._name} closed the connection") from None
@@ -994,8 +999,11 @@ class KafkaAdminClient:
     async def _connect(self, address: tuple[str, int]) -> _Connection:
         connection = self._connections.get(address)
         if connection is None:
-            connection = await _Connection.open(address, self.config.client_id)
-            self._connections[address] = connection
+            opened = await _Connection.open(address, self.config.client_id)
+            # Two calls may open one at once: the first stored is kept, the other closed.
+            connection = self._connections.setdefault(address, opened)
+            if connection is not opened:
+                await opened.aclose()
         return connection
 
     async def _refresh(self) -> None:
