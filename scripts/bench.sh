@@ -5,11 +5,13 @@
 # pair of 10M-event traces, Spark next to pandas [9] (about 15 minutes on 2 cores;
 # --analysis-events 1000000 for a quick look), and confluent-kafka against kemu up and
 # librdkafka's mock cluster [10] (produce MB/s, latency, a read from the start), and the
-# bulk deletion of row [5]'s topics next to their creation [11]. Starts a throwaway local
+# bulk deletion of row [5]'s topics next to their creation [11], and the campaign as a Spark
+# job on one and two executors of a loopback standalone cluster next to kemu chaos run in one
+# and two processes [12] (--spark-campaign-seeds, default 2). Starts a throwaway local
 # ZooKeeper for the store comparison and stops it afterwards.
 # Usage: scripts/bench.sh [--ops N] [--store-ops N] [--repeat N] [--only ROWS]
 #                         [--campaign-seeds N] [--scale-topics N] [--analysis-events N]
-#                         [--data-messages N] [--quiet]
+#                         [--data-messages N] [--spark-campaign-seeds N] [--quiet]
 # On a terminal the long rows ([7]-[11]) draw their progress on stderr; --quiet: none.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -29,7 +29,13 @@ from cluster.cli.progress import count_progress
 from cluster.logging import configure_logging
 from protocol.errors import KemuError
 
-__all__ = ["CampaignResult", "main", "run_campaign"]
+__all__ = [
+    "CampaignResult",
+    "add_campaign_arguments",
+    "campaign_files",
+    "main",
+    "run_campaign",
+]
 
 # Bench code measures wall time on purpose: it is the one place that must.
 _now = time.perf_counter
@@ -99,19 +105,33 @@ def run_campaign(
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="kemu-bench-chaos", description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=5, help="seeds per scenario (1 .. N)")
+def add_campaign_arguments(parser: argparse.ArgumentParser, *, seeds: int) -> None:
+    """``--seeds N`` (default ``seeds``) and ``--scenarios DIR``."""
+    parser.add_argument("--seeds", type=int, default=seeds, help="seeds per scenario (1 .. N)")
     parser.add_argument(
         "--scenarios", metavar="DIR", default="scenarios", help="where the scenario files are"
     )
-    parser.add_argument("--quiet", action="store_true", help="no progress line on stderr")
-    args = parser.parse_args(argv)
+
+
+def campaign_files(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[Path] | None:
+    """The scenario files ``--scenarios`` names; a usage error for no seeds; None, after
+    an ``Error:`` line, for a directory without scenario files."""
     if args.seeds < 1:
         parser.error("--seeds must be >= 1")
     files = scenario_files(Path(args.scenarios))
     if not files:
         print(f"Error: no scenario files (*.yaml) in {args.scenarios}", file=sys.stderr)
+        return None
+    return files
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kemu-bench-chaos", description=__doc__.splitlines()[0])
+    add_campaign_arguments(parser, seeds=5)
+    parser.add_argument("--quiet", action="store_true", help="no progress line on stderr")
+    args = parser.parse_args(argv)
+    files = campaign_files(parser, args)
+    if files is None:
         return 2
     configure_logging(level="CRITICAL")
     try:

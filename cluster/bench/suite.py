@@ -29,9 +29,12 @@ ratio holds on a noisy machine even when absolute numbers move:
 * bulk topic deletion (the topics of the creation row, deleted with one DeleteTopics)
   next to their creation in the same child process: until DeleteTopics answers, until no
   topic znode is left, until every log is renamed and removed (goal < 3 s embedded and no
-  slower than the creation; ``cluster.bench.deletion``).
+  slower than the creation; ``cluster.bench.deletion``);
+* the deterministic campaign (``--spark-campaign-seeds``) as a Spark job on a standalone
+  master with two one-core workers, on one executor and on two (goal >= 1.7x), next to
+  ``kemu chaos run`` in one process and in two (``cluster.bench.spark_campaign``).
 
-Rows [7] to [11] run in child processes (the RSS is the measured run's alone). Each other
+Rows [7] to [12] run in child processes (the RSS is the measured run's alone). Each other
 measurement runs for a fixed number of operations, best of ``--repeat`` runs. Logs go to
 stderr at WARNING, as ``kemu up`` configures them. ``--only 5,8`` runs only those rows
 (``--creation-only`` is ``--only 5``).
@@ -610,6 +613,38 @@ async def _row_deletion(args: argparse.Namespace) -> bool:
     return True
 
 
+SCALING_GOAL = 1.7
+"""Runs per second on two Spark executors over one (row [12])."""
+
+
+async def _row_spark_campaign(args: argparse.Namespace) -> bool:
+    """Row [12]: the same campaign on one and two Spark executors, next to the process
+    fan-out of ``scripts/chaos.sh --jobs`` (``cluster.bench.spark_campaign``)."""
+    from cluster.bench.spark_campaign import SparkCampaignResult
+
+    seeds = args.spark_campaign_seeds
+    print(
+        f"\n[12] chaos campaign as a Spark job: every {args.campaign_scenarios}/*.yaml x {seeds}"
+        " seeds on a standalone master with two 1-core workers (loopback), 1 executor vs 2,"
+        f" next to kemu chaos run processes, 1 vs 2 (goal: 2 executors >= {SCALING_GOAL:g}x 1)"
+    )
+    command = ["-m", "cluster.bench.spark_campaign", "--seeds", str(seeds)]
+    found = await _child([*command, "--scenarios", args.campaign_scenarios], SparkCampaignResult)
+    if found is None:
+        return False
+    result = found[0]
+    for way in result.ways:
+        print(
+            f"  {way.name:<12} {way.runs:>5} runs ({way.passed} passed) in"
+            f" {way.wall_seconds:>8.1f} s  {way.rate:>7.2f} runs/s"
+        )
+    processes = result.way("processes-2").rate / max(result.way("processes-1").rate, 1e-9)
+    verdict = "OK" if result.ratio >= SCALING_GOAL else f"BELOW GOAL ({SCALING_GOAL:g}x)"
+    print(f"  processes: 2 / 1 {processes:.2f}x")
+    print(f"  spark: 2 executors / 1 {result.ratio:.2f}x  {verdict}")
+    return True
+
+
 ROWS: dict[int, Callable[[argparse.Namespace], Awaitable[bool | None]]] = {
     1: _row_inprocess,
     2: _row_tcp,
@@ -622,6 +657,7 @@ ROWS: dict[int, Callable[[argparse.Namespace], Awaitable[bool | None]]] = {
     9: _row_analysis,
     10: _row_data,
     11: _row_deletion,
+    12: _row_spark_campaign,
 }
 """The rows, by number; each prints itself (a goal missed included), and returns False
 only if it could not measure (the exit status is then 1)."""
@@ -657,6 +693,12 @@ def main(argv: list[str] | None = None) -> int:
         "--campaign-seeds", type=int, default=5, help="seeds per scenario in the campaign row"
     )
     parser.add_argument(
+        "--spark-campaign-seeds",
+        type=int,
+        default=2,
+        help="seeds per scenario in the Spark campaign row [12]",
+    )
+    parser.add_argument(
         "--campaign-scenarios", metavar="DIR", default="scenarios", help="the campaign's scenarios"
     )
     parser.add_argument("--scale-brokers", type=int, default=100, help="brokers in the scale row")
@@ -688,11 +730,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.creation_only:
         args.only = [5]
-    counts = (args.campaign_seeds, args.scale_brokers, args.scale_topics, args.analysis_events)
+    counts = (
+        args.campaign_seeds,
+        args.spark_campaign_seeds,
+        args.scale_brokers,
+        args.scale_topics,
+        args.analysis_events,
+    )
     if min(*counts, args.data_messages) < 1:
         parser.error(
-            "--campaign-seeds, --scale-brokers, --scale-topics, --analysis-events and"
-            " --data-messages must be >= 1"
+            "--campaign-seeds, --spark-campaign-seeds, --scale-brokers, --scale-topics,"
+            " --analysis-events and --data-messages must be >= 1"
         )
     if args.scale_brokers < 3:
         parser.error("--scale-brokers must be >= 3 (the scale row's replication factor)")

@@ -101,9 +101,9 @@ def test_campaign_refuses_an_empty_directory_or_no_seeds(
 
 
 def test_bench_refuses_an_unknown_row() -> None:
-    """``--only`` names rows 1 to 11; anything else is a usage error (exit status 2)."""
+    """``--only`` names rows 1 to 12; anything else is a usage error (exit status 2)."""
     with pytest.raises(SystemExit) as exit_:
-        bench.main(["--only", "5,12"])
+        bench.main(["--only", "5,13"])
     assert exit_.value.code == 2
 
 
@@ -183,6 +183,32 @@ def test_bench_row_9_times_spark_and_pandas_on_the_same_pair() -> None:
     found = next(line for line in out.splitlines() if line.startswith("  both found:"))
     assert ", 0 violations," in found
     assert "(pandas:" not in found  # the two engines agree
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.processes
+@pytest.mark.timeout(900)
+def test_bench_row_12_runs_one_campaign_four_ways_and_prints_the_scaling_ratio(
+    tmp_path: Path,
+) -> None:
+    """``--only 12`` runs the same campaign with ``kemu chaos run`` in one process and in
+    two, then as a Spark job on a standalone master with two one-core workers, on one
+    executor and on two, and prints each way's rate and the ratios (here one scenario x
+    two seeds: a smoke run, not a measure)."""
+    scenarios = tmp_path / "scenarios"
+    _write(scenarios, "a-passing.yaml", PASSING)
+    out = _bench(
+        ["--only", "12", "--spark-campaign-seeds", "2", "--campaign-scenarios", str(scenarios)],
+        timeout=880,
+    )
+    assert f"[12] chaos campaign as a Spark job: every {scenarios}/*.yaml x 2 seeds" in out
+    for way in ("processes-1", "processes-2", "spark-1", "spark-2"):
+        line = next(line for line in out.splitlines() if line.startswith(f"  {way} "))
+        assert "2 runs (2 passed)" in line, line
+        assert float(line.split()[-2]) > 0
+    assert re.search(r"^  processes: 2 / 1 \d+\.\d\dx$", out, re.M)
+    assert re.search(r"^  spark: 2 executors / 1 \d+\.\d\dx  (OK|BELOW GOAL \(1.7x\))$", out, re.M)
 
 
 @pytest.mark.slow
