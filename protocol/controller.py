@@ -43,6 +43,7 @@ __all__ = [
     "ControllerQueueRequest",
     "ControllerStatus",
     "ControllerStatusRequest",
+    "DefaultUncleanLeaderElection",
     "ElectLeadersResults",
     "ElectLeadersToController",
     "ElectionType",
@@ -146,6 +147,17 @@ class PartitionElectionResult(msgspec.Struct, frozen=True, kw_only=True):
     error_code: ErrorCode = ErrorCode.NONE
     message: str | None = None
     leader: BrokerId | None = None
+
+
+class DefaultUncleanLeaderElection(Message, frozen=True, kw_only=True):
+    """The broker's ``unclean.leader.election.enable`` changed at run time (a dynamic
+    broker config): its own controller reads the new default on every election from now
+    on, and when it became true elects leaders for every offline partition
+    (``KafkaController.enableDefaultUncleanLeaderElection``)."""
+
+    local_only = True
+
+    enabled: bool
 
 
 class EnableTopicUncleanLeaderElection(Message, frozen=True, kw_only=True):

@@ -39,6 +39,7 @@ __all__ = [
     "ListLogs",
     "LogConfigOverrides",
     "LogCreated",
+    "LogDefaultsChanged",
     "LogDeleteOutcome",
     "LogDeleted",
     "LogDeletionSweep",
@@ -314,6 +315,16 @@ class LogConfigOverrides(Message, frozen=True, kw_only=True):
 
     topic: TopicName
     configs: tuple[tuple[str, str], ...]
+
+
+class LogDefaultsChanged(Message, frozen=True, kw_only=True):
+    """The broker's dynamic configs changed (``DynamicLogConfig.reconfigure``): its new
+    defaults of the topic log configs, as topic config names and text (what
+    ``KafkaServer.copyKafkaConfigToLog`` makes of them), and its new
+    ``log.segment.delete.delay.ms``. Answered with ``LogsConfigured`` (topic empty)."""
+
+    configs: tuple[tuple[str, str], ...]
+    segment_delete_delay_ms: int
 
 
 class LogsConfigured(Message, frozen=True, kw_only=True):

@@ -46,7 +46,9 @@ __all__ = [
     "ConfigValue",
     "ConfigValueType",
     "apply_topic_config_ops",
+    "check_dynamic_broker_configs",
     "check_topic_config",
+    "dynamic_default_entries",
     "topic_config_entries",
     "topic_config_entry",
     "validate_topic_config",
@@ -760,6 +762,12 @@ class BrokerConfig:
     log_message_timestamp_difference_max_ms: int = LONG_MAX
     log_message_downconversion_enable: bool = True
     explicit: frozenset[str] = frozenset()
+    static: tuple[tuple[str, str], ...] = ()
+    """The configs set at start-up, as text (``staticBrokerConfigs``), in the order given."""
+    dynamic_broker: tuple[tuple[str, str], ...] = ()
+    """``/config/brokers/<id>`` as applied (``currentDynamicBrokerConfigs``)."""
+    dynamic_default: tuple[tuple[str, str], ...] = ()
+    """``/config/brokers/<default>`` as applied (``currentDynamicDefaultConfigs``)."""
 
     @classmethod
     def from_overrides(cls, overrides: Mapping[str, object]) -> BrokerConfig:
@@ -781,7 +789,44 @@ class BrokerConfig:
             for name, key in BROKER_CONFIGS.items()
             if name in overrides
         }
-        config = dataclasses.replace(cls(), **values, explicit=frozenset(overrides))
+        texts = {n: to_text(values[_field(n)], BROKER_CONFIGS[n].type) for n in overrides}
+        static = tuple((n, text) for n, text in texts.items() if text is not None)
+        config = dataclasses.replace(cls(), **values, explicit=frozenset(overrides), static=static)
+        config._check()
+        return config
+
+    def reconfigured(
+        self, default: Mapping[str, str], per_broker: Mapping[str, str]
+    ) -> BrokerConfig:
+        """``DynamicBrokerConfig.updateCurrentConfig``: this broker's static configs, then
+        the cluster's dynamic defaults (``default``), then its own dynamic configs
+        (``per_broker``), each layer removing the synonyms of the names it sets
+        (``overrideProps``: a dynamic ``log.retention.hours`` beats a static
+        ``log.retention.ms``). Stored values that are not dynamic broker configs kemu
+        applies (quotas, names it does not know) are kept for DescribeConfigs only; a value
+        that does not parse is dropped (``removeInvalidConfigs``). Call it on the static
+        config (the one ``from_overrides`` built). Raises ``ConfigError`` with
+        ``KafkaConfig``'s text when the result breaks one of its rules ("requirement
+        failed: ...", from the ``new KafkaConfig`` of ``processReconfiguration``); the
+        caller keeps the config it had."""
+        layers = [_valid_dynamic(default), _valid_dynamic(per_broker)]
+        values: dict[str, Any] = {_field(name): self.value(name) for name in BROKER_CONFIGS}
+        for layer in layers:
+            for name, value in layer.items():
+                if name not in BROKER_CONFIGS:
+                    continue
+                for synonym in broker_config_synonyms(name):  # back to Kafka's default
+                    if synonym in BROKER_CONFIGS:
+                        values[_field(synonym)] = BROKER_CONFIGS[synonym].default
+                values[_field(name)] = BROKER_CONFIGS[name].parse(value)
+        config = dataclasses.replace(
+            self,
+            **values,
+            explicit=self.explicit,
+            static=self.static,
+            dynamic_broker=tuple(layers[1].items()),
+            dynamic_default=tuple(layers[0].items()),
+        )
         config._check()
         return config
 
@@ -953,8 +998,8 @@ def _topic_config_entry(
         source = ConfigSource.TOPIC_CONFIG
     elif name in TOPIC_CONFIG_SYNONYMS:
         value = (broker.topic_defaults() if defaults is None else defaults)[name]
-        explicit = TOPIC_CONFIG_SYNONYMS[name] in broker.explicit
-        source = ConfigSource.STATIC_BROKER_CONFIG if explicit else ConfigSource.DEFAULT_CONFIG
+        server_synonyms = _broker_config_synonyms(broker, TOPIC_CONFIG_SYNONYMS[name])
+        source = server_synonyms[0][2] if server_synonyms else ConfigSource.DEFAULT_CONFIG
     else:
         value = key.default
         source = ConfigSource.DEFAULT_CONFIG
@@ -1015,7 +1060,8 @@ class BrokerConfigEntry:
     name: str
     text: str | None
     source: ConfigSource
-    type: ConfigValueType
+    type: ConfigValueType | None
+    """None for a stored dynamic config kemu does not type (a replication quota)."""
     read_only: bool
     synonyms: tuple[tuple[str, str, ConfigSource], ...]
     """``(name, value, source)``: the synonyms that have a value, the set ones first, then
@@ -1026,32 +1072,115 @@ def broker_config_entries(config: BrokerConfig) -> tuple[BrokerConfigEntry, ...]
     """Every broker config kemu has (definition order) with its value, its source (set at
     start-up: STATIC_BROKER_CONFIG, else DEFAULT_CONFIG, as the first of its synonyms with
     a value decides) and whether it is read-only."""
-    return tuple(_broker_config_entry(config, name) for name in BROKER_CONFIGS)
+    known = tuple(_broker_config_entry(config, name) for name in BROKER_CONFIGS)
+    return known + tuple(
+        _untyped_entry(name, text, ConfigSource.DYNAMIC_BROKER_CONFIG)
+        for name, text in config.dynamic_broker
+        if name not in BROKER_CONFIGS
+    )
+
+
+def _untyped_entry(name: str, text: str, source: ConfigSource) -> BrokerConfigEntry:
+    """A stored dynamic config kemu does not type: ``KafkaConfig.configType`` has no type
+    for it, and it is read-only as every name outside ``AllDynamicConfigs``."""
+    return BrokerConfigEntry(
+        name=name, text=text, source=source, type=None, read_only=True,
+        synonyms=((name, text, source),),
+    )  # fmt: skip
+
+
+def _broker_config_synonyms(
+    config: BrokerConfig, name: str
+) -> tuple[tuple[str, str, ConfigSource], ...]:
+    """``AdminManager.configSynonyms``: the synonyms of ``name`` that have a value, the
+    per-broker dynamic ones first, then the cluster's dynamic defaults, the static
+    configs and Kafka's defaults, from the described name on."""
+    names = broker_config_synonyms(name)
+    defaults = {
+        n: _default_text(BROKER_CONFIGS[n].default)
+        for n in names
+        if n in BROKER_CONFIGS and BROKER_CONFIGS[n].default is not None
+    }
+    layers = (
+        (dict(config.dynamic_broker), ConfigSource.DYNAMIC_BROKER_CONFIG),
+        (dict(config.dynamic_default), ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        (dict(config.static), ConfigSource.STATIC_BROKER_CONFIG),
+        (defaults, ConfigSource.DEFAULT_CONFIG),
+    )
+    found = [(n, layer[n], source) for layer, source in layers for n in names if n in layer]
+    while found and found[0][0] != name:  # configSynonyms' dropWhile
+        found.pop(0)
+    return tuple(found)
 
 
 def _broker_config_entry(config: BrokerConfig, name: str) -> BrokerConfigEntry:
     key = BROKER_CONFIGS[name]
-    names = broker_config_synonyms(name)
-    found: list[tuple[str, str, ConfigSource]] = []
-    for n in names:
-        if n in config.explicit and n in BROKER_CONFIGS:
-            text = to_text(config.value(n), BROKER_CONFIGS[n].type)
-            if text is not None:
-                found.append((n, text, ConfigSource.STATIC_BROKER_CONFIG))
-    for n in names:
-        default = BROKER_CONFIGS[n].default if n in BROKER_CONFIGS else None
-        if default is not None:
-            found.append((n, _default_text(default), ConfigSource.DEFAULT_CONFIG))
-    while found and found[0][0] != name:  # configSynonyms' dropWhile
-        found.pop(0)
+    found = _broker_config_synonyms(config, name)
     return BrokerConfigEntry(
         name=name,
         text=to_text(config.value(name), key.type),
         source=found[0][2] if found else ConfigSource.DEFAULT_CONFIG,
         type=key.type,
         read_only=name not in DYNAMIC_BROKER_CONFIGS,
-        synonyms=tuple(found),
+        synonyms=found,
     )
+
+
+def dynamic_default_entries(config: BrokerConfig) -> tuple[BrokerConfigEntry, ...]:
+    """DescribeConfigs of the empty broker name: the cluster's dynamic defaults only
+    (``currentDynamicDefaultConfigs``), each with the synonyms of that source alone."""
+    entries: list[BrokerConfigEntry] = []
+    for name, text in config.dynamic_default:
+        key = BROKER_CONFIGS.get(name)
+        if key is None:
+            entries.append(_untyped_entry(name, text, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
+            continue
+        synonyms = tuple(
+            s
+            for s in _broker_config_synonyms(config, name)
+            if s[2] is ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+        )
+        entries.append(
+            BrokerConfigEntry(
+                name=name,
+                text=text,
+                source=ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+                type=key.type,
+                read_only=name not in DYNAMIC_BROKER_CONFIGS,
+                synonyms=synonyms,
+            )
+        )
+    return tuple(entries)
+
+
+def _valid_dynamic(stored: Mapping[str, str]) -> dict[str, str]:
+    """``removeInvalidConfigs``: the stored dynamic configs whose values parse; names
+    kemu does not type are kept as they are."""
+    kept = {}
+    for name, value in stored.items():
+        key = BROKER_CONFIGS.get(name)
+        if key is not None:
+            try:
+                key.parse(value)
+            except ConfigError:
+                continue
+        kept[name] = value
+    return kept
+
+
+def check_dynamic_broker_configs(config: Mapping[str, str]) -> None:
+    """``DynamicBrokerConfig.validateConfigs`` for a broker's (or the cluster default's)
+    new dynamic configs: a broker config that cannot change at run time is refused
+    ("Cannot update these configs dynamically: Set(a, b)"), then every value is parsed
+    and validated as its type (``DynamicConfig.Broker.validate``). kemu serves no
+    per-broker-only configs (the listener and security ones), so every dynamic config may
+    be set per broker or as the cluster's default. Names kemu does not know are refused as
+    not dynamic: kemu cannot tell Kafka's other configs from custom ones."""
+    fixed = [n for n in config if n not in DYNAMIC_BROKER_CONFIGS]
+    if fixed:
+        raise ConfigError(f"Cannot update these configs dynamically: Set({', '.join(fixed)})")
+    for name, value in config.items():
+        BROKER_CONFIGS[name].parse(value)
 
 
 def _default_text(value: ConfigValue) -> str:

@@ -35,8 +35,10 @@ from actors.admin import (
     apply_topic_config_ops,
     broker_config_entries,
     check_cluster_replicas,
+    check_dynamic_broker_configs,
     check_request_replicas,
     check_topic_config,
+    dynamic_default_entries,
     plan_create_topic,
     topic_config_entries,
     validate_create_partitions,
@@ -161,11 +163,11 @@ class AdminManager:
     def _describe_broker(self, res: ConfigResource) -> DescribeConfigsResult:
         """``AdminManager.describeConfigs`` of a broker: this broker's id, every broker
         config kemu has (those asked for, or all) with its source, synonyms and whether it
-        is read-only; the empty name, the cluster's dynamic defaults (kemu has none, as a
-        cluster whose defaults were never altered); another name, INVALID_REQUEST with
+        is read-only; the empty name, the cluster's dynamic defaults
+        (``currentDynamicDefaultConfigs``); another name, INVALID_REQUEST with
         Kafka's message. Kafka lists every config of ``KafkaConfig``; kemu lists its own."""
         name = res.resource_name
-        entries: tuple[BrokerConfigEntry, ...] = ()
+        entries = dynamic_default_entries(self._broker.config)
         if name:
             if not name.lstrip("-").isdigit():
                 return _describe_error(res, f"Broker id must be an integer, but it is: {name}")
@@ -265,14 +267,18 @@ class AdminManager:
     async def _alter_broker(
         self, res: AlterConfigsResource, validate_only: bool, incremental: bool
     ) -> None:
-        """``AdminManager.alterBrokerConfigs`` / its incremental twin, for the configs kemu
-        takes: ``DynamicConfig.Broker``'s replication quotas (what ``kafka-reassign-
-        partitions --throttle`` sets), validated as LONGs of at least 0 and stored in
-        ``/config/brokers/<id>`` (``<default>`` for the empty name) with a change
-        notification, as 2.7 stores them. kemu's replication does not enforce them. Any
-        other config an alteration would set is refused."""
-        sets = [c for c in res.configs if not (incremental and c.operation == AlterConfigOp.DELETE)]
-        refuse_dynamic_broker_configs([c.name for c in sets if c.name not in REPLICATION_QUOTAS])
+        """``AdminManager.alterBrokerConfigs`` / its incremental twin: the new dynamic
+        configs of this broker (its id) or of the cluster (the empty name, stored as
+        ``<default>``): the request's whole set, or its operations applied to the stored
+        ones. Checked as ``DynamicBrokerConfig.validate`` checks them: the replication
+        quotas (``DynamicConfig.Broker``, stored for ``kafka-reassign-partitions
+        --throttle``; kemu's replication does not enforce them) as LONGs of at least 0,
+        every other name must be a broker config that 2.7 can change at run time, with a
+        value of its type, and the broker's config with them applied must be valid
+        (``KafkaConfig``'s "requirement failed: ..."). Then stored in
+        ``/config/brokers/<id|<default>>`` with a change notification
+        (``AdminZkClient.changeBrokerConfig``) unless
+        ``validate_only``; every broker's config manager applies it."""
         entity = res.resource_name or DEFAULT_ENTITY
         if incremental:
             for c in res.configs:
@@ -290,11 +296,23 @@ class AdminManager:
             )
         else:
             config = {c.name: c.value for c in res.configs if c.value is not None}
+        check_dynamic_broker_configs(
+            {n: v for n, v in config.items() if n not in REPLICATION_QUOTAS}
+        )
         for name, value in config.items():
-            check_quota_value(name, value)
+            if name in REPLICATION_QUOTAS:
+                check_quota_value(name, value)
+        current, static = self._broker.config, self._broker.settings.config
+        if res.resource_name:  # validatedKafkaProps, then processReconfiguration
+            static.reconfigured(dict(current.dynamic_default), config)
+        else:
+            static.reconfigured(config, dict(current.dynamic_broker))
         if not validate_only:
-            await kafka_zk.change_entity_config(
+            notification = await kafka_zk.change_entity_config(
                 self._broker.session, zkdata.ConfigType.BROKER, entity, config
+            )
+            self._broker.trace(
+                "event", "broker_config_changed", entity=entity, notification=notification
             )
 
     def _check_broker_id(self, name: str) -> None:
@@ -702,16 +720,6 @@ def check_quota_value(name: str, value: str) -> None:
         raise ConfigError(
             f"Invalid value {text} for configuration {name}: Value must be at least 0"
         )
-
-
-def refuse_dynamic_broker_configs(names: list[str]) -> None:
-    """kemu has no dynamic broker configs (``DynamicBrokerConfig``) beyond the
-    replication quotas: every other broker config an alteration would set is refused as
-    Kafka refuses a config that cannot be updated dynamically (``validateConfigs``'
-    ConfigException, answered INVALID_REQUEST). An alteration that sets nothing is
-    accepted and changes nothing."""
-    if names:
-        raise ConfigError(f"Cannot update these configs dynamically: Set({', '.join(names)})")
 
 
 def refuse_broker_loggers(res: AlterConfigsResource) -> None:

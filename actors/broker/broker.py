@@ -14,7 +14,8 @@ the components it owns, each named after Kafka's:
 * ``AdminManager`` (``actors.broker.admin_manager``): CreateTopics, CreatePartitions,
   DeleteTopics, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs;
 * the ``/config/changes`` watch (``DynamicConfigManager``): a topic's changed config
-  applied to its partitions here (``ReplicaManager.topic_config_changed``);
+  applied to its partitions here (``ReplicaManager.topic_config_changed``), the dynamic
+  broker configs to the running actors (``_broker_config_changed``);
 * ``DelayedOperationPurgatory`` (``actors.broker.purgatory``): the admin answers that
   wait for the metadata cache to show their outcome.
 * the data plane: Produce, Fetch, ListOffsets and OffsetForLeaderEpoch through the
@@ -39,14 +40,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 import structlog
 
 from actors.admin import (
     GROUP_METADATA_TOPIC_NAME,
+    TOPIC_CONFIGS,
     BrokerConfig,
+    ConfigError,
 )
-from actors.broker.admin_manager import AdminManager
+from actors.admin.configs import to_text
+from actors.broker.admin_manager import DEFAULT_ENTITY, AdminManager
 from actors.broker.controlled_shutdown import ControlledShutdownActor
 from actors.broker.kafka_apis import KafkaApis
 from actors.broker.metadata_cache import MetadataCache
@@ -61,7 +66,7 @@ from actors.broker.names import (
 from actors.broker.producer_ids import ProducerIdManager
 from actors.broker.purgatory import DelayedOperationPurgatory
 from actors.broker.replica_fetcher import FetcherConfig
-from actors.broker.replica_manager import ReplicaManager
+from actors.broker.replica_manager import LOG_CONFIGS, ReplicaManager
 from actors.broker.replication import Replication
 from actors.controller.controller import ControllerConfig, KafkaController
 from actors.group.coordinator import GroupConfig, GroupCoordinator
@@ -92,12 +97,16 @@ from protocol.control import (
     SecurityProtocol,
     TopicPartition,
 )
-from protocol.controller import EnableTopicUncleanLeaderElection
+from protocol.controller import DefaultUncleanLeaderElection, EnableTopicUncleanLeaderElection
 from protocol.errors import StoreError
 from protocol.ids import BrokerId, ControllerEpoch, TopicName
-from protocol.log import LogDirFailed
+from protocol.log import LogDefaultsChanged, LogDirFailed
 
 log = structlog.get_logger("kemu.server")  # Kafka's kafka.server.KafkaServer, in server.log
+
+_LOG_DEFAULTS: Final = LOG_CONFIGS - {"segment.jitter.ms"}
+"""The topic log configs whose broker defaults the log manager takes (``_log_config``'s;
+a log's jitter is drawn from its topic's own ``segment.jitter.ms``)."""
 
 
 @dataclass(frozen=True)
@@ -219,6 +228,9 @@ class Broker(Actor):
         await self.node.task_group.start(self.zk.run)
         await kafka_zk.create_top_level_paths(self.session)
         self.cluster_id = await kafka_zk.get_or_create_cluster_id(self.session, self.node.ids)
+        # DynamicBrokerConfig.initialize: the stored dynamic configs, before any component
+        # reads the config.
+        self.config = await self._dynamic_config() or self.config
         await self.node.spawn(
             LogManager(
                 self.settings.log_dirs,
@@ -297,8 +309,9 @@ class Broker(Actor):
     async def _process_config_changes(self) -> None:
         """``ZkNodeChangeNotificationListener.processNotifications``: each notification
         newer than the last processed, in sequence order, re-reads its entity's config
-        (``TopicConfigHandler.processConfigChanges`` for ``topics/<t>``). Other entity
-        types (brokers, clients, users) have nothing to apply in kemu. Reading the
+        (``TopicConfigHandler.processConfigChanges`` for ``topics/<t>``,
+        ``BrokerConfigHandler`` for ``brokers/<default>`` and ``brokers/<this id>``). Other
+        entity types (other brokers, clients, users) have nothing to apply in kemu. Reading the
         children re-arms the watch; then the notifications created more than 15 minutes
         before the read are deleted (``purgeObsoleteNotifications``)."""
         names = await kafka_zk.config_change_names(self.session, watch=True)
@@ -312,6 +325,10 @@ class Broker(Actor):
             if notification is None:
                 continue
             entity_type, _, entity = notification.entity_path.partition("/")
+            if entity_type == zkdata.ConfigType.BROKER:
+                if entity in (DEFAULT_ENTITY, str(self.broker_id)):
+                    await self._broker_config_changed(entity, name)
+                continue
             if entity_type != zkdata.ConfigType.TOPIC:
                 continue
             topic = TopicName(entity)
@@ -329,6 +346,56 @@ class Broker(Actor):
             purged = await kafka_zk.purge_obsolete_config_changes(self.session, now_ms, names)
             if purged:
                 self.trace("event", "config_changes_purged", notifications=purged)
+
+    async def _dynamic_config(self) -> BrokerConfig | None:
+        """The static config with ``/config/brokers/<default>`` and ``/config/brokers/<id>``
+        applied (``DynamicBrokerConfig.updateDefaultConfig`` / ``updateBrokerConfig``);
+        None when the stored configs cannot be read or make no valid config (Kafka logs
+        the error and keeps its config)."""
+        try:
+            default = await kafka_zk.get_entity_config(
+                self.session, zkdata.ConfigType.BROKER, DEFAULT_ENTITY
+            )
+            own = await kafka_zk.get_entity_config(
+                self.session, zkdata.ConfigType.BROKER, str(self.broker_id)
+            )
+            return self.settings.config.reconfigured(default, own)
+        except (StoreError, ConfigError) as exc:
+            log.warning("dynamic_config_not_applied", broker_id=self.broker_id, error=str(exc))
+            return None
+
+    async def _broker_config_changed(self, entity: str, notification: str) -> None:
+        """``BrokerConfigHandler.processConfigChanges``: the broker's dynamic configs read
+        again and applied to its running actors (``DynamicBrokerConfig.updateCurrentConfig``
+        and its reconfigurables): the data plane's ``min.insync.replicas`` default, the log
+        manager's topic log defaults and ``log.segment.delete.delay.ms``
+        (``DynamicLogConfig``), the controller's ``unclean.leader.election.enable``."""
+        config = await self._dynamic_config()
+        if config is None:
+            return
+        old, self.config = self.config, config
+        self.replica_manager.broker_config_changed()
+        defaults = tuple(
+            (name, text)
+            for name, value in config.topic_defaults().items()
+            if name in _LOG_DEFAULTS and (text := to_text(value, TOPIC_CONFIGS[name].type))
+        )
+        await self.ask(
+            self.log_manager_ref,
+            LogDefaultsChanged(
+                configs=defaults, segment_delete_delay_ms=config.log_segment_delete_delay_ms
+            ),
+        )
+        unclean = config.unclean_leader_election_enable
+        if unclean != old.unclean_leader_election_enable and self._with_controller:
+            self.tell(self.controller_ref, DefaultUncleanLeaderElection(enabled=unclean))
+        self.trace(
+            "event",
+            "broker_config_applied",
+            broker=self.broker_id,
+            entity=entity,
+            notification=notification,
+        )
 
     async def _unclean_enabled(self, topic: TopicName) -> bool:
         """The topic's ``unclean.leader.election.enable`` override reads true (Scala's

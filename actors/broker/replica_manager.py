@@ -596,6 +596,11 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ topic configs
 
+    def broker_config_changed(self) -> None:
+        """The broker's dynamic configs changed: every topic's data-plane configs are read
+        again on their next use, over the broker's new defaults."""
+        self._topic_settings.clear()
+
     async def topic_config_changed(self, topic: TopicName) -> None:
         """``TopicConfigHandler.processConfigChanges``: the topic's config znode changed.
         Read it again: its log configs go to the log manager (all of them, so that a

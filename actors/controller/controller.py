@@ -73,6 +73,7 @@ from actors.controller.events import (
     TopicDeletion,
     TopicDeletionStopReplicaResponseReceived,
     TopicUncleanLeaderElectionEnable,
+    UncleanLeaderElectionEnable,
     UpdateMetadataResponseReceived,
     ZkPartitionReassignment,
 )
@@ -109,6 +110,7 @@ from protocol.controller import (
     ControllerQueueRequest,
     ControllerStatus,
     ControllerStatusRequest,
+    DefaultUncleanLeaderElection,
     ElectLeadersResults,
     ElectLeadersToController,
     EnableTopicUncleanLeaderElection,
@@ -385,6 +387,9 @@ class KafkaController(Actor):
                     )
                 )
                 return None
+            case DefaultUncleanLeaderElection(enabled=enabled):
+                self.events.put(UncleanLeaderElectionEnable(enabled=enabled))
+                return None
             case EnableTopicUncleanLeaderElection(topic=topic):
                 if self.is_active:  # enableTopicUncleanLeaderElection
                     self.events.put(TopicUncleanLeaderElectionEnable(topic=topic))
@@ -643,6 +648,8 @@ class KafkaController(Actor):
                 await self.leader_elections.process_auto_preferred_replica_leader_election(
                     active=self.is_active
                 )
+            case UncleanLeaderElectionEnable(enabled=enabled):
+                await self._process_unclean_leader_election_enable(enabled)
             case TopicUncleanLeaderElectionEnable(topic=topic):
                 await self._process_topic_unclean_leader_election_enable(topic)
             case ControlledShutdown():
@@ -657,6 +664,16 @@ class KafkaController(Actor):
                 )
             case _:
                 assert_never(event)
+
+    async def _process_unclean_leader_election_enable(self, enabled: bool) -> None:
+        """``processUncleanLeaderElectionEnable``: the default the offline election reads
+        (on every controller, active or not, as each reads its broker's config), and, on
+        the active controller when it became true, every offline partition online."""
+        self.partition_state_machine.unclean_default = enabled
+        self.trace("event", "unclean_leader_election_default", enabled=enabled)
+        if enabled and self.is_active:
+            log.info("unclean_leader_election_enabled")
+            await self.partition_state_machine.trigger_online_partition_state_change()
 
     async def _process_topic_unclean_leader_election_enable(self, topic: TopicName) -> None:
         """``processTopicUncleanLeaderElectionEnable``: the topic's offline partitions go

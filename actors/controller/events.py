@@ -242,6 +242,19 @@ class AutoPreferredReplicaLeaderElection(ControllerEvent, frozen=True, kw_only=T
     state: ClassVar[ControllerState] = ControllerState.AUTO_LEADER_BALANCE
 
 
+class UncleanLeaderElectionEnable(ControllerEvent, frozen=True, kw_only=True):
+    """The broker's ``unclean.leader.election.enable`` default changed
+    (``processUncleanLeaderElectionEnable``): the partition state machine reads
+    ``enabled`` from now on, and when it is true the offline partitions go online.
+    Kafka queues the event only for a change to true (the controller reads the broker's
+    current config on each election); kemu queues it for both, so that a recording
+    replays the default it ran with."""
+
+    state: ClassVar[ControllerState] = ControllerState.UNCLEAN_LEADER_ELECTION_ENABLE
+
+    enabled: bool
+
+
 class TopicUncleanLeaderElectionEnable(ControllerEvent, frozen=True, kw_only=True):
     """The topic's ``unclean.leader.election.enable`` became true
     (``processTopicUncleanLeaderElectionEnable``)."""
@@ -302,6 +315,7 @@ ControllerEventUnion = (
     | ApiPartitionReassignment
     | ReplicaLeaderElection
     | AutoPreferredReplicaLeaderElection
+    | UncleanLeaderElectionEnable
     | TopicUncleanLeaderElectionEnable
     | ControlledShutdown
     | AlterIsrReceived

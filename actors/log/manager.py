@@ -135,6 +135,7 @@ from protocol.log import (
     ListLogs,
     LogConfigOverrides,
     LogCreated,
+    LogDefaultsChanged,
     LogDeleted,
     LogDeleteOutcome,
     LogDeletionSweep,
@@ -521,6 +522,7 @@ LogManagerMessage: TypeAlias = (
     | QueryLog
     | RecordHighWatermarks
     | LogConfigOverrides
+    | LogDefaultsChanged
 )
 _HANDLED: Final = (
     AppendToLogs,
@@ -541,6 +543,7 @@ _HANDLED: Final = (
     AdvanceLogStart,
     QueryLog,
     LogConfigOverrides,
+    LogDefaultsChanged,
 )
 
 
@@ -702,6 +705,7 @@ class LogManager(Actor):
         self.delete_retry_backoff = delete_retry_backoff
         self.checkpoint_interval = checkpoint_interval
         self.failure_listener = failure_listener
+        self._file_delete_delay = file_delete_delay
         self._delete_delay = delete_delay_resolver(file_delete_delay, segment_delete_delay)
         self._logs: dict[TopicPartition, Path] = {}
         self._counts: dict[Path, int] = dict.fromkeys(self.log_dirs, 0)
@@ -714,6 +718,7 @@ class LogManager(Actor):
         self.max_open_logs = max_open_logs
         self._files = LogFiles(self.disk)
         self._topic_configs: dict[TopicName, LogConfig] = {}
+        self._topic_overrides: dict[TopicName, dict[str, str]] = {}
         self._open: OrderedDict[TopicPartition, Log] = OrderedDict()  # least recent first
         self._clean: dict[Path, bool] = {}  # the clean-shutdown marker, as found at start
         self._closed_clean: set[TopicPartition] = set()  # closed by us since start-up
@@ -907,6 +912,8 @@ class LogManager(Actor):
                 return self._query(TopicPartition(msg.topic, msg.partition))
             case LogConfigOverrides(topic=topic, configs=configs):
                 return self._configure(topic, dict(configs))
+            case LogDefaultsChanged():
+                return self._reconfigure_defaults(msg)
             case GetOrCreateLog():
                 return self._get_or_create(
                     msg.topic_partition, is_new=msg.is_new, leader_epoch=msg.leader_epoch
@@ -1185,8 +1192,26 @@ class LogManager(Actor):
         self._note_offsets(tp, self._logs[tp], log)
         return result
 
+    def _reconfigure_defaults(self, msg: LogDefaultsChanged) -> LogsConfigured:
+        """``LogManager.reconfigureDefaultLogConfig`` and ``DynamicLogConfig.
+        updateLogsConfig``: the broker's new defaults of the topic log configs, for every
+        log (each topic's overrides applied again over them) and the broker's new
+        ``log.segment.delete.delay.ms`` for deletions queued from now on."""
+        self.log_config = log_config(dict(msg.configs), self.log_config)
+        if not callable(self._file_delete_delay):
+            self._delete_delay = delete_delay_resolver(
+                self._file_delete_delay, msg.segment_delete_delay_ms / 1000
+            )
+        for topic, overrides in list(self._topic_overrides.items()):
+            self._configure(topic, overrides)
+        for tp, log in self._open.items():
+            if tp.topic not in self._topic_overrides:
+                log.config = self.log_config
+        return LogsConfigured(topic=TopicName(""))
+
     def _configure(self, topic: TopicName, configs: Mapping[str, str]) -> LogsConfigured:
         """A topic's log configs, for its logs opened from now on and those open now."""
+        self._topic_overrides[topic] = dict(configs)
         config = log_config(configs, self.log_config)
         if config.roll_jitter_ms > 0:  # Kafka draws each log's jitter; here each topic's
             config = dataclasses.replace(
@@ -1468,6 +1493,7 @@ class LogManager(Actor):
         self._fresh.pop(tp, None)
         # A topic is deleted whole: a new topic of the same name brings its own configs.
         self._topic_configs.pop(tp.topic, None)
+        self._topic_overrides.pop(tp.topic, None)
         self._closed_clean.discard(tp)
         # A random UUID, as Kafka's: from the node's identity source, so that a broker run again on
         # the same log dirs (after a crash) does not draw the names its last run left behind.

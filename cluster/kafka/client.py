@@ -674,16 +674,51 @@ class KafkaAdminClient:
     async def describe_configs(
         self, resources: Sequence[ConfigResource], *, include_synonyms: bool = False
     ) -> dict[tuple[int, str], DescribeConfigsResult]:
-        """``describeConfigs``: the result of each resource, errors included."""
-        response = await self._call(
-            "describeConfigs",
-            DescribeConfigsRequestData(
-                resources=tuple(resources), include_synonyms=include_synonyms
-            ),
-            DescribeConfigsResponseData,
-            controller=False,
+        """``describeConfigs``: the result of each resource, errors included. As Kafka's
+        admin client, a broker's own resource (a broker id) goes to that broker in a
+        request of its own; the rest go together to any broker."""
+        own = [
+            r for r in resources if r.resource_type == ConfigResourceType.BROKER and r.resource_name
+        ]
+        shared = [r for r in resources if r not in own]
+        results: dict[tuple[int, str], DescribeConfigsResult] = {}
+        if shared:
+            response = await self._call(
+                "describeConfigs",
+                DescribeConfigsRequestData(
+                    resources=tuple(shared), include_synonyms=include_synonyms
+                ),
+                DescribeConfigsResponseData,
+                controller=False,
+            )
+            results.update({(r.resource_type, r.resource_name): r for r in response.results})
+        for resource in own:
+            answer = await self._to_broker(
+                resource.resource_name,
+                "describeConfigs",
+                DescribeConfigsRequestData(
+                    resources=(resource,), include_synonyms=include_synonyms
+                ),
+            )
+            if not isinstance(answer, DescribeConfigsResponseData):
+                raise KafkaClientError(
+                    f"unexpected answer to DescribeConfigs: {type(answer).__name__}"
+                )
+            results.update({(r.resource_type, r.resource_name): r for r in answer.results})
+        return results
+
+    async def _to_broker(self, broker: str, call: str, request: KafkaApiRequestData) -> object:
+        """``request`` to the broker whose id is ``broker`` (``dependsOnSpecificNode``); a
+        broker the cluster does not have fails the call at once (where Kafka's client
+        waits out its timeout for a node assignment)."""
+        view = await self.describe_cluster()
+        addresses = {str(b.broker_id): (b.host, b.port) for b in view.brokers}
+        address = addresses.get(broker)
+        if address is None:
+            raise KafkaTimeoutError(f"Timed out waiting for a node assignment. Call: {call}")
+        return await self.request_broker(
+            address, request, timeout=self.config.request_timeout_ms / 1000
         )
-        return {(r.resource_type, r.resource_name): r for r in response.results}
 
     async def incremental_alter_configs(
         self, resources: Sequence[AlterConfigsResource]
@@ -704,25 +739,17 @@ class KafkaAdminClient:
                 controller=False,
             )
             results.update({(r.resource_type, r.resource_name): r for r in response.results})
-        if own:
-            view = await self.describe_cluster()
-            addresses = {str(b.broker_id): (b.host, b.port) for b in view.brokers}
-            for resource in own:
-                address = addresses.get(resource.resource_name)
-                if address is None:
-                    raise KafkaTimeoutError(
-                        "Timed out waiting for a node assignment. Call: incrementalAlterConfigs"
-                    )
-                answer = await self.request_broker(
-                    address,
-                    IncrementalAlterConfigsRequestData(resources=(resource,)),
-                    timeout=self.config.request_timeout_ms / 1000,
+        for resource in own:
+            answer = await self._to_broker(
+                resource.resource_name,
+                "incrementalAlterConfigs",
+                IncrementalAlterConfigsRequestData(resources=(resource,)),
+            )
+            if not isinstance(answer, IncrementalAlterConfigsResponseData):
+                raise KafkaClientError(
+                    f"unexpected answer to IncrementalAlterConfigs: {type(answer).__name__}"
                 )
-                if not isinstance(answer, IncrementalAlterConfigsResponseData):
-                    raise KafkaClientError(
-                        f"unexpected answer to IncrementalAlterConfigs: {type(answer).__name__}"
-                    )
-                results.update({(r.resource_type, r.resource_name): r for r in answer.results})
+            results.update({(r.resource_type, r.resource_name): r for r in answer.results})
         return results
 
     async def create_topics(

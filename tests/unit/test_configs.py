@@ -22,6 +22,7 @@ from actors.admin import (
     ConfigValueType,
     apply_topic_config_ops,
     broker_config_entries,
+    check_dynamic_broker_configs,
     topic_config_entries,
     topic_config_entry,
     validate_topic_config,
@@ -342,7 +343,12 @@ def test_parse_type_of_typed_values() -> None:
 
 def test_broker_config_fields_match_the_table() -> None:
     """One typed field per known broker config, with the table's default."""
-    fields = {f.name for f in dataclasses.fields(BrokerConfig)} - {"explicit"}
+    fields = {f.name for f in dataclasses.fields(BrokerConfig)} - {
+        "explicit",
+        "static",
+        "dynamic_broker",
+        "dynamic_default",
+    }
     assert fields == {name.replace(".", "_") for name in BROKER_CONFIGS}
     defaults = BrokerConfig()
     for name, key in BROKER_CONFIGS.items():
@@ -659,3 +665,55 @@ def test_incremental_ops_work_on_the_override_or_the_default_as_kafka_does() -> 
     with pytest.raises(KafkaApiError) as unknown:
         apply_topic_config_ops({}, [("nope", "1", ConfigOp.APPEND)])
     assert unknown.value.code is ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+# ================================================================ dynamic broker configs
+
+
+def test_reconfigured_layers_static_default_and_own_configs() -> None:
+    """``updateCurrentConfig``: the broker's own dynamic value beats the cluster default,
+    which beats the static one; a dynamic ``log.retention.ms`` wins over a static
+    ``log.retention.hours`` (``overrideProps`` drops the synonyms below it); a stored value
+    that does not parse is dropped (``removeInvalidConfigs``); a quota is kept for
+    DescribeConfigs only. The static config itself is unchanged."""
+    static = BrokerConfig.from_overrides({"min.insync.replicas": "2", "log.retention.hours": "1"})
+    config = static.reconfigured(
+        {"min.insync.replicas": "3", "log.retention.ms": "7", "num.replica.fetchers": "x"},
+        {"min.insync.replicas": "4", "leader.replication.throttled.rate": "10"},
+    )
+    assert (config.min_insync_replicas, config.log_retention_time_millis) == (4, 7)
+    assert config.num_replica_fetchers == 1
+    assert config.dynamic_default == (("min.insync.replicas", "3"), ("log.retention.ms", "7"))
+    assert dict(config.dynamic_broker)["leader.replication.throttled.rate"] == "10"
+    assert static.min_insync_replicas == 2
+    entries = {e.name: e for e in broker_config_entries(config)}
+    assert entries["min.insync.replicas"].synonyms == (
+        ("min.insync.replicas", "4", ConfigSource.DYNAMIC_BROKER_CONFIG),
+        ("min.insync.replicas", "3", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ("min.insync.replicas", "2", ConfigSource.STATIC_BROKER_CONFIG),
+        ("min.insync.replicas", "1", ConfigSource.DEFAULT_CONFIG),
+    )
+    quota = entries["leader.replication.throttled.rate"]
+    assert (quota.text, quota.source, quota.type, quota.read_only) == (
+        "10",
+        ConfigSource.DYNAMIC_BROKER_CONFIG,
+        None,
+        True,
+    )
+    assert static.reconfigured({}, {}) == static
+
+
+def test_reconfigured_refuses_what_kafka_config_refuses() -> None:
+    with pytest.raises(ConfigError, match=r"requirement failed: log\.retention\.ms must be"):
+        BrokerConfig().reconfigured({"log.retention.ms": "0"}, {})
+
+
+def test_check_dynamic_broker_configs_messages() -> None:
+    with pytest.raises(ConfigError) as excinfo:
+        check_dynamic_broker_configs({"num.partitions": "1", "log.retention.hours": "1"})
+    assert str(excinfo.value) == (
+        "Cannot update these configs dynamically: Set(num.partitions, log.retention.hours)"
+    )
+    with pytest.raises(ConfigError, match="Value must be at least 1"):
+        check_dynamic_broker_configs({"min.insync.replicas": "0"})
+    check_dynamic_broker_configs({"unclean.leader.election.enable": "true"})

@@ -281,7 +281,7 @@ async def test_bad_alterations_are_refused_per_resource_and_change_nothing(h: Ha
             AlterConfigsResource(
                 resource_type=ConfigResourceType.BROKER,
                 resource_name="0",
-                configs=(op("log.retention.ms", "1", SET),),
+                configs=(op("num.partitions", "1", SET),),
             ),
         ),
         validate_only=True,
@@ -293,7 +293,7 @@ async def test_bad_alterations_are_refused_per_resource_and_change_nothing(h: Ha
         (
             ErrorCode.INVALID_REQUEST,
             "Invalid config value for resource ConfigResource(type=BROKER, name='0'): Cannot"
-            " update these configs dynamically: Set(log.retention.ms)",
+            " update these configs dynamically: Set(num.partitions)",
         ),
     ]
     assert await stored(h, "t") == config_before

@@ -2,8 +2,9 @@
 ``DynamicConfig.Broker``'s replication quotas, which ``kafka-reassign-partitions
 --throttle`` sets. confluent-kafka sends a broker's resource to that broker (as Kafka's
 client does); the values land in ``/config/brokers/<id>`` (``<default>`` for the cluster
-default) in Kafka's JSON with a change notification. Bad values, APPEND, and any other
-broker config are refused with Kafka's messages and change nothing."""
+default) in Kafka's JSON with a change notification. Bad values, APPEND, and broker
+configs 2.7 cannot change at run time are refused with Kafka's messages and change
+nothing."""
 
 from __future__ import annotations
 
@@ -148,10 +149,11 @@ def refused(value: str, reason: str) -> str:
          refused("-1", "Value must be at least 0")),
         ([entry(RATE, "1", AlterConfigOp.APPEND)], ErrorCode.INVALID_REQUEST,
          f"Config value append is not allowed for config key: {RATE}"),
-        ([entry(RATE, "1", AlterConfigOp.SET), entry("log.retention.ms", "1", AlterConfigOp.SET)],
+        ([entry(RATE, "1", AlterConfigOp.SET),
+          entry("delete.topic.enable", "false", AlterConfigOp.SET)],
          ErrorCode.INVALID_REQUEST,
          "Invalid config value for resource ConfigResource(type=BROKER, name='0'): Cannot"
-         " update these configs dynamically: Set(log.retention.ms)"),
+         " update these configs dynamically: Set(delete.topic.enable)"),
     ],
 )  # fmt: skip
 async def test_bad_quotas_change_nothing(

@@ -1,0 +1,275 @@
+"""Dynamic broker configs (``DynamicBrokerConfig``) set through IncrementalAlterConfigs
+against real in-process brokers: a cluster default (the empty broker name, through
+kemu's admin client over the wire, as Kafka's ``Admin`` sends it; confluent-kafka and
+kafka-python refuse a broker resource without an id) and a broker's own config
+(confluent-kafka, sent to that broker) land in ``/config/brokers/<default>`` /
+``/config/brokers/<id>`` with a ``/config/changes`` notification, every broker applies
+them within that notification (traced ``broker_config_applied``), and they change
+behaviour: ``min.insync.replicas`` refuses an acks=all Produce,
+``unclean.leader.election.enable`` lets the controller elect an out-of-sync replica.
+DescribeConfigs reports the dynamic sources and synonyms in 2.7's order. Bad input is
+refused with Kafka's messages and changes nothing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported, not in __all__
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+)
+
+from actors.broker.broker import broker_ref
+from cluster.kafka.client import KafkaAdminClient
+from protocol import zkdata
+from protocol.errors import ErrorCode
+from protocol.kafka_api import (
+    AlterableConfig,
+    AlterConfigOp,
+    AlterConfigsResource,
+    ConfigResourceType,
+    IncrementalAlterConfigsRequestData,
+    IncrementalAlterConfigsResponseData,
+)
+from protocol.kafka_api import ConfigEntry as WireConfigEntry
+from protocol.kafka_api import ConfigResource as WireConfigResource
+from protocol.kafka_api import ConfigSource as WireConfigSource
+from tests.support.creation import Harness, running_cluster
+from tests.support.hosting import hosted_fixture
+from tests.support.waiting import eventually
+from tests.wire.test_alter_configs import create_topic, partition_state, produce_all
+from tests.wire.test_replication_quota_configs import stored
+
+pytestmark = pytest.mark.asyncio
+
+WAIT = 20.0
+DEFAULT = "<default>"
+
+
+@hosted_fixture()
+async def h(tmp_path: Path) -> AsyncIterator[Harness]:
+    async with running_cluster(tmp_path / "logs", brokers=2) as h:
+        yield h
+
+
+def broker_resource(name: str, configs: dict[str, str]) -> AlterConfigsResource:
+    return AlterConfigsResource(
+        resource_type=ConfigResourceType.BROKER,
+        resource_name=name,
+        configs=tuple(
+            AlterableConfig(name=k, value=v, operation=AlterConfigOp.SET)
+            for k, v in configs.items()
+        ),
+    )
+
+
+async def alter_default(h: Harness, configs: dict[str, str], via: int = 0) -> None:
+    """The cluster default, over the wire through broker ``via``."""
+    async with KafkaAdminClient(f"127.0.0.1:{h.cluster.ports[via]}") as client:
+        results = await client.incremental_alter_configs([broker_resource("", configs)])
+    assert results[(ConfigResourceType.BROKER, "")].error_code is ErrorCode.NONE
+
+
+def alter_own(h: Harness, broker: int, configs: dict[str, str]) -> None:
+    """Broker ``broker``'s own configs, through confluent-kafka (sent to that broker)."""
+    resource = ConfigResource(
+        ConfigResource.Type.BROKER,
+        str(broker),
+        incremental_configs=[
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+            for k, v in configs.items()
+        ],
+    )
+    client = AdminClient({"bootstrap.servers": f"127.0.0.1:{h.cluster.ports[0]}"})
+    client.incremental_alter_configs([resource])[resource].result()
+
+
+def describe(h: Harness, type_: Any, name: str) -> dict[str, Any]:
+    resource = ConfigResource(type_, name)
+    client = AdminClient({"bootstrap.servers": f"127.0.0.1:{h.cluster.ports[0]}"})
+    configs: dict[str, Any] = client.describe_configs([resource])[resource].result()
+    return configs
+
+
+async def last_notification(h: Harness) -> tuple[str, dict[str, Any]]:
+    name = sorted(await h.probe.children(zkdata.CONFIG_CHANGES_PATH))[-1]
+    data, _ = await h.probe.get(f"{zkdata.CONFIG_CHANGES_PATH}/{name}")
+    return name, json.loads(data)
+
+
+async def applied(h: Harness, broker: int, notification: str) -> None:
+    await h.sink.wait_for(
+        lambda e: (
+            e.type == "broker_config_applied"
+            and e.fields.get("broker") == broker
+            and e.fields.get("notification") == notification
+        ),
+        timeout=WAIT,
+    )
+
+
+async def describe_wire(h: Harness, name: str) -> dict[str, WireConfigEntry]:
+    """A broker's configs (or the cluster default's, for "") with their synonyms, through
+    kemu's admin client (confluent-kafka keys synonyms by name, folding same-name ones)."""
+    resource = WireConfigResource(resource_type=ConfigResourceType.BROKER, resource_name=name)
+    async with KafkaAdminClient(f"127.0.0.1:{h.cluster.ports[1]}") as client:
+        results = await client.describe_configs([resource], include_synonyms=True)
+    result = results[(ConfigResourceType.BROKER, name)]
+    assert result.error_code is ErrorCode.NONE
+    return {e.name: e for e in result.configs}
+
+
+async def test_min_insync_default_then_a_brokers_own_value(h: Harness) -> None:
+    """The cluster default ``min.insync.replicas=3`` reaches both brokers with its
+    notification, and the leader on broker 0 refuses acks=all (ISR of 2 < 3); a topic
+    without an override reports it as DYNAMIC_DEFAULT_BROKER_CONFIG. Broker 0's own
+    ``min.insync.replicas=1`` then wins over the default there (DYNAMIC_BROKER_CONFIG,
+    synonyms per-broker, default, Kafka's default: ``AdminManager.configSynonyms``)."""
+    await anyio.to_thread.run_sync(create_topic, h, "t")
+    await eventually(lambda: produce_all(h, "t"), until=lambda c: c is ErrorCode.NONE)
+
+    await alter_default(h, {"min.insync.replicas": "3"}, via=1)
+    assert await stored(h, DEFAULT) == {"version": 1, "config": {"min.insync.replicas": "3"}}
+    name, body = await last_notification(h)
+    assert body == {"version": 2, "entity_path": f"brokers/{DEFAULT}"}
+    await applied(h, 0, name)
+    await applied(h, 1, name)
+    assert await produce_all(h, "t") is ErrorCode.NOT_ENOUGH_REPLICAS
+
+    topic = await anyio.to_thread.run_sync(describe, h, ConfigResource.Type.TOPIC, "t")
+    assert topic["min.insync.replicas"].value == "3"
+    assert (
+        ConfigSource(topic["min.insync.replicas"].source)
+        is ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+    )
+    [entry] = (await describe_wire(h, "")).values()
+    assert (entry.name, entry.value, entry.source, entry.read_only) == (
+        "min.insync.replicas",
+        "3",
+        WireConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+        False,
+    )
+    assert [(s.name, s.value) for s in entry.synonyms] == [("min.insync.replicas", "3")]
+
+    await anyio.to_thread.run_sync(alter_own, h, 0, {"min.insync.replicas": "1"})
+    assert await stored(h, "0") == {"version": 1, "config": {"min.insync.replicas": "1"}}
+    name, body = await last_notification(h)
+    assert body == {"version": 2, "entity_path": "brokers/0"}
+    await applied(h, 0, name)
+    assert await produce_all(h, "t") is ErrorCode.NONE
+    own = await anyio.to_thread.run_sync(describe, h, ConfigResource.Type.BROKER, "0")
+    entry = own["min.insync.replicas"]
+    assert (entry.value, ConfigSource(entry.source), entry.is_read_only) == (
+        "1",
+        ConfigSource.DYNAMIC_BROKER_CONFIG,
+        False,
+    )
+    own_entries = await describe_wire(h, "0")
+    assert [(s.name, s.value, s.source) for s in own_entries["min.insync.replicas"].synonyms] == [
+        ("min.insync.replicas", "1", WireConfigSource.DYNAMIC_BROKER_CONFIG),
+        ("min.insync.replicas", "3", WireConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ("min.insync.replicas", "1", WireConfigSource.DEFAULT_CONFIG),
+    ]
+    assert own["num.partitions"].is_read_only
+
+
+async def test_a_retention_default_reaches_topics_without_overrides(h: Harness) -> None:
+    """A dynamic ``log.retention.ms`` (``log.retention.hours`` is not dynamic in 2.7) is
+    the broker's value with its synonyms from the dynamic default down to Kafka's
+    default hours, and the ``retention.ms`` of a topic without an override."""
+    await alter_default(h, {"log.retention.ms": "7200000"})
+    name, _ = await last_notification(h)
+    await applied(h, 0, name)
+    own = await describe_wire(h, "0")
+    assert [(s.name, s.value, s.source) for s in own["log.retention.ms"].synonyms] == [
+        ("log.retention.ms", "7200000", WireConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ("log.retention.hours", "168", WireConfigSource.DEFAULT_CONFIG),
+    ]
+    assert own["log.retention.hours"].read_only
+    await anyio.to_thread.run_sync(create_topic, h, "r")
+    topic = await anyio.to_thread.run_sync(describe, h, ConfigResource.Type.TOPIC, "r")
+    entry = topic["retention.ms"]
+    assert (entry.value, ConfigSource(entry.source)) == (
+        "7200000",
+        ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+    )
+
+
+@pytest.mark.parametrize(
+    ("configs", "message"),
+    [
+        ({"num.partitions": "2"}, "Cannot update these configs dynamically: Set(num.partitions)"),
+        ({"min.insync.replicas": "x"},
+         "Invalid value x for configuration min.insync.replicas: Not a number of type INT"),
+        ({"min.insync.replicas": "0"},
+         "Invalid value 0 for configuration min.insync.replicas: Value must be at least 1"),
+        ({"log.retention.ms": "0"}, "requirement failed: log.retention.ms must be unlimited (-1)"
+         " or, equal or greater than 1"),
+        ({"log.retention.hours": "1"},
+         "Cannot update these configs dynamically: Set(log.retention.hours)"),
+    ],
+)  # fmt: skip
+async def test_bad_dynamic_configs_change_nothing(
+    h: Harness, configs: dict[str, str], message: str
+) -> None:
+    """A config 2.7 cannot change at run time, a value of the wrong type or out of range,
+    a value the broker's config refuses: INVALID_REQUEST with Kafka's message, for the
+    cluster default and for a broker's own, nothing stored, no notification. validate_only
+    of a good value stores nothing either."""
+    before = sorted(await h.probe.children(zkdata.CONFIG_CHANGES_PATH))
+    for name in ("", "0"):
+        request = IncrementalAlterConfigsRequestData(resources=(broker_resource(name, configs),))
+        answer = await h.client.ask(broker_ref(0), request)
+        assert isinstance(answer, IncrementalAlterConfigsResponseData)
+        result = answer.results[0]
+        assert (result.error_code, result.error_message) == (
+            ErrorCode.INVALID_REQUEST,
+            f"Invalid config value for resource ConfigResource(type=BROKER, name='{name}'):"
+            f" {message}",
+        )
+    request = IncrementalAlterConfigsRequestData(
+        resources=(broker_resource("", {"min.insync.replicas": "2"}),), validate_only=True
+    )
+    answer = await h.client.ask(broker_ref(0), request)
+    assert isinstance(answer, IncrementalAlterConfigsResponseData)
+    assert answer.results[0].error_code is ErrorCode.NONE
+    assert await stored(h, DEFAULT) is None
+    assert await stored(h, "0") is None
+    assert sorted(await h.probe.children(zkdata.CONFIG_CHANGES_PATH)) == before
+
+
+@pytest.mark.slow  # ~15 s: two brokers stopped, one restarted
+async def test_unclean_default_elects_an_out_of_sync_replica(h: Harness) -> None:
+    """``enableDefaultUncleanLeaderElection``: the partition's ISR shrank to broker 0,
+    broker 0 stopped, broker 1 (out of the ISR) came back alone: no leader. The cluster
+    default ``unclean.leader.election.enable=true``, sent through broker 1, reaches its
+    controller, which elects broker 1."""
+    await anyio.to_thread.run_sync(create_topic, h, "lost")
+    h.cluster.stop_broker(1)
+    assert await h.cluster.wait_stopped(1, timeout=WAIT)
+    await eventually(lambda: produce_all(h, "lost"), until=lambda c: c is ErrorCode.NONE)
+    h.cluster.stop_broker(0)
+    assert await h.cluster.wait_stopped(0, timeout=WAIT)
+    await h.cluster.start_broker(1)
+    await h.sink.wait_for(
+        lambda e: e.type == "controller_ready" and e.node == "broker-1", timeout=WAIT
+    )
+    state = await partition_state(h, "lost")
+    assert (state.leader, state.isr) == (-1, (0,))
+    await alter_default(h, {"unclean.leader.election.enable": "true"}, via=1)
+    await h.sink.wait_for(
+        lambda e: e.type == "unclean_leader_election_default" and e.fields.get("enabled") is True,
+        timeout=WAIT,
+    )
+    elected = await eventually(
+        lambda: partition_state(h, "lost"), until=lambda s: s.leader == 1, timeout=WAIT
+    )
+    assert elected.isr == (1,)
