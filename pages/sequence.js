@@ -41,6 +41,7 @@ const KemuSequence = (function () {
     ["\u25b8", "step"], ["\u25c6", "admin result"], ["\u25c7", "producer done"], ["\u203c", "failure or violation"],
     ["\u2691", "final phase"], ["\u26a1", "fault injected"], ["\u271a", "healed"],
     ["+", "topic written"], ["\u2212", "topic marked, deletion started or completed"],
+    ["\u2298", "log directory renamed for deletion"], ["\u2205", "log directory removed"],
   ];
   const STATE_COLOURS = {
     online: "#4caf50", "under-replicated": "#f0a30a", offline: "#d9352b", deleting: "#8e8e8e",
@@ -224,6 +225,13 @@ const KemuSequence = (function () {
             const fault = openFault.get(f.id);
             if (fault) { fault.b = i; fault.healed = i; openFault.delete(f.id); }
             addMark(i, "chaos", "\u271a", "good");
+          }
+          break;
+        case "log_dir":
+          // a partition's directory renamed to its -delete name, and removed: when a
+          // deleted topic's data left each broker's disk
+          if (f.result === "ok" && f.topic !== undefined && (e.type === "remove" || (e.type === "rename" && /-delete$/.test(f.to || "")))) {
+            addMark(i, e.node, e.type === "remove" ? "\u2205" : "\u2298", "", f.topic);
           }
           break;
         case "error":
@@ -530,7 +538,7 @@ const KemuSequence = (function () {
         const marksOnTopic = mark.topic !== null && topicY.has(mark.topic) && mark.cls !== "chaos";
         const targets = [];
         if (laneY.has(mark.lane)) targets.push(laneY.get(mark.lane));
-        if (marksOnTopic && /^topic_|unclean/.test(mark.type)) targets.push(topicY.get(mark.topic));
+        if (marksOnTopic && /^topic_|unclean|^rename$|^remove$/.test(mark.type)) targets.push(topicY.get(mark.topic));
         for (const cy of targets) {
           const key = mark.glyph + "|" + px + "|" + cy;
           const focused = mark.i === state.focus;

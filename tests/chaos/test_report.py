@@ -117,6 +117,12 @@ def test_the_kill_the_fault_and_the_controller_change_are_drawn(killed: Drawn) -
     assert end_of_first == pytest.approx(float(crash[0].attrs["x"]), abs=1)
     assert 0 <= float(faults[0].attrs["x"]) - end_of_first < 20
     assert killed.all("rect", "state", state="OnlinePartition")
+    # the topic's directories: renamed for deletion, then removed from every broker's
+    # disk once the brokers' file-delete delay passed, after the second controller took over
+    removed = killed.all("text", "mark", type="remove")
+    assert {m.attrs["data-lane"] for m in removed} == {f"broker-{b}" for b in range(3)}
+    assert min(float(m.attrs["x"]) for m in removed) > float(elected[-1].attrs["x"])
+    assert killed.all("text", "mark", type="rename")
 
 
 def test_the_time_series_are_drawn_with_the_fault_shaded(killed: Drawn) -> None:
