@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from pages import asset, script_text
+from protocol.pages import asset, script_text
 from spark.analyze import LIFECYCLE_COLUMNS
 from spark.schema import EVENT_COLUMNS, RawEvent, raw_events
 
@@ -373,7 +373,7 @@ def summary_plot(chart: str, runs: Mapping[str, Mapping[str, Any]]) -> str:
 
 
 def _page(title: str, body: Iterable[str], *, diagrams: bool = False) -> str:
-    """The page; ``diagrams``: with the sequence diagram's style and script (pages/), which
+    """The page; ``diagrams``: with the sequence diagram's style and script (protocol/pages/), which
     draws each ``<div data-sequence=ID>`` from the JSON in the element ``ID``."""
     style = (asset("sequence.css").decode() if diagrams else "") + _STYLE
     script = (

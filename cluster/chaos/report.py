@@ -3,7 +3,7 @@
 One self-contained page beside ``timeline.txt``: the page's script and style
 (``report.js``, ``report.css``, package resources of ``cluster.chaos``, after the
 message-sequence diagram that ``diff.html`` draws too: ``sequence.js`` and
-``sequence.css`` of ``pages``) are written inline, and so is the run's trace, so the
+``sequence.css`` of ``protocol.pages``) are written inline, and so is the run's trace, so the
 file opens from disk with no network. The script draws, in the browser, a
 message-sequence diagram of the run (one lane per broker, the store and the chaos
 driver; requests and answers as arrows; faults as shaded spans; elections, session
@@ -30,7 +30,7 @@ import msgspec
 
 from cluster.chaos.model import Scenario
 from cluster.chaos.timeline import step_label
-from pages import asset, script_text
+from protocol.pages import asset, script_text
 
 if TYPE_CHECKING:
     from cluster.chaos.runner import RunResult
