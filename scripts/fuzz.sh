@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzz everything in kemu that reads bytes from a socket (docs/fuzzing.md): the Kafka
-# listener, a broker process's internal port, the store server and the control endpoint,
-# each on a fresh `kemu up` in a child process. Prints, per target, the inputs, inputs/s,
+# listener, a broker process's internal port, the store server, the control endpoint and
+# the Prometheus endpoint, each on a fresh `kemu up` in a child process. Prints, per target, the inputs, inputs/s,
 # crashes and the RSS of the server's process at the start and the end. Exit status 1 if a
 # target crashed (its reproducer directory and the replay command are printed), 2 for bad
 # options.
@@ -9,7 +9,7 @@
 #        scripts/fuzz.sh --replay DIR
 #   --quick        2,000 inputs per target (a few minutes) instead of 100,000
 #   --inputs N     inputs per target
-#   --targets a,b  some of kafka,internal,store,control (default: all four)
+#   --targets a,b  some of kafka,internal,store,control,metrics (default: all five)
 #   --seed S       the hypothesis seed (default 0); a run replays from its seed
 #   --crash-dir D  where reproducers go (default .kemu/fuzz-crashes)
 #   --replay DIR   run a saved reproducer again on a fresh server

@@ -1,6 +1,6 @@
 """A fuzzer of everything in kemu that reads bytes from a socket: the Kafka listener, the
-internal TCP transport of broker processes, the store server and the control endpoint of
-``kemu up``, each a real server in a child process (docs/fuzzing.md).
+internal TCP transport of broker processes, the store server, the control endpoint and the
+Prometheus endpoint of ``kemu up``, each a real server in a child process (docs/fuzzing.md).
 ``python -m cluster.fuzz`` runs it; ``scripts/fuzz.sh`` wraps that."""
 
 from cluster.fuzz.campaign import Replay, TargetReport, replay, run_target

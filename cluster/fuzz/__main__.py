@@ -1,6 +1,6 @@
 """``python -m cluster.fuzz``: fuzz kemu's socket readers (docs/fuzzing.md).
 
-    python -m cluster.fuzz [--inputs N] [--targets kafka,internal,store,control]
+    python -m cluster.fuzz [--inputs N] [--targets kafka,internal,store,control,metrics]
                            [--seed S] [--crash-dir DIR] [--workdir DIR] [--keep-going]
     python -m cluster.fuzz --replay DIR
 

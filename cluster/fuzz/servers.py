@@ -32,6 +32,7 @@ class Endpoints:
     store: Address  # the embedded store server
     control: Address  # the launcher's control endpoint
     internal: Address | None  # broker 0's internal port (``--processes`` only)
+    metrics: Address | None  # the launcher's Prometheus endpoint (None: not in the file)
     launcher_pid: int
     broker_pid: int  # the process holding broker 0 (the launcher's unless ``--processes``)
     secret: bytes
@@ -145,6 +146,7 @@ def _endpoints(info: ClusterFile) -> Endpoints:
         store=parse_host_port(info.store.removeprefix("embedded://")),
         control=parse_host_port(info.control),
         internal=internal,
+        metrics=parse_host_port(info.metrics) if info.metrics else None,
         launcher_pid=info.pid,
         broker_pid=broker.pid,
         secret=info.secret_bytes,

@@ -1,4 +1,4 @@
-"""The four fuzz targets: how each reaches its server, what one input is, how it is
+"""The five fuzz targets: how each reaches its server, what one input is, how it is
 written and read back, and the liveness probe a fresh connection must pass after every
 batch.
 
@@ -27,6 +27,7 @@ from cluster.fuzz.frame_inputs import (
     all_message_types,
     transport_inputs,
 )
+from cluster.fuzz.http_inputs import http_inputs
 from cluster.fuzz.kafka_inputs import kafka_inputs
 from cluster.fuzz.servers import Address, Endpoints
 from cluster.kafka.apis import (
@@ -417,4 +418,68 @@ CONTROL = _endpoint_target(
     lambda e: e.launcher_pid,
 )
 
-TARGETS: Final[Mapping[str, Target]] = {t.name: t for t in (KAFKA, INTERNAL, STORE, CONTROL)}
+# ---------------------------------------------------------------------- the Prometheus endpoint
+
+_METRICS_PROBE: Final = b"GET /metrics HTTP/1.1\r\nHost: kemu-fuzz\r\n\r\n"
+_METRICS_ANSWERED: Final = b"kafka_controller_kafkacontroller_activecontrollercount"
+
+
+def _read_until_closed(sock: socket.socket) -> bytes:
+    answer = b""
+    while True:
+        try:
+            chunk = sock.recv(65536)
+        except (ConnectionResetError, BrokenPipeError):
+            return answer
+        if not chunk:
+            return answer
+        answer += chunk
+
+
+def _metrics_exchange(endpoints: Endpoints, case: object) -> Outcome:
+    """One request per connection (the endpoint answers one, then closes): the input is
+    sent whole and the write side shut, so the server never waits for more; an answer of
+    200 with the metrics is ANSWERED, any other end CLOSED."""
+    assert isinstance(case, bytes)
+    assert endpoints.metrics is not None, "no Prometheus endpoint in the cluster file"
+    with _connect(endpoints.metrics, EXCHANGE_TIMEOUT) as sock:
+        try:
+            sock.sendall(case)
+            sock.shutdown(socket.SHUT_WR)
+            answer = _read_until_closed(sock)
+        except (ConnectionResetError, BrokenPipeError):
+            return Outcome.CLOSED
+        except TimeoutError:
+            return Outcome.TIMED_OUT
+    if answer.startswith(b"HTTP/1.1 200 ") and _METRICS_ANSWERED in answer:
+        return Outcome.ANSWERED
+    return Outcome.CLOSED
+
+
+def _metrics_probe(endpoints: Endpoints) -> None:
+    assert endpoints.metrics is not None
+    try:
+        with _connect(endpoints.metrics, PROBE_TIMEOUT) as sock:
+            sock.sendall(_METRICS_PROBE)
+            answer = _read_until_closed(sock)
+    except OSError as exc:
+        raise ProbeFailed(f"GET /metrics on a fresh connection failed: {exc!r}") from exc
+    if not (answer.startswith(b"HTTP/1.1 200 ") and _METRICS_ANSWERED in answer):
+        raise ProbeFailed(f"GET /metrics on a fresh connection: {answer[:200]!r}")
+
+
+METRICS = Target(
+    name="metrics",
+    processes=False,
+    address=lambda e: e.metrics or ("", 0),
+    pid=lambda e: e.launcher_pid,
+    inputs=lambda e: http_inputs(),
+    exchange=_metrics_exchange,
+    probe=_metrics_probe,
+    encode_case=_bytes_case,
+    decode_case=_bytes_from,
+)
+
+TARGETS: Final[Mapping[str, Target]] = {
+    t.name: t for t in (KAFKA, INTERNAL, STORE, CONTROL, METRICS)
+}
