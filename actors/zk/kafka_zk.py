@@ -359,6 +359,17 @@ async def get_topic_configs(
     return out
 
 
+async def entities_with_config(
+    session: StoreSession, entity_type: zkdata.ConfigType
+) -> tuple[str, ...]:
+    """``KafkaZkClient.getAllEntitiesWithConfig``: the children of ``/config/<type>``
+    (none when it does not exist)."""
+    try:
+        return tuple(await session.children(zkdata.config_entity_type_path(entity_type)))
+    except NoNodeError:
+        return ()
+
+
 async def change_topic_config(
     session: StoreSession, topic: TopicName, config: Mapping[str, str]
 ) -> str:

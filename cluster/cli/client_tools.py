@@ -33,6 +33,7 @@ __all__ = [
     "command_options",
     "properties",
     "run_tool",
+    "run_tool_async",
     "tool_bootstrap",
     "usage_text",
 ]
@@ -121,11 +122,18 @@ def admin_config(props: Mapping[str, str], timeout_name: str) -> AdminClientConf
 
 
 def run_tool(run: Callable[[], Awaitable[int]], *, usage: str, err: TextIO, out: TextIO) -> int:
+    """Run a tool on an event loop of its own (``run_tool_async``)."""
+    return anyio.run(lambda: run_tool_async(run, usage=usage, err=err, out=out))
+
+
+async def run_tool_async(
+    run: Callable[[], Awaitable[int]], *, usage: str, err: TextIO, out: TextIO
+) -> int:
     """Run a tool: a usage error prints its line and the usage on stderr; a ``KemuError``
     (the cluster unreachable, a Kafka error, bad input found late) its one line; each
     exits 1."""
     try:
-        return anyio.run(run)
+        return await run()
     except OptionError as exc:
         err.write(f"{exc}\n")
         return 1

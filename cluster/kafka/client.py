@@ -53,7 +53,9 @@ from protocol.group import (
 )
 from protocol.ids import BrokerId, TopicName
 from protocol.kafka_api import (
+    AlterConfigsRequestData,
     AlterConfigsResource,
+    AlterConfigsResponseData,
     AlterConfigsResult,
     AlterPartitionReassignmentsRequestData,
     AlterPartitionReassignmentsResponseData,
@@ -728,27 +730,47 @@ class KafkaAdminClient:
         id, or a broker logger) goes to that broker, each in a request of its own; the rest
         go together to any broker. A broker the cluster does not have fails the call at
         once (where Kafka's client waits out its timeout for a node assignment)."""
+        return await self._alter(resources, incremental=True)
+
+    async def alter_configs(
+        self, resources: Sequence[AlterConfigsResource]
+    ) -> dict[tuple[int, str], AlterConfigsResult]:
+        """``alterConfigs`` (the legacy API: each resource's whole new set), routed as
+        ``incremental_alter_configs``; the operations of ``resources`` are not sent."""
+        return await self._alter(resources, incremental=False)
+
+    async def _alter(
+        self, resources: Sequence[AlterConfigsResource], *, incremental: bool
+    ) -> dict[tuple[int, str], AlterConfigsResult]:
+        call = "incrementalAlterConfigs" if incremental else "alterConfigs"
+
+        def request(chosen: Sequence[AlterConfigsResource]) -> KafkaApiRequestData:
+            if incremental:
+                return IncrementalAlterConfigsRequestData(resources=tuple(chosen))
+            return AlterConfigsRequestData(resources=tuple(chosen))
+
         own = [r for r in resources if _depends_on_specific_node(r)]
         shared = [r for r in resources if not _depends_on_specific_node(r)]
-        results: dict[tuple[int, str], AlterConfigsResult] = {}
+        answers: list[object] = []
         if shared:
-            response = await self._call(
-                "incrementalAlterConfigs",
-                IncrementalAlterConfigsRequestData(resources=tuple(shared)),
-                IncrementalAlterConfigsResponseData,
-                controller=False,
-            )
-            results.update({(r.resource_type, r.resource_name): r for r in response.results})
-        for resource in own:
-            answer = await self._to_broker(
-                resource.resource_name,
-                "incrementalAlterConfigs",
-                IncrementalAlterConfigsRequestData(resources=(resource,)),
-            )
-            if not isinstance(answer, IncrementalAlterConfigsResponseData):
-                raise KafkaClientError(
-                    f"unexpected answer to IncrementalAlterConfigs: {type(answer).__name__}"
+            answers.append(
+                await self._call(
+                    call,
+                    request(shared),
+                    IncrementalAlterConfigsResponseData
+                    if incremental
+                    else AlterConfigsResponseData,
+                    controller=False,
                 )
+            )
+        for resource in own:
+            answers.append(await self._to_broker(resource.resource_name, call, request([resource])))
+        results: dict[tuple[int, str], AlterConfigsResult] = {}
+        for answer in answers:
+            if not isinstance(
+                answer, IncrementalAlterConfigsResponseData | AlterConfigsResponseData
+            ):
+                raise KafkaClientError(f"unexpected answer to {call}: {type(answer).__name__}")
             results.update({(r.resource_type, r.resource_name): r for r in answer.results})
         return results
 

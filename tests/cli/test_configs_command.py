@@ -107,8 +107,8 @@ async def test_bad_input_is_one_line_and_exit_1_changing_nothing(h: Harness) -> 
             "Command must include exactly one action: --describe, --alter\n",
         ),
         (
-            ("--entity-type", "brokers", "--entity-name", "0", "--describe"),
-            "kemu configs serves --entity-type topics only\n",
+            ("--entity-type", "clients", "--describe"),
+            "kemu configs serves --entity-type topics and brokers only\n",
         ),
         (
             ("--entity-type", "things", "--describe"),
