@@ -27,16 +27,16 @@ Conventions, for every type here:
 API                        key      versions  request / response values
 =========================  =======  ========  =========================================
 Produce                    0        0-8       ``ProduceRequestData`` / ``...ResponseData``
-Fetch                      1        4-12      ``FetchRequestData`` / ``FetchResponseData``
+Fetch                      1        0-12      ``FetchRequestData`` / ``FetchResponseData``
 ListOffsets                2        0-5       ``ListOffsetsRequestData`` / ``...Response``
 InitProducerId             22       0-4       ``InitProducerIdRequestData`` / ``...``
 OffsetForLeaderEpoch       23       0-3       ``OffsetForLeaderEpochRequestData`` / ``...``
 =========================  =======  ========  =========================================
 
-Kafka 2.7 serves Fetch from v0; v0-v3 answer message formats v0/v1, which kemu does not
-convert, so it serves Fetch from v4. A Produce v0-v2's legacy messages are up-converted to
-one v2 batch by the listener (``cluster.kafka.message_sets``) before the broker sees them:
-``records`` here are always v2 batches.
+A Produce v0-v2's legacy messages are up-converted to one v2 batch by the listener
+(``cluster.kafka.message_sets``) before the broker sees them, and a Fetch v0-v3's answer
+down-converted by it to the message format the version reads: ``records`` here are always
+v2 batches.
 """
 
 from __future__ import annotations
@@ -285,6 +285,11 @@ class FetchRequestData(Message, frozen=True, kw_only=True):
     session_epoch: int = -1
     forgotten_topics_data: tuple[ForgottenTopic, ...] = ()
     rack_id: str = ""
+    version: int = 12
+    """The Fetch version the client sent: before v10 a topic compressed with zstd is
+    UNSUPPORTED_COMPRESSION_TYPE, and before v4 the records are down-converted (unless
+    the topic's ``message.downconversion.enable`` is false: UNSUPPORTED_VERSION for a
+    consumer), as ``KafkaApis.maybeConvertFetchedData`` decides."""
 
 
 class EpochEndOffset(_Value, frozen=True, kw_only=True):

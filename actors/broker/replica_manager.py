@@ -129,6 +129,8 @@ if TYPE_CHECKING:
 
 FILE_DELETE_DELAY_MS = "file.delete.delay.ms"  # the topic config a deleted log waits for
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
+COMPRESSION_TYPE = "compression.type"
+MESSAGE_DOWNCONVERSION_ENABLE = "message.downconversion.enable"
 _PARTITIONS_PER_CHECKPOINT: Final = 1000
 """Partitions of a LeaderAndIsr made leader or follower between two yields to the loop."""
 FETCH_MAX_BYTES: Final = 57_671_680
@@ -178,9 +180,12 @@ class NoReplication:
 
 @dataclass(frozen=True, slots=True)
 class TopicSettings:
-    """What the data plane reads of a topic's configs: ``min.insync.replicas``."""
+    """What the data plane reads of a topic's configs: ``min.insync.replicas``, and for
+    old fetch versions ``compression.type`` and ``message.downconversion.enable``."""
 
     min_insync_replicas: int
+    compression_type: str = "producer"
+    message_downconversion_enable: bool = True
 
 
 class ReplicaManager:
@@ -620,7 +625,11 @@ class ReplicaManager:
         if known is not None:
             return known
         config = self._broker.config
-        default = TopicSettings(min_insync_replicas=config.min_insync_replicas)
+        default = TopicSettings(
+            min_insync_replicas=config.min_insync_replicas,
+            compression_type=config.compression_type,
+            message_downconversion_enable=config.log_message_downconversion_enable,
+        )
         try:
             overrides = await kafka_zk.get_topic_config(self._broker.session, topic)
         except StoreError:
@@ -631,10 +640,15 @@ class ReplicaManager:
                 self._broker.log_manager_ref, LogConfigOverrides(topic=topic, configs=logs)
             )
         value = overrides.get(MIN_INSYNC_REPLICAS)
+        conversion = overrides.get(MESSAGE_DOWNCONVERSION_ENABLE)
         settings = TopicSettings(
             min_insync_replicas=int(value)
             if value and value.isdigit()
-            else default.min_insync_replicas
+            else default.min_insync_replicas,
+            compression_type=overrides.get(COMPRESSION_TYPE, default.compression_type).lower(),
+            message_downconversion_enable=default.message_downconversion_enable
+            if conversion is None
+            else conversion.strip().lower() == "true",
         )
         self._topic_settings[topic] = settings
         return settings
@@ -904,6 +918,12 @@ class ReplicaManager:
         if followed:
             moved = self._raise_high_watermarks(followed)
             await self._complete_delayed(moved, produces=moved)
+        if req.version < 10:
+            for key, answer in list(answers.items()):
+                if answer.error_code is ErrorCode.NONE:
+                    refusal = await self._format_refusal(TopicName(key[0]), req, answer.records)
+                    if refusal is not None:
+                        answers[key] = _fetch_error(answer.partition_index, refusal)
         response = FetchResponseData(
             responses=tuple(
                 FetchTopicResponse(
@@ -914,6 +934,25 @@ class ReplicaManager:
             )
         )
         return response, size, failed
+
+    async def _format_refusal(
+        self, topic: TopicName, req: FetchRequestData, records: bytes
+    ) -> ErrorCode | None:
+        """``KafkaApis.maybeConvertFetchedData``: before Fetch v10 a topic whose
+        ``compression.type`` is zstd is UNSUPPORTED_COMPRESSION_TYPE; before v4 records
+        that need down-converting are UNSUPPORTED_VERSION for a consumer when the topic's
+        ``message.downconversion.enable`` is false (the listener converts the rest)."""
+        settings = await self.topic_settings(topic)
+        if settings.compression_type == "zstd":
+            return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+        if (
+            req.version < 4
+            and records
+            and req.replica_id < 0
+            and not settings.message_downconversion_enable
+        ):
+            return ErrorCode.UNSUPPORTED_VERSION
+        return None
 
     async def _complete_delayed(
         self, tps: Iterable[TopicPartition], *, produces: Iterable[TopicPartition] | None = None

@@ -14,9 +14,10 @@ value is a compressed message set of inner messages; in v1 the inner offsets are
   every message checked (CRC32, magic, attributes, the wrapper's structure), the records
   kept with their keys, values and (v1) timestamps, the wrapper's codec kept. The log then
   assigns offsets as for any batch.
-* ``down_convert``: a Fetch v0-v3's records made messages of the magic the version reads,
-  as ``LazyDownConversionRecords`` does (``RecordsUtil.downConvert``): offsets kept, headers
-  dropped, a compressed batch one wrapper of the same codec.
+* ``down_convert``: v2 batches made messages of an older magic (``RecordsUtil.
+  downConvert``): offsets kept, headers dropped, a compressed batch one wrapper of the
+  same codec; ``fetch_down_convert`` sizes a Fetch v0-v3's answer as
+  ``LazyDownConversionRecords`` does.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ __all__ = [
     "LegacyMessage",
     "LegacyRecordsError",
     "down_convert",
+    "fetch_down_convert",
     "read_message_set",
     "up_convert",
     "write_message",
@@ -382,3 +384,46 @@ def down_convert(records: bytes, to_magic: int, first_offset: int) -> bytes:
             attributes=attributes | header.compression,
         )  # fmt: skip
     return bytes(out)
+
+
+_MAX_READ_SIZE: Final = 128 * 1024  # LazyDownConversionRecordsSend.MAX_READ_SIZE
+_V2_HEADER: Final = 61  # DefaultRecordBatch.RECORD_BATCH_OVERHEAD
+
+
+def fetch_down_convert(records: bytes, to_magic: int, first_offset: int) -> bytes:
+    """One partition's records of a Fetch v0-v3 answer as a 2.7 broker sends them
+    (``LazyDownConversionRecords``, ``LazyDownConversionRecordsSend``): down-converted to
+    ``to_magic`` batch by batch (``down_convert``), then exactly as long as the larger of
+    the records read and the first batch's conversion: cut there (a consumer drops the
+    partial message), or padded with overflow entries (offset -1, a size past the end) that
+    a consumer drops too. A zstd batch ends the conversion there (padding follows), or,
+    before anything was converted, raises ``LegacyRecordsError``
+    (UNSUPPORTED_COMPRESSION_TYPE)."""
+    converted = bytearray()
+    first = 0
+    try:
+        headers = list(batch_headers(records))
+    except KafkaApiError as exc:
+        raise _corrupt(str(exc)) from None
+    for header in headers:
+        batch = records[header.position : header.position + header.size]
+        try:
+            part = down_convert(batch, to_magic, first_offset)
+        except LegacyRecordsError as exc:
+            if exc.code is ErrorCode.UNSUPPORTED_COMPRESSION_TYPE and first:
+                break
+            raise
+        if not first:
+            first = len(part)
+        converted += part
+    if not first:
+        return b""
+    size = max(len(records), first)
+    if len(converted) >= size:
+        return bytes(converted[:size])
+    while len(converted) < size:
+        remaining = size - len(converted)
+        overflow = bytearray(max(LOG_OVERHEAD, min(remaining + 1, _MAX_READ_SIZE)))
+        struct.pack_into(">qi", overflow, 0, -1, max(remaining + 1, _V2_HEADER))
+        converted += overflow[:remaining]
+    return bytes(converted)

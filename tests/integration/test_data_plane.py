@@ -146,8 +146,10 @@ async def fetch(
     max_wait_ms: int = 0,
     min_bytes: int = 1,
     to: int = 0,
+    version: int = 12,
 ) -> FetchPartitionData:
     request = FetchRequestData(
+        version=version,
         replica_id=replica_id,
         max_wait_ms=max_wait_ms,
         min_bytes=min_bytes,
@@ -301,6 +303,29 @@ async def test_list_offsets_v0_caps_a_consumers_offsets_at_the_high_watermark(
     assert (from_follower.error_code, from_follower.old_style_offsets) == (ErrorCode.NONE, (0,))
     unknown = await offsets_before(h, "nope", LATEST_TIMESTAMP, 1)
     assert unknown.error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+async def test_old_fetches_of_a_zstd_topic_or_without_down_conversion_are_refused(
+    harness: Harness,
+) -> None:
+    """``KafkaApis.maybeConvertFetchedData``: before Fetch v10 a topic whose
+    ``compression.type`` is zstd is UNSUPPORTED_COMPRESSION_TYPE; before v4 a consumer's
+    records of a topic with ``message.downconversion.enable=false`` are
+    UNSUPPORTED_VERSION, a follower's are not, nor an empty read."""
+    h = harness
+    await make_topic(h, "zstd", [0], {"compression.type": "zstd"})
+    assert (await produce(h, "zstd", client_batch([b"a"]))).base_offset == 0
+    assert (await fetch(h, "zstd", 0, version=9)).error_code is (
+        ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    )
+    assert values(await fetch(h, "zstd", 0, version=10)) == [b"a"]
+    await make_topic(h, "kept", [0], {"message.downconversion.enable": "false"})
+    assert (await fetch(h, "kept", 0, version=3)).error_code is ErrorCode.NONE  # nothing yet
+    assert (await produce(h, "kept", client_batch([b"b"]))).base_offset == 0
+    refused = await fetch(h, "kept", 0, version=3)
+    assert (refused.error_code, refused.high_watermark) == (ErrorCode.UNSUPPORTED_VERSION, -1)
+    assert values(await fetch(h, "kept", 0, version=3, replica_id=1)) == [b"b"]
+    assert values(await fetch(h, "kept", 0, version=4)) == [b"b"]
 
 
 async def test_acks_all_times_out_without_the_follower_and_keeps_the_write(

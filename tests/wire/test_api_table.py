@@ -51,7 +51,6 @@ def test_served_versions_are_decodable_and_what_brokers_advertise() -> None:
 
 
 LOW_VERSIONS_NOT_SERVED = {
-    ClientApiKey.FETCH: 4,  # v0-v3 answer in message format v0/v1 (down-conversion)
     ClientApiKey.OFFSET_COMMIT: 2,  # v0-v1: v0 keeps offsets in ZooKeeper; kio decodes neither
     ClientApiKey.OFFSET_FETCH: 1,  # v0 reads offsets from ZooKeeper; kio does not decode it
 }

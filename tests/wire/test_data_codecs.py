@@ -341,11 +341,17 @@ def project_fetch_request(data: FetchRequestData, version: int) -> FetchRequestD
         data = replace(data, session_id=0, session_epoch=-1, forgotten_topics_data=())
     if version < 11:
         data = replace(data, rack_id="")
-    return data
+    if version < 4:
+        data = replace(data, isolation_level=0)
+    if version < 3:
+        data = replace(data, max_bytes=0x7FFFFFFF)
+    return replace(data, version=version)
 
 
 def project_fetch_response(data: FetchResponseData, version: int) -> FetchResponseData:
     def partition(p: FetchPartitionData) -> FetchPartitionData:
+        if version < 4:
+            p = replace(p, last_stable_offset=-1, aborted_transactions=None)
         if version < 5:
             p = replace(p, log_start_offset=-1)
         if version < 11:
@@ -362,6 +368,8 @@ def project_fetch_response(data: FetchResponseData, version: int) -> FetchRespon
     )
     if version < 7:
         data = replace(data, error_code=ErrorCode.NONE, session_id=0)
+    if version < 1:
+        data = replace(data, throttle_time_ms=0)
     return data
 
 
@@ -485,11 +493,10 @@ def served_id(case: tuple[ClientApiKey, int]) -> str:
 
 
 def test_the_data_apis_are_advertised_as_served() -> None:
-    """Brokers advertise exactly the versions the data codecs serve: Kafka 2.7's ranges,
-    but for Fetch v0-3 (message format v0/v1)."""
+    """Brokers advertise exactly the versions the data codecs serve: Kafka 2.7's ranges."""
     assert {key: TABLE[key] for key in APIS} == {
         ClientApiKey.PRODUCE: (0, 8),
-        ClientApiKey.FETCH: (4, 12),
+        ClientApiKey.FETCH: (0, 12),
         ClientApiKey.LIST_OFFSETS: (0, 5),
         ClientApiKey.INIT_PRODUCER_ID: (0, 4),
         ClientApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 3),

@@ -19,6 +19,7 @@ from cluster.kafka.compression import compress, decompress, xxh32
 from cluster.kafka.message_sets import (
     LegacyRecordsError,
     down_convert,
+    fetch_down_convert,
     read_message_set,
     up_convert,
     write_message,
@@ -243,3 +244,45 @@ def test_compressors_write_what_the_decompressors_read() -> None:
     assert frame[4:7] == b"\x60\x40\x82"  # version 1, independent 64 KiB blocks, its checksum
     broken = compress(CompressionType.LZ4, b"x", broken_lz4_checksum=True)
     assert broken[6] == xxh32(broken[:6]) >> 8 & 0xFF
+
+
+# ------------------------------------------------------------------------ a Fetch's size
+
+
+def test_a_fetch_answer_is_as_long_as_the_records_read_or_the_first_conversion() -> None:
+    """``LazyDownConversionRecords``: the answer's size is the larger of the records read
+    and the first batch's conversion; a longer conversion is cut (the consumer drops the
+    partial message), a shorter one padded with an overflow entry it drops too."""
+    many = client_batch([b"x"] * 40)  # 40 v1 messages are longer than their v2 batch
+    first = down_convert(many, 1, 0)
+    assert len(first) > 2 * len(many)
+    cut = fetch_down_convert(many + set_field(many, "base_offset", 40), 1, 0)
+    assert cut == first  # the first batch whole, the second past the size
+    assert len(legacy_rows(cut)) == 40
+    lone = client_batch([b"y"])
+    later = set_field(many, "base_offset", 1)
+    records = lone + later
+    longer = fetch_down_convert(records, 1, 0)  # cut at the records' size, mid-message
+    assert longer == (down_convert(lone, 1, 0) + down_convert(later, 1, 0))[: len(records)]
+    assert 1 < len(legacy_rows(longer)) < 41
+    one = client_batch([b"y" * 10])  # one v0 message is shorter than its v2 batch
+    padded = fetch_down_convert(one + one[:20], 0, 0)
+    assert len(padded) == len(one) + 20
+    message = down_convert(one, 0, 0)
+    assert padded.startswith(message)
+    assert struct.unpack_from(">qi", padded, len(message)) == (-1, len(padded) - len(message) + 1)
+    assert legacy_rows(padded) == [(0, 0, b"key", b"y" * 10, None)]
+    assert fetch_down_convert(b"", 1, 0) == b""
+
+
+def test_zstd_first_is_an_error_and_later_ends_the_answer() -> None:
+    """A zstd batch before anything converted fails the partition; after a converted batch
+    the rest of the answer is overflow padding (``LazyDownConversionRecordsSend``)."""
+    plain = client_batch([b"a"])
+    zstd = set_field(client_batch([b"z"], codec=1), "attributes", 4)
+    with pytest.raises(LegacyRecordsError) as caught:
+        fetch_down_convert(zstd + plain, 1, 0)
+    assert caught.value.code is ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    answer = fetch_down_convert(plain + zstd, 1, 0)
+    assert len(answer) == len(plain) + len(zstd)
+    assert legacy_rows(answer) == [(1, 0, b"key", b"a", T0)]

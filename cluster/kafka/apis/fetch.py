@@ -1,17 +1,22 @@
 """Fetch (API key 1): records from partitions, for consumers (``replica_id`` -1) and for
-followers (their broker id), answered by the leader (``KafkaApis.handleFetchRequest``).
-The codec has no v0-v3, so kemu serves v4-v12 (v12 is flexible and carries the tagged
-``diverging_epoch`` and ``current_leader``). Records go out as the log holds them. kemu
-opens no fetch sessions: the answer's ``session_id`` is 0, as Kafka's when it creates
-none."""
+followers (their broker id), answered by the leader (``KafkaApis.handleFetchRequest``),
+v0-v12 (v12 is flexible and carries the tagged ``diverging_epoch`` and ``current_leader``).
+From v4 records go out as the log holds them; v0-v3 (``cluster.kafka.legacy``'s schemas)
+read message formats v0 (v0-v1) and v1 (v2-v3), to which each partition's v2 batches are
+down-converted here (``message_sets.fetch_down_convert``, ``KafkaApis.
+maybeConvertFetchedData``). kemu opens no fetch sessions: the answer's ``session_id`` is
+0, as Kafka's when it creates none."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from cluster.kafka.apis.api_codec import ApiCodec, Values
 from cluster.kafka.codec import as_error_code, as_millis
 from cluster.kafka.framing import KafkaRequest
+from cluster.kafka.message_sets import LegacyRecordsError, fetch_down_convert
 from protocol.errors import ErrorCode
 from protocol.ids import TopicName
 from protocol.kafka_api import ClientApiKey
@@ -30,13 +35,13 @@ from protocol.kafka_data import (
 
 
 def request_data(body: Any, version: int) -> FetchRequestData:
-    del version  # fields a version lacks have the schema's defaults in the codec
     return FetchRequestData(
+        version=version,
         replica_id=int(body.replica_id),
         max_wait_ms=as_millis(body.max_wait),
         min_bytes=int(body.min_bytes),
-        max_bytes=int(body.max_bytes),
-        isolation_level=int(body.isolation_level),
+        max_bytes=int(getattr(body, "max_bytes", 0x7FFFFFFF)),
+        isolation_level=int(getattr(body, "isolation_level", 0)),
         session_id=int(getattr(body, "session_id", 0)),
         session_epoch=int(getattr(body, "session_epoch", -1)),
         topics=tuple(
@@ -94,7 +99,8 @@ def _partition_values(p: FetchPartitionData) -> Values:
 
 
 def response_values(data: FetchResponseData, request: KafkaRequest) -> Values:
-    del request
+    if request.api_version < 4 and request.body is not None:
+        data = down_converted(data, request.api_version, request.body)
     return {
         "throttle_time": data.throttle_time_ms,
         "error_code": data.error_code,
@@ -104,6 +110,32 @@ def response_values(data: FetchResponseData, request: KafkaRequest) -> Values:
             for t in data.responses
         ],
     }
+
+
+def down_converted(data: FetchResponseData, version: int, body: Any) -> FetchResponseData:
+    """The answer to a Fetch v0-v3 (``body``) with each partition's records in the message
+    format the version reads: v0 for Fetch v0-v1, v1 for v2-v3. A partition whose first
+    batch cannot be down-converted (zstd) is UNSUPPORTED_COMPRESSION_TYPE, without offsets
+    or records, as ``KafkaApis``' ``errorResponse``."""
+    magic = 0 if version <= 1 else 1
+    offsets = {
+        (str(t.topic), int(p.partition)): int(p.fetch_offset)
+        for t in body.topics
+        for p in t.partitions
+    }
+    topics = []
+    for topic in data.responses:
+        partitions = []
+        for p in topic.partitions:
+            first_offset = offsets.get((str(topic.topic), p.partition_index), 0)
+            try:
+                records = fetch_down_convert(p.records, magic, first_offset)
+            except LegacyRecordsError as exc:
+                p = FetchPartitionData(partition_index=p.partition_index, error_code=exc.code)
+                records = b""
+            partitions.append(msgspec.structs.replace(p, records=records))
+        topics.append(msgspec.structs.replace(topic, partitions=tuple(partitions)))
+    return msgspec.structs.replace(data, responses=tuple(topics))
 
 
 def error_answer(data: FetchRequestData, code: ErrorCode, message: str | None) -> FetchResponseData:
@@ -209,7 +241,7 @@ def response_data(body: Any) -> FetchResponseData:
 
 CODEC = ApiCodec(
     api_key=ClientApiKey.FETCH,
-    versions=(4, 12),
+    versions=(0, 12),
     client_version=12,
     request_type=FetchRequestData,
     response_type=FetchResponseData,
