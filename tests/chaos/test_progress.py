@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import subprocess
 import sys
 from pathlib import Path
@@ -70,6 +71,18 @@ def test_runs_are_counted_from_the_lines_kemu_chaos_run_prints() -> None:
     assert count_runs("") == (0, 0)
 
 
+def _read_available(master: int) -> bytes:
+    """Everything written to the terminal so far: a pty hands it over in pieces (one
+    ``read`` may return only the first under load), so read until nothing is left."""
+    chunks = []
+    while select.select([master], [], [], 0)[0]:
+        chunk = os.read(master, 1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def test_lines_written_to_stderr_meanwhile_are_printed_whole_above_the_line() -> None:
     """A log line written to stderr while the line is drawn on a terminal is printed on
     a line of its own, the progress line cleared first and drawn again after it."""
@@ -82,7 +95,7 @@ def test_lines_written_to_stderr_meanwhile_are_printed_whole_above_the_line() ->
                 sys.stderr.write("WARNING broker 1: a log line\n")
                 sys.stderr.flush()
             terminal.flush()
-        drawn = ANSI.sub("", os.read(master, 1 << 16).decode())
+        drawn = ANSI.sub("", _read_available(master).decode())
     finally:
         os.close(master)
         os.close(replica)
