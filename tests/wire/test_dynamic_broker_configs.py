@@ -25,6 +25,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
     ConfigEntry,
     ConfigResource,
     ConfigSource,
+    NewTopic,
 )
 
 from actors.broker.broker import broker_ref
@@ -273,3 +274,40 @@ async def test_unclean_default_elects_an_out_of_sync_replica(h: Harness) -> None
         lambda: partition_state(h, "lost"), until=lambda s: s.leader == 1, timeout=WAIT
     )
     assert elected.isr == (1,)
+
+
+async def test_a_segment_bytes_default_rolls_open_logs(h: Harness) -> None:
+    """``DynamicLogConfig.updateLogsConfig``: a cluster default ``log.segment.bytes`` of
+    100 reaches the open log of a topic without an override on its leader, which then
+    rolls a new segment for each batch that does not fit (the default 1 GiB never would)."""
+    await anyio.to_thread.run_sync(create_topic, h, "s")
+    await eventually(lambda: produce_all(h, "s"), until=lambda c: c is ErrorCode.NONE)
+    segments = sorted((h.logs / "broker-0" / "s-0").glob("*.log"))
+    assert len(segments) == 1
+    await alter_default(h, {"log.segment.bytes": "100"})
+    name, _ = await last_notification(h)
+    await applied(h, 0, name)
+    for _ in range(3):
+        assert await produce_all(h, "s") is ErrorCode.NONE
+    assert len(sorted((h.logs / "broker-0" / "s-0").glob("*.log"))) >= 3
+
+
+async def test_a_delete_delay_default_reaches_the_log_manager(tmp_path: Path) -> None:
+    """A cluster default ``log.segment.delete.delay.ms=0`` (2.7's default is 60 s) makes
+    the log manager remove a deleted topic's renamed log at once: the traced removal comes
+    within the wait, where the default delay would hold it for a minute."""
+    async with running_cluster(
+        tmp_path / "logs", brokers=1, config={"log.initial.task.delay.ms": "0"}
+    ) as h:
+        await alter_default(h, {"log.segment.delete.delay.ms": "0"})
+        name, _ = await last_notification(h)
+        await applied(h, 0, name)
+        client = AdminClient({"bootstrap.servers": f"127.0.0.1:{h.cluster.ports[0]}"})
+        await anyio.to_thread.run_sync(
+            lambda: client.create_topics([NewTopic("gone", 1, 1)])["gone"].result()
+        )
+        await anyio.to_thread.run_sync(lambda: client.delete_topics(["gone"])["gone"].result())
+        await h.sink.wait_for(
+            lambda e: e.type == "remove" and e.fields.get("topic") == "gone",
+            timeout=WAIT,
+        )
