@@ -171,6 +171,12 @@ async def test_store_bad_input(store_cluster: Harness) -> None:
           "retention.ms=1"),
          "org.apache.kafka.common.errors.UnknownTopicOrPartitionException: Topic 'nope' does"
          " not exist.\n"),
+        (("--entity-type", "topics", "--entity-name", "u", "--alter", "--add-config", "x=1"),
+         "Unknown topic config name: x\n"),
+        (("--entity-type", "brokers", "--entity-name", "1", "--alter", "--add-config",
+          "leader.replication.throttled.rate=-1"),
+         "Invalid value -1 for configuration leader.replication.throttled.rate: Value must be"
+         " at least 0\n"),
         (("--entity-type", "topics", "--entity-name", "u", "--describe", "--all"),
          "--bootstrap-server must be specified for --all\n"),
         (("--entity-type", "broker-loggers", "--describe"),
