@@ -143,6 +143,7 @@ _EXCEPTIONS: Final = {
     ErrorCode.INVALID_TOPIC_EXCEPTION: "InvalidTopicException",
     ErrorCode.POLICY_VIOLATION: "PolicyViolationException",
 }
+_CONFIG_EXCEPTION: Final = "org.apache.kafka.common.config.ConfigException"
 _OUTSIDE_BRACKETS: Final = r"(?=[^\]]*(?:\[|$))"
 _PAIR_SEPARATOR: Final = re.compile("," + _OUTSIDE_BRACKETS)
 _KEY_VALUE: Final = re.compile(r"\s*=\s*" + _OUTSIDE_BRACKETS)
@@ -390,8 +391,22 @@ async def _zk_describe(
         out.write(f"Configs for {_zk_entity(entity_type, entity)} are {pairs}\n")
 
 
+def _catch_all(argv: Sequence[str], exception: str, message: str) -> ToolError:
+    """What ``ConfigCommand.main``'s catch-all prints for an exception other than
+    ``IllegalArgumentException`` and ``InvalidConfigurationException``: the command line,
+    then the exception (the first line of its stack trace)."""
+    return ToolError(
+        f"Error while executing config command with args '{' '.join(argv)}'\n{exception}: {message}"
+    )
+
+
 async def _zk_alter(
-    session: StoreSession, opts: Options, entity_type: str, name: str, out: TextIO
+    session: StoreSession,
+    opts: Options,
+    entity_type: str,
+    name: str,
+    argv: Sequence[str],
+    out: TextIO,
 ) -> None:
     """``alterConfigWithZk``: for brokers, a config other than the replication quotas only
     while the broker (or, for the default, every broker) is down; a deleted config must be
@@ -428,27 +443,27 @@ async def _zk_alter(
     if entity_type == "topics":
         topic = TopicName(name)
         if await kafka_zk.get_topic_assignment(session, topic) is None:
-            raise ToolError(
-                "org.apache.kafka.common.errors.UnknownTopicOrPartitionException: Topic"
-                f" '{name}' does not exist."
+            raise _catch_all(
+                argv,
+                "org.apache.kafka.common.errors.UnknownTopicOrPartitionException",
+                f"Topic '{name}' does not exist.",
             )
         try:
             check_topic_config(config)
-        except (ConfigError, KafkaApiError) as exc:
+        except KafkaApiError as exc:  # InvalidConfigurationException: its message alone
             raise ToolError(str(exc)) from None
+        except ConfigError as exc:
+            raise _catch_all(argv, _CONFIG_EXCEPTION, str(exc)) from None
         await kafka_zk.change_topic_config(session, topic, config)
     else:
         for k, v in config.items():
-            if k in ZK_UPDATABLE_WHILE_RUNNING:
-                try:
+            try:
+                if k in ZK_UPDATABLE_WHILE_RUNNING:
                     check_quota_value(k, v)
-                except ConfigError as exc:
-                    raise ToolError(str(exc)) from None
-            else:
-                try:
+                else:
                     check_dynamic_broker_configs({k: v})
-                except ConfigError as exc:
-                    raise ToolError(str(exc)) from None
+            except ConfigError as exc:
+                raise _catch_all(argv, _CONFIG_EXCEPTION, str(exc)) from None
         await kafka_zk.change_entity_config(session, kind, entity, config)
     out.write(f"Completed updating config for entity: {_zk_entity(entity_type, entity)}.\n")
 
@@ -463,7 +478,7 @@ async def configs(argv: Sequence[str], *, out: TextIO, store: MetadataStore | No
         async def run(session: StoreSession) -> None:
             if opts.has("alter"):
                 assert name is not None
-                await _zk_alter(session, opts, entity_type, name, out)
+                await _zk_alter(session, opts, entity_type, name, argv, out)
             else:
                 await _zk_describe(session, entity_type, name, out)
 
