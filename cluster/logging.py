@@ -33,6 +33,7 @@ __all__ = [
     "LOG_FORMATS",
     "LOG_LEVELS",
     "LogSettings",
+    "broker_registered",
     "close_broker_logs",
     "configure_logging",
     "configured",
@@ -89,18 +90,19 @@ def file_for(logger_name: str) -> str:
 
 
 class BrokerLogs:
-    """One broker's three files, all created (appending) with its first line once its log
-    dir exists: the broker's log manager makes that directory (or finds it unusable), and
-    a broker that fails before (a registered id, a taken listener) leaves none behind.
-    Lines before then wait in memory (up to ``EARLY_LINES``). A directory that cannot be
-    written loses the lines: the log dir's failure is the broker's to report, not its
-    log's."""
+    """One broker's three files, all created (appending) with its first line once the
+    broker has registered (``broker_registered``) and its log dir exists: a broker that
+    fails before (a registered id, one registered by another broker at the same moment,
+    a taken listener) leaves its log dir as it found it, as its log manager does. Lines
+    before then wait in memory (up to ``EARLY_LINES``). A directory that cannot be written
+    loses the lines: the log dir's failure is the broker's to report, not its log's."""
 
     EARLY_LINES: Final = 10_000
 
     def __init__(self, broker_id: int, directory: Path) -> None:
         self.broker_id = broker_id
         self.directory = directory
+        self.registered = False
         self._files: dict[str, TextIO] | None = None
         self._early: list[tuple[str, str]] = []
         self._failed = False
@@ -109,7 +111,7 @@ class BrokerLogs:
         if self._files is None:
             if self._failed:
                 return
-            if not self.directory.is_dir():
+            if not self.registered or not self.directory.is_dir():
                 if len(self._early) < self.EARLY_LINES:
                     self._early.append((name, line))
                 return
@@ -164,6 +166,13 @@ def open_broker_logs(node_id: str, broker_id: int, directory: Path) -> None:
     if old is not None:
         old.close()
     _brokers[node_id] = BrokerLogs(broker_id, directory)
+
+
+def broker_registered(node_id: str) -> None:
+    """Node ``node_id``'s broker has registered: its files may be written from now on."""
+    logs = _brokers.get(node_id)
+    if logs is not None:
+        logs.registered = True
 
 
 def close_broker_logs(node_ids: Iterable[str]) -> None:

@@ -27,6 +27,7 @@ __all__ = [
     "AppendOutcome",
     "AppendRecords",
     "AppendToLogs",
+    "CheckpointBrokerMetadata",
     "CheckpointFlush",
     "DeleteLog",
     "DeleteLogs",
@@ -530,6 +531,17 @@ class RecordHighWatermarks(Message, frozen=True, kw_only=True):
     ``ReplicaManager.checkpointHighWatermarks``)."""
 
     high_watermarks: tuple[HighWatermark, ...]
+
+
+class CheckpointBrokerMetadata(Message, frozen=True, kw_only=True):
+    """The broker is registered (``KafkaServer.startup`` calls ``checkpointBrokerMetadata``
+    after ``registerBroker``): the log manager now writes to its log dirs what start-up
+    owes them (``meta.properties``, the offset checkpoints, the clean-shutdown markers
+    deleted). Until then a broker that fails to start, one whose id another broker
+    registered first, leaves its log dirs as it found them. Answered with the
+    ``LogDirStatus``."""
+
+    local_only = True
 
 
 class CheckpointFlush(Message, frozen=True, kw_only=True):

@@ -100,7 +100,7 @@ from protocol.control import (
 from protocol.controller import DefaultUncleanLeaderElection, EnableTopicUncleanLeaderElection
 from protocol.errors import StoreError
 from protocol.ids import BrokerId, ControllerEpoch, TopicName
-from protocol.log import LogDefaultsChanged, LogDirFailed
+from protocol.log import CheckpointBrokerMetadata, LogDefaultsChanged, LogDirFailed
 
 log = structlog.get_logger("kemu.server")  # Kafka's kafka.server.KafkaServer, in server.log
 
@@ -251,6 +251,9 @@ class Broker(Actor):
         await self.replication.start(self.replica_manager)
         registration = self.registration()
         await self.register(registration)
+        # KafkaServer.checkpointBrokerMetadata, after registerBroker: a broker whose id
+        # another one registered first has written nothing to its log dirs.
+        await self.ask(self.log_manager_ref, CheckpointBrokerMetadata())
         if self._with_controller:
             config = ControllerConfig(
                 broker_id=self.broker_id,

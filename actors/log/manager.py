@@ -4,7 +4,8 @@ What Kafka 2.7's ``LogManager`` does, and the record operations of ``ReplicaMana
 that reach a ``Log`` (``actors.log.partition_log``):
 
 * **Layout.** Each configured log directory (``log.dirs``) holds ``meta.properties``
-  (written at start-up, as ``KafkaServer`` does), the ``recovery-point-offset-checkpoint``,
+  (written once the broker has registered, as ``KafkaServer.checkpointBrokerMetadata``
+  after ``registerBroker``), the ``recovery-point-offset-checkpoint``,
   ``replication-offset-checkpoint`` and ``log-start-offset-checkpoint`` files (version line
   ``0``, a count line, then ``topic partition offset`` lines), ``.kafka_cleanshutdown``
   after a clean stop, and one ``<topic>-<partition>/`` directory per hosted log
@@ -23,7 +24,11 @@ that reach a ``Log`` (``actors.log.partition_log``):
   ``LogConfigOverrides`` (else the broker's defaults).
 * **Start-up and stop** (``loadLogs``, ``shutdown``): after a clean shutdown a log needs
   no recovery and is opened when first used; without the marker every log is opened and
-  recovered at start-up (``Log`` cuts a torn tail). The markers go once all are loaded.
+  recovered at start-up (``Log`` cuts a torn tail). Loading writes nothing else: the
+  markers go, ``meta.properties`` and the checkpoints are written once the broker has
+  registered (``CheckpointBrokerMetadata``), so a broker that loses its id to another
+  one leaves its log dirs as it found them (Kafka writes its checkpoints and markers in
+  the shutdown that follows a failed start; kemu does not: the dirs were not used).
   A clean stop closes every open log (flushed: recovery point = log end), writes the
   checkpoints and the markers.
 * **Checkpoints.** The recovery points and log start offsets are the logs' own, the
@@ -121,6 +126,7 @@ from protocol.log import (
     AppendOutcome,
     AppendRecords,
     AppendToLogs,
+    CheckpointBrokerMetadata,
     CheckpointFlush,
     DeleteLog,
     DeleteLogs,
@@ -513,6 +519,7 @@ LogManagerMessage: TypeAlias = (
     | LogDeletionSweep
     | LogDirsAllFailed
     | CheckpointFlush
+    | CheckpointBrokerMetadata
     | GetOrCreateLogs
     | AppendToLogs
     | ReadFromLogs
@@ -530,6 +537,7 @@ _HANDLED: Final = (
     RecordHighWatermarks,
     LookupOffsets,
     CheckpointFlush,
+    CheckpointBrokerMetadata,
     GetOrCreateLogs,
     GetOrCreateLog,
     DeleteLog,
@@ -740,6 +748,7 @@ class LogManager(Actor):
         self._timer_ids = itertools.count(1)
         self._started_at = 0.0
         self._started = False
+        self._committed = False  # start-up's writes done (CheckpointBrokerMetadata)
         self._halting = False
         # A new log's files, in the order written: the segment files, then the checkpoint.
         self._new_log_files: tuple[tuple[str, bytes], ...] = (
@@ -768,8 +777,10 @@ class LogManager(Actor):
     async def on_start(self) -> None:
         """``LogManager.loadLogs``: per log dir, the clean-shutdown marker and the
         checkpoints are read, the logs found; after an unclean shutdown every log is
-        opened (and recovered) now, else each is opened when first used. Then the markers
-        are deleted."""
+        opened (and recovered) now, else each is opened when first used. The
+        ``meta.properties`` found are checked. Nothing is written yet: the markers are
+        deleted, ``meta.properties`` and the checkpoints written once the broker has
+        registered (``CheckpointBrokerMetadata``)."""
         self._started_at = self.clock.now()
         for log_dir in self.log_dirs:
             self._load_dir(log_dir)
@@ -783,30 +794,41 @@ class LogManager(Actor):
                     self._log(tp)
                 except KafkaApiError:
                     break  # the dir went offline
-        for log_dir in self._online_dirs():
-            try:
-                mark_clean_shutdown(self._files, log_dir, present=False)
-            except OSError as exc:
-                self._mark_offline(log_dir, f"Error while deleting the marker in {log_dir}", exc)
         if not self._online_dirs():
             raise FatalNodeError(
                 "none of the specified log dirs can be created or opened: "
                 + "; ".join(f"{d}: {self._offline[d]}" for d in self.log_dirs)
             )
         self._check_meta()
+        self._started = True
+        self._schedule_sweep()
+
+    def _commit_start_up(self) -> None:
+        """The broker registered: delete the clean-shutdown markers, write
+        ``meta.properties`` (``KafkaServer.checkpointBrokerMetadata``) and the checkpoints.
+        Idempotent."""
+        if self._committed:
+            return
+        self._committed = True
+        for log_dir in self._online_dirs():
+            try:
+                mark_clean_shutdown(self._files, log_dir, present=False)
+            except OSError as exc:
+                self._mark_offline(log_dir, f"Error while deleting the marker in {log_dir}", exc)
         for log_dir in self._online_dirs():
             self._write_meta(log_dir)
         for log_dir in self._online_dirs():
             self._checkpoint(log_dir)
-        self._started = True
-        self._schedule_sweep()
 
     async def on_stop(self) -> None:
         """A clean shutdown (``LogManager.shutdown``): every open log flushed and closed,
         the checkpoints still owed written, then the clean-shutdown marker of each log
-        dir still online."""
+        dir still online. A broker stopped before it registered writes nothing: its log
+        dirs stay as it found them."""
         while self._open:
             self._close_log(next(iter(self._open)))
+        if not self._committed:
+            return
         self._flush_checkpoints()
         for log_dir in self._online_dirs():
             try:
@@ -938,6 +960,9 @@ class LogManager(Actor):
             case CheckpointFlush():
                 self._flush_checkpoints()
                 return None
+            case CheckpointBrokerMetadata():
+                self._commit_start_up()
+                return self._dir_status()
             case GetOrCreateLogs(logs=logs):
                 return await self._get_or_create_batch(logs)
             case _:

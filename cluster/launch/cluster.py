@@ -35,7 +35,7 @@ from actors.zk.store import MetadataStore
 from cluster.kafka.apis import SERVED_API_VERSIONS
 from cluster.kafka.listener import KafkaRequest, KafkaWireServer, request_data
 from cluster.launch.connect import EMBEDDED_SCHEME, STORE_NODE
-from cluster.logging import close_broker_logs, open_broker_logs
+from cluster.logging import broker_registered, close_broker_logs, open_broker_logs
 from cluster.network import InProcessTransport, Network, TcpTransport
 from cluster.network.auth import new_secret, seeded_secret
 from cluster.store.embedded import EmbeddedStore
@@ -236,6 +236,7 @@ async def start_broker_node(
     )
     open_broker_logs(node.node_id, spec.broker_id, settings.log_dirs[0])  # with broker_files
     await tg.start(node.run, [Broker(settings, store)])
+    broker_registered(node.node_id)  # the broker's on_start ends once it has registered
     return node, server, port
 
 

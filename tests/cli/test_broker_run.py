@@ -28,11 +28,12 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from actors.broker.names import INTERNAL_LISTENER
 from actors.log.manager import META_PROPERTIES
+from actors.log.partition_log import CLEAN_SHUTDOWN_FILE
 from cluster.store.zookeeper import ZooKeeperStore
 from protocol import zkdata
 from protocol.errors import NoNodeError
 from protocol.ids import BrokerId
-from tests.support.broker_run import REPO, BrokerRun, run_command, run_env
+from tests.support.broker_run import READY_TIMEOUT, REPO, BrokerRun, run_command, run_env
 from tests.support.clients import confluent_consume, confluent_produce
 from tests.support.waiting import wait_until
 from tests.support.zookeeper import ZooKeeperEnsemble, ZooKeeperServer, free_port
@@ -350,6 +351,79 @@ def test_a_registered_broker_id_or_a_taken_listener_fails_with_one_line_and_writ
     assert line.startswith("Error: no cluster secret in KEMU_CLUSTER_SECRET:"), done.stderr
     assert zk_children(chroot, zkdata.BROKER_IDS_PATH) == ("1",)
     assert first.terminate() == 0
+
+
+def snapshot(root: Path) -> dict[str, bytes | None]:
+    """Every path under ``root`` with its content (None for a directory)."""
+    return {
+        str(path.relative_to(root)): None if path.is_dir() else path.read_bytes()
+        for path in sorted(root.rglob("*"))
+    }
+
+
+def stopped_log_dir(log_dir: Path, logs: int) -> None:
+    """A log dir of ``logs`` empty partition logs that was shut down cleanly."""
+    for partition in range(logs):
+        log = log_dir / f"kept-{partition}"
+        log.mkdir(parents=True)
+        for suffix in ("log", "index", "timeindex"):
+            (log / f"00000000000000000000.{suffix}").write_bytes(b"")
+        (log / "leader-epoch-checkpoint").write_text("0\n0\n")
+    (log_dir / CLEAN_SHUTDOWN_FILE).write_bytes(b"")
+
+
+@pytest.mark.slow
+@pytest.mark.processes
+@pytest.mark.zookeeper
+@pytest.mark.timeout(180)
+def test_the_loser_of_two_brokers_racing_for_one_id_leaves_its_log_dir_as_it_found_it(
+    chroot: str, brokers: list[BrokerRun], tmp_path: Path
+) -> None:
+    """Two brokers start with one id: the one that registers second fails at its own
+    registration, as Kafka's does, with Kafka's "node already exists" line and exit 1,
+    and its log dir is as it found it: no meta.properties, no checkpoint, no log file
+    (Kafka writes meta.properties after registerBroker; kemu also holds the rest of
+    start-up's writes until then). The race is made certain: the loser is frozen after it
+    passed the check for a registered id (its listener answers: it binds it next) and
+    before it registered, the winner registers meanwhile, and the loser is thawed. Its
+    cleanly stopped log dir stays clean: the marker is still there."""
+    slow = {"zookeeper.session.timeout.ms": "30000"}  # the loser's session outlives the freeze
+    loser_dir = tmp_path / "loser" / "kafka-logs"
+    stopped_log_dir(loser_dir, 500)
+    before = snapshot(loser_dir)
+    port = free_port()
+    loser = BrokerRun(
+        1, chroot, "127.0.0.3", loser_dir, tmp_path / "loser.out", config=slow, port=port
+    )
+    brokers.append(loser)
+    loser.launch()
+    deadline = time.monotonic() + READY_TIMEOUT
+    while True:  # polling the child's listener: it binds it once it passed the check
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.3", port)) == 0:
+                break
+        assert loser.alive, loser.output[-4000:]
+        assert time.monotonic() < deadline, loser.output[-4000:]
+        time.sleep(0.005)
+    loser.freeze()
+    assert zk_read(chroot, zkdata.broker_path(BrokerId(1))) is None, "registered too soon"
+
+    (winner,) = start_brokers(brokers, chroot, tmp_path, ids=(1,))
+    registration = zk_read(chroot, zkdata.broker_path(BrokerId(1)))
+    assert registration is not None
+    loser.thaw()
+    assert loser.process is not None
+    assert loser.process.wait(READY_TIMEOUT) == 1
+    lines = error_lines(loser.output)
+    assert len(lines) == 1, loser.output[-4000:]
+    assert lines[0].startswith(
+        "Error: Error while creating ephemeral at /brokers/ids/1, node already exists and owner '"
+    ), loser.output[-4000:]
+    assert " ready pid " not in loser.output
+    assert snapshot(loser_dir) == before
+    assert zk_read(chroot, zkdata.broker_path(BrokerId(1))) == registration
+    assert (winner.log_dir / META_PROPERTIES).is_file()
+    assert winner.terminate() == 0
 
 
 @pytest.mark.slow

@@ -68,13 +68,14 @@ class BrokerRun:
         *,
         config: dict[str, str] | None = None,
         log_level: str = "warning",
+        port: int = 0,
     ) -> None:
         self.broker_id = broker_id
         self.host = host
         self.log_dir = log_dir
         self.output_file = output
         self.args = run_command(
-            broker_id, zookeeper, host, log_dir, config=config, log_level=log_level
+            broker_id, zookeeper, host, log_dir, port=port, config=config, log_level=log_level
         )
         self.process: subprocess.Popen[bytes] | None = None
         self.port = 0

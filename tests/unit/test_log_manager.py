@@ -38,6 +38,7 @@ from protocol.control import TopicPartition
 from protocol.errors import ErrorCode, FatalNodeError, RemoteError
 from protocol.ids import BrokerId, TopicName
 from protocol.log import (
+    CheckpointBrokerMetadata,
     DeleteLog,
     DeleteLogs,
     GetLogDirStatus,
@@ -155,6 +156,7 @@ async def run_broker(
     lm = LogManager(dirs, broker_id=BrokerId(0), cluster_id=CLUSTER_ID, **config)
     async with anyio.create_task_group() as tg:
         await tg.start(node.run, [recorder, lm])
+        await node.ask(lm.ref, CheckpointBrokerMetadata())  # as the broker, once registered
         await body(Harness(node, lm, sink, recorder))
         node.stop()
 
