@@ -27,6 +27,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
     ConfigSource,
     NewTopic,
 )
+from kafka.admin import ConfigResource as KpConfigResource  # type: ignore[import-untyped]
+from kafka.admin import KafkaAdminClient as KafkaPythonAdmin
 
 from actors.broker.broker import broker_ref
 from cluster.kafka.client import KafkaAdminClient
@@ -311,3 +313,35 @@ async def test_a_delete_delay_default_reaches_the_log_manager(tmp_path: Path) ->
             lambda e: e.type == "remove" and e.fields.get("topic") == "gone",
             timeout=WAIT,
         )
+
+
+def kp_alter_own(port: int, broker: int, configs: dict[str, str]) -> Any:
+    """kafka-python's incremental alter_configs of broker ``broker``'s own configs (sent
+    to that broker), without its describe-first name check."""
+    client = KafkaPythonAdmin(bootstrap_servers=f"127.0.0.1:{port}")
+    try:
+        resource = KpConfigResource("BROKER", str(broker), configs)
+        return client.alter_configs([resource], incremental=True, raise_on_unknown=False)
+    finally:
+        client.close()
+
+
+async def test_kafka_python_sets_a_brokers_own_config(h: Harness) -> None:
+    """kafka-python sends broker 1's resource to broker 1: stored in
+    ``/config/brokers/1``, applied by broker 1 with its notification, described there as
+    DYNAMIC_BROKER_CONFIG; broker 0 keeps Kafka's default."""
+    await anyio.to_thread.run_sync(
+        kp_alter_own, h.cluster.ports[0], 1, {"unclean.leader.election.enable": "true"}
+    )
+    assert await stored(h, "1") == {
+        "version": 1,
+        "config": {"unclean.leader.election.enable": "true"},
+    }
+    name, body = await last_notification(h)
+    assert body == {"version": 2, "entity_path": "brokers/1"}
+    await applied(h, 1, name)
+    own = await describe_wire(h, "1")
+    entry = own["unclean.leader.election.enable"]
+    assert (entry.value, entry.source) == ("true", WireConfigSource.DYNAMIC_BROKER_CONFIG)
+    other = await describe_wire(h, "0")
+    assert other["unclean.leader.election.enable"].source is WireConfigSource.DEFAULT_CONFIG
