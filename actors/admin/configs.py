@@ -527,7 +527,9 @@ class ConfigOp(IntEnum):
 
 
 def apply_topic_config_ops(
-    current: Mapping[str, str], ops: Sequence[tuple[str, str | None, ConfigOp]]
+    current: Mapping[str, str],
+    ops: Sequence[tuple[str, str | None, ConfigOp]],
+    keys: Mapping[str, ConfigKey] | None = None,
 ) -> dict[str, str]:
     """``AdminManager.prepareIncrementalConfigs`` for a topic: ``current`` overrides with
     each ``(name, value, op)`` applied in order. APPEND and SUBTRACT work on the value's
@@ -536,7 +538,10 @@ def apply_topic_config_ops(
     Raises ``KafkaApiError``: INVALID_REQUEST "Config value append is not allowed for
     config key: x" (or subtract) for a config that is not a list; UNKNOWN_SERVER_ERROR for
     APPEND or SUBTRACT of a name that is no topic config (Kafka's lookup throws
-    ``NoSuchElementException`` there, before ``LogConfig.validate`` could name it)."""
+    ``NoSuchElementException`` there, before ``LogConfig.validate`` could name it).
+    ``keys``: the definitions to look names up in (a broker's: ``BROKER_CONFIGS``);
+    the topic configs by default."""
+    table = TOPIC_CONFIGS if keys is None else keys
     config = dict(current)
     for name, value, op in ops:
         if op is ConfigOp.SET:
@@ -546,7 +551,7 @@ def apply_topic_config_ops(
             config.pop(name, None)
         else:
             assert value is not None
-            key = TOPIC_CONFIGS.get(name)
+            key = table.get(name)
             if key is None:
                 raise KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, f"key not found: {name}")
             verb = "append" if op is ConfigOp.APPEND else "subtract"

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from actors.admin import (
+    BROKER_CONFIGS,
     QUEUED_FOR_DELETION_MESSAGE,
     AdminOperationError,
     BrokerConfigEntry,
@@ -281,8 +282,9 @@ class AdminManager:
         ``validate_only``; every broker's config manager applies it."""
         entity = res.resource_name or DEFAULT_ENTITY
         if incremental:
-            for c in res.configs:
-                if c.operation in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
+            for c in res.configs:  # the quotas: kemu refuses APPEND/SUBTRACT as for a non-list
+                appending = c.operation in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT)
+                if appending and c.name not in BROKER_CONFIGS:
                     verb = "append" if c.operation == AlterConfigOp.APPEND else "subtract"
                     raise KafkaApiError(
                         ErrorCode.INVALID_REQUEST,
@@ -291,8 +293,10 @@ class AdminManager:
             stored = await kafka_zk.get_entity_config(
                 self._broker.session, zkdata.ConfigType.BROKER, entity
             )
-            config = apply_topic_config_ops(
-                stored, [(c.name, c.value, ConfigOp(c.operation)) for c in res.configs]
+            config = apply_topic_config_ops(  # prepareIncrementalConfigs, KafkaConfig's keys
+                stored,
+                [(c.name, c.value, ConfigOp(c.operation)) for c in res.configs],
+                BROKER_CONFIGS,
             )
         else:
             config = {c.name: c.value for c in res.configs if c.value is not None}

@@ -345,3 +345,31 @@ async def test_kafka_python_sets_a_brokers_own_config(h: Harness) -> None:
     assert (entry.value, entry.source) == ("true", WireConfigSource.DYNAMIC_BROKER_CONFIG)
     other = await describe_wire(h, "0")
     assert other["unclean.leader.election.enable"].source is WireConfigSource.DEFAULT_CONFIG
+
+
+async def test_append_to_a_list_broker_config(h: Harness) -> None:
+    """``prepareIncrementalConfigs`` with ``KafkaConfig``'s keys: APPEND to the LIST
+    ``log.cleanup.policy`` starts from Kafka's default ("delete"); APPEND to an INT is
+    refused with Kafka's message and changes nothing."""
+
+    def op(name: str, value: str) -> AlterConfigsResource:
+        return AlterConfigsResource(
+            resource_type=ConfigResourceType.BROKER,
+            resource_name="",
+            configs=(AlterableConfig(name=name, value=value, operation=AlterConfigOp.APPEND),),
+        )
+
+    for resource, code, message in (
+        (op("log.cleanup.policy", "compact"), ErrorCode.NONE, None),
+        (op("min.insync.replicas", "2"), ErrorCode.INVALID_REQUEST,
+         "Config value append is not allowed for config key: min.insync.replicas"),
+    ):  # fmt: skip
+        answer = await h.client.ask(
+            broker_ref(0), IncrementalAlterConfigsRequestData(resources=(resource,))
+        )
+        assert isinstance(answer, IncrementalAlterConfigsResponseData)
+        assert (answer.results[0].error_code, answer.results[0].error_message) == (code, message)
+    assert await stored(h, DEFAULT) == {
+        "version": 1,
+        "config": {"log.cleanup.policy": "delete,compact"},
+    }
