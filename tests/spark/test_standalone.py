@@ -77,11 +77,11 @@ def test_a_chaos_campaign_on_two_workers_runs_like_the_local_campaign(tmp_path: 
         )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert "2 scenario(s), 4 run(s): 4 passed, 0 failed" in done.stdout
-    # Each worker's executor ran runs: their brokers' INFO lines are in its stderr.
+    # Each worker's executor ran runs: their clusters' INFO lines are in its stderr.
     for work in cluster.work_dirs:
         stderr = list(work.glob("app-*/*/stderr"))
         assert len(stderr) == 1, work
-        assert "[kemu.broker" in stderr[0].read_text(errors="replace"), work
+        assert "[kemu." in stderr[0].read_text(errors="replace"), work
 
     local = tmp_path / "local"
     assert main(["chaos", "run", *files, "--seeds", "1..2", "--deterministic",
