@@ -1,7 +1,7 @@
 """AlterConfigs and IncrementalAlterConfigs of topics (``AdminManager.alterConfigs`` /
-``incrementalAlterConfigs``) through confluent-kafka's and kafka-python's admin clients,
-against real in-process brokers: the overrides land in ``/config/topics/<t>`` in Kafka's
-JSON with a ``/config/changes`` notification, every broker applies them (traced
+``incrementalAlterConfigs``) through confluent-kafka's, kafka-python's and aiokafka's admin
+clients, against real in-process brokers: the overrides land in ``/config/topics/<t>`` in
+Kafka's JSON with a ``/config/changes`` notification, every broker applies them (traced
 ``topic_config_applied``), DescribeConfigs reports them as DYNAMIC_TOPIC_CONFIG, and a
 raised ``min.insync.replicas`` refuses acks=all once a broker is down. Bad input is
 refused per resource with Kafka's codes and messages, and changes nothing."""
@@ -9,12 +9,17 @@ refused per resource with Kafka's codes and messages, and changes nothing."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from aiokafka.admin import AIOKafkaAdminClient  # type: ignore[import-untyped]
+from aiokafka.admin.config_resource import (  # type: ignore[import-untyped]
+    ConfigResource as AioConfigResource,
+)
+from aiokafka.admin.config_resource import ConfigResourceType as AioResourceType
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported, not in __all__
     AdminClient,
     AlterConfigOpType,
@@ -45,6 +50,7 @@ from protocol.kafka_data import (
     ProduceResponseData,
     ProduceTopicData,
 )
+from protocol.trace import TraceEvent
 from tests.support.creation import Harness, running_cluster
 from tests.support.hosting import hosted_fixture
 from tests.support.record_batches import client_batch
@@ -332,3 +338,91 @@ async def test_enabling_unclean_election_elects_an_offline_partitions_leader(h: 
         lambda: partition_state(h, "lost"), until=lambda s: s.leader == 1, timeout=WAIT
     )
     assert elected.isr == (1,)
+
+
+def applied_event(topic: bool, broker: int, notification: str) -> Callable[[TraceEvent], bool]:
+    """The trace of ``broker`` applying a topic's (or a broker's) config notification."""
+    kind = "topic_config_applied" if topic else "broker_config_applied"
+    return lambda e: (
+        e.type == kind
+        and e.fields.get("broker") == broker
+        and e.fields.get("notification") == notification
+    )
+
+
+async def test_aiokafka_alters_and_describes_a_topic_and_a_broker(h: Harness) -> None:
+    """aiokafka's admin client: one AlterConfigs of a topic's whole set and one of broker
+    1's (which it sends to broker 1) are stored, announced and applied (the topic's by
+    both brokers, broker 1's by broker 1);
+    DescribeConfigs with synonyms (the broker's sent to broker 1) reports them as
+    DYNAMIC_TOPIC_CONFIG and DYNAMIC_BROKER_CONFIG, the broker's with its static and
+    default synonyms after it; and a config aiokafka sets that a broker cannot change at
+    run time is refused per resource with Kafka's message, nothing stored."""
+    await anyio.to_thread.run_sync(create_topic, h, "orders")
+    before = len(await notifications(h))
+    client = AIOKafkaAdminClient(
+        bootstrap_servers=f"127.0.0.1:{h.cluster.ports[0]}", request_timeout_ms=int(WAIT * 1000)
+    )
+    with anyio.fail_after(WAIT):
+        await client.start()
+        try:
+            altered = await client.alter_configs(
+                [
+                    AioConfigResource(
+                        AioResourceType.TOPIC, "orders", {"min.insync.replicas": "2"}
+                    ),
+                    AioConfigResource(
+                        AioResourceType.BROKER, "1", {"log.segment.delete.delay.ms": "1000"}
+                    ),
+                ]
+            )
+            news = (await notifications(h))[before:]
+            for name, payload in news:  # a topic's by every broker, broker 1's by broker 1
+                topic = payload["entity_path"].startswith("topics/")
+                for broker in (0, 1) if topic else (1,):
+                    await h.sink.wait_for(applied_event(topic, broker, name), timeout=WAIT)
+            described = await client.describe_configs(
+                [
+                    AioConfigResource(
+                        AioResourceType.TOPIC, "orders", {"min.insync.replicas": None}
+                    ),
+                    AioConfigResource(
+                        AioResourceType.BROKER, "1", {"log.segment.delete.delay.ms": None}
+                    ),
+                ],
+                include_synonyms=True,
+            )
+            refused = await client.alter_configs(
+                [AioConfigResource(AioResourceType.BROKER, "1", {"broker.id": "7"})]
+            )
+        finally:
+            await client.close()
+    answers = sorted(
+        (resource[3], resource[0]) for response in altered for resource in response.resources
+    )
+    assert answers == [("1", 0), ("orders", 0)]
+    assert sorted(payload["entity_path"] for _, payload in news) == ["brokers/1", "topics/orders"]
+    assert await stored(h, "orders") == {"version": 1, "config": {"min.insync.replicas": "2"}}
+
+    entries = {
+        resource[3]: resource[4] for response in described for resource in response.resources
+    }
+    (topic_entry,) = entries["orders"]
+    assert topic_entry[:2] == ("min.insync.replicas", "2")
+    assert topic_entry[3] == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    (broker_entry,) = entries["1"]
+    assert broker_entry[:2] == ("log.segment.delete.delay.ms", "1000")
+    assert broker_entry[3] == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    synonyms = [(name, source) for name, _, source in broker_entry[5]]
+    assert synonyms[0] == ("log.segment.delete.delay.ms", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    assert synonyms[-1][1] == ConfigSource.DEFAULT_CONFIG.value
+
+    ((error, message, _, name),) = [r for response in refused for r in response.resources if r[3]]
+    assert (name, error) == ("1", ErrorCode.INVALID_REQUEST)
+    assert message == (
+        "Invalid config value for resource ConfigResource(type=BROKER, name='1'): "
+        "Cannot update these configs dynamically: Set(broker.id)"
+    )  # AdminManager.alterConfigs wraps the ConfigException
+    data, _ = await h.probe.get(zkdata.config_entity_path(zkdata.ConfigType.BROKER, "1"))
+    assert json.loads(data) == {"version": 1, "config": {"log.segment.delete.delay.ms": "1000"}}
+    assert len(await notifications(h)) == before + 2
