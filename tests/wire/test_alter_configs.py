@@ -62,9 +62,14 @@ WAIT = 20.0
 SET_OP, APPEND_OP = AlterConfigOpType.SET, AlterConfigOpType.APPEND
 
 
-@hosted_fixture()
-async def h(tmp_path: Path) -> AsyncIterator[Harness]:
-    async with running_cluster(tmp_path / "logs", brokers=2) as h:
+STORES = ["embedded", pytest.param("zookeeper", marks=pytest.mark.zookeeper)]
+
+
+@hosted_fixture(params=STORES)
+async def h(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Harness]:
+    """Two brokers on the embedded store or on a real ZooKeeper (under a chroot of its own)."""
+    server = request.getfixturevalue("zookeeper_server") if request.param == "zookeeper" else None
+    async with running_cluster(tmp_path / "logs", server, brokers=2) as h:
         yield h
 
 

@@ -66,9 +66,13 @@ class Running:
         )
 
 
-@hosted_fixture()
-async def running(tmp_path: Path) -> AsyncIterator[Running]:
-    async for cluster in quiet_three_brokers(tmp_path):
+STORES = ["embedded", pytest.param("zookeeper", marks=pytest.mark.zookeeper)]
+
+
+@hosted_fixture(params=STORES)
+async def running(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Running]:
+    server = request.getfixturevalue("zookeeper_server") if request.param == "zookeeper" else None
+    async for cluster in quiet_three_brokers(tmp_path, server):
         yield Running(cluster)
 
 

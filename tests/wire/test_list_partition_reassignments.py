@@ -40,9 +40,13 @@ HOST = "127.0.0.1"
 WAIT = 30.0
 
 
-@hosted_fixture()
-async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    async for running in quiet_three_brokers(tmp_path):
+STORES = ["embedded", pytest.param("zookeeper", marks=pytest.mark.zookeeper)]
+
+
+@hosted_fixture(params=STORES)
+async def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Cluster]:
+    server = request.getfixturevalue("zookeeper_server") if request.param == "zookeeper" else None
+    async for running in quiet_three_brokers(tmp_path, server):
         yield running
 
 
