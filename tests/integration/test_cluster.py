@@ -178,7 +178,8 @@ async def small_cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
 @pytest.mark.asyncio
 async def test_real_kafka_clients_create_alter_and_describe_topics(small_cluster: Cluster) -> None:
     """confluent-kafka, kafka-python and aiokafka create topics and add partitions through
-    any broker, and kcat -L sees the leaders, replicas and ISRs the controller chose."""
+    any broker (aiokafka's validate_only grows nothing), aiokafka describes the cluster, and
+    kcat -L sees the leaders, replicas and ISRs the controller chose."""
     cluster = small_cluster
     bootstrap = f"127.0.0.1:{cluster.ports[1]}"
 
@@ -205,14 +206,24 @@ async def test_real_kafka_clients_create_alter_and_describe_topics(small_cluster
         await anyio.to_thread.run_sync(with_sync_clients)
 
     from aiokafka.admin import AIOKafkaAdminClient  # type: ignore[import-untyped]
+    from aiokafka.admin import NewPartitions as AioNewPartitions
     from aiokafka.admin import NewTopic as AioNewTopic
 
     aio = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await aio.start()
     try:
         await aio.create_topics([AioNewTopic("aio", num_partitions=1, replication_factor=2)])
+        grown = await aio.create_partitions({"aio": AioNewPartitions(3)})
+        described = await aio.describe_cluster()
+        refused = await aio.create_partitions(
+            {"aio": AioNewPartitions(5)}, validate_only=True
+        )  # checked, not done
     finally:
         await aio.close()
+    assert [tuple(error) for error in grown.topic_errors] == [("aio", 0, None)]
+    assert [tuple(error) for error in refused.topic_errors] == [("aio", 0, None)]
+    assert described["controller_id"] == await cluster.controller_id()
+    assert sorted(b["node_id"] for b in described["brokers"]) == [0, 1, 2]
 
     async def kcat() -> dict[str, object]:
         out = await anyio.run_process(["kcat", "-L", "-J", "-b", bootstrap])
@@ -221,7 +232,11 @@ async def test_real_kafka_clients_create_alter_and_describe_topics(small_cluster
 
     def complete(listing: dict[str, object]) -> bool:
         topics = {t["topic"]: t for t in listing["topics"]}  # type: ignore[attr-defined]
-        return {"ck", "kp", "aio"} <= set(topics) and len(topics["ck"]["partitions"]) == 6
+        return (
+            {"ck", "kp", "aio"} <= set(topics)
+            and len(topics["ck"]["partitions"]) == 6
+            and len(topics["aio"]["partitions"]) == 3
+        )
 
     listing = await eventually(kcat, until=complete, timeout=20)
     topics = {t["topic"]: t for t in listing["topics"]}  # type: ignore[attr-defined]
