@@ -1,5 +1,5 @@
 """``kemu log-dirs``, Kafka 2.7's ``kafka-log-dirs.sh``, and the DescribeLogDirs it sends:
-against a one-broker cluster with two log dirs, one of them failed, what the tool prints
+against a one-broker cluster with two log dirs (on either store), one of them failed, what the tool prints
 (the JSON of ``LogDirsCommand.formatAsJson``) and what kafka-python's
 ``describe_log_dirs`` reads; the sizes are those of the segment files on disk."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,13 +48,24 @@ class OneBroker:
     failed: Path  # the log dir that failed creating "lost"
 
 
-@hosted_fixture()
-async def one_broker(tmp_path: Path) -> AsyncIterator[OneBroker]:
-    """One broker with two log dirs: ``kept`` (three records) in the first; the second
-    failed while creating ``lost``'s log (nextLogDirs picked it: it had fewer logs)."""
+STORES = ["embedded", pytest.param("zookeeper", marks=pytest.mark.zookeeper)]
+
+
+@hosted_fixture(params=STORES)
+async def one_broker(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[OneBroker]:
+    """One broker, on the embedded store or a real ZooKeeper, with two log dirs: ``kept``
+    (three records) in the first; the second failed while creating ``lost``'s log
+    (nextLogDirs picked it: it had fewer logs)."""
     tracer = Tracer()
     tracer.add_sink(MemorySink())
-    spec = ClusterSpec(brokers=1, base_port=0, log_dir=tmp_path / "logs", log_dirs_per_broker=2)
+    server = request.getfixturevalue("zookeeper_server") if request.param == "zookeeper" else None
+    spec = ClusterSpec(
+        brokers=1,
+        base_port=0,
+        log_dir=tmp_path / "logs",
+        log_dirs_per_broker=2,
+        zookeeper=None if server is None else f"{server.hosts}/kemu-{uuid.uuid4().hex}",
+    )
     disk = FaultyDisk()
     healthy, failed = tmp_path / "logs" / "broker-0", tmp_path / "logs" / "broker-0.1"
     async with anyio.create_task_group() as tg:
