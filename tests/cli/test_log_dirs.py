@@ -1,7 +1,8 @@
 """``kemu log-dirs``, Kafka 2.7's ``kafka-log-dirs.sh``, and the DescribeLogDirs it sends:
-against a one-broker cluster with two log dirs (on either store), one of them failed, what the tool prints
-(the JSON of ``LogDirsCommand.formatAsJson``) and what kafka-python's
-``describe_log_dirs`` reads; the sizes are those of the segment files on disk."""
+against a one-broker cluster with two log dirs (on either store), one of them failed,
+what the tool prints (the JSON of ``LogDirsCommand.formatAsJson``) and what
+kafka-python's ``describe_log_dirs`` reads; the sizes are those of the segment files on
+disk."""
 
 from __future__ import annotations
 
