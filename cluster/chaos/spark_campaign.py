@@ -31,8 +31,9 @@ import re
 import socket
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
 import msgspec
@@ -42,6 +43,9 @@ from cluster.chaos.runner import RunOptions, RunResult, reproduce_command, run_s
 from cluster.logging import configure_logging
 from cluster.trace_files import export_parquet
 from protocol.errors import KemuError
+
+if TYPE_CHECKING:
+    from spark.progress import StageDisplay
 
 __all__ = [
     "CampaignTask",
@@ -185,10 +189,12 @@ def run_on_spark(
     conf: Mapping[str, str] | None = None,
     log_level: str | None = None,
     log_json: bool = False,
+    stages: StageDisplay | None = None,
 ) -> tuple[list[RunResult], float]:
     """Run the campaign as one Spark job; the results in scenario then seed order, and
-    the job's wall seconds (Spark's start-up left out). ``SparkError`` if the job
-    fails (``spark.session.translated_errors``)."""
+    the job's wall seconds (Spark's start-up left out). ``stages`` draws the job's
+    stage (one task per run) while it runs. ``SparkError`` if the job fails
+    (``spark.session.translated_errors``)."""
     from spark.session import spark_session
 
     tasks = campaign_tasks(scenarios, seeds, out.resolve(), log_level=log_level, log_json=log_json)
@@ -201,8 +207,10 @@ def run_on_spark(
         if jvm is not None:
             log4j = jvm.org.apache.logging.log4j
             log4j.core.config.Configurator.setLevel("org.apache.spark", log4j.Level.FATAL)
+        drawn = stages(context.statusTracker()) if stages is not None else nullcontext()
         try:
-            answers = context.parallelize(tasks, numSlices=len(tasks)).map(run_task).collect()
+            with drawn:
+                answers = context.parallelize(tasks, numSlices=len(tasks)).map(run_task).collect()
         except Exception as exc:  # Spark's own exception types live in pyspark
             found = _NOT_WRITTEN.search(str(exc))
             if found is None:

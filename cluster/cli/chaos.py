@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import shutil
 import sys
@@ -39,7 +40,7 @@ from cluster.chaos.loader import ScenarioError, load_scenario, scenario_schema
 from cluster.chaos.model import Scenario
 from cluster.chaos.report import REPORT_FILE
 from cluster.chaos.runner import RunOptions, RunResult, reproduce_command, run_scenario
-from cluster.cli.progress import RunProgress, run_progress
+from cluster.cli.progress import RunProgress, run_progress, spark_stage_progress
 from protocol.errors import KemuError
 
 __all__ = ["campaign_main", "chaos_main", "parse_seeds"]
@@ -120,8 +121,10 @@ def campaign_main(args: argparse.Namespace, out: TextIO) -> int:
     """``kemu chaos campaign``: every (scenario, seed) run as a Spark task
     (``cluster.chaos.spark_campaign``); prints each scenario's pass count, every run that
     did not pass with the command that reproduces it, the totals, and where
-    ``campaign.html`` is. Exit status 1 if a run did not pass (or Spark failed), 2 for
-    bad input."""
+    ``campaign.html`` is. While the job runs, its stage (one task per run: runs done of
+    all, failed tasks, the time left) is drawn as a bar on a terminal stderr
+    (``cluster.cli.progress.spark_stage_progress``); ``--quiet`` leaves it out. Exit
+    status 1 if a run did not pass (or Spark failed), 2 for bad input."""
     from cluster.chaos.spark_campaign import check_master, check_out_dir, run_on_spark
 
     try:
@@ -148,6 +151,7 @@ def campaign_main(args: argparse.Namespace, out: TextIO) -> int:
         conf=args.spark_conf,
         log_level=getattr(args, "log_level", None),
         log_json=getattr(args, "log_format", "console") == "json",
+        stages=functools.partial(spark_stage_progress, quiet=getattr(args, "quiet", False)),
     )
     _summarise(out, [s.name for _, s in scenarios], results)
     page = write_campaign(root, results, time.perf_counter() - started)

@@ -295,6 +295,7 @@ def _add_campaign_parser(chaos_sub: argparse._SubParsersAction[argparse.Argument
         metavar="DIR",
         help="run directories go here, a path every executor can write (.kemu/chaos-campaign)",
     )
+    campaign.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
     add_spark_conf_argument(campaign)
     _add_log_options(campaign)
     campaign.set_defaults(func=_cmd_chaos_campaign)

@@ -10,6 +10,7 @@ import io
 import os
 import re
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -202,3 +203,42 @@ def test_kemu_trace_analyze_on_spark_draws_its_stages_in_a_terminal(
     assert re.search(r"stage \d+: \S.* \d+/\d+ tasks, \d+ failed, ETA", screen), screen[-2000:]
     assert "[kemu trace analyze] invariant checks done in" in screen
     assert "wrote " in screen
+
+
+@pytest.mark.timeout(300)
+def test_kemu_chaos_campaign_draws_its_stage_in_a_terminal_only(tmp_path: Path) -> None:
+    """``kemu chaos campaign`` (one scenario, two seeds, local[1]) in a pseudo-terminal:
+    the bar of its one stage counts the runs as tasks; on a pipe, or with ``--quiet``,
+    stderr gets nothing of it, and the summary is the same."""
+    scenario = str(REPO / "scenarios" / "create-delete-all-up.yaml")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TERM": "xterm-256color"}
+
+    def argv(out: str, *more: str) -> list[str]:
+        return ["-m", "cluster.cli", "chaos", "campaign", scenario, "--seeds", "1..2",
+                "--master", "local[1]", "--out", str(tmp_path / out), *more]  # fmt: skip
+
+    def in_a_terminal(args: list[str]) -> str:
+        child = pexpect.spawn(
+            sys.executable, args, cwd=REPO, env=env, dimensions=(40, 100), timeout=240
+        )
+        child.expect(pexpect.EOF)
+        child.close()
+        drawn: object = child.before
+        assert isinstance(drawn, bytes), drawn
+        screen = ESCAPES.sub("", drawn.decode())
+        assert child.exitstatus == 0, screen[-2000:]
+        assert "1 scenario(s), 2 run(s): 2 passed, 0 failed" in screen
+        return screen
+
+    bar = re.compile(r"stage \d+: collect at \S+ .*\d/2 tasks, 0 failed, ETA")
+    assert bar.search(in_a_terminal(argv("tty"))), "no stage bar drawn"
+    assert not bar.search(in_a_terminal(argv("quiet", "--quiet")))
+
+    piped = subprocess.run(
+        [sys.executable, *argv("pipe")], cwd=REPO, env=env, capture_output=True, text=True,
+        timeout=240, check=False,
+    )  # fmt: skip
+    assert piped.returncode == 0, piped.stderr[-2000:]
+    assert "tasks," not in piped.stderr
+    assert "\x1b" not in piped.stderr + piped.stdout
+    assert "1 scenario(s), 2 run(s): 2 passed, 0 failed" in piped.stdout
