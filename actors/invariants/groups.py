@@ -11,7 +11,9 @@
   partition to at most one member (``consumer_assigned``).
 * ``groups_settle``: at the end of a run, after the faults healed, the coordinator
   describes each group whose members were still running as Stable, with every partition
-  of its topics owned by exactly one member (``consumer_group_settled``).
+  of its topics owned by exactly one member (``consumer_group_settled``). A group whose
+  topics were all deleted has no partition to own: Stable with nothing assigned is settled
+  (as the ``group_settled`` condition has it).
 """
 
 from __future__ import annotations

@@ -720,7 +720,8 @@ async def describe_group(h: Harness, group: str) -> _View | None:
 
 async def group_settled(h: Harness, group: str, members: int | None) -> bool:
     """The ``group_settled`` condition: Stable (with ``members`` members, when given) and
-    every partition owned once."""
+    every partition owned once — as the ``groups_settle`` rule judges the end: a group
+    whose topics were all deleted is settled once Stable with nothing assigned."""
     view = await describe_group(h, group)
     return view is not None and view.settled and members in (None, view.members)
 
@@ -735,4 +736,4 @@ class _View:
     @property
     def settled(self) -> bool:
         owned = [(t, p) for t, p, _ in self.owners]
-        return self.state == "Stable" and bool(self.partitions) and owned == self.partitions
+        return self.state == "Stable" and owned == self.partitions

@@ -165,6 +165,20 @@ def test_a_group_not_stable_or_not_owning_everything_at_the_end_is_caught() -> N
     ]
 
 
+def test_a_stable_group_whose_topics_were_all_deleted_has_settled() -> None:
+    """No partition left to own: Stable with nothing assigned is settled (the
+    ``group_settled`` condition agrees); still owning a deleted topic's partition, or not
+    Stable, is not."""
+    t = Trace()
+    settled(t, "Stable", [], 0)  # fine
+    settled(t, "Stable", [(0, "a")], 0)
+    settled(t, "CompletingRebalance", [], 0)
+    assert lines(GroupsSettle(), t.events) == [
+        "group g after the faults healed: assigns t-0, which do not exist",
+        "group g after the faults healed: is CompletingRebalance, not Stable",
+    ]
+
+
 def test_the_rules_run_live_in_the_monitor_and_in_the_spark_checks() -> None:
     """The chaos run's monitor and the Spark jobs' rule code (``check_sorted``, which
     routes the group events to the run-wide rules) report the same violations."""
