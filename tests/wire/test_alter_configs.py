@@ -28,7 +28,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
     ConfigSource,
 )
 from kafka.admin import ConfigResource as KpConfigResource  # type: ignore[import-untyped]
-from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.admin import KafkaAdminClient
 
 from actors.broker.broker import broker_ref
 from protocol import zkdata
@@ -44,16 +44,10 @@ from protocol.kafka_api import (
     IncrementalAlterConfigsRequestData,
     IncrementalAlterConfigsResponseData,
 )
-from protocol.kafka_data import (
-    ProducePartitionData,
-    ProduceRequestData,
-    ProduceResponseData,
-    ProduceTopicData,
-)
 from protocol.trace import TraceEvent
+from tests.support.configs import create_topic, partition_state, produce_all
 from tests.support.creation import Harness, running_cluster
 from tests.support.hosting import hosted_fixture
-from tests.support.record_batches import client_batch
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.asyncio
@@ -87,15 +81,6 @@ def kp_alter(port: int, topic: str, configs: dict[str, str], incremental: bool) 
     try:
         resource = KpConfigResource("TOPIC", topic, configs)
         return client.alter_configs([resource], incremental=incremental)
-    finally:
-        client.close()
-
-
-def create_topic(h: Harness, name: str) -> None:
-    """One partition on brokers 0 (leader) and 1, created by kafka-python."""
-    client = kafka_python(h)
-    try:
-        client.create_topics([NewTopic(name, -1, -1, replica_assignments={0: [0, 1]})])
     finally:
         client.close()
 
@@ -135,23 +120,6 @@ async def applied(h: Harness, broker: int, notification: str) -> None:
         ),
         timeout=WAIT,
     )
-
-
-async def produce_all(h: Harness, topic: str) -> ErrorCode:
-    """An acks=all Produce of one record to partition 0, on broker 0 (its leader)."""
-    request = ProduceRequestData(
-        acks=-1,
-        timeout_ms=10_000,
-        topic_data=(
-            ProduceTopicData(
-                name=TopicName(topic),
-                partition_data=(ProducePartitionData(index=0, records=client_batch([b"v"])),),
-            ),
-        ),
-    )
-    reply = await h.client.ask(broker_ref(0), request, timeout=30)
-    assert isinstance(reply, ProduceResponseData)
-    return reply.responses[0].partition_responses[0].error_code
 
 
 async def test_incremental_alter_is_stored_announced_applied_and_described(h: Harness) -> None:
@@ -311,11 +279,6 @@ async def test_bad_alterations_are_refused_per_resource_and_change_nothing(h: Ha
     assert await notifications(h) == changes_before
     configs = await anyio.to_thread.run_sync(describe, h, "t")
     assert configs["min.insync.replicas"].source == ConfigSource.DEFAULT_CONFIG.value
-
-
-async def partition_state(h: Harness, topic: str) -> zkdata.LeaderIsrAndControllerEpoch:
-    data, _ = await h.probe.get(zkdata.partition_state_path(TopicName(topic), 0))
-    return zkdata.LeaderIsrAndControllerEpoch.decode(data)
 
 
 @pytest.mark.slow  # ~15 s: two brokers stopped, one restarted

@@ -45,11 +45,10 @@ from protocol.kafka_api import (
 from protocol.kafka_api import ConfigEntry as WireConfigEntry
 from protocol.kafka_api import ConfigResource as WireConfigResource
 from protocol.kafka_api import ConfigSource as WireConfigSource
+from tests.support.configs import create_topic, partition_state, produce_all, stored
 from tests.support.creation import Harness, running_cluster
 from tests.support.hosting import hosted_fixture
 from tests.support.waiting import eventually
-from tests.wire.test_alter_configs import create_topic, partition_state, produce_all
-from tests.wire.test_replication_quota_configs import stored
 
 pytestmark = pytest.mark.asyncio
 

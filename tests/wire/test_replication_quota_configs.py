@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -24,7 +23,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
 
 from actors.broker.broker import broker_ref
 from protocol import zkdata
-from protocol.errors import ErrorCode, NoNodeError
+from protocol.errors import ErrorCode
 from protocol.kafka_api import (
     AlterableConfig,
     AlterConfigOp,
@@ -35,6 +34,7 @@ from protocol.kafka_api import (
     IncrementalAlterConfigsRequestData,
     IncrementalAlterConfigsResponseData,
 )
+from tests.support.configs import stored
 from tests.support.creation import Harness, running_cluster
 from tests.support.hosting import hosted_fixture
 
@@ -47,15 +47,6 @@ RATE = "leader.replication.throttled.rate"
 async def h(tmp_path: Path) -> AsyncIterator[Harness]:
     async with running_cluster(tmp_path / "logs", brokers=2) as h:
         yield h
-
-
-async def stored(h: Harness, entity: str) -> dict[str, Any] | None:
-    try:
-        data, _ = await h.probe.get(f"/config/brokers/{entity}")
-    except NoNodeError:
-        return None
-    parsed: dict[str, Any] = json.loads(data)
-    return parsed
 
 
 async def notified(h: Harness) -> list[str]:
