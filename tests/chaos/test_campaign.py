@@ -20,8 +20,8 @@ import pytest
 
 from cluster.chaos.campaign import campaign_page, collect, nice_ticks
 from cluster.chaos.runner import RunResult
-from tests.chaos.test_cli import FAILING, PASSING, kemu, write
 from tests.support.browser import ARTIFACTS, Element, elements, render
+from tests.support.chaos_cli import FAILING, PASSING, kemu, write
 
 SEEDS = (1, 2, 3)
 WALL = re.compile(rb'<span id="wall-time">[^<]*</span>')

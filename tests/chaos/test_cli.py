@@ -3,48 +3,13 @@ that reproduces a failed run, 2 with one error line for bad input."""
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
 import pytest
 
-from cluster.cli.chaos import chaos_main, parse_seeds
-from cluster.cli.main import build_parser
-
-
-def kemu(argv: list[str]) -> tuple[int, str]:
-    """``kemu ARGS`` in this process: the exit status and what the command printed.
-    (``cluster.cli.main.main`` would also configure logging for the whole session, bound to
-    this test's captured stderr; the brokers' logs stay out of the output here.)"""
-    args = build_parser().parse_args(argv)
-    assert args.func.__name__ == "_cmd_chaos"
-    out = io.StringIO()
-    return chaos_main(args, out=out), out.getvalue()
-
-
-PASSING = """\
-name: tiny
-description: a topic comes online
-cluster: {brokers: 2}
-steps:
-  - create_topic: {topic: t, partitions: 2, replication_factor: 2, outcome: ok}
-  - expect: {topic_ready: t, within: 5}
-"""
-
-FAILING = """\
-name: wrong
-description: expects a topic nobody creates
-cluster: {brokers: 2}
-steps:
-  - expect: {topic_exists: never, within: 2}
-"""
-
-
-def write(tmp_path: Path, name: str, text: str) -> str:
-    path = tmp_path / name
-    path.write_text(text)
-    return str(path)
+from cluster.cli.chaos import parse_seeds
+from tests.support.chaos_cli import FAILING, PASSING, kemu, write
 
 
 def test_passing_runs_exit_zero_with_one_line_each(tmp_path: Path) -> None:

@@ -12,45 +12,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pexpect
 import pytest
 
 from cluster.cli.progress import count_runs, run_progress
-from tests.chaos.test_cli import FAILING, PASSING, write
 from tests.support.browser import elements
+from tests.support.chaos_cli import FAILING, PASSING, write
 from tests.support.kemu_commands import REPO
+from tests.support.terminal import ANSI, TIMEOUT, in_a_terminal, terminal_env
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 LINE = re.compile(r"chaos .* (\d+)/(\d+) runs, (\d+) failed, ([-0-9.]+) runs/s ETA")
-TIMEOUT = 120.0
-
-
-def _env() -> dict[str, str]:
-    return {
-        **os.environ,
-        "PYTHONPATH": str(REPO),
-        "TERM": "xterm-256color",
-        "KEMU_VENV": sys.prefix,  # scripts/chaos.sh runs this interpreter's kemu
-    }
-
-
-def _text(drawn: object) -> str:
-    """What ``pexpect`` read (its ``before`` is typed loosely)."""
-    assert isinstance(drawn, bytes), drawn
-    return drawn.decode()
-
-
-def _in_a_terminal(program: str, args: list[str]) -> tuple[int | None, str]:
-    """``program args`` in a pseudo-terminal (stdout and stderr both on it): its exit
-    status and what it drew, escape sequences left out, each carriage return a line end."""
-    child = pexpect.spawn(
-        program, args, cwd=REPO, env=_env(), dimensions=(40, 160), timeout=TIMEOUT
-    )
-    child.expect(pexpect.EOF)
-    child.close()
-    return child.exitstatus, ANSI.sub("", _text(child.before)).replace("\r\n", "\n").replace(
-        "\r", "\n"
-    )
 
 
 def _progress_lines(screen: str) -> list[tuple[int, int, int]]:
@@ -117,7 +87,7 @@ def test_kemu_chaos_run_draws_progress_only_on_a_terminal(tmp_path: Path) -> Non
         "--out", str(tmp_path / "out"),
     ]  # fmt: skip
 
-    status, screen = _in_a_terminal(sys.executable, argv)
+    status, screen = in_a_terminal(sys.executable, argv)
     assert status == 1, screen
     counts = _progress_lines(screen)
     assert counts[-1] == (4, 4, 2), screen
@@ -128,7 +98,7 @@ def test_kemu_chaos_run_draws_progress_only_on_a_terminal(tmp_path: Path) -> Non
     assert "4 run(s): 2 passed, 2 failed" in screen
 
     piped = subprocess.run(
-        [sys.executable, *argv], cwd=REPO, env=_env(), capture_output=True, text=True,
+        [sys.executable, *argv], cwd=REPO, env=terminal_env(), capture_output=True, text=True,
         timeout=TIMEOUT, check=False,
     )  # fmt: skip
     assert piped.returncode == 1
@@ -137,7 +107,7 @@ def test_kemu_chaos_run_draws_progress_only_on_a_terminal(tmp_path: Path) -> Non
     assert "\x1b" not in piped.stdout
     assert "[4/4] wrong seed=2 ... failed" in piped.stdout
 
-    status, screen = _in_a_terminal(sys.executable, [*argv, "--quiet"])
+    status, screen = in_a_terminal(sys.executable, [*argv, "--quiet"])
     assert status == 1
     assert _progress_lines(screen) == []
     assert "4 run(s): 2 passed, 2 failed" in screen
@@ -153,13 +123,13 @@ def test_the_campaign_script_draws_progress_over_its_jobs(tmp_path: Path) -> Non
         "scripts/chaos.sh", "--seeds", "1..2", "--jobs", "2", "--out", str(tmp_path / "out"),
         *scenarios,
     ]  # fmt: skip
-    status, screen = _in_a_terminal("bash", argv)
+    status, screen = in_a_terminal("bash", argv)
     assert status == 1, screen
     assert _progress_lines(screen)[-1] == (4, 4, 2), screen
     assert "2 scenario(s), 4 run(s): 2 passed, 2 failed" in screen
 
     piped = subprocess.run(
-        ["bash", *argv], cwd=REPO, env=_env(), capture_output=True, text=True,
+        ["bash", *argv], cwd=REPO, env=terminal_env(), capture_output=True, text=True,
         timeout=TIMEOUT, check=False,
     )  # fmt: skip
     assert piped.returncode == 1

@@ -16,31 +16,9 @@ from cluster.bench import chaos as bench_chaos
 from cluster.bench import suite as bench
 from cluster.bench.chaos import run_campaign, scenario_files
 from cluster.bench.scale import run_scale
+from tests.support.bench_scenarios import FAILING, PASSING, write_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
-
-PASSING = """\
-name: bench-passing
-cluster: {brokers: 3}
-steps:
-  - create_topic: {topic: alpha, partitions: 2, replication_factor: 3, outcome: ok}
-  - expect: {topic_ready: alpha, within: 10}
-  - sleep: 120
-"""
-
-FAILING = """\
-name: bench-failing
-cluster: {brokers: 3}
-steps:
-  - expect: {topic_ready: never-created, within: 2}
-"""
-
-
-def _write(directory: Path, name: str, text: str) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / name
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 def test_scale_run_counts_every_partition_online_and_removes_its_log_dirs(tmp_path: Path) -> None:
@@ -65,8 +43,8 @@ def test_campaign_sums_every_seed_of_every_scenario_and_names_the_runs_that_fail
     seconds, lists the runs that did not pass, and removes their run directories."""
     scenarios = tmp_path / "scenarios"
     files = [
-        _write(scenarios, "a-passing.yaml", PASSING),
-        _write(scenarios, "b-failing.yaml", FAILING),
+        write_scenario(scenarios, "a-passing.yaml", PASSING),
+        write_scenario(scenarios, "b-failing.yaml", FAILING),
     ]
     runs = tmp_path / "runs"
     runs.mkdir()
@@ -82,10 +60,10 @@ def test_campaign_sums_every_seed_of_every_scenario_and_names_the_runs_that_fail
 
 def test_campaign_takes_the_files_of_the_directory_not_of_its_subfolders(tmp_path: Path) -> None:
     """Only ``*.yaml`` directly in the scenarios directory are in the campaign."""
-    top = _write(tmp_path, "b.yaml", PASSING)
-    first = _write(tmp_path, "a.yaml", PASSING)
-    _write(tmp_path / "real", "c.yaml", PASSING)
-    _write(tmp_path, "notes.txt", "not a scenario")
+    top = write_scenario(tmp_path, "b.yaml", PASSING)
+    first = write_scenario(tmp_path, "a.yaml", PASSING)
+    write_scenario(tmp_path / "real", "c.yaml", PASSING)
+    write_scenario(tmp_path, "notes.txt", "not a scenario")
     assert scenario_files(tmp_path) == [first, top]
 
 
@@ -126,7 +104,7 @@ def test_bench_rows_7_and_8_print_the_campaign_ratio_and_the_scale_run(tmp_path:
     """``python -m cluster.bench --only 7,8`` runs both rows in child processes and prints
     the campaign's ratio against its goal and the scale run's times and peak RSS."""
     scenarios = tmp_path / "scenarios"
-    _write(scenarios, "a-passing.yaml", PASSING)
+    write_scenario(scenarios, "a-passing.yaml", PASSING)
     out = _bench(
         [
             "--only",
@@ -197,7 +175,7 @@ def test_bench_row_12_runs_one_campaign_four_ways_and_prints_the_scaling_ratio(
     executor and on two, and prints each way's rate and the ratios (here one scenario x
     two seeds: a smoke run, not a measure)."""
     scenarios = tmp_path / "scenarios"
-    _write(scenarios, "a-passing.yaml", PASSING)
+    write_scenario(scenarios, "a-passing.yaml", PASSING)
     out = _bench(
         ["--only", "12", "--spark-campaign-seeds", "2", "--campaign-scenarios", str(scenarios)],
         timeout=880,

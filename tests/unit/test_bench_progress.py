@@ -15,8 +15,8 @@ import pytest
 
 from cluster.bench.chaos import CampaignResult
 from cluster.bench.deletion import PHASES, DeletionResult
-from tests.chaos.test_progress import TIMEOUT, _env, _in_a_terminal
-from tests.unit.test_bench import FAILING, PASSING, _write
+from tests.support.bench_scenarios import FAILING, PASSING, write_scenario
+from tests.support.terminal import TIMEOUT, in_a_terminal, terminal_env
 
 COUNTED = re.compile(
     r"^(\[\d+\](?: [a-z]+)*) [━╺╸]+ (\d+)/(\d+) (\w+), [-0-9.,]+ \w+/s ETA", re.MULTILINE
@@ -29,7 +29,7 @@ def _counts(screen: str) -> list[tuple[str, int, int, str]]:
 
 def _json_of(argv: list[str], kind: type[msgspec.Struct]) -> tuple[str, object]:
     piped = subprocess.run(
-        [sys.executable, *argv], env=_env(), capture_output=True, text=True,
+        [sys.executable, *argv], env=terminal_env(), capture_output=True, text=True,
         timeout=TIMEOUT, check=True,
     )  # fmt: skip
     return piped.stderr, msgspec.json.decode(piped.stdout.splitlines()[-1], type=kind)
@@ -40,11 +40,11 @@ def _json_of(argv: list[str], kind: type[msgspec.Struct]) -> tuple[str, object]:
 def test_the_campaign_row_counts_its_runs_on_a_terminal_only(tmp_path: Path) -> None:
     """Row [7] in a terminal: its line counts the runs up to 4/4; on a pipe its stderr
     stays empty and its stdout is the JSON result; with --quiet in a terminal, no line."""
-    _write(tmp_path, "a.yaml", PASSING)
-    _write(tmp_path, "b.yaml", FAILING)
+    write_scenario(tmp_path, "a.yaml", PASSING)
+    write_scenario(tmp_path, "b.yaml", FAILING)
     argv = ["-m", "cluster.bench.chaos", "--seeds", "2", "--scenarios", str(tmp_path)]
 
-    status, screen = _in_a_terminal(sys.executable, argv)
+    status, screen = in_a_terminal(sys.executable, argv)
     assert status == 0, screen
     counts = _counts(screen)
     assert counts, screen
@@ -56,7 +56,7 @@ def test_the_campaign_row_counts_its_runs_on_a_terminal_only(tmp_path: Path) -> 
     assert isinstance(result, CampaignResult)
     assert (result.runs, result.passed) == (4, 2)
 
-    status, screen = _in_a_terminal(sys.executable, [*argv, "--quiet"])
+    status, screen = in_a_terminal(sys.executable, [*argv, "--quiet"])
     assert status == 0
     assert _counts(screen) == []
     assert '"runs":4' in screen
@@ -70,7 +70,7 @@ def test_the_deletion_row_counts_its_phases_on_a_terminal_only() -> None:
     pipe, no line (the brokers' warnings are the only stderr)."""
     argv = ["-m", "cluster.bench.deletion", "--topics", "20", "--partitions", "2"]
 
-    status, screen = _in_a_terminal(sys.executable, argv)
+    status, screen = in_a_terminal(sys.executable, argv)
     assert status == 0, screen
     counts = _counts(screen)
     assert {(label, total, unit) for label, _, total, unit in counts} == {

@@ -37,8 +37,8 @@ from protocol.log import (
     ReadRecords,
     RecordHighWatermarks,
 )
+from tests.support.log_manager import Harness, log_dirs, run_broker, sim
 from tests.support.record_batches import client_batch, decode_batches, fix_crc, set_field
-from tests.unit.test_log_manager import Harness, log_dirs, run_broker, sim
 
 T = TopicName("orders")
 
