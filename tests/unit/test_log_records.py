@@ -104,3 +104,18 @@ def test_a_mutated_batch_fails_only_with_a_kafka_error(
         code = exc.code
     if not fixed and at > 16:
         assert code == ErrorCode.CORRUPT_MESSAGE
+
+
+def test_a_linger_sized_batch_is_walked_whole() -> None:
+    """A batch as large as a producer's linger makes: offset deltas of one, two and three
+    bytes (0-63, 64-8191, 8192 on) and timestamp deltas of one, two and three bytes are
+    all read where kio's reader finds them."""
+    rows: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]]
+    rows = [(None, b"v" * 100, [], i * 7) for i in range(9000)]
+    batch = build(rows)
+    walked = list(record_timestamps(batch, read_header(batch)))
+    assert walked == [(i, T0 + i * 7) for i in range(9000)]
+    validated = validate(batch, next_offset=5)
+    assert (validated.max_timestamp, validated.offset_of_max_timestamp) == (T0 + 8999 * 7, 9004)
+    (stored,) = decode_batches(b"".join(validated.chunks))
+    assert [r.offset for r in stored.batch.records] == list(range(5, 9005))
