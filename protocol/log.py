@@ -544,6 +544,29 @@ class CheckpointBrokerMetadata(Message, frozen=True, kw_only=True):
     local_only = True
 
 
+class CleanupLogs(Message, frozen=True, kw_only=True):
+    """The log manager's retention timer fired (``LogManager.cleanupLogs``, every
+    ``log.retention.check.interval.ms``): delete the segments retention no longer keeps."""
+
+    local_only = True
+
+
+class LogStart(msgspec.Struct, frozen=True, kw_only=True):
+    topic: TopicName
+    partition: int
+    log_start_offset: int
+
+
+class LogStartsAdvanced(Message, frozen=True, kw_only=True):
+    """Told to the log manager's listener (the broker) after a retention check moved log
+    start offsets, as Kafka's ``Log`` moves the start its ``Partition`` reads: ListOffsets
+    earliest and the Fetch responses follow at once."""
+
+    local_only = True
+
+    starts: tuple[LogStart, ...]
+
+
 class CheckpointFlush(Message, frozen=True, kw_only=True):
     """The log manager's own reminder: rewrite the checkpoints of the log dirs whose set
     of logs changed since the last flush (one write per dir for a burst of creations)."""

@@ -666,6 +666,7 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigKey]] = _table(
     _broker("log.retention.ms", _T.LONG, None),
     _broker("log.retention.minutes", _T.INT, None),
     _broker("log.retention.hours", _T.INT, 24 * 7),
+    _broker("log.retention.check.interval.ms", _T.LONG, 300_000, Range(1)),
     _broker("message.max.bytes", _T.INT, 1024 * 1024 + 12, Range(0)),
     _broker("log.index.interval.bytes", _T.INT, 4096, Range(0)),
     _broker("log.cleaner.delete.retention.ms", _T.LONG, 86_400_000),
@@ -751,6 +752,7 @@ class BrokerConfig:
     log_retention_ms: int | None = None
     log_retention_minutes: int | None = None
     log_retention_hours: int = 24 * 7
+    log_retention_check_interval_ms: int = 300_000
     message_max_bytes: int = 1024 * 1024 + 12
     log_index_interval_bytes: int = 4096
     log_cleaner_delete_retention_ms: int = 86_400_000

@@ -100,7 +100,12 @@ from protocol.control import (
 from protocol.controller import DefaultUncleanLeaderElection, EnableTopicUncleanLeaderElection
 from protocol.errors import StoreError
 from protocol.ids import BrokerId, ControllerEpoch, TopicName
-from protocol.log import CheckpointBrokerMetadata, LogDefaultsChanged, LogDirFailed
+from protocol.log import (
+    CheckpointBrokerMetadata,
+    LogDefaultsChanged,
+    LogDirFailed,
+    LogStartsAdvanced,
+)
 
 log = structlog.get_logger("kemu.server")  # Kafka's kafka.server.KafkaServer, in server.log
 
@@ -239,6 +244,7 @@ class Broker(Actor):
                 disk=self.settings.disk,
                 segment_delete_delay=self.config.log_segment_delete_delay_ms / 1000,
                 initial_task_delay=self.config.log_initial_task_delay_ms / 1000,
+                retention_check_interval=self.config.log_retention_check_interval_ms / 1000,
                 log_config=self._log_config(),
                 max_open_logs=self.settings.max_open_logs,
                 failure_listener=self.ref,
@@ -434,6 +440,9 @@ class Broker(Actor):
                 if config.log_message_timestamp_type == "LogAppendTime"
                 else TimestampType.CREATE_TIME
             ),
+            retention_ms=config.log_retention_time_millis,
+            retention_bytes=config.log_retention_bytes,
+            delete="delete" in config.log_cleanup_policy,
         )
 
     def _epoch_changed(self, epoch: int) -> None:
@@ -479,6 +488,9 @@ class Broker(Actor):
                 return BrokerMetrics(broker_id=self.broker_id, gauges=gauges, meters=meters)
             case LogDirFailed():
                 await self._handle_log_dir_failure(msg)
+                return None
+            case LogStartsAdvanced(starts=starts):
+                self.replica_manager.on_log_starts(starts)
                 return None
             case ConfigChangesSeen():
                 await self._process_config_changes()

@@ -131,6 +131,10 @@ class Partition:
         self.log_start_offset = max(self.log_start_offset, log_start_offset)
         self.log_end_offset = log_end_offset
 
+    def on_log_start(self, log_start_offset: int) -> None:
+        """The log's start moved without an append or a read (retention)."""
+        self.log_start_offset = max(self.log_start_offset, log_start_offset)
+
     def update_follower_fetch_state(
         self,
         replica: BrokerId,

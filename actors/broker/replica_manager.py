@@ -102,6 +102,7 @@ from protocol.log import (
     LogsCreated,
     LogsDeleted,
     LogsRead,
+    LogStart,
     LookupOffsets,
     OffsetsBeforeQuery,
     OffsetsFound,
@@ -144,6 +145,9 @@ LOG_CONFIGS: Final = frozenset(
         "index.interval.bytes",
         "max.message.bytes",
         "message.timestamp.type",
+        "retention.ms",
+        "retention.bytes",
+        "cleanup.policy",
     }
 )
 """The topic configs a partition log reads (``LogConfigOverrides``)."""
@@ -600,6 +604,14 @@ class ReplicaManager:
         return moved
 
     # ------------------------------------------------------------------ topic configs
+
+    def on_log_starts(self, starts: Iterable[LogStart]) -> None:
+        """Retention moved these logs' start offsets (the log manager's ``LogStartsAdvanced``):
+        the partitions' starts follow, as Kafka's ``Partition`` reads its ``Log``'s."""
+        for start in starts:
+            partition = self.partitions.get(TopicPartition(start.topic, start.partition))
+            if partition is not None:
+                partition.on_log_start(start.log_start_offset)
 
     def broker_config_changed(self) -> None:
         """The broker's dynamic configs changed: every topic's data-plane configs are read

@@ -46,6 +46,13 @@ that reach a ``Log`` (``actors.log.partition_log``):
   the configured order). A directory whose ``mkdir`` fails goes offline and the next one is
   tried, as Kafka falls back; failing to write the new log's files takes that directory
   offline and answers KAFKA_STORAGE_ERROR.
+* **Retention** (``LogManager.cleanupLogs``): every ``retention_check_interval``
+  (``log.retention.check.interval.ms``), the first ``initial_task_delay`` after start-up,
+  each open log deletes the segments its ``retention.ms`` / ``retention.bytes`` no longer
+  keep, below the high watermark the broker reported (``Log.
+  delete_retention_breached_segments``); their files are renamed ``.deleted`` and removed
+  by the first check ``file.delete.delay.ms`` later; the listener (the broker) is told the
+  moved log starts (``LogStartsAdvanced``). docs/log-format.md, "Retention".
 * **Deletion** (``LogManager.asyncDelete``): the directory is renamed at once to
   ``<topic>-<partition>.<32 hex>-delete`` (the topic part cut so the name fits in 255
   characters), the log leaves the hosted set and its directory's checkpoints, and the
@@ -128,6 +135,7 @@ from protocol.log import (
     AppendToLogs,
     CheckpointBrokerMetadata,
     CheckpointFlush,
+    CleanupLogs,
     DeleteLog,
     DeleteLogs,
     DescribedLog,
@@ -159,6 +167,8 @@ from protocol.log import (
     LogsCreated,
     LogsDeleted,
     LogsRead,
+    LogStart,
+    LogStartsAdvanced,
     LookupOffsets,
     OffsetFound,
     OffsetQuery,
@@ -179,6 +189,7 @@ __all__ = [
     "DEFAULT_DELETE_RETRY_BACKOFF",
     "DEFAULT_FILE_DELETE_DELAY",
     "DEFAULT_MAX_OPEN_LOGS",
+    "DEFAULT_RETENTION_CHECK_INTERVAL",
     "INITIAL_TASK_DELAY",
     "DeleteDelay",
     "LogDirKind",
@@ -204,6 +215,8 @@ DEFAULT_DELETE_RETRY_BACKOFF: Final = 1.0
 DEFAULT_CHECKPOINT_INTERVAL: Final = 5.0
 """Seconds between a log's creation and the rewrite of its dir's offset checkpoints
 (Kafka's ``replica.high.watermark.checkpoint.interval.ms``)."""
+DEFAULT_RETENTION_CHECK_INTERVAL: Final = 300.0
+"""Kafka's ``log.retention.check.interval.ms``: seconds between retention checks."""
 DEFAULT_MAX_OPEN_LOGS: Final = 500
 """Partition logs kept open at once (each holds three files per segment): the least
 recently used one is closed beyond that, and opened again when next needed."""
@@ -412,6 +425,11 @@ def log_config(configs: Mapping[str, str], default: LogConfig) -> LogConfig:
         index_interval_bytes=number("index.interval.bytes", default.index_interval_bytes),
         max_message_bytes=number("max.message.bytes", default.max_message_bytes),
         timestamp_type=timestamp_type,
+        retention_ms=number("retention.ms", default.retention_ms),
+        retention_bytes=number("retention.bytes", default.retention_bytes),
+        delete=default.delete
+        if (policy := configs.get("cleanup.policy")) is None
+        else "delete" in (p.strip() for p in policy.split(",")),
     )
 
 
@@ -507,6 +525,10 @@ def delete_delay_resolver(
     return config
 
 
+_DeletedSegments: TypeAlias = tuple[float, TopicPartition, Path, tuple[Path, ...]]
+"""Segment files retention renamed ``.deleted``: when they are due, their log and its log
+dir, the files."""
+
 # ------------------------------------------------------------------------ the actor
 
 LogManagerMessage: TypeAlias = (
@@ -517,6 +539,7 @@ LogManagerMessage: TypeAlias = (
     | GetLogDirStatus
     | DescribeLogDirs
     | LogDeletionSweep
+    | CleanupLogs
     | LogDirsAllFailed
     | CheckpointFlush
     | CheckpointBrokerMetadata
@@ -546,6 +569,7 @@ _HANDLED: Final = (
     GetLogDirStatus,
     DescribeLogDirs,
     LogDeletionSweep,
+    CleanupLogs,
     LogDirsAllFailed,
     TruncateLog,
     AdvanceLogStart,
@@ -680,6 +704,7 @@ class LogManager(Actor):
         initial_task_delay: float = INITIAL_TASK_DELAY,
         delete_retry_backoff: float = DEFAULT_DELETE_RETRY_BACKOFF,
         checkpoint_interval: float = DEFAULT_CHECKPOINT_INTERVAL,
+        retention_check_interval: float = DEFAULT_RETENTION_CHECK_INTERVAL,
         failure_listener: ActorRef | None = None,
         log_config: LogConfig | None = None,
         max_open_logs: int = DEFAULT_MAX_OPEN_LOGS,
@@ -692,7 +717,9 @@ class LogManager(Actor):
         ``failure_listener`` is told ``LogDirFailed`` when a log directory goes offline.
         ``log_config``: the broker's defaults of the topic log configs (a topic's
         ``LogConfigOverrides`` replace them); ``max_open_logs``: partition logs open at
-        once."""
+        once. ``retention_check_interval``: seconds between retention checks (Kafka's
+        ``log.retention.check.interval.ms``), the first ``initial_task_delay`` after
+        start-up."""
         super().__init__(name)
         dirs = tuple(Path(d) for d in log_dirs)
         if not dirs:
@@ -703,6 +730,10 @@ class LogManager(Actor):
             delete_retry_backoff <= 0
         ):
             raise ValueError("delays must not be negative, the retry backoff must be positive")
+        if retention_check_interval <= 0:
+            raise ValueError(
+                f"the retention check interval must be positive, not {retention_check_interval}"
+            )
         if max_open_logs < 1:
             raise ValueError(f"max_open_logs must be at least 1, not {max_open_logs}")
         self.log_dirs = dirs
@@ -712,6 +743,7 @@ class LogManager(Actor):
         self.initial_task_delay = initial_task_delay
         self.delete_retry_backoff = delete_retry_backoff
         self.checkpoint_interval = checkpoint_interval
+        self.retention_check_interval = retention_check_interval
         self.failure_listener = failure_listener
         self._file_delete_delay = file_delete_delay
         self._delete_delay = delete_delay_resolver(file_delete_delay, segment_delete_delay)
@@ -746,6 +778,9 @@ class LogManager(Actor):
         self._pending: deque[_PendingDelete] = deque()
         self._timers: dict[int, float] = {}
         self._timer_ids = itertools.count(1)
+        # Segment files retention renamed .deleted: (due, log, files), removed at the first
+        # retention check from ``due`` on (Kafka's delayed segment delete).
+        self._deleted_segments: deque[_DeletedSegments] = deque()
         self._started_at = 0.0
         self._started = False
         self._committed = False  # start-up's writes done (CheckpointBrokerMetadata)
@@ -802,6 +837,7 @@ class LogManager(Actor):
         self._check_meta()
         self._started = True
         self._schedule_sweep()
+        self.start_soon(self._retention_timer)
 
     def _commit_start_up(self) -> None:
         """The broker registered: delete the clean-shutdown markers, write
@@ -954,6 +990,9 @@ class LogManager(Actor):
                 return self._describe(partitions)
             case LogDeletionSweep(timer=timer):
                 await self._sweep(timer)
+                return None
+            case CleanupLogs():
+                self._cleanup_logs()
                 return None
             case LogDirsAllFailed(reason=reason):
                 raise FatalNodeError(reason)
@@ -1621,6 +1660,91 @@ class LogManager(Actor):
         """A one-shot timer task: only feeds the actor's mailbox."""
         await self.clock.sleep(delay)
         self.send_self(LogDeletionSweep(timer=timer))
+
+    # -- retention (LogManager.cleanupLogs, the kafka-log-retention task)
+
+    async def _retention_timer(self) -> None:
+        """The retention timer, a helper task: only feeds the actor's mailbox, first
+        ``initial_task_delay`` after start-up, then every ``retention_check_interval``."""
+        await self.clock.sleep(self.initial_task_delay)
+        while True:
+            self.send_self(CleanupLogs())
+            await self.clock.sleep(self.retention_check_interval)
+
+    def _cleanup_logs(self) -> None:
+        """``LogManager.cleanupLogs``: remove the segment files retention renamed that are
+        due, then ``Log.deleteOldSegments`` on every open log whose topic does not compact,
+        below the high watermark the broker last reported for it (none reported: nothing
+        goes). Logs closed by the open-log budget are checked when open at a later check."""
+        now = self.clock.now()
+        waiting: deque[_DeletedSegments] = deque()
+        for entry in self._deleted_segments:
+            due, tp, log_dir, paths = entry
+            if self._logs.get(tp) != log_dir or log_dir in self._offline:
+                continue  # the log was deleted whole (its directory renamed) or is offline
+            if due > now + _TIME_SLACK:
+                waiting.append(entry)
+                continue
+            try:
+                for path in paths:
+                    self._files.delete(path)
+            except OSError as exc:
+                self._trace_op(
+                    "delete_segments", paths[0].parent, log_dir=log_dir, tp=tp, error=exc
+                )
+                continue
+            self._trace_op(
+                "delete_segments",
+                paths[0].parent,
+                log_dir=log_dir,
+                tp=tp,
+                files=[p.name for p in paths],
+            )
+        self._deleted_segments = waiting
+        moved: list[LogStart] = []
+        for tp, log in list(self._open.items()):
+            home = self._logs.get(tp)
+            if home is None or home in self._offline:
+                continue
+            high_watermark = self._hw_rows[home].get(tp)
+            if high_watermark is not None and self._retain(tp, home, log, high_watermark, now):
+                moved.append(
+                    LogStart(
+                        topic=tp.topic,
+                        partition=tp.partition,
+                        log_start_offset=log.log_start_offset,
+                    )
+                )
+        if moved and self.failure_listener is not None:
+            self.tell(self.failure_listener, LogStartsAdvanced(starts=tuple(moved)))
+
+    def _retain(
+        self, tp: TopicPartition, log_dir: Path, log: Log, high_watermark: int, now: float
+    ) -> bool:
+        """One log's retention, the renamed files queued for removal; whether its log
+        start moved."""
+        start = log.log_start_offset
+        try:
+            renamed = self._guard(
+                tp, log, lambda: log.delete_retention_breached_segments(high_watermark)
+            )
+        except KafkaApiError:
+            return False  # the log or its dir is offline
+        if not renamed:
+            return False
+        self._deleted_segments.append(
+            (now + self._delete_delay(tp.topic), tp, log_dir, tuple(renamed))
+        )
+        self._trace_op(
+            "retention",
+            log.directory,
+            log_dir=log_dir,
+            tp=tp,
+            files=[p.name for p in renamed],
+            log_start_offset=log.log_start_offset,
+            previous_log_start_offset=start,
+        )
+        return log.log_start_offset > start
 
     # -- log directory files
 

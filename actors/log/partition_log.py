@@ -4,8 +4,9 @@ The log appends as a leader (``append_as_leader``: records checked and given off
 ``actors.log.records``) or as a follower (``append_as_follower``: the leader's batches as
 they are), rolling to a new segment when the active one is full by size, by record age or
 by index; it reads whole batches for Fetch; it truncates (a follower's divergent tail, or
-everything), advances its start offset and deletes the segments below it, and flushes up
-to a recovery point. Its ``leader-epoch-checkpoint`` is kept by a
+everything), advances its start offset and deletes the segments below it, deletes the
+segments retention no longer keeps (``deleteOldSegments``), and flushes up to a recovery
+point. Its ``leader-epoch-checkpoint`` is kept by a
 ``LeaderEpochFileCache``.
 
 Opening a log loads it as ``Log.loadSegments`` does: stale files are removed, every
@@ -68,6 +69,13 @@ _STALE_SUFFIXES = (".deleted", ".cleaned", ".swap")
 _SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 
 
+def _largest_timestamp(segment: LogSegment) -> int:
+    """``LogSegment.largestTimestamp``: the largest record timestamp, else the last write."""
+    if segment.max_timestamp_so_far >= 0:
+        return segment.max_timestamp_so_far
+    return segment.last_modified_ms
+
+
 def had_clean_shutdown(files: LogFiles, log_dir: Path) -> bool:
     """Whether ``log_dir`` holds the clean-shutdown marker."""
     return files.exists(log_dir / CLEAN_SHUTDOWN_FILE)
@@ -88,7 +96,9 @@ class LogConfig:
     """The topic configs a log reads, with Kafka 2.7's defaults (``LogConfig``):
     ``segment.bytes``, ``segment.ms``, ``segment.jitter.ms`` (a fixed jitter here, the
     caller draws it), ``segment.index.bytes``, ``index.interval.bytes``,
-    ``max.message.bytes`` and ``message.timestamp.type``."""
+    ``max.message.bytes``, ``message.timestamp.type``, ``retention.ms`` and
+    ``retention.bytes`` (negative: unlimited) and whether ``cleanup.policy`` holds
+    ``delete``."""
 
     segment_bytes: int = 1024 * 1024 * 1024
     segment_ms: int = 7 * 24 * 60 * 60 * 1000
@@ -97,6 +107,9 @@ class LogConfig:
     index_interval_bytes: int = 4096
     max_message_bytes: int = 1024 * 1024 + 12
     timestamp_type: TimestampType = TimestampType.CREATE_TIME
+    retention_ms: int = 7 * 24 * 60 * 60 * 1000
+    retention_bytes: int = -1
+    delete: bool = True
 
     def __post_init__(self) -> None:
         if self.segment_bytes < 14:  # LegacyRecord.RECORD_OVERHEAD_V0, Kafka's minimum
@@ -607,6 +620,79 @@ class Log:
             self._remove_segment(self._segments[0])
             deleted += 1
         return deleted
+
+    @_guarded
+    def delete_retention_breached_segments(self, high_watermark: int) -> list[Path]:
+        """Retention (``Log.deleteOldSegments`` as the log manager's retention check calls
+        it, with ``cleanup.policy`` holding ``delete``): from the oldest, the segments
+        whose largest timestamp (else last write) is more than ``retention.ms`` old, then
+        those the log can lose and stay at or above ``retention.bytes``, then those below
+        the log start. Only segments wholly below ``high_watermark`` go, and never an
+        empty active segment; if every segment goes, a new one is rolled first. The log
+        start moves to the first segment left. The files of the segments that went are
+        renamed ``.deleted`` (Kafka's asynchronous delete) and returned: the caller
+        removes them after ``file.delete.delay.ms``."""
+        renamed: list[Path] = []
+        if self.config.delete:
+            if self.config.retention_ms >= 0:
+                now = self._now_ms()
+                renamed += self._delete_while(
+                    high_watermark,
+                    lambda s: now - _largest_timestamp(s) > self.config.retention_ms,
+                )
+            total = sum(s.size for s in self._segments)
+            if 0 <= self.config.retention_bytes <= total:
+                excess = total - self.config.retention_bytes
+
+                def within_excess(segment: LogSegment) -> bool:
+                    nonlocal excess
+                    if excess - segment.size < 0:
+                        return False
+                    excess -= segment.size
+                    return True
+
+                renamed += self._delete_while(high_watermark, within_excess)
+        deleted_below_start = self._delete_while(
+            high_watermark,
+            lambda s: (
+                (i := self._segments.index(s) + 1) < len(self._segments)
+                and self._segments[i].base_offset <= self.log_start_offset
+            ),
+        )
+        return renamed + deleted_below_start
+
+    def _delete_while(
+        self, high_watermark: int, predicate: Callable[[LogSegment], bool]
+    ) -> list[Path]:
+        """``deletableSegments`` then ``deleteSegments``: the oldest segments for which
+        ``predicate`` holds, each wholly below ``high_watermark`` (the last one not empty)."""
+        deletable: list[LogSegment] = []
+        for i, segment in enumerate(self._segments):
+            last = i == len(self._segments) - 1
+            upper = self.log_end_offset if last else self._segments[i + 1].base_offset
+            if high_watermark < upper or (last and segment.size == 0) or not predicate(segment):
+                break
+            deletable.append(segment)
+        if not deletable:
+            return []
+        if len(deletable) == len(self._segments):
+            self.roll()
+        renamed: list[Path] = []
+        for segment in deletable:
+            i = self._segments.index(segment)
+            del self._segments[i]
+            del self._bases[i]
+            segment.close_handlers()
+            for path in (segment.log_path, segment.index_path, segment.time_index_path):
+                if self._files.exists(path):
+                    target = path.with_name(path.name + ".deleted")
+                    self._files.rename(path, target)
+                    renamed.append(target)
+        first = self._segments[0].base_offset
+        if first > self.log_start_offset:
+            self.log_start_offset = first
+            self.leader_epoch_cache.truncate_from_start(first)
+        return renamed
 
     # -- durability
 

@@ -9,8 +9,9 @@ byte-identical; with broker processes the same request goes over the Kafka wire 
 broker's listener (``Harness.ask_broker``).
 Each record is a v2 batch entry encoded as a Kafka producer encodes it
 (``cluster.kafka.records.encode_batch``); its key is its identity (``<producer>-<n>``),
-its value derived from it, its timestamp the run's clock. Every answer (or its absence) is
-traced as ``produce_result`` with the identities of the records it carried.
+its value derived from it, its timestamp the run's wall clock (as a producer stamps it;
+the brokers' retention counts from it). Every answer (or its absence) is traced as
+``produce_result`` with the identities of the records it carried.
 
 A consumer reads each partition from its leader with consumer Fetches (``replica_id``
 -1: below the high watermark) from offset 0 up to the high watermark and traces what it
@@ -206,7 +207,7 @@ async def _send(
 ) -> str:
     """One batch to its partition's leader, sent again while the answer is retriable
     and retries are left; its last answer."""
-    timestamp = int(h.clock.now() * 1000)
+    timestamp = h.clock.wall_ms()  # a producer stamps its wall clock; retention counts from it
     records = encode_batch(
         [
             record_for(
