@@ -28,7 +28,8 @@ from protocol.errors import FrameError
 CODEC_VERSION = 1
 MAX_FRAME_BYTES = 16 * 1024 * 1024  # like Kafka's socket.request.max.bytes (100 MiB) but smaller
 _LEN = struct.Struct(">I")
-_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError)
+_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError)
+"""What msgspec raises for bad bytes: a string that is not UTF-8 is a UnicodeDecodeError."""
 
 
 class _WireHeader(msgspec.Struct, array_like=True, frozen=True):

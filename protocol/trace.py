@@ -56,7 +56,7 @@ def decode_header(raw: bytes, source: str) -> TraceHeader:
     try:
         first = msgspec.json.decode(raw)
         header = msgspec.convert(first, TraceHeader)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
         raise TraceSchemaError(f"{source}: not a kemu trace ({exc})") from None
     if not isinstance(first, dict) or "trace_schema" not in first:
         raise TraceSchemaError(f"{source}: not a kemu trace (no header with trace_schema)")

@@ -398,7 +398,7 @@ class _Object:
     def parse(cls, data: bytes, what: str) -> _Object:
         try:
             value = msgspec.json.decode(data)
-        except msgspec.DecodeError as exc:
+        except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # a string not in UTF-8
             raise ZkDataError(f"{what}: not valid JSON ({exc}): {_preview(data)!r}") from None
         return cls(value, what, data)
 

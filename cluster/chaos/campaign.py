@@ -368,7 +368,7 @@ def collect(out_dir: Path, sources: Sequence[str], seeds: Sequence[int]) -> list
     for summary in sorted(out_dir.glob("*/seed-*/summary.json")):
         try:
             result = msgspec.json.decode(summary.read_bytes(), type=RunResult)
-        except (OSError, msgspec.DecodeError):
+        except (OSError, msgspec.DecodeError, UnicodeDecodeError):
             continue
         if result.source and os.path.normpath(result.source) in wanted and result.seed in seeds:
             found.append(result)
@@ -400,7 +400,7 @@ def main(argv: Sequence[str] | None = None, *, out: Callable[[str], object] = pr
         return 0
     try:
         results = msgspec.json.decode(Path(args.results).read_bytes(), type=list[RunResult])
-    except (OSError, msgspec.DecodeError) as exc:
+    except (OSError, msgspec.DecodeError, UnicodeDecodeError) as exc:
         print(f"Error: {args.results}: {exc}", file=sys.stderr)
         return 2
     out(f"campaign page: {write_campaign(Path(args.out), results, args.wall_seconds)}")

@@ -97,11 +97,31 @@ def test_a_partial_frame_stays_pending() -> None:
             msgspec.msgpack.encode([CODEC_VERSION, REF, REF, 0, "tell", {"type": "NetTestPing"}]),
             "malformed payload",
         ),
+        (
+            msgspec.msgpack.encode([CODEC_VERSION, REF, REF, 0, "tell", {}]).replace(
+                b"\xa4tell", b"\xa4\x80ell"
+            ),
+            "malformed frame header",
+        ),
+        (
+            msgspec.msgpack.encode(
+                [CODEC_VERSION, REF, REF, 0, "tell", {"type": "NetTestPinX"}]
+            ).replace(b"NetTestPinX", b"NetTestPin\x80"),
+            "malformed payload",
+        ),
     ],
-    ids=["garbage", "version", "unknown-tag", "missing-field"],
+    ids=[
+        "garbage",
+        "version",
+        "unknown-tag",
+        "missing-field",
+        "header-not-utf8",
+        "payload-not-utf8",
+    ],
 )
 def test_malformed_bodies_raise_frame_error(body: bytes, complaint: str) -> None:
-    """Garbage, a foreign version, an unknown tag or a missing field is a FrameError."""
+    """Garbage, a foreign version, an unknown tag, a missing field or a string that is not
+    UTF-8 is a FrameError."""
     with pytest.raises(FrameError, match=complaint):
         decode_envelope(body)
 

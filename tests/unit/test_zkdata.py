@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from protocol import jvm, zkdata
@@ -712,6 +712,8 @@ def test_malformed_payloads_raise_zkdataerror(decode: Any, data: bytes, message:
 
 @settings(max_examples=300, deadline=None)
 @given(data=st.binary(max_size=64) | st.text(max_size=64).map(str.encode))
+@example(data=b'"\x80"')  # a JSON string that is not UTF-8 (msgspec: UnicodeDecodeError)
+@example(data=b'{"version":1,"brokerid":"\xff"}')
 def test_arbitrary_bytes_either_decode_or_raise_zkdataerror(data: bytes) -> None:
     """No input makes a decoder raise anything but ZkDataError."""
     decoders = [
