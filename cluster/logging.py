@@ -111,19 +111,33 @@ class BrokerLogs:
         if self._files is None:
             if self._failed:
                 return
-            if not self.registered or not self.directory.is_dir():
+            if not self._opened():
                 if len(self._early) < self.EARLY_LINES:
                     self._early.append((name, line))
                 return
-            self._files = self._open()
-            if self._files is None:
-                self._failed = True
-                self._early.clear()
-                return
-            early, self._early = self._early, []
-            for early_name, early_line in early:
-                self._write(early_name, early_line)
         self._write(name, line)
+
+    def mark_registered(self) -> None:
+        """The broker has registered: the lines held so far are written now (a broker
+        that logs nothing more still has its start and registration in its files)."""
+        self.registered = True
+        if self._files is None and not self._failed:
+            self._opened()
+
+    def _opened(self) -> bool:
+        """Open the files, with the lines held so far, once the broker has registered and
+        its log dir exists; whether they are open."""
+        if not self.registered or not self.directory.is_dir():
+            return False
+        self._files = self._open()
+        if self._files is None:
+            self._failed = True
+            self._early.clear()
+            return False
+        early, self._early = self._early, []
+        for early_name, early_line in early:
+            self._write(early_name, early_line)
+        return True
 
     def _write(self, name: str, line: str) -> None:
         assert self._files is not None
@@ -172,7 +186,7 @@ def broker_registered(node_id: str) -> None:
     """Node ``node_id``'s broker has registered: its files may be written from now on."""
     logs = _brokers.get(node_id)
     if logs is not None:
-        logs.registered = True
+        logs.mark_registered()
 
 
 def close_broker_logs(node_ids: Iterable[str]) -> None:
