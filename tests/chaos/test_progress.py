@@ -45,7 +45,9 @@ def _read_available(master: int) -> bytes:
     """Everything written to the terminal so far: a pty hands it over in pieces (one
     ``read`` may return only the first under load), so read until nothing is left."""
     chunks = []
-    while select.select([master], [], [], 0)[0]:
+    poller = select.poll()  # not select(): it fails on descriptors past 1023
+    poller.register(master, select.POLLIN)
+    while poller.poll(0):
         chunk = os.read(master, 1 << 16)
         if not chunk:
             break

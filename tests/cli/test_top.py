@@ -228,6 +228,7 @@ def _spawn_top(cluster_file: Path) -> pexpect.spawn[bytes]:
         env=env,
         dimensions=(50, 120),
         timeout=SCREEN_TIMEOUT,
+        use_poll=True,  # select() fails on descriptors past 1023, as a long session has
     )
 
 

@@ -193,6 +193,7 @@ def test_kemu_trace_analyze_on_spark_draws_its_stages_in_a_terminal(
         env={**os.environ, "PYTHONPATH": str(REPO), "TERM": "xterm-256color"},
         dimensions=(40, 100),
         timeout=240,
+        use_poll=True,  # select() fails on descriptors past 1023, as a long session has
     )
     child.expect(pexpect.EOF)
     child.close()
@@ -219,8 +220,9 @@ def test_kemu_chaos_campaign_draws_its_stage_in_a_terminal_only(tmp_path: Path) 
 
     def in_a_terminal(args: list[str]) -> str:
         child = pexpect.spawn(
-            sys.executable, args, cwd=REPO, env=env, dimensions=(40, 100), timeout=240
-        )
+            sys.executable, args, cwd=REPO, env=env, dimensions=(40, 100), timeout=240,
+            use_poll=True,  # select() fails on descriptors past 1023
+        )  # fmt: skip
         child.expect(pexpect.EOF)
         child.close()
         drawn: object = child.before

@@ -37,7 +37,13 @@ def in_a_terminal(program: str, args: list[str]) -> tuple[int | None, str]:
     """``program args`` in a pseudo-terminal (stdout and stderr both on it): its exit
     status and what it drew, escape sequences left out, each carriage return a line end."""
     child = pexpect.spawn(
-        program, args, cwd=REPO, env=terminal_env(), dimensions=(40, 160), timeout=TIMEOUT
+        program,
+        args,
+        cwd=REPO,
+        env=terminal_env(),
+        dimensions=(40, 160),
+        timeout=TIMEOUT,
+        use_poll=True,  # select() fails on descriptors past 1023, as a long session has
     )
     child.expect(pexpect.EOF)
     child.close()
