@@ -113,7 +113,7 @@ def gated_job(spark: SparkSession) -> Iterator[GatedJob]:
 
 
 def test_a_stage_is_named_by_its_call_and_the_file_of_its_call_site() -> None:
-    assert stage_name("count at /work/jobs/job.py:41") == "count at job.py:41"
+    assert stage_name("count at /srv/jobs/job.py:41") == "count at job.py:41"
     assert stage_name("collect at PythonRDD.scala:232") == "collect at PythonRD…"
     assert stage_name("showString at NativeMethodAccessorImpl.java:0") == "showString at Nativ…"
 
