@@ -282,9 +282,14 @@ class AdminManager:
         ``validate_only``; every broker's config manager applies it."""
         entity = res.resource_name or DEFAULT_ENTITY
         if incremental:
-            for c in res.configs:  # the quotas: kemu refuses APPEND/SUBTRACT as for a non-list
+            for c in res.configs:
                 appending = c.operation in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT)
+                if appending and c.name in REPLICATION_QUOTAS:
+                    # KafkaConfig.configKeys has no quotas: its lookup throws
+                    # NoSuchElementException, answered without a message.
+                    raise KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, f"key not found: {c.name}")
                 if appending and c.name not in BROKER_CONFIGS:
+                    # A KafkaConfig key kemu does not model: almost all are not lists.
                     verb = "append" if c.operation == AlterConfigOp.APPEND else "subtract"
                     raise KafkaApiError(
                         ErrorCode.INVALID_REQUEST,
