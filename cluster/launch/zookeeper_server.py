@@ -11,8 +11,10 @@ restart, as with a real ensemble member. The tests' ``zookeeper_server`` fixture
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -150,6 +152,16 @@ class ZooKeeperServer:
                 )
             time.sleep(0.02)
 
+    def pause(self) -> None:
+        """SIGSTOP: the server stalls, its connections open but unanswered."""
+        assert self._process is not None
+        os.kill(self._process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after ``pause``."""
+        assert self._process is not None
+        os.kill(self._process.pid, signal.SIGCONT)
+
     def stop(self) -> None:
         """SIGTERM and wait (SIGKILL after ``STOP_TIMEOUT``). Idempotent."""
         process = self._process
@@ -157,6 +169,7 @@ class ZooKeeperServer:
             return
         if process.poll() is None:
             process.terminate()
+            os.kill(process.pid, signal.SIGCONT)  # a paused server handles the SIGTERM
             try:
                 process.wait(STOP_TIMEOUT)
             except subprocess.TimeoutExpired:

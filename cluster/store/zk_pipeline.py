@@ -111,6 +111,7 @@ async def run_pipeline(host: PipelineHost, items: list[Any], how: Pipeline) -> l
     for entry in (*inflight, *todo):  # the session expired or was closed meanwhile
         if entry.outcome is None:
             entry.outcome = host.kemu_unusable_error()
+            _abandon(entry)
         outcomes.append(_traced_outcome(host, entry, how))
     return outcomes
 
@@ -161,6 +162,7 @@ async def _await_reply(
         for each in (entry, *inflight):
             if each.outcome is None:
                 each.outcome = ConnectionLossError(f"{each.path}: {late}")
+                _abandon(each)
         return
     except FOREIGN_ERRORS as exc:
         error = translate(exc, entry.path)
@@ -174,6 +176,20 @@ async def _await_reply(
         entry.outcome = how.finish(entry.item, response)
     except StoreError as err:
         entry.outcome = err
+
+
+def _abandon(entry: _Pipelined) -> None:
+    """Stop caring for a sent request's reply, decided without it: whatever the
+    connection later does with its future (a late reply, or the error it fails its
+    pending requests with when it closes) is retrieved, not reported by asyncio as an
+    exception never retrieved."""
+    if entry.future is not None:
+        entry.future.add_done_callback(_retrieve)
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _traced_outcome(host: PipelineHost, entry: _Pipelined, how: Pipeline) -> Any:

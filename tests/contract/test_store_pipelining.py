@@ -8,7 +8,10 @@ pipelined batch is in flight.
 
 from __future__ import annotations
 
+import asyncio
+import gc
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import anyio
 import pytest
@@ -36,6 +39,8 @@ from protocol.store import (
     DeleteOp,
     DeleteResult,
     OpResult,
+    SessionEvent,
+    SessionState,
     SetDataOp,
     SetDataResult,
     StoreOp,
@@ -382,3 +387,47 @@ async def test_an_outage_during_a_pipelined_batch_fails_what_was_not_answered(
     # outcome), but never one out of order: the server holds a prefix of the batch.
     assert created == tuple(f"{i:05}" for i in range(len(created)))
     assert len(created) >= len(done)
+
+
+@pytest.mark.slow  # stalls a ZooKeeper server of its own for a session timeout
+@pytest.mark.zookeeper
+@pytest.mark.asyncio
+async def test_replies_given_up_on_are_retrieved_when_the_connection_fails_them(
+    own_server: ZooKeeperServer, zk_store: ZooKeeperStore
+) -> None:
+    """The server stalls (SIGSTOP) while a long batch is in flight: the batch returns
+    within its bound, every unanswered multi lost (ConnectionLossError). Those requests'
+    replies were given up on; when the connection is then dropped and fails them, no
+    future is left with an exception nobody retrieved (asyncio would report each one)."""
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+    s = await zk_store.open_session(timeout=2.0, name="writer")
+    await s.create("/s")
+    probe = await zk_store.open_session(timeout=4.0, name="probe")
+    await probe.children("/s", watch=True)
+
+    async def stall_once_applied() -> None:
+        with anyio.fail_after(DEADLINE):
+            await probe.events.receive()  # the batch is being applied
+        own_server.pause()
+
+    outcomes: list[tuple[OpResult, ...] | StoreError] = []
+    try:
+        with anyio.fail_after(2 * DEADLINE):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(stall_once_applied)
+                batch = [[CreateOp(path=f"/s/{i:05}")] for i in range(20_000)]
+                outcomes.extend(await s.multi_each(batch))
+        assert isinstance(outcomes[-1], ConnectionLossError)
+        suspended = SessionEvent(session_id=s.session_id, state=SessionState.SUSPENDED)
+        with anyio.fail_after(DEADLINE):  # the writer's connection is dropped meanwhile
+            while await s.events.receive() != suspended:
+                pass
+    finally:
+        own_server.resume()
+        loop.set_exception_handler(None)
+    await s.close()
+    await probe.close()
+    gc.collect()
+    assert [c["message"] for c in reported] == []
