@@ -287,8 +287,12 @@ class Node:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
                 self.running = True
-                for actor in actors:
-                    await self.spawn(actor)
+                try:
+                    for actor in actors:
+                        await self.spawn(actor)
+                except Exception:  # the ones started close what they opened, as at a stop
+                    await self._graceful_steps()
+                    raise
                 self.tracer.emit(TraceKind.EVENT, node=self.node_id, type="node_started")
                 task_status.started(self)
                 await self._stop_requested.wait()
@@ -310,7 +314,12 @@ class Node:
         actor._node = self
         self._actors[actor.name] = actor
         self._order.append(actor.name)
-        await self.task_group.start(self._actor_loop, actor)
+        try:
+            await self.task_group.start(self._actor_loop, actor)
+        except BaseException:  # its on_start failed: it never ran, and will not stop
+            del self._actors[actor.name]
+            self._order.remove(actor.name)
+            raise
         return actor.ref
 
     def actor(self, name: str) -> Actor:

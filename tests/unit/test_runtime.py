@@ -54,6 +54,34 @@ class Echo(Actor):
         self.stopped = True
 
 
+class Stopping(Echo):
+    """Notes its name in ``order`` when it stops."""
+
+    def __init__(self, name: str, order: list[str]) -> None:
+        super().__init__(name)
+        self.order = order
+
+    async def on_stop(self) -> None:
+        self.order.append(self.name)
+
+
+class FailsToStart(Stopping):
+    def __init__(self, name: str, order: list[str], error: str) -> None:
+        super().__init__(name, order)
+        self.error = error
+
+    async def on_start(self) -> None:
+        raise OSError(self.error)
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    """The exceptions of a (nested) exception group."""
+    leaves: list[BaseException] = []
+    for exc in group.exceptions:
+        leaves.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return leaves
+
+
 def _sim(body: object) -> None:
     """Run an async test body on the virtual clock."""
     run_virtual(body)  # type: ignore[arg-type]
@@ -159,6 +187,51 @@ def test_graceful_stop_runs_on_stop_in_reverse_order() -> None:
             node.stop()
         assert order == ["c", "b", "a"]
         assert not node.crashed
+
+    _sim(body)
+
+
+def test_an_actor_failing_to_start_stops_the_ones_started_before_it() -> None:
+    """A node whose third actor's on_start fails ends with that error, after the two
+    actors that had started ran their on_stop (last started first), as at a stop: what
+    they opened (files, sessions) is closed. The failed one's on_stop does not run."""
+
+    async def body() -> None:
+        order: list[str] = []
+        wire = DirectWire()
+        node = Node("n1", attach=wire.attach, clock=VirtualClock())
+        failed: list[str] = []
+        started = [Stopping("a", order), Stopping("b", order)]
+        try:
+            async with anyio.create_task_group() as tg:
+                await tg.start(
+                    node.run, [*started, FailsToStart("c", order, "log dir not writable")]
+                )
+        except* OSError as group:
+            failed = [str(exc) for exc in _leaves(group)]
+        assert failed == ["log dir not writable"]
+        assert order == ["b", "a"]
+        assert not node.running
+
+    _sim(body)
+
+
+def test_an_actor_spawned_later_that_fails_to_start_leaves_the_node_running() -> None:
+    """``spawn`` of an actor whose on_start fails raises that error; the node runs on
+    without it (its name free again), and a stop runs the others' on_stop only."""
+
+    async def body() -> None:
+        order: list[str] = []
+        wire = DirectWire()
+        node = Node("n1", attach=wire.attach, clock=VirtualClock())
+        async with anyio.create_task_group() as tg:
+            await tg.start(node.run, [Stopping("a", order)])
+            with pytest.raises(OSError, match="no space left"):
+                await node.spawn(FailsToStart("b", order, "no space left"))
+            assert node.running
+            await node.spawn(Stopping("b", order))
+            node.stop()
+        assert order == ["b", "a"]
 
     _sim(body)
 
