@@ -1,12 +1,14 @@
 """Helpers of the config tests (``tests/wire/test_*configs.py``) over a running cluster's
 ``Harness``: what the store holds for a broker's dynamic configs, a topic created by
-kafka-python, a partition's state in the store, an acks=all Produce."""
+kafka-python, a partition's state in the store, an acks=all Produce, and a partition left
+leaderless with only an out-of-sync replica alive (for unclean leader election)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+import anyio
 from kafka.admin import KafkaAdminClient, NewTopic  # type: ignore[import-untyped]
 
 from actors.broker.broker import broker_ref
@@ -21,8 +23,17 @@ from protocol.kafka_data import (
 )
 from tests.support.creation import Harness
 from tests.support.record_batches import client_batch
+from tests.support.waiting import eventually
 
-__all__ = ["create_topic", "partition_state", "produce_all", "stored"]
+__all__ = [
+    "create_topic",
+    "only_out_of_sync_replica_left",
+    "partition_state",
+    "produce_all",
+    "stored",
+]
+
+WAIT = 20.0  # seconds a broker may take to stop or to become the controller
 
 
 async def stored(h: Harness, entity: str) -> dict[str, Any] | None:
@@ -66,3 +77,23 @@ async def produce_all(h: Harness, topic: str) -> ErrorCode:
     reply = await h.client.ask(broker_ref(0), request, timeout=30)
     assert isinstance(reply, ProduceResponseData)
     return reply.responses[0].partition_responses[0].error_code
+
+
+async def only_out_of_sync_replica_left(h: Harness, topic: str) -> None:
+    """The setup of an unclean leader election: ``topic`` (created here, one partition on
+    brokers 0 and 1) has its ISR shrink to broker 0 while broker 1 is stopped (an acks=all
+    Produce succeeds on the leader alone), then broker 0 stops and broker 1 comes back as
+    the only broker and the controller. Asserts the partition is left with no leader and
+    the ISR ``(0,)``: broker 1 is out of sync, electable only uncleanly."""
+    await anyio.to_thread.run_sync(create_topic, h, topic)
+    h.cluster.stop_broker(1)
+    assert await h.cluster.wait_stopped(1, timeout=WAIT)
+    await eventually(lambda: produce_all(h, topic), until=lambda c: c is ErrorCode.NONE)
+    h.cluster.stop_broker(0)
+    assert await h.cluster.wait_stopped(0, timeout=WAIT)
+    await h.cluster.start_broker(1)
+    await h.sink.wait_for(
+        lambda e: e.type == "controller_ready" and e.node == "broker-1", timeout=WAIT
+    )
+    state = await partition_state(h, topic)
+    assert (state.leader, state.isr) == (-1, (0,))

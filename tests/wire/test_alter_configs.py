@@ -45,7 +45,12 @@ from protocol.kafka_api import (
     IncrementalAlterConfigsResponseData,
 )
 from protocol.trace import TraceEvent
-from tests.support.configs import create_topic, partition_state, produce_all
+from tests.support.configs import (
+    create_topic,
+    only_out_of_sync_replica_left,
+    partition_state,
+    produce_all,
+)
 from tests.support.creation import Harness, running_cluster
 from tests.support.hosting import hosted_fixture
 from tests.support.waiting import eventually
@@ -287,18 +292,7 @@ async def test_enabling_unclean_election_elects_an_offline_partitions_leader(h: 
     broker 0 stopped, broker 1 (out of the ISR) came back as the only broker: the
     partition stays leaderless. Setting the topic's unclean.leader.election.enable
     through kafka-python makes the controller elect broker 1 at once."""
-    await anyio.to_thread.run_sync(create_topic, h, "lost")
-    h.cluster.stop_broker(1)
-    assert await h.cluster.wait_stopped(1, timeout=WAIT)
-    await eventually(lambda: produce_all(h, "lost"), until=lambda c: c is ErrorCode.NONE)
-    h.cluster.stop_broker(0)
-    assert await h.cluster.wait_stopped(0, timeout=WAIT)
-    await h.cluster.start_broker(1)
-    await h.sink.wait_for(
-        lambda e: e.type == "controller_ready" and e.node == "broker-1", timeout=WAIT
-    )
-    state = await partition_state(h, "lost")
-    assert (state.leader, state.isr) == (-1, (0,))
+    await only_out_of_sync_replica_left(h, "lost")
     unclean = {"unclean.leader.election.enable": "true"}
     await anyio.to_thread.run_sync(kp_alter, h.cluster.ports[1], "lost", unclean, True)
     await h.sink.wait_for(lambda e: e.type == "topic_unclean_leader_election_enabled", timeout=WAIT)

@@ -45,7 +45,13 @@ from protocol.kafka_api import (
 from protocol.kafka_api import ConfigEntry as WireConfigEntry
 from protocol.kafka_api import ConfigResource as WireConfigResource
 from protocol.kafka_api import ConfigSource as WireConfigSource
-from tests.support.configs import create_topic, partition_state, produce_all, stored
+from tests.support.configs import (
+    create_topic,
+    only_out_of_sync_replica_left,
+    partition_state,
+    produce_all,
+    stored,
+)
 from tests.support.creation import Harness, running_cluster
 from tests.support.hosting import hosted_fixture
 from tests.support.waiting import eventually
@@ -259,18 +265,7 @@ async def test_unclean_default_elects_an_out_of_sync_replica(h: Harness) -> None
     broker 0 stopped, broker 1 (out of the ISR) came back alone: no leader. The cluster
     default ``unclean.leader.election.enable=true``, sent through broker 1, reaches its
     controller, which elects broker 1."""
-    await anyio.to_thread.run_sync(create_topic, h, "lost")
-    h.cluster.stop_broker(1)
-    assert await h.cluster.wait_stopped(1, timeout=WAIT)
-    await eventually(lambda: produce_all(h, "lost"), until=lambda c: c is ErrorCode.NONE)
-    h.cluster.stop_broker(0)
-    assert await h.cluster.wait_stopped(0, timeout=WAIT)
-    await h.cluster.start_broker(1)
-    await h.sink.wait_for(
-        lambda e: e.type == "controller_ready" and e.node == "broker-1", timeout=WAIT
-    )
-    state = await partition_state(h, "lost")
-    assert (state.leader, state.isr) == (-1, (0,))
+    await only_out_of_sync_replica_left(h, "lost")
     await alter_default(h, {"unclean.leader.election.enable": "true"}, via=1)
     await h.sink.wait_for(
         lambda e: e.type == "unclean_leader_election_default" and e.fields.get("enabled") is True,
