@@ -467,7 +467,13 @@ async def run_reassign_command(
             store_address(zookeeper, cluster_file),
             store,
             "kemu-reassign",
-            lambda session: _run_zk(session, action, text, opts, out, draw),
+            lambda session: _handle_action(
+                ZkReassignCommand(session, out, zookeeper_warnings=opts.has("zookeeper")),
+                opts,
+                action,
+                text,
+                draw,
+            ),
             cluster_file=cluster_file,
         )
         return 0
@@ -500,59 +506,48 @@ async def _run_admin(opts: Options, action: str, out: TextIO, rng: random.Random
         raise ReassignCommandError(str(exc)) from None
     try:
         async with KafkaAdminClient(bootstrap, config) as client:
-            await _handle_admin(AdminReassignCommand(client, out), opts, action, rng)
+            command = AdminReassignCommand(client, out)
+            if action == "list":
+                await command.list()
+            else:
+                await _handle_action(command, opts, action, _read(_input_file(opts, action)), rng)
     except KafkaTimeoutError as exc:  # an admin call's .get() that timed out
         raise ReassignCommandError(
             f"org.apache.kafka.common.errors.TimeoutException: {exc}"
         ) from None
 
 
-async def _handle_admin(
-    command: AdminReassignCommand, opts: Options, action: str, rng: random.Random
+async def _handle_action(
+    command: AdminReassignCommand | ZkReassignCommand,
+    opts: Options,
+    action: str,
+    text: str,
+    rng: random.Random,
 ) -> None:
-    """``handleAction(adminClient, opts)``."""
-    if action == "list":
-        await command.list()
-        return
-    text = _read(_input_file(opts, action))
+    """``handleAction``, on either path: the action's file (``text``) and options handed
+    to the command. ``check_args`` lets ``--cancel`` and ``--execute``'s admin-only
+    options through only with ``--bootstrap-server``."""
     preserve = opts.has("preserve-throttles")
     match action:
         case "verify":
             await command.verify(text, preserve)
         case "generate":
             broker_list = opts.value("broker-list")
-            assert broker_list is not None
+            assert broker_list is not None  # check_args: required
             await command.generate(text, broker_list, not opts.has("disable-rack-aware"), rng)
         case "execute":
-            await command.execute(
-                text,
-                opts.has("additional"),
-                long_value(opts, "throttle"),
-                long_value(opts, "replica-alter-log-dirs-throttle"),
-            )
+            if isinstance(command, AdminReassignCommand):
+                await command.execute(
+                    text,
+                    opts.has("additional"),
+                    long_value(opts, "throttle"),
+                    long_value(opts, "replica-alter-log-dirs-throttle"),
+                )
+            else:
+                await command.execute(text, long_value(opts, "throttle"))
         case _:
+            assert isinstance(command, AdminReassignCommand)  # check_args: bootstrap only
             await command.cancel(text, preserve)
-
-
-async def _run_zk(
-    session: StoreSession,
-    action: str,
-    text: str,
-    opts: Options,
-    out: TextIO,
-    rng: random.Random,
-) -> None:
-    """``handleAction(zkClient, opts)``."""
-    command = ZkReassignCommand(session, out, zookeeper_warnings=opts.has("zookeeper"))
-    match action:
-        case "execute":
-            await command.execute(text, long_value(opts, "throttle"))
-        case "generate":
-            broker_list = opts.value("broker-list")
-            assert broker_list is not None
-            await command.generate(text, broker_list, not opts.has("disable-rack-aware"), rng)
-        case _:
-            await command.verify(text, opts.has("preserve-throttles"))
 
 
 def _usage() -> str:
