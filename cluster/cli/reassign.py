@@ -63,6 +63,7 @@ from cluster.cli.reassign_plan import (
     ReassignCommandError,
     TerseReassignmentError,
     calculate_assignment,
+    clearing_line,
     current_assignment_text,
     follower_throttles,
     generate_text,
@@ -70,10 +71,12 @@ from cluster.cli.reassign_plan import (
     parse_execute_args,
     parse_generate_args,
     parse_reassignment,
+    partition_state_line,
     proposed_move_map,
     reassigning_brokers,
     scala_list,
     sorted_partitions,
+    throttled_entities,
 )
 from cluster.cli.store_command import report_failure, store_address, with_session
 from cluster.kafka.client import (
@@ -365,18 +368,10 @@ class ZkReassignCommand:
         targets = dict(parsed.partitions)
         current = await self._current(TopicName(tp.topic) for tp in targets)
         lines = ["Status of partition reassignment:"]
-        for tp in sorted(targets, key=lambda t: (t.topic, t.partition)):
-            now = current.get(tp, ())
-            if tp in moving:
-                lines.append(f"Reassignment of partition {tp} is still in progress.")
-            elif now == targets[tp]:
-                lines.append(f"Reassignment of partition {tp} is complete.")
-            else:
-                lines.append(
-                    f"There is no active reassignment of partition {tp}, but replica set is"
-                    f" {','.join(map(str, now))} rather than"
-                    f" {','.join(map(str, targets[tp]))}."
-                )
+        lines += [
+            partition_state_line(tp, tp in moving, current.get(tp, ()), targets[tp])
+            for tp in sorted_partitions(targets)
+        ]
         self._print("\n".join(lines))
         if not moving and not preserve_throttles:
             await self._clear_all_throttles(parsed.partitions)
@@ -386,26 +381,13 @@ class ZkReassignCommand:
     ) -> None:
         """``clearAllThrottles``: the throttle configs of the live brokers and the target
         replicas' brokers, and of the file's topics, removed where set."""
-        active = list(await kafka_zk.get_brokers(self._session))
-        targeted = [b for _, replicas in targets for b in replicas]
-        brokers = jvm.scala_immutable_order(list(dict.fromkeys([*active, *targeted])))
-        self._print(
-            "Clearing broker-level throttles on broker"
-            + ("" if len(brokers) == 1 else "s")
-            + " "
-            + ",".join(map(str, brokers))
-        )
+        active = await kafka_zk.get_brokers(self._session)
+        brokers, topics = throttled_entities(active, targets)
+        self._print(clearing_line("broker", brokers))
         for broker in brokers:
             await self._remove_configs(zkdata.ConfigType.BROKER, str(broker), BROKER_THROTTLES)
-        topics = list(dict.fromkeys(tp.topic for tp, _ in targets))
-        ordered = jvm.scala_immutable_order(topics)
-        self._print(
-            "Clearing topic-level throttles on topic"
-            + ("" if len(ordered) == 1 else "s")
-            + " "
-            + ",".join(ordered)
-        )
-        for topic in ordered:
+        self._print(clearing_line("topic", topics))
+        for topic in topics:
             await self._remove_configs(zkdata.ConfigType.TOPIC, topic, TOPIC_THROTTLES)
 
     async def _remove_configs(

@@ -36,6 +36,7 @@ from cluster.cli.reassign_plan import (
     ReassignCommandError,
     TerseReassignmentError,
     calculate_assignment,
+    clearing_line,
     current_assignment_text,
     follower_throttles,
     generate_text,
@@ -43,9 +44,11 @@ from cluster.cli.reassign_plan import (
     parse_execute_args,
     parse_generate_args,
     parse_reassignment,
+    partition_state_line,
     proposed_move_map,
     reassigning_brokers,
     sorted_partitions,
+    throttled_entities,
 )
 from cluster.kafka.client import ERROR_MESSAGES, KafkaAdminClient, api_error
 from protocol import jvm
@@ -324,13 +327,9 @@ class AdminReassignCommand:
         topics = {t.name: t for t in described.topics}
         lines = ["Status of partition reassignment:"]
         for tp in sorted_partitions(targets):
-            target = ",".join(map(str, targets[tp]))
-            if tp in ongoing:
-                lines.append(f"Reassignment of partition {tp} is still in progress.")
-                continue
             found = topics.get(TopicName(tp.topic))
             replicas: tuple[int, ...] = ()
-            if found is not None and found.error_code is ErrorCode.NONE:
+            if tp not in ongoing and found is not None and found.error_code is ErrorCode.NONE:
                 by_index = sorted(found.partitions, key=lambda p: p.partition)
                 if len(by_index) == tp.partition:  # topicDescriptionFutureToState's off-by-one
                     raise ReassignCommandError(
@@ -338,13 +337,7 @@ class AdminReassignCommand:
                     )
                 if tp.partition < len(by_index):
                     replicas = tuple(by_index[tp.partition].replicas)
-            if ",".join(map(str, replicas)) == target:
-                lines.append(f"Reassignment of partition {tp} is complete.")
-            else:
-                lines.append(
-                    f"There is no active reassignment of partition {tp}, but replica set is"
-                    f" {','.join(map(str, replicas))} rather than {target}."
-                )
+            lines.append(partition_state_line(tp, tp in ongoing, replicas, targets[tp]))
         self._print("\n".join(lines))
         self._print("")  # verifyReplicaMoves: the states of no log-dir moves
         if not ongoing and not preserve_throttles:
@@ -355,19 +348,13 @@ class AdminReassignCommand:
     ) -> None:
         """``clearAllThrottles(adminClient, ...)``: the three rates deleted on every live
         broker and every target broker, the two lists on every topic of the file."""
-        live = await self._live_brokers()
-        targeted = [b for _, replicas in targets for b in replicas]
-        brokers = jvm.scala_immutable_order(list(dict.fromkeys([*live, *targeted])))
-        self._print(
-            f"Clearing broker-level throttles on broker{_plural(brokers)} "
-            + ",".join(map(str, brokers))
-        )
+        brokers, topics = throttled_entities(await self._live_brokers(), targets)
+        self._print(clearing_line("broker", brokers))
         await self._alter(
             ConfigResourceType.BROKER,
             {str(b): [(key, None) for key in BROKER_THROTTLES] for b in brokers},
         )
-        topics = jvm.scala_immutable_order(list(dict.fromkeys(tp.topic for tp, _ in targets)))
-        self._print(f"Clearing topic-level throttles on topic{_plural(topics)} " + ",".join(topics))
+        self._print(clearing_line("topic", topics))
         await self._alter(
             ConfigResourceType.TOPIC, {t: [(key, None) for key in TOPIC_THROTTLES] for t in topics}
         )

@@ -2,8 +2,9 @@
 shared by its ZooKeeper path (``cluster.cli.reassign``) and its admin-client path
 (``cluster.cli.reassign_admin``): the two JSON files it reads (a reassignment, the topics to
 move) with Kafka's checks and messages, the JSON it prints, the candidate assignment of
-``--generate`` (``calculateAssignment``), and the replication throttles of ``--throttle``
-(``calculateProposedMoveMap`` and the leader/follower throttled-replica lists).
+``--generate`` (``calculateAssignment``), the replication throttles of ``--throttle``
+(``calculateProposedMoveMap`` and the leader/follower throttled-replica lists), and what
+``--verify`` prints of each partition and of the throttles it clears.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, Final
 from actors.admin.assignment import BrokerMetadata, assign_replicas
 from actors.controller.reassignment import scala_map_entries
 from cluster.cli.kafka_tools import duplicates, json_node
+from protocol import jvm
 from protocol.control import TopicPartition
 from protocol.errors import KemuError
 from protocol.ids import BrokerId, TopicName
@@ -37,6 +39,7 @@ __all__ = [
     "ReassignmentFile",
     "TerseReassignmentError",
     "calculate_assignment",
+    "clearing_line",
     "current_assignment_text",
     "follower_throttles",
     "format_as_reassignment_json",
@@ -45,10 +48,12 @@ __all__ = [
     "parse_execute_args",
     "parse_generate_args",
     "parse_reassignment",
+    "partition_state_line",
     "proposed_move_map",
     "reassigning_brokers",
     "scala_list",
     "sorted_partitions",
+    "throttled_entities",
 ]
 
 ANY_LOG_DIR: Final = "any"
@@ -380,3 +385,39 @@ def reassigning_brokers(moves: MoveMap) -> list[int]:
         {b for partitions in moves.values() for m in partitions.values() for b in m.sources}
         | {b for partitions in moves.values() for m in partitions.values() for b in m.destinations}
     )
+
+
+# ============================================================================ --verify
+
+
+def partition_state_line(
+    tp: TopicPartition, in_progress: bool, replicas: Sequence[int], target: Sequence[int]
+) -> str:
+    """``partitionReassignmentStatesToString``: one partition of ``--verify``, its
+    reassignment still in progress, complete (its replicas the target's), or neither."""
+    if in_progress:
+        return f"Reassignment of partition {tp} is still in progress."
+    if tuple(replicas) == tuple(target):
+        return f"Reassignment of partition {tp} is complete."
+    return (
+        f"There is no active reassignment of partition {tp}, but replica set is"
+        f" {','.join(map(str, replicas))} rather than {','.join(map(str, target))}."
+    )
+
+
+def throttled_entities(
+    live: Iterable[int], targets: Sequence[tuple[TopicPartition, Sequence[int]]]
+) -> tuple[list[int], list[TopicName]]:
+    """``clearAllThrottles``' brokers (every live one, then every target replica's) and
+    topics (the file's), each in the order Scala's immutable set of them iterates."""
+    targeted = [b for _, replicas in targets for b in replicas]
+    brokers = jvm.scala_immutable_order(list(dict.fromkeys([*live, *targeted])))
+    topics = jvm.scala_immutable_order(list(dict.fromkeys(tp.topic for tp, _ in targets)))
+    return brokers, topics
+
+
+def clearing_line(level: str, names: Sequence[object]) -> str:
+    """``clearAllThrottles``' line before it clears the ``level``'s (broker or topic)
+    throttles of ``names``."""
+    plural = "" if len(names) == 1 else "s"
+    return f"Clearing {level}-level throttles on {level}{plural} " + ",".join(map(str, names))
