@@ -9,11 +9,12 @@
 # stderr is a terminal.
 # Usage: scripts/chaos.sh [--real] [--seeds A..B] [--out DIR] [--jobs N] [--keep-passed] [--quiet] [SCENARIO.yaml...]
 #   --real         the real-mode campaign instead: scenarios/real/*.yaml (one OS process
-#                  per broker, SIGKILL, a throwaway real ZooKeeper), seeds 1..3, one job
+#                  per broker, SIGKILL, a throwaway real ZooKeeper per job), seeds 1..3
 #   --seeds A..B   the seeds of every scenario (default 1..50)
 #   --out DIR      where the run directories go (default .kemu/chaos-campaign)
 #   --jobs N       kemu processes side by side, each on a share of the scenarios
-#                  (default: the number of CPUs)
+#                  (default: the number of CPUs, in real mode too: its runs mostly wait
+#                  out timeouts and sessions, a job uses about a third of a core)
 #   --keep-passed  keep the run directories of passed runs too (by default only the
 #                  failed runs' directories are kept)
 #   --quiet        no progress line
@@ -22,12 +23,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
 
 real=0
 seeds=""
 out=".kemu/chaos-campaign"
-jobs="$(nproc 2>/dev/null || echo 1)"
+jobs=""
 keep_passed=0
 quiet=0
 scenarios=()
@@ -50,11 +51,11 @@ done
 mode=(--deterministic)
 if [ "$real" -eq 1 ]; then
   mode=(--zookeeper)  # each scenario says mode: processes; a throwaway ZooKeeper per job
-  jobs=1
   [ -n "$seeds" ] || seeds="1..3"
   [ ${#scenarios[@]} -gt 0 ] || scenarios=(scenarios/real/*.yaml)
 fi
 [ -n "$seeds" ] || seeds="1..50"
+[ -n "$jobs" ] || jobs="$(nproc 2>/dev/null || echo 1)"
 if [ ${#scenarios[@]} -eq 0 ]; then
   scenarios=(scenarios/*.yaml)
 fi

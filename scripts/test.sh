@@ -3,7 +3,7 @@
 # ruff (lint + format), mypy --strict, the import-layering contracts and the whole pytest
 # suite (including the store contract suite against a real ZooKeeper the tests start),
 # then the chaos campaigns (scripts/chaos.sh: every scenario x 50 seeds, deterministic;
-# --real: scenarios/real on processes and a real ZooKeeper, SIGKILL, 3 seeds).
+# --real: scenarios/real on processes and a real ZooKeeper, SIGKILL, 3 seeds, a job per CPU).
 # Usage: scripts/test.sh [pytest args...]
 # The inner loop alone: .venv/bin/pytest -m "not slow" (the markers: tests/conftest.py).
 set -euo pipefail
