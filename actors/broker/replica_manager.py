@@ -255,6 +255,7 @@ class ReplicaManager:
             else:
                 accepted.append(state)
         if accepted:
+            await self._read_topic_settings({TopicName(s.topic) for s in accepted})
             local = self._broker.broker_id
             batch = GetOrCreateLogs(
                 logs=tuple(
@@ -509,8 +510,8 @@ class ReplicaManager:
         UnderReplicatedPartitions (led here with an ISR smaller than the replicas,
         ``Partition.isUnderReplicated``), UnderMinIsrPartitionCount and
         AtMinIsrPartitionCount (led here, the ISR below or at the topic's
-        ``min.insync.replicas``: the topic's override once this broker has read it, the
-        broker's default until then)."""
+        ``min.insync.replicas``: the topic's override, read when this broker became its
+        replica)."""
         default_min_isr = self._broker.config.min_insync_replicas
         led = under_replicated = under_min_isr = at_min_isr = 0
         for tp, partition in self.partitions.items():
@@ -629,23 +630,51 @@ class ReplicaManager:
     async def topic_settings(
         self, topic: TopicName, *, configure_logs: bool = False
     ) -> TopicSettings:
-        """A topic's data-plane configs, read from its config znode once (its log
-        configs handed to the log manager then) and again on each change notification
-        (``topic_config_changed``); a failed read keeps the broker's defaults for this
-        request."""
+        """A topic's data-plane configs, read from its config znode once (with the other
+        new topics of the LeaderAndIsr that makes this broker its replica, else at its
+        first use; its log configs handed to the log manager then) and again on each
+        change notification (``topic_config_changed``); a failed read keeps the broker's
+        defaults for this request."""
         known = self._topic_settings.get(topic)
         if known is not None:
             return known
+        try:
+            overrides = await kafka_zk.get_topic_config(self._broker.session, topic)
+        except StoreError:
+            return self._default_settings()
+        return await self._keep_settings(topic, overrides, configure_logs=configure_logs)
+
+    async def _read_topic_settings(self, topics: set[TopicName]) -> None:
+        """``Partition.createLogIfNotExists``'s ``fetchLogConfig``: the configs of the
+        topics a LeaderAndIsr makes this broker a replica of, those not read yet, in one
+        pipelined read, so that their logs (a follower's too, which serves no Produce)
+        follow the topic's log configs from their creation or their loading at start-up.
+        A failed read leaves the topic to be read at its next use."""
+        new = sorted(t for t in topics if t not in self._topic_settings)
+        if not new:
+            return
+        try:
+            configs = await kafka_zk.get_topic_configs(self._broker.session, new)
+        except StoreError:
+            return
+        for topic, overrides in configs.items():
+            if not isinstance(overrides, StoreError):
+                await self._keep_settings(topic, overrides, configure_logs=False)
+
+    def _default_settings(self) -> TopicSettings:
         config = self._broker.config
-        default = TopicSettings(
+        return TopicSettings(
             min_insync_replicas=config.min_insync_replicas,
             compression_type=config.compression_type,
             message_downconversion_enable=config.log_message_downconversion_enable,
         )
-        try:
-            overrides = await kafka_zk.get_topic_config(self._broker.session, topic)
-        except StoreError:
-            return default
+
+    async def _keep_settings(
+        self, topic: TopicName, overrides: Mapping[str, str], *, configure_logs: bool
+    ) -> TopicSettings:
+        """A topic's data-plane configs from its read overrides, kept; its log configs
+        handed to the log manager (when it has some, or ``configure_logs``)."""
+        default = self._default_settings()
         logs = tuple(sorted((k, v) for k, v in overrides.items() if k in LOG_CONFIGS))
         if logs or configure_logs:
             await self._broker.ask(

@@ -45,14 +45,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KemuUp]:
         up.kill()
 
 
-def new_topic(cluster: KemuUp, *configs: str) -> str:
+def new_topic(cluster: KemuUp, *configs: str, replicas: int = 1) -> str:
     name = f"ret-{uuid.uuid4().hex[:8]}"
     args = ["--config", "segment.bytes=100"]
     for setting in configs:
         args += ["--config", setting]
     created = kemu(
         "topics", "--bootstrap-server", cluster.bootstrap, "--create", "--topic", name,
-        "--partitions", "1", "--replication-factor", "1", *args,
+        "--partitions", "1", "--replication-factor", str(replicas), *args,
     )  # fmt: skip
     assert created.returncode == 0, created.stderr
     return name
@@ -159,3 +159,32 @@ def test_a_dynamic_broker_default_retention_applies_to_topics_without_their_own(
             "configs", "--bootstrap-server", cluster.bootstrap, "--entity-type", "brokers",
             "--entity-default", "--alter", "--delete-config", "log.retention.ms",
         )  # fmt: skip
+
+
+def replica_log_files(cluster: KemuUp, topic: str) -> list[list[str]]:
+    """Each replica's segment files (one list per broker's log dir holding the topic)."""
+    logs = cluster.cluster_file.parent / "logs"
+    return [sorted(p.name for p in d.glob("*.log")) for d in sorted(logs.glob(f"*/{topic}-0"))]
+
+
+def test_a_topic_s_own_retention_reaches_its_followers_logs(cluster: KemuUp) -> None:
+    """A topic keeping records forever (``retention.ms=-1``; the broker's 168 hours would
+    delete them) keeps them on every replica: each broker reads a topic's configs when
+    LeaderAndIsr makes it a replica, as ``Partition.createLogIfNotExists`` does, not at
+    its first Produce, which followers never serve. A witness topic without the override,
+    with the same records, loses them on every replica: retention did run there."""
+    kept = new_topic(cluster, "retention.ms=-1", replicas=3)
+    witness = new_topic(cluster, replicas=3)
+    week_old = int(time.time() * 1000) - 8 * 24 * HOUR_MS
+    for topic in (kept, witness):
+        produce(cluster, topic, [week_old] * 4)
+    emptied = wait_until(
+        lambda: replica_log_files(cluster, witness),
+        lambda replicas: (
+            len(replicas) == 3 and all(names == [f"{4:020d}.log"] for names in replicas)
+        ),
+        WAIT,
+    )
+    assert emptied == [[f"{4:020d}.log"]] * 3
+    for names in replica_log_files(cluster, kept):
+        assert names[0] == f"{0:020d}.log", names
