@@ -13,9 +13,11 @@ layout (big-endian)::
     35 maxTimestamp int64        43 producerId int64             51 producerEpoch int16
     53 baseSequence int32        57 recordsCount int32           61 records
 
-Uncompressed records are walked one by one (``DefaultRecord.readFrom``'s structure:
-lengths, varints, headers); compressed ones are stored as sent, without being
-decompressed (docs/log-format.md says what Kafka checks that we do not). Every rejection
+Uncompressed records are read in full (``DefaultRecord.readFrom``'s structure: lengths,
+varints, headers): a large batch a field at a time across its records
+(``actors.log.record_scan``), any other one record by record. Compressed ones are
+stored as sent, without being decompressed (docs/log-format.md says what Kafka checks
+that we do not). Every rejection
 is a ``KafkaApiError`` carrying the code Kafka answers with.
 """
 
@@ -29,6 +31,7 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
+from actors.log import record_scan
 from protocol.errors import ErrorCode, KafkaApiError
 
 __all__ = [
@@ -421,6 +424,28 @@ def _walk_records(
         raise _Malformed("incorrect declared batch size, records still remaining")
 
 
+def _max_timestamp(records: bytes, header: BatchHeader, base: int) -> tuple[int, int]:
+    """The largest record timestamp of an uncompressed client batch and the offset its
+    record is given (``base`` plus its index: the offset counter of
+    ``LogValidator.assignOffsetsNonCompressed``, not the record's own offset delta), or
+    ``(NO_TIMESTAMP, -1)`` if none is above it; every record is read, so a broken one
+    raises INVALID_RECORD. A large batch is scanned a field at a time (``record_scan``),
+    anything it does not cover is walked."""
+    count = header.records_count
+    if count >= record_scan.MIN_RECORDS:
+        start = header.position + RECORD_BATCH_OVERHEAD
+        deltas = record_scan.scan(records, start, header.position + header.size, count)
+        if deltas is not None:
+            index = int(deltas.argmax())  # the first of the largest, as a strict ">" keeps
+            largest = header.first_timestamp + int(deltas[index])
+            return (largest, base + index) if largest > NO_TIMESTAMP else (NO_TIMESTAMP, -1)
+    batch_max, batch_max_offset = NO_TIMESTAMP, -1
+    for index, (_, timestamp) in enumerate(record_timestamps(records, header)):
+        if timestamp > batch_max:
+            batch_max, batch_max_offset = timestamp, base + index
+    return batch_max, batch_max_offset
+
+
 @dataclass(frozen=True, slots=True)
 class ValidatedRecords:
     """An append after validation and offset assignment: what to write and what it holds
@@ -474,10 +499,13 @@ def assign_offsets(
             batch_max = header.max_timestamp
             batch_max_offset = base + header.last_offset_delta
         else:
-            batch_max, batch_max_offset = NO_TIMESTAMP, -1
-            for delta, timestamp in record_timestamps(records, header):
-                if timestamp > batch_max:
-                    batch_max, batch_max_offset = timestamp, base + delta
+            batch_max, batch_max_offset = _max_timestamp(records, header, base)
+        if header.timestamp_type is TimestampType.LOG_APPEND_TIME:
+            # LogValidator.validateTimestamp, for every record once the batch is read.
+            raise KafkaApiError(
+                ErrorCode.INVALID_TIMESTAMP,
+                "One or more records have been rejected due to invalid timestamp",
+            )
         offset = base + header.last_offset_delta + 1
         if batch_max > max_timestamp:
             max_timestamp, offset_of_max = batch_max, batch_max_offset

@@ -6,10 +6,13 @@ validation fail other than with a Kafka error code.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from actors.log import record_scan
 from actors.log.records import (
+    RECORD_BATCH_OVERHEAD,
     TimestampType,
     ValidatedRecords,
     assign_offsets,
@@ -17,7 +20,13 @@ from actors.log.records import (
     record_timestamps,
 )
 from protocol.errors import ErrorCode, KafkaApiError
-from tests.support.record_batches import decode_batches, fix_crc
+from tests.support.record_batches import (
+    client_batch,
+    decode_batches,
+    fix_crc,
+    get_field,
+    set_field,
+)
 
 from aiokafka.record.default_records import (  # type: ignore[import-untyped]  # isort: skip
     DefaultRecordBatchBuilder,
@@ -36,7 +45,10 @@ records = st.lists(
 
 def build(
     rows: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]],
+    offsets: list[int] | None = None,
 ) -> bytes:
+    """A client's batch of ``rows``; its records carry ``offsets`` as their offset deltas
+    if given (a client's may not be 0..n-1; the last is the batch's last offset delta)."""
     builder = DefaultRecordBatchBuilder(
         magic=2,
         compression_type=0,
@@ -46,8 +58,9 @@ def build(
         base_sequence=-1,
         batch_size=1 << 30,
     )
-    for i, (key, value, hdrs, delta) in enumerate(rows):
-        builder.append(i, timestamp=T0 + delta, key=key, value=value, headers=hdrs)
+    deltas = range(len(rows)) if offsets is None else offsets
+    for offset, (key, value, hdrs, delta) in zip(deltas, rows, strict=True):
+        builder.append(offset, timestamp=T0 + delta, key=key, value=value, headers=hdrs)
     return bytes(builder.build())
 
 
@@ -119,3 +132,119 @@ def test_a_linger_sized_batch_is_walked_whole() -> None:
     assert (validated.max_timestamp, validated.offset_of_max_timestamp) == (T0 + 8999 * 7, 9004)
     (stored,) = decode_batches(b"".join(validated.chunks))
     assert [r.offset for r in stored.batch.records] == list(range(5, 9005))
+
+
+# ----------------------------------------------------------- the scan a field at a time
+
+
+def scanned(batch: bytes) -> list[int] | None:
+    header = read_header(batch)
+    deltas = record_scan.scan(
+        batch, RECORD_BATCH_OVERHEAD, header.size, max(header.records_count, 0)
+    )
+    return None if deltas is None else [header.first_timestamp + int(d) for d in deltas]
+
+
+def walked_or_error(batch: bytes) -> list[int] | ErrorCode:
+    try:
+        return [stamp for _, stamp in record_timestamps(batch, read_header(batch))]
+    except KafkaApiError as exc:
+        return exc.code
+
+
+many_records = st.lists(
+    st.tuples(
+        st.one_of(st.none(), st.binary(max_size=3)),
+        st.one_of(st.none(), st.binary(max_size=150)),
+        st.just(list[tuple[str, bytes | None]]()),
+        st.integers(-(4 * 10**5), 4 * 10**5),  # deltas from the first within three bytes
+    ),
+    min_size=record_scan.MIN_RECORDS,
+    max_size=80,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(many_records, st.data())
+def test_the_scan_accepts_only_what_the_walk_accepts_with_the_same_timestamps(
+    rows: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]],
+    data: st.DataObject,
+) -> None:
+    """The field-at-a-time scan of a client's batch gives the record timestamps the walk
+    finds; whatever byte of its records is then changed, the scan still agrees with the
+    walk or declines, and never accepts a batch the walk refuses."""
+    batch = bytearray(build(rows))
+    assert scanned(bytes(batch)) == walked_or_error(bytes(batch))
+    at = data.draw(st.integers(RECORD_BATCH_OVERHEAD, len(batch) - 1))
+    batch[at] ^= data.draw(st.integers(1, 255))
+    found = scanned(bytes(batch))
+    if found is not None:
+        assert found == walked_or_error(bytes(batch))
+
+
+def test_the_scan_covers_a_producers_linger_batch() -> None:
+    """A batch as a producer's linger makes it (null keys, 100-byte values, offset deltas
+    past 8191, timestamps spread over seconds, some before the first) is scanned, not
+    walked, to the walk's timestamps."""
+    rows: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]]
+    rows = [(None, b"v" * 100, [], (i * 37) % 5000 - 60) for i in range(9000)]
+    batch = build(rows)
+    assert scanned(batch) == walked_or_error(batch)
+
+
+def test_records_the_scan_does_not_cover_are_walked() -> None:
+    """Headers, a length varint of three bytes or a timestamp delta of four: the scan
+    declines and the walk reads the batch."""
+    plain: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]]
+    plain = [(b"k", b"v", [], i) for i in range(40)]
+    assert scanned(build(plain)) is not None
+    header: list[tuple[str, bytes | None]] = [("h", b"x")]
+    with_header = [*plain[:-1], (b"k", b"v", header, 39)]
+    big_value = [*plain[:-1], (b"k", b"v" * 9000, [], 39)]
+    far_timestamp = [*plain[:-1], (b"k", b"v", [], 10**7)]
+    for rows in (with_header, big_value, far_timestamp):
+        batch = build(rows)
+        assert scanned(batch) is None
+        validated = validate(batch, next_offset=0)
+        assert validated.max_timestamp == T0 + max(delta for *_, delta in rows)
+
+
+@pytest.mark.parametrize("count", [3, record_scan.MIN_RECORDS])
+def test_the_offset_of_the_max_timestamp_counts_records_not_offset_deltas(count: int) -> None:
+    """The offset reported for the largest timestamp is the one the leader gives its record
+    (the batch's new base offset plus the record's index, LogValidator's offset counter),
+    even where the client's offset deltas skip or repeat; first of equal maxima wins."""
+    rows: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]]
+    rows = [(None, b"v", [], 0) for _ in range(count)]
+    rows[1] = (None, b"v", [], 9)
+    rows[2] = (None, b"v", [], 9)
+    offsets = [0] * (count - 1) + [count - 1]
+    validated = validate(build(rows, offsets), next_offset=50)
+    assert (validated.max_timestamp, validated.offset_of_max_timestamp) == (T0 + 9, 51)
+    assert validated.last_offset == 50 + count - 1
+
+
+@pytest.mark.parametrize("codec", [0, 1])
+def test_a_client_batch_claiming_log_append_time_is_invalid_timestamp(codec: int) -> None:
+    """A producer may not set the LogAppendTime bit (LogValidator.validateTimestamp):
+    INVALID_TIMESTAMP, under either topic timestamp type; a batch whose records are
+    broken is INVALID_RECORD first, as the records are read before they are judged."""
+    batch = client_batch([b"a", b"b"], codec=codec)
+    claimed = fix_crc(set_field(batch, "attributes", get_field(batch, "attributes") | 0x08))
+    for timestamp_type in TimestampType:
+        with pytest.raises(KafkaApiError) as raised:
+            assign_offsets(
+                claimed,
+                next_offset=0,
+                leader_epoch=0,
+                max_message_bytes=1 << 20,
+                timestamp_type=timestamp_type,
+                now_ms=0,
+            )
+        assert raised.value.code == ErrorCode.INVALID_TIMESTAMP
+    broken = bytearray(client_batch([b"a"]))
+    broken[-1] = 0x02  # the header count: one header, which is not there
+    broken_claim = fix_crc(set_field(bytes(broken), "attributes", 0x08))
+    with pytest.raises(KafkaApiError) as raised:
+        validate(broken_claim, next_offset=0)
+    assert raised.value.code == ErrorCode.INVALID_RECORD

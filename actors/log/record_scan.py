@@ -1,0 +1,120 @@
+"""The records of a large uncompressed batch checked a field at a time across all of
+them (numpy), instead of a record at a time: the produce path's fast lane.
+
+A leader must read every record of an uncompressed v2 batch (``LogValidator.
+assignOffsetsNonCompressed`` iterates the batch: ``DefaultRecord.readFrom`` refuses a
+broken structure, and the batch's max timestamp is the largest record timestamp). Only
+where each record starts is sequential (a record's length says where the next one begins);
+``scan`` hops along those lengths in one tight Python loop, then decodes each later field
+(timestamp delta, offset delta, key, value, header count) for every record at once.
+
+It covers the shape clients send: varints of up to three bytes, record lengths below
+8 KiB, no record headers. Anything else, including every broken batch, it declines
+(``None``) and ``records.record_timestamps`` walks the batch record by record, which is
+also what answers Kafka's error for a malformed one. So ``scan`` accepts exactly the
+batches that walk accepts, with the same result, only faster.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["MIN_RECORDS", "scan"]
+
+MIN_RECORDS = 32
+"""Below this many records the walk is as fast: numpy's cost per call is paid per field."""
+
+_Positions = npt.NDArray[np.int64]
+_Bytes = npt.NDArray[np.uint8]
+
+
+def scan(data: bytes, records_start: int, end: int, count: int) -> _Positions | None:
+    """The timestamp delta of each of the ``count`` records in ``data[records_start:end]``
+    if every record is well formed and of the common shape; ``None`` to have the batch
+    walked instead."""
+    ends = _record_ends(data, records_start, end, count) if count > 0 else None
+    if ends is None:
+        return None
+    buffer: _Bytes = np.frombuffer(data, dtype=np.uint8)
+    record_ends = np.array(ends, dtype=np.int64)
+    starts = np.empty_like(record_ends)
+    starts[0] = records_start
+    starts[1:] = record_ends[:-1]
+    # The length varints: one byte, or two when the first has the high bit and the second
+    # not; positive (zig-zag's low bit clear) and not zero, as the hops took them.
+    first = buffer[starts]
+    two = first >= 0x80
+    position = starts + 1 + two
+    top = len(buffer) - 1
+    if (
+        (first & 1).any()
+        or (two & (buffer[np.minimum(starts + 1, top)] >= 0x80)).any()
+        or (position >= record_ends).any()
+    ):
+        return None
+    position += 1  # attributes, unused
+    timestamp_delta = _varints(buffer, position)
+    if timestamp_delta is None:
+        return None
+    deltas, position = timestamp_delta
+    offset_delta = _varints(buffer, position)  # read for its structure, not used
+    if offset_delta is None:
+        return None
+    position = offset_delta[1]
+    for _field in range(2):  # key, value: a negative size is null
+        size = _varints(buffer, position)
+        if size is None:
+            return None
+        sizes, position = size
+        position += np.maximum(sizes, 0)
+    # The header count: no headers, one zero byte (a record with headers is walked).
+    if (buffer[np.minimum(position, top)] != 0).any():
+        return None
+    position += 1
+    # Every position only grew: a record whose fields end at its end read nothing past it.
+    if not np.array_equal(position, record_ends):
+        return None
+    return deltas
+
+
+def _record_ends(data: bytes, position: int, end: int, count: int) -> list[int] | None:
+    """Where each record ends, hopping along the length varints as if each were one or
+    two bytes and positive (``scan`` checks that they are); ``None`` unless the last one
+    ends exactly at ``end``."""
+    ends: list[int] = []
+    append = ends.append
+    try:
+        for _ in range(count):
+            byte = data[position]
+            if byte < 0x80:
+                position += 1 + (byte >> 1)
+            else:
+                position += 2 + (((byte & 0x7F) | (data[position + 1] << 7)) >> 1)
+            append(position)
+    except IndexError:  # ran past the buffer: a broken length, for the walk to report
+        return None
+    # Positions only grew, so ending exactly at ``end`` means no record ran past it.
+    return ends if position == end else None
+
+
+def _varints(buffer: _Bytes, position: _Positions) -> tuple[_Positions, _Positions] | None:
+    """The zig-zag varint at each of ``position`` (up to three bytes) and the positions
+    after them; ``None`` if any is longer. Reads past the buffer are clamped: such a
+    record cannot end where it should, which ``scan`` checks last."""
+    top = len(buffer) - 1
+    first = buffer[np.minimum(position, top)].astype(np.int64)
+    more = first >= 0x80
+    if not more.any():
+        return (first >> 1) ^ -(first & 1), position + 1
+    second = buffer[np.minimum(position + 1, top)].astype(np.int64)
+    raw = np.where(more, (first & 0x7F) | (second << 7), first)
+    size = 1 + more
+    more &= second >= 0x80
+    if more.any():
+        third = buffer[np.minimum(position + 2, top)].astype(np.int64)
+        if (more & (third >= 0x80)).any():
+            return None
+        raw = np.where(more, (raw & 0x3FFF) | (third << 14), raw)
+        size += more
+    return (raw >> 1) ^ -(raw & 1), position + size
