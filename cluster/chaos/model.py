@@ -524,8 +524,12 @@ class Produce(Action, frozen=True, kw_only=True, tag="produce"):
     ``key_size`` bytes; its value is ``value_size`` bytes derived from the identity.
     ``retries``: a request answered with a retriable error (or none in time) is sent
     again, up to that many times, 100 ms later, to the leader of the moment.
-    ``outcome``: what every request's last answer must be (``any``, ``ok``, ``error``
-    or a Kafka error name such as ``NOT_ENOUGH_REPLICAS``). ``background``: go on with
+    ``delivery_timeout_ms`` (Kafka's ``delivery.timeout.ms``): the batch is given up
+    that long after it was made, on the run's clock, retries left or not, an unanswered
+    request included; with it and no ``retries``, retries are unlimited (Kafka's
+    default). Without either, a request is sent once. ``outcome``: what every
+    request's last answer must be (``any``, ``ok``, ``error`` or a Kafka error name such
+    as ``NOT_ENOUGH_REPLICAS``). ``background``: go on with
     the next step at once (the run waits for the producer before its final phase)."""
 
     topic: str
@@ -537,7 +541,8 @@ class Produce(Action, frozen=True, kw_only=True, tag="produce"):
     key_size: int = 0
     value_size: int = 16
     timeout_ms: int = 5_000
-    retries: int = 0
+    retries: int | None = None
+    delivery_timeout_ms: int | None = None
     outcome: str = "any"
     background: bool = False
 
@@ -555,8 +560,21 @@ class Produce(Action, frozen=True, kw_only=True, tag="produce"):
             raise ValueError("key_size and value_size must not be negative")
         if self.timeout_ms < 1:
             raise ValueError(f"timeout_ms must be positive, not {self.timeout_ms}")
-        if self.retries < 0:
+        if self.retries is not None and self.retries < 0:
             raise ValueError(f"retries must not be negative, not {self.retries}")
+        if self.delivery_timeout_ms is not None and self.delivery_timeout_ms < self.timeout_ms:
+            # KafkaProducer's ConfigException: a batch must outlive one request.
+            raise ValueError(
+                f"delivery_timeout_ms must be at least timeout_ms ({self.timeout_ms}), "
+                f"not {self.delivery_timeout_ms}"
+            )
+
+    @property
+    def max_retries(self) -> int | None:
+        """The retries a batch may have (``None``: until its delivery timeout)."""
+        if self.retries is not None:
+            return self.retries
+        return None if self.delivery_timeout_ms is not None else 0
 
     @property
     def required_acks(self) -> int:

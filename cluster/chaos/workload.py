@@ -205,8 +205,11 @@ async def produce(h: Harness, step: Produce, producer: str) -> list[str]:
 async def _send(
     h: Harness, step: Produce, producer: str, partition: int, identities: Sequence[str]
 ) -> str:
-    """One batch to its partition's leader, sent again while the answer is retriable
-    and retries are left; its last answer."""
+    """One batch to its partition's leader, sent again while the answer is retriable,
+    retries are left and its delivery timeout has not passed; its last answer
+    (``NO_ANSWER`` for a request still unanswered when the batch expired)."""
+    made = h.clock.now()
+    deadline = None if step.delivery_timeout_ms is None else made + step.delivery_timeout_ms / 1000
     timestamp = h.clock.wall_ms()  # a producer stamps its wall clock; retention counts from it
     records = encode_batch(
         [
@@ -218,7 +221,7 @@ async def _send(
     )
     attempt = 0
     while True:
-        error, broker, base_offset = await _produce_once(h, step, partition, records)
+        error, broker, base_offset = await _produce_once(h, step, partition, records, deadline)
         emit(
             h,
             "produce_result",
@@ -232,16 +235,31 @@ async def _send(
             base_offset=base_offset,
             records=list(identities),
         )
-        if error not in RETRIABLE or attempt >= step.retries:
+        retries = step.max_retries
+        if error not in RETRIABLE or (retries is not None and attempt >= retries):
+            return error
+        if deadline is not None and h.clock.now() + RETRY_BACKOFF >= deadline:
+            # A batch past delivery.timeout.ms (RecordAccumulator.expiredBatches).
+            emit(
+                h,
+                "produce_expired",
+                producer=producer,
+                topic=step.topic,
+                partition=partition,
+                attempts=attempt + 1,
+                error=error,
+                records=list(identities),
+            )
             return error
         attempt += 1
         await h.clock.sleep(RETRY_BACKOFF)
 
 
 async def _produce_once(
-    h: Harness, step: Produce, partition: int, records: bytes
+    h: Harness, step: Produce, partition: int, records: bytes, deadline: float | None
 ) -> tuple[str, int | None, int]:
-    """(error, broker asked, base offset) of one Produce to the leader of the moment."""
+    """(error, broker asked, base offset) of one Produce to the leader of the moment,
+    waited for until its timeout (plus a margin) or the batch's ``deadline``."""
     leadership = await leader_of(h, step.topic, partition)
     if leadership is None or leadership.leader < 0:
         return "LEADER_NOT_AVAILABLE", None, -1
@@ -259,7 +277,10 @@ async def _produce_once(
         ),
     )
     try:
-        reply = await h.ask_broker(broker, request, timeout=step.timeout_ms / 1000 + ASK_MARGIN)
+        wait = step.timeout_ms / 1000 + ASK_MARGIN
+        if deadline is not None:  # in flight, it expires too (Sender.getExpiredInflightBatches)
+            wait = max(0.0, min(wait, deadline - h.clock.now()))
+        reply = await h.ask_broker(broker, request, timeout=wait)
     except AskTimeoutError:
         return "NO_ANSWER", broker, -1
     except RemoteError as exc:

@@ -144,3 +144,68 @@ def test_an_allowed_loss_is_a_notice_naming_each_record_at_its_read(tmp_path: Pa
     timeline = (Path(result.run_dir) / "timeline.txt").read_text()
     first = lost[0]
     assert f"#{first.seq:<6} {'--':<10} notice data_loss: {first.message}" in timeline
+
+
+DELIVERY = (
+    "name: delivery-timeout\n"
+    "cluster: {brokers: 3}\n"
+    "steps:\n"
+    "  - create_topic: {topic: pay, assignment: {0: [0, 1, 2]},\n"
+    "                   configs: {min.insync.replicas: '2'}, outcome: ok}\n"
+    "  - wait: {topic_ready: pay, within: 10}\n"
+    "  - drop: {src: [1, 2], dst: [0], types: [FetchRequestData]}\n"
+    "  - produce: {topic: pay, count: 1, acks: all, timeout_ms: 1000, {limits}}\n"
+)
+
+
+def produce_events(run_dir: str) -> tuple[list[dict[str, object]], list[float], list[str | None]]:
+    """The ``produce_result`` fields, their times, and the types of the producer's
+    events, from a run's trace."""
+    _, events = read_trace(Path(run_dir) / "trace.jsonl")
+    mine = [e for e in events if e.type in ("produce_result", "produce_expired")]
+    results = [e for e in mine if e.type == "produce_result"]
+    return [e.fields for e in results], [e.ts for e in mine], [e.type for e in mine]
+
+
+@pytest.mark.slow  # two runs of a scenario
+def test_a_produce_retries_until_its_delivery_timeout_on_the_run_clock(tmp_path: Path) -> None:
+    """With ``delivery_timeout_ms`` and no ``retries`` a batch answered with a retriable
+    error (acks=all, followers cut off: REQUEST_TIMED_OUT after the request's 1 s) is
+    sent again until 3.5 s after it was made, as Kafka's producer with its default
+    retries: four requests, the last cut at the deadline unanswered, then
+    ``produce_expired``; the same seed gives the same trace."""
+    scenario = parse_scenario(DELIVERY.replace("{limits}", "delivery_timeout_ms: 3500"))
+    first = run_scenario(scenario, RunOptions(run_dir=tmp_path / "a", seed=3))
+    results, times, types = produce_events(first.run_dir)
+    assert [r["error"] for r in results] == ["REQUEST_TIMED_OUT"] * 3 + ["NO_ANSWER"]
+    assert [r["attempt"] for r in results] == [0, 1, 2, 3]
+    assert types[-1] == "produce_expired"
+    # From the first answer (1 s after the batch was made) to the expiry: 2.5 s.
+    assert 2.4 <= times[-1] - times[0] <= 2.5
+    again = run_scenario(scenario, RunOptions(run_dir=tmp_path / "b", seed=3))
+    assert again.trace_sha256 == first.trace_sha256
+
+
+def test_retries_bound_a_produce_before_its_delivery_timeout(tmp_path: Path) -> None:
+    """``retries`` and ``delivery_timeout_ms`` together: whichever runs out first ends
+    the batch; one retry is two requests, well inside 30 s, and nothing expires."""
+    limits = "retries: 1, delivery_timeout_ms: 30000"
+    result = run_scenario(
+        parse_scenario(DELIVERY.replace("{limits}", limits)),
+        RunOptions(run_dir=tmp_path / "a", seed=3),
+    )
+    results, _, types = produce_events(result.run_dir)
+    assert [r["error"] for r in results] == ["REQUEST_TIMED_OUT"] * 2
+    assert "produce_expired" not in types
+
+
+def test_a_delivery_timeout_shorter_than_a_request_is_refused() -> None:
+    """As KafkaProducer refuses delivery.timeout.ms below request.timeout.ms; a produce
+    without either limit is sent once."""
+    with pytest.raises(ScenarioError) as caught:
+        parse_scenario(DELIVERY.replace("{limits}", "delivery_timeout_ms: 999"))
+    assert "delivery_timeout_ms must be at least timeout_ms (1000), not 999" in str(caught.value)
+    once = Produce(topic="t", count=1)
+    assert once.max_retries == 0
+    assert Produce(topic="t", count=1, delivery_timeout_ms=9000).max_retries is None
+    assert Produce(topic="t", count=1, retries=2, delivery_timeout_ms=9000).max_retries == 2
