@@ -872,6 +872,14 @@ class LogManager(Actor):
             except OSError as exc:
                 self._trace_op("checkpoint", log_dir, log_dir=log_dir, error=exc)
 
+    def on_exit(self) -> None:
+        """The files of the logs still open (a crash skipped ``on_stop``) are closed
+        without writing anything (``Log.closeHandlers``): a killed broker's process loses
+        its descriptors, not its page cache, so what was written stays as it was."""
+        while self._open:
+            _, log = self._open.popitem(last=False)
+            log.close_handlers()
+
     def _load_dir(self, log_dir: Path) -> None:
         try:
             self.disk.mkdir(log_dir)

@@ -177,6 +177,12 @@ class Actor:
     async def on_stop(self) -> None:
         """Graceful stop only (never on crash): release what the actor holds."""
 
+    def on_exit(self) -> None:
+        """Whatever ended the node (a stop, a crash, a failed start), once its tasks are
+        done: let go of the operating system's resources the actor still holds, writing
+        nothing, as the OS closes a killed process's files and sockets. After a graceful
+        stop, ``on_stop`` has usually released them already."""
+
     async def receive(self, msg: Message, ctx: Context) -> Message | None:
         raise NotImplementedError
 
@@ -302,6 +308,7 @@ class Node:
             self.running = False
             self.paused = False
             self._tg = None
+            self._release()
             self._fail_pending()
             close = getattr(self._postman, "close", None)
             if close is not None:
@@ -363,6 +370,14 @@ class Node:
         self.paused = False
         self.tracer.emit(TraceKind.EVENT, node=self.node_id, type="node_resumed")
         freezable_loop().thaw(self.node_id)
+
+    def _release(self) -> None:
+        for name in reversed(self._order):
+            actor = self._actors[name]
+            try:
+                actor.on_exit()
+            except Exception as exc:  # one actor's failure must not keep the others' files
+                self._trace_error(actor.name, "on_exit_failed", exc)
 
     async def _graceful_steps(self) -> None:
         for name in reversed(self._order):

@@ -8,6 +8,7 @@ Produce, a Fetch and the offset lookups. Batches are built by a real client's co
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import cast
 
@@ -283,6 +284,39 @@ def test_logs_beyond_the_open_limit_are_closed_and_reopened(tmp_path: Path) -> N
 
     dirs = log_dirs(tmp_path, 1)
     sim(lambda: run_broker(dirs, body, max_open_logs=2))
+
+
+def _files_open_under(root: Path) -> list[str]:
+    """The files this process holds open under ``root`` (Linux's ``/proc/self/fd``)."""
+    targets = []
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            targets.append(os.readlink(fd))
+        except OSError:  # the listing's own descriptor, closed by now
+            continue
+    return [t for t in targets if t.startswith(str(root))]
+
+
+def test_a_crash_closes_the_open_logs_files_and_writes_nothing_more(tmp_path: Path) -> None:
+    """A crashed broker's process loses its descriptors, not what it wrote: the node's
+    end closes every open log's segment and index files (``Log.closeHandlers``), with no
+    flush and no clean-shutdown marker, and each record appended is still in its file."""
+
+    async def body(b: Harness) -> None:
+        for p in range(3):
+            await create(b, p)
+            await append(b, client_batch([f"v{p}".encode()]), partition=p)
+        assert b.lm.open_logs == 3
+        assert len(_files_open_under(tmp_path)) == 9  # a .log, .index and .timeindex each
+        b.node.crash()
+
+    dirs = log_dirs(tmp_path, 1)
+    sim(lambda: run_broker(dirs, body))
+    assert _files_open_under(tmp_path) == []
+    assert not (dirs[0] / ".kafka_cleanshutdown").exists()
+    for p in range(3):
+        segment = (dirs[0] / f"orders-{p}" / "00000000000000000000.log").read_bytes()
+        assert [d.values for d in decode_batches(segment)] == [[f"v{p}".encode()]]
 
 
 def test_the_open_logs_budget_shares_the_file_limit_between_a_process_s_brokers() -> None:

@@ -252,6 +252,37 @@ def test_asking_a_missing_actor_fails_fast() -> None:
     _sim(body)
 
 
+def test_on_exit_runs_at_a_crash_and_after_a_stop_last_started_first() -> None:
+    """Whatever ends a node, each actor's ``on_exit`` runs once its tasks are done (a crash
+    skips ``on_stop``, not ``on_exit``): what the OS closes for a killed process."""
+
+    async def body() -> None:
+        order: list[str] = []
+
+        class Exiting(Echo):
+            def on_exit(self) -> None:
+                order.append(f"exit {self.name}")
+
+            async def on_stop(self) -> None:
+                order.append(f"stop {self.name}")
+
+        wire = DirectWire()
+        for end in ("crash", "stop"):
+            order.clear()
+            node = Node("n1", attach=wire.attach, clock=VirtualClock())
+            async with anyio.create_task_group() as tg:
+                await tg.start(node.run, [Exiting("a"), Exiting("b")])
+                if end == "crash":
+                    node.crash()
+                else:
+                    node.stop()
+                assert not order  # nothing yet: the node's tasks end first
+            graceful = ["stop b", "stop a"] if end == "stop" else []
+            assert order == [*graceful, "exit b", "exit a"]
+
+    _sim(body)
+
+
 def test_actors_on_two_nodes_talk_and_a_crashed_peer_makes_asks_time_out() -> None:
     """Asks across nodes work; after the peer crashes, asks to it time out instead of hanging."""
 
