@@ -38,6 +38,7 @@ from typing import Final
 
 import anyio
 
+from actors.group import consumer_subscription
 from cluster.chaos.harness import Gate, Harness
 from cluster.chaos.model import Consume
 from cluster.chaos.workload import emit, leader_of, topic_assignment
@@ -134,20 +135,9 @@ def encode_subscription(topics: Sequence[str]) -> bytes:
 
 
 def decode_subscription(data: bytes) -> list[str]:
-    """The topics of a ``ConsumerProtocolSubscription``; [] for bytes that do not read."""
-    try:
-        at = _I16.size
-        (count,) = _I32.unpack_from(data, at)
-        at += _I32.size
-        topics = []
-        for _ in range(count):
-            (length,) = _I16.unpack_from(data, at)
-            at += _I16.size
-            topics.append(data[at : at + length].decode())
-            at += length
-        return topics
-    except (struct.error, UnicodeDecodeError):
-        return []
+    """The topics of a ``ConsumerProtocolSubscription`` (the coordinator's own reading,
+    ``consumer_subscription``); [] for bytes that do not read."""
+    return consumer_subscription(data) or []
 
 
 def encode_assignment(partitions: Sequence[TP]) -> bytes:
