@@ -37,7 +37,7 @@ from actors.broker.names import BROKER_ACTOR, broker_ref
 from actors.broker.producer_ids import ProducerIdManager
 from actors.broker.purgatory import DelayedOperationPurgatory
 from actors.broker.replica_manager import ReplicaManager
-from actors.group.coordinator import GROUP_COORDINATOR_ACTOR
+from actors.group.coordinator import GROUP_COORDINATOR_ACTOR, commit_answer
 from actors.group.records import partition_for
 from actors.runtime.actor import Context, DeferredReply
 from actors.zk import kafka_zk
@@ -855,26 +855,9 @@ def _merge_commit(
 ) -> OffsetCommitResponseData:
     """One answer to ``req``, in its order: ``codes`` where given, else the
     coordinator's ``answer``, else ``default``."""
-    answered = {
+    answered: dict[tuple[str, int], ErrorCode] = {
         (t.name, p.partition_index): p.error_code
         for t in (answer.topics if answer is not None else ())
         for p in t.partitions
     }
-    return OffsetCommitResponseData(
-        topics=tuple(
-            OffsetCommitTopicResponse(
-                name=t.name,
-                partitions=tuple(
-                    OffsetCommitPartitionResponse(
-                        partition_index=p.partition_index,
-                        error_code=codes.get(
-                            (t.name, p.partition_index),
-                            answered.get((t.name, p.partition_index), default),
-                        ),
-                    )
-                    for p in t.partitions
-                ),
-            )
-            for t in req.topics
-        )
-    )
+    return commit_answer(req, {**answered, **codes}, default)

@@ -26,7 +26,7 @@ Group state changes only on this actor's task. What waits is never awaited inlin
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -117,7 +117,7 @@ from protocol.kafka_data import (
     ProduceTopicData,
 )
 
-__all__ = ["GROUP_COORDINATOR_ACTOR", "GroupConfig", "GroupCoordinator"]
+__all__ = ["GROUP_COORDINATOR_ACTOR", "GroupConfig", "GroupCoordinator", "commit_answer"]
 
 GROUP_COORDINATOR_ACTOR: Final = "group_coordinator"
 NEW_MEMBER_JOIN_TIMEOUT_MS: Final = 300_000
@@ -1132,7 +1132,7 @@ class GroupCoordinator(Actor):
         if code is None and group is not None:
             code = self._commit_refused(group, req)
         if code is not None:
-            return _commit_answer(req, {}, code)
+            return commit_answer(req, {}, code)
         assert group is not None
         now = self._now_ms()
         too_large: set[tuple[str, int]] = set()
@@ -1154,7 +1154,7 @@ class GroupCoordinator(Actor):
                 )
         codes = {key: ErrorCode.OFFSET_METADATA_TOO_LARGE for key in too_large}
         if not values:
-            return _commit_answer(req, codes, ErrorCode.NONE)
+            return commit_answer(req, codes, ErrorCode.NONE)
         records = [
             ProducerRecord(
                 key=encode_offset_key(OffsetKey(req.group_id, topic, partition)),
@@ -1176,7 +1176,7 @@ class GroupCoordinator(Actor):
                 group.offsets.update(values)
             for key in values:
                 codes[key] = error
-            reply.send(self, _commit_answer(req, codes, ErrorCode.NONE))
+            reply.send(self, commit_answer(req, codes, ErrorCode.NONE))
 
         self._append(req.group_id, records, stored)
         return None
@@ -1516,9 +1516,11 @@ def _commit_error(code: ErrorCode) -> ErrorCode:
     return _store_error(code)
 
 
-def _commit_answer(
-    req: OffsetCommitRequestData, codes: dict[tuple[str, int], ErrorCode], default: ErrorCode
+def commit_answer(
+    req: OffsetCommitRequestData, codes: Mapping[tuple[str, int], ErrorCode], default: ErrorCode
 ) -> OffsetCommitResponseData:
+    """The answer to ``req``, in its order: each partition's code in ``codes``, else
+    ``default``."""
     return OffsetCommitResponseData(
         topics=tuple(
             OffsetCommitTopicResponse(
