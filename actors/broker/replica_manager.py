@@ -22,7 +22,7 @@ partitions, the delayed requests) is the broker's, touched only on its task.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol
 
@@ -104,6 +104,8 @@ from protocol.log import (
     LogsRead,
     LogStart,
     LookupOffsets,
+    OffsetFound,
+    OffsetQuery,
     OffsetsBeforeQuery,
     OffsetsFound,
     OffsetTimestampQuery,
@@ -1099,37 +1101,22 @@ class ReplicaManager:
                     )
                     continue
                 answers[topic.name, p.partition_index] = answer
-        if queries:
-            reply = await self._broker.ask(
-                self._broker.log_manager_ref, LookupOffsets(queries=tuple(queries))
+        for found in await self._lookup_offsets(queries):
+            tp = TopicPartition(found.topic, found.partition)
+            partition = self.partitions[tp]
+            ceiling = partition.high_watermark if consumer else partition.log_end_offset
+            hit = found.error_code is ErrorCode.NONE and 0 <= found.offset < ceiling
+            code = found.error_code
+            if code is ErrorCode.NONE and not hit and tp in lagging:
+                code = unavailable
+            answers[found.topic, found.partition] = ListOffsetsPartitionResponse(
+                partition_index=found.partition,
+                error_code=code,
+                timestamp=found.timestamp if hit else -1,
+                offset=found.offset if hit else -1,
+                leader_epoch=found.leader_epoch if hit else -1,
             )
-            assert isinstance(reply, OffsetsFound)
-            for found in reply.results:
-                tp = TopicPartition(found.topic, found.partition)
-                partition = self.partitions[tp]
-                ceiling = partition.high_watermark if consumer else partition.log_end_offset
-                hit = found.error_code is ErrorCode.NONE and 0 <= found.offset < ceiling
-                code = found.error_code
-                if code is ErrorCode.NONE and not hit and tp in lagging:
-                    code = unavailable
-                answers[found.topic, found.partition] = ListOffsetsPartitionResponse(
-                    partition_index=found.partition,
-                    error_code=code,
-                    timestamp=found.timestamp if hit else -1,
-                    offset=found.offset if hit else -1,
-                    leader_epoch=found.leader_epoch if hit else -1,
-                )
-        return ListOffsetsResponseData(
-            topics=tuple(
-                ListOffsetsTopicResponse(
-                    name=topic.name,
-                    partitions=tuple(
-                        answers[topic.name, p.partition_index] for p in topic.partitions
-                    ),
-                )
-                for topic in req.topics
-            )
-        )
+        return _list_offsets_response(req, answers)
 
     async def _legacy_fetch_offsets(self, req: ListOffsetsRequestData) -> ListOffsetsResponseData:
         """ListOffsets v0 (``KafkaApis.handleListOffsetRequestV0``,
@@ -1157,35 +1144,31 @@ class ReplicaManager:
                         max_num_offsets=p.max_num_offsets,
                     )
                 )
-        if queries:
-            reply = await self._broker.ask(
-                self._broker.log_manager_ref, LookupOffsets(queries=tuple(queries))
+        for found in await self._lookup_offsets(queries):
+            offsets = found.offsets
+            partition = self.partitions.get(TopicPartition(found.topic, found.partition))
+            if partition is not None and req.replica_id == CONSUMER_REPLICA_ID:
+                high_watermark = partition.high_watermark
+                if any(o > high_watermark for o in offsets):
+                    # the offsets are largest first: those above the mark lead
+                    offsets = (high_watermark, *(o for o in offsets if o <= high_watermark))
+            answers[found.topic, found.partition] = ListOffsetsPartitionResponse(
+                partition_index=found.partition,
+                error_code=found.error_code,
+                old_style_offsets=offsets,
             )
-            assert isinstance(reply, OffsetsFound)
-            for found in reply.results:
-                offsets = found.offsets
-                partition = self.partitions.get(TopicPartition(found.topic, found.partition))
-                if partition is not None and req.replica_id == CONSUMER_REPLICA_ID:
-                    high_watermark = partition.high_watermark
-                    if any(o > high_watermark for o in offsets):
-                        # the offsets are largest first: those above the mark lead
-                        offsets = (high_watermark, *(o for o in offsets if o <= high_watermark))
-                answers[found.topic, found.partition] = ListOffsetsPartitionResponse(
-                    partition_index=found.partition,
-                    error_code=found.error_code,
-                    old_style_offsets=offsets,
-                )
-        return ListOffsetsResponseData(
-            topics=tuple(
-                ListOffsetsTopicResponse(
-                    name=topic.name,
-                    partitions=tuple(
-                        answers[topic.name, p.partition_index] for p in topic.partitions
-                    ),
-                )
-                for topic in req.topics
-            )
+        return _list_offsets_response(req, answers)
+
+    async def _lookup_offsets(self, queries: Sequence[OffsetQuery]) -> tuple[OffsetFound, ...]:
+        """The log manager's answers to ``queries`` (one ``LookupOffsets``), in their
+        order; nothing is asked when there are none."""
+        if not queries:
+            return ()
+        reply = await self._broker.ask(
+            self._broker.log_manager_ref, LookupOffsets(queries=tuple(queries))
         )
+        assert isinstance(reply, OffsetsFound)
+        return reply.results
 
     async def last_offset_for_leader_epoch(
         self, req: OffsetForLeaderEpochRequestData
@@ -1209,18 +1192,13 @@ class ReplicaManager:
                         topic=topic.topic, partition=p.partition, leader_epoch=p.leader_epoch
                     )
                 )
-        if queries:
-            reply = await self._broker.ask(
-                self._broker.log_manager_ref, LookupOffsets(queries=tuple(queries))
+        for found in await self._lookup_offsets(queries):
+            answers[found.topic, found.partition] = OffsetForLeaderPartitionResult(
+                partition=found.partition,
+                error_code=found.error_code,
+                leader_epoch=found.leader_epoch,
+                end_offset=found.offset,
             )
-            assert isinstance(reply, OffsetsFound)
-            for found in reply.results:
-                answers[found.topic, found.partition] = OffsetForLeaderPartitionResult(
-                    partition=found.partition,
-                    error_code=found.error_code,
-                    leader_epoch=found.leader_epoch,
-                    end_offset=found.offset,
-                )
         return OffsetForLeaderEpochResponseData(
             topics=tuple(
                 OffsetForLeaderTopicResult(
@@ -1245,6 +1223,21 @@ def _produce_response(
                 ),
             )
             for topic in req.topic_data
+        )
+    )
+
+
+def _list_offsets_response(
+    req: ListOffsetsRequestData, answers: Mapping[tuple[str, int], ListOffsetsPartitionResponse]
+) -> ListOffsetsResponseData:
+    """The answers in the request's order."""
+    return ListOffsetsResponseData(
+        topics=tuple(
+            ListOffsetsTopicResponse(
+                name=topic.name,
+                partitions=tuple(answers[topic.name, p.partition_index] for p in topic.partitions),
+            )
+            for topic in req.topics
         )
     )
 
