@@ -32,6 +32,7 @@ from actors.admin.limits import (
 )
 from protocol import jvm
 from protocol.errors import ErrorCode, KafkaApiError, KemuError
+from protocol.kafka_api import ConfigSource
 
 __all__ = [
     "BROKER_CONFIGS",
@@ -80,18 +81,6 @@ class ConfigValueType(StrEnum):
     LIST = "LIST"
     CLASS = "CLASS"
     PASSWORD = "PASSWORD"  # noqa: S105 - the name of a type, not a secret
-
-
-class ConfigSource(IntEnum):
-    """DescribeConfigs ``config_source`` (``DescribeConfigsResponse.ConfigSource`` ids)."""
-
-    UNKNOWN = 0
-    TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-    DYNAMIC_BROKER_LOGGER_CONFIG = 6
 
 
 # =============================================================================== parsing

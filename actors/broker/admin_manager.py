@@ -83,7 +83,6 @@ from protocol.kafka_api import (
     TopicErrorResult,
 )
 from protocol.kafka_api import ConfigEntry as WireConfigEntry
-from protocol.kafka_api import ConfigSource as WireConfigSource
 from protocol.kafka_api import ConfigSynonym as WireConfigSynonym
 from protocol.kafka_api import ConfigValueType as WireConfigValueType
 
@@ -772,10 +771,9 @@ def _wire_entry(entry: ConfigEntry) -> WireConfigEntry:
     return WireConfigEntry(
         name=entry.name,
         value=entry.text,
-        source=WireConfigSource(int(entry.source)),
+        source=entry.source,
         synonyms=tuple(
-            WireConfigSynonym(name=n, value=v, source=WireConfigSource(int(src)))
-            for n, v, src in entry.synonyms
+            WireConfigSynonym(name=n, value=v, source=src) for n, v, src in entry.synonyms
         ),
         value_type=_wire_type(entry.type),
     )
@@ -786,10 +784,9 @@ def _wire_broker_entry(entry: BrokerConfigEntry) -> WireConfigEntry:
         name=entry.name,
         value=entry.text,
         read_only=entry.read_only,
-        source=WireConfigSource(int(entry.source)),
+        source=entry.source,
         synonyms=tuple(
-            WireConfigSynonym(name=n, value=v, source=WireConfigSource(int(src)))
-            for n, v, src in entry.synonyms
+            WireConfigSynonym(name=n, value=v, source=src) for n, v, src in entry.synonyms
         ),
         value_type=_wire_type(entry.type),
     )
