@@ -182,7 +182,7 @@ class AdminManager:
         return DescribeConfigsResult(
             resource_type=res.resource_type,
             resource_name=name,
-            configs=tuple(_wire_broker_entry(e) for e in entries if keys is None or e.name in keys),
+            configs=tuple(_wire_entry(e) for e in entries if keys is None or e.name in keys),
         )
 
     async def alter_configs(
@@ -767,23 +767,13 @@ def delete_refused(req: DeleteTopicsRequestData, code: ErrorCode) -> DeleteTopic
     )
 
 
-def _wire_entry(entry: ConfigEntry) -> WireConfigEntry:
+def _wire_entry(entry: ConfigEntry | BrokerConfigEntry) -> WireConfigEntry:
+    """A topic's or a broker's config as DescribeConfigs sends it (a topic's is never
+    read-only)."""
     return WireConfigEntry(
         name=entry.name,
         value=entry.text,
-        source=entry.source,
-        synonyms=tuple(
-            WireConfigSynonym(name=n, value=v, source=src) for n, v, src in entry.synonyms
-        ),
-        value_type=_wire_type(entry.type),
-    )
-
-
-def _wire_broker_entry(entry: BrokerConfigEntry) -> WireConfigEntry:
-    return WireConfigEntry(
-        name=entry.name,
-        value=entry.text,
-        read_only=entry.read_only,
+        read_only=isinstance(entry, BrokerConfigEntry) and entry.read_only,
         source=entry.source,
         synonyms=tuple(
             WireConfigSynonym(name=n, value=v, source=src) for n, v, src in entry.synonyms
