@@ -189,31 +189,28 @@ class PartitionStateMachine:
             if partition_transition_valid(current, target):
                 valid.append(tp)
             else:
-                self.state_log.invalid(
-                    _MACHINE,
-                    tp,
-                    None,
-                    current.label,
-                    target.label,
-                    controller_epoch=self.context.epoch,
-                    valid_previous=sorted(s.label for s in PARTITION_VALID_PREVIOUS[target]),
-                )
+                self._invalid(tp, current, target)
         return valid
+
+    def _invalid(self, tp: TopicPartition, current: PartitionState, target: PartitionState) -> None:
+        """Kafka's IllegalStateException of a transition ``target`` does not allow from
+        ``current``, in the state-change log; nothing changes."""
+        self.state_log.invalid(
+            _MACHINE,
+            tp,
+            None,
+            current.label,
+            target.label,
+            controller_epoch=self.context.epoch,
+            valid_previous=sorted(s.label for s in PARTITION_VALID_PREVIOUS[target]),
+        )
 
     def _change_state(self, tp: TopicPartition, target: PartitionState) -> bool:
         """The one place a partition's state changes: validate, apply, trace."""
         ctx = self.context
         current = ctx.partition_state(tp)
         if not partition_transition_valid(current, target):
-            self.state_log.invalid(
-                _MACHINE,
-                tp,
-                None,
-                current.label,
-                target.label,
-                controller_epoch=ctx.epoch,
-                valid_previous=sorted(s.label for s in PARTITION_VALID_PREVIOUS[target]),
-            )
+            self._invalid(tp, current, target)
             return False
         ctx.put_partition_state(tp, target)
         leadership = ctx.leadership(tp)
