@@ -82,14 +82,17 @@ async def produce_all(h: Harness, topic: str) -> ErrorCode:
 async def only_out_of_sync_replica_left(h: Harness, topic: str) -> None:
     """The setup of an unclean leader election: ``topic`` (created here, one partition on
     brokers 0 and 1) has its ISR shrink to broker 0 while broker 1 is stopped (an acks=all
-    Produce succeeds on the leader alone), then broker 0 stops and broker 1 comes back as
-    the only broker and the controller. Asserts the partition is left with no leader and
-    the ISR ``(0,)``: broker 1 is out of sync, electable only uncleanly."""
+    Produce succeeds on the leader alone), then broker 0 crashes and broker 1 comes back
+    as the only broker and the controller once broker 0's session expired. Asserts the
+    partition is left with no leader and the ISR ``(0,)``: broker 1 is out of sync,
+    electable only uncleanly. (A crash, not a stop: the last broker's controlled shutdown
+    cannot move its leaders anywhere, so a stop spends Kafka's three retries with 5 s
+    backoffs, ``controlled.shutdown.max.retries``, before it goes, to the same state.)"""
     await anyio.to_thread.run_sync(create_topic, h, topic)
     h.cluster.stop_broker(1)
     assert await h.cluster.wait_stopped(1, timeout=WAIT)
     await eventually(lambda: produce_all(h, topic), until=lambda c: c is ErrorCode.NONE)
-    h.cluster.stop_broker(0)
+    await h.cluster.crash_broker(0)
     assert await h.cluster.wait_stopped(0, timeout=WAIT)
     await h.cluster.start_broker(1)
     await h.sink.wait_for(

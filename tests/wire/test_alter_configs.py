@@ -286,10 +286,9 @@ async def test_bad_alterations_are_refused_per_resource_and_change_nothing(h: Ha
     assert configs["min.insync.replicas"].source == ConfigSource.DEFAULT_CONFIG.value
 
 
-@pytest.mark.slow  # ~15 s: two brokers stopped, one restarted
 async def test_enabling_unclean_election_elects_an_offline_partitions_leader(h: Harness) -> None:
     """``processTopicUncleanLeaderElectionEnable``: the partition's ISR shrank to broker 0,
-    broker 0 stopped, broker 1 (out of the ISR) came back as the only broker: the
+    broker 0 crashed, broker 1 (out of the ISR) came back as the only broker: the
     partition stays leaderless. Setting the topic's unclean.leader.election.enable
     through kafka-python makes the controller elect broker 1 at once."""
     await only_out_of_sync_replica_left(h, "lost")
