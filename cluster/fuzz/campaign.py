@@ -183,7 +183,7 @@ def run_target(
             except Crashed:
                 if not keep_going:
                     break
-                live.server.stop()
+                live.server.kill()  # hung or half dead: a graceful stop would only wait
                 live = _Server(target, workdir)
                 failed.clear()
                 recent.clear()
@@ -205,7 +205,10 @@ def run_target(
     finally:
         report.seconds = time.monotonic() - started
         report.rss_end = rss_bytes(live.pid)
-        live.server.stop()
+        if failed:  # the server crashed or hangs: its output is saved, nothing to stop
+            live.server.kill()
+        else:
+            live.server.stop()
     return report
 
 
