@@ -216,7 +216,9 @@ def _check_batch(buffer: bytes | memoryview, header: BatchHeader, max_message_by
             )
         raise KafkaApiError(ErrorCode.CORRUPT_MESSAGE, f"Invalid magic found: {header.magic}")
     start = header.position
-    if crc32c(buffer[start + _ATTRIBUTES_OFFSET : start + header.size]) != header.crc:
+    # Through a view: slicing the bytes themselves would copy the batch first.
+    covered = memoryview(buffer)[start + _ATTRIBUTES_OFFSET : start + header.size]
+    if crc32c(covered) != header.crc:
         raise KafkaApiError(
             ErrorCode.CORRUPT_MESSAGE,
             f"Record batch at position {start} is corrupt (stored crc = {header.crc})",
