@@ -443,6 +443,7 @@ class Broker(Actor):
             retention_ms=config.log_retention_time_millis,
             retention_bytes=config.log_retention_bytes,
             delete="delete" in config.log_cleanup_policy,
+            compact="compact" in config.log_cleanup_policy,
         )
 
     def _epoch_changed(self, epoch: int) -> None:

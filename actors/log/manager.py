@@ -412,6 +412,8 @@ def log_config(configs: Mapping[str, str], default: LogConfig) -> LogConfig:
         value = configs.get(name)
         return current if value is None else int(value)
 
+    policy = configs.get("cleanup.policy")
+    policies = () if policy is None else tuple(p.strip() for p in policy.split(","))
     timestamp_type = default.timestamp_type
     if (kind := configs.get("message.timestamp.type")) is not None:
         timestamp_type = (
@@ -427,9 +429,8 @@ def log_config(configs: Mapping[str, str], default: LogConfig) -> LogConfig:
         timestamp_type=timestamp_type,
         retention_ms=number("retention.ms", default.retention_ms),
         retention_bytes=number("retention.bytes", default.retention_bytes),
-        delete=default.delete
-        if (policy := configs.get("cleanup.policy")) is None
-        else "delete" in (p.strip() for p in policy.split(",")),
+        delete=default.delete if policy is None else "delete" in policies,
+        compact=default.compact if policy is None else "compact" in policies,
     )
 
 

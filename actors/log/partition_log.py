@@ -98,7 +98,7 @@ class LogConfig:
     caller draws it), ``segment.index.bytes``, ``index.interval.bytes``,
     ``max.message.bytes``, ``message.timestamp.type``, ``retention.ms`` and
     ``retention.bytes`` (negative: unlimited) and whether ``cleanup.policy`` holds
-    ``delete``."""
+    ``delete`` and ``compact`` (a leader then refuses records without a key)."""
 
     segment_bytes: int = 1024 * 1024 * 1024
     segment_ms: int = 7 * 24 * 60 * 60 * 1000
@@ -110,6 +110,7 @@ class LogConfig:
     retention_ms: int = 7 * 24 * 60 * 60 * 1000
     retention_bytes: int = -1
     delete: bool = True
+    compact: bool = False
 
     def __post_init__(self) -> None:
         if self.segment_bytes < 14:  # LegacyRecord.RECORD_OVERHEAD_V0, Kafka's minimum
@@ -328,8 +329,9 @@ class Log:
     def append_as_leader(self, records: bytes, leader_epoch: int) -> LogAppendInfo:
         """Append a client's records (one produce to this partition): checked, offsets
         from the log end, ``leader_epoch`` stamped, as ``Log.appendAsLeader``. Raises
-        ``KafkaApiError`` (CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE,
-        RECORD_LIST_TOO_LARGE, UNSUPPORTED_FOR_MESSAGE_FORMAT) and then changed nothing."""
+        ``KafkaApiError`` (CORRUPT_MESSAGE, INVALID_RECORD, INVALID_TIMESTAMP,
+        MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, UNSUPPORTED_FOR_MESSAGE_FORMAT) and then
+        changed nothing."""
         if leader_epoch < 0:
             raise ValueError(f"a leader appends with its leader epoch, not {leader_epoch}")
         validated = assign_offsets(
@@ -339,6 +341,7 @@ class Log:
             max_message_bytes=self.config.max_message_bytes,
             timestamp_type=self.config.timestamp_type,
             now_ms=self._now_ms(),
+            compacted=self.config.compact,
         )
         return self._append(validated)
 

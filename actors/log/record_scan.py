@@ -29,10 +29,10 @@ _Positions = npt.NDArray[np.int64]
 _Bytes = npt.NDArray[np.uint8]
 
 
-def scan(data: bytes, records_start: int, end: int, count: int) -> _Positions | None:
+def scan(data: bytes, records_start: int, end: int, count: int) -> tuple[_Positions, int] | None:
     """The timestamp delta of each of the ``count`` records in ``data[records_start:end]``
-    if every record is well formed and of the common shape; ``None`` to have the batch
-    walked instead."""
+    and how many have no key, if every record is well formed and of the common shape;
+    ``None`` to have the batch walked instead."""
     ends = _record_ends(data, records_start, end, count) if count > 0 else None
     if ends is None:
         return None
@@ -62,11 +62,14 @@ def scan(data: bytes, records_start: int, end: int, count: int) -> _Positions | 
     if offset_delta is None:
         return None
     position = offset_delta[1]
-    for _field in range(2):  # key, value: a negative size is null
+    keyless = 0
+    for field in range(2):  # key, value: a negative size is null
         size = _varints(buffer, position)
         if size is None:
             return None
         sizes, position = size
+        if field == 0:
+            keyless = int(np.count_nonzero(sizes < 0))
         position += np.maximum(sizes, 0)
     # The header count: no headers, one zero byte (a record with headers is walked).
     if (buffer[np.minimum(position, top)] != 0).any():
@@ -75,7 +78,7 @@ def scan(data: bytes, records_start: int, end: int, count: int) -> _Positions | 
     # Every position only grew: a record whose fields end at its end read nothing past it.
     if not np.array_equal(position, record_ends):
         return None
-    return deltas
+    return deltas, keyless
 
 
 def _record_ends(data: bytes, position: int, end: int, count: int) -> list[int] | None:

@@ -342,15 +342,24 @@ def record_timestamps(
     """``(offset delta, timestamp)`` of each record of an uncompressed batch, checking the
     structure as ``DefaultRecord.readFrom`` does; INVALID_RECORD where it is broken. The
     batch is at ``header.position`` in ``buffer``, or at ``at``."""
+    for delta, timestamp, _ in _records(buffer, header, header.position if at is None else at):
+        yield delta, timestamp
+
+
+def _records(
+    buffer: bytes | memoryview, header: BatchHeader, start: int
+) -> Iterator[tuple[int, int, bool]]:
+    """``(offset delta, timestamp, has a key)`` of each record; INVALID_RECORD where the
+    structure is broken."""
     try:
-        yield from _walk_records(buffer, header, header.position if at is None else at)
+        yield from _walk_records(buffer, header, start)
     except _Malformed as exc:
         raise _invalid(f"Found invalid record structure: {exc}") from None
 
 
 def _walk_records(
     buffer: bytes | memoryview, header: BatchHeader, start: int
-) -> Iterator[tuple[int, int]]:
+) -> Iterator[tuple[int, int, bool]]:
     # The produce path's hottest loop (every record of every batch a leader appends): the
     # varints of one and two bytes are read inline (offset deltas from 64 to 8191 take two,
     # as do most records of a linger's batch); the others through _varint, which also
@@ -390,7 +399,8 @@ def _walk_records(
             offset_delta, position = (raw >> 1) ^ -(raw & 1), position + 2
         else:
             offset_delta, position = varint(data, position, record_end, 35)
-        for _field in range(2):  # key, value: a negative size is null
+        keyed = False
+        for field in range(2):  # key, value: a negative size is null
             byte = data[position] if position < record_end else 0x80
             if byte < 0x80:
                 size, position = (byte >> 1) ^ -(byte & 1), position + 1
@@ -401,6 +411,8 @@ def _walk_records(
                 size, position = varint(data, position, record_end, 35)
             if size > 0:
                 position += size
+            if field == 0:
+                keyed = size >= 0
         byte = data[position] if position < record_end else 0x80
         if byte < 0x80:
             headers, position = (byte >> 1) ^ -(byte & 1), position + 1
@@ -421,31 +433,51 @@ def _walk_records(
                 f"expected to read {length} bytes in the record payload, "
                 f"read {length + position - record_end}"
             )
-        yield offset_delta, first + delta
+        yield offset_delta, first + delta, keyed
     if position != end:
         raise _Malformed("incorrect declared batch size, records still remaining")
 
 
-def _max_timestamp(records: bytes, header: BatchHeader, base: int) -> tuple[int, int]:
-    """The largest record timestamp of an uncompressed client batch and the offset its
-    record is given (``base`` plus its index: the offset counter of
-    ``LogValidator.assignOffsetsNonCompressed``, not the record's own offset delta), or
-    ``(NO_TIMESTAMP, -1)`` if none is above it; every record is read, so a broken one
-    raises INVALID_RECORD. A large batch is scanned a field at a time (``record_scan``),
-    anything it does not cover is walked."""
+def _read_records(records: bytes, header: BatchHeader, base: int) -> tuple[int, int, int]:
+    """What ``LogValidator.assignOffsetsNonCompressed`` learns reading every record of an
+    uncompressed client batch: the largest record timestamp, the offset its record is
+    given (``base`` plus its index: the validator's offset counter, not the record's own
+    offset delta), or ``(NO_TIMESTAMP, -1)`` if none is above it; and how many records
+    have no key. A broken record raises INVALID_RECORD. A large batch is scanned a field
+    at a time (``record_scan``), anything it does not cover is walked."""
     count = header.records_count
     if count >= record_scan.MIN_RECORDS:
         start = header.position + RECORD_BATCH_OVERHEAD
-        deltas = record_scan.scan(records, start, header.position + header.size, count)
-        if deltas is not None:
+        scanned = record_scan.scan(records, start, header.position + header.size, count)
+        if scanned is not None:
+            deltas, keyless = scanned
             index = int(deltas.argmax())  # the first of the largest, as a strict ">" keeps
             largest = header.first_timestamp + int(deltas[index])
-            return (largest, base + index) if largest > NO_TIMESTAMP else (NO_TIMESTAMP, -1)
-    batch_max, batch_max_offset = NO_TIMESTAMP, -1
-    for index, (_, timestamp) in enumerate(record_timestamps(records, header)):
+            if largest > NO_TIMESTAMP:
+                return largest, base + index, keyless
+            return NO_TIMESTAMP, -1, keyless
+    batch_max, batch_max_offset, keyless = NO_TIMESTAMP, -1, 0
+    for index, (_, timestamp, keyed) in enumerate(_records(records, header, header.position)):
         if timestamp > batch_max:
             batch_max, batch_max_offset = timestamp, base + index
-    return batch_max, batch_max_offset
+        keyless += not keyed
+    return batch_max, batch_max_offset, keyless
+
+
+def _judge_records(header: BatchHeader, keyless: int, *, compacted: bool) -> None:
+    """``LogValidator.validateRecord`` over a batch's records, read whole: a record
+    without a key on a compacted topic (``validateKey``) is INVALID_RECORD, any other
+    record of a batch claiming LogAppendTime (``validateTimestamp``) is INVALID_TIMESTAMP,
+    and one INVALID_TIMESTAMP makes the batch's error that (``processRecordErrors``).
+    ``keyless``: the records without a key (0 where they cannot be read: compressed)."""
+    key_errors = keyless if compacted else 0
+    if header.timestamp_type is TimestampType.LOG_APPEND_TIME and header.records_count > key_errors:
+        raise KafkaApiError(
+            ErrorCode.INVALID_TIMESTAMP,
+            "One or more records have been rejected due to invalid timestamp",
+        )
+    if key_errors:
+        raise _invalid("One or more records have been rejected")
 
 
 @dataclass(frozen=True, slots=True)
@@ -475,6 +507,7 @@ def assign_offsets(
     max_message_bytes: int,
     timestamp_type: TimestampType,
     now_ms: int,
+    compacted: bool = False,
 ) -> ValidatedRecords:
     """Check a client's records and give them offsets from ``next_offset``, in place, as
     ``LogValidator.assignOffsetsNonCompressed`` and the in-place branch of
@@ -482,7 +515,8 @@ def assign_offsets(
     leader epoch are rewritten (outside the CRC); the max timestamp and the
     timestamp-type bit become the topic's (``now_ms`` under LogAppendTime, the largest
     record timestamp under CreateTime), and only when they change is the CRC computed
-    again. Everything else is kept byte for byte."""
+    again. Everything else is kept byte for byte. ``compacted``: the topic's
+    ``cleanup.policy`` holds ``compact`` (every record needs a key)."""
     buffer = memoryview(records)
     headers = _whole_batches(records, max_message_bytes)
     chunks: list[bytes | memoryview] = []
@@ -500,14 +534,10 @@ def assign_offsets(
             # Not decompressed: the batch's own max timestamp stands for its records'.
             batch_max = header.max_timestamp
             batch_max_offset = base + header.last_offset_delta
+            keyless = 0
         else:
-            batch_max, batch_max_offset = _max_timestamp(records, header, base)
-        if header.timestamp_type is TimestampType.LOG_APPEND_TIME:
-            # LogValidator.validateTimestamp, for every record once the batch is read.
-            raise KafkaApiError(
-                ErrorCode.INVALID_TIMESTAMP,
-                "One or more records have been rejected due to invalid timestamp",
-            )
+            batch_max, batch_max_offset, keyless = _read_records(records, header, base)
+        _judge_records(header, keyless, compacted=compacted)
         offset = base + header.last_offset_delta + 1
         if batch_max > max_timestamp:
             max_timestamp, offset_of_max = batch_max, batch_max_offset

@@ -139,10 +139,10 @@ def test_a_linger_sized_batch_is_walked_whole() -> None:
 
 def scanned(batch: bytes) -> list[int] | None:
     header = read_header(batch)
-    deltas = record_scan.scan(
+    found = record_scan.scan(
         batch, RECORD_BATCH_OVERHEAD, header.size, max(header.records_count, 0)
     )
-    return None if deltas is None else [header.first_timestamp + int(d) for d in deltas]
+    return None if found is None else [header.first_timestamp + int(d) for d in found[0]]
 
 
 def walked_or_error(batch: bytes) -> list[int] | ErrorCode:
@@ -248,3 +248,51 @@ def test_a_client_batch_claiming_log_append_time_is_invalid_timestamp(codec: int
     with pytest.raises(KafkaApiError) as raised:
         validate(broken_claim, next_offset=0)
     assert raised.value.code == ErrorCode.INVALID_RECORD
+
+
+def assigned(batch: bytes, *, compacted: bool) -> ErrorCode:
+    """The code a leader answers ``batch`` with (NONE: accepted)."""
+    try:
+        assign_offsets(
+            batch,
+            next_offset=0,
+            leader_epoch=0,
+            max_message_bytes=1 << 20,
+            timestamp_type=TimestampType.CREATE_TIME,
+            now_ms=0,
+            compacted=compacted,
+        )
+    except KafkaApiError as exc:
+        return exc.code
+    return ErrorCode.NONE
+
+
+@pytest.mark.parametrize("count", [3, record_scan.MIN_RECORDS + 8])
+def test_a_compacted_topic_refuses_a_record_without_a_key(count: int) -> None:
+    """LogValidator.validateKey: on a compacted topic one record without a key makes the
+    batch INVALID_RECORD, whether the batch is walked or scanned; elsewhere, and with
+    every key present (empty ones too), it is accepted."""
+    rows: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]]
+    rows = [(b"k%d" % i, b"v", [], i) for i in range(count)]
+    rows[count // 2] = (b"", None, [], 0)  # an empty key is a key; a null value a tombstone
+    assert assigned(build(rows), compacted=True) is ErrorCode.NONE
+    rows[-1] = (None, b"v", [], 0)
+    assert assigned(build(rows), compacted=True) is ErrorCode.INVALID_RECORD
+    assert assigned(build(rows), compacted=False) is ErrorCode.NONE
+
+
+def test_key_and_timestamp_errors_of_one_batch_resolve_as_kafka_does() -> None:
+    """A batch claiming LogAppendTime on a compacted topic: records without a key get the
+    key error instead of the timestamp one, and any timestamp error makes the batch
+    INVALID_TIMESTAMP (processRecordErrors): every key missing is INVALID_RECORD, one
+    key present INVALID_TIMESTAMP."""
+
+    def claiming(keys: list[bytes | None]) -> bytes:
+        rows: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]]
+        rows = [(key, b"v", [], 0) for key in keys]
+        batch = build(rows)
+        return fix_crc(set_field(batch, "attributes", get_field(batch, "attributes") | 0x08))
+
+    assert assigned(claiming([None, None]), compacted=True) is ErrorCode.INVALID_RECORD
+    assert assigned(claiming([None, b"k"]), compacted=True) is ErrorCode.INVALID_TIMESTAMP
+    assert assigned(claiming([None, None]), compacted=False) is ErrorCode.INVALID_TIMESTAMP

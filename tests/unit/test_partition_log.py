@@ -17,7 +17,7 @@ import pytest
 
 from actors.log.channel import LogFiles
 from actors.log.leader_epoch import LEADER_EPOCH_CHECKPOINT
-from actors.log.manager import SEGMENT_FILES, checkpoint_file
+from actors.log.manager import SEGMENT_FILES, checkpoint_file, log_config
 from actors.log.partition_log import (
     CLEAN_SHUTDOWN_FILE,
     Log,
@@ -457,6 +457,27 @@ def test_broken_records_in_a_valid_crc_are_invalid_record(log: Log) -> None:
     batch = bytearray(client_batch([b"abc"]))
     batch[61] = 0x7E  # the first record's length varint: 63, past the batch's end
     append_fails(log, fix_crc(bytes(batch)), ErrorCode.INVALID_RECORD)
+
+
+def test_a_compacted_log_refuses_records_without_a_key(tmp_path: Path) -> None:
+    """A log whose topic compacts (``cleanup.policy`` holding ``compact``) refuses a batch
+    with a record without a key, INVALID_RECORD, and changes nothing; keyed records go in."""
+    log = Log(tmp_path / "t-0", LogConfig(compact=True, delete=False), now_ms=Clock().now)
+    log.append_as_leader(client_batch(values(2)), leader_epoch=0)
+    append_fails(log, client_batch(values(2), key=None), ErrorCode.INVALID_RECORD)
+    assert log.log_end_offset == 2
+
+
+def test_cleanup_policy_names_which_of_delete_and_compact_apply() -> None:
+    """``cleanup.policy`` as a topic sets it (a list, spaces allowed); a topic without one
+    keeps the broker's defaults."""
+    default = LogConfig()
+    both = log_config({"cleanup.policy": "compact, delete"}, default)
+    assert (both.compact, both.delete) == (True, True)
+    only = log_config({"cleanup.policy": "compact"}, default)
+    assert (only.compact, only.delete) == (True, False)
+    unset = log_config({}, LogConfig(compact=True, delete=False))
+    assert (unset.compact, unset.delete) == (True, False)
 
 
 def test_an_unknown_codec_and_an_empty_append(log: Log) -> None:
