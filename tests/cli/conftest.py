@@ -23,7 +23,7 @@ import pytest_asyncio
 from actors.zk.store import MetadataStore
 from tests.support.hosting import hosted_fixture
 from tests.support.topics_harness import Harness, running_harness
-from tests.support.zookeeper import ZooKeeperServer
+from tests.support.zookeeper import STORES, ZooKeeperServer
 
 
 @hosted_fixture()
@@ -60,7 +60,7 @@ async def mixed_rack_cluster(
         yield harness
 
 
-@pytest_asyncio.fixture(params=[pytest.param("zookeeper", marks=pytest.mark.zookeeper), "embedded"])
+@pytest_asyncio.fixture(params=STORES)
 async def bare_store(request: pytest.FixtureRequest) -> AsyncIterator[Harness]:
     """A store with no brokers and no controller: what ``--zookeeper`` writes stays as
     written (AdminZkClient's own behaviour, whatever a controller later does with it)."""

@@ -21,7 +21,7 @@ from protocol.jvm import java_string_hash, scala_hash_set_order
 from tests.support.hosting import hosted_fixture
 from tests.support.topics_harness import STORE, Harness, Result, running_harness
 from tests.support.waiting import eventually
-from tests.support.zookeeper import ZooKeeperServer
+from tests.support.zookeeper import STORES, ZooKeeperServer
 
 pytestmark = pytest.mark.asyncio
 
@@ -40,7 +40,7 @@ async def elect(harness: Harness, *argv: str) -> Result:
     return Result(rc, out.getvalue(), err.getvalue())
 
 
-@hosted_fixture(params=[pytest.param("zookeeper", marks=pytest.mark.zookeeper), "embedded"])
+@hosted_fixture(params=STORES)
 async def quiet_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Harness]:
     """3 brokers without auto leader rebalance: only an election asked for moves leaders."""
     server: ZooKeeperServer | None = (

@@ -35,6 +35,7 @@ from protocol.kafka_data import (
 from tests.support.hosting import hosted_fixture
 from tests.support.record_batches import client_batch
 from tests.support.waiting import in_threads
+from tests.support.zookeeper import STORES
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(120)]
 
@@ -47,9 +48,6 @@ class OneBroker:
     bootstrap: str
     healthy: Path  # the log dir holding "kept"
     failed: Path  # the log dir that failed creating "lost"
-
-
-STORES = ["embedded", pytest.param("zookeeper", marks=pytest.mark.zookeeper)]
 
 
 @hosted_fixture(params=STORES)

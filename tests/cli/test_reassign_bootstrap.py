@@ -26,6 +26,7 @@ from protocol.ids import BrokerId, TopicName
 from tests.support.hosting import hosted_fixture
 from tests.support.topics_harness import STORE, Harness, Result, running_harness
 from tests.support.waiting import eventually, in_threads
+from tests.support.zookeeper import STORES
 
 pytestmark = pytest.mark.asyncio
 
@@ -34,9 +35,9 @@ WAIT = 30.0
 in_thread = in_threads(WAIT)
 
 
-@hosted_fixture(params=[pytest.param("zookeeper", marks=pytest.mark.zookeeper), "embedded"])
+@hosted_fixture(params=STORES)
 async def zk_or_embedded(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Harness]:
-    """A 3-broker cluster on a real ZooKeeper, then on the embedded store."""
+    """A 3-broker cluster on the embedded store, then on a real ZooKeeper."""
     server = request.getfixturevalue("zookeeper_server") if request.param == "zookeeper" else None
     async for harness in running_harness(
         tmp_path, server, config={"auto.leader.rebalance.enable": "false"}

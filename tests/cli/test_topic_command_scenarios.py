@@ -20,7 +20,7 @@ import pytest_asyncio
 from tests.support.hosting import hosted_fixture
 from tests.support.topics_harness import STORE, WIRE, Harness, Result, running_harness
 from tests.support.waiting import eventually
-from tests.support.zookeeper import ZooKeeperServer
+from tests.support.zookeeper import STORES, ZooKeeperServer
 
 pytestmark = pytest.mark.asyncio
 
@@ -267,7 +267,7 @@ async def test_rack_aware_creation_and_growth_keep_the_racks_even(
 # ------------------------------------------------------------------ concurrent creators
 
 
-@pytest_asyncio.fixture(params=[pytest.param("zookeeper", marks=pytest.mark.zookeeper), "embedded"])
+@pytest_asyncio.fixture(params=STORES)
 async def bare(request: pytest.FixtureRequest) -> AsyncIterator[Harness]:
     """Brokers registered on a store with nobody acting on topics: what the commands write
     stays as written."""

@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.hosting import hosted_fixture
 from tests.support.topics_harness import STORE, WIRE, Harness, running_harness
-from tests.support.zookeeper import ZooKeeperServer
+from tests.support.zookeeper import STORES, ZooKeeperServer
 
 ERR = "Error while executing topic command : "
 WARN_COLLIDE = (
@@ -45,7 +45,7 @@ def counts(partitions: str, rf: str) -> list[str]:
 @hosted_fixture(
     scope="module",
     loop_scope="module",
-    params=[pytest.param("zookeeper", marks=pytest.mark.zookeeper), "embedded"],
+    params=STORES,
 )
 async def shared(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory

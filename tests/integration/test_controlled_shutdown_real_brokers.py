@@ -18,7 +18,7 @@ from protocol.control import TopicPartition
 from protocol.ids import TopicName
 from tests.support.hosting import hosted_fixture
 from tests.support.waiting import eventually
-from tests.support.zookeeper import ZooKeeperServer
+from tests.support.zookeeper import STORES, ZooKeeperServer
 
 pytestmark = pytest.mark.asyncio
 
@@ -46,9 +46,6 @@ async def _cluster(
             yield cluster, sink
         finally:
             tg.cancel_scope.cancel()
-
-
-STORES = [pytest.param("zookeeper", marks=pytest.mark.zookeeper), "embedded"]
 
 
 @hosted_fixture(params=STORES)

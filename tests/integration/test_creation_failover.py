@@ -41,8 +41,8 @@ from tests.support.creation import (
     write_topics_as_zookeeper_path,
 )
 from tests.support.hosting import hosted_fixture
+from tests.support.zookeeper import STORES
 
-STORES = ["embedded", pytest.param("zookeeper", marks=pytest.mark.zookeeper)]
 BROKERS = (0, 1, 2)
 STOP_AFTER = 5  # state znodes the old controller writes before it is stopped
 

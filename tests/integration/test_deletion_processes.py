@@ -29,7 +29,7 @@ from cluster.launch.connect import ClusterFile
 from tests.support.deletion import topic_log_dirs
 from tests.support.kemu_commands import KemuUp, alive, kemu
 from tests.support.waiting import wait_until
-from tests.support.zookeeper import ZooKeeperServer
+from tests.support.zookeeper import STORES, ZooKeeperServer
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]  # kemu up --processes, SIGKILLed brokers
 
@@ -46,7 +46,7 @@ MARKED = (
 )
 
 
-@pytest.fixture(params=["embedded", pytest.param("zookeeper", marks=pytest.mark.zookeeper)])
+@pytest.fixture(params=STORES)
 def up(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[KemuUp]:
     """``kemu up --processes`` on the parameter's store; no broker process outlives it."""
     extra = ["--processes"]

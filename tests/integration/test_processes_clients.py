@@ -30,7 +30,7 @@ from cluster.cli.topics import run_topic_command
 from cluster.launch.connect import ClusterFile, open_store
 from tests.support.kemu_commands import KemuUp, alive
 from tests.support.waiting import wait_until
-from tests.support.zookeeper import ZooKeeperServer
+from tests.support.zookeeper import STORES, ZooKeeperServer
 
 pytestmark = [
     pytest.mark.processes,
@@ -51,9 +51,7 @@ class Running:
         return self.info.bootstrap_servers
 
 
-@pytest.fixture(
-    scope="module", params=["embedded", pytest.param("zookeeper", marks=pytest.mark.zookeeper)]
-)
+@pytest.fixture(scope="module", params=STORES)
 def running(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Running]:

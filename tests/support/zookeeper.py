@@ -32,6 +32,7 @@ __all__ = [
     "REPO_ROOT",
     "SCRIPT",
     "STOP_TIMEOUT",
+    "STORES",
     "ZOOKEEPER_JAR",
     "ZooKeeperEnsemble",
     "ZooKeeperServer",
@@ -41,6 +42,10 @@ __all__ = [
     "zookeeper_ensemble",
     "zookeeper_server",
 ]
+
+STORES = ["embedded", pytest.param("zookeeper", marks=pytest.mark.zookeeper)]
+"""The metadata stores a cluster test runs on, as a fixture's ``params``: the embedded
+store and a real ZooKeeper (the ``zookeeper_server`` fixture), marked ``zookeeper``."""
 
 
 @pytest.fixture(scope="session")

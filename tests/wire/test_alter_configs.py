@@ -54,14 +54,12 @@ from tests.support.configs import (
 from tests.support.creation import Harness, running_cluster
 from tests.support.hosting import hosted_fixture
 from tests.support.waiting import eventually
+from tests.support.zookeeper import STORES
 
 pytestmark = pytest.mark.asyncio
 
 WAIT = 20.0
 SET_OP, APPEND_OP = AlterConfigOpType.SET, AlterConfigOpType.APPEND
-
-
-STORES = ["embedded", pytest.param("zookeeper", marks=pytest.mark.zookeeper)]
 
 
 @hosted_fixture(params=STORES)

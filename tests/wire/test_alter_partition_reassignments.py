@@ -33,14 +33,12 @@ from protocol.kafka_api import (
 from tests.support.hosting import hosted_fixture
 from tests.support.quiet_cluster import quiet_three_brokers
 from tests.support.waiting import eventually, in_threads
+from tests.support.zookeeper import STORES
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 
 HOST = "127.0.0.1"
 WAIT = 30.0
-
-
-STORES = ["embedded", pytest.param("zookeeper", marks=pytest.mark.zookeeper)]
 
 
 @hosted_fixture(params=STORES)

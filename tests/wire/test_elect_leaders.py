@@ -31,6 +31,7 @@ from protocol.kafka_api import (
 from tests.support.hosting import hosted_fixture
 from tests.support.quiet_cluster import quiet_three_brokers
 from tests.support.waiting import eventually, in_threads
+from tests.support.zookeeper import STORES
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 
@@ -64,9 +65,6 @@ class Running:
             until=lambda s: s == (leader, isr),
             timeout=WAIT,
         )
-
-
-STORES = ["embedded", pytest.param("zookeeper", marks=pytest.mark.zookeeper)]
 
 
 @hosted_fixture(params=STORES)
