@@ -224,6 +224,7 @@ def test_deletion_survives_killed_follower_and_controller_processes(up: KemuUp) 
     wait_until(lambda: cached_by(up, "paused"), lambda held: held == [0, 1, 2], DELETION_TIMEOUT)
 
 
+@pytest.mark.timeout(180)  # fourteen kemu commands, each a Python start-up: ~2.4 s loaded
 def test_many_topics_deleted_over_the_wire_and_unknown_topics_refused(up: KemuUp) -> None:
     """DeleteTopicTest.testDeleteNonExistingTopic and many deletions at once, across
     processes: one `kemu topics --delete` with a regex (DeleteTopics over the wire, through
