@@ -2,8 +2,13 @@
 # Installs everything kemu's tests need on a fresh machine, then runs every check:
 # ruff (lint + format), mypy --strict, the import-layering contracts and the whole pytest
 # suite (including the store contract suite against a real ZooKeeper the tests start),
-# then the chaos campaigns (scripts/chaos.sh: every scenario x 50 seeds, deterministic;
-# --real: scenarios/real on processes and a real ZooKeeper, SIGKILL, 3 seeds, a job per CPU).
+# then the chaos campaigns (scripts/chaos.sh --seeds 1..20: every scenario x 20 seeds,
+# deterministic, 980 runs; --real: scenarios/real on processes and a real ZooKeeper,
+# SIGKILL, 3 seeds, a job per CPU). CI runs 20 of the 50 seeds scripts/chaos.sh runs by
+# default, so that the whole command stays near half an hour on two cores: the 50-seed
+# campaign alone took 576 s of the 2,605 s the command took. Run the full campaign
+# (bash scripts/chaos.sh) before a release and nightly; pytest already runs every scenario
+# with seeds 1 and 7 (tests/chaos/test_scenarios.py).
 # Usage: scripts/test.sh [pytest args...]
 # The inner loop alone: .venv/bin/pytest -m "not slow" (the markers: tests/conftest.py).
 set -euo pipefail
@@ -20,5 +25,5 @@ step "ruff format";        "$VENV/bin/ruff" format --check .
 step "mypy --strict";      "$VENV/bin/mypy"
 step "import layering";    "$VENV/bin/lint-imports"
 step "pytest";             "$VENV/bin/python" -m pytest --durations=30 "$@"  # the slowest 30 in the log: the suite must stay under 30 minutes with the campaigns
-step "chaos campaign";    bash scripts/chaos.sh
+step "chaos campaign";    bash scripts/chaos.sh --seeds 1..20  # 49 x 20 runs: see above
 step "chaos campaign, real mode"; bash scripts/chaos.sh --real
