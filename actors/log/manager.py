@@ -593,8 +593,8 @@ class _PendingDelete:
     attempts: int = 0
 
     @property
-    def path(self) -> Path:
-        return self.log_dir / self.name
+    def path(self) -> str:
+        return os.fspath(self.log_dir) + os.sep + self.name
 
 
 def _all_batches(records: bytes) -> list[BatchHeader]:
@@ -1572,9 +1572,11 @@ class LogManager(Actor):
         # the same log dirs (after a crash) does not draw the names its last run left behind.
         unique_id = uuid.UUID(int=self.node.ids.getrandbits(128), version=4).hex
         name = delete_dir_name(tp, unique_id)
-        src = log_dir / str(tp)
+        # Plain strings: a bulk deletion renames thousands of logs (see Disk.rename).
+        parent = os.fspath(log_dir) + os.sep
+        src = parent + str(tp)
         try:
-            self.disk.rename(src, log_dir / name)
+            self.disk.rename(src, parent + name)
         except OSError as exc:
             self._trace_op("rename", src, log_dir=log_dir, tp=tp, error=exc, to=name)
             message = f"Error while renaming dir for {tp} in log dir {log_dir}"

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors.log.disk import DiskOp, FaultyDisk
+from actors.log.disk import Disk, DiskOp, FaultyDisk
 from actors.log.manager import (
     DEFAULT_CHECKPOINT_INTERVAL,
     LogDirKind,
@@ -714,3 +714,26 @@ def test_helpers_build_kafkas_names_and_formats() -> None:
     by_fn = delete_delay_resolver(lambda topic: float(len(topic)), 60.0)
     assert by_fn("abc") == 3.0
     assert delete_delay_resolver(None, 9.0)("any") == 9.0
+
+
+def test_removing_a_renamed_log_takes_its_files_and_any_subdirectory(tmp_path: Path) -> None:
+    log = tmp_path / "t-0.0123-delete"
+    (log / "nested" / "deeper").mkdir(parents=True)
+    for name in ("00000000000000000000.log", "00000000000000000000.index", "nested/x"):
+        (log / name).write_bytes(b"data")
+    Disk().rmtree(log)
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(FileNotFoundError):
+        Disk().rmtree(log)
+
+
+def test_removal_refuses_a_symlink_and_leaves_what_it_points_to(tmp_path: Path) -> None:
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "keep.log").write_bytes(b"")
+    link = tmp_path / "t-0.0123-delete"
+    link.symlink_to(target, target_is_directory=True)
+    with pytest.raises(NotADirectoryError):
+        Disk().rmtree(link)
+    assert (target / "keep.log").exists()
+    assert link.is_symlink()
