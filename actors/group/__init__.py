@@ -2,7 +2,13 @@
 actor per broker, its groups' state, and the records it keeps in ``__consumer_offsets``."""
 
 from actors.group.coordinator import GROUP_COORDINATOR_ACTOR, GroupConfig, GroupCoordinator
-from actors.group.group import Group, GroupState, Member, consumer_subscription
+from actors.group.group import (
+    Group,
+    GroupState,
+    Member,
+    consumer_assignment,
+    consumer_subscription,
+)
 from actors.group.records import java_string_hash, partition_for
 
 __all__ = [
@@ -12,6 +18,7 @@ __all__ = [
     "GroupCoordinator",
     "GroupState",
     "Member",
+    "consumer_assignment",
     "consumer_subscription",
     "java_string_hash",
     "partition_for",

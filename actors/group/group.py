@@ -309,3 +309,29 @@ def consumer_subscription(metadata: bytes) -> list[str] | None:
         return topics
     except (struct.error, UnicodeDecodeError):
         return None
+
+
+def consumer_assignment(data: bytes) -> list[tuple[str, int]]:
+    """The partitions of a consumer's assignment (``ConsumerProtocol.
+    deserializeAssignment``: int16 version, then topics, each a string and int32
+    partitions); empty bytes or ones that do not read are no partitions."""
+    try:
+        at = 2
+        (topics,) = struct.unpack_from(">i", data, at)
+        at += 4
+        out = []
+        for _ in range(topics):
+            (length,) = struct.unpack_from(">h", data, at)
+            at += 2
+            if length < 0 or at + length > len(data):
+                return []
+            topic = data[at : at + length].decode()
+            at += length
+            (count,) = struct.unpack_from(">i", data, at)
+            at += 4
+            for _ in range(count):
+                out.append((topic, struct.unpack_from(">i", data, at)[0]))
+                at += 4
+        return out
+    except (struct.error, UnicodeDecodeError):
+        return []

@@ -38,7 +38,7 @@ from typing import Final
 
 import anyio
 
-from actors.group import consumer_subscription
+from actors.group import consumer_assignment, consumer_subscription
 from cluster.chaos.harness import Gate, Harness
 from cluster.chaos.model import Consume
 from cluster.chaos.workload import emit, leader_of, topic_assignment
@@ -155,9 +155,7 @@ def encode_assignment(partitions: Sequence[TP]) -> bytes:
 def decode_assignment(data: bytes) -> list[TP]:
     """The partitions of a ``ConsumerProtocolAssignment`` (what ``kemu consumer-groups``
     reads of a member)."""
-    from cluster.cli.consumer_groups import assignment_partitions
-
-    return assignment_partitions(data)
+    return consumer_assignment(data)
 
 
 def range_assign(

@@ -63,13 +63,13 @@ from __future__ import annotations
 
 import datetime
 import re
-import struct
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TextIO
 
+from actors.group import consumer_assignment
 from cluster.cli.args import UsageError
 from cluster.cli.client_tools import run_tool
 from cluster.cli.jopt import Option, OptionError, Options, java_parse_int, option_lines, parse
@@ -111,7 +111,7 @@ from protocol.group import (
 from protocol.ids import TopicName
 from protocol.kafka_data import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
-__all__ = ["assignment_partitions", "main"]
+__all__ = ["main"]
 
 MISSING: Final = "-"
 SPECS: Final = (
@@ -315,8 +315,6 @@ _EXCEPTIONS: Final = {
 }
 """Error code -> its exception class in ``org.apache.kafka.common.errors``."""
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
 
 TP = tuple[str, int]
 
@@ -346,30 +344,6 @@ def _thrown(error: KafkaClientError | KafkaApiError) -> str:
     if isinstance(error, KafkaTimeoutError):
         return f"org.apache.kafka.common.errors.TimeoutException: {error}"
     return f"org.apache.kafka.common.KafkaException: {error}"
-
-
-def assignment_partitions(data: bytes) -> list[TP]:
-    """The partitions of a consumer's assignment (``ConsumerProtocol.
-    deserializeAssignment``: int16 version, then topics, each a string and int32
-    partitions); empty bytes or ones that do not read are no partitions."""
-    try:
-        at = _I16.size
-        (topics,) = _I32.unpack_from(data, at)
-        at += _I32.size
-        out = []
-        for _ in range(topics):
-            (length,) = _I16.unpack_from(data, at)
-            at += _I16.size
-            topic = data[at : at + length].decode()
-            at += length
-            (count,) = _I32.unpack_from(data, at)
-            at += _I32.size
-            for _ in range(count):
-                out.append((topic, _I32.unpack_from(data, at)[0]))
-                at += _I32.size
-        return out
-    except (struct.error, UnicodeDecodeError):
-        return []
 
 
 # ============================================================================ checkArgs
@@ -642,7 +616,7 @@ async def _offset_rows(
 ) -> list[OffsetRow]:
     """``collectGroupOffsets``' rows."""
     members = [
-        (m, sorted(assignment_partitions(m.member_assignment), key=lambda tp: tp[1]))
+        (m, sorted(consumer_assignment(m.member_assignment), key=lambda tp: tp[1]))
         for m in summary.members
     ]
     members = [(m, parts) for m, parts in members if parts]
@@ -690,7 +664,7 @@ async def _describe_members(
     fmt = " ".join(_left(w) for w in widths) + " {:<15} "
     out.write("\n" + fmt.format(*header, "#PARTITIONS") + ("ASSIGNMENT" if verbose else "") + "\n")
     for member, row in zip(members, rows, strict=True):
-        partitions = assignment_partitions(member.member_assignment)
+        partitions = consumer_assignment(member.member_assignment)
         tail = _assignment_text(partitions) if verbose else ""
         out.write(fmt.format(*row, len(partitions)) + tail + "\n")
 

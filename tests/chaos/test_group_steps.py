@@ -129,3 +129,7 @@ def test_subscription_and_assignment_bytes_are_the_consumer_protocols() -> None:
     )
     assert decode_assignment(data) == [("s", 0), ("t", 1), ("t", 2)]
     assert decode_subscription(b"\x00") == []
+    # Bytes that do not read are no partitions: cut short, a negative or overlong length.
+    assert decode_assignment(data[:9]) == []
+    assert decode_assignment(b"\x00\x00\x00\x00\x00\x01\xff\xffs") == []
+    assert decode_assignment(b"\x00\x00\x00\x00\x00\x01\x00\x09s") == []
