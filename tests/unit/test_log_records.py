@@ -192,6 +192,19 @@ def test_the_scan_covers_a_producers_linger_batch() -> None:
     assert scanned(batch) == walked_or_error(batch)
 
 
+def test_runs_of_one_size_and_sizes_that_vary_are_scanned_alike() -> None:
+    """Where records keep one size the scan checks a guessed run of them at once, where
+    sizes vary it hops one by one, and it switches between the two: long runs, runs cut
+    short, every record another size, a lone odd record, all to the walk's timestamps."""
+    sizes = [100] * 700 + [7, 90, 3, 120, 44] * 30 + [60] * 9 + [61] + [60] * 300 + [1] * 5
+    rows: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]]
+    rows = [(None, b"v" * size, [], i % 97) for i, size in enumerate(sizes)]
+    batch = build(rows)
+    found = scanned(batch)
+    assert found is not None
+    assert found == walked_or_error(batch)
+
+
 def test_records_the_scan_does_not_cover_are_walked() -> None:
     """Headers, a length varint of three bytes or a timestamp delta of four: the scan
     declines and the walk reads the batch."""
