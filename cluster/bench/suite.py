@@ -29,7 +29,8 @@ ratio holds on a noisy machine even when absolute numbers move:
 * bulk topic deletion (the topics of the creation row, deleted with one DeleteTopics)
   next to their creation in the same child process: until DeleteTopics answers, until no
   topic znode is left, until every log is renamed and removed (goal < 3 s embedded and no
-  slower than the creation; ``cluster.bench.deletion``);
+  slower than the creation; ``cluster.bench.deletion``), and on ZooKeeper the raw aiozk
+  floor of the same znode deletes (goal: within 2x);
 * the deterministic campaign (``--spark-campaign-seeds``) as a Spark job on a standalone
   master with two one-core workers, on one executor and on two (goal >= 1.7x), next to
   ``kemu chaos run`` in one process and in two (``cluster.bench.spark_campaign``).
@@ -298,7 +299,7 @@ def raw_log_dirs_seconds(logs: int) -> float:
 
 
 def raw_aiozk_topic_writes(
-    hosts: str, topics: int, partitions: int
+    hosts: str, topics: int, partitions: int, chroot: str | None = None
 ) -> Callable[[int], Awaitable[None]]:
     """The same znodes a creation writes (config, assignment, partitions parent, and per
     partition its node and state), written with raw aiozk, 100 at a time concurrently: the
@@ -307,7 +308,7 @@ def raw_aiozk_topic_writes(
     async def run(_: int) -> None:
         import aiozk
 
-        client = aiozk.ZKClient(hosts, chroot=f"/bench-floor-{uuid.uuid4().hex}")
+        client = aiozk.ZKClient(hosts, chroot=chroot or f"/bench-floor-{uuid.uuid4().hex}")
         await client.start()
         await client.ensure_path("/config/topics")
         await client.ensure_path("/brokers/topics")
@@ -331,6 +332,41 @@ def raw_aiozk_topic_writes(
         await client.close()
 
     return run
+
+
+async def raw_aiozk_topic_deletes_seconds(hosts: str, topics: int, partitions: int) -> float:
+    """The floor of row [11] on ZooKeeper: the znodes a deletion removes (per partition its
+    state and node, per topic its partitions parent, its assignment, its config and its
+    ``/admin/delete_topics`` marker), removed with raw aiozk, 100 topics at a time
+    concurrently, children before parents: plain deletes, without the markers' creation,
+    the ISR writes of phase 1, the controller's epoch check or its reads. The znodes are
+    written first, untimed (``raw_aiozk_topic_writes`` and the markers)."""
+    import aiozk
+
+    chroot = f"/bench-floor-{uuid.uuid4().hex}"
+    await raw_aiozk_topic_writes(hosts, topics, partitions, chroot)(0)
+    client = aiozk.ZKClient(hosts, chroot=chroot)
+    await client.start()
+    await client.ensure_path("/admin/delete_topics")
+    batches = [range(start, min(start + 100, topics)) for start in range(0, topics, 100)]
+    for batch in batches:
+        await asyncio.gather(*(client.create(f"/admin/delete_topics/t{i}", b"") for i in batch))
+    t0 = _now()
+    for batch in batches:
+        for p in range(partitions):
+            partition = "/brokers/topics/t{}/partitions/" + str(p)
+            await asyncio.gather(*(client.delete(partition.format(i) + "/state") for i in batch))
+            await asyncio.gather(*(client.delete(partition.format(i)) for i in batch))
+        for path in (
+            "/brokers/topics/t{}/partitions",
+            "/brokers/topics/t{}",
+            "/config/topics/t{}",
+            "/admin/delete_topics/t{}",
+        ):
+            await asyncio.gather(*(client.delete(path.format(i)) for i in batch))
+    elapsed = _now() - t0
+    await client.close()
+    return elapsed
 
 
 async def controller_events_per_second(events: int) -> float:
@@ -584,7 +620,8 @@ async def _row_deletion(args: argparse.Namespace) -> bool:
         f"\n[11] delete {n} topics x {parts} partitions x RF 3 on 3 brokers with one"
         " DeleteTopics, next to their creation (log.segment.delete.delay.ms=0;"
         f" goal < {DELETION_GOAL:g} s embedded until no topic znode is left and every log is"
-        " renamed, and no slower than the creation)"
+        " renamed, and no slower than the creation; ZooKeeper until no topic znode is left"
+        " within 2x of the raw aiozk floor of the same deletes)"
     )
     stores: list[tuple[str, list[str]]] = [("embedded store", [])]
     if args.zookeeper:
@@ -610,6 +647,12 @@ async def _row_deletion(args: argparse.Namespace) -> bool:
         if done > create:
             verdicts.append("SLOWER THAN CREATION")
         print(f"    deletion / creation {done / create:.2f}x  {' '.join(verdicts) or 'OK'}")
+        if r.store == "zookeeper" and args.zookeeper:
+            floor = await raw_aiozk_topic_deletes_seconds(args.zookeeper, n, parts)
+            ratio = r.delete_znodes / floor
+            verdict = "OK" if ratio <= 2.0 else "BELOW GOAL (2x)"
+            print(f"    raw aiozk, the same znode deletes  {floor:>8.3f} s")
+            print(f"    no topic znode left / floor {ratio:.2f}x  {verdict}")
     return True
 
 
