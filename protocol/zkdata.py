@@ -45,7 +45,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from enum import IntEnum, StrEnum
-from typing import Any, Final, Self, TypeAlias
+from typing import Annotated, Any, Final, Self, TypeAlias
 
 import msgspec
 
@@ -770,6 +770,22 @@ class TopicAssignment(msgspec.Struct, frozen=True, kw_only=True):
 _PARTITION_STATE_KEYS: Final = ("version", "leader", "leader_epoch", "controller_epoch", "isr")
 
 
+_Int32: TypeAlias = Annotated[int, msgspec.Meta(ge=-(1 << 31), lt=1 << 31)]
+
+
+class _PartitionStateWire(msgspec.Struct):
+    """The fields of a state znode ``LeaderIsrAndControllerEpoch.decode`` reads, typed as
+    its strict reading requires them (JSON integers within 32 bits)."""
+
+    leader: _Int32
+    leader_epoch: _Int32
+    isr: list[_Int32]
+    controller_epoch: _Int32
+
+
+_PARTITION_STATE_DECODER: Final = msgspec.json.Decoder(_PartitionStateWire)
+
+
 class LeaderIsrAndControllerEpoch(msgspec.Struct, frozen=True, kw_only=True):
     """A partition's state znode: its leader (``NO_LEADER`` = -1 for none), leader epoch,
     ISR, and the epoch of the controller that wrote it. The znode's zkVersion, which Kafka
@@ -796,6 +812,20 @@ class LeaderIsrAndControllerEpoch(msgspec.Struct, frozen=True, kw_only=True):
 
     @classmethod
     def decode(cls, data: bytes) -> Self:
+        # A new controller reads every partition's state: a well-formed one is decoded
+        # by msgspec against the typed shape in one call; anything it refuses goes the
+        # strict way below, which names the offending field.
+        try:
+            wire = _PARTITION_STATE_DECODER.decode(data)
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            pass
+        else:
+            return cls(
+                leader=BrokerId(wire.leader),
+                leader_epoch=LeaderEpoch(wire.leader_epoch),
+                isr=tuple(wire.isr),
+                controller_epoch=ControllerEpoch(wire.controller_epoch),
+            )
         obj = _Object.parse(data, "partition state")
         return cls(
             leader=BrokerId(obj.int32("leader")),

@@ -7,12 +7,15 @@
 # librdkafka's mock cluster [10] (produce MB/s, latency, a read from the start), and the
 # bulk deletion of row [5]'s topics next to their creation [11], and the campaign as a Spark
 # job on one and two executors of a loopback standalone cluster next to kemu chaos run in one
-# and two processes [12] (--spark-campaign-seeds, default 2). Starts a throwaway local
+# and two processes [12] (--spark-campaign-seeds, default 2), and a controlled shutdown then
+# a controller failover on 10 brokers holding 100,000 partitions [13]
+# (--failover-topics, default 1000). Starts a throwaway local
 # ZooKeeper for the store comparison and stops it afterwards.
 # Usage: scripts/bench.sh [--ops N] [--store-ops N] [--repeat N] [--only ROWS]
 #                         [--campaign-seeds N] [--scale-topics N] [--analysis-events N]
-#                         [--data-messages N] [--spark-campaign-seeds N] [--quiet]
-# On a terminal the long rows ([7]-[11]) draw their progress on stderr; --quiet: none.
+#                         [--data-messages N] [--spark-campaign-seeds N]
+#                         [--failover-topics N] [--quiet]
+# On a terminal the long rows ([7]-[11], [13]) draw their progress on stderr; --quiet: none.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh

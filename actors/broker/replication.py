@@ -213,15 +213,22 @@ class Replication:
         if owner is None:
             return
         now_ms = owner.now_ms()
-        for tp, partition in sorted(owner.partitions.items()):
+        max_lag_ms = self.replica_lag_time_max_ms
+        # ``maybe_shrink`` only decides: the partitions are looked at in any order and the
+        # few shrinks applied in partition order, without sorting every hosted partition
+        # at every tick. Their changes go to the AlterIsr manager in one message.
+        shrinks: list[tuple[TopicPartition, LeaderIsr, AlterIsrPartition]] = []
+        for tp, partition in owner.partitions.items():
             state = partition.isr_state
             if state is None:
                 continue
-            new, item = state.maybe_shrink(
-                partition.log_end_offset, now_ms, self.replica_lag_time_max_ms
-            )
+            new, item = state.maybe_shrink(partition.log_end_offset, now_ms, max_lag_ms)
             if item is not None:
-                self._propose(tp, new, item)
+                shrinks.append((tp, new, item))
+        shrinks.sort(key=lambda shrink: shrink[0])
+        items = [self._propose(tp, new, item, submit=False) for tp, new, item in shrinks]
+        if self.alter_isr_manager is not None and items:
+            self.broker.tell(self.alter_isr_manager, SubmitAlterIsr(items=tuple(items)))
 
     def on_alter_isr_answered(self, results: Iterable[AlterIsrPartitionResult]) -> None:
         owner = self.owner
@@ -240,7 +247,11 @@ class Replication:
                     log.info("alter_isr_refused", partition=str(tp), error=result.error_code.name)
                 owner.apply_isr_state(tp, new)
 
-    def _propose(self, tp: TopicPartition, new: LeaderIsr, item: AlterIsrPartition) -> None:
+    def _propose(
+        self, tp: TopicPartition, new: LeaderIsr, item: AlterIsrPartition, *, submit: bool = True
+    ) -> AlterIsrPartition:
+        """Apply a proposed ISR change locally (pending) and, when ``submit``, hand it to the
+        AlterIsr manager; the change."""
         assert self.owner is not None
         log.info(
             "isr_change_proposed",
@@ -258,8 +269,9 @@ class Replication:
             zk_version=item.current_isr_version,
         )
         self.owner.apply_isr_state(tp, new)
-        if self.alter_isr_manager is not None:
+        if submit and self.alter_isr_manager is not None:
             self.broker.tell(self.alter_isr_manager, SubmitAlterIsr(items=(item,)))
+        return item
 
     def _clear_alter_isr(self, tps: Iterable[TopicPartition]) -> None:
         cleared = tuple(tps)

@@ -127,6 +127,22 @@ class ControllerContext:
             )
         return broker_online and tp not in self.replicas_on_offline_dirs.get(broker_id, ())
 
+    def offline_replicas(
+        self, tp: TopicPartition, replicas: Iterable[BrokerId]
+    ) -> tuple[BrokerId, ...]:
+        """Those of ``replicas`` of ``tp`` that are not online (``is_replica_online``), in
+        their order: what UpdateMetadata calls the partition's offline replicas."""
+        live = self._live_broker_epochs
+        shutting_down = self.shutting_down_broker_ids
+        offline_dirs = self.replicas_on_offline_dirs
+        return tuple(
+            r
+            for r in replicas
+            if r not in live
+            or r in shutting_down
+            or (offline_dirs and tp in offline_dirs.get(r, ()))
+        )
+
     def online_replicas(
         self, tp: TopicPartition, *, include_shutting_down: bool = False
     ) -> frozenset[BrokerId]:

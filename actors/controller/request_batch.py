@@ -138,6 +138,7 @@ class ControllerBrokerRequestBatch:
         *,
         is_new: bool,
     ) -> None:
+        state = leadership.leader_and_isr
         for broker_id in broker_ids:
             if broker_id < 0:
                 continue
@@ -147,17 +148,19 @@ class ControllerBrokerRequestBatch:
                 topic=tp.topic,
                 partition=tp.partition,
                 controller_epoch=leadership.controller_epoch,
-                leader=leadership.leader,
-                leader_epoch=leadership.leader_epoch,
-                isr=leadership.isr,
-                zk_version=leadership.zk_version,
+                leader=state.leader,
+                leader_epoch=state.leader_epoch,
+                isr=state.isr,
+                zk_version=state.zk_version,
                 replicas=assignment.replicas,
                 adding_replicas=assignment.adding_replicas,
                 removing_replicas=assignment.removing_replicas,
                 is_new=is_new or (previous is not None and previous.is_new),
             )
         # A set of brokers: the order they are sent in is settled when the batch is sent.
-        self.add_update_metadata(self.context.live_or_shutting_down_broker_ids, (tp,))
+        # (Registered broker ids are never negative: no filtering, one set union.)
+        self.update_metadata_brokers |= self.context.live_or_shutting_down_broker_ids
+        self._add_partition_metadata(tp)
 
     def add_stop_replica(
         self, broker_ids: Iterable[BrokerId], tp: TopicPartition, *, delete_partition: bool
@@ -185,34 +188,36 @@ class ControllerBrokerRequestBatch:
     ) -> None:
         self.update_metadata_brokers.update(b for b in broker_ids if b >= 0)
         for tp in partitions:
-            leadership = self.context.leadership(tp)
-            if leadership is None:
-                continue  # no leader yet: nothing to announce
-            replicas = self.context.partition_replica_assignment(tp)
-            offline = tuple(r for r in replicas if not self.context.is_replica_online(r, tp))
-            if self.context.is_topic_queued_for_deletion(tp.topic):
-                leader, leader_epoch, zk_version = (
-                    LEADER_DURING_DELETE,
-                    INITIAL_LEADER_EPOCH,
-                    INITIAL_ZK_VERSION,
-                )
-            else:
-                leader, leader_epoch, zk_version = (
-                    leadership.leader,
-                    leadership.leader_epoch,
-                    leadership.zk_version,
-                )
-            self.update_metadata_partitions[tp] = UpdateMetadataPartitionState(
-                topic=tp.topic,
-                partition=tp.partition,
-                controller_epoch=leadership.controller_epoch,
-                leader=leader,
-                leader_epoch=leader_epoch,
-                isr=leadership.isr,
-                zk_version=zk_version,
-                replicas=replicas,
-                offline_replicas=offline,
+            self._add_partition_metadata(tp)
+
+    def _add_partition_metadata(self, tp: TopicPartition) -> None:
+        """What UpdateMetadata will say of ``tp`` (nothing while it has no leadership)."""
+        ctx = self.context
+        leadership = ctx.leadership(tp)
+        if leadership is None:
+            return  # no leader yet: nothing to announce
+        replicas = ctx.partition_replica_assignment(tp)
+        offline = ctx.offline_replicas(tp, replicas)
+        state = leadership.leader_and_isr
+        if ctx.is_topic_queued_for_deletion(tp.topic):
+            leader, leader_epoch, zk_version = (
+                LEADER_DURING_DELETE,
+                INITIAL_LEADER_EPOCH,
+                INITIAL_ZK_VERSION,
             )
+        else:
+            leader, leader_epoch, zk_version = state.leader, state.leader_epoch, state.zk_version
+        self.update_metadata_partitions[tp] = UpdateMetadataPartitionState(
+            topic=tp.topic,
+            partition=tp.partition,
+            controller_epoch=leadership.controller_epoch,
+            leader=leader,
+            leader_epoch=leader_epoch,
+            isr=state.isr,
+            zk_version=zk_version,
+            replicas=replicas,
+            offline_replicas=offline,
+        )
 
     # -- flushing
 

@@ -33,9 +33,15 @@ ratio holds on a noisy machine even when absolute numbers move:
   floor of the same znode deletes (goal: within 2x);
 * the deterministic campaign (``--spark-campaign-seeds``) as a Spark job on a standalone
   master with two one-core workers, on one executor and on two (goal >= 1.7x), next to
-  ``kemu chaos run`` in one process and in two (``cluster.bench.spark_campaign``).
+  ``kemu chaos run`` in one process and in two (``cluster.bench.spark_campaign``);
+* failover on 10 brokers holding 100,000 partitions (``--failover-topics`` of 100,
+  RF 3, ``zookeeper.session.timeout.ms=500``): the controlled shutdown of a broker leading
+  10,000 of them (goal < 3 s until its leaderships are moved), then the controller
+  crashed: from its session's expiry until a new controller is elected, until the other
+  brokers know it, and until every partition is led by a live broker in another broker's
+  Metadata (goal < 5 s; ``cluster.bench.failover``).
 
-Rows [7] to [12] run in child processes (the RSS is the measured run's alone). Each other
+Rows [7] to [13] run in child processes (the RSS is the measured run's alone). Each other
 measurement runs for a fixed number of operations, best of ``--repeat`` runs. Logs go to
 stderr at WARNING, as ``kemu up`` configures them. ``--only 5,8`` runs only those rows
 (``--creation-only`` is ``--only 5``).
@@ -688,6 +694,50 @@ async def _row_spark_campaign(args: argparse.Namespace) -> bool:
     return True
 
 
+SHUTDOWN_GOAL = 3.0
+"""Seconds until a controlled shutdown moved the leaderships of a broker leading 10,000
+partitions (row [13])."""
+
+FAILOVER_GOAL = 5.0
+"""Seconds from a crashed controller's session expiry until every partition is led again
+(row [13])."""
+
+
+async def _row_failover(args: argparse.Namespace) -> bool:
+    """Row [13]: a controlled shutdown and a controller failover on 10 brokers holding
+    100,000 partitions, in a child process (``cluster.bench.failover``)."""
+    from cluster.bench.failover import FailoverResult
+
+    brokers, topics, parts = 10, args.failover_topics, 100
+    print(
+        f"\n[13] {brokers} brokers, {topics:,} topics x {parts} partitions x RF 3"
+        f" ({topics * parts:,} partitions), embedded store, zookeeper.session.timeout.ms=500:"
+        f" controlled shutdown of a broker (goal < {SHUTDOWN_GOAL:g} s), then the controller"
+        f" crashed (goal < {FAILOVER_GOAL:g} s from its session's expiry to every partition"
+        " led again)"
+    )
+    command = ["-m", "cluster.bench.failover", "--brokers", str(brokers)]
+    command += ["--topics", str(topics), "--partitions", str(parts)]
+    if args.no_uvloop:
+        command.append("--no-uvloop")
+    found = await _child([*command, *_quiet(args)], FailoverResult)
+    if found is None:
+        return False
+    r = found[0]
+    moved = "OK" if r.shutdown_moved < SHUTDOWN_GOAL else f"BELOW GOAL ({SHUTDOWN_GOAL:g} s)"
+    online = "OK" if r.failover_online < FAILOVER_GOAL else f"BELOW GOAL ({FAILOVER_GOAL:g} s)"
+    print(f"  create, until every partition led  {r.create_seconds:>8.3f} s")
+    print(f"  controlled shutdown of a broker leading {r.shutdown_leaders:,} partitions:")
+    print(f"    until its leaderships were moved   {r.shutdown_moved:>8.3f} s  {moved}")
+    print(f"    until it had stopped               {r.shutdown_stopped:>8.3f} s")
+    print(f"  the controller crashed, leading {r.failover_leaders:,} partitions:")
+    print(f"    from the crash to its expiry       {r.session_expiry:>8.3f} s")
+    print(f"    expiry to a new controller         {r.failover_elected:>8.3f} s")
+    print(f"    expiry to brokers knowing it       {r.failover_known:>8.3f} s")
+    print(f"    expiry to every partition led      {r.failover_online:>8.3f} s  {online}")
+    return True
+
+
 ROWS: dict[int, Callable[[argparse.Namespace], Awaitable[bool | None]]] = {
     1: _row_inprocess,
     2: _row_tcp,
@@ -701,6 +751,7 @@ ROWS: dict[int, Callable[[argparse.Namespace], Awaitable[bool | None]]] = {
     10: _row_data,
     11: _row_deletion,
     12: _row_spark_campaign,
+    13: _row_failover,
 }
 """The rows, by number; each prints itself (a goal missed included), and returns False
 only if it could not measure (the exit status is then 1)."""
@@ -761,6 +812,12 @@ def main(argv: list[str] | None = None) -> int:
         "--data-messages", type=int, default=200_000, help="messages produced in the data row"
     )
     parser.add_argument(
+        "--failover-topics",
+        type=int,
+        default=1000,
+        help="topics (of 100 partitions) in the failover row [13]",
+    )
+    parser.add_argument(
         "--only", type=_rows, default=list(ROWS), metavar="ROWS", help="only these rows, e.g. 5,8"
     )
     parser.add_argument(
@@ -780,10 +837,10 @@ def main(argv: list[str] | None = None) -> int:
         args.scale_topics,
         args.analysis_events,
     )
-    if min(*counts, args.data_messages) < 1:
+    if min(*counts, args.data_messages, args.failover_topics) < 1:
         parser.error(
             "--campaign-seeds, --spark-campaign-seeds, --scale-brokers, --scale-topics,"
-            " --analysis-events and --data-messages must be >= 1"
+            " --analysis-events, --data-messages and --failover-topics must be >= 1"
         )
     if args.scale_brokers < 3:
         parser.error("--scale-brokers must be >= 3 (the scale row's replication factor)")

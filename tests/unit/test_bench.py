@@ -15,6 +15,7 @@ import pytest
 from cluster.bench import chaos as bench_chaos
 from cluster.bench import suite as bench
 from cluster.bench.chaos import run_campaign, scenario_files
+from cluster.bench.failover import run_failover
 from cluster.bench.scale import run_scale
 from tests.support.bench_scenarios import FAILING, PASSING, write_scenario
 
@@ -33,6 +34,27 @@ def test_scale_run_counts_every_partition_online_and_removes_its_log_dirs(tmp_pa
     assert 0 < result.create_seconds <= result.online_seconds
     assert result.launch_seconds > 0
     assert result.peak_rss_bytes > 10 * 1024**2  # an interpreter with kemu loaded, in bytes
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow  # six brokers, a shutdown and a failover
+def test_failover_run_times_a_controlled_shutdown_and_a_controller_failover(
+    tmp_path: Path,
+) -> None:
+    """A small failover run: the stopped broker led its preferred share of the partitions,
+    its controlled shutdown moved them, and after the controller's crash every partition is
+    led again by a live broker in another broker's Metadata, each time after the one
+    before; no log directory is left behind."""
+    result = anyio.run(
+        lambda: run_failover(6, 4, 6, 3, root=str(tmp_path)),
+        backend="asyncio",
+    )
+    assert (result.brokers, result.partitions, result.session_timeout_ms) == (6, 24, 500)
+    assert result.shutdown_leaders == 4  # one preferred leadership per topic and broker
+    assert result.failover_leaders >= 4
+    assert 0 < result.shutdown_moved <= result.shutdown_stopped
+    assert result.session_expiry >= 0.5  # the session timeout passes first
+    assert 0 <= result.failover_elected <= result.failover_known <= result.failover_online
     assert list(tmp_path.iterdir()) == []
 
 
@@ -79,9 +101,9 @@ def test_campaign_refuses_an_empty_directory_or_no_seeds(
 
 
 def test_bench_refuses_an_unknown_row() -> None:
-    """``--only`` names rows 1 to 12; anything else is a usage error (exit status 2)."""
+    """``--only`` names rows 1 to 13; anything else is a usage error (exit status 2)."""
     with pytest.raises(SystemExit) as exit_:
-        bench.main(["--only", "5,13"])
+        bench.main(["--only", "5,14"])
     assert exit_.value.code == 2
 
 
@@ -204,3 +226,19 @@ def test_bench_row_10_measures_kemu_and_the_mock_cluster_side_by_side() -> None:
         numbers = [float(x.replace(",", "")) for x in re.findall(r"[\d,]+\.?\d*", lines[side])]
         assert all(n > 0 for n in numbers), lines[side]
     assert re.search(r"produce MB/s, kemu / mock: \d+\.\d\dx", out)
+
+
+@pytest.mark.slow
+@pytest.mark.processes
+def test_bench_row_13_prints_the_shutdown_and_the_failover_next_to_their_goals() -> None:
+    """``--only 13`` runs the failover row in a child process: ten brokers, a controlled
+    shutdown and a controller failover, each time printed with its verdict."""
+    out = _bench(["--only", "13", "--failover-topics", "1"], timeout=120)
+    assert "[13] 10 brokers, 1 topics x 100 partitions x RF 3 (100 partitions)" in out
+    assert "controlled shutdown of a broker leading 10 partitions:" in out
+    timed = (re.match(r"^\s+(.+?)\s+(\d+\.\d{3}) s(.*)$", line) for line in out.splitlines())
+    verdicts = {m[1]: m[3].strip() for m in timed if m is not None}
+    assert verdicts["until its leaderships were moved"] == "OK", out
+    assert verdicts["expiry to every partition led"] == "OK", out
+    for label in ("from the crash to its expiry", "expiry to a new controller"):
+        assert verdicts[label] == "", out
