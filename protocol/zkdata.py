@@ -823,7 +823,7 @@ class LeaderIsrAndControllerEpoch(msgspec.Struct, frozen=True, kw_only=True):
             return cls(
                 leader=BrokerId(wire.leader),
                 leader_epoch=LeaderEpoch(wire.leader_epoch),
-                isr=tuple(wire.isr),
+                isr=tuple(map(BrokerId, wire.isr)),
                 controller_epoch=ControllerEpoch(wire.controller_epoch),
             )
         obj = _Object.parse(data, "partition state")

@@ -12,9 +12,9 @@ longer exists.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from itertools import groupby
 from typing import assert_never
 
+import anyio.lowlevel
 import msgspec
 import structlog
 
@@ -82,13 +82,24 @@ class ReplicaStateMachine:
     async def handle_state_changes(
         self, replicas: Iterable[PartitionAndReplica], target: ReplicaState
     ) -> None:
-        todo = sorted(set(replicas), key=lambda r: (r.replica, r.topic_partition))
-        if not todo:
+        # By replica, then partition: grouped by replica first, each group sorted by its
+        # own order (the partition's, the replica being the same).
+        by_replica: dict[BrokerId, list[PartitionAndReplica]] = {}
+        for replica in set(replicas):
+            by_replica.setdefault(replica.replica, []).append(replica)
+        if not by_replica:
             return
         try:
             self.batch.new_batch()
-            for replica_id, group in groupby(todo, key=lambda r: r.replica):
-                await self._do_handle_state_changes(replica_id, list(group), target)
+            for replica_id in sorted(by_replica):
+                # Let the channel's senders run between two brokers' replicas: a new
+                # controller's first UpdateMetadata, queued before its replica state
+                # machine resends LeaderAndIsr for every partition, reaches the brokers
+                # then, not once all of them are done (Kafka's send threads run
+                # beside its event thread).
+                await anyio.lowlevel.checkpoint()
+                group = sorted(by_replica[replica_id])
+                await self._do_handle_state_changes(replica_id, group, target)
             self.batch.send_requests_to_brokers(self.context.epoch)
         except ControllerMovedError:
             log.warning("controller_moved", target=target.label)

@@ -96,6 +96,12 @@ class ControllerBrokerRequestBatch:
         self.stop_replica: dict[BrokerId, dict[TopicPartition, StopReplicaPartitionState]] = {}
         self.update_metadata_brokers: set[BrokerId] = set()
         self.update_metadata_partitions: dict[TopicPartition, UpdateMetadataPartitionState] = {}
+        # Per partition in this batch: the leadership and assignment its LeaderAndIsr
+        # states were built from, and those states by is_new (see add_leader_and_isr).
+        self._built: dict[
+            TopicPartition,
+            tuple[Leadership, zkdata.ReplicaAssignment, dict[bool, LeaderAndIsrPartitionState]],
+        ] = {}
 
     # -- lifecycle
 
@@ -122,6 +128,7 @@ class ControllerBrokerRequestBatch:
             )
 
     def clear(self) -> None:
+        self._built.clear()
         self.leader_and_isr.clear()
         self.stop_replica.clear()
         self.update_metadata_brokers.clear()
@@ -138,29 +145,41 @@ class ControllerBrokerRequestBatch:
         *,
         is_new: bool,
     ) -> None:
-        state = leadership.leader_and_isr
+        built = self._built.get(tp)
+        if built is None or built[0] is not leadership or built[1] is not assignment:
+            built = (leadership, assignment, {})
+            self._built[tp] = built
+            # The UpdateMetadata state of ``tp`` only changes with its leadership or
+            # assignment while a batch is built (the live brokers and the deletion queue
+            # change between batches): once per partition, not once per recipient.
+            self._add_partition_metadata(tp)
+        shared = built[2]  # the same state for every recipient, by its is_new
         for broker_id in broker_ids:
             if broker_id < 0:
                 continue
             states = self.leader_and_isr.setdefault(broker_id, {})
             previous = states.get(tp)
-            states[tp] = LeaderAndIsrPartitionState(
-                topic=tp.topic,
-                partition=tp.partition,
-                controller_epoch=leadership.controller_epoch,
-                leader=state.leader,
-                leader_epoch=state.leader_epoch,
-                isr=state.isr,
-                zk_version=state.zk_version,
-                replicas=assignment.replicas,
-                adding_replicas=assignment.adding_replicas,
-                removing_replicas=assignment.removing_replicas,
-                is_new=is_new or (previous is not None and previous.is_new),
-            )
+            new = is_new or (previous is not None and previous.is_new)
+            partition_state = shared.get(new)
+            if partition_state is None:
+                state = leadership.leader_and_isr
+                partition_state = shared[new] = LeaderAndIsrPartitionState(
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    controller_epoch=leadership.controller_epoch,
+                    leader=state.leader,
+                    leader_epoch=state.leader_epoch,
+                    isr=state.isr,
+                    zk_version=state.zk_version,
+                    replicas=assignment.replicas,
+                    adding_replicas=assignment.adding_replicas,
+                    removing_replicas=assignment.removing_replicas,
+                    is_new=new,
+                )
+            states[tp] = partition_state
         # A set of brokers: the order they are sent in is settled when the batch is sent.
         # (Registered broker ids are never negative: no filtering, one set union.)
         self.update_metadata_brokers |= self.context.live_or_shutting_down_broker_ids
-        self._add_partition_metadata(tp)
 
     def add_stop_replica(
         self, broker_ids: Iterable[BrokerId], tp: TopicPartition, *, delete_partition: bool
@@ -224,6 +243,7 @@ class ControllerBrokerRequestBatch:
     def send_requests_to_brokers(self, controller_epoch: ControllerEpoch) -> None:
         """Flush in Kafka's order. A failure leaves the batch for the caller to clear and is
         raised as ``IllegalControllerStateError`` (the controller then resigns)."""
+        self._built.clear()
         try:
             self._send_leader_and_isr(controller_epoch)
             self._send_update_metadata(controller_epoch)

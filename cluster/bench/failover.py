@@ -45,6 +45,7 @@ from cluster.launch.cluster import Cluster, ClusterSpec
 from cluster.logging import configure_logging
 from protocol import zkdata
 from protocol.errors import ErrorCode
+from protocol.ids import BrokerId
 from protocol.kafka_api import CreateTopicsResponseData, MetadataRequestData, MetadataResponseData
 from protocol.store import WatchEvent
 
@@ -206,7 +207,7 @@ async def _watch_fired(session: StoreSession) -> None:
 
 async def _wait_led(
     cluster: Cluster, asked: int, expected: int, *, dead: tuple[int, ...]
-) -> list[int]:
+) -> list[BrokerId]:
     """Until broker ``asked``'s Metadata shows ``expected`` partitions, each with no error
     and led by a broker it lists as live that is not one of ``dead``; the leaders then."""
     with anyio.fail_after(TIMEOUT_S):
