@@ -152,6 +152,10 @@ class RunOptions:
     whatever the scenario's ``store`` says; a scenario with ``store: zookeeper`` needs it."""
     local_zookeeper: bool = False  # ``zookeeper`` is a throwaway local server
     processes: bool = False  # one OS process per broker, whatever the scenario's ``mode``
+    named_dir: Path | None = None
+    """Where the run directory will be once the run is over, when it is written elsewhere
+    first and then moved there (``kemu chaos campaign``'s executors): the summary names
+    it. ``None``: ``run_dir``."""
 
 
 def reproduce_command(
@@ -176,12 +180,18 @@ def reproduce_command(
     return " ".join(parts)
 
 
-def prepare_run_dir(run_dir: Path) -> None:
-    """Empty ``run_dir`` for a new run; refuse a non-empty directory that is not a run's."""
-    if run_dir.exists():
+def refuse_foreign(run_dir: Path) -> None:
+    """``KemuError`` if ``run_dir`` is a non-empty directory that holds no chaos run."""
+    if run_dir.is_dir() and not run_dir.is_symlink():
         names = {p.name for p in run_dir.iterdir()}
         if names and not names & set(RUN_FILES):
             raise KemuError(f"{run_dir} is not empty and holds no chaos run: not touching it")
+
+
+def prepare_run_dir(run_dir: Path) -> None:
+    """Empty ``run_dir`` for a new run; refuse a non-empty directory that is not a run's."""
+    if run_dir.exists():
+        refuse_foreign(run_dir)
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True)
 
@@ -274,7 +284,7 @@ class _Run:
             mode="deterministic" if options.deterministic else "real",
             store=scenario.cluster.store,
             processes=self.processes,
-            run_dir=str(options.run_dir),
+            run_dir=str(options.named_dir or options.run_dir),
             reproduce=reproduce_command(
                 options.source,
                 options.seed,

@@ -1,37 +1,46 @@
 """A chaos campaign as a Spark job: ``kemu chaos campaign``.
 
-Every (scenario, seed) pair is one Spark task. The driver ships each task as data — a
-``CampaignTask`` encoded as JSON (the scenario file's text, the path it was given as,
-the seed and the output directory) — never a pickled object of ours; the executor
-parses the scenario from that text, runs it in deterministic mode (an in-process cluster
-on the virtual clock, ``run_scenario``) into ``OUT/<scenario>/seed-<N>``, exports the
-trace to ``trace.parquet`` beside ``trace.jsonl``, and answers the run's ``summary.json``
-bytes, which the driver decodes with msgspec into a ``RunResult``. (Spark itself
-pickles the task function — by module name — and the byte strings it carries; nothing
-else crosses the network.) The run directory is the one ``kemu chaos run
---deterministic`` writes for the same scenario and seed, byte for byte but for the wall
-time, whichever machine ran it: the virtual clock and the seeded RNG are the whole of a
-run's time and randomness.
+The driver ships each (scenario, seed) pair as data — a ``CampaignTask`` encoded as
+JSON (the scenario file's text, the path it was given as, the seed and the output
+directory) — never a pickled object of ours. The runs are dealt into a few Spark tasks
+per executor core (``batches``: each task's own cost — Spark's scheduling, the Python
+worker's set-up — is paid per batch, not per run). For each run of its batch the
+executor parses the scenario from that text, runs it in deterministic mode (an
+in-process cluster on the virtual clock, ``run_scenario``) into a staging directory
+beside ``OUT/<scenario>/seed-<N>``, exports the trace to ``trace.parquet`` beside
+``trace.jsonl``, renames the whole run into place, and answers the run's
+``summary.json`` bytes, which the driver decodes with msgspec into a ``RunResult``.
+(Spark itself pickles the task function — by module name — and the byte strings it
+carries; nothing else crosses the network.) The run directory is the one ``kemu chaos
+run --deterministic`` writes for the same scenario and seed, byte for byte but for the
+wall time, whichever machine ran it: the virtual clock and the seeded RNG are the whole
+of a run's time and randomness.
 
-One task per run, so Spark spreads the runs over whatever executors it has and retries
-a task whose executor was lost (``spark.task.maxFailures``). A run that cannot be done
-(``KemuError``: a run directory that holds something else) is that run's ``error``
-result, not the campaign's end; a task that keeps failing (an output directory the
-executors cannot write) fails the job, and the command says so in one line.
+Spark retries a task whose attempt failed (its executor or Python worker lost:
+``spark.task.maxFailures``). A run goes into place only whole, so the retried attempt
+writes each of its runs once and the dead attempt leaves only its staging directory
+(``.seed-N.*.partial``), which the driver removes once the job is over. A run that
+cannot be done (``KemuError``: a run directory that holds something else) is that run's
+``error`` result, not the campaign's end; a task that keeps failing (an output directory
+the executors cannot write) fails the job, and the command says so in one line.
 
 The output directory must be one path every executor can write and the driver can read
-(a shared file system mounted at the same path everywhere; ``file:`` paths only:
-``run_scenario`` writes with the operating system's file calls).
+(a shared file system mounted at the same path everywhere; a path or a ``file:`` URL:
+``run_scenario`` writes with the operating system's file calls, so ``hdfs://`` or
+``s3a://`` are refused).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import re
+import shutil
 import socket
+import tempfile
 import time
-from collections.abc import Mapping, Sequence
-from contextlib import nullcontext
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
@@ -39,7 +48,13 @@ from urllib.parse import urlsplit
 import msgspec
 
 from cluster.chaos.loader import parse_scenario
-from cluster.chaos.runner import RunOptions, RunResult, reproduce_command, run_scenario
+from cluster.chaos.runner import (
+    RunOptions,
+    RunResult,
+    refuse_foreign,
+    reproduce_command,
+    run_scenario,
+)
 from cluster.logging import configure_logging
 from cluster.trace_files import export_parquet
 from protocol.errors import KemuError
@@ -49,15 +64,26 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CampaignTask",
+    "batches",
     "campaign_tasks",
     "check_master",
     "check_out_dir",
+    "out_dir",
+    "remove_partial_runs",
+    "run_batch",
     "run_on_spark",
     "run_task",
 ]
 
 PARQUET_TRACE: Final = "trace.parquet"
+PARTIAL: Final = ".partial"  # a run being written: .seed-N.<random>.partial
+REPLACED: Final = ".replaced"  # a run being replaced by a new one of the same seed
+_URL: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/")
 _NOT_WRITTEN: Final = re.compile(r"RunNotWritten: (.*)")
+TASKS_PER_CORE: Final = 4
+"""Spark tasks per executor core: few enough that a task's own cost (Spark's scheduling,
+the Python worker's task set-up: tens of milliseconds) is small beside its runs', enough
+that an executor that frees up early takes another."""
 MASTER_CONNECT_TIMEOUT: Final = 5.0
 """Seconds the driver waits for a standalone master's port before giving up."""
 
@@ -105,23 +131,41 @@ def campaign_tasks(
 
 
 def run_task(encoded: bytes) -> bytes:
-    """Run one task (on an executor); answers the run's ``summary.json`` bytes."""
+    """Run one task (on an executor); answers the run's ``summary.json`` bytes.
+
+    The run is written into a staging directory beside its run directory
+    (``.seed-N.*.partial``), then renamed into place whole: a task attempt that dies
+    midway (its executor lost, its Python worker killed) leaves no half-written run
+    directory, and the attempt Spark runs again writes the run once."""
     task = msgspec.json.decode(encoded, type=CampaignTask)
     # as `kemu chaos run` configures its process: the brokers write their log files
     configure_logging(level=task.log_level, json=task.log_json, broker_files=True)
     scenario = parse_scenario(task.text, source=task.source)
     out = Path(task.out)
-    options = RunOptions(
-        run_dir=out / scenario.name / f"seed-{task.seed}",
-        seed=task.seed,
-        deterministic=True,
-        source=task.source,
-        out=out,
-    )
+    run_dir = out / scenario.name / f"seed-{task.seed}"
+    staging: Path | None = None
     try:
-        result = run_scenario(scenario, options)
+        refuse_foreign(run_dir)
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(
+            tempfile.mkdtemp(prefix=f".{run_dir.name}.", suffix=PARTIAL, dir=run_dir.parent)
+        )
+        options = RunOptions(
+            run_dir=staging,
+            named_dir=run_dir,
+            seed=task.seed,
+            deterministic=True,
+            source=task.source,
+            out=out,
+        )
+        run_scenario(scenario, options)
+        export_parquet(staging / "trace.jsonl", staging / PARQUET_TRACE)
+        summary = (staging / "summary.json").read_bytes()
+        _move_into_place(staging, run_dir)
     except OSError as exc:  # this executor cannot write there: retry, or fail the job
-        where = exc.filename or options.run_dir
+        where = exc.filename or run_dir
+        if PARTIAL in str(where):  # the staging directory: name the run's
+            where = run_dir
         raise RunNotWritten(
             f"{socket.gethostname()} cannot write {where}: {exc.strerror or exc}"
         ) from None
@@ -133,12 +177,39 @@ def run_task(encoded: bytes) -> bytes:
             mode="deterministic",
             status="error",
             error=str(exc),
-            run_dir=str(options.run_dir),
+            run_dir=str(run_dir),
             reproduce=reproduce_command(task.source, task.seed, True, out),
         )
         return msgspec.json.encode(result)
-    export_parquet(options.run_dir / "trace.jsonl", options.run_dir / PARQUET_TRACE)
-    return (options.run_dir / "summary.json").read_bytes()
+    finally:
+        if staging is not None:  # still there: the run did not get into place
+            shutil.rmtree(staging, ignore_errors=True)
+    return summary
+
+
+def _move_into_place(staging: Path, run_dir: Path) -> None:
+    """Rename the finished run ``staging`` to ``run_dir``. A run already there (an earlier
+    campaign's, or another attempt's of the same task) is renamed aside first, then
+    removed: ``run_dir`` is always a whole run, or absent for the instant between."""
+    try:
+        staging.rename(run_dir)
+        return
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+            raise
+    aside = staging.with_suffix(REPLACED)
+    run_dir.rename(aside)
+    staging.rename(run_dir)
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def remove_partial_runs(out: Path, names: Iterable[str]) -> None:
+    """Remove what task attempts that died midway left under ``out``: the staging
+    directories of the scenarios ``names`` (the driver, once the job is over)."""
+    for name in names:
+        for suffix in (PARTIAL, REPLACED):
+            for left in (out / name).glob(f".seed-*{suffix}"):
+                shutil.rmtree(left, ignore_errors=True)
 
 
 def check_master(master: str | None) -> None:
@@ -164,13 +235,24 @@ def check_master(master: str | None) -> None:
     raise KemuError(f"cannot reach the Spark master at {master}: nothing accepts connections")
 
 
+def out_dir(given: str) -> Path:
+    """``--out`` as the path the runs are written at: a path, or a ``file:`` URL (the
+    path it names). Any other URL (``hdfs://``, ``s3a://``) is ``KemuError``: runs are
+    written with the operating system's file calls, not through Hadoop's FileSystem."""
+    parts = urlsplit(given)
+    if parts.scheme == "file" and parts.netloc in ("", "localhost"):
+        return Path(parts.path)
+    if _URL.match(given):
+        raise KemuError(
+            f"--out {given}: runs are written with the operating system's file calls: give a"
+            " path every executor mounts at the same place (or a file: URL), not a"
+            f" {parts.scheme or 'URL'}: URL"
+        )
+    return Path(given)
+
+
 def check_out_dir(out: Path) -> None:
     """The driver can make ``out`` and write in it; ``KemuError`` otherwise."""
-    if "://" in str(out):
-        raise KemuError(
-            f"--out {out}: a path on a file system every executor mounts, not a URL"
-            " (runs are written with the operating system's file calls)"
-        )
     probe = out / f".kemu-probe.{os.getpid()}"
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -178,6 +260,21 @@ def check_out_dir(out: Path) -> None:
         probe.unlink()
     except OSError as exc:
         raise KemuError(f"--out {out}: cannot write there: {exc.strerror or exc}") from None
+
+
+def batches(tasks: Sequence[bytes], count: int) -> list[list[tuple[int, bytes]]]:
+    """``tasks`` dealt out in turn into ``count`` batches of (index, task): each batch
+    draws runs from the whole scenario list, so the batches hold alike mixes of long and
+    short scenarios and end at about the same time."""
+    count = max(1, min(count, len(tasks)))
+    return [[(i, tasks[i]) for i in range(k, len(tasks), count)] for k in range(count)]
+
+
+def run_batch(batch: list[tuple[int, bytes]]) -> Iterator[tuple[int, bytes]]:
+    """One Spark task: each run of ``batch`` in turn (``run_task``), answered with its
+    index in the campaign."""
+    for index, encoded in batch:
+        yield index, run_task(encoded)
 
 
 def run_on_spark(
@@ -192,29 +289,41 @@ def run_on_spark(
     stages: StageDisplay | None = None,
 ) -> tuple[list[RunResult], float]:
     """Run the campaign as one Spark job; the results in scenario then seed order, and
-    the job's wall seconds (Spark's start-up left out). ``stages`` draws the job's
-    stage (one task per run) while it runs. ``SparkError`` if the job fails
-    (``spark.session.translated_errors``)."""
+    the job's wall seconds (Spark's start-up left out). The runs are dealt into
+    ``TASKS_PER_CORE`` tasks per executor core (``batches``); ``stages`` draws the
+    job's stage while it runs. Once the session is over, what task attempts that died
+    left is removed (``remove_partial_runs``), whether the job succeeded or not.
+    ``SparkError`` if the job fails (``spark.session.translated_errors``)."""
     from spark.session import spark_session
 
-    tasks = campaign_tasks(scenarios, seeds, out.resolve(), log_level=log_level, log_json=log_json)
-    with spark_session(master, app="kemu chaos campaign", config=conf) as session:
-        started = time.perf_counter()
-        context = session.sparkContext
-        # A failed task is this command's one line, not the stack traces Spark logs (in
-        # this JVM for a local master) at its error level.
-        jvm = context._jvm  # log4j's levels are reachable only through the gateway
-        if jvm is not None:
-            log4j = jvm.org.apache.logging.log4j
-            log4j.core.config.Configurator.setLevel("org.apache.spark", log4j.Level.FATAL)
-        drawn = stages(context.statusTracker()) if stages is not None else nullcontext()
-        try:
-            with drawn:
-                answers = context.parallelize(tasks, numSlices=len(tasks)).map(run_task).collect()
-        except Exception as exc:  # Spark's own exception types live in pyspark
-            found = _NOT_WRITTEN.search(str(exc))
-            if found is None:
-                raise
-            raise KemuError(f"a run could not be written: {found.group(1)}") from None
-        wall = time.perf_counter() - started
-    return [msgspec.json.decode(answer, type=RunResult) for answer in answers], wall
+    out = out.resolve()
+    tasks = campaign_tasks(scenarios, seeds, out, log_level=log_level, log_json=log_json)
+    names = {parse_scenario(text, source=source).name for source, text in scenarios}
+    try:
+        with spark_session(master, app="kemu chaos campaign", config=conf) as session:
+            started = time.perf_counter()
+            context = session.sparkContext
+            # A failed task is this command's one line, not the stack traces Spark logs (in
+            # this JVM for a local master) at its error level.
+            jvm = context._jvm  # log4j's levels are reachable only through the gateway
+            if jvm is not None:
+                log4j = jvm.org.apache.logging.log4j
+                log4j.core.config.Configurator.setLevel("org.apache.spark", log4j.Level.FATAL)
+            dealt = batches(tasks, context.defaultParallelism * TASKS_PER_CORE)
+            drawn = stages(context.statusTracker()) if stages else contextlib.nullcontext()
+            try:
+                with drawn:
+                    answers = (
+                        context.parallelize(dealt, numSlices=len(dealt))
+                        .flatMap(run_batch)
+                        .collect()
+                    )
+            except Exception as exc:  # Spark's own exception types live in pyspark
+                found = _NOT_WRITTEN.search(str(exc))
+                if found is None:
+                    raise
+                raise KemuError(f"a run could not be written: {found.group(1)}") from None
+            wall = time.perf_counter() - started
+    finally:
+        remove_partial_runs(out, names)
+    return [msgspec.json.decode(answer, type=RunResult) for _, answer in sorted(answers)], wall

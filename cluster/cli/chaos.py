@@ -35,7 +35,7 @@ from typing import TextIO
 
 import msgspec
 
-from cluster.chaos.campaign import write_campaign
+from cluster.chaos.campaign import CAMPAIGN_FILE, write_campaign
 from cluster.chaos.loader import ScenarioError, load_scenario, scenario_schema
 from cluster.chaos.model import Scenario
 from cluster.chaos.report import REPORT_FILE
@@ -118,14 +118,14 @@ def chaos_main(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
 
 
 def campaign_main(args: argparse.Namespace, out: TextIO) -> int:
-    """``kemu chaos campaign``: every (scenario, seed) run as a Spark task
+    """``kemu chaos campaign``: every (scenario, seed) run on Spark's executors
     (``cluster.chaos.spark_campaign``); prints each scenario's pass count, every run that
     did not pass with the command that reproduces it, the totals, and where
-    ``campaign.html`` is. While the job runs, its stage (one task per run: runs done of
-    all, failed tasks, the time left) is drawn as a bar on a terminal stderr
+    ``campaign.html`` is. While the job runs, its stage (a task is a batch of runs: tasks
+    done of all, failed tasks, the time left) is drawn as a bar on a terminal stderr
     (``cluster.cli.progress.spark_stage_progress``); ``--quiet`` leaves it out. Exit
     status 1 if a run did not pass (or Spark failed), 2 for bad input."""
-    from cluster.chaos.spark_campaign import check_master, check_out_dir, run_on_spark
+    from cluster.chaos.spark_campaign import check_master, check_out_dir, out_dir, run_on_spark
 
     try:
         scenarios = _load(args.scenarios, {})
@@ -138,9 +138,12 @@ def campaign_main(args: argparse.Namespace, out: TextIO) -> int:
     except _InputError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 2
-    root = Path(args.out) if args.out else DEFAULT_CAMPAIGN_OUT
+    root = out_dir(args.out) if args.out else DEFAULT_CAMPAIGN_OUT
     check_master(args.master)
     check_out_dir(root)
+    # The page is this campaign's once its job is done; until then there is none (an
+    # earlier campaign's page would name runs this one replaces).
+    (root / CAMPAIGN_FILE).unlink(missing_ok=True)
     texts = [(path, Path(path).read_text(encoding="utf-8")) for path, _ in scenarios]
     started = time.perf_counter()
     results, _ = run_on_spark(

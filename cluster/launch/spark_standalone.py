@@ -38,6 +38,7 @@ class StandaloneSpark:
     url: str  # spark://127.0.0.1:PORT
     env: dict[str, str]  # for a driver (kemu, spark-submit) on this cluster
     work_dirs: tuple[Path, ...]  # one per worker
+    master_pid: int  # the master's JVM (tests stop it to lose the master)
 
 
 def _listening(port: int, deadline: float) -> bool:
@@ -90,7 +91,9 @@ def standalone_spark(
                 processes.append(
                     subprocess.Popen(worker, env=env, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
                 )
-            yield StandaloneSpark(url=url, env=env, work_dirs=work_dirs)
+            yield StandaloneSpark(
+                url=url, env=env, work_dirs=work_dirs, master_pid=processes[0].pid
+            )
         finally:
             for process in reversed(processes):
                 process.terminate()

@@ -144,7 +144,7 @@ def test_a_run_directory_no_executor_can_write_fails_the_job_in_one_line(
     assert status == 1
     assert captured.err.strip().splitlines()[-1:] == [
         f"Error: a run could not be written: {socket.gethostname()} cannot write"
-        f" {out / 'delete-disabled' / 'seed-1'}: Not a directory"
+        f" {out / 'delete-disabled'}: File exists"
     ]
     assert "Traceback" not in captured.err
     assert captured.out == ""

@@ -6,8 +6,11 @@ run in the worker's executor. Its result matches the local analysis of the same 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -62,26 +65,44 @@ SCENARIOS = ("create-delete-all-up", "delete-disabled")
 
 
 @pytest.mark.timeout(900)  # six JVMs on two cores: master, two workers, driver, two executors
-def test_a_chaos_campaign_on_two_workers_runs_like_the_local_campaign(tmp_path: Path) -> None:
+def test_a_chaos_campaign_on_two_workers_runs_like_the_local_campaign_and_outlives_its_master(
+    tmp_path: Path,
+) -> None:
+    """Both executors run runs; the master, SIGKILLed once the first run is being
+    written, is not needed any more: the executors it gave the application stay the
+    driver's (Spark standalone), and the campaign completes."""
     files = [str(ROOT / "scenarios" / f"{name}.yaml") for name in SCENARIOS]
     out = tmp_path / "campaign"
     with standalone_spark(tmp_path, workers=2) as cluster:
-        done = subprocess.run(
+        campaign = subprocess.Popen(
             [str(BIN / "kemu"), "chaos", "campaign", *files, "--seeds", "1..2",
              "--master", cluster.url, "--out", str(out), "--log-level", "INFO",
              "--conf", "spark.executor.memory=512m",
              # both executors registered before the first task is handed out
              "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0",
              "--conf", f"spark.local.dir={tmp_path / 'scratch'}"],
-            env=cluster.env, capture_output=True, text=True, timeout=800, check=False,
+            env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "2 scenario(s), 4 run(s): 4 passed, 0 failed" in done.stdout
+        try:
+            deadline = time.monotonic() + 600
+            while not list(out.glob("*/.seed-*.partial")):
+                assert campaign.poll() is None, campaign.communicate()[1][-3000:]
+                assert time.monotonic() < deadline, "no run was seen being written"
+                time.sleep(0.02)  # between two looks at the output directory
+            os.kill(cluster.master_pid, signal.SIGKILL)
+            stdout, stderr = campaign.communicate(timeout=600)
+        finally:
+            if campaign.poll() is None:
+                campaign.kill()
+                campaign.communicate()  # reaped, its pipes closed
+    assert campaign.returncode == 0, stderr[-3000:]
+    assert "2 scenario(s), 4 run(s): 4 passed, 0 failed" in stdout
     # Each worker's executor ran runs: their clusters' INFO lines are in its stderr.
     for work in cluster.work_dirs:
-        stderr = list(work.glob("app-*/*/stderr"))
-        assert len(stderr) == 1, work
-        assert "[kemu." in stderr[0].read_text(errors="replace"), work
+        stderr_files = list(work.glob("app-*/*/stderr"))
+        assert len(stderr_files) == 1, work
+        assert "[kemu." in stderr_files[0].read_text(errors="replace"), work
+    assert sorted(p.name for p in out.glob("*/.*")) == []
 
     local = tmp_path / "local"
     assert main(["chaos", "run", *files, "--seeds", "1..2", "--deterministic",

@@ -1,0 +1,271 @@
+"""``kemu chaos campaign`` when things fail: a task attempt that dies midway (its Python
+worker killed) is retried and each run is written once; what is in ``--out`` after the
+job failed; bad input (an unreachable master, an ``--out`` that cannot be written or is
+a URL of a file system runs are not written through) is one line, changing nothing."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cluster.chaos.campaign import CAMPAIGN_FILE
+from cluster.chaos.runner import RUN_FILES
+from cluster.cli.main import main
+from cluster.launch.spark_standalone import CONF_DIR
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+FILES = [str(ROOT / "scenarios" / f"{n}.yaml") for n in ("create-delete-all-up", "delete-disabled")]
+SEED_DIRS = {f"{n}/seed-{s}" for n in ("create-delete-all-up", "delete-disabled") for s in (1, 2)}
+DEADLINE = 600.0
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_CONF_DIR": str(CONF_DIR),
+        "PYSPARK_PYTHON": sys.executable,
+        "PYTHONPATH": str(ROOT),
+    }
+
+
+def _descendants(root: int) -> set[int]:
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(stat[stat.rindex(")") + 2 :].split()[1])
+    found = {root}
+    grew = True
+    while grew:
+        grew = False
+        for pid, parent in parents.items():
+            if parent in found and pid not in found:
+                found.add(pid)
+                grew = True
+    return found - {root}
+
+
+def _writer(pids: set[int], staging: Path) -> int | None:
+    """The process that has a file of ``staging`` open (the run's trace)."""
+    for pid in pids:
+        try:
+            links = [os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()]
+        except OSError:
+            continue
+        if any(link.startswith(f"{staging}/") for link in links):
+            return pid
+    return None
+
+
+def _kill_a_run_midway(campaign: subprocess.Popen[str], out: Path) -> tuple[Path, int]:
+    """SIGKILL the Python worker of the first run seen being written (stopped first, and
+    killed only if its staging directory is still there: the run is midway); the run
+    directory it was writing and the kill's time (ns)."""
+    deadline = time.monotonic() + DEADLINE
+    while time.monotonic() < deadline and campaign.poll() is None:
+        for staging in out.glob("*/.seed-*.partial"):
+            pid = _writer(_descendants(campaign.pid), staging)
+            if pid is None:
+                continue
+            os.kill(pid, signal.SIGSTOP)
+            if staging.is_dir():
+                os.kill(pid, signal.SIGKILL)
+                seed = staging.name.split(".")[1]
+                return staging.parent / seed, time.time_ns()
+            os.kill(pid, signal.SIGCONT)
+        time.sleep(0.02)  # between two looks at the output directory
+    pytest.fail("no run was seen being written")
+
+
+@pytest.fixture
+def campaign_process(tmp_path: Path) -> Iterator[list[subprocess.Popen[str]]]:
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        for pipe in (process.stdout, process.stderr):
+            if pipe is not None:
+                pipe.close()
+        process.wait()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_task_whose_python_worker_is_killed_is_retried_and_writes_each_run_once(
+    tmp_path: Path, campaign_process: list[subprocess.Popen[str]]
+) -> None:
+    out = tmp_path / "campaign"
+    campaign = subprocess.Popen(
+        [str(BIN / "kemu"), "chaos", "campaign", *FILES, "--seeds", "1..2",
+         "--master", "local[1,2]",  # one core, a task tried twice
+         "--out", str(out), "--quiet", "--conf", f"spark.local.dir={tmp_path / 'scratch'}"],
+        env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    campaign_process.append(campaign)
+    run_dir, killed_at = _kill_a_run_midway(campaign, out)
+    stdout, stderr = campaign.communicate(timeout=DEADLINE)
+    assert campaign.returncode == 0, stderr[-3000:]
+    assert "2 scenario(s), 4 run(s): 4 passed, 0 failed" in stdout
+
+    # Every run once, whole; nothing of the killed attempt left.
+    runs = {str(p.parent.relative_to(out)) for p in out.glob("*/*/summary.json")}
+    assert runs == SEED_DIRS
+    assert sorted(p.name for p in out.glob("*/.*")) == []
+    for run in SEED_DIRS:
+        assert (out / run / "trace.parquet").is_file()
+    # The killed run was written by the attempt Spark ran again, after the kill.
+    assert (run_dir / "summary.json").stat().st_mtime_ns > killed_at
+    local = tmp_path / "local"
+    scenario = next(f for f in FILES if Path(f).stem == run_dir.parent.name)
+    seed = run_dir.name.removeprefix("seed-")
+    assert main(["chaos", "run", scenario, "--seed", seed, "--deterministic",
+                 "--out", str(local), "--quiet"]) == 0  # fmt: skip
+    here = local / run_dir.parent.name / run_dir.name / "trace.jsonl"
+    assert (run_dir / "trace.jsonl").read_bytes() == here.read_bytes()
+
+
+def test_an_unreachable_master_is_one_line_within_the_connect_timeout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "campaign"
+    started = time.monotonic()
+    status = main(["chaos", "campaign", FILES[0], "--seeds", "1..1", "--out", str(out),
+                   "--master", "spark://127.0.0.1:1"])  # fmt: skip
+    assert time.monotonic() - started < 10
+    assert status == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "Error: cannot reach the Spark master at spark://127.0.0.1:1: nothing accepts connections"
+    ]
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("url", ["hdfs://namenode:8020/kemu/campaign", "s3a://bucket/campaign"])
+def test_an_out_url_runs_are_not_written_through_is_refused(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    status = main(["chaos", "campaign", FILES[0], "--seeds", "1..1", "--out", url])
+    scheme = url.split(":")[0]
+    assert status == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"Error: --out {url}: runs are written with the operating system's file calls: give a"
+        f" path every executor mounts at the same place (or a file: URL), not a {scheme}: URL"
+    ]
+    assert list(tmp_path.iterdir()) == []  # no local directory named after the URL
+
+
+# Root (the tests' user) writes whatever a directory's mode says: without the
+# capabilities that let it, it is held to the modes as any user is.
+HELD_TO_MODES = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+
+
+def test_a_read_only_out_dir_is_one_line(tmp_path: Path) -> None:
+    read_only = tmp_path / "read-only"
+    read_only.mkdir(mode=0o555)
+    done = subprocess.run(
+        [*HELD_TO_MODES, str(BIN / "kemu"), "chaos", "campaign", FILES[0], "--seeds", "1..1",
+         "--out", str(read_only / "campaign")],
+        env=_env(tmp_path), capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"Error: --out {read_only / 'campaign'}: cannot write there: Permission denied"
+    ]
+    assert list(read_only.iterdir()) == []
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_read_only_scenario_dir_fails_the_job_in_one_line_and_writes_no_page(
+    tmp_path: Path,
+) -> None:
+    """The driver can write ``--out``; the executor cannot write the scenario's directory
+    in it: every try of the task fails, and so does the job."""
+    out = tmp_path / "campaign"
+    (out / "delete-disabled").mkdir(parents=True, mode=0o555)
+    done = subprocess.run(
+        [*HELD_TO_MODES, str(BIN / "kemu"), "chaos", "campaign", FILES[1], "--seeds", "1..1",
+         "--master", "local[1,2]", "--out", str(out), "--quiet",
+         "--conf", f"spark.local.dir={tmp_path / 'scratch'}"],
+        env=_env(tmp_path), capture_output=True, text=True, timeout=500, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1:] == [
+        f"Error: a run could not be written: {socket.gethostname()} cannot write"
+        f" {out / 'delete-disabled' / 'seed-1'}: Permission denied"
+    ]
+    assert "Traceback" not in done.stderr
+    assert done.stdout == ""
+    assert sorted(p.name for p in out.iterdir()) == ["delete-disabled"]  # no campaign.html
+    assert list((out / "delete-disabled").iterdir()) == []
+
+
+def _whole(run: Path) -> bool:
+    return all((run / name).is_file() for name in (*RUN_FILES, "trace.parquet"))
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_a_killed_driver_leaves_whole_runs_and_no_page_and_the_next_campaign_finishes(
+    tmp_path: Path, campaign_process: list[subprocess.Popen[str]]
+) -> None:
+    """The whole job fails: the driver (and with it its local executor) is SIGKILLed
+    while a run is being written. ``--out`` then holds whole runs only and no campaign
+    page (an earlier campaign's is removed before the job starts); the next campaign
+    into it replaces them, removes what the cut-off attempt left and writes the page."""
+    out = tmp_path / "campaign"
+    out.mkdir()
+    (out / CAMPAIGN_FILE).write_text("an earlier campaign's page\n")
+    command = [str(BIN / "kemu"), "chaos", "campaign", *FILES, "--seeds", "1..2",
+               "--master", "local[1]", "--out", str(out), "--quiet",
+               "--conf", f"spark.local.dir={tmp_path / 'scratch'}"]  # fmt: skip
+    campaign = subprocess.Popen(
+        command, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    campaign_process.append(campaign)
+    deadline = time.monotonic() + DEADLINE
+    while not list(out.glob("*/.seed-*.partial")):
+        assert campaign.poll() is None, campaign.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, "no run was seen being written"
+        time.sleep(0.02)  # between two looks at the output directory
+    session = _descendants(campaign.pid)  # the driver's JVM, the Python workers
+    os.killpg(campaign.pid, signal.SIGKILL)  # the driver's host is gone
+    campaign.communicate()
+    for pid in session:  # any that left the process group
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+    assert not (out / CAMPAIGN_FILE).exists()
+    runs = [p for p in out.glob("*/*") if not p.name.startswith(".")]
+    assert all(_whole(run) for run in runs), runs
+    assert len(runs) < len(SEED_DIRS)
+
+    done = subprocess.run(
+        command, env=_env(tmp_path), capture_output=True, text=True, timeout=DEADLINE,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "2 scenario(s), 4 run(s): 4 passed, 0 failed" in done.stdout
+    assert {str(p.relative_to(out)) for p in out.glob("*/*")} == SEED_DIRS
+    assert all(_whole(out / run) for run in SEED_DIRS)
+    assert (out / CAMPAIGN_FILE).read_text().startswith("<!DOCTYPE html>")
