@@ -160,8 +160,8 @@ class Recorder:
         self._listeners: list[Callable[[TraceEvent], None]] = []
 
     def __call__(self, event: TraceEvent) -> None:
-        if event.kind in ("log_dir", "error"):
-            event = self._relative(event)
+        if event.kind in ("log_dir", "error") or "log_dir" in event.fields:
+            event = self._relative(event)  # the run's trace, wherever its directory is
         if self._renumber:
             event = msgspec.structs.replace(event, seq=len(self.events) + 1)
         self.events.append(event)

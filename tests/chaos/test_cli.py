@@ -28,6 +28,23 @@ def test_passing_runs_exit_zero_with_one_line_each(tmp_path: Path) -> None:
     assert (summary["seed"], summary["mode"], summary["status"]) == (3, "deterministic", "passed")
 
 
+def test_a_run_with_a_failed_log_dir_replays_byte_for_byte_in_another_directory(
+    tmp_path: Path,
+) -> None:
+    """The broker's own events about a failed log dir (``partitions_offline``,
+    ``log_dir_event_propagated``) name it as the log manager's do, relative to the run's
+    log root: the replay, in ``seed-N.replay``, writes the same trace bytes."""
+    scenario = Path(__file__).parents[2] / "scenarios" / "log-dir-failure-mid-deletion.yaml"
+    out = tmp_path / "out"
+    status, printed = kemu(
+        ["chaos", "run", str(scenario), "--seed", "1", "--check-determinism", "--out", str(out)]
+    )
+    assert status == 0, printed
+    trace = (out / "log-dir-failure-mid-deletion" / "seed-1" / "trace.jsonl").read_text()
+    assert '"type":"partitions_offline"' in trace
+    assert str(tmp_path) not in trace
+
+
 def test_a_failed_run_exits_one_and_prints_how_to_reproduce_it(tmp_path: Path) -> None:
     """The failed expectation, the run directory and the exact command are printed."""
     scenario = write(tmp_path, "wrong.yaml", FAILING)
