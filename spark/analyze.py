@@ -394,56 +394,6 @@ def _minus(a: float | None, b: float | None) -> float | None:
 # ----------------------------------------------------------------------------- metrics
 
 
-def _latency(events: DataFrame) -> DataFrame:
-    """One row per answered ask: ``run, key`` (the request type), ``value`` (seconds)."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    asks = with_parsed_fields(
-        events.where((F.col("kind") == "send") & _has('"env_kind":"ask"')), "env_kind", "src"
-    ).where(_field("env_kind") == "ask")
-    replies = with_parsed_fields(
-        events.where((F.col("kind") == "deliver") & _has('"env_kind":"reply"')), "env_kind", "dst"
-    ).where(_field("env_kind") == "reply")
-    both = asks.select(
-        "run",
-        _field("src").alias("actor"),
-        "corr",
-        "seq",
-        "ts",
-        F.col("type").alias("request"),
-    ).unionByName(
-        replies.select(
-            "run",
-            _field("dst").alias("actor"),
-            "corr",
-            "seq",
-            "ts",
-            F.lit(None).cast("string").alias("request"),
-        )
-    )
-    # An ask's answer: the first reply after it with its correlation id, to its actor.
-    following = (
-        Window.partitionBy("run", "actor", "corr")
-        .orderBy("seq")
-        .rowsBetween(1, Window.unboundedFollowing)
-    )
-    answer = F.first(F.when(F.col("request").isNull(), F.col("ts")), ignorenulls=True).over(
-        following
-    )
-    return (
-        both.where(F.col("corr").isNotNull())
-        .select("run", "request", "ts", answer.alias("reply_ts"))
-        .where(F.col("request").isNotNull() & F.col("reply_ts").isNotNull())
-        .select(
-            "run",
-            F.lit("latency").alias("metric"),
-            F.col("request").alias("key"),
-            (F.col("reply_ts") - F.col("ts")).alias("value"),
-        )
-    )
-
-
 def _error_name() -> Column:
     from pyspark.sql import functions as F
 
@@ -466,64 +416,107 @@ def _error_name() -> Column:
     )
 
 
-def _metric_rows(events: DataFrame, ends: DataFrame) -> DataFrame:
-    """Every per-run figure as ``run, metric, key, value`` rows, for one aggregation:
-    ``latency`` and ``queue_time`` (value: seconds), ``by_type`` / ``by_node`` / ``rate``
-    (sends; key: type, node, bucket) and ``error`` (key: the error name)."""
+def _metric_rows(events: DataFrame) -> DataFrame:
+    """The per-run figures with values as ``run, metric, key, value`` rows, for one
+    aggregation: ``latency`` (key: the request type) and ``queue_time`` (key: the
+    controller event; value: seconds) and ``error`` (key: the error name; no value). The
+    sends are counted apart (``_send_counts``).
+
+    One scan of the traces: the asks, the replies, the controller's event starts and the
+    possible errors are picked by cheap tests and parsed once. An ask's latency is the
+    time to the first reply after it with its correlation id to its actor (a window over
+    actor and correlation id ordered by seq; the other rows each have a window of their
+    own)."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    none = F.lit(None).cast("double")
     kind, type_ = F.col("kind"), F.col("type")
     send = kind == "send"
+    asked = send & _has('"env_kind":"ask"')
+    replied = (kind == "deliver") & _has('"env_kind":"reply"')
     start = (kind == "event") & (type_ == "controller_event_start")
     failed = kind.isin("store", "log_dir") & _has('"result":') & ~_has('"result":"ok"')
-    maybe_error = type_.isin("control_response", "admin_result") | (kind == "error") | failed
-    # One scan: sends are counted from their columns alone; only the others are parsed.
-    keys = ("event", "queue_time", "request", "op", "error", "result")
-    schema = "struct<" + ", ".join(f"`{key}`: string" for key in keys) + ">"
-    candidates = (
-        events.where(send | start | maybe_error)
-        .join(F.broadcast(ends), "run")
-        .withColumn("f", F.when(~send, F.from_json("fields", schema)))
+    maybe_error = ~send & (
+        type_.isin("control_response", "admin_result") | (kind == "error") | failed
     )
-    width = F.greatest(F.col("end") / RATE_BUCKETS, F.lit(1e-6))
-    bucket = F.least(F.floor(F.col("ts") / width), F.lit(RATE_BUCKETS - 1)).cast("string")
+    keys = ("env_kind", "src", "dst", "event", "queue_time", "request", "op", "error", "result")
+    candidates = with_parsed_fields(events.where(asked | replied | start | maybe_error), *keys)
+    env_kind = _field("env_kind")
+    ask = send & (env_kind == "ask")
+    reply = (kind == "deliver") & (env_kind == "reply")
+    paired = (ask | reply) & F.col("corr").isNotNull()
+    rows = candidates.select(
+        "run",
+        "seq",
+        "ts",
+        F.when(paired, F.when(ask, _field("src")).otherwise(_field("dst"))).alias("actor"),
+        F.when(paired, F.col("corr")).alias("pair_corr"),
+        F.when(~paired, F.col("seq")).alias("lone"),
+        F.when(paired & ask, type_).alias("request"),
+        (paired & reply).alias("reply"),
+        start.alias("start"),
+        F.when(start, _field("event")).alias("event"),
+        F.when(start, _field("queue_time").cast("double")).alias("queue_time"),
+        F.when(maybe_error, _error_name()).alias("error"),
+    )
+    following = (
+        Window.partitionBy("run", "lone", "actor", "pair_corr")
+        .orderBy("seq")
+        .rowsBetween(1, Window.unboundedFollowing)
+    )
+    answer = F.first(F.when(F.col("reply"), F.col("ts")), ignorenulls=True).over(following)
 
-    def figure(metric: str, key: Column, value: Column = none) -> Column:
+    def figure(metric: str, key: Column, value: Column) -> Column:
         return F.struct(F.lit(metric).alias("metric"), key.alias("key"), value.alias("value"))
 
-    rows_type = "array<struct<metric: string, key: string, value: double>>"
-    no_rows = F.array().cast(rows_type)
-    counted = F.when(
-        send,
-        F.array(
-            figure("by_type", F.col("type")),
-            figure("by_node", F.col("node")),
-            figure("rate", bucket),
+    request, event, error = F.col("request"), F.col("event"), F.col("error")
+    figures = F.array(
+        F.when(
+            request.isNotNull() & F.col("answer").isNotNull(),
+            figure("latency", request, F.col("answer") - F.col("ts")),
         ),
+        F.when(F.col("start"), figure("queue_time", event, F.col("queue_time"))),
+        F.when(error.isNotNull(), figure("error", error, F.lit(None).cast("double"))),
     )
-    queue = F.when(
-        start, F.array(figure("queue_time", _field("event"), _field("queue_time").cast("double")))
+    return (
+        rows.select("*", answer.alias("answer"))
+        .select("run", F.explode(F.array_compact(figures)).alias("m"))
+        .select("run", "m.metric", "m.key", "m.value")
     )
-    name = _error_name()
-    errors = F.when(~send & maybe_error & name.isNotNull(), F.array(figure("error", name)))
-    other = candidates.select(
-        "run",
-        F.explode(
-            F.concat(
-                F.coalesce(counted, no_rows),
-                F.coalesce(queue, no_rows),
-                F.coalesce(errors, no_rows),
-            )
-        ).alias("m"),
-    ).select("run", "m.metric", "m.key", "m.value")
-    return _latency(events).unionByName(other)
 
 
-def _metrics(events: DataFrame, ends: DataFrame) -> DataFrame:
+def _send_counts(events: DataFrame, ends: DataFrame) -> DataFrame:
+    """The sends counted per run by type (``by_type``), by node (``by_node``) and by
+    bucket of the run's time (``rate``), as ``run, metric, key, count`` rows: one
+    aggregation over grouping sets of the columns alone (``fields`` is not read)."""
     from pyspark.sql import functions as F
 
-    rows = _metric_rows(events, ends)
+    width = F.greatest(F.col("end") / RATE_BUCKETS, F.lit(1e-6))
+    bucket = F.least(F.floor(F.col("ts") / width), F.lit(RATE_BUCKETS - 1)).cast("string")
+    sends = (
+        events.where(F.col("kind") == "send")
+        .join(F.broadcast(ends), "run")
+        .select("run", "type", "node", bucket.alias("bucket"))
+    )
+    counted = sends.groupingSets(
+        [("run", "type"), ("run", "node"), ("run", "bucket")], "run", "type", "node", "bucket"
+    ).agg(F.count("*").alias("count"), F.grouping_id().alias("set"))
+    # grouping_id's bits (run, type, node, bucket) say which are left out: 0b0011 keeps
+    # type, 0b0101 node, 0b0110 the bucket.
+    metric = F.when(F.col("set") == 0b0011, "by_type").when(F.col("set") == 0b0101, "by_node")
+    key = F.when(F.col("set") == 0b0011, F.col("type")).when(F.col("set") == 0b0101, F.col("node"))
+    return counted.select(
+        "run",
+        metric.otherwise("rate").alias("metric"),
+        key.otherwise(F.col("bucket")).alias("key"),
+        "count",
+    )
+
+
+def _metrics(events: DataFrame) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    rows = _metric_rows(events)
     approx = F.percentile_approx("value", list(PERCENTILES), 10_000)
     return rows.groupBy("run", "metric", "key").agg(
         F.count("*").alias("count"),
@@ -570,7 +563,9 @@ def analyze_events(
         )
         file_lifecycles(runs, (row.asDict() for row in lifecycles))
     with progress.stage("latencies, message counts, queue times, errors"):
-        for row in _metrics(events, ends).collect():
+        for row in _metrics(events).collect():
+            _add_metric(runs[row["run"]], row.asDict())
+        for row in _send_counts(events, ends).collect():
             _add_metric(runs[row["run"]], row.asDict())
     for result in runs.values():
         _finish_run(result)

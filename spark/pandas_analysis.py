@@ -382,7 +382,8 @@ def _lifecycles(topics: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def _metric_rows(events: pd.DataFrame, ends: pd.Series) -> pd.DataFrame:
-    """``spark.analyze._metric_rows`` in pandas: ``run, metric, key, value`` rows."""
+    """``spark.analyze._metric_rows`` and ``_send_counts`` in pandas: ``run, metric, key,
+    value`` rows (one per send for its counts)."""
     import numpy as np
     import pandas as pd
 
