@@ -323,9 +323,10 @@ class Node:
         self._order.append(actor.name)
         try:
             await self.task_group.start(self._actor_loop, actor)
-        except BaseException:  # its on_start failed: it never ran, and will not stop
-            del self._actors[actor.name]
+        except BaseException:  # its on_start failed: it never ran, and will not stop,
+            del self._actors[actor.name]  # but lets go of what it opened before failing
             self._order.remove(actor.name)
+            self._exit(actor)
             raise
         return actor.ref
 
@@ -373,11 +374,13 @@ class Node:
 
     def _release(self) -> None:
         for name in reversed(self._order):
-            actor = self._actors[name]
-            try:
-                actor.on_exit()
-            except Exception as exc:  # one actor's failure must not keep the others' files
-                self._trace_error(actor.name, "on_exit_failed", exc)
+            self._exit(self._actors[name])
+
+    def _exit(self, actor: Actor) -> None:
+        try:
+            actor.on_exit()
+        except Exception as exc:  # one actor's failure must not keep the others' files
+            self._trace_error(actor.name, "on_exit_failed", exc)
 
     async def _graceful_steps(self) -> None:
         for name in reversed(self._order):

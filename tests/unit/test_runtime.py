@@ -55,14 +55,18 @@ class Echo(Actor):
 
 
 class Stopping(Echo):
-    """Notes its name in ``order`` when it stops."""
+    """Notes in ``order`` when it stops ("stop <name>") and when its node ends
+    ("exit <name>")."""
 
     def __init__(self, name: str, order: list[str]) -> None:
         super().__init__(name)
         self.order = order
 
     async def on_stop(self) -> None:
-        self.order.append(self.name)
+        self.order.append(f"stop {self.name}")
+
+    def on_exit(self) -> None:
+        self.order.append(f"exit {self.name}")
 
 
 class FailsToStart(Stopping):
@@ -194,7 +198,9 @@ def test_graceful_stop_runs_on_stop_in_reverse_order() -> None:
 def test_an_actor_failing_to_start_stops_the_ones_started_before_it() -> None:
     """A node whose third actor's on_start fails ends with that error, after the two
     actors that had started ran their on_stop (last started first), as at a stop: what
-    they opened (files, sessions) is closed. The failed one's on_stop does not run."""
+    they opened (files, sessions) is closed. The failed one's on_stop does not run, but its
+    on_exit does, at once (it lets go of what it opened before failing); the started
+    actors' on_exit run as the node ends."""
 
     async def body() -> None:
         order: list[str] = []
@@ -210,7 +216,7 @@ def test_an_actor_failing_to_start_stops_the_ones_started_before_it() -> None:
         except* OSError as group:
             failed = [str(exc) for exc in _leaves(group)]
         assert failed == ["log dir not writable"]
-        assert order == ["b", "a"]
+        assert order == ["exit c", "stop b", "stop a", "exit b", "exit a"]
         assert not node.running
 
     _sim(body)
@@ -218,7 +224,8 @@ def test_an_actor_failing_to_start_stops_the_ones_started_before_it() -> None:
 
 def test_an_actor_spawned_later_that_fails_to_start_leaves_the_node_running() -> None:
     """``spawn`` of an actor whose on_start fails raises that error; the node runs on
-    without it (its name free again), and a stop runs the others' on_stop only."""
+    without it (its name free again, its on_exit run), and a stop runs the others'
+    on_stop only."""
 
     async def body() -> None:
         order: list[str] = []
@@ -231,7 +238,7 @@ def test_an_actor_spawned_later_that_fails_to_start_leaves_the_node_running() ->
             assert node.running
             await node.spawn(Stopping("b", order))
             node.stop()
-        assert order == ["b", "a"]
+        assert order == ["exit b", "stop b", "stop a", "exit b", "exit a"]
 
     _sim(body)
 
@@ -258,20 +265,12 @@ def test_on_exit_runs_at_a_crash_and_after_a_stop_last_started_first() -> None:
 
     async def body() -> None:
         order: list[str] = []
-
-        class Exiting(Echo):
-            def on_exit(self) -> None:
-                order.append(f"exit {self.name}")
-
-            async def on_stop(self) -> None:
-                order.append(f"stop {self.name}")
-
         wire = DirectWire()
         for end in ("crash", "stop"):
             order.clear()
             node = Node("n1", attach=wire.attach, clock=VirtualClock())
             async with anyio.create_task_group() as tg:
-                await tg.start(node.run, [Exiting("a"), Exiting("b")])
+                await tg.start(node.run, [Stopping("a", order), Stopping("b", order)])
                 if end == "crash":
                     node.crash()
                 else:
