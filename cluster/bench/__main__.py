@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-
+from cluster.bench.process import exit_with
 from cluster.bench.suite import main
 
-sys.exit(main())
+exit_with(main)

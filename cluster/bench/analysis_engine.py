@@ -17,6 +17,7 @@ from pathlib import Path
 
 import msgspec
 
+from cluster.bench.process import exit_with
 from cluster.cli.progress import spark_stage_progress
 
 __all__ = ["AnalysisTimes", "main"]
@@ -126,4 +127,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_with(main)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import msgspec
 
+from cluster.bench.process import exit_with
 from cluster.bench.scale import fast_tmp
 from cluster.chaos import RunOptions, ScenarioError, load_scenario, run_scenario
 from cluster.cli.progress import count_progress
@@ -144,4 +145,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

@@ -43,6 +43,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
     NewTopic,
 )
 
+from cluster.bench.process import exit_with
 from cluster.bench.scale import fast_tmp
 from cluster.cli.progress import CountProgress, count_progress
 
@@ -322,4 +323,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

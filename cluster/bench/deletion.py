@@ -20,7 +20,6 @@ import argparse
 import contextlib
 import functools
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -33,6 +32,7 @@ import msgspec
 from actors.broker.broker import broker_ref
 from actors.log.manager import DELETE_SUFFIX
 from actors.zk.store import StoreSession
+from cluster.bench.process import exit_with
 from cluster.bench.scale import bulk_create_request, fast_tmp, print_result
 from cluster.cli.progress import CountProgress, count_progress
 from cluster.launch.cluster import Cluster, ClusterSpec
@@ -261,4 +261,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

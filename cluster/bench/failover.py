@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -39,6 +38,7 @@ from actors.broker.broker import broker_ref
 from actors.broker.controlled_shutdown import CONTROLLED_SHUTDOWN_ACTOR, ControlledShutdownActor
 from actors.zk import kafka_zk
 from actors.zk.store import StoreSession
+from cluster.bench.process import exit_with
 from cluster.bench.scale import bulk_create_request, fast_tmp, print_result
 from cluster.cli.progress import CountProgress, count_progress
 from cluster.launch.cluster import Cluster, ClusterSpec
@@ -280,4 +280,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

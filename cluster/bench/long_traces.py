@@ -27,6 +27,7 @@ from typing import Final
 
 import msgspec
 
+from cluster.bench.process import exit_with
 from protocol.trace import TraceHeader
 from spark.schema import raw_events
 
@@ -186,4 +187,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_with(main)

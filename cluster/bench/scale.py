@@ -28,6 +28,7 @@ import anyio
 import msgspec
 
 from actors.broker.broker import broker_ref
+from cluster.bench.process import exit_with
 from cluster.cli.progress import CountProgress, count_progress
 from cluster.launch.cluster import Cluster, ClusterSpec
 from cluster.logging import configure_logging
@@ -216,4 +217,4 @@ def print_result(run: Callable[[], msgspec.Struct], profile: str | None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

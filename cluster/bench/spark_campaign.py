@@ -30,6 +30,7 @@ from pathlib import Path
 import msgspec
 
 from cluster.bench.chaos import add_campaign_arguments, campaign_files
+from cluster.bench.process import exit_with
 from cluster.bench.scale import fast_tmp
 from cluster.chaos.spark_campaign import run_on_spark
 from cluster.launch.spark_standalone import standalone_spark
@@ -158,4 +159,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)

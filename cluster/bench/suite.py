@@ -66,6 +66,7 @@ import msgspec
 from actors.runtime.actor import Actor, Context, Node
 from actors.runtime.clock import RealClock
 from actors.runtime.tracer import Tracer
+from cluster.bench.process import exit_with, run_child
 from cluster.bench.scale import bulk_create_request, fast_tmp
 from cluster.logging import configure_logging
 from protocol.base import Message
@@ -569,12 +570,12 @@ async def _child(command: list[str], kind: type[_T]) -> tuple[_T, float] | None:
     """Run ``python COMMAND`` in a child process (its stderr passes through), decode the
     JSON line it prints as ``kind``; with the child's wall time. None if it failed."""
     t0 = _now()
-    done = await anyio.run_process([sys.executable, *command], stderr=None, check=False)
+    status, stdout = await run_child(command)
     whole = _now() - t0
-    if done.returncode != 0:
-        print(f"  failed: python {' '.join(command)} exited with {done.returncode}")
+    if status != 0:
+        print(f"  failed: python {' '.join(command)} exited with {status}")
         return None
-    return msgspec.json.decode(done.stdout.splitlines()[-1], type=kind), whole
+    return msgspec.json.decode(stdout.splitlines()[-1], type=kind), whole
 
 
 async def _row_analysis(args: argparse.Namespace) -> bool:
@@ -850,4 +851,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main)
