@@ -12,7 +12,8 @@
 #                  per broker, SIGKILL, a throwaway real ZooKeeper per job), seeds 1..3
 #   --seeds A..B   the seeds of every scenario (default 1..50)
 #   --out DIR      where the run directories go (default .kemu/chaos-campaign)
-#   --jobs N       kemu processes side by side, each on a share of the scenarios
+#   --jobs N       kemu processes side by side, each on a share of the seeds (of the
+#                  scenarios when there are fewer seeds than jobs)
 #                  (default: the number of CPUs, in real mode too: its runs mostly wait
 #                  out timeouts and sessions, a job uses about a third of a core)
 #   --keep-passed  keep the run directories of passed runs too (by default only the
@@ -60,7 +61,16 @@ if [ ${#scenarios[@]} -eq 0 ]; then
   scenarios=(scenarios/*.yaml)
 fi
 case "$jobs" in ''|*[!0-9]*|0) echo "Error: --jobs must be a positive number, not '$jobs'" >&2; exit 2 ;; esac
-[ "$jobs" -le ${#scenarios[@]} ] || jobs=${#scenarios[@]}
+first="${seeds%%..*}"
+last="${seeds##*..}"
+by_seeds=0
+if [[ "$first" =~ ^[0-9]+$ && "$last" =~ ^[0-9]+$ ]] && (( 10#$last - 10#$first + 1 >= jobs )); then
+  by_seeds=1
+  first=$(( 10#$first ))
+  last=$(( 10#$last ))
+elif [ "$jobs" -gt ${#scenarios[@]} ]; then
+  jobs=${#scenarios[@]}
+fi
 
 work="$(mktemp -d)"
 watcher=""
@@ -73,23 +83,31 @@ stop_watcher() {
 }
 trap 'stop_watcher; rm -rf "$work"' EXIT
 start=$SECONDS
-# A few kemu processes, each on a contiguous share of the scenarios (the runs are a
-# fraction of a second each; an interpreter's start-up is not): their per-run lines, in
-# scenario order, are summarised below.
+# A few kemu processes (the runs are a fraction of a second each; an interpreter's
+# start-up is not), each on every scenario with a contiguous share of the seeds: every job
+# gets about as much work, where shares of the scenarios were uneven (the four group-*
+# scenarios take two fifths of the deterministic campaign: one of two jobs had two thirds
+# of the work). With fewer seeds than jobs, each job takes a contiguous share of the
+# scenarios with every seed. Their per-run lines are summarised below, in scenario order.
 per=$(( (${#scenarios[@]} + jobs - 1) / jobs ))
 pids=()
 for ((job = 0; job < jobs; job++)); do
-  share=("${scenarios[@]:job*per:per}")
+  if [ "$by_seeds" -eq 1 ]; then
+    share=("${scenarios[@]}")
+    count=$(( last - first + 1 ))
+    share_seeds="$(( first + job * count / jobs ))..$(( first + (job + 1) * count / jobs - 1 ))"
+  else
+    share=("${scenarios[@]:job*per:per}")
+    share_seeds="$seeds"
+  fi
   [ ${#share[@]} -gt 0 ] || break
   # stderr apart: a stray line there (a warning, a child's traceback) must not land in the
   # middle of a progress line, where the summary below would read it as a run's status.
   "$VENV/bin/kemu" --log-level CRITICAL chaos run "${share[@]}" \
-    --seeds "$seeds" "${mode[@]}" --out "$out" >"$work/$job.log" 2>"$work/$job.err" &
+    --seeds "$share_seeds" "${mode[@]}" --out "$out" >"$work/$job.log" 2>"$work/$job.err" &
   pids+=($!)
 done
 # The progress line (cluster/cli/progress.py) follows the jobs' logs; it clears itself.
-first="${seeds%%..*}"
-last="${seeds##*..}"
 if [ "$quiet" -eq 0 ] && [ -t 2 ] && [[ "$first" =~ ^[0-9]+$ && "$last" =~ ^[0-9]+$ ]]; then
   "$VENV/bin/python" -m cluster.cli.progress --total $(( ${#scenarios[@]} * (last - first + 1) )) \
     $(for ((job = 0; job < ${#pids[@]}; job++)); do echo "$work/$job.log"; done) &
