@@ -1,8 +1,7 @@
 """Markers of the chaos tests that are slow or spawn processes, by test (the modules mix
 them with quick checks of the same feature): the real-mode and SIGSTOP runs start kemu
 processes and a real ZooKeeper; the hash-seed check runs scenarios in other
-interpreters; the library sweep runs every scenario twice, which ``scripts/chaos.sh`` does
-again at 50 seeds."""
+interpreters."""
 
 from __future__ import annotations
 
@@ -18,7 +17,6 @@ SLOW_TESTS: dict[tuple[str, str], tuple[str, ...]] = {
         "test_pause_fault.py",
         "test_a_sigstopped_controller_process_is_expired_by_zookeeper_and_comes_back",
     ): ("processes",),
-    ("test_scenarios.py", "test_library_scenario_passes"): (),
     # one run of a scenario, then headless Chromium opening its report (a few seconds)
     ("test_report.py", "test_the_page_is_ready_with_one_lane_per_node_and_nothing_overflowing"): (),
     ("test_report.py", "test_stop_replica_arrows_go_from_each_controller_to_the_replicas"): (),
