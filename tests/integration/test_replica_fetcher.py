@@ -12,6 +12,7 @@ from actors.log.partition_log import Log
 from actors.runtime.clock import VirtualClock, run_virtual
 from protocol.ids import BrokerId
 from protocol.replication import AddFetcherPartitions, InitialFetchState, ReplicaState
+from tests.support.open_logs import OPENED, close_opened_logs  # noqa: F401 - autouse
 from tests.support.record_batches import client_batch, decode_batches
 from tests.support.replication import TP, ReplicationRig, open_log, replication_rig
 
@@ -45,8 +46,8 @@ def run(
     clock = VirtualClock()
 
     async def main() -> None:
-        leader_log = open_log(tmp_path / "leader" / "t-0", clock)
-        follower_log = open_log(tmp_path / "follower" / "t-0", clock)
+        leader_log = OPENED.keep(open_log(tmp_path / "leader" / "t-0", clock))
+        follower_log = OPENED.keep(open_log(tmp_path / "follower" / "t-0", clock))
         epoch = prepare(leader_log, follower_log)
         async with replication_rig({TP: leader_log}, {TP: epoch}, {TP: follower_log}, clock) as rig:
             rig.fetcher.tell(

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from actors.log.partition_log import Log, LogConfig
+from tests.support.open_logs import OPENED, close_opened_logs  # noqa: F401 - autouse
 from tests.support.record_batches import client_batch, decode_batches
 
 T0 = 1_600_000_000_000
@@ -23,13 +24,13 @@ def now() -> int:
 
 def open_log(directory: Path, **kwargs: object) -> Log:
     config = kwargs.pop("config", LogConfig(index_interval_bytes=200))
-    return Log(directory, config, now_ms=now, **kwargs)  # type: ignore[arg-type]
+    return OPENED.keep(Log(directory, config, now_ms=now, **kwargs))  # type: ignore[arg-type]
 
 
 def write_log(directory: Path, batches: int, **config: int) -> list[int]:
     """A closed log of ``batches`` batches of 2 records (timestamps growing); the byte
     position where each batch starts, and the .log's size last."""
-    log = Log(directory, LogConfig(**config), now_ms=now)  # type: ignore[arg-type]
+    log = OPENED.keep(Log(directory, LogConfig(**config), now_ms=now))  # type: ignore[arg-type]
     positions = []
     for i in range(batches):
         positions.append(log.active_segment.size)
@@ -109,7 +110,7 @@ def test_a_cut_segment_drops_the_later_segments(tmp_path: Path) -> None:
     """Corruption in a segment that is not the last cuts it and deletes every later
     segment (Log.recoverLog)."""
     directory = tmp_path / "t-0"
-    log = Log(directory, LogConfig(segment_bytes=400), now_ms=now)
+    log = OPENED.keep(Log(directory, LogConfig(segment_bytes=400), now_ms=now))
     for i in range(20):
         log.append_as_leader(client_batch([b"x%d" % i] * 2), leader_epoch=0)
     bases = [s.base_offset for s in log.segments]
@@ -129,7 +130,7 @@ def test_recovery_starts_at_the_segment_of_the_recovery_point(tmp_path: Path) ->
     """Only segments from the one holding the recovery point are recovered; after a clean
     shutdown none is."""
     directory = tmp_path / "t-0"
-    log = Log(directory, LogConfig(segment_bytes=400), now_ms=now)
+    log = OPENED.keep(Log(directory, LogConfig(segment_bytes=400), now_ms=now))
     for i in range(12):
         log.append_as_leader(client_batch([b"x%d" % i] * 2), leader_epoch=0)
     bases = [s.base_offset for s in log.segments]
@@ -149,7 +150,9 @@ def test_a_deleted_index_is_rebuilt_identically(tmp_path: Path) -> None:
     last record has its largest timestamp: a leader indexes the offset of the record with
     the largest timestamp, recovery the batch's last offset, as in Kafka.)"""
     directory = tmp_path / "t-0"
-    log = Log(directory, LogConfig(segment_bytes=2000, index_interval_bytes=150), now_ms=now)
+    log = OPENED.keep(
+        Log(directory, LogConfig(segment_bytes=2000, index_interval_bytes=150), now_ms=now)
+    )
     for i in range(30):
         stamps = [T0 + 2 * i, T0 + 2 * i + 1]
         log.append_as_leader(client_batch([b"x%d" % i] * 2, timestamps=stamps), 0)
@@ -188,7 +191,7 @@ def test_a_crash_leaves_preallocated_indexes_that_still_load(tmp_path: Path) -> 
     """A log copied while open (indexes still preallocated, never trimmed) opens without
     its indexes' zero tail taken for entries, and appends go on at its end."""
     directory = tmp_path / "t-0"
-    log = Log(directory, LogConfig(index_interval_bytes=100), now_ms=now)
+    log = OPENED.keep(Log(directory, LogConfig(index_interval_bytes=100), now_ms=now))
     for i in range(8):
         log.append_as_leader(client_batch([b"x%d" % i]), leader_epoch=0)
     crashed = tmp_path / "crashed"
@@ -205,7 +208,7 @@ def test_recovery_rebuilds_the_epoch_cache_from_the_batches(tmp_path: Path) -> N
     """With its checkpoint lost, recovery assigns each newer epoch found in the batches at
     the base offset of its first batch."""
     directory = tmp_path / "t-0"
-    log = Log(directory, LogConfig(), now_ms=now)
+    log = OPENED.keep(Log(directory, LogConfig(), now_ms=now))
     for epoch in (0, 0, 2, 2, 5):
         log.append_as_leader(client_batch([b"a", b"b"]), leader_epoch=epoch)
     log.close()

@@ -27,6 +27,7 @@ from actors.log.partition_log import (
 )
 from actors.log.records import TimestampType
 from protocol.errors import ErrorCode, KafkaApiError
+from tests.support.open_logs import OPENED, close_opened_logs  # noqa: F401 - autouse
 from tests.support.record_batches import (
     client_batch,
     decode_batches,
@@ -50,7 +51,7 @@ class Clock:
 
 
 def open_log(directory: Path, clock: Clock | None = None, /, **config: int) -> Log:
-    return Log(directory, LogConfig(**config), now_ms=(clock or Clock()).now)  # type: ignore[arg-type]
+    return OPENED.keep(Log(directory, LogConfig(**config), now_ms=(clock or Clock()).now))  # type: ignore[arg-type]
 
 
 def values(count: int, size: int = 100, tag: str = "v") -> list[bytes]:
@@ -462,7 +463,9 @@ def test_broken_records_in_a_valid_crc_are_invalid_record(log: Log) -> None:
 def test_a_compacted_log_refuses_records_without_a_key(tmp_path: Path) -> None:
     """A log whose topic compacts (``cleanup.policy`` holding ``compact``) refuses a batch
     with a record without a key, INVALID_RECORD, and changes nothing; keyed records go in."""
-    log = Log(tmp_path / "t-0", LogConfig(compact=True, delete=False), now_ms=Clock().now)
+    log = OPENED.keep(
+        Log(tmp_path / "t-0", LogConfig(compact=True, delete=False), now_ms=Clock().now)
+    )
     log.append_as_leader(client_batch(values(2)), leader_epoch=0)
     append_fails(log, client_batch(values(2), key=None), ErrorCode.INVALID_RECORD)
     assert log.log_end_offset == 2
@@ -495,10 +498,12 @@ def test_log_append_time_stamps_the_batch_and_keeps_its_crc_valid(tmp_path: Path
     """Under LogAppendTime the batch's max timestamp becomes the broker's time and its
     timestamp-type bit is set; the CRC is recomputed, so kio still reads it."""
     clock = Clock(T0 + 5000)
-    log = Log(
-        tmp_path / "t-0",
-        LogConfig(timestamp_type=TimestampType.LOG_APPEND_TIME),
-        now_ms=clock.now,
+    log = OPENED.keep(
+        Log(
+            tmp_path / "t-0",
+            LogConfig(timestamp_type=TimestampType.LOG_APPEND_TIME),
+            now_ms=clock.now,
+        )
     )
     info = log.append_as_leader(client_batch(values(2)), leader_epoch=0)
     assert (info.log_append_time, info.max_timestamp, info.offset_of_max_timestamp) == (
@@ -632,7 +637,7 @@ def test_a_log_made_by_the_log_manager_opens_as_a_partition_log(tmp_path: Path) 
     directory.mkdir()
     for name, data in manager_new_log_files():
         (directory / name).write_bytes(data)
-    log = Log(directory, LogConfig(), now_ms=Clock().now, had_clean_shutdown=True)
+    log = OPENED.keep(Log(directory, LogConfig(), now_ms=Clock().now, had_clean_shutdown=True))
     assert (log.log_start_offset, log.log_end_offset) == (0, 0)
     for offset in range(3):
         assert log.append_as_leader(client_batch([b"x"]), leader_epoch=0).first_offset == offset
