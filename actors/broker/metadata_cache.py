@@ -9,7 +9,7 @@ data: the broker actor owns one and is its only writer.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from protocol.control import (
@@ -22,30 +22,99 @@ from protocol.control import (
 from protocol.ids import BrokerId, TopicName
 
 
+class TopicPartitions(Mapping[int, UpdateMetadataPartitionState]):
+    """One topic's partition states, indexed by partition number: a list with holes rather
+    than a dict, since every broker holds every partition (100 brokers x 100,000
+    partitions are 10 million entries: a dict costs about 47 bytes an entry, a list slot 8;
+    the states themselves are shared by the brokers, as the controller sent them)."""
+
+    __slots__ = ("_count", "_states")
+
+    def __init__(self) -> None:
+        self._states: list[UpdateMetadataPartitionState | None] = []
+        self._count = 0
+
+    def put(self, state: UpdateMetadataPartitionState) -> None:
+        states, partition = self._states, state.partition
+        if partition >= len(states):
+            states.extend([None] * (partition + 1 - len(states)))
+        if states[partition] is None:
+            self._count += 1
+        states[partition] = state
+
+    def remove(self, partition: int) -> None:
+        states = self._states
+        if partition < len(states) and states[partition] is not None:
+            states[partition] = None
+            self._count -= 1
+
+    def __getitem__(self, partition: int) -> UpdateMetadataPartitionState:
+        states = self._states
+        state = states[partition] if 0 <= partition < len(states) else None
+        if state is None:
+            raise KeyError(partition)
+        return state
+
+    def get(self, partition: int, default: object = None) -> UpdateMetadataPartitionState | None:  # type: ignore[override]
+        states = self._states
+        if 0 <= partition < len(states):
+            return states[partition]
+        return None
+
+    def __iter__(self) -> Iterator[int]:
+        return (p for p, state in enumerate(self._states) if state is not None)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def values(self) -> list[UpdateMetadataPartitionState]:  # type: ignore[override]
+        return [state for state in self._states if state is not None]
+
+    def items(self) -> list[tuple[int, UpdateMetadataPartitionState]]:  # type: ignore[override]
+        return [(p, state) for p, state in enumerate(self._states) if state is not None]
+
+    def __repr__(self) -> str:
+        return f"TopicPartitions({dict(self.items())!r})"
+
+
+_NO_PARTITIONS = TopicPartitions()
+
+
 @dataclass
 class MetadataCache:
     controller_id: BrokerId | None = None
     brokers: dict[BrokerId, UpdateMetadataBroker] = field(default_factory=dict)
-    topics: dict[TopicName, dict[int, UpdateMetadataPartitionState]] = field(default_factory=dict)
+    topics: dict[TopicName, TopicPartitions] = field(default_factory=dict)
 
     def replica_count(self) -> int:
         """The replicas of every partition in the cache (``kemu.max.replicas.per.cluster``)."""
         return sum(len(s.replicas) for ps in self.topics.values() for s in ps.values())
 
     def update(self, request: UpdateMetadataRequest) -> set[TopicName]:
-        """Apply an UpdateMetadata; return the topics it mentioned (to poke purgatories)."""
+        """Apply an UpdateMetadata; return the topics it mentioned (to poke purgatories).
+        The controller sends a topic's partitions together, so the topic's table is looked
+        up once per run of them."""
         self.controller_id = request.controller_id
         self.brokers = {b.id: b for b in sorted(request.live_brokers, key=lambda b: b.id)}
         touched: set[TopicName] = set()
+        topics = self.topics
+        topic: TopicName | None = None
+        partitions = _NO_PARTITIONS
         for state in request.partition_states:
-            touched.add(state.topic)
-            partitions = self.topics.setdefault(state.topic, {})
+            if state.topic != topic:
+                topic = state.topic
+                touched.add(topic)
+                found = topics.get(topic)
+                if found is None:
+                    found = topics[topic] = TopicPartitions()
+                partitions = found
             if state.leader == LEADER_DURING_DELETE:
-                partitions.pop(state.partition, None)
+                partitions.remove(state.partition)
                 if not partitions:
-                    del self.topics[state.topic]
+                    del topics[topic]
+                    topic = None  # a later state of this topic makes a new table
             else:
-                partitions[state.partition] = state
+                partitions.put(state)
         return touched
 
     # -- queries
@@ -57,7 +126,7 @@ class MetadataCache:
         return sorted(self.topics)
 
     def partitions(self, topic: str) -> Mapping[int, UpdateMetadataPartitionState]:
-        return self.topics.get(TopicName(topic), {})
+        return self.topics.get(TopicName(topic), _NO_PARTITIONS)
 
     def all_partitions_have_leaders(self, topic: str, expected: int | None = None) -> bool:
         """``DelayedCreatePartitions``' condition: every partition present with a leader

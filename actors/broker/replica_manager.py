@@ -136,6 +136,12 @@ COMPRESSION_TYPE = "compression.type"
 MESSAGE_DOWNCONVERSION_ENABLE = "message.downconversion.enable"
 _PARTITIONS_PER_CHECKPOINT: Final = 1000
 """Partitions of a LeaderAndIsr made leader or follower between two yields to the loop."""
+LOG_CREATION_TIMEOUT_S: Final = 600.0
+"""How long a LeaderAndIsr waits for its logs from the broker's own log manager. Kafka's
+``ReplicaManager.becomeLeaderOrFollower`` creates them in the request handler thread with
+no deadline; an ask needs one, and the usual 30 s (a request's timeout) ran out on a busy
+machine while 100 brokers of one process created 300,000 logs, failing every broker's
+LeaderAndIsr after its logs were made."""
 FETCH_MAX_BYTES: Final = 57_671_680
 """``fetch.max.bytes``: the most one Fetch answer holds (with one batch past it)."""
 LOG_CONFIGS: Final = frozenset(
@@ -270,7 +276,9 @@ class ReplicaManager:
                     for s in accepted
                 )
             )
-            reply = await self._broker.ask(self._broker.log_manager_ref, batch)
+            reply = await self._broker.ask(
+                self._broker.log_manager_ref, batch, timeout=LOG_CREATION_TIMEOUT_S
+            )
             assert isinstance(reply, LogsCreated)
             now_ms = self.now_ms()
             leaders: list[TopicPartition] = []

@@ -528,8 +528,11 @@ async def _row_campaign(args: argparse.Namespace) -> bool:
     return True
 
 
-SCALE_RSS_GOAL = 4 * 1024**3
+SCALE_RSS_GOAL = 1024**3
 """The most resident memory the scale run may take (bytes)."""
+
+SCALE_CREATE_GOAL_S = 10.0
+"""The longest the scale run's CreateTopics may take until it is answered (seconds)."""
 
 
 async def _row_scale(args: argparse.Namespace) -> bool:
@@ -540,7 +543,8 @@ async def _row_scale(args: argparse.Namespace) -> bool:
     print(
         f"\n[8] {brokers} brokers in one process, {topics:,} topics x {parts} partitions"
         f" x RF {rf} ({topics * parts:,} partitions), embedded store"
-        f" (goal: it runs, peak RSS < {SCALE_RSS_GOAL / 1024**3:g} GB)"
+        f" (goal: CreateTopics answered in < {SCALE_CREATE_GOAL_S:g} s,"
+        f" peak RSS < {SCALE_RSS_GOAL / 1024**3:g} GB)"
     )
     command = ["-m", "cluster.bench.scale", "--brokers", str(brokers), "--topics", str(topics)]
     command += ["--partitions", str(parts), "--replication-factor", str(rf)]
@@ -553,8 +557,10 @@ async def _row_scale(args: argparse.Namespace) -> bool:
     fs_floor = raw_log_dirs_seconds(result.partitions * rf)
     rss = result.peak_rss_bytes
     verdict = "OK" if rss < SCALE_RSS_GOAL else "ABOVE GOAL"
+    fast = "OK" if result.create_seconds < SCALE_CREATE_GOAL_S else "ABOVE GOAL"
     print(f"  launch, to a ready cluster         {result.launch_seconds:>8.3f} s")
-    print(f"  create, until CreateTopics answers {result.create_seconds:>8.3f} s")
+    print(f"  create, until CreateTopics answers {result.create_seconds:>8.3f} s  {fast}")
+    print(f"  the process's CPU time meanwhile   {result.create_cpu_seconds:>8.3f} s")
     print(
         f"  until every partition is online    {result.online_seconds:>8.3f} s"
         f"  ({result.online_partitions:,} with a live leader in another broker's Metadata)"

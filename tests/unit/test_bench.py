@@ -32,6 +32,7 @@ def test_scale_run_counts_every_partition_online_and_removes_its_log_dirs(tmp_pa
     assert (result.brokers, result.topics, result.partitions) == (4, 5, 30)
     assert result.online_partitions == 30
     assert 0 < result.create_seconds <= result.online_seconds
+    assert result.create_cpu_seconds > 0  # the process's own CPU time, not the machine's
     assert result.launch_seconds > 0
     assert result.peak_rss_bytes > 10 * 1024**2  # an interpreter with kemu loaded, in bytes
     assert list(tmp_path.iterdir()) == []
@@ -149,6 +150,9 @@ def test_bench_rows_7_and_8_print_the_campaign_ratio_and_the_scale_run(tmp_path:
     assert "[8] 3 brokers in one process, 2 topics x 100 partitions x RF 3 (200 partitions)" in out
     assert "(200 with a live leader in another broker's Metadata)" in out
     assert "its 600 log dirs alone" in out
+    create_line = next(line for line in out.splitlines() if "until CreateTopics answers" in line)
+    assert create_line.endswith("s  OK")  # 200 partitions: well inside the 10 s goal
+    assert "  the process's CPU time meanwhile " in out
     rss_line = next(line for line in out.splitlines() if line.startswith("  peak RSS"))
     assert rss_line.endswith("GB  OK")
 
