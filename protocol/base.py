@@ -3,6 +3,13 @@
 Every request, response, event and store payload is a frozen, keyword-only msgspec
 ``Struct`` tagged with its class name, so that a union of them can be decoded from a frame
 without guessing, and nothing is ever unpickled.
+
+The values a large cluster holds per partition or per replica (``TopicPartition``, the
+control requests' partition states, the controller's ``Leadership`` and
+``PartitionAndReplica``, a leader's ``LeaderIsr`` ...) are declared ``gc=False``: they hold
+only immutable data, so they can never be part of a reference cycle, and the cyclic
+garbage collector need not walk them. With 100,000 partitions on 100 brokers there are
+millions of them, and walking them was a fifth of the process's CPU time.
 """
 
 from __future__ import annotations

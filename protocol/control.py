@@ -116,7 +116,7 @@ class SecurityProtocol(IntEnum):
     SASL_SSL = 3
 
 
-class TopicPartition(msgspec.Struct, frozen=True, order=True):
+class TopicPartition(msgspec.Struct, frozen=True, order=True, gc=False):
     """A partition of a topic. Ordered by topic, then partition, so sets of them sort the
     way Kafka's tools print them."""
 
@@ -127,7 +127,7 @@ class TopicPartition(msgspec.Struct, frozen=True, order=True):
         return f"{self.topic}-{self.partition}"  # Kafka's TopicPartition.toString
 
 
-class PartitionError(msgspec.Struct, frozen=True, kw_only=True):
+class PartitionError(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """The outcome for one partition in a LeaderAndIsr or StopReplica response."""
 
     topic: TopicName
@@ -142,7 +142,7 @@ class PartitionError(msgspec.Struct, frozen=True, kw_only=True):
 # --------------------------------------------------------------------- LeaderAndIsr (4)
 
 
-class LeaderAndIsrPartitionState(msgspec.Struct, frozen=True, kw_only=True):
+class LeaderAndIsrPartitionState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """What a replica must know to become leader or follower of one partition.
 
     ``controller_epoch`` is the epoch of the controller that wrote this leadership (from the
@@ -251,7 +251,7 @@ class StopReplicaResponse(Message, frozen=True, kw_only=True):
 # ---------------------------------------------------------------- UpdateMetadata (6)
 
 
-class UpdateMetadataPartitionState(msgspec.Struct, frozen=True, kw_only=True):
+class UpdateMetadataPartitionState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A partition as every broker's metadata cache should see it.
 
     For a topic queued for deletion the controller sends ``leader=LEADER_DURING_DELETE``

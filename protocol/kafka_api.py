@@ -239,7 +239,7 @@ class MetadataRequestData(Message, frozen=True, kw_only=True):
     include_topic_authorized_operations: bool = False
 
 
-class PartitionMetadata(_Value, frozen=True, kw_only=True):
+class PartitionMetadata(_Value, frozen=True, kw_only=True, gc=False):
     partition: int
     leader: BrokerId
     leader_epoch: int = -1

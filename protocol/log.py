@@ -76,7 +76,7 @@ __all__ = [
 # ------------------------------------------------------------------- create and delete
 
 
-class GetOrCreateLog(Message, frozen=True, kw_only=True):
+class GetOrCreateLog(Message, frozen=True, kw_only=True, gc=False):
     """Return the partition's log, creating ``<topic>-<partition>/`` in the least-loaded
     online log directory if there is none. With ``is_new`` false (the replica should
     already exist on this broker) and some log directory offline, the log may be in that
@@ -283,7 +283,7 @@ class GetOrCreateLogs(Message, frozen=True, kw_only=True):
     logs: tuple[GetOrCreateLog, ...]
 
 
-class LogOutcome(msgspec.Struct, frozen=True, kw_only=True):
+class LogOutcome(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One log of ``GetOrCreateLogs``: its error, or its directory and offsets (the high
     watermark from ``replication-offset-checkpoint``, within [log start, log end])."""
 

@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 
-class InitialFetchState(msgspec.Struct, frozen=True, kw_only=True):
+class InitialFetchState(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Where a new follower starts (Kafka's ``InitialFetchState``): its ``leader`` and
     ``leader_epoch`` from the LeaderAndIsr, and ``fetch_offset``, the local high watermark
     (truncation comes first and may move it)."""

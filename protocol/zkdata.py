@@ -698,7 +698,7 @@ class BrokerRegistration(msgspec.Struct, frozen=True, kw_only=True):
 # ================================================================= /brokers/topics/<t>
 
 
-class ReplicaAssignment(msgspec.Struct, frozen=True, kw_only=True):
+class ReplicaAssignment(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """The replicas of one partition; during a reassignment, the ones being added and
     removed (``replicas`` then holds the union, target replicas first)."""
 

@@ -113,7 +113,7 @@ class FollowerState(msgspec.Struct, frozen=True, kw_only=True):
         )
 
 
-class LeaderIsr(msgspec.Struct, frozen=True, kw_only=True):
+class LeaderIsr(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A led partition's ISR state and followers (see the module docstring).
 
     ``zk_version`` is the state znode version the committed ISR came from;

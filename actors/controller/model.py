@@ -13,7 +13,7 @@ from protocol.control import INITIAL_LEADER_EPOCH, INITIAL_ZK_VERSION, NO_LEADER
 from protocol.ids import BrokerId, ControllerEpoch, LeaderEpoch
 
 
-class LeaderAndIsr(msgspec.Struct, frozen=True, kw_only=True):
+class LeaderAndIsr(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Kafka's ``LeaderAndIsr``: a partition's leader (``NO_LEADER`` for none), leader epoch,
     ISR, and the zkVersion of the state znode it was read from or written as."""
 
@@ -45,7 +45,7 @@ class LeaderAndIsr(msgspec.Struct, frozen=True, kw_only=True):
         return self.leader != NO_LEADER
 
 
-class Leadership(msgspec.Struct, frozen=True, kw_only=True):
+class Leadership(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Kafka's ``LeaderIsrAndControllerEpoch``: what the controller caches per partition."""
 
     leader_and_isr: LeaderAndIsr
@@ -90,7 +90,7 @@ class Leadership(msgspec.Struct, frozen=True, kw_only=True):
         )
 
 
-class PartitionAndReplica(msgspec.Struct, frozen=True, order=True):
+class PartitionAndReplica(msgspec.Struct, frozen=True, order=True, gc=False):
     """One replica of one partition: what the replica state machine keys on."""
 
     topic_partition: TopicPartition
