@@ -33,7 +33,7 @@ from actors.zk import kafka_zk
 from actors.zk.kafka_zk import ControllerMovedError
 from actors.zk.store import StoreSession
 from protocol.control import TopicPartition
-from protocol.errors import BadVersionError, StoreError
+from protocol.errors import BadVersionError, NoNodeError, StoreError
 from protocol.ids import BrokerId
 
 log = structlog.get_logger("kemu.controller.replica_state_machine")
@@ -55,6 +55,11 @@ class ReplicaStateMachine:
         self._session = session
         self.batch = batch
         self.state_log = state_log
+        self._written: set[TopicPartition] = set()
+        """Partitions whose state znode this machine wrote during the current
+        ``handle_state_changes`` (the controller context holds what it wrote and its
+        zkVersion): the next broker's ISR shrink starts from that instead of reading it
+        again."""
 
     # ------------------------------------------------------------------ startup
 
@@ -89,6 +94,7 @@ class ReplicaStateMachine:
             by_replica.setdefault(replica.replica, []).append(replica)
         if not by_replica:
             return
+        self._written.clear()
         try:
             self.batch.new_batch()
             for replica_id in sorted(by_replica):
@@ -109,6 +115,8 @@ class ReplicaStateMachine:
             # Logged as Kafka does; the batch is cleared so the next change can start one.
             log.exception("replica_state_change_error", target=target.label)
             self.batch.clear()
+        finally:
+            self._written.clear()
 
     async def _do_handle_state_changes(
         self, replica_id: BrokerId, replicas: list[PartitionAndReplica], target: ReplicaState
@@ -286,11 +294,24 @@ class ReplicaStateMachine:
     ) -> dict[TopicPartition, Leadership]:
         """Kafka's ``removeReplicasFromIsr``, retrying partitions whose conditional update
         lost a race; returns the new leadership of every partition it handled (also those
-        already without it)."""
+        already without it).
+
+        One difference in reads, none in writes: Kafka reads every partition's state
+        (``getTopicPartitionStatesRaw``) in each broker's round of an OfflineReplica
+        change, so a deletion's three rounds read each state three times, twice right after
+        writing it itself. A partition this machine wrote in an earlier round of the same
+        change, whose written ISR still holds ``replica_id``, starts from what it wrote
+        (kept with its zkVersion in the controller context): its write stays conditional on
+        that zkVersion, so a state changed meanwhile fails it with BADVERSION (NONODE if
+        removed) and the partition is read and retried as Kafka would."""
         results: dict[TopicPartition, Leadership] = {}
         remaining = partitions
+        reuse = True
         while remaining:
-            finished, remaining = await self._do_remove_replicas_from_isr(replica_id, remaining)
+            finished, remaining = await self._do_remove_replicas_from_isr(
+                replica_id, remaining, reuse=reuse
+            )
+            reuse = False  # a retried partition is read again
             for tp, outcome in finished.items():
                 if isinstance(outcome, Exception):
                     self._failed(PartitionAndReplica(tp, replica_id), ReplicaState.OFFLINE, outcome)
@@ -298,19 +319,38 @@ class ReplicaStateMachine:
                     results[tp] = outcome
         return results
 
-    async def _do_remove_replicas_from_isr(
+    def _own_writes(
         self, replica_id: BrokerId, partitions: list[TopicPartition]
+    ) -> dict[TopicPartition, LeaderAndIsr]:
+        """The states of ``partitions`` this change wrote itself and whose ISR still
+        holds ``replica_id`` (see ``_remove_replicas_from_isr``)."""
+        own: dict[TopicPartition, LeaderAndIsr] = {}
+        for tp in partitions:
+            if tp in self._written:
+                leadership = self.context.leadership(tp)
+                if leadership is not None and replica_id in leadership.leader_and_isr.isr:
+                    own[tp] = leadership.leader_and_isr
+        return own
+
+    async def _do_remove_replicas_from_isr(
+        self, replica_id: BrokerId, partitions: list[TopicPartition], *, reuse: bool
     ) -> tuple[dict[TopicPartition, Leadership | Exception], list[TopicPartition]]:
         ctx = self.context
         session = self._session()
         outcome: dict[TopicPartition, Leadership | Exception] = {}
-        try:  # one pipelined read of every state (``getTopicPartitionStatesRaw``)
-            states = await kafka_zk.get_partition_states(session, partitions)
+        own = self._own_writes(replica_id, partitions) if reuse else {}
+        try:  # one pipelined read of every other state (``getTopicPartitionStatesRaw``)
+            states = await kafka_zk.get_partition_states(
+                session, [tp for tp in partitions if tp not in own]
+            )
         except Exception as exc:
             return dict.fromkeys(partitions, exc), []
         unchanged: dict[TopicPartition, LeaderAndIsr] = {}
         adjusted: dict[TopicPartition, LeaderAndIsr] = {}
         for tp in partitions:
+            if tp in own:
+                adjusted[tp] = remove_replica_from_isr(own[tp], replica_id)
+                continue
             state = states.get(tp)
             if state is None:
                 if not ctx.is_topic_queued_for_deletion(tp.topic):
@@ -348,12 +388,15 @@ class ReplicaStateMachine:
             },
         )
         for tp, update in updates.items():
-            if isinstance(update, BadVersionError):
+            if isinstance(update, BadVersionError) or (
+                tp in own and isinstance(update, NoNodeError)
+            ):
                 retry.append(tp)
             elif isinstance(update, StoreError):
                 outcome[tp] = update
             else:
                 written[tp] = adjusted[tp].with_zk_version(update)
+                self._written.add(tp)
         for tp in partitions:
             lai = written.get(tp) or unchanged.get(tp)
             if lai is None:

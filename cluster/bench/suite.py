@@ -654,6 +654,11 @@ async def _row_deletion(args: argparse.Namespace) -> bool:
         print(f"    delete, until no topic znode left  {r.delete_znodes:>8.3f} s")
         print(f"    delete, until every log renamed    {r.delete_renamed:>8.3f} s")
         print(f"    delete, until every log removed    {r.delete_removed:>8.3f} s")
+        print(
+            f"    process CPU: create {r.create_logs_cpu:.3f} s; delete until no znode"
+            f" {r.delete_znodes_cpu:.3f} s, every log renamed {r.delete_renamed_cpu:.3f} s,"
+            f" removed {r.delete_removed_cpu:.3f} s"
+        )
         verdicts = []
         if r.store != "zookeeper" and done >= DELETION_GOAL:
             verdicts.append(f"BELOW GOAL ({DELETION_GOAL:g} s)")

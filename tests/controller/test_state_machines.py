@@ -4,8 +4,10 @@ against the embedded store: valid transitions with their side effects, invalid o
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 
 import anyio
+import msgspec
 import pytest
 
 from actors.controller.election import (
@@ -20,6 +22,7 @@ from actors.controller.states import (
     PartitionState,
     ReplicaState,
 )
+from actors.zk.store import ForwardingSession, StoreSession
 from protocol import zkdata
 from protocol.control import (
     LeaderAndIsrRequest,
@@ -27,7 +30,9 @@ from protocol.control import (
     TopicPartition,
     UpdateMetadataRequest,
 )
+from protocol.errors import StoreError
 from protocol.ids import BrokerId, ControllerEpoch, LeaderEpoch, TopicName
+from protocol.store import OpResult, Stat, StoreOp
 from tests.support.controller_cluster import ids
 from tests.support.state_machine_rig import T0, P, R, Rig, rig_test
 
@@ -512,3 +517,104 @@ def test_every_invalid_partition_transition_is_refused(
         assert (error["from_state"], error["to_state"]) == (current.label, target.label)
 
     check()
+
+
+class _CountingSession(ForwardingSession):
+    """Counts the state znodes read and written, and may write one state behind the
+    controller's back right before the controller's ``writes_before``-th pipelined write
+    batch (as another writer would)."""
+
+    def __init__(self, inner: StoreSession, *, intrude_before: int | None = None) -> None:
+        super().__init__(inner)
+        self.reads: list[str] = []
+        self.write_batches = 0
+        self.writes = 0
+        self._intrude_before = intrude_before
+
+    async def get_each(
+        self, reads: Sequence[tuple[str, bool]]
+    ) -> list[tuple[bytes, Stat] | StoreError]:
+        self.reads.extend(path for path, _ in reads if path.endswith("/state"))
+        return await super().get_each(reads)
+
+    async def multi_each(
+        self, batches: Sequence[Sequence[StoreOp]]
+    ) -> list[tuple[OpResult, ...] | StoreError]:
+        self.write_batches += 1
+        self.writes += len(batches)
+        if self.write_batches == self._intrude_before:
+            path = zkdata.partition_state_path(TopicName("t"), 0)
+            data, _ = await self.inner.get(path)
+            state = zkdata.LeaderIsrAndControllerEpoch.decode(data)
+            # Broker 1 leading again, written by someone else: the version moves on.
+            led = msgspec.structs.replace(state, leader=BrokerId(1))
+            await self.inner.set(path, led.encode())
+        return await super().multi_each(batches)
+
+
+def _offline_all(rig: Rig, partitions: int) -> list[PartitionAndReplica]:
+    replicas = [
+        PartitionAndReplica(TopicPartition(TopicName("t"), p), BrokerId(b))
+        for p in range(partitions)
+        for b in (0, 1, 2)
+    ]
+    for replica in replicas:
+        rig.ctx.put_replica_state(replica, R.ONLINE)
+    return replicas
+
+
+@rig_test()
+async def test_offline_of_every_replica_reads_each_state_once_and_writes_it_per_broker(
+    rig: Rig,
+) -> None:
+    """OfflineReplica for all three replicas of each partition (a deletion's phase 1):
+    Kafka's three rounds, one per broker, each writing every state whose ISR holds the
+    broker, so each state is written three times (leader -1 once its leader went, the last
+    ISR member kept); a state this change wrote is not read again for the next round."""
+    await rig.create_topic((0, 1, 2), partitions=4)
+    for p in range(4):
+        await rig.seed_leadership(TopicPartition(TopicName("t"), p), p % 3, (0, 1, 2))
+    counting = _CountingSession(rig.session)
+    rig.rsm._session = lambda: counting
+    await rig.rsm.handle_state_changes(_offline_all(rig, 4), R.OFFLINE)
+    assert sorted(counting.reads) == sorted(
+        f"/brokers/topics/t/partitions/{p}/state" for p in range(4)
+    )
+    assert (counting.write_batches, counting.writes) == (3, 12)
+    for p in range(4):
+        tp = TopicPartition(TopicName("t"), p)
+        state = await rig.zk_state(tp)
+        assert state is not None
+        assert (state.state.leader, state.state.isr, state.state.leader_epoch) == (-1, ids(2), 3)
+        assert state.zk_version == 3
+        leadership = rig.ctx.leadership(tp)
+        assert leadership is not None
+        assert (leadership.leader_and_isr.isr, leadership.zk_version) == (ids(2), 3)
+        assert all(
+            rig.ctx.replica_state(PartitionAndReplica(tp, BrokerId(b))) is R.OFFLINE
+            for b in (0, 1, 2)
+        )
+    assert not rig.errors("state_change_failed")
+
+
+@rig_test()
+async def test_a_state_written_by_another_between_rounds_is_read_and_retried(rig: Rig) -> None:
+    """If someone else writes a state between two rounds, the round's conditional write
+    meets BADVERSION; the state is then read and the shrink retried on what was read, as
+    Kafka's retry does."""
+    await rig.create_topic((0, 1, 2))
+    await rig.seed_leadership(T0, 0, (0, 1, 2))
+    counting = _CountingSession(rig.session, intrude_before=2)
+    rig.rsm._session = lambda: counting
+    await rig.rsm.handle_state_changes(_offline_all(rig, 1), R.OFFLINE)
+    # Round 1 read it; round 2's write lost to the intruder (leader 1) and re-read it,
+    # then shrank what it read (leader 1 gone: -1); round 3 wrote on its own write.
+    assert counting.reads == ["/brokers/topics/t/partitions/0/state"] * 2
+    state = await rig.zk_state()
+    assert state is not None
+    assert (state.state.leader, state.state.isr, state.zk_version) == (-1, ids(2), 4)
+    assert counting.writes == 4  # three rounds, one retried
+    assert not rig.errors("state_change_failed")
+    assert all(
+        rig.ctx.replica_state(PartitionAndReplica(T0, BrokerId(b))) is R.OFFLINE for b in (0, 1, 2)
+    )
