@@ -16,13 +16,18 @@ run --deterministic`` writes for the same scenario and seed, byte for byte but f
 wall time, whichever machine ran it: the virtual clock and the seeded RNG are the whole
 of a run's time and randomness.
 
-Spark retries a task whose attempt failed (its executor or Python worker lost:
-``spark.task.maxFailures``). A run goes into place only whole, so the retried attempt
-writes each of its runs once and the dead attempt leaves only its staging directory
-(``.seed-N.*.partial``), which the driver removes once the job is over. A run that
-cannot be done (``KemuError``: a run directory that holds something else) is that run's
-``error`` result, not the campaign's end; a task that keeps failing (an output directory
-the executors cannot write) fails the job, and the command says so in one line.
+A task's runs are done in a process forked from Spark's Python worker (``run_batch``):
+a run during which it dies (a signal, the kernel's OOM killer) or that fails outside
+its own boundary is that run's ``error`` result and the task goes on, so a run that
+kills its process on every try fails alone instead of failing the job. Spark retries a
+task whose attempt failed (its executor or Python worker lost:
+``spark.task.maxFailures``; the runs' process dies with its worker). A run goes into
+place only whole, so the retried attempt writes each of its runs once and the dead
+attempt leaves only its staging directory (``.seed-N.*.partial``), which the driver
+removes once the job is over. A run that cannot be done (``KemuError``: a run directory
+that holds something else) is that run's ``error`` result, not the campaign's end; a
+task that keeps failing (an output directory the executors cannot write) fails the job,
+and the command says so in one line.
 
 The output directory must be one path every executor can write and the driver can read
 (a shared file system mounted at the same path everywhere; a path or a ``file:`` URL:
@@ -33,16 +38,24 @@ The output directory must be one path every executor can write and the driver ca
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
+import functools
+import gc
+import importlib
+import logging
 import os
 import re
 import shutil
+import signal
 import socket
+import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NoReturn
 from urllib.parse import urlsplit
 
 import msgspec
@@ -71,6 +84,7 @@ __all__ = [
     "out_dir",
     "remove_partial_runs",
     "run_batch",
+    "run_here",
     "run_on_spark",
     "run_task",
 ]
@@ -131,13 +145,188 @@ def campaign_tasks(
 
 
 def run_task(encoded: bytes) -> bytes:
-    """Run one task (on an executor); answers the run's ``summary.json`` bytes.
+    """Run one task (``run_batch`` of it alone); answers the run's ``summary.json``
+    bytes."""
+    [(_, answer)] = run_batch([(0, encoded)])  # to its end: the child has exited
+    return answer
+
+
+def run_batch(batch: list[tuple[int, bytes]]) -> Iterator[tuple[int, bytes]]:
+    """One Spark task: the runs of ``batch`` in turn, each answered with its index in the
+    campaign and its ``summary.json`` bytes.
+
+    The runs are done in a child process forked from the Python worker, one after the
+    other (``run_here``), each answered through a pipe as it ends. A run whose process
+    dies before it answered — killed by a signal (the kernel's OOM killer), exited — is
+    that run's ``error`` result with the reason and the command that reproduces it, and
+    a new child goes on with the batch's other runs; so is an exception outside the
+    run's own boundary (what ``run_scenario`` does not turn into the run's result; the
+    child goes on). A run that kills its process on every try thus fails alone, where
+    Spark would retry the task and then fail the job. The child dies with the worker
+    (``PR_SET_PDEATHSIG``): a worker killed from outside is a failed attempt Spark
+    retries, as before. ``RunNotWritten`` from the child is raised here (Spark retries
+    the task, on another executor if there is one)."""
+    pending = deque(
+        (index, msgspec.json.decode(encoded, type=CampaignTask)) for index, encoded in batch
+    )
+    while pending:
+        yield from _child_runs(pending)
+
+
+def _child_runs(pending: deque[tuple[int, CampaignTask]]) -> Iterator[tuple[int, bytes]]:
+    """Fork a child that does the runs of ``pending`` in turn; yield each answer as it
+    comes, taking its run off ``pending``. When the child ends before it answered them
+    all, the run it was doing is answered as that run's error and taken off; the others
+    stay in ``pending``."""
+    death = _death_signal()
+    parent = os.getpid()
+    read_end, write_end = os.pipe()
+    gc.freeze()  # the child's collections leave the worker's objects (and pages) alone
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        os.close(read_end)
+        _runner([task for _, task in pending], write_end, parent, death)
+    os.close(write_end)
+    started = _Said()  # the run the child is doing
+    read_all = False
+    try:
+        with os.fdopen(read_end, "rb") as pipe:
+            for line in pipe:
+                said = msgspec.json.decode(line, type=_Said)
+                if said.scenario is not None:
+                    started = said
+                    continue
+                for module in said.modules:  # what the run imported, for the next child
+                    with contextlib.suppress(Exception):
+                        importlib.import_module(module)
+                if said.not_written is not None:
+                    raise RunNotWritten(said.not_written)
+                index, task = pending.popleft()
+                name, started = started.scenario, _Said()
+                if said.summary is not None:
+                    yield index, said.summary.encode()
+                else:
+                    why = f"the run's process failed outside the run: {said.failed}"
+                    yield index, _error_result(task, name or Path(task.source).stem, why)
+            read_all = True
+    finally:
+        if not read_all:  # this generator was closed, or raised: the child has no reader
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+    if pending:  # the child died while doing the first of them
+        index, task = pending.popleft()
+        if started.staging is not None:  # what it left of the run
+            shutil.rmtree(started.staging, ignore_errors=True)
+        why = f"the run's process {_ended(status)} before it answered"
+        yield index, _error_result(task, started.scenario or Path(task.source).stem, why)
+
+
+class _Said(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A line the child writes to its parent. Before a run: the scenario's name and the
+    staging directory (what the parent needs if the child dies). After it: its answer —
+    the run's ``summary.json`` text, ``RunNotWritten``'s message (the child then ends),
+    or the exception that ended the run outside its boundary — with the modules the run
+    imported that the child had not: the parent imports them, so that a child forked
+    later starts with them loaded (Spark's worker never does a run itself)."""
+
+    scenario: str | None = None
+    staging: str | None = None
+    summary: str | None = None
+    not_written: str | None = None
+    failed: str | None = None
+    modules: list[str] = msgspec.field(default_factory=list)
+
+
+_PR_SET_PDEATHSIG: Final = 1  # linux/prctl.h
+
+
+@functools.cache
+def _death_signal() -> Callable[[], object] | None:
+    """Linux's ``prctl(PR_SET_PDEATHSIG, SIGKILL)``, looked up in the parent (once): the
+    child calls it so that it dies with the Python worker. None elsewhere."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # no prctl: not Linux
+        return None
+    return functools.partial(prctl, _PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _runner(
+    tasks: list[CampaignTask], write_end: int, parent: int, death: Callable[[], object] | None
+) -> NoReturn:
+    """The forked child: do ``tasks`` in turn, telling the parent on ``write_end``
+    (``_Said`` lines), then exit, never returning into Spark's worker loop."""
+    code = 1
+    try:
+        if death is not None:
+            death()
+            if os.getppid() != parent:  # the worker died before prctl took hold
+                os._exit(code)
+        loaded = set(sys.modules)
+        with os.fdopen(write_end, "wb", buffering=0) as pipe:
+
+            def tell(said: _Said) -> None:
+                pipe.write(msgspec.json.encode(said) + b"\n")
+
+            def started(scenario: str, staging: Path) -> None:
+                tell(_Said(scenario=scenario, staging=str(staging)))
+
+            for task in tasks:
+                try:
+                    answer = _Said(summary=run_here(task, started=started).decode())
+                except RunNotWritten as exc:
+                    tell(_Said(not_written=str(exc)))
+                    break
+                except Exception as exc:  # outside the run's boundary: the run's error
+                    answer = _Said(failed=f"{type(exc).__name__}: {exc}")
+                modules = [name for name in sys.modules if name not in loaded]
+                loaded.update(modules)
+                tell(msgspec.structs.replace(answer, modules=modules))
+        code = 0
+    finally:
+        logging.shutdown()  # the brokers' log files, flushed as at a process's end
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _ended(status: int) -> str:
+    """How a child process ended, from its ``waitpid`` status."""
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            return f"was killed by {signal.Signals(number).name}"
+        except ValueError:
+            return f"was killed by signal {number}"
+    return f"exited with status {os.waitstatus_to_exitcode(status)}"
+
+
+def _error_result(task: CampaignTask, scenario: str, error: str) -> bytes:
+    """The ``summary.json`` bytes of a run of ``task`` that could not be done."""
+    out = Path(task.out)
+    result = RunResult(
+        scenario=scenario,
+        source=task.source,
+        seed=task.seed,
+        mode="deterministic",
+        status="error",
+        error=error,
+        run_dir=str(out / scenario / f"seed-{task.seed}"),
+        reproduce=reproduce_command(task.source, task.seed, True, out),
+    )
+    return msgspec.json.encode(result)
+
+
+def run_here(task: CampaignTask, *, started: Callable[[str, Path], object] | None = None) -> bytes:
+    """Run ``task`` in this process; answers the run's ``summary.json`` bytes.
 
     The run is written into a staging directory beside its run directory
     (``.seed-N.*.partial``), then renamed into place whole: a task attempt that dies
     midway (its executor lost, its Python worker killed) leaves no half-written run
-    directory, and the attempt Spark runs again writes the run once."""
-    task = msgspec.json.decode(encoded, type=CampaignTask)
+    directory, and the attempt Spark runs again writes the run once. ``started`` is
+    called with the scenario's name and the staging directory once it is made."""
     # as `kemu chaos run` configures its process: the brokers write their log files
     configure_logging(level=task.log_level, json=task.log_json, broker_files=True)
     scenario = parse_scenario(task.text, source=task.source)
@@ -150,6 +339,8 @@ def run_task(encoded: bytes) -> bytes:
         staging = Path(
             tempfile.mkdtemp(prefix=f".{run_dir.name}.", suffix=PARTIAL, dir=run_dir.parent)
         )
+        if started is not None:
+            started(scenario.name, staging)
         options = RunOptions(
             run_dir=staging,
             named_dir=run_dir,
@@ -170,17 +361,7 @@ def run_task(encoded: bytes) -> bytes:
             f"{socket.gethostname()} cannot write {where}: {exc.strerror or exc}"
         ) from None
     except KemuError as exc:  # the run could not be done: its result says why
-        result = RunResult(
-            scenario=scenario.name,
-            source=task.source,
-            seed=task.seed,
-            mode="deterministic",
-            status="error",
-            error=str(exc),
-            run_dir=str(run_dir),
-            reproduce=reproduce_command(task.source, task.seed, True, out),
-        )
-        return msgspec.json.encode(result)
+        return _error_result(task, scenario.name, str(exc))
     finally:
         if staging is not None:  # still there: the run did not get into place
             shutil.rmtree(staging, ignore_errors=True)
@@ -268,13 +449,6 @@ def batches(tasks: Sequence[bytes], count: int) -> list[list[tuple[int, bytes]]]
     short scenarios and end at about the same time."""
     count = max(1, min(count, len(tasks)))
     return [[(i, tasks[i]) for i in range(k, len(tasks), count)] for k in range(count)]
-
-
-def run_batch(batch: list[tuple[int, bytes]]) -> Iterator[tuple[int, bytes]]:
-    """One Spark task: each run of ``batch`` in turn (``run_task``), answered with its
-    index in the campaign."""
-    for index, encoded in batch:
-        yield index, run_task(encoded)
 
 
 def run_on_spark(

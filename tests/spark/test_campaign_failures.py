@@ -1,6 +1,7 @@
 """``kemu chaos campaign`` when things fail: a task attempt that dies midway (its Python
-worker killed) is retried and each run is written once; what is in ``--out`` after the
-job failed; bad input (an unreachable master, an ``--out`` that cannot be written or is
+worker killed) is retried and each run is written once; a run whose own process is
+killed is that run's error, not the campaign's end; what is in ``--out`` after the job
+failed; bad input (an unreachable master, an ``--out`` that cannot be written or is
 a URL of a file system runs are not written through) is one line, changing nothing."""
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ def _descendants(root: int) -> set[int]:
 
 
 def _writer(pids: set[int], staging: Path) -> int | None:
-    """The process that has a file of ``staging`` open (the run's trace)."""
+    """The process that has a file of ``staging`` open (the run's trace): the run's own
+    process, which the Python worker forked for it."""
     for pid in pids:
         try:
             links = [os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()]
@@ -71,22 +73,43 @@ def _writer(pids: set[int], staging: Path) -> int | None:
     return None
 
 
-def _kill_a_run_midway(campaign: subprocess.Popen[str], out: Path) -> tuple[Path, int]:
-    """SIGKILL the Python worker of the first run seen being written (stopped first, and
-    killed only if its staging directory is still there: the run is midway); the run
-    directory it was writing and the kill's time (ns)."""
+def _parent(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2 :].split()[1])
+
+
+def _gone(pid: int) -> bool:
+    """``pid`` has exited (gone, or a zombie no one has reaped yet)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rindex(")") + 2] == "Z"
+
+
+def _kill_midway(
+    campaign: subprocess.Popen[str], out: Path, *, worker: bool
+) -> tuple[Path, int, int]:
+    """SIGKILL the first run seen being written midway: its Python worker (``worker``)
+    or the run's own process (stopped first, and killed only if its staging directory is
+    still there: the run is midway); the run directory it was writing, the run's process
+    and the kill's time (ns)."""
     deadline = time.monotonic() + DEADLINE
     while time.monotonic() < deadline and campaign.poll() is None:
         for staging in out.glob("*/.seed-*.partial"):
             pid = _writer(_descendants(campaign.pid), staging)
             if pid is None:
                 continue
-            os.kill(pid, signal.SIGSTOP)
+            try:
+                victim = _parent(pid) if worker else pid
+            except OSError:  # the run ended meanwhile
+                continue
+            os.kill(victim, signal.SIGSTOP)
             if staging.is_dir():
-                os.kill(pid, signal.SIGKILL)
+                os.kill(victim, signal.SIGKILL)
                 seed = staging.name.split(".")[1]
-                return staging.parent / seed, time.time_ns()
-            os.kill(pid, signal.SIGCONT)
+                return staging.parent / seed, pid, time.time_ns()
+            os.kill(victim, signal.SIGCONT)
         time.sleep(0.02)  # between two looks at the output directory
     pytest.fail("no run was seen being written")
 
@@ -119,8 +142,9 @@ def test_a_task_whose_python_worker_is_killed_is_retried_and_writes_each_run_onc
         start_new_session=True,
     )  # fmt: skip
     campaign_process.append(campaign)
-    run_dir, killed_at = _kill_a_run_midway(campaign, out)
+    run_dir, run_process, killed_at = _kill_midway(campaign, out, worker=True)
     stdout, stderr = campaign.communicate(timeout=DEADLINE)
+    assert _gone(run_process)  # the run's process died with its worker
     assert campaign.returncode == 0, stderr[-3000:]
     assert "2 scenario(s), 4 run(s): 4 passed, 0 failed" in stdout
 
@@ -139,6 +163,48 @@ def test_a_task_whose_python_worker_is_killed_is_retried_and_writes_each_run_onc
                  "--out", str(local), "--quiet"]) == 0  # fmt: skip
     here = local / run_dir.parent.name / run_dir.name / "trace.jsonl"
     assert (run_dir / "trace.jsonl").read_bytes() == here.read_bytes()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_run_whose_own_process_is_killed_fails_alone(
+    tmp_path: Path, campaign_process: list[subprocess.Popen[str]]
+) -> None:
+    """What the kernel's OOM killer does to a run that takes too much memory: its process
+    is SIGKILLed. That run is an error with the reason and the command that reproduces
+    it; the task goes on with its other runs (in a new process: 8 runs in 4 tasks), and
+    the campaign completes."""
+    out = tmp_path / "campaign"
+    campaign = subprocess.Popen(
+        [str(BIN / "kemu"), "chaos", "campaign", *FILES, "--seeds", "1..4",
+         "--master", "local[1]",  # one try per task: the run must not fail the task
+         "--out", str(out), "--quiet", "--conf", f"spark.local.dir={tmp_path / 'scratch'}"],
+        env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    campaign_process.append(campaign)
+    run_dir, _, _ = _kill_midway(campaign, out, worker=False)
+    stdout, stderr = campaign.communicate(timeout=DEADLINE)
+    assert campaign.returncode == 1, stderr[-3000:]
+    assert "2 scenario(s), 8 run(s): 7 passed, 1 failed" in stdout
+    scenario, seed = run_dir.parent.name, run_dir.name.removeprefix("seed-")
+    source = next(f for f in FILES if Path(f).stem == scenario)
+    failed = stdout[stdout.index("failed runs:") :].splitlines()
+    assert failed[1].startswith(f"{scenario} seed={seed}: error")
+    assert failed[2] == "  error: the run's process was killed by SIGKILL before it answered"
+    assert (
+        f"  reproduce: kemu chaos run {source} --seed {seed} --deterministic --out {out}" in failed
+    )
+    # The other runs are whole; nothing of the killed one is left.
+    runs = {str(p.parent.relative_to(out)) for p in out.glob("*/*/summary.json")}
+    every = {
+        f"{n}/seed-{s}" for n in ("create-delete-all-up", "delete-disabled") for s in range(1, 5)
+    }
+    assert runs == every - {f"{scenario}/seed-{seed}"}
+    assert all(_whole(out / run) for run in runs)
+    assert sorted(p.name for p in out.glob("*/.*")) == []
+    assert (out / CAMPAIGN_FILE).is_file()
 
 
 def test_an_unreachable_master_is_one_line_within_the_connect_timeout(
