@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from protocol.errors import ErrorCode
+from protocol.jvm import java_string_hash
 
 __all__ = [
     "FetchErrorAction",
@@ -109,19 +110,11 @@ def fetch_error_action(
     return FetchErrorAction.RETRY
 
 
-def java_string_hash(value: str) -> int:
-    """Java's ``String.hashCode`` (UTF-16 code units, 32-bit signed)."""
-    h = 0
-    data = value.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
 def fetcher_id(topic: str, partition: int, num_fetchers: int) -> int:
     """``AbstractFetcherManager.getFetcherId``: ``Utils.abs(31 * topic.hashCode +
     partition) % num.replica.fetchers``, in Java's 32-bit arithmetic (``Utils.abs`` of
-    the minimum int is 0)."""
+    the minimum int is 0). Every partition of a LeaderAndIsr asks this: the topic's hash
+    is memoised (``protocol.jvm.java_string_hash``), not computed per partition."""
     value = (31 * java_string_hash(topic) + partition) & 0xFFFFFFFF
     if value >= 1 << 31:
         value -= 1 << 32
