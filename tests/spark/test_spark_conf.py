@@ -41,6 +41,7 @@ def configs(monkeypatch: pytest.MonkeyPatch) -> list[Mapping[str, str] | None]:
     return seen
 
 
+@pytest.mark.timeout(300)  # three Spark jobs, after the session's start when it is the first
 def test_each_command_passes_its_settings_on(
     spark: SparkSession,
     campaign: Path,

@@ -23,6 +23,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]  # a Spark session: one JVM f
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
+JOB_TIMEOUT = 600  # seconds a spark-submit or campaign job may take at most
 
 
 @pytest.fixture
@@ -32,7 +33,9 @@ def standalone(tmp_path: Path) -> Iterator[StandaloneSpark]:
         yield cluster
 
 
-@pytest.mark.timeout(300)  # four JVMs start on two cores: master, worker, driver, executor
+# Four JVMs start on two cores (master, worker, driver, executor): the job's own deadline
+# (``JOB_TIMEOUT``) bounds the test, pytest's only ends it if something else hangs.
+@pytest.mark.timeout(900)
 def test_spark_submit_to_a_standalone_master_analyses_like_local(
     standalone: StandaloneSpark, campaign: Path, tmp_path: Path
 ) -> None:
@@ -44,7 +47,7 @@ def test_spark_submit_to_a_standalone_master_analyses_like_local(
          "--conf", f"spark.local.dir={tmp_path / 'scratch'}",
          str(ROOT / "scripts" / "kemu_submit.py"),
          "trace", "analyze", str(campaign), "--out", str(out), "--quiet"],
-        env=env, capture_output=True, text=True, timeout=600, check=False,
+        env=env, capture_output=True, text=True, timeout=JOB_TIMEOUT, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     submitted = json.loads((out / "analysis.json").read_text())
@@ -90,7 +93,7 @@ def test_a_chaos_campaign_on_two_workers_runs_like_the_local_campaign_and_outliv
                 assert time.monotonic() < deadline, "no run was seen being written"
                 time.sleep(0.02)  # between two looks at the output directory
             os.kill(cluster.master_pid, signal.SIGKILL)
-            stdout, stderr = campaign.communicate(timeout=600)
+            stdout, stderr = campaign.communicate(timeout=JOB_TIMEOUT)
         finally:
             if campaign.poll() is None:
                 campaign.kill()
