@@ -36,11 +36,15 @@ class TopicPartitions(Mapping[int, UpdateMetadataPartitionState]):
 
     def put(self, state: UpdateMetadataPartitionState) -> None:
         states, partition = self._states, state.partition
-        if partition >= len(states):
-            states.extend([None] * (partition + 1 - len(states)))
-        if states[partition] is None:
-            self._count += 1
-        states[partition] = state
+        if partition < len(states):  # a known partition's new state, or a hole filled
+            if states[partition] is None:
+                self._count += 1
+            states[partition] = state
+            return
+        if partition > len(states):
+            states.extend([None] * (partition - len(states)))
+        states.append(state)  # the next one: how a new topic's partitions come
+        self._count += 1
 
     def remove(self, partition: int) -> None:
         states = self._states
