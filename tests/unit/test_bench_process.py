@@ -72,14 +72,16 @@ def _children() -> list[int]:
     return found
 
 
-def _wait_for_child_log_root(deadline_s: float = 120.0) -> Path:
-    """The log directory of this process's (one) bench child, once it has one."""
+def _wait_for_new_child(before: set[int], deadline_s: float = 120.0) -> int:
+    """The child process this process started since ``before`` was taken (the test
+    session has children of its own, a ZooKeeper server for one)."""
     deadline = time.monotonic() + deadline_s
-    while not (pids := _children()):
+    while not (new := set(_children()) - before):
         if time.monotonic() > deadline:
-            raise AssertionError(f"no child process in {deadline_s} s")
+            raise AssertionError(f"no new child process in {deadline_s} s")
         time.sleep(0.01)
-    return _wait_for_log_root(pids[0], deadline - time.monotonic())
+    (pid,) = new
+    return pid
 
 
 def test_a_bench_process_sent_sigterm_removes_its_log_directories() -> None:
@@ -100,9 +102,12 @@ def test_a_bench_process_sent_sigterm_removes_its_log_directories() -> None:
 @pytest.mark.asyncio
 async def test_a_cancelled_row_stops_its_child_which_removes_its_log_directories() -> None:
     async def watch(scope: anyio.CancelScope) -> None:
-        roots.append(await anyio.to_thread.run_sync(_wait_for_child_log_root))
+        pids.append(await anyio.to_thread.run_sync(_wait_for_new_child, before))
+        roots.append(await anyio.to_thread.run_sync(_wait_for_log_root, pids[0]))
         scope.cancel()
 
+    before = set(_children())
+    pids: list[int] = []
     roots: list[Path] = []
     with anyio.CancelScope() as scope:
         async with anyio.create_task_group() as tg:
@@ -111,4 +116,4 @@ async def test_a_cancelled_row_stops_its_child_which_removes_its_log_directories
             raise AssertionError("the row's child finished before it was cancelled")
     assert roots
     assert not roots[0].exists()
-    assert _children() == []
+    assert pids[0] not in _children()  # stopped and reaped
