@@ -89,6 +89,9 @@ class MetadataCache:
     controller_id: BrokerId | None = None
     brokers: dict[BrokerId, UpdateMetadataBroker] = field(default_factory=dict)
     topics: dict[TopicName, TopicPartitions] = field(default_factory=dict)
+    updates: int = 0
+    """How many UpdateMetadata requests were applied: a reader that polls the cache (the
+    failover bench) looks at it again only when this changed."""
 
     def replica_count(self) -> int:
         """The replicas of every partition in the cache (``kemu.max.replicas.per.cluster``)."""
@@ -98,6 +101,7 @@ class MetadataCache:
         """Apply an UpdateMetadata; return the topics it mentioned (to poke purgatories).
         The controller sends a topic's partitions together, so the topic's table is looked
         up once per run of them."""
+        self.updates += 1
         self.controller_id = request.controller_id
         self.brokers = {b.id: b for b in sorted(request.live_brokers, key=lambda b: b.id)}
         touched: set[TopicName] = set()

@@ -56,6 +56,7 @@ class ControllerContext:
         self.epoch_zk_version = 0
         self._live_brokers: dict[BrokerId, Broker] = {}
         self._live_broker_epochs: dict[BrokerId, int] = {}
+        self._live_or_shutting_down_ids: frozenset[BrokerId] | None = None
         self.shutting_down_broker_ids: set[BrokerId] = set()
         self.all_topics: set[TopicName] = set()
         self.partition_assignments: dict[TopicName, dict[int, zkdata.ReplicaAssignment]] = {}
@@ -77,17 +78,20 @@ class ControllerContext:
     def set_live_brokers(self, brokers: Mapping[BrokerId, tuple[Broker, int]]) -> None:
         self._live_brokers.clear()
         self._live_broker_epochs.clear()
+        self._live_or_shutting_down_ids = None
         self.add_live_brokers(brokers)
 
     def add_live_brokers(self, brokers: Mapping[BrokerId, tuple[Broker, int]]) -> None:
         for broker_id, (broker, epoch) in sorted(brokers.items()):
             self._live_brokers[broker_id] = broker
             self._live_broker_epochs[broker_id] = epoch
+        self._live_or_shutting_down_ids = None
 
     def remove_live_brokers(self, broker_ids: Iterable[BrokerId]) -> None:
         for broker_id in broker_ids:
             self._live_brokers.pop(broker_id, None)
             self._live_broker_epochs.pop(broker_id, None)
+        self._live_or_shutting_down_ids = None
 
     def update_broker_metadata(self, broker: Broker) -> None:
         if broker.id in self._live_brokers:
@@ -100,7 +104,10 @@ class ControllerContext:
 
     @property
     def live_or_shutting_down_broker_ids(self) -> frozenset[BrokerId]:
-        return frozenset(self._live_broker_epochs)
+        ids = self._live_or_shutting_down_ids
+        if ids is None:  # made once per change of the live brokers, not once per call
+            ids = self._live_or_shutting_down_ids = frozenset(self._live_broker_epochs)
+        return ids
 
     @property
     def live_or_shutting_down_brokers(self) -> tuple[Broker, ...]:
@@ -198,18 +205,6 @@ class ControllerContext:
             for r in self.partition_replica_assignment(tp)
             if r in wanted
         ]
-
-    def online_and_offline_replicas(
-        self,
-    ) -> tuple[list[PartitionAndReplica], list[PartitionAndReplica]]:
-        online: list[PartitionAndReplica] = []
-        offline: list[PartitionAndReplica] = []
-        for tp in self.all_partitions:
-            for r in self.partition_replica_assignment(tp):
-                (online if self.is_replica_online(r, tp) else offline).append(
-                    PartitionAndReplica(tp, r)
-                )
-        return online, offline
 
     def set_all_topics(self, topics: Iterable[TopicName]) -> None:
         self.all_topics = set(topics)
@@ -333,11 +328,6 @@ class ControllerContext:
     def put_replica_state(self, replica: PartitionAndReplica, state: ReplicaState) -> None:
         self.replica_states[replica] = state
 
-    def put_replica_state_if_absent(
-        self, replica: PartitionAndReplica, state: ReplicaState
-    ) -> None:
-        self.replica_states.setdefault(replica, state)
-
     def remove_replica_state(self, replica: PartitionAndReplica) -> None:
         self.replica_states.pop(replica, None)
 
@@ -361,3 +351,4 @@ class ControllerContext:
         self.offline_partition_count = 0
         self._live_brokers.clear()
         self._live_broker_epochs.clear()
+        self._live_or_shutting_down_ids = None

@@ -1244,13 +1244,16 @@ class KafkaController(Actor):
             for pe in response.partition_errors
             if pe.error_code is ErrorCode.KAFKA_STORAGE_ERROR
         }
-        online = {
-            pe.topic_partition
-            for pe in response.partition_errors
-            if pe.error_code is ErrorCode.NONE
-        }
         previous = set(ctx.replicas_on_offline_dirs.get(broker_id, ()))
-        current = (previous - online) | offline
+        if previous:  # those now online are no longer on an offline dir
+            online = {
+                pe.topic_partition
+                for pe in response.partition_errors
+                if pe.error_code is ErrorCode.NONE
+            }
+            current = (previous - online) | offline
+        else:
+            current = offline
         ctx.replicas_on_offline_dirs[broker_id] = current
         newly_offline = sorted(current - previous)
         if newly_offline:

@@ -66,21 +66,29 @@ class ReplicaStateMachine:
     async def startup(self) -> None:
         """Kafka's ``startup``: replicas on live brokers Online, others DeletionIneligible; then
         move the online ones to Online (LeaderAndIsr to each) and the others to Offline."""
-        self.initialize_replica_state()
-        online, offline = self.context.online_and_offline_replicas()
+        online, offline = self.initialize_replica_state()
         await self.handle_state_changes(online, ReplicaState.ONLINE)
         await self.handle_state_changes(offline, ReplicaState.OFFLINE)
 
-    def initialize_replica_state(self) -> None:
+    def initialize_replica_state(
+        self,
+    ) -> tuple[list[PartitionAndReplica], list[PartitionAndReplica]]:
+        """Kafka's ``initializeReplicaState``: every replica of every partition Online if
+        it is online, else DeletionIneligible. Returns them split so, in partition order:
+        what Kafka's ``onlineAndOfflineReplicas`` then finds, asking each replica again."""
         ctx = self.context
+        online: list[PartitionAndReplica] = []
+        offline: list[PartitionAndReplica] = []
         for tp in ctx.all_partitions:
-            for replica in ctx.partition_replica_assignment(tp):
-                state = (
-                    ReplicaState.ONLINE
-                    if ctx.is_replica_online(replica, tp)
-                    else ReplicaState.DELETION_INELIGIBLE
-                )
-                ctx.put_replica_state(PartitionAndReplica(tp, replica), state)
+            for replica_id in ctx.partition_replica_assignment(tp):
+                replica = PartitionAndReplica(tp, replica_id)
+                if ctx.is_replica_online(replica_id, tp):
+                    ctx.put_replica_state(replica, ReplicaState.ONLINE)
+                    online.append(replica)
+                else:
+                    ctx.put_replica_state(replica, ReplicaState.DELETION_INELIGIBLE)
+                    offline.append(replica)
+        return online, offline
 
     # ------------------------------------------------------------------ transitions
 
@@ -88,10 +96,15 @@ class ReplicaStateMachine:
         self, replicas: Iterable[PartitionAndReplica], target: ReplicaState
     ) -> None:
         # By replica, then partition: grouped by replica first, each group sorted by its
-        # own order (the partition's, the replica being the same).
-        by_replica: dict[BrokerId, list[PartitionAndReplica]] = {}
-        for replica in set(replicas):
-            by_replica.setdefault(replica.replica, []).append(replica)
+        # own order (the partition's, the replica being the same). A group keeps the order
+        # it was given in (dict keys, which also drop repeats): the context hands replicas
+        # over in partition order, and sorting a sorted list is one comparison a replica.
+        by_replica: dict[BrokerId, dict[PartitionAndReplica, None]] = {}
+        for replica in replicas:
+            group = by_replica.get(replica.replica)
+            if group is None:
+                group = by_replica[replica.replica] = {}
+            group[replica] = None
         if not by_replica:
             return
         self._written.clear()
@@ -104,8 +117,9 @@ class ReplicaStateMachine:
                 # then, not once all of them are done (Kafka's send threads run
                 # beside its event thread).
                 await anyio.lowlevel.checkpoint()
-                group = sorted(by_replica[replica_id])
-                await self._do_handle_state_changes(replica_id, group, target)
+                await self._do_handle_state_changes(
+                    replica_id, sorted(by_replica[replica_id]), target
+                )
             self.batch.send_requests_to_brokers(self.context.epoch)
         except ControllerMovedError:
             log.warning("controller_moved", target=target.label)
@@ -123,12 +137,10 @@ class ReplicaStateMachine:
     ) -> None:
         ctx = self.context
         batch = self.batch
-        for replica in replicas:
-            ctx.put_replica_state_if_absent(replica, ReplicaState.NON_EXISTENT)
         valid = self._valid(replicas, target)
         match target:
             case ReplicaState.NEW:
-                for replica in valid:
+                for replica, _ in valid:
                     tp = replica.topic_partition
                     leadership = ctx.leadership(tp)
                     if leadership is None:
@@ -150,9 +162,9 @@ class ReplicaStateMachine:
                         )
                         self._change_state(replica, target)
             case ReplicaState.ONLINE:
-                for replica in valid:
+                for replica, current in valid:
                     tp = replica.topic_partition
-                    if ctx.replica_state(replica) is ReplicaState.NEW:
+                    if current is ReplicaState.NEW:
                         assignment = ctx.partition_full_replica_assignment(tp)
                         if replica_id not in assignment.replicas:
                             log.error(
@@ -176,14 +188,14 @@ class ReplicaStateMachine:
                                 ctx.partition_full_replica_assignment(tp),
                                 is_new=False,
                             )
-                    self._change_state(replica, target)
+                    self._change_state(replica, target, current)
             case ReplicaState.OFFLINE:
-                for replica in valid:
+                for replica, _ in valid:
                     batch.add_stop_replica(
                         (replica_id,), replica.topic_partition, delete_partition=False
                     )
-                with_info = [r for r in valid if ctx.leadership(r.topic_partition) is not None]
-                without_info = [r for r in valid if ctx.leadership(r.topic_partition) is None]
+                with_info = [r for r, _ in valid if ctx.leadership(r.topic_partition) is not None]
+                without_info = [r for r, _ in valid if ctx.leadership(r.topic_partition) is None]
                 updated = await self._remove_replicas_from_isr(
                     replica_id, [r.topic_partition for r in with_info]
                 )
@@ -206,32 +218,37 @@ class ReplicaStateMachine:
                     )
                     self._change_state(replica, target)
             case ReplicaState.DELETION_STARTED:
-                for replica in valid:
-                    self._change_state(replica, target)
+                for replica, current in valid:
+                    self._change_state(replica, target, current)
                     batch.add_stop_replica(
                         (replica_id,), replica.topic_partition, delete_partition=True
                     )
             case ReplicaState.DELETION_INELIGIBLE | ReplicaState.DELETION_SUCCESSFUL:
-                for replica in valid:
-                    self._change_state(replica, target)
+                for replica, current in valid:
+                    self._change_state(replica, target, current)
             case ReplicaState.NON_EXISTENT:
-                for replica in valid:
+                for replica, current in valid:
                     tp = replica.topic_partition
                     ctx.update_partition_full_replica_assignment(
                         tp, remove_replica(ctx.partition_full_replica_assignment(tp), replica_id)
                     )
-                    self._change_state(replica, target)
+                    self._change_state(replica, target, current)
             case _:
                 assert_never(target)
 
     def _valid(
         self, replicas: Sequence[PartitionAndReplica], target: ReplicaState
-    ) -> list[PartitionAndReplica]:
-        valid: list[PartitionAndReplica] = []
+    ) -> list[tuple[PartitionAndReplica, ReplicaState]]:
+        """The replicas that may move to ``target``, each with its current state (a
+        replica without one is NonExistent from now on, as Kafka's
+        ``putReplicaStateIfNotExists`` makes it); the others are logged as refused."""
+        put_if_absent = self.context.replica_states.setdefault
+        allowed = REPLICA_VALID_PREVIOUS[target]
+        valid: list[tuple[PartitionAndReplica, ReplicaState]] = []
         for replica in replicas:
-            current = self.context.replica_state(replica)
-            if replica_transition_valid(current, target):
-                valid.append(replica)
+            current = put_if_absent(replica, ReplicaState.NON_EXISTENT)
+            if current in allowed:
+                valid.append((replica, current))
             else:
                 self._invalid(replica, current, target)
         return valid
@@ -249,14 +266,21 @@ class ReplicaStateMachine:
             valid_previous=sorted(s.label for s in REPLICA_VALID_PREVIOUS[target]),
         )
 
-    def _change_state(self, replica: PartitionAndReplica, target: ReplicaState) -> bool:
+    def _change_state(
+        self,
+        replica: PartitionAndReplica,
+        target: ReplicaState,
+        current: ReplicaState | None = None,
+    ) -> bool:
         """The one place a replica's state changes: validate, apply, trace. NonExistent
-        drops the replica's entry."""
+        drops the replica's entry. ``current``: the state the replica is in, when
+        ``_valid`` has just found it valid for ``target`` (nothing changed it since)."""
         ctx = self.context
-        current = ctx.replica_state(replica)
-        if not replica_transition_valid(current, target):
-            self._invalid(replica, current, target)
-            return False
+        if current is None:
+            current = ctx.replica_state(replica)
+            if not replica_transition_valid(current, target):
+                self._invalid(replica, current, target)
+                return False
         if target is ReplicaState.NON_EXISTENT:
             ctx.remove_replica_state(replica)
         else:

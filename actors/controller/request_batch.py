@@ -154,12 +154,17 @@ class ControllerBrokerRequestBatch:
             # change between batches): once per partition, not once per recipient.
             self._add_partition_metadata(tp)
         shared = built[2]  # the same state for every recipient, by its is_new
+        by_broker = self.leader_and_isr
         for broker_id in broker_ids:
             if broker_id < 0:
                 continue
-            states = self.leader_and_isr.setdefault(broker_id, {})
-            previous = states.get(tp)
-            new = is_new or (previous is not None and previous.is_new)
+            states = by_broker.get(broker_id)
+            if states is None:
+                states = by_broker[broker_id] = {}
+            new = is_new
+            if not new:
+                previous = states.get(tp)
+                new = previous is not None and previous.is_new
             partition_state = shared.get(new)
             if partition_state is None:
                 state = leadership.leader_and_isr
@@ -178,8 +183,11 @@ class ControllerBrokerRequestBatch:
                 )
             states[tp] = partition_state
         # A set of brokers: the order they are sent in is settled when the batch is sent.
-        # (Registered broker ids are never negative: no filtering, one set union.)
-        self.update_metadata_brokers |= self.context.live_or_shutting_down_broker_ids
+        # (Registered broker ids are never negative: no filtering, one set union, made
+        # only when one is missing.)
+        live = self.context.live_or_shutting_down_broker_ids
+        if not live <= self.update_metadata_brokers:
+            self.update_metadata_brokers |= live
 
     def add_stop_replica(
         self, broker_ids: Iterable[BrokerId], tp: TopicPartition, *, delete_partition: bool

@@ -55,11 +55,11 @@ class Disk:
         except FileNotFoundError:
             Path(path).mkdir(parents=True, exist_ok=True)
 
-    def write_file(self, path: Path, data: bytes) -> None:
+    def write_file(self, path: Path | str, data: bytes) -> None:
         """Replace ``path``'s content atomically and durably: write a ``.tmp`` sibling,
-        flush it, rename it over, flush the directory (as Kafka's checkpoint files are
-        written). An empty file is simply created (a new segment or index: nothing to
-        tear)."""
+        flush it, rename it over (as Kafka's checkpoint files are written). An empty file
+        is simply created (a new segment or index: nothing to tear). A string path too:
+        a new leader's epoch checkpoint is written for every partition it leads."""
         _write(os.fspath(path), data)
 
     def write_files(self, directory: Path | str, files: Iterable[tuple[str, bytes]]) -> None:
@@ -127,25 +127,17 @@ def _write(path: str, data: bytes) -> None:
     """``Disk.write_file`` on a string path, with plain ``os`` calls (``open(path, "wb")``
     and ``Path.write_bytes`` cost several times the system calls themselves).
 
-    As Kafka's ``CheckpointFile.write`` and ``Utils.atomicMoveWithFallback``: the ``.tmp``
-    sibling is flushed to disk before it is renamed over the file, and the directory after
-    the rename, so that a crash at any moment leaves the old content or the new, whole."""
+    As Kafka 2.7's ``CheckpointFile.write`` and ``Utils.atomicMoveWithFallback``: the
+    ``.tmp`` sibling is flushed to disk before it is renamed over the file, so that the
+    file has the old content or the new, whole. Kafka 2.7 does not flush the directory
+    after the rename (its ``atomicMoveWithFallback`` has no parent flush before 3.0), so a
+    power loss can bring the old content back; neither does this."""
     if not data:
         _create(path, data)
         return
     tmp = path + ".tmp"
     _create(tmp, data, sync=True)
     os.replace(tmp, path)
-    _sync_dir(os.path.dirname(path) or ".")
-
-
-def _sync_dir(path: str) -> None:
-    """Flush a directory's entries (a rename in it) to disk."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _create(path: str, data: bytes, *, sync: bool = False) -> None:
@@ -257,8 +249,8 @@ class FaultyDisk(Disk):
         self._check(DiskOp.MKDIR, Path(path))
         self._inner.mkdir(path)
 
-    def write_file(self, path: Path, data: bytes) -> None:
-        self._check(DiskOp.WRITE_FILE, path)
+    def write_file(self, path: Path | str, data: bytes) -> None:
+        self._check(DiskOp.WRITE_FILE, Path(path))
         self._inner.write_file(path, data)
 
     def write_files(self, directory: Path | str, files: Iterable[tuple[str, bytes]]) -> None:

@@ -1137,9 +1137,10 @@ class LogManager(Actor):
     def _write_fresh_epoch(self, tp: TopicPartition, log_dir: Path, epoch: int) -> None:
         """A new leader epoch of a fresh empty log: its checkpoint is ``(epoch, 0)`` alone,
         as ``LeaderEpochFileCache.assign(epoch, 0)`` leaves it."""
-        try:
+        try:  # the path as a string: pathlib's joins cost more than the write
             self.disk.write_file(
-                log_dir / str(tp) / LEADER_EPOCH_CHECKPOINT, format_epoch_checkpoint([(epoch, 0)])
+                f"{self._dir_names[log_dir]}{os.sep}{tp}{os.sep}{LEADER_EPOCH_CHECKPOINT}",
+                format_epoch_checkpoint([(epoch, 0)]),
             )
         except OSError as exc:
             message = f"Error while writing the leader epoch checkpoint of {tp} in dir {log_dir}"

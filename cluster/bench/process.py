@@ -11,6 +11,8 @@ from typing import NoReturn
 
 import anyio
 
+from cluster.gc_settings import configure_gc
+
 __all__ = ["STOP_GRACE_S", "exit_with", "run_child"]
 
 STOP_GRACE_S = 30.0
@@ -20,7 +22,10 @@ STOP_GRACE_S = 30.0
 def exit_with(main: Callable[[], int]) -> NoReturn:
     """Run a benchmark's ``main`` with SIGTERM raising KeyboardInterrupt, as SIGINT does:
     the ``with tempfile.TemporaryDirectory()`` blocks unwind instead of the process
-    vanishing with its directories left behind; exit with ``main``'s status."""
+    vanishing with its directories left behind; exit with ``main``'s status. The process
+    gets the collector thresholds a ``kemu`` process has (``cluster.gc_settings``): the
+    benchmarks measure what ``kemu`` runs."""
+    configure_gc()
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     sys.exit(main())
 

@@ -742,11 +742,18 @@ async def _row_failover(args: argparse.Namespace) -> bool:
     print(f"  controlled shutdown of a broker leading {r.shutdown_leaders:,} partitions:")
     print(f"    until its leaderships were moved   {r.shutdown_moved:>8.3f} s  {moved}")
     print(f"    until it had stopped               {r.shutdown_stopped:>8.3f} s")
+    print(
+        f"    CPU until then (full GCs)          {r.shutdown_cpu:>8.3f} s  ({r.shutdown_gc:.3f} s)"
+    )
     print(f"  the controller crashed, leading {r.failover_leaders:,} partitions:")
     print(f"    from the crash to its expiry       {r.session_expiry:>8.3f} s")
     print(f"    expiry to a new controller         {r.failover_elected:>8.3f} s")
     print(f"    expiry to brokers knowing it       {r.failover_known:>8.3f} s")
     print(f"    expiry to every partition led      {r.failover_online:>8.3f} s  {online}")
+    print(
+        f"    CPU until then (full GCs)          {r.failover_cpu:>8.3f} s  ({r.failover_gc:.3f} s)"
+    )
+    print(f"  peak RSS                             {r.peak_rss_bytes / 1024**2:>8.0f} MB")
     return True
 
 

@@ -19,6 +19,7 @@ import anyio
 from actors.runtime.clock import run_real
 from cluster.cli.args import UsageError, key_values
 from cluster.cli.trace import add_spark_conf_argument, add_trace_parser
+from cluster.gc_settings import configure_gc
 from cluster.logging import LOG_FORMATS, LOG_LEVELS, configure_logging
 from protocol.errors import InconsistentClusterIdError, KemuError, unwrap_kemu_error
 
@@ -639,6 +640,11 @@ def _add_broker_run_parser(broker_sub: argparse._SubParsersAction[argparse.Argum
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The ``kemu`` command. Without ``argv`` it reads the process's own command line: it
+    is the program, so it also sets the process's collector thresholds (a caller that
+    passes ``argv``, such as a test, keeps its own; ``cluster.gc_settings``)."""
+    if argv is None:
+        configure_gc()
     parser = build_parser()
     args = parser.parse_args(argv)
     configure_logging(

@@ -56,6 +56,11 @@ def test_failover_run_times_a_controlled_shutdown_and_a_controller_failover(
     assert 0 < result.shutdown_moved <= result.shutdown_stopped
     assert result.session_expiry >= 0.5  # the session timeout passes first
     assert 0 <= result.failover_elected <= result.failover_known <= result.failover_online
+    assert result.shutdown_cpu > 0
+    assert result.failover_cpu > 0
+    assert 0 <= result.shutdown_gc <= result.shutdown_cpu
+    assert 0 <= result.failover_gc <= result.failover_cpu
+    assert result.peak_rss_bytes > 10 * 1024**2
     assert list(tmp_path.iterdir()) == []
 
 

@@ -76,3 +76,12 @@ def test_update_adds_replaces_and_removes_partitions_and_names_the_topics_it_tou
     with pytest.raises(KeyError):
         cache.partitions("b")[3]
     assert cache.topics[TopicName("b")] == {0: _state("b", 0, 2), 5: _state("b", 5, 2)}
+
+
+def test_updates_counts_every_request_applied() -> None:
+    """What a reader polling the cache (the failover bench) watches for a change."""
+    cache = MetadataCache()
+    assert cache.updates == 0
+    cache.update(_update(_state("a", 0, 1)))
+    cache.update(_update())  # a request with only the live brokers counts too
+    assert cache.updates == 2
