@@ -141,6 +141,20 @@ class AskTimeoutError(ActorError):
     """An ``ask`` got no reply within its timeout."""
 
 
+class BrokerDisconnectedError(AskTimeoutError):
+    """A client's connection to a broker was refused (its process is not running) or
+    reset while the request was in flight (the process ended): what Kafka's
+    ``NetworkClient`` reports at once as a disconnect, where a broker that is stopped
+    (SIGSTOP) or cut off leaves the request unanswered until its timeout. An
+    ``AskTimeoutError``, so that whoever takes no answer as "try again, maybe elsewhere"
+    does so; ``sent``: whether the request had gone out (an in-flight request the broker
+    may have acted on) or never left (refused)."""
+
+    def __init__(self, message: str, *, sent: bool) -> None:
+        super().__init__(message)
+        self.sent = sent
+
+
 class NodeStoppedError(ActorError):
     """The node an ``ask`` was made from stopped or crashed before the reply came."""
 
@@ -281,6 +295,8 @@ def error_code_for(exc: BaseException) -> ErrorCode:
     """The single mapping from an exception to the Kafka error code put in a response."""
     if isinstance(exc, KafkaApiError | RemoteError):
         return exc.code
+    if isinstance(exc, BrokerDisconnectedError):
+        return ErrorCode.NETWORK_EXCEPTION
     if isinstance(exc, AskTimeoutError):
         return ErrorCode.REQUEST_TIMED_OUT
     if isinstance(exc, UnreachableError):

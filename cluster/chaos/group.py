@@ -11,8 +11,10 @@ reads its committed offsets (OffsetFetch; none: from offset 0), heartbeats every
 (OffsetCommit with its generation and member id), fetches its partitions from their
 leaders, and leaves (LeaveGroup) when it stops. REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION
 and UNKNOWN_MEMBER_ID send it back to JoinGroup (the last without its member id);
-NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS and no answer
-make it look for the coordinator again. The leader also rejoins when the partitions of a
+NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, no answer and a
+disconnect (NETWORK_EXCEPTION: the coordinator's process ended, or refused the connection;
+``AbstractCoordinator`` marks the coordinator unknown) make it look for the coordinator
+again. The leader also rejoins when the partitions of a
 subscribed topic change (``ConsumerCoordinator.rejoinNeededOrPending``: its metadata
 snapshot no longer matches the one it assigned from), e.g. when a topic is deleted.
 
@@ -44,7 +46,7 @@ from cluster.chaos.model import Consume
 from cluster.chaos.workload import emit, leader_of, topic_assignment
 from cluster.kafka.records import RecordsError, batch_records, read_batches
 from protocol.base import Message
-from protocol.errors import AskTimeoutError, ErrorCode, RemoteError
+from protocol.errors import AskTimeoutError, BrokerDisconnectedError, ErrorCode, RemoteError
 from protocol.group import (
     UNKNOWN_MEMBER_ID,
     DescribeGroupsRequestData,
@@ -114,6 +116,7 @@ _COORDINATOR: Final = frozenset(
         ErrorCode.NOT_COORDINATOR,
         ErrorCode.COORDINATOR_NOT_AVAILABLE,
         ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.NETWORK_EXCEPTION,
     }
 )
 _I16: Final = struct.Struct(">h")
@@ -244,10 +247,12 @@ class _Member:
 
     async def ask(self, broker: int, request: Message, timeout: float) -> Message | ErrorCode:
         """The answer of ``broker``, once the member's gate is open; an error code for an
-        error answer, REQUEST_TIMED_OUT for none."""
+        error answer, NETWORK_EXCEPTION for a disconnect, REQUEST_TIMED_OUT for none."""
         await self.gate.passage()
         try:
             return await self.h.ask_broker(broker, request, timeout=timeout, client=self.name)
+        except BrokerDisconnectedError:
+            return ErrorCode.NETWORK_EXCEPTION
         except AskTimeoutError:
             return ErrorCode.REQUEST_TIMED_OUT
         except RemoteError as exc:

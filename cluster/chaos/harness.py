@@ -39,11 +39,12 @@ from cluster.kafka.client import KafkaAdminClient, KafkaClientError
 from cluster.launch.cluster import Cluster
 from cluster.launch.control import LauncherError
 from cluster.launch.processes import ProcessCluster
+from cluster.network.tcp import RECONNECT_BACKOFF, RECONNECT_BACKOFF_MAX
 from protocol import zkdata
 from protocol.base import Message
 from protocol.broker import BrokerStatus, BrokerStatusRequest
 from protocol.envelope import Envelope
-from protocol.errors import AskTimeoutError, KemuError, RemoteError
+from protocol.errors import AskTimeoutError, BrokerDisconnectedError, KemuError, RemoteError
 from protocol.ids import BrokerId
 from protocol.kafka_api import KafkaApiRequestData
 from protocol.trace import TraceEvent, TraceKind
@@ -61,6 +62,8 @@ STOP_TIMEOUT: Final = 30.0
 
 RUNNER_ACTOR: Final = "runner"
 OBSERVER_ACTOR: Final = "network_tap"
+CLIENT_ACTOR: Final = "kafka_client"
+"""The actor of the chaos node a client's broker disconnections are traced under."""
 
 
 class ChaosStepError(KemuError):
@@ -268,6 +271,10 @@ class Harness:
         """The gate of each consumer of a group a ``consume`` step started, by (group,
         member index)."""
         self._kafka: dict[str, KafkaAdminClient] = {}  # by the client asking
+        # In one process, by (client, broker): when a refused connection may be tried
+        # again, and the back-off after the next refusal.
+        self._reconnect_at: dict[tuple[str, int], float] = {}
+        self._reconnect_backoff: dict[tuple[str, int], float] = {}
 
     @property
     def cluster(self) -> Cluster:
@@ -330,15 +337,16 @@ class Harness:
     ) -> Message:
         """A client request (``protocol.kafka_api`` / ``kafka_data``) answered by
         ``broker``: in one process, asked of its ``broker`` actor, exactly what its Kafka
-        listener would hand it (no socket: a deterministic run stays deterministic); with
-        broker processes, sent over the Kafka wire to its listener
+        listener would hand it (no socket: a deterministic run stays deterministic), as
+        over a connection whose other end is the broker's process (``_ask_in_process``);
+        with broker processes, sent over the Kafka wire to its listener
         (``KafkaAdminClient.request_broker``), on the connections of ``client`` (each
         consumer of a group has its own, as a real one does: a JoinGroup parked at the
         coordinator must not hold up another member's heartbeat). ``AskTimeoutError`` when
-        no answer came in time or the connection failed; ``RemoteError`` for an error
-        answer."""
+        no answer came in time or the connection failed (``BrokerDisconnectedError`` in
+        one process when it was refused or reset); ``RemoteError`` for an error answer."""
         if self.processes is None:
-            return await self.client.ask(broker_ref(broker), request, timeout=timeout)
+            return await self._ask_in_process(broker, request, timeout=timeout, client=client)
         port = self.processes.kafka_ports.get(broker)
         if port is None:
             raise AskTimeoutError(f"broker {broker} has no Kafka listener")
@@ -352,6 +360,77 @@ class Harness:
             return await kafka.request_broker((self.spec.host, port), request, timeout=timeout)
         except KafkaClientError as exc:
             raise AskTimeoutError(str(exc)) from None
+
+    async def _ask_in_process(
+        self, broker: int, request: Message, *, timeout: float, client: str
+    ) -> Message:
+        """The ask of ``ask_broker`` in one process, with what the operating system tells a
+        client of a broker process over TCP. A broker whose node is not running (crashed,
+        stopped, never started) refuses the connection at once; one whose node ends (a
+        crash, the end of a stop) while the request is in flight resets it at once
+        (Kafka's ``NetworkClient``: the node disconnected, its in-flight requests fail):
+        ``BrokerDisconnectedError`` either way, traced as ``broker_disconnected``. A
+        refused connection is not tried again before ``reconnect.backoff.ms`` (doubling
+        up to ``reconnect.backoff.max.ms`` while refusals go on; a connection made
+        resets it): the wait comes out of the next ask's timeout, so that no retry loop
+        spins on the virtual clock against a broker that is down. A paused broker
+        (SIGSTOP) or one cut off by a partition leaves the request unanswered until its
+        timeout, as TCP says nothing of a host that stopped or cannot be reached."""
+        clock = self.clock
+        link = (client, broker)
+        hold = self._reconnect_at.get(link, 0.0) - clock.now()
+        if hold > 0:  # NetworkClient.ready is false until the back-off has passed
+            if hold >= timeout:
+                await clock.sleep(timeout)
+                raise AskTimeoutError(f"no connection to broker {broker} within {timeout}s")
+            await clock.sleep(hold)
+            timeout -= hold
+        node = self.cluster.nodes.get(broker)
+        if node is None or not node.running or node.crashed:
+            backoff = self._reconnect_backoff.get(link, RECONNECT_BACKOFF)
+            self._reconnect_at[link] = clock.now() + backoff
+            self._reconnect_backoff[link] = min(2 * backoff, RECONNECT_BACKOFF_MAX)
+            self._disconnected(broker, request, client, "refused")
+            raise BrokerDisconnectedError(f"connection to broker {broker} refused", sent=False)
+        self._reconnect_at.pop(link, None)
+        self._reconnect_backoff.pop(link, None)
+        outcome: list[Message | KemuError] = []
+        async with anyio.create_task_group() as tg:
+
+            async def ask() -> None:
+                try:
+                    outcome.append(
+                        await self.client.ask(broker_ref(broker), request, timeout=timeout)
+                    )
+                except KemuError as exc:  # raised below, not inside the task group
+                    outcome.append(exc)
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(ask)
+            await node.ended.wait()  # the process is gone: its sockets close
+            tg.cancel_scope.cancel()
+        if not outcome:
+            self._disconnected(broker, request, client, "reset")
+            raise BrokerDisconnectedError(
+                f"connection to broker {broker} reset: {type(request).__name__} in flight",
+                sent=True,
+            )
+        answer = outcome[0]
+        if isinstance(answer, KemuError):
+            raise answer
+        return answer
+
+    def _disconnected(self, broker: int, request: Message, client: str, how: str) -> None:
+        self.tracer.emit(
+            TraceKind.EVENT,
+            node=CHAOS_NODE,
+            actor=CLIENT_ACTOR,
+            type="broker_disconnected",
+            broker=broker,
+            client=client,
+            request=type(request).__name__,
+            how=how,
+        )
 
     async def aclose(self) -> None:
         """Close the Kafka connections ``ask_broker`` opened."""

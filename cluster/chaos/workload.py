@@ -45,7 +45,13 @@ from cluster.kafka.records import (
     read_batches,
 )
 from protocol.control import TopicPartition
-from protocol.errors import AskTimeoutError, ErrorCode, KemuError, RemoteError
+from protocol.errors import (
+    AskTimeoutError,
+    BrokerDisconnectedError,
+    ErrorCode,
+    KemuError,
+    RemoteError,
+)
 from protocol.ids import TopicName
 from protocol.kafka_data import (
     CONSUMER_REPLICA_ID,
@@ -82,6 +88,7 @@ RETRY_BACKOFF: Final = 0.1  # retry.backoff.ms of Kafka's producer
 RETRIABLE: Final = frozenset(
     {
         "NO_ANSWER",
+        "NETWORK_EXCEPTION",
         "LEADER_NOT_AVAILABLE",
         "NOT_LEADER_OR_FOLLOWER",
         "REQUEST_TIMED_OUT",
@@ -93,7 +100,8 @@ RETRIABLE: Final = frozenset(
         "UNKNOWN_LEADER_EPOCH",
     }
 )
-"""The errors Kafka's producer retries (``RetriableException`` subclasses), and no answer."""
+"""The errors Kafka's producer retries (``RetriableException`` subclasses, a disconnect's
+``NetworkException`` among them), and no answer."""
 FETCH_PARTITION_MAX_BYTES: Final = 1 << 20
 READ_ATTEMPTS: Final = 3
 """Consumer reads of a partition that got NOT_LEADER_OR_FOLLOWER or no answer, 100 ms apart."""
@@ -259,13 +267,18 @@ async def _produce_once(
     h: Harness, step: Produce, partition: int, records: bytes, deadline: float | None
 ) -> tuple[str, int | None, int]:
     """(error, broker asked, base offset) of one Produce to the leader of the moment,
-    waited for until its timeout (plus a margin) or the batch's ``deadline``."""
-    leadership = await leader_of(h, step.topic, partition)
-    if leadership is None or leadership.leader < 0:
-        return "LEADER_NOT_AVAILABLE", None, -1
-    # A leader that is down still gets the request, which goes unanswered, as a client
-    # that does not know yet waits for its request.timeout.ms.
-    broker = leadership.leader
+    waited for until its timeout (plus a margin) or the batch's ``deadline``. A leader
+    that refuses the connection (its process is down) is not sent the batch: as Kafka's
+    ``Sender`` holds a batch whose leader is not ready while the metadata is refreshed,
+    the leader is looked up again after ``retry.backoff.ms`` (the connection itself is
+    tried again after ``reconnect.backoff.ms``), for as long as the request would have
+    been waited for: ``NO_ANSWER`` if it never got out. A leader whose process ends
+    with the request in flight answers ``NETWORK_EXCEPTION`` at once (a disconnect;
+    retriable: the batch is sent again after its back-off, as ``Sender`` does)."""
+    wait = step.timeout_ms / 1000 + ASK_MARGIN
+    if deadline is not None:  # in flight, it expires too (Sender.getExpiredInflightBatches)
+        wait = max(0.0, min(wait, deadline - h.clock.now()))
+    until = h.clock.now() + wait
     request = ProduceRequestData(
         acks=step.required_acks,
         timeout_ms=step.timeout_ms,
@@ -276,15 +289,27 @@ async def _produce_once(
             ),
         ),
     )
-    try:
-        wait = step.timeout_ms / 1000 + ASK_MARGIN
-        if deadline is not None:  # in flight, it expires too (Sender.getExpiredInflightBatches)
-            wait = max(0.0, min(wait, deadline - h.clock.now()))
-        reply = await h.ask_broker(broker, request, timeout=wait)
-    except AskTimeoutError:
-        return "NO_ANSWER", broker, -1
-    except RemoteError as exc:
-        return exc.code.name, broker, -1
+    while True:
+        leadership = await leader_of(h, step.topic, partition)
+        if leadership is None or leadership.leader < 0:
+            return "LEADER_NOT_AVAILABLE", None, -1
+        # A leader that is paused or cut off still gets the request, which goes
+        # unanswered, as a client that does not know yet waits for its request.timeout.ms.
+        broker = leadership.leader
+        try:
+            reply = await h.ask_broker(broker, request, timeout=max(0.0, until - h.clock.now()))
+        except BrokerDisconnectedError as exc:
+            if exc.sent:
+                return "NETWORK_EXCEPTION", broker, -1
+            if h.clock.now() + RETRY_BACKOFF >= until:
+                return "NO_ANSWER", broker, -1
+            await h.clock.sleep(RETRY_BACKOFF)
+            continue
+        except AskTimeoutError:
+            return "NO_ANSWER", broker, -1
+        except RemoteError as exc:
+            return exc.code.name, broker, -1
+        break
     if not isinstance(reply, ProduceResponseData):
         return "UNKNOWN_SERVER_ERROR", broker, -1
     answer = reply.responses[0].partition_responses[0]
