@@ -6,8 +6,10 @@ file directly in ``DIR`` with seeds ``1 .. N`` four ways, one after the other, a
 one JSON object with each way's runs, wall seconds and runs per second:
 
 * ``processes-1`` / ``processes-2``: ``kemu chaos run --deterministic`` in one process, and
-  in two side by side each on half the scenarios (what ``scripts/chaos.sh --jobs N``
-  starts), wall time from the first start to the last exit;
+  in two side by side, each on every scenario with a contiguous share of the seeds (on a
+  contiguous share of the scenarios with every seed when there are fewer seeds than
+  processes): what ``scripts/chaos.sh --jobs N`` starts; wall time from the first start
+  to the last exit;
 * ``spark-1`` / ``spark-2``: ``kemu chaos campaign``'s job (``run_on_spark``) on a
   standalone master with two one-core workers on loopback
   (``cluster.launch.spark_standalone``), with ``spark.cores.max`` 1 (one executor) and 2
@@ -69,8 +71,14 @@ class SparkCampaignResult(msgspec.Struct, frozen=True, kw_only=True):
 
 def _processes(files: list[Path], seeds: int, jobs: int, out: Path) -> CampaignWay:
     kemu = str(Path(sys.executable).parent / "kemu")
-    per = -(-len(files) // jobs)
-    shares = [files[i : i + per] for i in range(0, len(files), per)]
+    if seeds >= jobs:  # shares of the seeds: halves of the scenarios differ in work
+        shares = [
+            (files, f"{1 + job * seeds // jobs}..{(job + 1) * seeds // jobs}")
+            for job in range(jobs)
+        ]
+    else:
+        per = -(-len(files) // jobs)
+        shares = [(files[i : i + per], f"1..{seeds}") for i in range(0, len(files), per)]
     started = _now()
     children = [
         subprocess.Popen(  # noqa: S603 - our own command, fixed arguments
@@ -82,7 +90,7 @@ def _processes(files: list[Path], seeds: int, jobs: int, out: Path) -> CampaignW
                 "run",
                 *map(str, share),
                 "--seeds",
-                f"1..{seeds}",
+                share_seeds,
                 "--deterministic",
                 "--out",
                 str(out),
@@ -92,7 +100,7 @@ def _processes(files: list[Path], seeds: int, jobs: int, out: Path) -> CampaignW
             stderr=subprocess.DEVNULL,
             text=True,
         )
-        for share in shares
+        for share, share_seeds in shares
     ]
     lines = [child.communicate()[0] for child in children]
     wall = _now() - started
