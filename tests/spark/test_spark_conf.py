@@ -41,7 +41,9 @@ def configs(monkeypatch: pytest.MonkeyPatch) -> list[Mapping[str, str] | None]:
     return seen
 
 
-@pytest.mark.timeout(300)  # three Spark jobs, after the session's start when it is the first
+# Three Spark jobs: 145 s under a load of 25. The shared session's start and the campaign
+# (155 s then, when this test is the first to ask for them) are not counted.
+@pytest.mark.timeout(300, func_only=True)
 def test_each_command_passes_its_settings_on(
     spark: SparkSession,
     campaign: Path,
