@@ -283,7 +283,7 @@ class ReplicaStateMachine:
                 return False
         if target is ReplicaState.NON_EXISTENT:
             ctx.remove_replica_state(replica)
-        else:
+        elif target is not current:  # a failover's resend moves Online replicas to Online
             ctx.put_replica_state(replica, target)
         leadership = ctx.leadership(replica.topic_partition)
         self.state_log.transition(
