@@ -182,6 +182,9 @@ def _child_runs(pending: deque[tuple[int, CampaignTask]]) -> Iterator[tuple[int,
     parent = os.getpid()
     read_end, write_end = os.pipe()
     gc.freeze()  # the child's collections leave the worker's objects (and pages) alone
+    for stream in (sys.stdout, sys.stderr):  # or the child would write their rest again
+        with contextlib.suppress(Exception):
+            stream.flush()
     pid = os.fork()
     if pid == 0:  # the child: never returns
         os.close(read_end)
