@@ -26,7 +26,7 @@ own cases, ``if replication.handle(msg): return None``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Protocol
+from typing import Final, Protocol
 
 import structlog
 
@@ -279,9 +279,17 @@ class Replication:
             self.broker.tell(self.alter_isr_manager, ClearAlterIsr(partitions=cleared))
 
 
+FOLLOWER_LOG_TIMEOUT_S: Final = 600.0
+"""How long a fetcher waits for its own log manager. Kafka's fetcher thread calls the log
+itself and waits as long as the log takes; an ask needs a deadline, and the usual 30 s (a
+request's timeout) ran out while the log manager worked through a bulk creation or
+deletion, failing the partition with KAFKA_STORAGE_ERROR although no disk had failed."""
+
+
 class LogManagerFollowerLog(FollowerLog):
     """A fetcher's ``FollowerLog`` over the broker's log manager actor: every call is one
-    ask from the fetcher. An error answer becomes ``KafkaApiError`` with its code."""
+    ask from the fetcher, waiting up to ``FOLLOWER_LOG_TIMEOUT_S``. An error answer
+    becomes ``KafkaApiError`` with its code."""
 
     def __init__(self, fetcher: Actor, log_manager: ActorRef) -> None:
         self.fetcher = fetcher
@@ -289,7 +297,7 @@ class LogManagerFollowerLog(FollowerLog):
 
     async def _ask(self, msg: Message) -> Message:
         try:
-            return await self.fetcher.ask(self.log_manager, msg)
+            return await self.fetcher.ask(self.log_manager, msg, timeout=FOLLOWER_LOG_TIMEOUT_S)
         except RemoteError as exc:
             raise KafkaApiError(exc.code, exc.detail) from None
         except KemuError as exc:

@@ -14,7 +14,8 @@ from typing import cast
 
 from actors.broker.replication import LogManagerFollowerLog
 from actors.log.manager import DEFAULT_MAX_OPEN_LOGS, open_logs_budget
-from actors.runtime.actor import Actor
+from actors.runtime.actor import Actor, Context
+from protocol.base import ActorRef, Message
 from protocol.control import TopicPartition
 from protocol.errors import ErrorCode
 from protocol.ids import TopicName
@@ -478,5 +479,35 @@ def test_a_follower_log_over_the_log_manager(tmp_path: Path) -> None:
         )
         assert (kept, moved) == (0, 3)
         assert await follower.offsets(tp) == (3, 4)
+
+    sim(lambda: run_broker(log_dirs(tmp_path, 1), body))
+
+
+class BusyLogManager(Actor):
+    """The log manager as a fetcher finds it under load: each ask answered by the real one
+    only after ``busy_s`` (virtual) seconds of other work."""
+
+    def __init__(self, log_manager: ActorRef, busy_s: float) -> None:
+        super().__init__("busy_log_manager")
+        self.log_manager = log_manager
+        self.busy_s = busy_s
+
+    async def receive(self, msg: Message, ctx: Context) -> Message | None:
+        await self.clock.sleep(self.busy_s)
+        return await self.ask(self.log_manager, msg)
+
+
+def test_a_follower_log_waits_for_a_busy_log_manager(tmp_path: Path) -> None:
+    """A follower's local log that answers after a request's timeout (30 s) is slow, not
+    failed: Kafka's fetcher thread calls the log and waits, so the port waits too rather
+    than turning the late answer into KAFKA_STORAGE_ERROR (which fails the partition)."""
+
+    async def body(b: Harness) -> None:
+        await create(b)
+        busy = await b.node.spawn(BusyLogManager(b.lm.ref, busy_s=45.0))
+        follower = LogManagerFollowerLog(cast(Actor, b.node), busy)
+        started = b.node.clock.now()
+        assert await follower.offsets(TopicPartition(T, 0)) == (0, 0)
+        assert b.node.clock.now() - started >= 45.0
 
     sim(lambda: run_broker(log_dirs(tmp_path, 1), body))
