@@ -10,6 +10,7 @@ import pytest
 
 from cluster.chaos import RunOptions, ScenarioError, parse_scenario, run_scenario
 from cluster.chaos.model import Expect, MetricAt, Wait
+from tests.support.traces import assert_same_trace
 
 SCENARIO = """\
 name: metric-wait
@@ -51,8 +52,7 @@ def test_a_run_waits_on_under_replicated_partitions_rising_and_falling(tmp_path:
     )
     # the reads leave the deterministic run byte-identical
     run_scenario(scenario, RunOptions(run_dir=tmp_path / "again", seed=7))
-    trace = (tmp_path / "run" / "trace.jsonl").read_bytes()
-    assert (tmp_path / "again" / "trace.jsonl").read_bytes() == trace
+    assert_same_trace(tmp_path / "again" / "trace.jsonl", tmp_path / "run" / "trace.jsonl")
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,7 @@ from cluster.chaos.campaign import CAMPAIGN_FILE
 from cluster.chaos.runner import RUN_FILES
 from cluster.cli.main import main
 from cluster.launch.spark_standalone import CONF_DIR
+from tests.support.traces import assert_same_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -162,7 +163,7 @@ def test_a_task_whose_python_worker_is_killed_is_retried_and_writes_each_run_onc
     assert main(["chaos", "run", scenario, "--seed", seed, "--deterministic",
                  "--out", str(local), "--quiet"]) == 0  # fmt: skip
     here = local / run_dir.parent.name / run_dir.name / "trace.jsonl"
-    assert (run_dir / "trace.jsonl").read_bytes() == here.read_bytes()
+    assert_same_trace(run_dir / "trace.jsonl", here)
 
 
 @pytest.mark.spark

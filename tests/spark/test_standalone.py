@@ -18,6 +18,7 @@ import pytest
 
 from cluster.cli.main import main
 from cluster.launch.spark_standalone import StandaloneSpark, standalone_spark
+from tests.support.traces import assert_same_trace
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]  # a Spark session: one JVM for the run
 
@@ -113,9 +114,7 @@ def test_a_chaos_campaign_on_two_workers_runs_like_the_local_campaign_and_outliv
     for name in SCENARIOS:
         for seed in (1, 2):
             run = f"{name}/seed-{seed}"
-            assert (out / run / "trace.jsonl").read_bytes() == (
-                local / run / "trace.jsonl"
-            ).read_bytes(), run
+            assert_same_trace(out / run / "trace.jsonl", local / run / "trace.jsonl")
             remote = json.loads((out / run / "summary.json").read_text())
             here = json.loads((local / run / "summary.json").read_text())
             assert remote["trace_sha256"] == here["trace_sha256"]

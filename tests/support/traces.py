@@ -1,0 +1,32 @@
+"""Comparing two runs' traces byte for byte, with a failure that shows where they part."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["assert_same_trace"]
+
+SHOWN = 600
+"""How much of each differing line a failure shows."""
+
+
+def assert_same_trace(got: Path, want: Path) -> None:
+    """``got`` and ``want`` (``trace.jsonl`` files) hold the same bytes; otherwise fail with
+    the first line where they differ, from both, so that a failure seen once (under load,
+    on another machine) can be diagnosed from the test's output alone."""
+    a, b = got.read_bytes(), want.read_bytes()
+    if a == b:
+        return
+    left, right = a.splitlines(), b.splitlines()
+    line = next(
+        (i for i, (x, y) in enumerate(zip(left, right, strict=False)) if x != y),
+        min(len(left), len(right)),
+    )
+
+    def shown(lines: list[bytes]) -> str:
+        return lines[line][:SHOWN].decode(errors="replace") if line < len(lines) else "<end>"
+
+    raise AssertionError(
+        f"{got} ({len(left)} lines) differs from {want} ({len(right)} lines) at line"
+        f" {line + 1}:\n  got:  {shown(left)}\n  want: {shown(right)}"
+    )
