@@ -60,10 +60,10 @@ class TopicPartitions(Mapping[int, UpdateMetadataPartitionState]):
         return state
 
     def get(self, partition: int, default: object = None) -> UpdateMetadataPartitionState | None:  # type: ignore[override]
+        """The state of ``partition``, or ``default`` (as a Mapping's ``get``)."""
         states = self._states
-        if 0 <= partition < len(states):
-            return states[partition]
-        return None
+        state = states[partition] if 0 <= partition < len(states) else None
+        return default if state is None else state  # type: ignore[return-value]
 
     def __iter__(self) -> Iterator[int]:
         return (p for p, state in enumerate(self._states) if state is not None)

@@ -181,14 +181,15 @@ def _child_runs(pending: deque[tuple[int, CampaignTask]]) -> Iterator[tuple[int,
     death = _death_signal()
     parent = os.getpid()
     read_end, write_end = os.pipe()
-    gc.freeze()  # the child's collections leave the worker's objects (and pages) alone
     for stream in (sys.stdout, sys.stderr):  # or the child would write their rest again
         with contextlib.suppress(Exception):
             stream.flush()
+    gc.freeze()  # the child's collections leave the worker's objects (and pages) alone
     pid = os.fork()
     if pid == 0:  # the child: never returns
         os.close(read_end)
         _runner([task for _, task in pending], write_end, parent, death)
+    gc.unfreeze()  # the worker's own garbage stays collectable (it forks once a task)
     os.close(write_end)
     started = _Said()  # the run the child is doing
     read_all = False

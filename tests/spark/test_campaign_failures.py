@@ -13,7 +13,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -115,10 +115,28 @@ def _kill_midway(
     pytest.fail("no run was seen being written")
 
 
+def _campaign_command(tmp_path: Path, out: Path, seeds: str, master: str) -> list[str]:
+    """``kemu chaos campaign`` of ``FILES`` over ``seeds`` on ``master`` into ``out``."""
+    return [str(BIN / "kemu"), "chaos", "campaign", *FILES, "--seeds", seeds,
+            "--master", master, "--out", str(out), "--quiet",
+            "--conf", f"spark.local.dir={tmp_path / 'scratch'}"]  # fmt: skip
+
+
 @pytest.fixture
-def campaign_process(tmp_path: Path) -> Iterator[list[subprocess.Popen[str]]]:
+def start_campaign(tmp_path: Path) -> Iterator[Callable[[list[str]], subprocess.Popen[str]]]:
+    """Starts a campaign command in a session of its own; whatever is left of it is
+    killed, and its pipes closed, when the test ends."""
     started: list[subprocess.Popen[str]] = []
-    yield started
+
+    def start(command: list[str]) -> subprocess.Popen[str]:
+        process = subprocess.Popen(
+            command, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, start_new_session=True,
+        )  # fmt: skip
+        started.append(process)
+        return process
+
+    yield start
     for process in started:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
@@ -132,17 +150,11 @@ def campaign_process(tmp_path: Path) -> Iterator[list[subprocess.Popen[str]]]:
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_task_whose_python_worker_is_killed_is_retried_and_writes_each_run_once(
-    tmp_path: Path, campaign_process: list[subprocess.Popen[str]]
+    tmp_path: Path, start_campaign: Callable[[list[str]], subprocess.Popen[str]]
 ) -> None:
     out = tmp_path / "campaign"
-    campaign = subprocess.Popen(
-        [str(BIN / "kemu"), "chaos", "campaign", *FILES, "--seeds", "1..2",
-         "--master", "local[1,2]",  # one core, a task tried twice
-         "--out", str(out), "--quiet", "--conf", f"spark.local.dir={tmp_path / 'scratch'}"],
-        env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
-    )  # fmt: skip
-    campaign_process.append(campaign)
+    # one core, a task tried twice
+    campaign = start_campaign(_campaign_command(tmp_path, out, "1..2", "local[1,2]"))
     run_dir, run_process, killed_at = _kill_midway(campaign, out, worker=True)
     stdout, stderr = campaign.communicate(timeout=DEADLINE)
     assert _gone(run_process)  # the run's process died with its worker
@@ -170,21 +182,15 @@ def test_a_task_whose_python_worker_is_killed_is_retried_and_writes_each_run_onc
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_run_whose_own_process_is_killed_fails_alone(
-    tmp_path: Path, campaign_process: list[subprocess.Popen[str]]
+    tmp_path: Path, start_campaign: Callable[[list[str]], subprocess.Popen[str]]
 ) -> None:
     """What the kernel's OOM killer does to a run that takes too much memory: its process
     is SIGKILLed. That run is an error with the reason and the command that reproduces
     it; the task goes on with its other runs (in a new process: 8 runs in 4 tasks), and
     the campaign completes."""
     out = tmp_path / "campaign"
-    campaign = subprocess.Popen(
-        [str(BIN / "kemu"), "chaos", "campaign", *FILES, "--seeds", "1..4",
-         "--master", "local[1]",  # one try per task: the run must not fail the task
-         "--out", str(out), "--quiet", "--conf", f"spark.local.dir={tmp_path / 'scratch'}"],
-        env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
-    )  # fmt: skip
-    campaign_process.append(campaign)
+    # one try per task: the run must not fail the task
+    campaign = start_campaign(_campaign_command(tmp_path, out, "1..4", "local[1]"))
     run_dir, _, _ = _kill_midway(campaign, out, worker=False)
     stdout, stderr = campaign.communicate(timeout=DEADLINE)
     assert campaign.returncode == 1, stderr[-3000:]
@@ -293,7 +299,7 @@ def _whole(run: Path) -> bool:
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_a_killed_driver_leaves_whole_runs_and_no_page_and_the_next_campaign_finishes(
-    tmp_path: Path, campaign_process: list[subprocess.Popen[str]]
+    tmp_path: Path, start_campaign: Callable[[list[str]], subprocess.Popen[str]]
 ) -> None:
     """The whole job fails: the driver (and with it its local executor) is SIGKILLed
     while a run is being written. ``--out`` then holds whole runs only and no campaign
@@ -302,14 +308,8 @@ def test_a_killed_driver_leaves_whole_runs_and_no_page_and_the_next_campaign_fin
     out = tmp_path / "campaign"
     out.mkdir()
     (out / CAMPAIGN_FILE).write_text("an earlier campaign's page\n")
-    command = [str(BIN / "kemu"), "chaos", "campaign", *FILES, "--seeds", "1..2",
-               "--master", "local[1]", "--out", str(out), "--quiet",
-               "--conf", f"spark.local.dir={tmp_path / 'scratch'}"]  # fmt: skip
-    campaign = subprocess.Popen(
-        command, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True,
-    )  # fmt: skip
-    campaign_process.append(campaign)
+    command = _campaign_command(tmp_path, out, "1..2", "local[1]")
+    campaign = start_campaign(command)
     deadline = time.monotonic() + DEADLINE
     while not list(out.glob("*/.seed-*.partial")):
         assert campaign.poll() is None, campaign.communicate()[1][-3000:]

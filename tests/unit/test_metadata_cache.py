@@ -53,6 +53,10 @@ def test_update_adds_replaces_and_removes_partitions_and_names_the_topics_it_tou
     assert cache.partitions("a").get(1) is None
     assert cache.partitions("a").get(7) is None
     assert cache.partitions("a").get(-1) is None
+    absent = _state("a", 1, 9)
+    assert cache.partitions("a").get(1, absent) is absent  # a hole: the default, as a dict's
+    assert cache.partitions("a").get(7, absent) is absent
+    assert cache.partitions("a").get(2, absent) == _state("a", 2, 1)
     assert not cache.all_partitions_have_leaders("a")
     assert cache.update(_update(_state("a", 0, 3, epoch=1))) == {"a"}
     assert cache.partitions("a")[0] == _state("a", 0, 3, epoch=1)
