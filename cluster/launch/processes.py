@@ -34,7 +34,6 @@ import functools
 import os
 import random
 import signal
-import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -67,6 +66,7 @@ from cluster.launch.control import (
     settle,
     wait_unregistered,
 )
+from cluster.launch.ports import free_ports
 from cluster.logging import configured, log_options
 from cluster.network import Network, TcpTransport
 from cluster.network.auth import new_secret
@@ -84,18 +84,6 @@ STOP_TIMEOUT = 15.0  # for the children to stop after SIGTERM; SIGKILL after
 
 
 # ---------------------------------------------------------------------- the launcher
-
-
-def free_ports(count: int, host: str) -> list[int]:
-    """``count`` distinct free TCP ports on ``host`` (held together while picked)."""
-    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind((host, 0))
-        return [int(sock.getsockname()[1]) for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 @dataclass
@@ -135,6 +123,7 @@ class ProcessCluster:
         self.children: dict[int, _Child] = {}
         self._incarnations: dict[int, int] = {}  # per broker: how many processes it had
         self.kafka_ports: dict[int, int] = {}  # where each broker listens, kept for restarts
+        self._picked_kafka_ports: dict[int, int] = {}  # base_port 0: picked before the first run
         self.store_address = spec.zookeeper or ""
         self.on_exit: Callable[[int], Awaitable[None]] | None = None
         """Called when a broker process exits without being told to."""
@@ -168,6 +157,7 @@ class ProcessCluster:
     def child_args(self, broker_id: int) -> list[str]:
         spec = self.spec
         port = 0 if spec.base_port == 0 else spec.base_port + broker_id
+        port = self._picked_kafka_ports.get(broker_id, port)
         port = self.kafka_ports.get(broker_id, port)  # a restart: where clients know it is
         args = [
             sys.executable, "-m", "cluster.cli", *log_options(configured()),
@@ -265,8 +255,7 @@ class ProcessCluster:
                                 clock=self.clock,
                             )
                         )
-                    ports = free_ports(self.spec.brokers, self.spec.host)
-                    self.network_ports = dict(enumerate(ports))
+                    self._pick_ports()
                     await self._start_status_node(tg)
                     for broker_id in range(self.spec.brokers):
                         await self._spawn(broker_id)
@@ -304,6 +293,17 @@ class ProcessCluster:
             raise ClusterError(
                 f"brokers {late} were not ready within {CHILD_READY_TIMEOUT}s"
             ) from None
+
+    def _pick_ports(self) -> None:
+        """Every broker's internal port, and its Kafka port when none is configured, picked
+        outside the ephemeral range (``cluster.launch.ports``): its process binds them again
+        when it is restarted, long after they were picked."""
+        brokers = self.spec.brokers
+        same_host = self.spec.listener_host in (None, self.spec.host)
+        picks = 2 * brokers if self.spec.base_port == 0 and same_host else brokers
+        ports = free_ports(picks, self.spec.host)
+        self.network_ports = dict(enumerate(ports[:brokers]))
+        self._picked_kafka_ports = dict(enumerate(ports[brokers:]))
 
     def _fail(self, error: ClusterError) -> None:
         if self._failure is None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from cluster.launch.processes import free_ports
+from cluster.launch.ports import free_ports
 from protocol.errors import KemuError
 
 __all__ = ["StandaloneSpark", "standalone_spark"]

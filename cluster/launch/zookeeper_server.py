@@ -12,7 +12,6 @@ restart, as with a real ensemble member. The tests' ``zookeeper_server`` fixture
 from __future__ import annotations
 
 import os
-import random
 import shutil
 import signal
 import socket
@@ -22,6 +21,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
+
+from cluster.launch.ports import free_ports
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = REPO_ROOT / "scripts" / "zookeeper.sh"
@@ -45,11 +46,10 @@ def ensure_installed() -> None:
 
 
 def free_port() -> int:
-    """A TCP port nobody listens on right now (the server binds it again, SO_REUSEADDR)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A free loopback port outside the ephemeral range for a server to bind later
+    (``cluster.launch.ports``)."""
+    (port,) = free_ports(1)
+    return port
 
 
 def four_letter_word(port: int, word: str, timeout: float = 1.0) -> str:
@@ -216,35 +216,6 @@ class ZooKeeperServer:
         return "\n".join(text.splitlines()[-lines:])
 
 
-def free_port_runs(runs: int, length: int, *, tries: int = 200) -> list[int]:
-    """The first ports of ``runs`` runs of ``length`` consecutive loopback ports, nobody
-    listening on any of them right now (an ensemble's client, quorum and election ports,
-    as ``scripts/zookeeper.sh --ensemble`` numbers them)."""
-    rng = random.Random()
-    found: list[int] = []
-    taken: set[int] = set()
-    for _ in range(tries):
-        base = rng.randrange(20_000, 60_000 - length)
-        ports = set(range(base, base + length))
-        if ports & taken or not all(bindable(p) for p in ports):
-            continue
-        found.append(base)
-        taken |= ports
-        if len(found) == runs:
-            return found
-    raise RuntimeError(f"no {runs} runs of {length} free loopback ports in {tries} tries")
-
-
-def bindable(port: int) -> bool:
-    """Whether a loopback port can be bound right now (nobody listens on it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
 def _member_args(
     directory: Path, size: int, k: int, client: int, quorum: int, election: int
 ) -> list[str]:
@@ -269,7 +240,7 @@ class ZooKeeperEnsemble:
         self.directory = (
             Path(tempfile.mkdtemp(prefix="kemu-zk-ensemble-")) if directory is None else directory
         )
-        client, quorum, election = free_port_runs(3, size)
+        client, quorum, election = free_ports(3, run=size)
         self.servers = [
             ZooKeeperServer(
                 self.directory / f"server.{k}",

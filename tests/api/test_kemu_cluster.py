@@ -15,7 +15,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # type: ignore[import-u
 from aiokafka import TopicPartition as AioTopicPartition
 
 from cluster import AsyncKemuCluster, KemuCluster, KemuClusterError
-from cluster.launch.zookeeper_server import bindable
+from cluster.launch.ports import bindable
 from protocol.errors import ErrorCode
 from tests.support.clients import (
     confluent_brokers,

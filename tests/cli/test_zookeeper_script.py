@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster.launch.zookeeper_server import four_letter_word, free_port_runs
+from cluster.launch.ports import free_ports
+from cluster.launch.zookeeper_server import four_letter_word
 from tests.support.zookeeper import SCRIPT, ensure_installed
 
 
@@ -32,7 +33,7 @@ def test_an_ensemble_of_three_starts_serves_and_stops_server_by_server(tmp_path:
     prints the connection string; one leader, two followers; stop --server K stops that
     server only; stop stops the rest."""
     ensure_installed()
-    client, quorum, election = free_port_runs(3, 3)
+    client, quorum, election = free_ports(3, run=3)
     options = [
         "--ensemble", "3", "--port", str(client), "--quorum-port", str(quorum),
         "--election-port", str(election), "--dir", str(tmp_path),

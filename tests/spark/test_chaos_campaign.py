@@ -106,7 +106,7 @@ def test_an_unwritable_out_dir_is_one_line(
 def test_an_unreachable_master_is_one_line_and_writes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from cluster.launch.processes import free_ports
+    from cluster.launch.ports import free_ports
 
     (port,) = free_ports(1, "127.0.0.1")
     out = tmp_path / "campaign"
