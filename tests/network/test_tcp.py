@@ -9,10 +9,11 @@ from typing import Any
 
 import anyio
 import pytest
-from anyio.abc import SocketAttribute, SocketStream
+from anyio.abc import SocketStream
 
 from actors.runtime.actor import Actor, Context, Node
 from actors.runtime.tracer import Tracer
+from cluster.launch.ports import free_ports
 from cluster.network import Endpoint, TcpTransport
 from cluster.network import tcp as tcp_module
 from protocol.base import Message
@@ -56,9 +57,10 @@ async def _closed_by_server(stream: SocketStream) -> bool:
 
 
 async def _free_port() -> int:
-    """A loopback port nobody listens on (bound, then closed again)."""
-    async with await anyio.create_tcp_listener(local_host="127.0.0.1") as listener:
-        return int(listener.extra(SocketAttribute.local_port))  # noqa: S610 - not Django
+    """A loopback port nobody listens on, outside the ephemeral range (a server binds it
+    later in the test)."""
+    (port,) = free_ports(1)
+    return port
 
 
 async def _still_serves(c: Cluster, seq: int) -> None:
