@@ -44,7 +44,6 @@ from actors.zk import kafka_zk
 from protocol.base import ActorRef, Message
 from protocol.broker import ElectionAnswered
 from protocol.control import (
-    LEADER_DURING_DELETE,
     NO_LEADER,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
@@ -487,12 +486,9 @@ class KafkaApis:
     def _handle_update_metadata(self, req: UpdateMetadataRequest) -> UpdateMetadataResponse:
         """The metadata cache updated, then the delayed admin operations on the topics it
         changed checked (``AdminManager.tryCompleteDelayedTopicOperations``)."""
-        response, touched = self._replicas.maybe_update_metadata_cache(req)
+        response, (touched, deleted) = self._replicas.maybe_update_metadata_cache(req)
         if touched:
             self._purgatory.check_and_complete(touched)
-        deleted = tuple(
-            (s.topic, s.partition) for s in req.partition_states if s.leader == LEADER_DURING_DELETE
-        )
         if deleted and response.error_code is ErrorCode.NONE:  # handleDeletedPartitions
             self._broker.tell(self._coordinator, GroupPartitionsDeleted(partitions=deleted))
         return response

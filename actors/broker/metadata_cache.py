@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from protocol.control import (
     LEADER_DURING_DELETE,
@@ -33,6 +34,15 @@ class TopicPartitions(Mapping[int, UpdateMetadataPartitionState]):
     def __init__(self) -> None:
         self._states: list[UpdateMetadataPartitionState | None] = []
         self._count = 0
+
+    @classmethod
+    def of(cls, states: list[UpdateMetadataPartitionState]) -> TopicPartitions:
+        """A table holding ``states``, which are partitions 0, 1, ... in order (a new
+        topic as the controller announces it: the list is taken as it is)."""
+        table = cls()
+        table._states = states  # type: ignore[assignment]
+        table._count = len(states)
+        return table
 
     def put(self, state: UpdateMetadataPartitionState) -> None:
         states, partition = self._states, state.partition
@@ -83,6 +93,47 @@ class TopicPartitions(Mapping[int, UpdateMetadataPartitionState]):
 
 _NO_PARTITIONS = TopicPartitions()
 
+TopicRun = tuple[TopicName, int, int, bool]
+"""One topic's consecutive states in an UpdateMetadata: the topic, where they start and
+end, and whether they are its partitions 0, 1, ... in order with none deleted."""
+
+_last_runs: tuple[tuple[UpdateMetadataPartitionState, ...], tuple[TopicRun, ...]] = ((), ())
+
+
+def topic_runs(states: tuple[UpdateMetadataPartitionState, ...]) -> tuple[TopicRun, ...]:
+    """The runs of ``states``. The controller sends one tuple of states to every broker
+    (``ControllerBrokerRequestBatch``: the partition states are shared), so the runs of the
+    last tuple are kept: the brokers of one process find them once, not once each (100
+    brokers x 100,000 partitions). The tuple is kept with them, so its identity cannot be
+    taken by another one meanwhile."""
+    global _last_runs  # a memo of a pure function of an immutable value
+    last = _last_runs  # one read: the key and its runs together
+    if last[0] is states:
+        return last[1]
+    runs: list[TopicRun] = []
+    start = 0
+    topic: TopicName | None = None
+    whole = True
+    for index, state in enumerate(states):
+        if state.topic != topic:
+            if topic is not None:
+                runs.append((topic, start, index, whole))
+            topic, start, whole = state.topic, index, True
+        if whole and (state.partition != index - start or state.leader == LEADER_DURING_DELETE):
+            whole = False
+    if topic is not None:
+        runs.append((topic, start, len(states), whole))
+    _last_runs = (states, tuple(runs))
+    return _last_runs[1]
+
+
+class MetadataUpdate(NamedTuple):
+    """What one UpdateMetadata changed: the topics it mentioned and the partitions it
+    deleted (announced with ``LEADER_DURING_DELETE``), in the request's order."""
+
+    touched: set[TopicName]
+    deleted: tuple[tuple[TopicName, int], ...]
+
 
 @dataclass
 class MetadataCache:
@@ -97,33 +148,36 @@ class MetadataCache:
         """The replicas of every partition in the cache (``kemu.max.replicas.per.cluster``)."""
         return sum(len(s.replicas) for ps in self.topics.values() for s in ps.values())
 
-    def update(self, request: UpdateMetadataRequest) -> set[TopicName]:
-        """Apply an UpdateMetadata; return the topics it mentioned (to poke purgatories).
-        The controller sends a topic's partitions together, so the topic's table is looked
-        up once per run of them."""
+    def update(self, request: UpdateMetadataRequest) -> MetadataUpdate:
+        """Apply an UpdateMetadata; return the topics it mentioned (to poke purgatories)
+        and the partitions it deleted. The controller sends a topic's partitions together:
+        a new topic's run of partitions 0, 1, ... becomes its table as it is (one copy of
+        the run), any other run is applied a state at a time."""
         self.updates += 1
         self.controller_id = request.controller_id
         self.brokers = {b.id: b for b in sorted(request.live_brokers, key=lambda b: b.id)}
         touched: set[TopicName] = set()
+        deleted: list[tuple[TopicName, int]] = []
         topics = self.topics
-        topic: TopicName | None = None
-        partitions = _NO_PARTITIONS
-        for state in request.partition_states:
-            if state.topic != topic:
-                topic = state.topic
-                touched.add(topic)
-                found = topics.get(topic)
-                if found is None:
-                    found = topics[topic] = TopicPartitions()
-                partitions = found
-            if state.leader == LEADER_DURING_DELETE:
-                partitions.remove(state.partition)
-                if not partitions:
-                    del topics[topic]
-                    topic = None  # a later state of this topic makes a new table
-            else:
-                partitions.put(state)
-        return touched
+        states = request.partition_states
+        for topic, start, end, whole in topic_runs(states):
+            touched.add(topic)
+            partitions = topics.get(topic)
+            if partitions is None and whole:
+                topics[topic] = TopicPartitions.of(list(states[start:end]))
+                continue
+            for state in states[start:end]:
+                if partitions is None:
+                    partitions = topics[topic] = TopicPartitions()
+                if state.leader == LEADER_DURING_DELETE:
+                    deleted.append((topic, state.partition))
+                    partitions.remove(state.partition)
+                    if not partitions:
+                        del topics[topic]
+                        partitions = None  # a later state of this topic makes a new table
+                else:
+                    partitions.put(state)
+        return MetadataUpdate(touched, tuple(deleted))
 
     # -- queries
 

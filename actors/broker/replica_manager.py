@@ -32,6 +32,7 @@ import structlog
 from actors.admin import is_internal
 from actors.broker.delayed_data import DataPurgatory, DelayedFetch, DelayedProduce, timed_out
 from actors.broker.isr import IsrUpdate, LeaderIsr
+from actors.broker.metadata_cache import MetadataUpdate
 from actors.broker.partition import Partition
 from actors.runtime.actor import Context
 from actors.zk import kafka_zk
@@ -327,17 +328,18 @@ class ReplicaManager:
 
     def maybe_update_metadata_cache(
         self, req: UpdateMetadataRequest
-    ) -> tuple[UpdateMetadataResponse, set[TopicName]]:
+    ) -> tuple[UpdateMetadataResponse, MetadataUpdate]:
         """Apply ``req`` to the broker's metadata cache unless it is fenced; the response
-        and the topics it changed (the delayed admin operations to check)."""
+        and what it changed (the topics whose delayed admin operations to check, the
+        partitions deleted)."""
         stale = self._stale(req.controller_epoch, req.broker_epoch)
         if stale is not None:
             self._broker.trace(
                 "event", "stale_request_rejected", request="UpdateMetadata", error=stale.name
             )
-            return UpdateMetadataResponse(error_code=stale), set()
-        touched = self._broker.cache.update(req)
-        return UpdateMetadataResponse(error_code=ErrorCode.NONE), touched
+            return UpdateMetadataResponse(error_code=stale), MetadataUpdate(set(), ())
+        update = self._broker.cache.update(req)
+        return UpdateMetadataResponse(error_code=ErrorCode.NONE), update
 
     async def stop_replicas(self, req: StopReplicaRequest) -> StopReplicaResponse:
         """Stop the replicas of ``req``, deleting the logs of those marked for deletion

@@ -42,7 +42,7 @@ def _update(*states: UpdateMetadataPartitionState) -> UpdateMetadataRequest:
 def test_update_adds_replaces_and_removes_partitions_and_names_the_topics_it_touched() -> None:
     cache = MetadataCache()
     touched = cache.update(_update(_state("a", 2, 1), _state("a", 0, NO_LEADER), _state("b", 0, 2)))
-    assert touched == {"a", "b"}
+    assert touched == ({"a", "b"}, ())
     assert dict(cache.partitions("a").items()) == {
         0: _state("a", 0, NO_LEADER),
         2: _state("a", 2, 1),
@@ -58,7 +58,7 @@ def test_update_adds_replaces_and_removes_partitions_and_names_the_topics_it_tou
     assert cache.partitions("a").get(7, absent) is absent
     assert cache.partitions("a").get(2, absent) == _state("a", 2, 1)
     assert not cache.all_partitions_have_leaders("a")
-    assert cache.update(_update(_state("a", 0, 3, epoch=1))) == {"a"}
+    assert cache.update(_update(_state("a", 0, 3, epoch=1))).touched == {"a"}
     assert cache.partitions("a")[0] == _state("a", 0, 3, epoch=1)
     assert cache.all_partitions_have_leaders("a", expected=2)
     assert not cache.all_partitions_have_leaders("a", expected=3)
@@ -68,9 +68,9 @@ def test_update_adds_replaces_and_removes_partitions_and_names_the_topics_it_tou
     # topic; a partition announced again afterwards makes a new table.
     cache.update(_update(_state("a", 2, LEADER_DURING_DELETE)))
     assert list(cache.partitions("a")) == [0]
-    cache.update(
+    assert cache.update(
         _update(_state("a", 0, LEADER_DURING_DELETE), _state("a", 1, 4), _state("b", 5, 2))
-    )
+    ).deleted == (("a", 0),)
     assert dict(cache.partitions("a").items()) == {1: _state("a", 1, 4)}
     assert list(cache.partitions("b")) == [0, 5]
     cache.update(_update(_state("a", 1, LEADER_DURING_DELETE)))
@@ -89,3 +89,36 @@ def test_updates_counts_every_request_applied() -> None:
     cache.update(_update(_state("a", 0, 1)))
     cache.update(_update())  # a request with only the live brokers counts too
     assert cache.updates == 2
+
+
+def test_new_topics_runs_become_tables_whatever_order_the_states_come_in() -> None:
+    """A new topic's partitions 0, 1, ... in order are its table as they come; partitions out
+    of order, with a hole, split by another topic or deleted in the same request end up as
+    applied one state at a time."""
+    cache = MetadataCache()
+    update = cache.update(
+        _update(
+            _state("a", 0, 1),
+            _state("a", 1, 2),
+            _state("b", 1, 1),
+            _state("b", 0, 2),
+            _state("a", 2, 3),
+            _state("c", 0, 1),
+            _state("c", 1, LEADER_DURING_DELETE),
+            _state("d", 0, LEADER_DURING_DELETE),
+            _state("e", 1, 1),
+        )
+    )
+    assert update.touched == {"a", "b", "c", "d", "e"}
+    assert update.deleted == (("c", 1), ("d", 0))
+    assert dict(cache.partitions("a").items()) == {
+        0: _state("a", 0, 1),
+        1: _state("a", 1, 2),
+        2: _state("a", 2, 3),
+    }
+    assert dict(cache.partitions("b").items()) == {0: _state("b", 0, 2), 1: _state("b", 1, 1)}
+    assert dict(cache.partitions("c").items()) == {0: _state("c", 0, 1)}
+    assert not cache.contains("d")
+    assert list(cache.partitions("e")) == [1]
+    assert len(cache.partitions("e")) == 1
+    assert cache.replica_count() == 7
