@@ -11,9 +11,10 @@ that reach a ``Log`` (``actors.log.partition_log``):
   after a clean stop, and one ``<topic>-<partition>/`` directory per hosted log
   (docs/log-format.md). A log is created as an empty first segment
   (``00000000000000000000.log``, ``.index``, ``.timeindex``) and a
-  ``leader-epoch-checkpoint`` (holding the new leader's epoch at offset 0), written in
-  one go without opening anything: a LeaderAndIsr of many partitions costs four small
-  files each.
+  ``leader-epoch-checkpoint`` (holding the new leader's epoch at offset 0; a follower's
+  is empty, as Kafka's ``CheckpointFile`` creates it and nothing writes it before an
+  epoch is assigned), written in one go without opening anything: a LeaderAndIsr of many
+  partitions costs four small files each, a follower's four empty ones.
 * **Records.** A log is opened (``Log``) the first time a request needs it, and the
   least recently used one is closed beyond ``max_open_logs`` (each open segment holds
   three files). Every Produce is one ``AppendToLogs`` (leader appends, with the
@@ -786,10 +787,12 @@ class LogManager(Actor):
         self._started = False
         self._committed = False  # start-up's writes done (CheckpointBrokerMetadata)
         self._halting = False
-        # A new log's files, in the order written: the segment files, then the checkpoint.
+        # A new log's files, in the order written: the segment files, then the checkpoint,
+        # empty as Kafka's CheckpointFile creates it (Files.createFile) and leaves it until
+        # an epoch is assigned: a follower's new log keeps it so (a leader's holds its epoch).
         self._new_log_files: tuple[tuple[str, bytes], ...] = (
             *((file_name, b"") for file_name in SEGMENT_FILES),
-            (LEADER_EPOCH_CHECKPOINT, checkpoint_file(())),
+            (LEADER_EPOCH_CHECKPOINT, b""),
         )
 
     # -- read-only views (tests, metrics)

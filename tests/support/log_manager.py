@@ -64,9 +64,22 @@ class Harness:
     async def sleep_until(self, t: float) -> None:
         await self.node.clock.sleep(t - self.now())
 
-    async def create(self, topic: str, partition: int = 0, *, is_new: bool = True) -> LogCreated:
+    async def create(
+        self,
+        topic: str,
+        partition: int = 0,
+        *,
+        is_new: bool = True,
+        leader_epoch: int | None = None,
+    ) -> LogCreated:
         reply = await self.node.ask(
-            self.lm.ref, GetOrCreateLog(topic=TopicName(topic), partition=partition, is_new=is_new)
+            self.lm.ref,
+            GetOrCreateLog(
+                topic=TopicName(topic),
+                partition=partition,
+                is_new=is_new,
+                leader_epoch=leader_epoch,
+            ),
         )
         assert isinstance(reply, LogCreated)
         return reply

@@ -100,7 +100,9 @@ def test_a_new_log_and_its_log_dir_hold_the_files_kafka_writes(tmp_path: Path) -
         ]
         for name in ("log", "index", "timeindex"):
             assert (log / f"00000000000000000000.{name}").read_bytes() == b""
-        assert (log / "leader-epoch-checkpoint").read_text() == "0\n0\n"
+        # No epoch yet (created without a leader epoch, as a follower's is): empty, as
+        # Kafka's CheckpointFile creates it; a new leader's holds its epoch at offset 0.
+        assert (log / "leader-epoch-checkpoint").read_bytes() == b""
         await b.checkpointed()  # creations are checkpointed on a timer
         offsets = "0\n2\norders 0 0\norders 1 0\n"
         assert (d / "recovery-point-offset-checkpoint").read_text() == offsets
@@ -121,6 +123,8 @@ def test_a_new_log_and_its_log_dir_hold_the_files_kafka_writes(tmp_path: Path) -
             "partition": 0,
             "result": "ok",
         }
+        await b.create("orders", 2, leader_epoch=3)
+        assert (d / "orders-2" / "leader-epoch-checkpoint").read_text() == "0\n1\n3 0\n"
 
     sim(lambda: run_broker(dirs, body))
 
