@@ -55,11 +55,6 @@ class ReplicaStateMachine:
         self._session = session
         self.batch = batch
         self.state_log = state_log
-        self._written: set[TopicPartition] = set()
-        """Partitions whose state znode this machine wrote during the current
-        ``handle_state_changes`` (the controller context holds what it wrote and its
-        zkVersion): the next broker's ISR shrink starts from that instead of reading it
-        again."""
 
     # ------------------------------------------------------------------ startup
 
@@ -107,7 +102,6 @@ class ReplicaStateMachine:
             group[replica] = None
         if not by_replica:
             return
-        self._written.clear()
         try:
             self.batch.new_batch()
             for replica_id in sorted(by_replica):
@@ -129,8 +123,6 @@ class ReplicaStateMachine:
             # Logged as Kafka does; the batch is cleared so the next change can start one.
             log.exception("replica_state_change_error", target=target.label)
             self.batch.clear()
-        finally:
-            self._written.clear()
 
     async def _do_handle_state_changes(
         self, replica_id: BrokerId, replicas: list[PartitionAndReplica], target: ReplicaState
@@ -321,21 +313,24 @@ class ReplicaStateMachine:
         already without it).
 
         One difference in reads, none in writes: Kafka reads every partition's state
-        (``getTopicPartitionStatesRaw``) in each broker's round of an OfflineReplica
-        change, so a deletion's three rounds read each state three times, twice right after
-        writing it itself. A partition this machine wrote in an earlier round of the same
-        change, whose written ISR still holds ``replica_id``, starts from what it wrote
-        (kept with its zkVersion in the controller context): its write stays conditional on
-        that zkVersion, so a state changed meanwhile fails it with BADVERSION (NONODE if
-        removed) and the partition is read and retried as Kafka would."""
+        (``getTopicPartitionStatesRaw``) before each broker's round, so a deletion's phase 1
+        (three rounds, one per broker) reads each state three times, twice right after
+        writing it itself. Here a partition whose cached state (the controller context's,
+        with its zkVersion: the controller is the one writer of state znodes) still has
+        ``replica_id`` in its ISR starts from that state; its write stays conditional on
+        the cached zkVersion, as Kafka's ``processAlterIsr`` writes on a zkVersion it did
+        not read, so a state changed meanwhile fails it with BADVERSION (NONODE if removed)
+        and the partition is read and retried as Kafka would. A partition whose cached ISR
+        lacks the replica, or that has no cached state, is read first (it may need no
+        write: only a read can tell)."""
         results: dict[TopicPartition, Leadership] = {}
         remaining = partitions
-        reuse = True
+        cached = True
         while remaining:
             finished, remaining = await self._do_remove_replicas_from_isr(
-                replica_id, remaining, reuse=reuse
+                replica_id, remaining, cached=cached
             )
-            reuse = False  # a retried partition is read again
+            cached = False  # a retried partition is read again
             for tp, outcome in finished.items():
                 if isinstance(outcome, Exception):
                     self._failed(PartitionAndReplica(tp, replica_id), ReplicaState.OFFLINE, outcome)
@@ -343,30 +338,33 @@ class ReplicaStateMachine:
                     results[tp] = outcome
         return results
 
-    def _own_writes(
+    def _cached_states(
         self, replica_id: BrokerId, partitions: list[TopicPartition]
     ) -> dict[TopicPartition, LeaderAndIsr]:
-        """The states of ``partitions`` this change wrote itself and whose ISR still
-        holds ``replica_id`` (see ``_remove_replicas_from_isr``)."""
-        own: dict[TopicPartition, LeaderAndIsr] = {}
+        """The cached states of ``partitions`` that the ISR shrink may start from without
+        a read (see ``_remove_replicas_from_isr``)."""
+        ctx = self.context
+        cached: dict[TopicPartition, LeaderAndIsr] = {}
         for tp in partitions:
-            if tp in self._written:
-                leadership = self.context.leadership(tp)
-                if leadership is not None and replica_id in leadership.leader_and_isr.isr:
-                    own[tp] = leadership.leader_and_isr
-        return own
+            leadership = ctx.leadership(tp)
+            if (
+                leadership is not None
+                and leadership.controller_epoch <= ctx.epoch
+                and replica_id in leadership.leader_and_isr.isr
+            ):
+                cached[tp] = leadership.leader_and_isr
+        return cached
 
     async def _do_remove_replicas_from_isr(
-        self, replica_id: BrokerId, partitions: list[TopicPartition], *, reuse: bool
+        self, replica_id: BrokerId, partitions: list[TopicPartition], *, cached: bool
     ) -> tuple[dict[TopicPartition, Leadership | Exception], list[TopicPartition]]:
         ctx = self.context
         session = self._session()
         outcome: dict[TopicPartition, Leadership | Exception] = {}
-        own = self._own_writes(replica_id, partitions) if reuse else {}
+        own = self._cached_states(replica_id, partitions) if cached else {}
+        to_read = [tp for tp in partitions if tp not in own]
         try:  # one pipelined read of every other state (``getTopicPartitionStatesRaw``)
-            states = await kafka_zk.get_partition_states(
-                session, [tp for tp in partitions if tp not in own]
-            )
+            states = await kafka_zk.get_partition_states(session, to_read) if to_read else {}
         except Exception as exc:
             return dict.fromkeys(partitions, exc), []
         unchanged: dict[TopicPartition, LeaderAndIsr] = {}
@@ -420,7 +418,6 @@ class ReplicaStateMachine:
                 outcome[tp] = update
             else:
                 written[tp] = adjusted[tp].with_zk_version(update)
-                self._written.add(tp)
         for tp in partitions:
             lai = written.get(tp) or unchanged.get(tp)
             if lai is None:

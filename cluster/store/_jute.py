@@ -1,5 +1,5 @@
 """ZooKeeper's wire encoding (jute) of multi-op requests and their replies, and of the
-reply to a child listing.
+replies to a child listing and to a read.
 
 The ZooKeeper adapter sends every controller write as a multi-op, thousands of them in a
 bulk creation. aiozk builds and parses them through its generic ``Part`` classes (a
@@ -7,7 +7,8 @@ bulk creation. aiozk builds and parses them through its generic ``Part`` classes
 client CPU per multi than the server spends on it. These functions produce and read the
 very same bytes with one precompiled ``struct`` per record; a test compares them with
 aiozk's own encoding, field for field. The same goes for the reply to ``getChildren``
-(the controller lists ``/brokers/topics`` at every topic change: thousands of names).
+(the controller lists ``/brokers/topics`` at every topic change: thousands of names) and
+to ``getData`` (pipelined reads of thousands of znodes: partition states, topic configs).
 
 Request (after the 4-byte frame length): ``xid``, opcode 14, then per op a multi header
 (``type``, ``done=false``, ``err=-1``) and the op's record, then a closing header
@@ -28,9 +29,11 @@ __all__ = [
     "OP_CREATE2",
     "OP_DELETE",
     "OP_GET_CHILDREN",
+    "OP_GET_DATA",
     "OP_MULTI",
     "OP_SET_DATA",
     "ChildrenReply",
+    "DataReply",
     "MultiReply",
     "OpReply",
     "RawStat",
@@ -39,12 +42,14 @@ __all__ = [
     "delete_op",
     "multi_request",
     "parse_children_reply",
+    "parse_data_reply",
     "parse_multi_reply",
     "set_data_op",
 ]
 
 OP_CREATE = 1
 OP_DELETE = 2
+OP_GET_DATA = 4
 OP_SET_DATA = 5
 OP_GET_CHILDREN = 8
 OP_CHECK = 13
@@ -199,3 +204,22 @@ def parse_children_reply(payload: bytes) -> ChildrenReply:
         names.append(payload[offset : offset + size].decode())
         offset += size
     return ChildrenReply(names)
+
+
+@dataclass(frozen=True, slots=True)
+class DataReply:
+    """A ``getData`` reply: the znode's data (``None`` for a null buffer, as aiozk reads
+    it) and its stat (the attribute names of aiozk's ``GetDataResponse``)."""
+
+    data: bytes | None
+    stat: RawStat
+
+
+def parse_data_reply(payload: bytes) -> DataReply:
+    (size,) = _INT.unpack_from(payload, 0)
+    offset = _INT.size
+    data = None
+    if size >= 0:
+        data = payload[offset : offset + size]
+        offset += size
+    return DataReply(data, RawStat(*_STAT.unpack_from(payload, offset)))

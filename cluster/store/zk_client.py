@@ -175,8 +175,9 @@ class _Connection(Connection):  # type: ignore[misc]  # aiozk is untyped
         return frame
 
     async def read_response(self, initial_connect: bool = False) -> Any:
-        # aiozk's, with replies cut from chunks and a multi's parsed by ``_jute``
-        # ("Pipelining", "Multi-ops"); connect and close replies have no reply header.
+        # aiozk's, with replies cut from chunks and a multi's, a child listing's and a
+        # read's parsed by ``_jute`` ("Pipelining", "Multi-ops"); connect and close replies
+        # have no reply header.
         frame = await self._frame()
         if initial_connect or self.pending_specials[zk_proto.CLOSE_XID]:
             return None, None, zk_proto.ConnectResponse.deserialize(frame)
@@ -194,6 +195,8 @@ class _Connection(Connection):  # type: ignore[misc]  # aiozk is untyped
                 response = _jute.parse_multi_reply(payload)
             elif opcode == _jute.OP_GET_CHILDREN:
                 response = _jute.parse_children_reply(payload)
+            elif opcode == _jute.OP_GET_DATA:
+                response = _jute.parse_data_reply(payload)
             else:
                 response = zk_proto.response_xref[opcode].deserialize(payload)
         if xid is not None and xid > 0:

@@ -274,6 +274,20 @@ def test_child_listings_are_read_as_aiozk_reads_them() -> None:
         assert _jute.parse_children_reply(reply).children == theirs == names
 
 
+def test_reads_are_read_as_aiozk_reads_them() -> None:
+    """A ``getData`` reply parses to aiozk's data and stat (null, empty, some data)."""
+    stat = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
+    for size, data in ((-1, b""), (0, b""), (3, "\x00ü".encode())):
+        reply = _jute._INT.pack(size) + data + _jute._STAT.pack(*stat)
+        theirs = zk_proto.GetDataResponse.deserialize(reply)
+        ours = _jute.parse_data_reply(reply)
+        assert ours.data == theirs.data == (None if size < 0 else data)
+        assert ours.stat == _jute.RawStat(
+            **{name: getattr(theirs.stat, name) for name in _jute.RawStat.__slots__}
+        )
+        assert ours.stat.version == 5
+
+
 @pytest.fixture
 def own_server() -> Iterator[ZooKeeperServer]:
     with ZooKeeperServer() as server:

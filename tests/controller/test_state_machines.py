@@ -564,22 +564,20 @@ def _offline_all(rig: Rig, partitions: int) -> list[PartitionAndReplica]:
 
 
 @rig_test()
-async def test_offline_of_every_replica_reads_each_state_once_and_writes_it_per_broker(
+async def test_offline_of_every_replica_writes_each_state_per_broker_from_the_cache(
     rig: Rig,
 ) -> None:
     """OfflineReplica for all three replicas of each partition (a deletion's phase 1):
     Kafka's three rounds, one per broker, each writing every state whose ISR holds the
     broker, so each state is written three times (leader -1 once its leader went, the last
-    ISR member kept); a state this change wrote is not read again for the next round."""
+    ISR member kept); every round starts from the cached state, so none is read."""
     await rig.create_topic((0, 1, 2), partitions=4)
     for p in range(4):
         await rig.seed_leadership(TopicPartition(TopicName("t"), p), p % 3, (0, 1, 2))
     counting = _CountingSession(rig.session)
     rig.rsm._session = lambda: counting
     await rig.rsm.handle_state_changes(_offline_all(rig, 4), R.OFFLINE)
-    assert sorted(counting.reads) == sorted(
-        f"/brokers/topics/t/partitions/{p}/state" for p in range(4)
-    )
+    assert counting.reads == []
     assert (counting.write_batches, counting.writes) == (3, 12)
     for p in range(4):
         tp = TopicPartition(TopicName("t"), p)
@@ -607,9 +605,10 @@ async def test_a_state_written_by_another_between_rounds_is_read_and_retried(rig
     counting = _CountingSession(rig.session, intrude_before=2)
     rig.rsm._session = lambda: counting
     await rig.rsm.handle_state_changes(_offline_all(rig, 1), R.OFFLINE)
-    # Round 1 read it; round 2's write lost to the intruder (leader 1) and re-read it,
-    # then shrank what it read (leader 1 gone: -1); round 3 wrote on its own write.
-    assert counting.reads == ["/brokers/topics/t/partitions/0/state"] * 2
+    # Round 1 wrote on the cached state; round 2's write lost to the intruder (leader 1)
+    # and read it, then shrank what it read (leader 1 gone: -1); round 3 wrote on its own
+    # write.
+    assert counting.reads == ["/brokers/topics/t/partitions/0/state"]
     state = await rig.zk_state()
     assert state is not None
     assert (state.state.leader, state.state.isr, state.zk_version) == (-1, ids(2), 4)
@@ -618,3 +617,43 @@ async def test_a_state_written_by_another_between_rounds_is_read_and_retried(rig
     assert all(
         rig.ctx.replica_state(PartitionAndReplica(T0, BrokerId(b))) is R.OFFLINE for b in (0, 1, 2)
     )
+
+
+@rig_test()
+async def test_a_stale_cached_state_fails_its_write_and_is_read_and_retried(rig: Rig) -> None:
+    """The ISR shrink starts from the cached state; a state someone else wrote before the
+    change (the cache behind it) fails the conditional write with BADVERSION and is read
+    and shrunk as Kafka's retry does. A cached ISR without the replica is read first: only
+    the znode can tell whether it needs a write."""
+    await rig.create_topic((0, 1, 2), partitions=2)
+    t1 = TopicPartition(TopicName("t"), 1)
+    await rig.seed_leadership(T0, 0, (0, 1, 2))
+    await rig.seed_leadership(t1, 1, (1, 2))
+    path = zkdata.partition_state_path(TopicName("t"), 0)
+    data, _ = await rig.session.get(path)
+    led = msgspec.structs.replace(zkdata.LeaderIsrAndControllerEpoch.decode(data), leader=1)
+    await rig.session.set(path, led.encode())  # behind the controller's back: zkVersion 1
+    # The znode of partition 1 holds broker 0 in its ISR although the cache does not.
+    t1_path = zkdata.partition_state_path(TopicName("t"), 1)
+    data, _ = await rig.session.get(t1_path)
+    wide = msgspec.structs.replace(
+        zkdata.LeaderIsrAndControllerEpoch.decode(data), isr=ids(0, 1, 2)
+    )
+    await rig.session.set(t1_path, wide.encode())
+    counting = _CountingSession(rig.session)
+    rig.rsm._session = lambda: counting
+    replicas = [PartitionAndReplica(T0, BrokerId(0)), PartitionAndReplica(t1, BrokerId(0))]
+    for replica in replicas:
+        rig.ctx.put_replica_state(replica, R.ONLINE)
+    await rig.rsm.handle_state_changes(replicas, R.OFFLINE)
+    # Partition 1 read first (cached ISR without 0), partition 0 read after BADVERSION.
+    assert counting.reads == [t1_path, path]
+    assert counting.writes == 3  # partition 0 twice (one lost), partition 1 once
+    state = await rig.zk_state()
+    assert state is not None
+    assert (state.state.leader, state.state.isr, state.zk_version) == (1, ids(1, 2), 2)
+    state1 = await rig.zk_state(t1)
+    assert state1 is not None
+    assert (state1.state.isr, state1.zk_version) == (ids(1, 2), 2)
+    assert not rig.errors("state_change_failed")
+    assert all(rig.ctx.replica_state(r) is R.OFFLINE for r in replicas)
