@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from actors.invariants import DEFAULT_DELETION_BOUND
 from protocol.control import LEADER_DURING_DELETE
-from spark.checks import arrow_rows, check_runs
+from spark.checks import arrow_rows, check_runs, group_hash
 from spark.progress import Progress
 from spark.schema import TraceInput, inputs_of, parsed_fields, read_traces
 
@@ -459,8 +459,11 @@ def _metric_rows(events: DataFrame) -> DataFrame:
         F.when(start, _field("queue_time").cast("double")).alias("queue_time"),
         F.when(maybe_error, _error_name()).alias("error"),
     )
+    # The hash first: rows are sorted by the window's keys in order, and a sort compares
+    # 8-byte prefixes of its first key (the run labels' would all tie).
+    window_keys = ("run", "lone", "actor", "pair_corr")
     following = (
-        Window.partitionBy("run", "lone", "actor", "pair_corr")
+        Window.partitionBy(group_hash(*window_keys), *window_keys)
         .orderBy("seq")
         .rowsBetween(1, Window.unboundedFollowing)
     )
@@ -544,7 +547,11 @@ def analyze_events(
     with progress.stage("reading traces"):
         summary = events.groupBy("run").agg(F.count("*").alias("events"), F.max("ts").alias("end"))
         summary_rows = {r["run"]: r.asDict() for r in summary.collect()}
-    ends = summary.select("run", "end")
+    # The runs' ends as a local relation: joining it scans no trace again.
+    ends = events.sparkSession.createDataFrame(
+        [(run, first["end"]) for run, first in sorted(summary_rows.items())],
+        "run string, end double",
+    )
     runs = {
         run: empty_run(first["events"], first["end"]) for run, first in sorted(summary_rows.items())
     }
@@ -557,7 +564,7 @@ def analyze_events(
         lifecycles = (
             phases.select(*PHASE_COLUMNS)
             .repartition(partitions, "run", "topic")
-            .sortWithinPartitions("run", "topic", "seq", "sub")
+            .sortWithinPartitions(group_hash("run", "topic"), "run", "topic", "seq", "sub")
             .mapInArrow(_lifecycle_batches, _LIFECYCLE_SCHEMA)
             .collect()
         )

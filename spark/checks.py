@@ -43,7 +43,7 @@ from spark.schema import EVENT_COLUMNS
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 __all__ = [
     "GROUPED_COLUMNS",
@@ -52,6 +52,7 @@ __all__ = [
     "arrow_rows",
     "check_runs",
     "check_sorted",
+    "group_hash",
     "rules_of_group",
 ]
 
@@ -195,6 +196,15 @@ def _check_batches(deletion_bound: float) -> Any:
     return check
 
 
+def group_hash(*keys: str) -> Column:
+    """A hash of a group's key columns, to sort by first: a sort compares the 8-byte
+    prefixes of its first column before whole rows, and the run labels (paths) share
+    theirs. Rows of a group stay together and in order; groups come in hash order."""
+    from pyspark.sql import functions as F
+
+    return F.xxhash64(*keys)
+
+
 def check_runs(
     events: DataFrame,
     *,
@@ -252,6 +262,6 @@ def check_runs(
         grouped.join(F.broadcast(ends), "run")
         .select(*GROUPED_COLUMNS)
         .repartition(partitions, "run", "group")
-        .sortWithinPartitions("run", "group", "seq")
+        .sortWithinPartitions(group_hash("run", "group"), "run", "group", "seq")
         .mapInArrow(_check_batches(deletion_bound), VIOLATION_SCHEMA)
     )

@@ -29,7 +29,7 @@ from spark.progress import Progress
 from spark.schema import TraceInput, read_traces, resolve_inputs
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 __all__ = [
     "DIFF_VERSION",
@@ -149,31 +149,22 @@ def _listed(keyed: Mapping[str | None, TraceInput]) -> str:
 
 def first_divergences(events: DataFrame) -> DataFrame:
     """Per (pair key, topic): the 1-based index of the first differing normalised event
-    (0 when the sequences are equal) and the two events there (null past an end)."""
+    (0 when the sequences are equal) and the two events there (null past an end).
+
+    One scan and one aggregation: both sides' rows about a topic are grouped together, each
+    side collected into its own list (a side without the topic has an empty one)."""
     from pyspark.sql import functions as F
 
     rows = topic_events(events)
-    sequences = rows.groupBy("run", "topic").agg(
-        F.array_sort(F.collect_list(F.struct("seq", "sub", "norm"))).alias("events")
-    )
-    sequences = sequences.select(
-        F.substring_index("run", _SEP, 1).alias("side"),
-        F.expr(f"substr(run, instr(run, '{_SEP}') + 1)").alias("key"),
-        "topic",
-        "events",
-    )
-    b = sequences.where(F.col("side") == "baseline").select(
-        "key", "topic", F.col("events").alias("b")
-    )
-    c = sequences.where(F.col("side") == "candidate").select(
-        "key", "topic", F.col("events").alias("c")
-    )
-    joined = b.join(c, ["key", "topic"], "full_outer").select(
-        "key",
-        "topic",
-        F.expr("coalesce(b, filter(c, x -> false))").alias("b"),
-        F.expr("coalesce(c, filter(b, x -> false))").alias("c"),
-    )
+    side = F.substring_index("run", _SEP, 1)
+    event = F.struct("seq", "sub", "norm")
+
+    def sequence(name: str) -> Column:
+        return F.array_sort(F.collect_list(F.when(side == name, event))).alias(name[0])
+
+    joined = rows.groupBy(
+        F.expr(f"substr(run, instr(run, '{_SEP}') + 1)").alias("key"), "topic"
+    ).agg(sequence("baseline"), sequence("candidate"))
     index = F.expr("array_position(zip_with(b, c, (x, y) -> x.norm <=> y.norm), false)")
     found = joined.select("key", "topic", "b", "c", index.alias("index"))
     return found.select(
