@@ -269,6 +269,19 @@ class KafkaApiError(KemuError):
         self.detail = message
 
 
+class RecordValidationError(KafkaApiError):
+    """A batch refused for what some of its records hold (Kafka's
+    ``RecordValidationException``): INVALID_RECORD or INVALID_TIMESTAMP, with each bad
+    record's index in its batch and why (``record_errors``: Produce v8's
+    ``batch_index`` and ``batch_index_error_message``)."""
+
+    def __init__(
+        self, code: ErrorCode, message: str, record_errors: tuple[tuple[int, str], ...]
+    ) -> None:
+        super().__init__(code, message)
+        self.record_errors = record_errors
+
+
 def sole_error(error: BaseException) -> BaseException:
     """The one error inside nested single-error groups (anyio task groups wrap what fails
     in them), or ``error`` itself: how a command finds the ``KemuError`` to print."""

@@ -356,12 +356,15 @@ class AppendToLogs(Message, frozen=True, kw_only=True):
 class AppendOutcome(msgspec.Struct, frozen=True, kw_only=True):
     """What one append did (Kafka's ``LogAppendInfo``): the offsets given (-1 when nothing
     was appended), the broker time under LogAppendTime (else -1), the log's start and end
-    offsets after it."""
+    offsets after it. A refusal for what records hold (Kafka's
+    ``RecordValidationException``) names each refused record: ``record_errors``, its
+    index in the batch and why."""
 
     topic: TopicName
     partition: int
     error_code: ErrorCode = ErrorCode.NONE
     error_message: str | None = None
+    record_errors: tuple[tuple[int, str], ...] = ()
     first_offset: int = -1
     last_offset: int = -1
     log_append_time: int = -1

@@ -440,6 +440,7 @@ class Broker(Actor):
                 if config.log_message_timestamp_type == "LogAppendTime"
                 else TimestampType.CREATE_TIME
             ),
+            timestamp_difference_max_ms=config.log_message_timestamp_difference_max_ms,
             retention_ms=config.log_retention_time_millis,
             retention_bytes=config.log_retention_bytes,
             delete="delete" in config.log_cleanup_policy,

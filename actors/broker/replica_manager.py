@@ -86,8 +86,10 @@ from protocol.kafka_data import (
     ProduceRequestData,
     ProduceResponseData,
     ProduceTopicResponse,
+    RecordError,
 )
 from protocol.log import (
+    AppendOutcome,
     AppendRecords,
     AppendToLogs,
     DeleteLog,
@@ -154,6 +156,7 @@ LOG_CONFIGS: Final = frozenset(
         "index.interval.bytes",
         "max.message.bytes",
         "message.timestamp.type",
+        "message.timestamp.difference.max.ms",
         "retention.ms",
         "retention.bytes",
         "cleanup.policy",
@@ -793,10 +796,8 @@ class ReplicaManager:
             for outcome in reply.results:
                 tp = TopicPartition(outcome.topic, outcome.partition)
                 if outcome.error_code is not ErrorCode.NONE:
-                    responses[outcome.topic, outcome.partition] = ProducePartitionResponse(
-                        index=outcome.partition,
-                        error_code=outcome.error_code,
-                        error_message=outcome.error_message,
+                    responses[outcome.topic, outcome.partition] = _failed_append(
+                        outcome, self.partitions[tp].log_start_offset
                     )
                     continue
                 partition = self.partitions[tp]
@@ -1218,6 +1219,38 @@ class ReplicaManager:
                 for topic in req.topics
             )
         )
+
+
+_APPEND_ERRORS_WITHOUT_LOG_START: Final = frozenset(
+    {
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.MESSAGE_TOO_LARGE,
+        ErrorCode.RECORD_LIST_TOO_LARGE,
+        ErrorCode.CORRUPT_MESSAGE,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+    }
+)
+"""The append failures ``ReplicaManager.appendToLocalLog`` answers without the log start
+offset (its known exceptions: ``LogAppendInfo.UnknownLogAppendInfo``)."""
+
+
+def _failed_append(outcome: AppendOutcome, log_start_offset: int) -> ProducePartitionResponse:
+    """A partition's answer to an append the log refused, as ``appendToLocalLog`` makes
+    it: the log start offset unless the failure is one of its known ones; for records
+    refused (``RecordValidationException``) each one's index and why, and the message
+    (the only failure whose message Produce v8 carries)."""
+    known = outcome.error_code in _APPEND_ERRORS_WITHOUT_LOG_START
+    return ProducePartitionResponse(
+        index=outcome.partition,
+        error_code=outcome.error_code,
+        log_start_offset=-1 if known else log_start_offset,
+        record_errors=tuple(
+            RecordError(batch_index=index, batch_index_error_message=why)
+            for index, why in outcome.record_errors
+        ),
+        error_message=outcome.error_message if outcome.record_errors else None,
+    )
 
 
 def _produce_response(

@@ -127,7 +127,13 @@ from actors.log.records import BatchHeader, TimestampType, batch_headers
 from actors.runtime.actor import Actor, Context
 from protocol.base import ActorRef, Message
 from protocol.control import TopicPartition
-from protocol.errors import ErrorCode, FatalNodeError, InconsistentClusterIdError, KafkaApiError
+from protocol.errors import (
+    ErrorCode,
+    FatalNodeError,
+    InconsistentClusterIdError,
+    KafkaApiError,
+    RecordValidationError,
+)
 from protocol.ids import BrokerId, TopicName
 from protocol.log import (
     AdvanceLogStart,
@@ -428,6 +434,9 @@ def log_config(configs: Mapping[str, str], default: LogConfig) -> LogConfig:
         index_interval_bytes=number("index.interval.bytes", default.index_interval_bytes),
         max_message_bytes=number("max.message.bytes", default.max_message_bytes),
         timestamp_type=timestamp_type,
+        timestamp_difference_max_ms=number(
+            "message.timestamp.difference.max.ms", default.timestamp_difference_max_ms
+        ),
         retention_ms=number("retention.ms", default.retention_ms),
         retention_bytes=number("retention.bytes", default.retention_bytes),
         delete=default.delete if policy is None else "delete" in policies,
@@ -1325,6 +1334,7 @@ class LogManager(Actor):
                 partition=tp.partition,
                 error_code=exc.code,
                 error_message=exc.detail,
+                record_errors=exc.record_errors if isinstance(exc, RecordValidationError) else (),
             )
         if info is None:  # a follower's fetch with no whole batch
             return _appended(tp, log)

@@ -33,8 +33,10 @@ from actors.log.channel import LogFiles
 from actors.log.index import CorruptIndexError
 from actors.log.leader_epoch import LEADER_EPOCH_CHECKPOINT, EpochEntry, LeaderEpochFileCache
 from actors.log.records import (
+    LONG_MAX,
     NO_TIMESTAMP,
     BatchHeader,
+    RecordChecks,
     TimestampType,
     ValidatedRecords,
     assign_offsets,
@@ -96,9 +98,10 @@ class LogConfig:
     """The topic configs a log reads, with Kafka 2.7's defaults (``LogConfig``):
     ``segment.bytes``, ``segment.ms``, ``segment.jitter.ms`` (a fixed jitter here, the
     caller draws it), ``segment.index.bytes``, ``index.interval.bytes``,
-    ``max.message.bytes``, ``message.timestamp.type``, ``retention.ms`` and
-    ``retention.bytes`` (negative: unlimited) and whether ``cleanup.policy`` holds
-    ``delete`` and ``compact`` (a leader then refuses records without a key)."""
+    ``max.message.bytes``, ``message.timestamp.type``,
+    ``message.timestamp.difference.max.ms``, ``retention.ms`` and ``retention.bytes``
+    (negative: unlimited) and whether ``cleanup.policy`` holds ``delete`` and
+    ``compact`` (a leader then refuses records without a key)."""
 
     segment_bytes: int = 1024 * 1024 * 1024
     segment_ms: int = 7 * 24 * 60 * 60 * 1000
@@ -107,6 +110,7 @@ class LogConfig:
     index_interval_bytes: int = 4096
     max_message_bytes: int = 1024 * 1024 + 12
     timestamp_type: TimestampType = TimestampType.CREATE_TIME
+    timestamp_difference_max_ms: int = LONG_MAX
     retention_ms: int = 7 * 24 * 60 * 60 * 1000
     retention_bytes: int = -1
     delete: bool = True
@@ -117,8 +121,19 @@ class LogConfig:
             raise ValueError(f"segment.bytes must be at least 14, not {self.segment_bytes}")
         if self.max_index_size < 12:
             raise ValueError(f"segment.index.bytes must be at least 12, not {self.max_index_size}")
-        if min(self.segment_ms, self.index_interval_bytes, self.max_message_bytes) < 0:
-            raise ValueError("segment.ms, index.interval.bytes, max.message.bytes: not negative")
+        if (
+            min(
+                self.segment_ms,
+                self.index_interval_bytes,
+                self.max_message_bytes,
+                self.timestamp_difference_max_ms,
+            )
+            < 0
+        ):
+            raise ValueError(
+                "segment.ms, index.interval.bytes, max.message.bytes, "
+                "message.timestamp.difference.max.ms: not negative"
+            )
 
     @property
     def segment(self) -> SegmentConfig:
@@ -330,8 +345,8 @@ class Log:
         """Append a client's records (one produce to this partition): checked, offsets
         from the log end, ``leader_epoch`` stamped, as ``Log.appendAsLeader``. Raises
         ``KafkaApiError`` (CORRUPT_MESSAGE, INVALID_RECORD, INVALID_TIMESTAMP,
-        MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, UNSUPPORTED_FOR_MESSAGE_FORMAT) and then
-        changed nothing."""
+        MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, UNSUPPORTED_FOR_MESSAGE_FORMAT; a
+        ``RecordValidationError`` for records refused) and then changed nothing."""
         if leader_epoch < 0:
             raise ValueError(f"a leader appends with its leader epoch, not {leader_epoch}")
         validated = assign_offsets(
@@ -341,7 +356,11 @@ class Log:
             max_message_bytes=self.config.max_message_bytes,
             timestamp_type=self.config.timestamp_type,
             now_ms=self._now_ms(),
-            compacted=self.config.compact,
+            checks=RecordChecks(
+                topic_partition=self.directory.name,
+                compacted=self.config.compact,
+                max_difference_ms=self.config.timestamp_difference_max_ms,
+            ),
         )
         return self._append(validated)
 

@@ -16,9 +16,10 @@ layout (big-endian)::
 Uncompressed records are read in full (``DefaultRecord.readFrom``'s structure: lengths,
 varints, headers): a large batch a field at a time across its records
 (``actors.log.record_scan``), any other one record by record. Compressed ones are
-stored as sent, without being decompressed (docs/log-format.md says what Kafka checks
-that we do not). Every rejection
-is a ``KafkaApiError`` carrying the code Kafka answers with.
+stored as sent, decompressed only where a record could be refused (a compacted topic,
+bounded timestamps: ``RecordChecks``; docs/log-format.md says what Kafka checks that we
+do not). Every rejection is a ``KafkaApiError`` carrying the code Kafka answers with; a
+record refused is a ``RecordValidationError`` naming each one.
 """
 
 from __future__ import annotations
@@ -32,14 +33,17 @@ from typing import NamedTuple
 from crc32c import crc32c
 
 from actors.log import record_scan
-from protocol.errors import ErrorCode, KafkaApiError
+from actors.log.compression import CompressionError, decompress
+from protocol.errors import ErrorCode, KafkaApiError, RecordValidationError
 
 __all__ = [
     "LOG_OVERHEAD",
+    "LONG_MAX",
     "NO_TIMESTAMP",
     "RECORD_BATCH_OVERHEAD",
     "BatchHeader",
     "CompressionType",
+    "RecordChecks",
     "TimestampType",
     "ValidatedRecords",
     "assign_offsets",
@@ -58,6 +62,8 @@ RECORD_BATCH_OVERHEAD = 61
 """A v2 batch's header (``DefaultRecordBatch.RECORD_BATCH_OVERHEAD``)."""
 NO_TIMESTAMP = -1
 """``RecordBatch.NO_TIMESTAMP``."""
+LONG_MAX = (1 << 63) - 1
+"""``Long.MaxValue``: ``message.timestamp.difference.max.ms``'s default, no bound."""
 
 _CRC_OFFSET = 17
 _ATTRIBUTES_OFFSET = 21
@@ -342,33 +348,37 @@ def record_timestamps(
     """``(offset delta, timestamp)`` of each record of an uncompressed batch, checking the
     structure as ``DefaultRecord.readFrom`` does; INVALID_RECORD where it is broken. The
     batch is at ``header.position`` in ``buffer``, or at ``at``."""
-    for delta, timestamp, _ in _records(buffer, header, header.position if at is None else at):
+    for delta, timestamp, _, _ in _records(buffer, header, header.position if at is None else at):
         yield delta, timestamp
 
 
-def _records(
-    buffer: bytes | memoryview, header: BatchHeader, start: int
-) -> Iterator[tuple[int, int, bool]]:
-    """``(offset delta, timestamp, has a key)`` of each record; INVALID_RECORD where the
+_Record = tuple[int, int, int, int]
+"""A record as the walk reads it: offset delta, timestamp, key size, value size (a
+negative size is a null key or value)."""
+
+
+def _records(buffer: bytes | memoryview, header: BatchHeader, start: int) -> Iterator[_Record]:
+    """Each record of the uncompressed batch at ``start``; INVALID_RECORD where the
     structure is broken."""
+    data = buffer if isinstance(buffer, bytes) else bytes(buffer)
+    position = start + RECORD_BATCH_OVERHEAD
+    walk = _walk_records(data, position, start + header.size, header)
     try:
-        yield from _walk_records(buffer, header, start)
+        yield from walk
     except _Malformed as exc:
         raise _invalid(f"Found invalid record structure: {exc}") from None
 
 
-def _walk_records(
-    buffer: bytes | memoryview, header: BatchHeader, start: int
-) -> Iterator[tuple[int, int, bool]]:
+def _walk_records(data: bytes, position: int, end: int, header: BatchHeader) -> Iterator[_Record]:
+    """The ``header.records_count`` records in ``data[position:end]``, which they must
+    fill exactly (``_Malformed`` otherwise)."""
     # The produce path's hottest loop (every record of every batch a leader appends): the
     # varints of one and two bytes are read inline (offset deltas from 64 to 8191 take two,
     # as do most records of a linger's batch); the others through _varint, which also
     # reports what is malformed.
-    data = buffer if isinstance(buffer, bytes) else bytes(buffer)
-    position = start + RECORD_BATCH_OVERHEAD
-    end = start + header.size
     first = header.first_timestamp
     varint = _varint
+    key_size = 0
     for _ in range(header.records_count):
         # A record's length: one byte below 64 bytes, two below 8 KiB.
         byte = data[position] if position < end else 0x80
@@ -399,7 +409,6 @@ def _walk_records(
             offset_delta, position = (raw >> 1) ^ -(raw & 1), position + 2
         else:
             offset_delta, position = varint(data, position, record_end, 35)
-        keyed = False
         for field in range(2):  # key, value: a negative size is null
             byte = data[position] if position < record_end else 0x80
             if byte < 0x80:
@@ -412,7 +421,8 @@ def _walk_records(
             if size > 0:
                 position += size
             if field == 0:
-                keyed = size >= 0
+                key_size = size
+        value_size = size
         byte = data[position] if position < record_end else 0x80
         if byte < 0x80:
             headers, position = (byte >> 1) ^ -(byte & 1), position + 1
@@ -433,7 +443,7 @@ def _walk_records(
                 f"expected to read {length} bytes in the record payload, "
                 f"read {length + position - record_end}"
             )
-        yield offset_delta, first + delta, keyed
+        yield offset_delta, first + delta, key_size, value_size
     if position != end:
         raise _Malformed("incorrect declared batch size, records still remaining")
 
@@ -457,27 +467,129 @@ def _read_records(records: bytes, header: BatchHeader, base: int) -> tuple[int, 
                 return largest, base + index, keyless
             return NO_TIMESTAMP, -1, keyless
     batch_max, batch_max_offset, keyless = NO_TIMESTAMP, -1, 0
-    for index, (_, timestamp, keyed) in enumerate(_records(records, header, header.position)):
+    for index, (_, timestamp, key_size, _) in enumerate(_records(records, header, header.position)):
         if timestamp > batch_max:
             batch_max, batch_max_offset = timestamp, base + index
-        keyless += not keyed
+        keyless += key_size < 0
     return batch_max, batch_max_offset, keyless
 
 
-def _judge_records(header: BatchHeader, keyless: int, *, compacted: bool) -> None:
-    """``LogValidator.validateRecord`` over a batch's records, read whole: a record
-    without a key on a compacted topic (``validateKey``) is INVALID_RECORD, any other
-    record of a batch claiming LogAppendTime (``validateTimestamp``) is INVALID_TIMESTAMP,
-    and one INVALID_TIMESTAMP makes the batch's error that (``processRecordErrors``).
-    ``keyless``: the records without a key (0 where they cannot be read: compressed)."""
-    key_errors = keyless if compacted else 0
-    if header.timestamp_type is TimestampType.LOG_APPEND_TIME and header.records_count > key_errors:
-        raise KafkaApiError(
+@dataclass(frozen=True, slots=True)
+class RecordChecks:
+    """What ``LogValidator.validateRecord`` holds each record of a client's batch to,
+    besides a batch's own timestamp type: a key on a compacted topic (``validateKey``),
+    and under CreateTime a timestamp within ``max_difference_ms`` of the broker's time
+    (``validateTimestamp``; ``LONG_MAX``, the default, bounds nothing).
+    ``topic_partition`` names the partition in the messages (``topic-0``)."""
+
+    topic_partition: str = ""
+    compacted: bool = False
+    max_difference_ms: int = LONG_MAX
+
+
+def _long(value: int) -> int:
+    """``value`` as a Java ``long`` computes it (wrapping at 64 bits)."""
+    return ((value + (1 << 63)) & ((1 << 64) - 1)) - (1 << 63)
+
+
+def _record_error(
+    header: BatchHeader, record: _Record, checks: RecordChecks, now_ms: int | None
+) -> tuple[ErrorCode, str] | None:
+    """``validateKey`` or else ``validateTimestamp`` for one record: its error and why.
+    ``now_ms``: the broker's time where timestamps are bounded, else None."""
+    offset_delta, timestamp, key_size, value_size = record
+    if checks.compacted and key_size < 0:
+        return ErrorCode.INVALID_RECORD, (
+            f"Compacted topic cannot accept message without key in topic partition "
+            f"{checks.topic_partition}."
+        )
+    offset = header.base_offset + offset_delta
+    timestamp = _long(timestamp)
+    if now_ms is not None and timestamp != NO_TIMESTAMP:
+        now, most = now_ms, checks.max_difference_ms
+        difference = _long(timestamp - now)
+        if difference != -(1 << 63) and abs(difference) > most:  # Math.abs(MIN_VALUE) < 0
+            return ErrorCode.INVALID_TIMESTAMP, (
+                f"Timestamp {timestamp} of message with offset {offset} is out of range. "
+                f"The timestamp should be within [{_long(now - most)}, {_long(now + most)}]"
+            )
+    if header.timestamp_type is TimestampType.LOG_APPEND_TIME:
+        # The record as Kafka prints it: a compressed batch's records are read without
+        # their key and value (PartialDefaultRecord, sizes as stored, -1 for null).
+        if header.compression != CompressionType.NONE:
+            shown = (
+                f"PartialDefaultRecord(offset={offset}, timestamp={timestamp}, "
+                f"key={key_size} bytes, value={value_size} bytes)"
+            )
+        else:
+            shown = (
+                f"DefaultRecord(offset={offset}, timestamp={timestamp}, "
+                f"key={max(key_size, 0)} bytes, value={max(value_size, 0)} bytes)"
+            )
+        return ErrorCode.INVALID_TIMESTAMP, (
+            f"Invalid timestamp type in message {shown}. "
+            "Producer should not set timestamp type to LogAppendTime."
+        )
+    return None
+
+
+def _inner_records(records: bytes, header: BatchHeader) -> Iterator[_Record]:
+    """The records of a compressed batch, decompressed (``DefaultRecordBatch.
+    compressedIterator``); a payload that does not decompress is UNKNOWN_SERVER_ERROR, as
+    Kafka answers the ``KafkaException`` its stream throws, a broken record
+    INVALID_RECORD."""
+    start = header.position + RECORD_BATCH_OVERHEAD
+    try:
+        payload = decompress(header.compression, records[start : header.position + header.size])
+    except CompressionError as exc:
+        raise KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)) from None
+    try:
+        yield from _walk_records(payload, 0, len(payload), header)
+    except _Malformed as exc:
+        raise _invalid(f"Found invalid record structure: {exc}") from None
+
+
+def _validate_records(
+    records: bytes, header: BatchHeader, keyless: int, checks: RecordChecks, now_ms: int | None
+) -> None:
+    """``LogValidator.validateRecord`` over every record of a client's batch, then
+    ``processRecordErrors``: any record refused refuses the batch, INVALID_TIMESTAMP if
+    one of them is a timestamp's, else INVALID_RECORD, with every refused record's index
+    and reason. The records are read again only where one could be refused: a compacted
+    topic (an uncompressed batch only if ``keyless``, the records without a key, is not
+    0; a compressed one is decompressed), timestamps bounded, or a batch claiming
+    LogAppendTime. ``now_ms``: the broker's time where timestamps are bounded."""
+    compressed = header.compression != CompressionType.NONE
+    if not (
+        now_ms is not None
+        or header.timestamp_type is TimestampType.LOG_APPEND_TIME
+        or (checks.compacted and (compressed or keyless))
+    ):
+        return
+    found = (
+        _inner_records(records, header)
+        if compressed
+        else _records(records, header, header.position)
+    )
+    errors: list[tuple[int, str]] = []
+    timestamps = False
+    for index, record in enumerate(found):
+        error = _record_error(header, record, checks, now_ms)
+        if error is not None:
+            code, why = error
+            timestamps |= code is ErrorCode.INVALID_TIMESTAMP
+            errors.append((index, why))
+    if not errors:
+        return
+    if timestamps:
+        raise RecordValidationError(
             ErrorCode.INVALID_TIMESTAMP,
             "One or more records have been rejected due to invalid timestamp",
+            tuple(errors),
         )
-    if key_errors:
-        raise _invalid("One or more records have been rejected")
+    raise RecordValidationError(
+        ErrorCode.INVALID_RECORD, "One or more records have been rejected", tuple(errors)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -507,7 +619,7 @@ def assign_offsets(
     max_message_bytes: int,
     timestamp_type: TimestampType,
     now_ms: int,
-    compacted: bool = False,
+    checks: RecordChecks | None = None,
 ) -> ValidatedRecords:
     """Check a client's records and give them offsets from ``next_offset``, in place, as
     ``LogValidator.assignOffsetsNonCompressed`` and the in-place branch of
@@ -515,8 +627,8 @@ def assign_offsets(
     leader epoch are rewritten (outside the CRC); the max timestamp and the
     timestamp-type bit become the topic's (``now_ms`` under LogAppendTime, the largest
     record timestamp under CreateTime), and only when they change is the CRC computed
-    again. Everything else is kept byte for byte. ``compacted``: the topic's
-    ``cleanup.policy`` holds ``compact`` (every record needs a key)."""
+    again. Everything else is kept byte for byte. ``checks``: what each record is held
+    to (``RecordChecks``: by default, no key needed and timestamps unbounded)."""
     buffer = memoryview(records)
     headers = _whole_batches(records, max_message_bytes)
     chunks: list[bytes | memoryview] = []
@@ -526,18 +638,22 @@ def assign_offsets(
     offset_of_max = -1
     source = CompressionType.NONE.value
     append_time = timestamp_type is TimestampType.LOG_APPEND_TIME
+    checks = checks or RecordChecks()
+    bounded = not append_time and checks.max_difference_ms < LONG_MAX
+    bounded_now = now_ms if bounded else None
     for header in headers:
         _check_client_batch(header)
         base = offset
         if header.compression != CompressionType.NONE:
             source = header.compression
-            # Not decompressed: the batch's own max timestamp stands for its records'.
+            # Its max timestamp is the batch's own, not its records' (decompressed, if at
+            # all, only where _validate_records needs them).
             batch_max = header.max_timestamp
             batch_max_offset = base + header.last_offset_delta
             keyless = 0
         else:
             batch_max, batch_max_offset, keyless = _read_records(records, header, base)
-        _judge_records(header, keyless, compacted=compacted)
+        _validate_records(records, header, keyless, checks, bounded_now)
         offset = base + header.last_offset_delta + 1
         if batch_max > max_timestamp:
             max_timestamp, offset_of_max = batch_max, batch_max_offset

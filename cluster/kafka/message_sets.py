@@ -31,8 +31,8 @@ from typing import Final
 from crc32c import crc32c
 
 from actors.log.batch_codec import ProducerRecord, encode_records, seal_batch
+from actors.log.compression import CompressionError, compress, decompress
 from actors.log.records import CompressionType, TimestampType, batch_headers
-from cluster.kafka.compression import CompressionError, compress, decompress
 from cluster.kafka.records import RecordsError, batch_records
 from protocol.errors import ErrorCode, KafkaApiError, KemuError
 

@@ -4,7 +4,7 @@ print. Kafka's ``MemoryRecordsBuilder`` / ``DefaultRecord.writeTo`` on the way o
 ``DefaultRecordBatch`` / ``DefaultRecord.readFrom`` on the way in. The batch headers are
 read by the log's own reader (``actors.log.records.batch_headers``), the records by
 ``actors.log.batch_codec``; compression is added here, through
-``cluster.kafka.compression`` (gzip, snappy, lz4, zstd; what does not decompress raises
+``actors.log.compression`` (gzip, snappy, lz4, zstd; what does not decompress raises
 ``RecordsError``)."""
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from actors.log.batch_codec import (
     encode_records,
     seal_batch,
 )
+from actors.log.compression import CompressionError, decompress
 from actors.log.records import (
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
     CompressionType,
     batch_headers,
 )
-from cluster.kafka.compression import CompressionError, decompress
 from protocol.errors import KafkaApiError
 
 __all__ = [

@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2  # type: ignore[import-untyped]
 from kio.records.readers import read_batch
 
+from actors.log.compression import CompressionError, decompress
 from actors.log.records import CompressionType
 from cluster.cli import console_consumer, console_producer, dump_log, get_offsets
 from cluster.cli.console_producer import murmur2 as kemu_murmur2
 from cluster.cli.console_producer import partition_for_key
-from cluster.kafka.compression import CompressionError, decompress
 from cluster.kafka.records import (
     ProducerRecord,
     RecordsError,

@@ -53,12 +53,14 @@ def client_batch(
     timestamps: Sequence[int] | None = None,
     codec: int = 0,
     key: bytes | None = b"key",
+    keys: Sequence[bytes | None] | None = None,
     producer_id: int = -1,
     producer_epoch: int = -1,
     base_sequence: int = -1,
 ) -> bytes:
     """One v2 batch of ``values`` (offset deltas 0..n-1) as a producer sends it: base
-    offset 0, partition leader epoch -1; timestamps one millisecond apart by default."""
+    offset 0, partition leader epoch -1; timestamps one millisecond apart by default;
+    every record's key ``key``, or each its own of ``keys``."""
     builder = DefaultRecordBatchBuilder(
         magic=2,
         compression_type=codec,
@@ -73,8 +75,9 @@ def client_batch(
         if timestamps is not None
         else [1_600_000_000_000 + i for i in range(len(values))]
     )
-    for i, (value, stamp) in enumerate(zip(values, stamps, strict=True)):
-        builder.append(i, timestamp=stamp, key=key, value=value, headers=[])
+    record_keys = keys if keys is not None else [key] * len(values)
+    for i, (value, stamp, k) in enumerate(zip(values, stamps, record_keys, strict=True)):
+        builder.append(i, timestamp=stamp, key=k, value=value, headers=[])
     return bytes(builder.build())
 
 

@@ -717,3 +717,24 @@ def test_check_dynamic_broker_configs_messages() -> None:
     with pytest.raises(ConfigError, match="Value must be at least 1"):
         check_dynamic_broker_configs({"min.insync.replicas": "0"})
     check_dynamic_broker_configs({"unclean.leader.election.enable": "true"})
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("-1", "Value must be at least 0"),
+        ("x", "Not a number of type LONG"),
+        ("9223372036854775808", "Not a number of type LONG"),
+    ],
+)
+def test_message_timestamp_difference_max_ms_is_a_long_of_at_least_0(value: str, why: str) -> None:
+    """``message.timestamp.difference.max.ms``: a LONG >= 0 (``LogConfig``'s
+    ``atLeast(0)``), from 0 to Long.MaxValue; anything else INVALID_CONFIG in
+    ``ConfigException``'s words."""
+    name = "message.timestamp.difference.max.ms"
+    for good in ("0", str(LONG_MAX)):
+        assert validate_topic_config({name: good}) == {name: good}
+    with pytest.raises(KafkaApiError) as raised:
+        validate_topic_config({name: value})
+    assert raised.value.code is ErrorCode.INVALID_CONFIG
+    assert str(raised.value) == f"Invalid value {value} for configuration {name}: {why}"

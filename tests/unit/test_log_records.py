@@ -6,20 +6,26 @@ validation fail other than with a Kafka error code.
 
 from __future__ import annotations
 
+import struct
+
 import pytest
+import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actors.log import record_scan
+from actors.log.compression import compress
 from actors.log.records import (
+    LONG_MAX,
     RECORD_BATCH_OVERHEAD,
+    RecordChecks,
     TimestampType,
     ValidatedRecords,
     assign_offsets,
     read_header,
     record_timestamps,
 )
-from protocol.errors import ErrorCode, KafkaApiError
+from protocol.errors import ErrorCode, KafkaApiError, RecordValidationError
 from tests.support.record_batches import (
     client_batch,
     decode_batches,
@@ -273,7 +279,7 @@ def assigned(batch: bytes, *, compacted: bool) -> ErrorCode:
             max_message_bytes=1 << 20,
             timestamp_type=TimestampType.CREATE_TIME,
             now_ms=0,
-            compacted=compacted,
+            checks=RecordChecks(compacted=compacted),
         )
     except KafkaApiError as exc:
         return exc.code
@@ -309,3 +315,149 @@ def test_key_and_timestamp_errors_of_one_batch_resolve_as_kafka_does() -> None:
     assert assigned(claiming([None, None]), compacted=True) is ErrorCode.INVALID_RECORD
     assert assigned(claiming([None, b"k"]), compacted=True) is ErrorCode.INVALID_TIMESTAMP
     assert assigned(claiming([None, None]), compacted=False) is ErrorCode.INVALID_TIMESTAMP
+
+
+def compressed_as(batch: bytes, codec: int) -> bytes:
+    """``batch`` (uncompressed) with its records compressed by ``codec``, as a producer
+    of that codec sends them (snappy and lz4 in kemu's literal framings, which every
+    reader of the codec accepts)."""
+    records = batch[RECORD_BATCH_OVERHEAD:]
+    payload = (
+        zstandard.ZstdCompressor().compress(records) if codec == 4 else compress(codec, records)
+    )
+    out = bytearray(batch[:RECORD_BATCH_OVERHEAD] + payload)
+    struct.pack_into(">i", out, 8, len(out) - 12)
+    struct.pack_into(">h", out, 21, get_field(batch, "attributes") | codec)
+    return fix_crc(bytes(out))
+
+
+def checked(
+    batch: bytes,
+    checks: RecordChecks,
+    *,
+    now_ms: int = T0,
+    timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+) -> ValidatedRecords:
+    """``batch`` validated by a leader holding its records to ``checks``."""
+    return assign_offsets(
+        batch,
+        next_offset=0,
+        leader_epoch=0,
+        max_message_bytes=1 << 20,
+        timestamp_type=timestamp_type,
+        now_ms=now_ms,
+        checks=checks,
+    )
+
+
+def refusal(batch: bytes, checks: RecordChecks, *, now_ms: int = T0) -> RecordValidationError:
+    """The record refusal a leader answers ``batch`` with under CreateTime."""
+    with pytest.raises(RecordValidationError) as raised:
+        checked(batch, checks, now_ms=now_ms)
+    return raised.value
+
+
+COMPACTED = RecordChecks(topic_partition="t-0", compacted=True)
+KEY_ERROR = "Compacted topic cannot accept message without key in topic partition t-0."
+
+
+@pytest.mark.parametrize("codec", [0, 1, 2, 3, 4])
+@pytest.mark.parametrize("count", [3, record_scan.MIN_RECORDS + 8])
+def test_records_without_a_key_are_named_by_their_index(codec: int, count: int) -> None:
+    """LogValidator.validateKey in both of its paths: on a compacted topic every record
+    without a key, of an uncompressed batch (walked or scanned) or of a compressed one of
+    any codec, is a record error with its index in the batch and Kafka's message, and the
+    batch is INVALID_RECORD ("One or more records have been rejected")."""
+    rows: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]]
+    rows = [(b"k%d" % i, b"v", [], i) for i in range(count)]
+    rows[1] = (None, b"v", [], 1)
+    rows[-1] = (None, None, [], count - 1)
+    batch = build(rows)
+    if codec:
+        batch = compressed_as(batch, codec)
+    refused = refusal(batch, COMPACTED)
+    assert refused.code is ErrorCode.INVALID_RECORD
+    assert refused.detail == "One or more records have been rejected"
+    assert refused.record_errors == ((1, KEY_ERROR), (count - 1, KEY_ERROR))
+    keyed = build([(b"k", b"v", [], i) for i in range(count)])
+    accepted = checked(compressed_as(keyed, codec) if codec else keyed, COMPACTED)
+    assert accepted.last_offset == count - 1
+
+
+@pytest.mark.parametrize("codec", [0, 1, 3])
+def test_timestamps_too_far_from_the_broker_time_refuse_the_batch(codec: int) -> None:
+    """LogValidator.validateTimestamp under CreateTime: a record whose timestamp is more
+    than message.timestamp.difference.max.ms from the broker's time, before or after it,
+    is INVALID_TIMESTAMP with its index, offset and the window in Kafka's words; one at
+    the window's edge, and a record without a timestamp (-1), pass."""
+    now, most = T0, 1000
+    stamps = [now - most, now - most - 1, -1, now + most + 5, now + most]
+    batch = client_batch([b"v"] * len(stamps), timestamps=stamps)
+    batch = compressed_as(batch, codec) if codec else batch
+    checks = RecordChecks(topic_partition="t-0", max_difference_ms=most)
+    refused = refusal(batch, checks, now_ms=now)
+    assert refused.code is ErrorCode.INVALID_TIMESTAMP
+    assert refused.detail == "One or more records have been rejected due to invalid timestamp"
+    window = f"The timestamp should be within [{now - most}, {now + most}]"
+    assert refused.record_errors == (
+        (1, f"Timestamp {now - most - 1} of message with offset 1 is out of range. {window}"),
+        (3, f"Timestamp {now + most + 5} of message with offset 3 is out of range. {window}"),
+    )
+    inside = client_batch([b"v", b"w"], timestamps=[now - most, now + most])
+    inside = compressed_as(inside, codec) if codec else inside
+    assert checked(inside, checks, now_ms=now).last_offset == 1
+    # Under LogAppendTime the records' own timestamps are not judged.
+    appended = checked(batch, checks, now_ms=now, timestamp_type=TimestampType.LOG_APPEND_TIME)
+    assert appended.max_timestamp == now
+
+
+def test_the_default_bound_refuses_no_timestamp() -> None:
+    """Long.MaxValue, the default, bounds nothing: the extremes of a record timestamp
+    pass (Java's Math.abs of the difference never exceeds it)."""
+    unbounded = RecordChecks(max_difference_ms=LONG_MAX)
+    for stamp in (0, -(1 << 62), (1 << 62), 1 << 40):
+        assert checked(client_batch([b"v"], timestamps=[stamp]), unbounded).last_offset == 0
+
+
+@pytest.mark.parametrize(
+    ("codec", "shown"),
+    [
+        (0, "DefaultRecord(offset={i}, timestamp={t}, key=0 bytes, value=2 bytes)"),
+        (1, "PartialDefaultRecord(offset={i}, timestamp={t}, key=-1 bytes, value=2 bytes)"),
+    ],
+)
+def test_a_batch_claiming_log_append_time_names_every_record(codec: int, shown: str) -> None:
+    """A producer's batch with the LogAppendTime bit: every record is refused with
+    Kafka's text, the record printed as Kafka prints it (an uncompressed batch's
+    DefaultRecord; a compressed one's PartialDefaultRecord, read without key and value,
+    its null key -1 bytes); on a compacted topic a record without a key gets the key
+    error first (validateKey, then validateTimestamp)."""
+    batch = client_batch([b"v1", b"v2"], codec=codec, key=None)
+    claimed = fix_crc(set_field(batch, "attributes", get_field(batch, "attributes") | 0x08))
+    refused = refusal(claimed, RecordChecks(topic_partition="t-0"))
+    assert refused.code is ErrorCode.INVALID_TIMESTAMP
+    assert refused.record_errors == tuple(
+        (
+            i,
+            f"Invalid timestamp type in message {shown.format(i=i, t=T0 + i)}. "
+            "Producer should not set timestamp type to LogAppendTime.",
+        )
+        for i in range(2)
+    )
+    keyless = refusal(claimed, COMPACTED)
+    assert keyless.code is ErrorCode.INVALID_RECORD
+    assert keyless.record_errors == ((0, KEY_ERROR), (1, KEY_ERROR))
+
+
+def test_the_record_printed_has_its_own_key_and_value_sizes() -> None:
+    """The LogAppendTime message prints each record's key and value sizes, headers or
+    not (a header's sizes are not the value's)."""
+    batch = build([(b"key", b"value", [("h", b"xx")], 0), (b"k", b"", [], 1)])
+    claimed = fix_crc(set_field(batch, "attributes", get_field(batch, "attributes") | 0x08))
+    refused = refusal(claimed, RecordChecks())
+    assert [why.split(". ")[0] for _, why in refused.record_errors] == [
+        f"Invalid timestamp type in message DefaultRecord(offset=0, timestamp={T0}, "
+        "key=3 bytes, value=5 bytes)",
+        f"Invalid timestamp type in message DefaultRecord(offset=1, timestamp={T0 + 1}, "
+        "key=1 bytes, value=0 bytes)",
+    ]

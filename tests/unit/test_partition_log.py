@@ -26,7 +26,7 @@ from actors.log.partition_log import (
     mark_clean_shutdown,
 )
 from actors.log.records import TimestampType
-from protocol.errors import ErrorCode, KafkaApiError
+from protocol.errors import ErrorCode, KafkaApiError, RecordValidationError
 from tests.support.open_logs import OPENED, close_opened_logs  # noqa: F401 - autouse
 from tests.support.record_batches import (
     client_batch,
@@ -481,6 +481,43 @@ def test_cleanup_policy_names_which_of_delete_and_compact_apply() -> None:
     assert (only.compact, only.delete) == (True, False)
     unset = log_config({}, LogConfig(compact=True, delete=False))
     assert (unset.compact, unset.delete) == (True, False)
+
+
+def test_message_timestamp_difference_max_ms_bounds_a_leaders_records(tmp_path: Path) -> None:
+    """``message.timestamp.difference.max.ms`` as a topic sets it (else the broker's
+    default, Long.MaxValue: unbounded): a record further from the log's clock is
+    INVALID_TIMESTAMP under CreateTime, named with the log's partition, and changes
+    nothing; within the bound, or once the config is the default again, it goes in."""
+    now = 1_700_000_000_000
+    bounded = log_config({"message.timestamp.difference.max.ms": "1000"}, LogConfig())
+    assert bounded.timestamp_difference_max_ms == 1000
+    assert log_config({}, bounded).timestamp_difference_max_ms == 1000
+    log = OPENED.keep(Log(tmp_path / "t-0", bounded, now_ms=lambda: now))
+    log.append_as_leader(client_batch([b"a"], timestamps=[now + 1000]), leader_epoch=0)
+    old = client_batch([b"b", b"c"], timestamps=[now, now - 1001])
+    append_fails(log, old, ErrorCode.INVALID_TIMESTAMP)
+    with pytest.raises(RecordValidationError) as raised:
+        log.append_as_leader(old, leader_epoch=0)
+    assert raised.value.record_errors == (
+        (
+            1,
+            f"Timestamp {now - 1001} of message with offset 1 is out of range. "
+            f"The timestamp should be within [{now - 1000}, {now + 1000}]",
+        ),
+    )
+    log.config = log_config({}, LogConfig())
+    log.append_as_leader(old, leader_epoch=0)
+    assert log.log_end_offset == 3
+
+
+def test_a_compacted_log_names_the_partition_of_a_record_without_a_key(tmp_path: Path) -> None:
+    """The key refusal carries Kafka's message, with the partition as ``topic-N``."""
+    log = OPENED.keep(Log(tmp_path / "t-3", LogConfig(compact=True), now_ms=Clock().now))
+    with pytest.raises(RecordValidationError) as raised:
+        log.append_as_leader(client_batch([b"a"], key=None), leader_epoch=0)
+    assert raised.value.record_errors == (
+        (0, "Compacted topic cannot accept message without key in topic partition t-3."),
+    )
 
 
 def test_an_unknown_codec_and_an_empty_append(log: Log) -> None:

@@ -14,8 +14,8 @@ from aiokafka.record.memory_records import (  # type: ignore[import-untyped]
 from kafka.record.legacy_records import LegacyRecordBatchBuilder  # type: ignore[import-untyped]
 from kafka.record.memory_records import MemoryRecords  # type: ignore[import-untyped]
 
+from actors.log.compression import compress, decompress, xxh32
 from actors.log.records import CompressionType
-from cluster.kafka.compression import compress, decompress, xxh32
 from cluster.kafka.message_sets import (
     LegacyRecordsError,
     down_convert,

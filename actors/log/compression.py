@@ -1,8 +1,9 @@
 """Decompression of the record batch codecs a client may use, for the tools that print
-records (``kemu console-consumer``, ``kemu dump-log``) and the conversions between message
-formats (``cluster.kafka.message_sets``): gzip through the standard library,
+records (``kemu console-consumer``, ``kemu dump-log``), the conversions between message
+formats (``cluster.kafka.message_sets``) and a leader's record checks (only where a
+topic's configs ask for them: ``actors.log.records``): gzip through the standard library,
 zstd through the ``zstandard`` library (Python 3.11 has no zstd of its own), snappy and
-lz4 in pure Python (brokers never decompress), as Kafka's clients frame them:
+lz4 in pure Python, as Kafka's clients frame them:
 
 * snappy: a raw snappy block, or the xerial framing Kafka's Java client writes
   (``SnappyOutputStream``: the magic ``\\x82SNAPPY\\x00``, two version ints, then blocks

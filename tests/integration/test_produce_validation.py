@@ -1,0 +1,310 @@
+"""A leader's record checks over Kafka's wire (``LogValidator.validateKey`` and
+``validateTimestamp``, answered as ``ReplicaManager.appendToLocalLog`` answers a
+``RecordValidationException``): a record without a key on a compacted topic, and under
+CreateTime a timestamp further from the broker's clock than the topic's
+``message.timestamp.difference.max.ms``, refuse their whole batch; Produce v8 names each
+refused record (``record_errors``) with the error message, older versions carry the code
+alone; nothing of the batch reaches the log, and the request's other partitions are
+appended. Real clients (confluent-kafka, kafka-python) get the same errors.
+
+One in-process broker with its Kafka listener; requests are encoded and answers decoded
+by kemu's codec (kio), the log files read from disk.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import pytest
+from confluent_kafka import KafkaError, Producer
+from kafka import KafkaProducer  # type: ignore[import-untyped]
+from kafka.errors import (  # type: ignore[import-untyped]
+    InvalidRecordError,
+    InvalidTimestampError,
+)
+
+from actors.runtime.tracer import MemorySink, Tracer
+from cluster.kafka.apis import decode_response, encode_request
+from cluster.kafka.client import KafkaAdminClient, KafkaDataClient
+from cluster.launch.cluster import Cluster, ClusterSpec
+from protocol.errors import ErrorCode
+from protocol.ids import TopicName
+from protocol.kafka_api import (
+    AlterableConfig,
+    AlterConfigOp,
+    AlterConfigsResource,
+    ConfigResourceType,
+    CreatableTopic,
+    TopicConfig,
+)
+from protocol.kafka_data import (
+    ProducePartitionData,
+    ProducePartitionResponse,
+    ProduceRequestData,
+    ProduceResponseData,
+    ProduceTopicData,
+    RecordError,
+)
+from tests.support.hosting import hosted_fixture
+from tests.support.raw_kafka import exchange
+from tests.support.record_batches import client_batch
+from tests.support.waiting import eventually
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(120)]
+
+HOST = "127.0.0.1"
+WAIT = 30.0
+COMPACTED = "compacted"
+BOUNDED = "bounded"
+BOUND_MS = 60_000
+KEY_ERROR = "Compacted topic cannot accept message without key in topic partition compacted-0."
+
+
+@hosted_fixture()
+async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+    spec = ClusterSpec(brokers=1, base_port=0, log_dir=tmp_path / "logs")
+    tracer = Tracer()
+    tracer.add_sink(MemorySink())
+    async with anyio.create_task_group() as tg:
+        running: Cluster = await tg.start(Cluster(spec, tracer=tracer).run)
+        async with KafkaAdminClient(f"{HOST}:{running.ports[0]}") as client:
+            results = await client.create_topics(
+                [
+                    topic(COMPACTED, {"cleanup.policy": "compact"}),
+                    topic(BOUNDED, {"message.timestamp.difference.max.ms": str(BOUND_MS)}),
+                ]
+            )
+        assert [r.error_code for r in results] == [ErrorCode.NONE] * 2
+        yield running
+        tg.cancel_scope.cancel()
+
+
+def topic(name: str, configs: dict[str, str]) -> CreatableTopic:
+    return CreatableTopic(
+        name=TopicName(name),
+        num_partitions=2,
+        replication_factor=1,
+        configs=tuple(TopicConfig(name=k, value=v) for k, v in configs.items()),
+    )
+
+
+def bootstrap(cluster: Cluster) -> str:
+    return f"{HOST}:{cluster.ports[0]}"
+
+
+def log_bytes(cluster: Cluster, name: str, partition: int) -> int:
+    """The bytes of the partition's segments on disk."""
+    logs = cluster.spec.log_dir
+    return sum(p.stat().st_size for p in logs.glob(f"*/{name}-{partition}/*.log"))
+
+
+async def produce(
+    cluster: Cluster, version: int, name: str, batches: dict[int, bytes]
+) -> dict[int, ProducePartitionResponse]:
+    """One Produce of ``version`` with a batch per partition; the answers by partition."""
+    request = ProduceRequestData(
+        acks=1,
+        timeout_ms=int(WAIT * 1000),
+        topic_data=(
+            ProduceTopicData(
+                name=TopicName(name),
+                partition_data=tuple(
+                    ProducePartitionData(index=p, records=b) for p, b in batches.items()
+                ),
+            ),
+        ),
+    )
+    frame = encode_request(request, api_version=version, correlation_id=7, client_id="t")
+    answer = await exchange(HOST, cluster.ports[0], frame, timeout=WAIT)
+    _, response = decode_response(0, version, answer[4:])
+    assert isinstance(response, ProduceResponseData)
+    (topic_response,) = response.responses
+    return {p.index: p for p in topic_response.partition_responses}
+
+
+@pytest.mark.parametrize("version", [8, 7, 3])
+async def test_a_record_without_a_key_refuses_its_batch_on_a_compacted_topic(
+    cluster: Cluster, version: int
+) -> None:
+    """Partition 0's batch has records 1 and 3 without a key: INVALID_RECORD, and on v8
+    their indexes with Kafka's message and "One or more records have been rejected" (the
+    log start offset from v5); its log stays empty while partition 1's keyed batch of the
+    same request is appended."""
+    before = log_bytes(cluster, COMPACTED, 1)
+    keyed = client_batch([b"a", b"b"])
+    refused = client_batch([b"v"] * 4, keys=[b"k0", None, b"k2", None])
+    answers = await produce(cluster, version, COMPACTED, {0: refused, 1: keyed})
+    assert answers[0].error_code is ErrorCode.INVALID_RECORD
+    assert answers[0].base_offset == -1
+    if version >= 8:
+        assert answers[0].record_errors == (
+            RecordError(batch_index=1, batch_index_error_message=KEY_ERROR),
+            RecordError(batch_index=3, batch_index_error_message=KEY_ERROR),
+        )
+        assert answers[0].error_message == "One or more records have been rejected"
+    else:
+        assert answers[0].record_errors == ()
+        assert answers[0].error_message is None
+    assert answers[0].log_start_offset == (0 if version >= 5 else -1)
+    assert answers[1].error_code is ErrorCode.NONE
+    assert answers[1].record_errors == ()
+    assert answers[1].error_message is None
+    assert log_bytes(cluster, COMPACTED, 0) == 0
+    assert log_bytes(cluster, COMPACTED, 1) == before + len(keyed)
+
+
+async def test_a_gzip_batch_is_checked_for_keys_too(cluster: Cluster) -> None:
+    """The compressed path (validateMessagesAndAssignOffsetsCompressed) checks keys as
+    well: a gzip batch with a keyless record is refused the same way."""
+    refused = client_batch([b"v"] * 3, keys=[b"k0", b"k1", None], codec=1)
+    answers = await produce(cluster, 8, COMPACTED, {0: refused})
+    assert answers[0].error_code is ErrorCode.INVALID_RECORD
+    assert answers[0].record_errors == (
+        RecordError(batch_index=2, batch_index_error_message=KEY_ERROR),
+    )
+    assert log_bytes(cluster, COMPACTED, 0) == 0
+
+
+async def test_a_timestamp_far_from_the_broker_clock_refuses_its_batch(cluster: Cluster) -> None:
+    """With message.timestamp.difference.max.ms at a minute, a record stamped a day ago
+    is INVALID_TIMESTAMP: v8 names it with its offset and the window it missed, the
+    other records of the batch are not appended either, and a batch of records stamped
+    now is appended."""
+    now = int(time.time() * 1000)
+    day_ago = now - 86_400_000
+    refused = client_batch([b"a", b"b", b"c"], timestamps=[now, day_ago, now])
+    answers = await produce(
+        cluster, 8, BOUNDED, {0: refused, 1: client_batch([b"x"], timestamps=[now])}
+    )
+    (error,) = answers[0].record_errors
+    assert answers[0].error_code is ErrorCode.INVALID_TIMESTAMP
+    assert answers[0].error_message == (
+        "One or more records have been rejected due to invalid timestamp"
+    )
+    assert error.batch_index == 1
+    message = error.batch_index_error_message or ""
+    assert message.startswith(f"Timestamp {day_ago} of message with offset 1 is out of range. ")
+    low, high = message.split("[")[1].rstrip("]").split(", ")
+    assert int(high) - int(low) == 2 * BOUND_MS
+    assert int(low) - BOUND_MS <= now <= int(high)  # the broker's clock, not the test's
+    assert answers[1].error_code is ErrorCode.NONE
+    assert log_bytes(cluster, BOUNDED, 0) == 0
+    legacy = await produce(cluster, 7, BOUNDED, {0: refused})
+    assert legacy[0].error_code is ErrorCode.INVALID_TIMESTAMP
+    assert legacy[0].record_errors == ()
+    assert log_bytes(cluster, BOUNDED, 0) == 0
+    async with KafkaDataClient(bootstrap(cluster)) as client:
+        fresh = int(time.time() * 1000)
+        accepted = await client.produce(BOUNDED, 0, client_batch([b"a"], timestamps=[fresh]))
+    assert (accepted.error_code, accepted.base_offset) == (ErrorCode.NONE, 0)
+
+
+def confluent_delivery(
+    bootstrap: str, topic: str, partition: int, key: bytes | None = None, timestamp: int = 0
+) -> KafkaError | None:
+    """One record produced by confluent-kafka (librdkafka), stamped now unless
+    ``timestamp``: its delivery error."""
+    errors: list[KafkaError | None] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "retries": 0})
+    producer.produce(
+        topic,
+        value=b"v",
+        key=key,
+        partition=partition,
+        timestamp=timestamp,
+        on_delivery=lambda err, _msg: errors.append(err),
+    )
+    producer.flush(WAIT)
+    assert len(errors) == 1, "no delivery report within the wait"
+    return errors[0]
+
+
+def kafka_python_send(bootstrap: str, topic: str, **record: object) -> Exception | None:
+    """One record produced by kafka-python: what its future raises, if anything."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=0, retries=0)
+    try:
+        producer.send(topic, **record).get(timeout=WAIT)
+    except Exception as exc:  # the error is what the test looks at
+        return exc
+    finally:
+        producer.close()
+    return None
+
+
+async def test_real_clients_get_the_errors(cluster: Cluster) -> None:
+    """confluent-kafka and kafka-python producing a record without a key to a compacted
+    topic get INVALID_RECORD, one stamped a day ago to the bounded topic
+    INVALID_TIMESTAMP; a keyed record on the compacted topic is delivered."""
+    address = bootstrap(cluster)
+    day_ago = int(time.time() * 1000) - 86_400_000
+
+    def confluent() -> tuple[KafkaError | None, ...]:
+        return (
+            confluent_delivery(address, COMPACTED, 0),
+            confluent_delivery(address, BOUNDED, 0, timestamp=day_ago),
+            confluent_delivery(address, COMPACTED, 1, key=b"k"),
+        )
+
+    keyless, old, delivered = await anyio.to_thread.run_sync(confluent)
+    assert [e.code() if e else None for e in (keyless, old, delivered)] == [
+        KafkaError.INVALID_RECORD,
+        KafkaError.INVALID_TIMESTAMP,
+        None,
+    ]
+
+    def kafka_python() -> tuple[Exception | None, ...]:
+        return (
+            kafka_python_send(address, COMPACTED, value=b"v", partition=0),
+            kafka_python_send(address, BOUNDED, value=b"v", partition=0, timestamp_ms=day_ago),
+        )
+
+    keyless_kp, old_kp = await anyio.to_thread.run_sync(kafka_python)
+    assert isinstance(keyless_kp, InvalidRecordError)
+    assert isinstance(old_kp, InvalidTimestampError)
+    assert log_bytes(cluster, COMPACTED, 0) == 0
+    assert log_bytes(cluster, BOUNDED, 0) == 0
+
+
+async def test_the_bound_follows_topic_and_broker_config_changes(cluster: Cluster) -> None:
+    """IncrementalAlterConfigs deleting the topic's bound makes the broker default
+    (Long.MaxValue) apply, and a record a day old goes in; the dynamic broker default
+    ``log.message.timestamp.difference.max.ms`` set for all brokers bounds the topic
+    again (``DynamicLogConfig``)."""
+    day_ago = int(time.time() * 1000) - 86_400_000
+    old = client_batch([b"v"], timestamps=[day_ago])
+
+    async def answer() -> ErrorCode:
+        return (await produce(cluster, 8, BOUNDED, {0: old}))[0].error_code
+
+    async with KafkaAdminClient(bootstrap(cluster)) as client:
+        results = await client.incremental_alter_configs(
+            [alter(ConfigResourceType.TOPIC, BOUNDED, None, AlterConfigOp.DELETE)]
+        )
+        assert [r.error_code for r in results.values()] == [ErrorCode.NONE]
+        await eventually(answer, until=lambda code: code is ErrorCode.NONE, timeout=WAIT)
+        results = await client.incremental_alter_configs(
+            [alter(ConfigResourceType.BROKER, "", str(BOUND_MS), AlterConfigOp.SET)]
+        )
+        assert [r.error_code for r in results.values()] == [ErrorCode.NONE]
+        await eventually(
+            answer, until=lambda code: code is ErrorCode.INVALID_TIMESTAMP, timeout=WAIT
+        )
+
+
+def alter(
+    kind: ConfigResourceType, name: str, value: str | None, op: AlterConfigOp
+) -> AlterConfigsResource:
+    """One config of ``name`` altered: the topic's own, or a broker's default."""
+    config = (
+        "message.timestamp.difference.max.ms"
+        if kind is ConfigResourceType.TOPIC
+        else "log.message.timestamp.difference.max.ms"
+    )
+    return AlterConfigsResource(
+        resource_type=kind,
+        resource_name=name,
+        configs=(AlterableConfig(name=config, value=value, operation=op),),
+    )
