@@ -29,6 +29,7 @@ from kafka.errors import (  # type: ignore[import-untyped]
 from actors.runtime.tracer import MemorySink, Tracer
 from cluster.kafka.apis import decode_response, encode_request
 from cluster.kafka.client import KafkaAdminClient, KafkaDataClient
+from cluster.kafka.message_sets import write_message
 from cluster.launch.cluster import Cluster, ClusterSpec
 from protocol.errors import ErrorCode
 from protocol.ids import TopicName
@@ -308,3 +309,20 @@ def alter(
         resource_name=name,
         configs=(AlterableConfig(name=config, value=value, operation=op),),
     )
+
+
+async def test_produce_v2_messages_are_checked_once_up_converted(cluster: Cluster) -> None:
+    """A Produce v2's message set (format v1) is held to the same checks
+    (``LogValidator.convertAndAssignOffsetsNonCompressed`` validates each record as it
+    converts it): a message without a key on the compacted topic is INVALID_RECORD, one
+    stamped a day ago on the bounded topic INVALID_TIMESTAMP; nothing is written."""
+    keyless = bytearray()
+    write_message(keyless, 0, 1, key=b"k", value=b"v", timestamp=int(time.time() * 1000))
+    write_message(keyless, 1, 1, key=None, value=b"v", timestamp=int(time.time() * 1000))
+    answers = await produce(cluster, 2, COMPACTED, {0: bytes(keyless)})
+    assert answers[0].error_code is ErrorCode.INVALID_RECORD
+    old = bytearray()
+    write_message(old, 0, 1, key=None, value=b"v", timestamp=int(time.time() * 1000) - 86_400_000)
+    answers = await produce(cluster, 2, BOUNDED, {0: bytes(old)})
+    assert answers[0].error_code is ErrorCode.INVALID_TIMESTAMP
+    assert log_bytes(cluster, COMPACTED, 0) == log_bytes(cluster, BOUNDED, 0) == 0
