@@ -36,6 +36,7 @@ import functools
 import html
 import math
 import os
+import secrets
 import sys
 from collections.abc import Callable, Sequence
 from importlib import resources
@@ -351,7 +352,8 @@ def write_campaign(out_dir: Path, results: Sequence[RunResult], wall_seconds: fl
     ``out_dir``); returns its path."""
     out_dir.mkdir(parents=True, exist_ok=True)
     page = out_dir / CAMPAIGN_FILE
-    partial = out_dir / f".{CAMPAIGN_FILE}.{os.getpid()}"
+    # a name of its own: campaigns on other hosts (the same pid there) may end at once
+    partial = out_dir / f".{CAMPAIGN_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
     partial.write_bytes(campaign_page(results, out_dir, wall_seconds))
     os.replace(partial, page)
     return page

@@ -23,8 +23,8 @@ kills its process on every try fails alone instead of failing the job. Spark ret
 task whose attempt failed (its executor or Python worker lost:
 ``spark.task.maxFailures``; the runs' process dies with its worker). A run goes into
 place only whole, so the retried attempt writes each of its runs once and the dead
-attempt leaves only its staging directory (``.seed-N.*.partial``), which the driver
-removes once the job is over. A run that cannot be done (``KemuError``: a run directory
+attempt leaves only its staging directory (``.seed-N.<campaign>.*.partial``), which the
+driver removes once the job is over. A run that cannot be done (``KemuError``: a run directory
 that holds something else) is that run's ``error`` result, not the campaign's end; a
 task that keeps failing (an output directory the executors cannot write) fails the job,
 and the command says so in one line.
@@ -33,6 +33,12 @@ The output directory must be one path every executor can write and the driver ca
 (a shared file system mounted at the same path everywhere; a path or a ``file:`` URL:
 ``run_scenario`` writes with the operating system's file calls, so ``hdfs://`` or
 ``s3a://`` are refused).
+
+Several campaigns may write into one output directory at once. Each has a token of its
+own (``campaign_lock``), in the names of its staging directories, and holds the lock of
+``OUT/.kemu-campaign.<token>.lock`` (``flock``) while its driver lives; a campaign that
+ends removes its own staging directories and those whose driver is gone — its lock file
+no longer held, or absent — never a live campaign's (``remove_staging``).
 """
 
 from __future__ import annotations
@@ -40,12 +46,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import fcntl
 import functools
 import gc
 import importlib
 import logging
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -78,11 +86,12 @@ if TYPE_CHECKING:
 __all__ = [
     "CampaignTask",
     "batches",
+    "campaign_lock",
     "campaign_tasks",
     "check_master",
     "check_out_dir",
     "out_dir",
-    "remove_partial_runs",
+    "remove_staging",
     "run_batch",
     "run_here",
     "run_on_spark",
@@ -90,8 +99,10 @@ __all__ = [
 ]
 
 PARQUET_TRACE: Final = "trace.parquet"
-PARTIAL: Final = ".partial"  # a run being written: .seed-N.<random>.partial
+PARTIAL: Final = ".partial"  # a run being written: .seed-N.<campaign>.<random>.partial
 REPLACED: Final = ".replaced"  # a run being replaced by a new one of the same seed
+LOCK_PREFIX: Final = ".kemu-campaign."  # OUT/.kemu-campaign.<campaign>.lock: a live driver's
+LOCK_SUFFIX: Final = ".lock"
 _URL: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/")
 _NOT_WRITTEN: Final = re.compile(r"RunNotWritten: (.*)")
 TASKS_PER_CORE: Final = 4
@@ -114,6 +125,7 @@ class CampaignTask(msgspec.Struct, frozen=True, kw_only=True):
     text: str  # its contents: executors need not see the file
     seed: int
     out: str  # the campaign's output directory
+    campaign: str  # the campaign's token, in its staging directories' names
     log_level: str | None = None  # as kemu's --log-level (None: its defaults)
     log_json: bool = False  # --log-format json
 
@@ -123,11 +135,13 @@ def campaign_tasks(
     seeds: Sequence[int],
     out: Path,
     *,
+    campaign: str,
     log_level: str | None = None,
     log_json: bool = False,
 ) -> list[bytes]:
     """Every (scenario, seed) pair as an encoded ``CampaignTask``, in scenario then seed
-    order; ``scenarios``: (file as given, its text)."""
+    order; ``scenarios``: (file as given, its text), ``campaign``: the campaign's token
+    (``campaign_lock``)."""
     return [
         msgspec.json.encode(
             CampaignTask(
@@ -135,6 +149,7 @@ def campaign_tasks(
                 text=text,
                 seed=seed,
                 out=str(out),
+                campaign=campaign,
                 log_level=log_level,
                 log_json=log_json,
             )
@@ -327,7 +342,7 @@ def run_here(task: CampaignTask, *, started: Callable[[str, Path], object] | Non
     """Run ``task`` in this process; answers the run's ``summary.json`` bytes.
 
     The run is written into a staging directory beside its run directory
-    (``.seed-N.*.partial``), then renamed into place whole: a task attempt that dies
+    (``.seed-N.<campaign>.*.partial``), then renamed into place whole: a task attempt that dies
     midway (its executor lost, its Python worker killed) leaves no half-written run
     directory, and the attempt Spark runs again writes the run once. ``started`` is
     called with the scenario's name and the staging directory once it is made."""
@@ -341,7 +356,9 @@ def run_here(task: CampaignTask, *, started: Callable[[str, Path], object] | Non
         refuse_foreign(run_dir)
         run_dir.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(
-            tempfile.mkdtemp(prefix=f".{run_dir.name}.", suffix=PARTIAL, dir=run_dir.parent)
+            tempfile.mkdtemp(
+                prefix=f".{run_dir.name}.{task.campaign}.", suffix=PARTIAL, dir=run_dir.parent
+            )
         )
         if started is not None:
             started(scenario.name, staging)
@@ -388,13 +405,76 @@ def _move_into_place(staging: Path, run_dir: Path) -> None:
     shutil.rmtree(aside, ignore_errors=True)
 
 
-def remove_partial_runs(out: Path, names: Iterable[str]) -> None:
-    """Remove what task attempts that died midway left under ``out``: the staging
-    directories of the scenarios ``names`` (the driver, once the job is over)."""
-    for name in names:
-        for suffix in (PARTIAL, REPLACED):
-            for left in (out / name).glob(f".seed-*{suffix}"):
-                shutil.rmtree(left, ignore_errors=True)
+@contextlib.contextmanager
+def campaign_lock(out: Path) -> Iterator[str]:
+    """A token of this campaign's own, held while the block runs: ``OUT/.kemu-campaign.
+    <token>.lock``, locked (``flock``, exclusive) by this process. The file gets that name
+    only once it is locked, so a campaign that finds the name and can take its lock knows
+    the driver that held it is gone (its process ended: the lock went with it). When the
+    block ends, this campaign's staging directories and those of campaigns whose driver
+    is gone are removed (``remove_staging``), then the lock file."""
+    token = secrets.token_hex(8)
+    out.mkdir(parents=True, exist_ok=True)
+    lock = out / f"{LOCK_PREFIX}{token}{LOCK_SUFFIX}"
+    fd, taking = tempfile.mkstemp(prefix=f"{LOCK_PREFIX}{token}.", suffix=".taking", dir=out)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.write(fd, f"{socket.gethostname()} {os.getpid()}\n".encode())  # for a reader
+        os.rename(taking, lock)
+    except BaseException:
+        os.close(fd)
+        Path(taking).unlink(missing_ok=True)
+        raise
+    try:
+        yield token
+    finally:
+        try:
+            remove_staging(out, token)
+        finally:
+            lock.unlink(missing_ok=True)
+            os.close(fd)
+
+
+def remove_staging(out: Path, token: str) -> None:
+    """Remove the staging directories under ``out`` (``OUT/<scenario>/.seed-N.<campaign>.
+    *.partial`` or ``.replaced``: what task attempts that died midway left) of the campaign
+    ``token`` and of every campaign whose driver is gone: its lock file absent, or its lock
+    free (``flock`` taken without waiting). A live campaign's are left alone. Lock files
+    of gone drivers are removed with them."""
+    left: dict[str, list[Path]] = {}
+    for path in out.glob("*/.seed-*"):
+        parts = path.name.split(".")  # "", "seed-N", campaign, random, suffix
+        if len(parts) == 5 and f".{parts[4]}" in (PARTIAL, REPLACED):
+            left.setdefault(parts[2], []).append(path)
+    for lock in out.glob(f"{LOCK_PREFIX}*{LOCK_SUFFIX}"):
+        left.setdefault(lock.name.removeprefix(LOCK_PREFIX).removesuffix(LOCK_SUFFIX), [])
+    for owner, paths in left.items():
+        lock = out / f"{LOCK_PREFIX}{owner}{LOCK_SUFFIX}"
+        if owner == token:
+            _remove(paths)
+            continue
+        try:
+            fd = os.open(lock, os.O_RDWR)
+        except FileNotFoundError:  # its driver ended (and removed its lock)
+            _remove(paths)
+            continue
+        except OSError:  # not ours to judge: its directories stay
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held: its driver lives (or the file system has no locks)
+            os.close(fd)
+            continue
+        try:  # held by us meanwhile: another campaign ending now leaves them to us
+            _remove(paths)
+            lock.unlink(missing_ok=True)
+        finally:
+            os.close(fd)
+
+
+def _remove(paths: Iterable[Path]) -> None:
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def check_master(master: str | None) -> None:
@@ -438,11 +518,11 @@ def out_dir(given: str) -> Path:
 
 def check_out_dir(out: Path) -> None:
     """The driver can make ``out`` and write in it; ``KemuError`` otherwise."""
-    probe = out / f".kemu-probe.{os.getpid()}"
     try:
         out.mkdir(parents=True, exist_ok=True)
-        probe.write_bytes(b"")
-        probe.unlink()
+        # a name of its own: drivers on other hosts may probe the same directory at once
+        with tempfile.NamedTemporaryFile(prefix=".kemu-probe.", dir=out):
+            pass
     except OSError as exc:
         raise KemuError(f"--out {out}: cannot write there: {exc.strerror or exc}") from None
 
@@ -470,14 +550,15 @@ def run_on_spark(
     the job's wall seconds (Spark's start-up left out). The runs are dealt into
     ``TASKS_PER_CORE`` tasks per executor core (``batches``); ``stages`` draws the
     job's stage while it runs. Once the session is over, what task attempts that died
-    left is removed (``remove_partial_runs``), whether the job succeeded or not.
+    left is removed (``campaign_lock``, ``remove_staging``), whether the job succeeded or not.
     ``SparkError`` if the job fails (``spark.session.translated_errors``)."""
     from spark.session import spark_session
 
     out = out.resolve()
-    tasks = campaign_tasks(scenarios, seeds, out, log_level=log_level, log_json=log_json)
-    names = {parse_scenario(text, source=source).name for source, text in scenarios}
-    try:
+    with campaign_lock(out) as token:
+        tasks = campaign_tasks(
+            scenarios, seeds, out, campaign=token, log_level=log_level, log_json=log_json
+        )
         with spark_session(master, app="kemu chaos campaign", config=conf) as session:
             started = time.perf_counter()
             context = session.sparkContext
@@ -502,6 +583,4 @@ def run_on_spark(
                     raise
                 raise KemuError(f"a run could not be written: {found.group(1)}") from None
             wall = time.perf_counter() - started
-    finally:
-        remove_partial_runs(out, names)
     return [msgspec.json.decode(answer, type=RunResult) for _, answer in sorted(answers)], wall

@@ -16,10 +16,12 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from cluster.chaos.campaign import CAMPAIGN_FILE
-from cluster.chaos.runner import RUN_FILES
+from cluster.chaos.runner import RUN_FILES, RunResult
+from cluster.chaos.spark_campaign import LOCK_PREFIX, LOCK_SUFFIX, campaign_lock
 from cluster.cli.main import main
 from cluster.launch.spark_standalone import CONF_DIR
 from tests.support.traces import assert_same_trace
@@ -88,18 +90,18 @@ def _gone(pid: int) -> bool:
     return stat[stat.rindex(")") + 2] == "Z"
 
 
-def _kill_midway(
+def _stop_midway(
     campaign: subprocess.Popen[str], out: Path, *, worker: bool
 ) -> tuple[Path, int, int]:
-    """SIGKILL the first run seen being written midway: its Python worker (``worker``)
-    or the run's own process (stopped first, and killed only if its staging directory is
-    still there: the run is midway); the run directory it was writing, the run's process
-    and the kill's time (ns)."""
+    """SIGSTOP the first run of ``campaign`` seen being written midway: its Python worker
+    (``worker``) or the run's own process, stopped only while its staging directory is
+    still there (the run is midway); the staging directory, the stopped process and the
+    run's process."""
     deadline = time.monotonic() + DEADLINE
     while time.monotonic() < deadline and campaign.poll() is None:
         for staging in out.glob("*/.seed-*.partial"):
             pid = _writer(_descendants(campaign.pid), staging)
-            if pid is None:
+            if pid is None:  # not this campaign's, or not being written
                 continue
             try:
                 victim = _parent(pid) if worker else pid
@@ -107,12 +109,32 @@ def _kill_midway(
                 continue
             os.kill(victim, signal.SIGSTOP)
             if staging.is_dir():
-                os.kill(victim, signal.SIGKILL)
-                seed = staging.name.split(".")[1]
-                return staging.parent / seed, pid, time.time_ns()
+                return staging, victim, pid
             os.kill(victim, signal.SIGCONT)
         time.sleep(0.02)  # between two looks at the output directory
     pytest.fail("no run was seen being written")
+
+
+def _kill_midway(
+    campaign: subprocess.Popen[str], out: Path, *, worker: bool
+) -> tuple[Path, int, int]:
+    """SIGKILL the first run seen being written midway: its Python worker (``worker``)
+    or the run's own process (``_stop_midway``); the run directory it was writing, the
+    run's process and the kill's time (ns)."""
+    staging, victim, pid = _stop_midway(campaign, out, worker=worker)
+    os.kill(victim, signal.SIGKILL)
+    seed = staging.name.split(".")[1]
+    return staging.parent / seed, pid, time.time_ns()
+
+
+def _kill_driver(campaign: subprocess.Popen[str]) -> None:
+    """SIGKILL ``campaign``'s driver and everything it started, as if its host were gone."""
+    session = _descendants(campaign.pid)  # the driver's JVM, the Python workers
+    os.killpg(campaign.pid, signal.SIGKILL)
+    campaign.communicate()
+    for pid in session:  # any that left the process group
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _campaign_command(tmp_path: Path, out: Path, seeds: str, master: str) -> list[str]:
@@ -315,12 +337,7 @@ def test_a_killed_driver_leaves_whole_runs_and_no_page_and_the_next_campaign_fin
         assert campaign.poll() is None, campaign.communicate()[1][-3000:]
         assert time.monotonic() < deadline, "no run was seen being written"
         time.sleep(0.02)  # between two looks at the output directory
-    session = _descendants(campaign.pid)  # the driver's JVM, the Python workers
-    os.killpg(campaign.pid, signal.SIGKILL)  # the driver's host is gone
-    campaign.communicate()
-    for pid in session:  # any that left the process group
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    _kill_driver(campaign)
 
     assert not (out / CAMPAIGN_FILE).exists()
     runs = [p for p in out.glob("*/*") if not p.name.startswith(".")]
@@ -336,3 +353,111 @@ def test_a_killed_driver_leaves_whole_runs_and_no_page_and_the_next_campaign_fin
     assert {str(p.relative_to(out)) for p in out.glob("*/*")} == SEED_DIRS
     assert all(_whole(out / run) for run in SEED_DIRS)
     assert (out / CAMPAIGN_FILE).read_text().startswith("<!DOCTYPE html>")
+
+
+# A campaign's driver as far as its lock goes: takes a campaign lock on argv[1], makes a
+# staging directory of its token there, says the token and waits for its stdin to end.
+HOLDER = """
+import sys
+from pathlib import Path
+from cluster.chaos.spark_campaign import campaign_lock
+out = Path(sys.argv[1])
+with campaign_lock(out) as token:
+    (out / "s" / f".seed-1.{token}.abcd1234.partial").mkdir(parents=True)
+    print(token, flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_a_campaign_removes_its_own_and_gone_drivers_staging_and_keeps_a_live_ones(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "campaign"
+    holders = [
+        subprocess.Popen(
+            [sys.executable, "-c", HOLDER, str(out)],
+            env=_env(tmp_path),
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        for _ in range(2)
+    ]
+    live, killed = holders
+    try:
+        tokens = [holder.stdout.readline().strip() for holder in holders if holder.stdout]
+        killed.kill()
+        killed.wait()
+        # a run of a campaign that ended (its lock removed) but whose executor wrote on
+        ended = out / "s" / ".seed-2.0123456789abcdef.efgh5678.replaced"
+        ended.mkdir()
+        with campaign_lock(out) as mine:
+            (out / "s" / f".seed-3.{mine}.ijkl9012.partial").mkdir()
+            assert len({*tokens, mine}) == 3
+        assert sorted(p.name for p in out.iterdir()) == [
+            f"{LOCK_PREFIX}{tokens[0]}{LOCK_SUFFIX}",
+            "s",
+        ]
+        assert [p.name for p in (out / "s").iterdir()] == [f".seed-1.{tokens[0]}.abcd1234.partial"]
+        assert live.communicate("", timeout=60)[0] == ""  # it ends: removes its own
+        assert live.returncode == 0
+        assert [p.name for p in out.iterdir()] == ["s"]
+        assert list((out / "s").iterdir()) == []
+    finally:
+        for holder in holders:
+            if holder.poll() is None:
+                holder.kill()
+            holder.communicate()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_campaigns_into_one_out_at_once_remove_only_their_own_and_gone_drivers_staging(
+    tmp_path: Path, start_campaign: Callable[[list[str]], subprocess.Popen[str]]
+) -> None:
+    """Three campaigns into one ``--out``, of the same scenarios, other seeds each. The
+    first's driver is killed midway through a run (its staging directory stays); the
+    second is held midway through a run (its runs' process stopped, its staging
+    directory being written) while the third starts, runs and ends. The third removes
+    the killed driver's staging directory and lock file, not the live second's; the
+    second then goes on and completes. Each run is in ``--out`` once, whole, with its
+    own summary; the page is the last finished campaign's."""
+    out = tmp_path / "campaign"
+    killed = start_campaign(_campaign_command(tmp_path, out, "3..3", "local[1]"))
+    left, _, _ = _stop_midway(killed, out, worker=False)
+    _kill_driver(killed)
+    killed_lock = out / f"{LOCK_PREFIX}{left.name.split('.')[2]}{LOCK_SUFFIX}"
+    assert killed_lock.is_file()
+
+    held = start_campaign(_campaign_command(tmp_path, out, "2..2", "local[1]"))
+    staging, run_process, _ = _stop_midway(held, out, worker=False)
+    done = subprocess.run(
+        _campaign_command(tmp_path, out, "1..1", "local[1]"), env=_env(tmp_path),
+        capture_output=True, text=True, timeout=DEADLINE, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "2 scenario(s), 2 run(s): 2 passed, 0 failed" in done.stdout
+    assert not left.exists()
+    assert not killed_lock.exists()
+    assert staging.is_dir()  # the live campaign's run, midway
+    assert held.poll() is None
+
+    os.kill(run_process, signal.SIGCONT)
+    stdout, stderr = held.communicate(timeout=DEADLINE)
+    assert held.returncode == 0, stderr[-3000:]
+    assert "2 scenario(s), 2 run(s): 2 passed, 0 failed" in stdout
+    assert list(out.glob(".*")) == []
+    assert list(out.glob("*/.*")) == []
+    runs = {str(p.relative_to(out)) for p in out.glob("*/seed-*")} - {
+        f"{name}/seed-3" for name in ("create-delete-all-up", "delete-disabled")
+    }  # of the killed campaign: a run it finished before it was killed
+    assert runs == SEED_DIRS
+    for run in SEED_DIRS:
+        assert _whole(out / run)
+        result = msgspec.json.decode((out / run / "summary.json").read_bytes(), type=RunResult)
+        assert (result.status, result.run_dir) == ("passed", str(out / run))
+        assert f"seed-{result.seed}" == Path(run).name
+    page = (out / CAMPAIGN_FILE).read_text()
+    assert 'data-seed="2"' in page
+    assert 'data-seed="1"' not in page

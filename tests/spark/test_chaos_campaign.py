@@ -10,10 +10,14 @@ import re
 import socket
 from pathlib import Path
 
+import msgspec
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
+from cluster.chaos.loader import ScenarioError, parse_scenario
+from cluster.chaos.runner import RunResult
+from cluster.chaos.spark_campaign import CampaignTask, campaign_lock, run_batch
 from cluster.cli.main import main
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(300)]
@@ -149,3 +153,37 @@ def test_a_run_directory_no_executor_can_write_fails_the_job_in_one_line(
     assert "Traceback" not in captured.err
     assert captured.out == ""
     assert not (out / "campaign.html").exists()
+
+
+def test_an_exception_outside_a_runs_boundary_is_that_runs_error_and_the_task_goes_on(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """What an executor whose kemu is another version than the driver's does with a
+    scenario it cannot read: ``parse_scenario`` raises in the task's forked runs' process,
+    before the run (``run_scenario``) starts. That run is an error with the exception and
+    the command that reproduces it; the same task's next run passes."""
+    out = tmp_path / "campaign"
+    text = Path(FILES[1]).read_text()
+    newer = text + "from_a_newer_kemu: true\n"  # a field this kemu does not know
+    source = "scenarios/newer.yaml"
+    with pytest.raises(ScenarioError) as raised:
+        parse_scenario(newer, source=source)
+    with campaign_lock(out) as token:
+        tasks = [
+            CampaignTask(source=source, text=newer, seed=1, out=str(out), campaign=token),
+            CampaignTask(source=FILES[1], text=text, seed=1, out=str(out), campaign=token),
+        ]
+        batch = [(index, msgspec.json.encode(task)) for index, task in enumerate(tasks)]
+        answers = spark.sparkContext.parallelize([batch], 1).flatMap(run_batch).collect()
+    failed, passed = (msgspec.json.decode(a, type=RunResult) for _, a in sorted(answers))
+    assert failed.status == "error"
+    assert failed.error == (
+        f"the run's process failed outside the run: ScenarioError: {raised.value}"
+    )
+    assert (failed.scenario, failed.seed) == ("newer", 1)
+    assert failed.reproduce == f"kemu chaos run {source} --seed 1 --deterministic --out {out}"
+    assert passed.status == "passed", passed.error
+    assert (out / "delete-disabled" / "seed-1" / "trace.parquet").is_file()
+    # no run directory of the failed run, no staging directory, no lock file left
+    assert [p.name for p in out.iterdir()] == ["delete-disabled"]
+    assert [p.name for p in (out / "delete-disabled").iterdir()] == ["seed-1"]
