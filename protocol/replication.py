@@ -3,7 +3,10 @@
 
 The broker's fetcher manager hands partitions to the fetcher of their leader
 (``AddFetcherPartitions``, on becoming follower) and takes them back
-(``RemoveFetcherPartitions``, on becoming leader, StopReplica, or a leader change);
+(``RemoveFetcherPartitions``, on becoming leader, StopReplica, or a leader change; an
+ask of it is answered ``FetcherPartitionsRemoved`` once no fetcher works on them);
+``LeaderAnswered`` hands a fetcher its leader's answer, which it awaits with its mailbox
+free, and ``FetcherContinue`` resumes its local work between two slices of partitions;
 ``FetcherStatusRequest`` reads a fetcher's partition states (for tests and tools);
 ``IsrExpiration`` is the leader's ISR-expiration timer. What
 travels to the leader are Kafka's own OffsetForLeaderEpoch and Fetch requests
@@ -22,11 +25,14 @@ from protocol.ids import BrokerId
 
 __all__ = [
     "AddFetcherPartitions",
+    "FetcherContinue",
+    "FetcherPartitionsRemoved",
     "FetcherStatus",
     "FetcherStatusRequest",
     "FetcherWork",
     "InitialFetchState",
     "IsrExpiration",
+    "LeaderAnswered",
     "PartitionFetchState",
     "RemoveFetcherPartitions",
     "ReplicaState",
@@ -77,15 +83,40 @@ class AddFetcherPartitions(Message, frozen=True, kw_only=True):
 
 
 class RemoveFetcherPartitions(Message, frozen=True, kw_only=True):
-    """Stop fetching these partitions (``removePartitions``)."""
+    """Stop fetching these partitions (``removeFetcherForPartitions``). Asked, it is
+    answered ``FetcherPartitionsRemoved`` once every fetcher has dropped them, none of
+    them in the middle of its local log work on one (Kafka's fetcher holds its
+    ``partitionMapLock`` for that work, and the removal takes the lock)."""
 
     partitions: tuple[TopicPartition, ...]
+
+
+class FetcherPartitionsRemoved(Message, frozen=True, kw_only=True):
+    """The answer to an asked ``RemoveFetcherPartitions``."""
 
 
 class FetcherWork(Message, frozen=True, kw_only=True):
     """A fetcher's own wake-up: run one round (``doWork``)."""
 
     local_only = True
+
+
+class LeaderAnswered(Message, frozen=True, kw_only=True):
+    """A fetcher's own message: the leader's answer to its request number ``call`` (None
+    when the leader did not answer in time or refused), brought by the helper task that
+    asked, so that the fetcher's mailbox stays free while the request is out."""
+
+    local_only = True
+    call: int
+    reply: Message | None
+
+
+class FetcherContinue(Message, frozen=True, kw_only=True):
+    """A fetcher's own message: go on with the local work of its round (step number
+    ``call``), after the messages that came meanwhile (a removal among them)."""
+
+    local_only = True
+    call: int
 
 
 class IsrExpiration(Message, frozen=True, kw_only=True):

@@ -30,6 +30,18 @@ A leader that answers an empty fetch before ``max_wait_ms`` (which a leader with
 DelayedFetch never does) does not make the fetcher spin: the next round waits the rest
 of ``max_wait_ms``.
 
+**The mailbox during a round.** Every request to the leader goes out from a helper task
+and its answer comes back as ``LeaderAnswered``; until then the fetcher handles its other
+messages (a removal, new partitions, a status read), and the answer is applied only to
+the partitions still as they were when the request went (not removed, re-added or moved
+meanwhile). The local log work (asks to the log manager) holds the mailbox, as Kafka's
+fetcher holds its ``partitionMapLock`` for it, but a slice of ``ROUND_SLICE`` partitions
+at a time (``FetcherContinue``), so that a removal never waits for a round over thousands
+of new partitions. An asked ``RemoveFetcherPartitions`` is thus answered once the
+partitions are dropped and no local work on them is under way, at most one slice or one
+answer's work later, and never waits on a leader: two brokers whose fetchers fetch from
+each other can both wait for their fetchers while handling a StopReplica.
+
 The local log is reached through ``FollowerLog``, the fetcher's own port to the broker's
 log manager, made for each fetcher, which asks through it (``Partition.truncateTo``,
 ``appendRecordsToFollowerOrFutureReplica``, the follower high watermark); the leader is
@@ -37,14 +49,17 @@ reached with Kafka's own requests over the Network. The decisions are in
 ``actors.broker.replica_fetcher_state``.
 
 **Manager.** ``ReplicaFetcherManager`` is an actor of the broker node the broker tells
-(as Kafka's ReplicaManager calls its ``replicaFetcherManager``): ``AddFetcherPartitions``
-on ``makeFollowers``, ``RemoveFetcherPartitions`` on ``makeLeaders``, StopReplica and
-before a leader change. It spawns fetcher actors when first needed; one left without
-partitions idles (no timer, no traffic) until it is given partitions again.
+or asks (as Kafka's ReplicaManager calls its ``replicaFetcherManager``):
+``AddFetcherPartitions`` on ``makeFollowers``; ``RemoveFetcherPartitions`` asked before
+``makeLeaders`` and before StopReplica deletes logs (answered ``FetcherPartitionsRemoved``
+once every fetcher has answered its own), told for a failed log dir or a leaderless
+partition and before a leader change. It spawns fetcher actors when first needed; one
+left without partitions idles (no timer, no traffic) until it is given partitions again.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final, Protocol
@@ -63,6 +78,7 @@ from actors.broker.replica_fetcher_state import (
 from actors.runtime.actor import Actor, Context
 from protocol.base import ActorRef, Message
 from protocol.control import TopicPartition
+from protocol.envelope import EnvelopeKind
 from protocol.errors import ErrorCode, KafkaApiError, KemuError
 from protocol.ids import BrokerId, TopicName
 from protocol.kafka_data import (
@@ -82,10 +98,13 @@ from protocol.kafka_data import (
 )
 from protocol.replication import (
     AddFetcherPartitions,
+    FetcherContinue,
+    FetcherPartitionsRemoved,
     FetcherStatus,
     FetcherStatusRequest,
     FetcherWork,
     InitialFetchState,
+    LeaderAnswered,
     PartitionFetchState,
     RemoveFetcherPartitions,
     ReplicaState,
@@ -93,6 +112,7 @@ from protocol.replication import (
 
 __all__ = [
     "DEFAULT_FETCHER_CONFIG",
+    "FETCHER_REMOVAL_TIMEOUT_S",
     "REPLICA_FETCHER_MANAGER_ACTOR",
     "FetcherConfig",
     "FollowerLog",
@@ -193,6 +213,64 @@ def fetcher_name(leader: BrokerId, fid: int) -> str:
     return f"replica_fetcher-{fid}-{leader}"
 
 
+ROUND_SLICE: Final = 64
+"""How many partitions' local log work a fetcher does before it lets the messages that
+came meanwhile in (``FetcherContinue``): a removal waits for at most that much, never for
+a whole round over thousands of new partitions."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Truncating:
+    """The truncation's local work goes on with ``remaining`` (ready truncating partitions
+    not looked at yet); ``asked``: the latest local epoch of those that need the leader's
+    OffsetForLeaderEpoch so far, ``sent`` their states then."""
+
+    remaining: tuple[PartitionFetchState, ...]
+    asked: dict[TopicPartition, int]
+    sent: dict[TopicPartition, PartitionFetchState]
+
+
+@dataclass(frozen=True, slots=True)
+class _Preparing:
+    """The Fetch is being built: ``remaining`` still to look at, ``sent`` the partitions
+    (with their states) it asks for so far."""
+
+    remaining: tuple[PartitionFetchState, ...]
+    sent: dict[TopicPartition, PartitionFetchState]
+
+
+@dataclass(frozen=True, slots=True)
+class _Epochs:
+    """The round's OffsetForLeaderEpoch is out: the latest local epoch of each partition
+    asked, and the states they had then."""
+
+    asked: Mapping[TopicPartition, int]
+    sent: Mapping[TopicPartition, PartitionFetchState]
+
+
+@dataclass(frozen=True, slots=True)
+class _Fetch:
+    """The round's Fetch is out: the states of the partitions fetched, and when."""
+
+    sent: Mapping[TopicPartition, PartitionFetchState]
+    started: float
+
+
+@dataclass(frozen=True, slots=True)
+class _OutOfRange:
+    """``fetchOffsetAndTruncate`` of ``queue[0]`` (each with the state it had when its
+    fetch answered OFFSET_OUT_OF_RANGE): its ListOffsets for ``timestamp`` is out; its
+    local offsets were ``(start, log_end)``."""
+
+    queue: tuple[tuple[TopicPartition, PartitionFetchState], ...]
+    timestamp: int
+    start: int
+    log_end: int
+
+
+_Pending = _Truncating | _Preparing | _Epochs | _Fetch | _OutOfRange
+
+
 class ReplicaFetcher(Actor):
     """One fetcher (see the module docstring)."""
 
@@ -215,6 +293,11 @@ class ReplicaFetcher(Actor):
         self.states: dict[TopicPartition, PartitionFetchState] = {}
         self._scheduled = False
         self._idle_until = 0.0
+        self._calls = 0
+        """How many requests the fetcher sent its leader (the number of the last)."""
+        self._pending: _Pending | None = None
+        """What the round does with the leader's answer to request ``_calls``; None
+        between rounds."""
 
     # ------------------------------------------------------------------ messages
 
@@ -226,10 +309,16 @@ class ReplicaFetcher(Actor):
             case RemoveFetcherPartitions(partitions=partitions):
                 for tp in partitions:
                     self.states.pop(tp, None)
+                return FetcherPartitionsRemoved()
             case FetcherWork():
                 self._scheduled = False
-                await self._do_work()
-                self._schedule()
+                if self._pending is None:
+                    await self._maybe_truncate()
+                    self._schedule()
+            case LeaderAnswered(call=call, reply=reply):
+                await self._go_on(call, reply)
+            case FetcherContinue(call=call):
+                await self._go_on(call, None)
             case FetcherStatusRequest():
                 return FetcherStatus(
                     leader=self.leader,
@@ -254,8 +343,9 @@ class ReplicaFetcher(Actor):
             )
 
     def _schedule(self) -> None:
-        """Queue the next round: now, or when the first delayed partition is due."""
-        if self._scheduled:
+        """Queue the next round: now, or when the first delayed partition is due (none
+        while a request of this round is out: its answer goes on with the round)."""
+        if self._scheduled or self._pending is not None:
             return
         live = [s for s in self.states.values() if s.state is not ReplicaState.FAILED]
         if not live:
@@ -304,56 +394,106 @@ class ReplicaFetcher(Actor):
                 reason=reason,
             )
 
-    # ------------------------------------------------------------------ a round
+    # ------------------------------------------------------------------ the leader
 
-    async def _do_work(self) -> None:
-        await self._maybe_truncate()
-        await self._maybe_fetch()
+    def _call_leader(self, request: Message, pending: _Pending) -> None:
+        """Send ``request`` to the leader from a helper task and leave the mailbox free:
+        the answer comes back as ``LeaderAnswered``, and ``pending`` says what the round
+        does with it."""
+        self._calls += 1
+        self._pending = pending
+        self.start_soon(self._ask_leader, self._calls, request)
 
-    async def _ask_leader(self, request: Message) -> Message | None:
-        """The leader's answer, or None when it did not answer in time or refused."""
+    async def _ask_leader(self, call: int, request: Message) -> None:
+        """A helper task: ask the leader, hand the answer (None when it did not answer in
+        time or refused) to the fetcher's mailbox."""
+        reply: Message | None
         try:
-            return await self.ask(
+            reply = await self.ask(
                 self._leader_ref,
                 request,
                 timeout=self.config.replica_socket_timeout_ms / 1000,
             )
         except KemuError as exc:
             log.info("replica_fetcher_leader_unavailable", leader=self.leader, error=repr(exc))
-            return None
+            reply = None
+        self.send_self(LeaderAnswered(call=call, reply=reply))
+
+    def _let_messages_in(self, pending: _Pending) -> None:
+        """Stop the round's local work here, go on (``pending``) after the messages that
+        came meanwhile."""
+        self._calls += 1
+        self._pending = pending
+        self.send_self(FetcherContinue(call=self._calls))
+
+    async def _go_on(self, call: int, reply: Message | None) -> None:
+        """Go on with the round where step ``call`` left it; then, once the round is over,
+        schedule the next."""
+        pending = self._pending
+        if pending is None or call != self._calls:
+            return
+        self._pending = None
+        await self._resume(pending, reply)
+        self._schedule()
+
+    async def _resume(self, pending: _Pending, reply: Message | None) -> None:
+        """Go on with the round where its request to the leader, or a slice of its local
+        work, left it."""
+        match pending:
+            case _Truncating(remaining=remaining, asked=asked, sent=sent):
+                await self._truncation_slice(remaining, asked, sent)
+            case _Preparing(remaining=remaining, sent=sent):
+                await self._fetch_slice(remaining, sent)
+            case _Epochs():
+                await self._on_epochs(pending, reply)
+            case _Fetch():
+                await self._on_fetched(pending, reply)
+            case _OutOfRange():
+                await self._on_leader_offset(pending, reply)
+
+    # ------------------------------------------------------------------ a round
 
     async def _maybe_truncate(self) -> None:
-        """``maybeTruncate``, repeated while the leader names epochs the follower lacks."""
-        while True:
-            truncating = self._ready(ReplicaState.TRUNCATING)
-            if not truncating:
-                return
-            asked: dict[TopicPartition, int] = {}
-            for s in truncating:
-                tp = s.partition
-                try:
-                    latest = await self.log.latest_epoch(tp)
-                except KafkaApiError as exc:
-                    self._fail(tp, exc.code.name)
-                    continue
-                if latest is None:  # no epochs: cut at the high watermark
-                    await self._truncate(tp, s.fetch_offset, completed=True)
-                else:
-                    asked[tp] = latest
-            if not asked:
-                return
-            if not await self._truncate_by_epochs(asked):
-                return
+        """``maybeTruncate``, then (once no OffsetForLeaderEpoch is needed) the fetch."""
+        await self._truncation_slice(tuple(self._ready(ReplicaState.TRUNCATING)), {}, {})
 
-    async def _truncate_by_epochs(self, asked: Mapping[TopicPartition, int]) -> bool:
-        """One OffsetForLeaderEpoch round; whether another round may be needed."""
+    async def _truncation_slice(
+        self,
+        remaining: tuple[PartitionFetchState, ...],
+        asked: dict[TopicPartition, int],
+        sent: dict[TopicPartition, PartitionFetchState],
+    ) -> None:
+        """The truncation's local work over the next ``ROUND_SLICE`` partitions still as
+        they were listed: a log without epochs is cut at the high watermark, one with
+        epochs joins the OffsetForLeaderEpoch sent once every partition was looked at."""
+        for s in remaining[:ROUND_SLICE]:
+            tp = s.partition
+            if self.states.get(tp) != s:
+                continue  # removed or re-added while the fetcher let messages in
+            try:
+                latest = await self.log.latest_epoch(tp)
+            except KafkaApiError as exc:
+                self._fail(tp, exc.code.name)
+                continue
+            if latest is None:  # no epochs: cut at the high watermark
+                await self._truncate(tp, s.fetch_offset, completed=True)
+            else:
+                asked[tp] = latest
+                sent[tp] = s
+        if len(remaining) > ROUND_SLICE:
+            self._let_messages_in(_Truncating(remaining[ROUND_SLICE:], asked, sent))
+            return
+        current = {tp: epoch for tp, epoch in asked.items() if self.states.get(tp) == sent[tp]}
+        if not current:
+            await self._maybe_fetch()
+            return
         by_topic: dict[TopicName, list[OffsetForLeaderPartition]] = {}
-        for tp, epoch in sorted(asked.items()):
+        for tp, epoch in sorted(current.items()):
             by_topic.setdefault(TopicName(tp.topic), []).append(
                 OffsetForLeaderPartition(
                     partition=tp.partition,
                     leader_epoch=epoch,
-                    current_leader_epoch=self.states[tp].leader_epoch,
+                    current_leader_epoch=sent[tp].leader_epoch,
                 )
             )
         request = OffsetForLeaderEpochRequestData(
@@ -362,19 +502,27 @@ class ReplicaFetcher(Actor):
                 OffsetForLeaderTopic(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()
             ),
         )
-        reply = await self._ask_leader(request)
+        self._call_leader(request, _Epochs(asked=current, sent={tp: sent[tp] for tp in current}))
+
+    async def _on_epochs(self, pending: _Epochs, reply: Message | None) -> None:
+        """The OffsetForLeaderEpoch answer: cut each partition still as it was asked
+        about where ``getOffsetTruncationState`` says, then truncate again (the leader
+        named an epoch the follower lacks) or fetch. An error delays the partition
+        (``handlePartitionsWithErrors``), a fencing at an unchanged epoch fails it."""
         if not isinstance(reply, OffsetForLeaderEpochResponseData):
-            self._delay(asked)
-            return False
+            self._delay(pending.asked)
+            await self._maybe_fetch()
+            return
         again = False
         for topic in reply.topics:
             for result in topic.partitions:
                 tp = TopicPartition(topic.topic, result.partition)
                 state = self.states.get(tp)
-                if tp not in asked or state is None or state.state is not ReplicaState.TRUNCATING:
-                    continue
+                if state is None or state != pending.sent.get(tp):
+                    continue  # removed, re-added or moved meanwhile
                 if result.error_code is not ErrorCode.NONE:
-                    await self._on_error(tp, result.error_code, state.leader_epoch)
+                    if self._on_error(tp, result.error_code, state.leader_epoch):
+                        self._delay((tp,))
                     continue
                 try:
                     local = await self.log.end_offset_for_epoch(tp, result.leader_epoch)
@@ -390,7 +538,10 @@ class ReplicaFetcher(Actor):
                     continue
                 await self._truncate(tp, target.offset, completed=target.completed)
                 again = again or not target.completed
-        return again
+        if again:
+            await self._maybe_truncate()
+        else:
+            await self._maybe_fetch()
 
     async def _truncate(self, tp: TopicPartition, offset: int, *, completed: bool) -> None:
         """``ReplicaFetcherThread.truncate``, then fetch from ``offset`` (or ask again)."""
@@ -419,16 +570,24 @@ class ReplicaFetcher(Actor):
         )
 
     async def _maybe_fetch(self) -> None:
+        """``maybeFetch``: one Fetch for every ready fetching partition."""
         fetching = self._ready(ReplicaState.FETCHING)
-        if not fetching:
-            return
-        cfg = self.config
-        by_topic: dict[TopicName, list[FetchPartition]] = {}
-        sent: dict[TopicPartition, PartitionFetchState] = {}
-        for s in fetching:
+        if fetching:
+            await self._fetch_slice(tuple(fetching), {})
+
+    async def _fetch_slice(
+        self,
+        remaining: tuple[PartitionFetchState, ...],
+        sent: dict[TopicPartition, PartitionFetchState],
+    ) -> None:
+        """The Fetch's local work (the log start of a partition new to this fetcher) over
+        the next ``ROUND_SLICE`` partitions still as they were listed; the Fetch goes
+        once every partition was looked at."""
+        for s in remaining[:ROUND_SLICE]:
             tp = s.partition
-            start = s.log_start_offset
-            if start < 0:  # not known since this fetcher took the partition
+            if self.states.get(tp) != s:
+                continue  # removed or re-added while the fetcher let messages in
+            if s.log_start_offset < 0:  # not known since this fetcher took the partition
                 try:
                     start, _ = await self.log.offsets(tp)
                 except KafkaApiError as exc:
@@ -437,17 +596,24 @@ class ReplicaFetcher(Actor):
                 self._put(tp, log_start_offset=start)
                 s = self.states[tp]
             sent[tp] = s
+        if len(remaining) > ROUND_SLICE:
+            self._let_messages_in(_Preparing(remaining[ROUND_SLICE:], sent))
+            return
+        current = {tp: s for tp, s in sent.items() if self.states.get(tp) == s}
+        if not current:
+            return
+        cfg = self.config
+        by_topic: dict[TopicName, list[FetchPartition]] = {}
+        for tp, s in current.items():
             by_topic.setdefault(TopicName(tp.topic), []).append(
                 FetchPartition(
                     partition=tp.partition,
                     fetch_offset=s.fetch_offset,
                     partition_max_bytes=cfg.replica_fetch_max_bytes,
                     current_leader_epoch=s.leader_epoch,
-                    log_start_offset=start,
+                    log_start_offset=s.log_start_offset,
                 )
             )
-        if not sent:
-            return
         request = FetchRequestData(
             replica_id=self.broker_id,
             max_wait_ms=cfg.replica_fetch_wait_max_ms,
@@ -455,30 +621,37 @@ class ReplicaFetcher(Actor):
             max_bytes=cfg.replica_fetch_response_max_bytes,
             topics=tuple(FetchTopic(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
         )
-        started = self.clock.now()
-        reply = await self._ask_leader(request)
+        self._call_leader(request, _Fetch(sent=current, started=self.clock.now()))
+
+    async def _on_fetched(self, pending: _Fetch, reply: Message | None) -> None:
+        """The Fetch answer (``processFetchRequest``): each partition still as it was
+        sent (not removed, re-added or moved meanwhile) takes its records; then the
+        partitions whose fetch offset was out of range, one after the other."""
         if not isinstance(reply, FetchResponseData) or reply.error_code is not ErrorCode.NONE:
-            self._delay(sent)
+            self._delay(pending.sent)
             return
         got_data = False
+        out_of_range: list[tuple[TopicPartition, PartitionFetchState]] = []
         for topic in reply.responses:
             for data in topic.partitions:
                 tp = TopicPartition(topic.topic, data.partition_index)
-                before = sent.get(tp)
+                before = pending.sent.get(tp)
                 current = self.states.get(tp)
                 if before is None or current != before:
                     continue  # removed, re-added or moved meanwhile
+                if data.error_code is not ErrorCode.NONE:
+                    if self._on_error(tp, data.error_code, current.leader_epoch):
+                        out_of_range.append((tp, current))
+                    continue
                 got_data = await self._process(tp, current, data) or got_data
         if not got_data:
-            self._idle_until = started + cfg.replica_fetch_wait_max_ms / 1000
+            self._idle_until = pending.started + self.config.replica_fetch_wait_max_ms / 1000
+        await self._next_out_of_range(tuple(out_of_range))
 
     async def _process(
         self, tp: TopicPartition, state: PartitionFetchState, data: FetchPartitionData
     ) -> bool:
-        """One partition of a fetch answer; whether records were appended."""
-        if data.error_code is not ErrorCode.NONE:
-            await self._on_error(tp, data.error_code, state.leader_epoch)
-            return False
+        """One partition of a fetch answer without error; whether records were appended."""
         # The fetch offset is the local log end: the fetcher set it at the truncation and
         # after every append (an append starting elsewhere is refused by the log).
         start, log_end = state.log_start_offset, state.fetch_offset
@@ -502,46 +675,81 @@ class ReplicaFetcher(Actor):
         self._put(tp, fetch_offset=log_end, log_start_offset=start, high_watermark=high_watermark)
         return log_end != state.fetch_offset
 
-    async def _on_error(self, tp: TopicPartition, error: ErrorCode, sent_epoch: int) -> None:
+    def _on_error(self, tp: TopicPartition, error: ErrorCode, sent_epoch: int) -> bool:
+        """A partition's error from the leader: fail or delay it; True when its fetch
+        offset was out of range (``fetchOffsetAndTruncate`` is the caller's to run)."""
         current = self.states.get(tp)
         if current is None:
-            return
+            return False
         action = fetch_error_action(
             error, sent_leader_epoch=sent_epoch, current_leader_epoch=current.leader_epoch
         )
         match action:
             case FetchErrorAction.TRUNCATE_OUT_OF_RANGE:
-                await self._fetch_offset_and_truncate(tp, current)
+                return True
             case FetchErrorAction.FAIL:
                 self._fail(tp, error.name)
             case FetchErrorAction.RETRY:
                 self._delay((tp,))
+        return False
 
-    async def _fetch_offset_and_truncate(
-        self, tp: TopicPartition, state: PartitionFetchState
+    async def _next_out_of_range(
+        self, queue: tuple[tuple[TopicPartition, PartitionFetchState], ...]
     ) -> None:
-        """``fetchOffsetAndTruncate``: below the leader's latest offset (an unclean
-        election made a shorter log the leader's) cut there; under the leader's log start
-        start over at it; then fetch from max(leader start, own log end)."""
-        try:
-            start, log_end = await self.log.offsets(tp)
-            latest = await self._leader_offset(tp, state, LATEST_TIMESTAMP)
-            if latest is None:
+        """``fetchOffsetAndTruncate`` of the first partition of ``queue`` still as its
+        fetch left it: its local offsets, then the leader's latest offset."""
+        while queue:
+            (tp, state), rest = queue[0], queue[1:]
+            if self.states.get(tp) == state:
+                try:
+                    start, log_end = await self.log.offsets(tp)
+                except KafkaApiError as exc:
+                    self._fail(tp, exc.code.name)
+                else:
+                    self._call_leader(
+                        self._list_offsets(tp, state, LATEST_TIMESTAMP),
+                        _OutOfRange(
+                            queue=queue, timestamp=LATEST_TIMESTAMP, start=start, log_end=log_end
+                        ),
+                    )
+                    return
+            queue = rest
+
+    async def _on_leader_offset(self, pending: _OutOfRange, reply: Message | None) -> None:
+        """``fetchOffsetAndTruncate`` goes on: below the leader's latest offset (an
+        unclean election made a shorter log the leader's) cut there; under the leader's
+        log start start over at it; then fetch from max(leader start, own log end). No
+        answer delays the partition. Then the next partition of the queue."""
+        (tp, state), rest = pending.queue[0], pending.queue[1:]
+        if self.states.get(tp) == state:
+            offset = _listed_offset(reply, tp)
+            if offset is None:
                 self._delay((tp,))
-                return
-            if latest < log_end:
-                await self._truncate(tp, latest, completed=True)
-                return
-            earliest = await self._leader_offset(tp, state, EARLIEST_TIMESTAMP)
-            if earliest is None:
-                self._delay((tp,))
-                return
-            if earliest > log_end:
+            elif pending.timestamp == LATEST_TIMESTAMP:
+                if offset < pending.log_end:
+                    await self._truncate(tp, offset, completed=True)
+                else:
+                    self._call_leader(
+                        self._list_offsets(tp, state, EARLIEST_TIMESTAMP),
+                        dataclasses.replace(pending, timestamp=EARLIEST_TIMESTAMP),
+                    )
+                    return
+            else:
+                await self._start_at_leader_start(tp, offset, pending.start, pending.log_end)
+        await self._next_out_of_range(rest)
+
+    async def _start_at_leader_start(
+        self, tp: TopicPartition, earliest: int, start: int, log_end: int
+    ) -> None:
+        """Fetch from max(the leader's log start, the local log end), starting the local
+        log over at the leader's start when its end is below it."""
+        if earliest > log_end:
+            try:
                 start, log_end = await self.log.truncate_fully_and_start_at(tp, earliest)
-                log.info("replica_restarted_at_leader_start", partition=str(tp), offset=earliest)
-        except KafkaApiError as exc:
-            self._fail(tp, exc.code.name)
-            return
+            except KafkaApiError as exc:
+                self._fail(tp, exc.code.name)
+                return
+            log.info("replica_restarted_at_leader_start", partition=str(tp), offset=earliest)
         self._put(
             tp,
             fetch_offset=max(earliest, log_end),
@@ -549,11 +757,11 @@ class ReplicaFetcher(Actor):
             state=ReplicaState.FETCHING,
         )
 
-    async def _leader_offset(
+    def _list_offsets(
         self, tp: TopicPartition, state: PartitionFetchState, timestamp: int
-    ) -> int | None:
-        """The leader's latest or earliest offset (ListOffsets as a replica)."""
-        request = ListOffsetsRequestData(
+    ) -> ListOffsetsRequestData:
+        """ListOffsets as a replica for the leader's latest or earliest offset."""
+        return ListOffsetsRequestData(
             replica_id=self.broker_id,
             topics=(
                 ListOffsetsTopic(
@@ -568,17 +776,27 @@ class ReplicaFetcher(Actor):
                 ),
             ),
         )
-        reply = await self._ask_leader(request)
-        if not isinstance(reply, ListOffsetsResponseData):
-            return None
-        for topic in reply.topics:
-            for p in topic.partitions:
-                if p.partition_index == tp.partition and p.error_code is ErrorCode.NONE:
-                    return p.offset
+
+
+def _listed_offset(reply: Message | None, tp: TopicPartition) -> int | None:
+    """The offset a ListOffsets answer gives ``tp`` without error, if any."""
+    if not isinstance(reply, ListOffsetsResponseData):
         return None
+    for topic in reply.topics:
+        if topic.name != tp.topic:
+            continue
+        for p in topic.partitions:
+            if p.partition_index == tp.partition and p.error_code is ErrorCode.NONE:
+                return p.offset
+    return None
 
 
 REPLICA_FETCHER_MANAGER_ACTOR = "replica_fetcher_manager"
+
+FETCHER_REMOVAL_TIMEOUT_S: Final = 600.0
+"""How long the manager waits for a fetcher to drop partitions: the local log work of one
+answer, which waits on the log manager as long as a bulk creation or deletion keeps it
+busy (Kafka's ``removeFetcherForPartitions`` waits for the fetcher's lock without end)."""
 
 
 class ReplicaFetcherManager(Actor):
@@ -611,7 +829,10 @@ class ReplicaFetcherManager(Actor):
             case AddFetcherPartitions(partitions=partitions):
                 await self.add_fetcher_for_partitions(partitions)
             case RemoveFetcherPartitions(partitions=partitions):
-                self.remove_fetcher_for_partitions(partitions)
+                if ctx.kind is EnvelopeKind.ASK:
+                    await self.remove_fetcher_for_partitions(partitions)
+                    return FetcherPartitionsRemoved()
+                self.tell_fetchers_to_remove(partitions)
             case _:
                 pass
         return None
@@ -645,15 +866,37 @@ class ReplicaFetcherManager(Actor):
                 self.fetchers[key] = await self.node.spawn(fetcher)
             self._tell(key, AddFetcherPartitions(partitions=tuple(groups[key])))
 
-    def remove_fetcher_for_partitions(self, partitions: Iterable[TopicPartition]) -> None:
-        """``removeFetcherForPartitions``."""
+    async def remove_fetcher_for_partitions(self, partitions: Iterable[TopicPartition]) -> None:
+        """``removeFetcherForPartitions``: returns once every fetcher that had one of
+        ``partitions`` has dropped it, none in the middle of its local log work on it
+        (a fetcher's mailbox is free while its requests to the leader are out, so this
+        waits at most for the local work of one answer)."""
+        for key, tps in self._by_fetcher(partitions):
+            ref = self.fetchers.get(key)
+            if ref is None:
+                continue
+            try:
+                await self.ask(
+                    ref, RemoveFetcherPartitions(partitions=tps), timeout=FETCHER_REMOVAL_TIMEOUT_S
+                )
+            except KemuError as exc:  # only a stopping node: the fetcher goes with it
+                log.warning("fetcher_removal_unanswered", fetcher=ref.name, error=repr(exc))
+
+    def tell_fetchers_to_remove(self, partitions: Iterable[TopicPartition]) -> None:
+        """``removeFetcherForPartitions`` without waiting for the fetchers."""
+        for key, tps in self._by_fetcher(partitions):
+            self._tell(key, RemoveFetcherPartitions(partitions=tps))
+
+    def _by_fetcher(
+        self, partitions: Iterable[TopicPartition]
+    ) -> list[tuple[tuple[BrokerId, int], tuple[TopicPartition, ...]]]:
+        """``partitions`` leave ``assigned``; those each fetcher had, in fetcher order."""
         by_fetcher: dict[tuple[BrokerId, int], list[TopicPartition]] = {}
         for tp in partitions:
             key = self.assigned.pop(tp, None)
             if key is not None:
                 by_fetcher.setdefault(key, []).append(tp)
-        for key in sorted(by_fetcher):
-            self._tell(key, RemoveFetcherPartitions(partitions=tuple(sorted(by_fetcher[key]))))
+        return [(key, tuple(sorted(by_fetcher[key]))) for key in sorted(by_fetcher)]
 
     def _tell(self, key: tuple[BrokerId, int], msg: Message) -> None:
         ref = self.fetchers.get(key)

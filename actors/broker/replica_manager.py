@@ -174,8 +174,13 @@ class ReplicationHooks(Protocol):
         ``makeFollowers``): fetch from their leaders."""
 
     def stop_fetching(self, partitions: Iterable[TopicPartition]) -> None:
-        """Stop fetching these partitions (``removeFetcherForPartitions``): this broker
-        leads them now, or stops replicating them."""
+        """Stop fetching these partitions (``removeFetcherForPartitions``) without waiting
+        for the fetchers: their logs are offline, or they have no leader."""
+
+    async def remove_fetchers(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stop fetching these partitions (``removeFetcherForPartitions``), returning once
+        no fetcher works on them: this broker is about to lead them, or to stop
+        replicating them (and perhaps delete their logs)."""
 
     def follower_fetched(self, partition: Partition, replica: BrokerId) -> None:
         """A follower's fetch updated its state on this leader (``maybeExpandIsr``)."""
@@ -188,6 +193,9 @@ class NoReplication:
         return None
 
     def stop_fetching(self, partitions: Iterable[TopicPartition]) -> None:
+        return None
+
+    async def remove_fetchers(self, partitions: Iterable[TopicPartition]) -> None:
         return None
 
     def follower_fetched(self, partition: Partition, replica: BrokerId) -> None:
@@ -269,6 +277,17 @@ class ReplicaManager:
         if accepted:
             await self._read_topic_settings({TopicName(s.topic) for s in accepted})
             local = self._broker.broker_id
+            # ``makeLeaders`` removes the fetchers before ``Partition.makeLeader``: none
+            # may append as follower to a log that starts the new leader epoch below.
+            to_lead = [
+                tp
+                for s in accepted
+                if s.leader == local
+                and (tp := TopicPartition(s.topic, s.partition)) in self.partitions
+                and not self.partitions[tp].is_leader
+            ]
+            if to_lead:
+                await self.hooks.remove_fetchers(to_lead)
             batch = GetOrCreateLogs(
                 logs=tuple(
                     GetOrCreateLog(
@@ -374,11 +393,12 @@ class ReplicaManager:
             else:
                 codes[tp] = ErrorCode.NONE
                 stopped.append(tp)
-        # First the fetchers of every stopped partition (they read the partition map), then
-        # the deleted partitions leave it, then their logs go in one batch (one checkpoint
-        # per log dir), as ``stopReplicas`` orders it.
+        # First the fetchers of every stopped partition let go of them (waited for: none
+        # may be appending to a log deleted below), then the deleted partitions leave the
+        # partition map, then their logs go in one batch (one checkpoint per log dir), as
+        # ``stopReplicas`` orders it.
         if stopped:
-            self.hooks.stop_fetching(stopped)
+            await self.hooks.remove_fetchers(stopped)
         delays = await self._file_delete_delays(
             {TopicName(p.topic) for p in req.partitions if p.delete_partition}
         )

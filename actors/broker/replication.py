@@ -3,8 +3,11 @@ the follower side (replica fetchers) and the leader's ISR changes (AlterIsr).
 
 * ``make_followers`` hands the partitions now followed here to the fetcher manager, at
   their high watermark (``ReplicaManager.makeFollowers`` → ``addFetcherForPartitions``);
-  ``stop_fetching`` takes them back (``makeLeaders``, StopReplica). Both drop the ISR
-  changes still waiting to be sent for them (``AlterIsrManager.clearPending``).
+  ``remove_fetchers`` takes them back and returns once no fetcher works on them
+  (``removeFetcherForPartitions`` before ``makeLeaders`` and before StopReplica deletes
+  logs); ``stop_fetching`` takes them back without waiting (a log dir failure, a
+  partition left without leader). All drop the ISR changes still waiting to be sent for
+  them (``AlterIsrManager.clearPending``).
 * ``follower_fetched``: a follower's fetch may let it join the ISR
   (``Partition.maybeExpandIsr``); the proposal is sent as AlterIsr.
 * ``isr_expiration`` runs every ``replica.lag.time.max.ms`` / 2 (Kafka's
@@ -34,6 +37,7 @@ from actors.broker.alter_isr_manager import AlterIsrManager
 from actors.broker.isr import DEFAULT_REPLICA_LAG_TIME_MAX_MS, IsrUpdate, LeaderIsr
 from actors.broker.replica_fetcher import (
     DEFAULT_FETCHER_CONFIG,
+    FETCHER_REMOVAL_TIMEOUT_S,
     FetcherConfig,
     FollowerLog,
     ReplicaFetcherManager,
@@ -196,6 +200,20 @@ class Replication:
         self._clear_alter_isr(tps)
         if self.fetcher_manager is not None and tps:
             self.broker.tell(self.fetcher_manager, RemoveFetcherPartitions(partitions=tps))
+
+    async def remove_fetchers(self, partitions: Iterable[TopicPartition]) -> None:
+        tps = tuple(sorted(partitions))
+        self._clear_alter_isr(tps)
+        if self.fetcher_manager is None or not tps:
+            return
+        try:
+            await self.broker.ask(
+                self.fetcher_manager,
+                RemoveFetcherPartitions(partitions=tps),
+                timeout=FETCHER_REMOVAL_TIMEOUT_S + 1,  # the manager's own wait, and a margin
+            )
+        except KemuError as exc:  # only a stopping node: its fetchers stop with it
+            log.warning("fetcher_removal_unanswered", partitions=len(tps), error=repr(exc))
 
     def follower_fetched(self, partition: ReplicatedPartition, replica: BrokerId) -> None:
         state = partition.isr_state

@@ -11,7 +11,13 @@ from pathlib import Path
 from actors.log.partition_log import Log
 from actors.runtime.clock import VirtualClock, run_virtual
 from protocol.ids import BrokerId
-from protocol.replication import AddFetcherPartitions, InitialFetchState, ReplicaState
+from protocol.replication import (
+    AddFetcherPartitions,
+    FetcherPartitionsRemoved,
+    InitialFetchState,
+    RemoveFetcherPartitions,
+    ReplicaState,
+)
 from tests.support.open_logs import OPENED, close_opened_logs  # noqa: F401 - autouse
 from tests.support.record_batches import client_batch, decode_batches
 from tests.support.replication import TP, ReplicationRig, open_log, replication_rig
@@ -182,5 +188,36 @@ def test_a_follower_below_the_leaders_log_start_starts_over_there(tmp_path: Path
         assert follower.log_start_offset == 2
         assert content(follower) == content(leader)
         assert [o for o, _, _ in content(follower)] == [2, 3]
+
+    run(tmp_path, prepare, body)
+
+
+def test_a_fetcher_waiting_on_its_leader_drops_a_partition_at_once(tmp_path: Path) -> None:
+    """The fetcher's mailbox stays free while its Fetch is out: cut off from the leader
+    (the Fetch waits replica.socket.timeout.ms, 30 s), an asked removal is answered at
+    once, the partition gone from its states; the late answer changes nothing."""
+
+    def prepare(leader: Log, follower: Log) -> int:
+        write(leader, 0, b"a")
+        return 0
+
+    async def body(rig: ReplicationRig, leader: Log, follower: Log) -> None:
+        await rig.until(lambda: follower.log_end_offset == 1)
+        rig.network.partition(["broker-0"], ["broker-1"])
+        fetches = rig.leader.fetches
+        await rig.clock.sleep(1)  # the next long poll is out, and will go unanswered
+        asked_at = rig.clock.now()
+        reply = await rig.nodes["broker-1"].ask(
+            rig.fetcher.ref, RemoveFetcherPartitions(partitions=(TP,)), timeout=5
+        )
+        assert isinstance(reply, FetcherPartitionsRemoved)
+        assert rig.clock.now() - asked_at < 1
+        rig.network.heal()
+        assert (await rig.status()).partitions == ()
+        write(leader, 0, b"b")
+        await rig.clock.sleep(60)
+        assert follower.log_end_offset == 1
+        assert rig.leader.fetches == fetches
+        assert not [e for e in rig.sink.events if e.type == "replica_fetch_failed"]
 
     run(tmp_path, prepare, body)
