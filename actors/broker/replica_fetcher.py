@@ -53,7 +53,8 @@ or asks (as Kafka's ReplicaManager calls its ``replicaFetcherManager``):
 ``AddFetcherPartitions`` on ``makeFollowers``; ``RemoveFetcherPartitions`` asked before
 ``makeLeaders`` and before StopReplica deletes logs (answered ``FetcherPartitionsRemoved``
 once every fetcher has answered its own), told for a failed log dir or a leaderless
-partition and before a leader change. It spawns fetcher actors when first needed; one
+partition; a leader change moves a partition to its new leader's fetcher once the old
+one has dropped it. It spawns fetcher actors when first needed; one
 left without partitions idles (no timer, no traffic) until it is given partitions again.
 """
 
@@ -839,8 +840,10 @@ class ReplicaFetcherManager(Actor):
 
     async def add_fetcher_for_partitions(self, states: Iterable[InitialFetchState]) -> None:
         """``addFetcherForPartitions``: each partition to the fetcher of its leader (a
-        partition that had another leader leaves that one's fetcher first)."""
+        partition that had another leader leaves that one's fetcher first, waited for:
+        the two never work on its log at the same time)."""
         groups: dict[tuple[BrokerId, int], list[InitialFetchState]] = {}
+        moved: list[TopicPartition] = []
         for state in states:
             tp = state.partition
             key = (
@@ -849,9 +852,13 @@ class ReplicaFetcherManager(Actor):
             )
             previous = self.assigned.get(tp)
             if previous is not None and previous != key:
-                self._tell(previous, RemoveFetcherPartitions(partitions=(tp,)))
-            self.assigned[tp] = key
+                moved.append(tp)
             groups.setdefault(key, []).append(state)
+        if moved:
+            await self.remove_fetcher_for_partitions(moved)
+        for key, group in groups.items():
+            for state in group:
+                self.assigned[state.partition] = key
         for key in sorted(groups):
             if key not in self.fetchers:
                 leader, fid = key
