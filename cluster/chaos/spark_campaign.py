@@ -391,18 +391,35 @@ def run_here(task: CampaignTask, *, started: Callable[[str, Path], object] | Non
 
 def _move_into_place(staging: Path, run_dir: Path) -> None:
     """Rename the finished run ``staging`` to ``run_dir``. A run already there (an earlier
-    campaign's, or another attempt's of the same task) is renamed aside first, then
-    removed: ``run_dir`` is always a whole run, or absent for the instant between."""
+    campaign's, another attempt's of the same task, or another campaign's of the same
+    scenario and seed writing it now) is renamed aside first, then removed: ``run_dir`` is
+    always a whole run, or absent for the instant between. When another writer's rename
+    comes between the two (it moved the run aside itself, or got its own into place),
+    this one tries again: the last rename is the run there."""
+    aside = staging.with_suffix(REPLACED)
+    while True:
+        if _renamed(staging, run_dir):
+            return
+        try:
+            run_dir.rename(aside)
+        except FileNotFoundError:  # another writer moved it aside meanwhile
+            continue
+        try:
+            if _renamed(staging, run_dir):
+                return
+        finally:
+            shutil.rmtree(aside, ignore_errors=True)
+
+
+def _renamed(staging: Path, run_dir: Path) -> bool:
+    """Rename ``staging`` to ``run_dir``; False if a run is there (not empty)."""
     try:
         staging.rename(run_dir)
-        return
     except OSError as exc:
         if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
             raise
-    aside = staging.with_suffix(REPLACED)
-    run_dir.rename(aside)
-    staging.rename(run_dir)
-    shutil.rmtree(aside, ignore_errors=True)
+        return False
+    return True
 
 
 @contextlib.contextmanager

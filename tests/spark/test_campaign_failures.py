@@ -461,3 +461,41 @@ def test_campaigns_into_one_out_at_once_remove_only_their_own_and_gone_drivers_s
     page = (out / CAMPAIGN_FILE).read_text()
     assert 'data-seed="2"' in page
     assert 'data-seed="1"' not in page
+
+
+# A writer of one run directory, as a campaign task's last step: argv[1] times, a whole
+# run (one file naming the writer and the time) put into place from a staging directory.
+MOVER = """
+import sys, tempfile
+from pathlib import Path
+from cluster.chaos.spark_campaign import _move_into_place
+run_dir, times, name = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+for n in range(times):
+    staging = Path(tempfile.mkdtemp(prefix=".seed-1.campaign.", suffix=".partial",
+                                    dir=run_dir.parent))
+    (staging / "summary.json").write_text(f"{name} {n}")
+    _move_into_place(staging, run_dir)
+"""
+
+
+def test_two_campaigns_writing_one_run_at_once_both_get_it_into_place(tmp_path: Path) -> None:
+    """Two campaigns of the same scenario and seed: each puts the run into place while the
+    other does (a rename race). Neither fails to; the run directory is always one of the
+    writes, whole, and nothing is left beside it."""
+    run_dir = tmp_path / "scenario" / "seed-1"
+    run_dir.parent.mkdir()
+    movers = [
+        subprocess.Popen(
+            [sys.executable, "-c", MOVER, str(run_dir), "400", name],
+            env=_env(tmp_path),
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("a", "b")
+    ]
+    for mover in movers:
+        _, stderr = mover.communicate(timeout=120)
+        assert mover.returncode == 0, stderr[-2000:]
+    assert [p.name for p in run_dir.parent.iterdir()] == ["seed-1"]
+    assert [p.name for p in run_dir.iterdir()] == ["summary.json"]
+    assert (run_dir / "summary.json").read_text() in {"a 399", "b 399"}
