@@ -277,7 +277,13 @@ class ReplicaStateMachine:
             ctx.remove_replica_state(replica)
         elif target is not current:  # a failover's resend moves Online replicas to Online
             ctx.put_replica_state(replica, target)
-        leadership = ctx.leadership(replica.topic_partition)
+        leader = leader_epoch = None
+        # The leadership only for a transition logged or traced (120,000 in a deletion of
+        # 1,000 topics x 10 partitions x RF 3, each otherwise only counted).
+        if self.state_log.records(target.label):
+            leadership = ctx.leadership(replica.topic_partition)
+            if leadership is not None:
+                leader, leader_epoch = leadership.leader, leadership.leader_epoch
         self.state_log.transition(
             _MACHINE,
             replica.topic_partition,
@@ -285,8 +291,8 @@ class ReplicaStateMachine:
             current.label,
             target.label,
             controller_epoch=ctx.epoch,
-            leader=leadership.leader if leadership is not None else None,
-            leader_epoch=leadership.leader_epoch if leadership is not None else None,
+            leader=leader,
+            leader_epoch=leader_epoch,
         )
         return True
 

@@ -39,6 +39,15 @@ class StateChangeLogger:
             (n for n in (logging.DEBUG, logging.INFO) if log.is_enabled_for(n)), logging.WARNING
         )
 
+    def records(self, to_state: str) -> bool:
+        """Whether a transition to ``to_state`` is logged or traced now, i.e. whether its
+        ``leader`` and ``leader_epoch`` are read (otherwise ``transition`` only counts its
+        trace event): a state machine looks them up only then."""
+        level = logging.INFO if to_state == _ONLINE else logging.DEBUG
+        if level >= self._log_level:
+            return True
+        return self._trace is not None and (self._tracer is None or self._tracer.enabled)
+
     def transition(
         self,
         machine: str,

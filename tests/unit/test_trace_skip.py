@@ -95,3 +95,17 @@ def test_a_state_change_log_without_trace_counts_nothing() -> None:
     tp = TopicPartition(topic=TopicName("t"), partition=0)
     log.transition("partition", tp, None, "NewPartition", "OnlinePartition", controller_epoch=1)
     assert tracer.seq == 0
+
+
+def test_a_state_change_log_records_a_transition_only_while_traced_or_logged() -> None:
+    """``records`` tells a state machine whether to look up a transition's leader: not
+    while its tracer is silent and the level is above DEBUG (the default in tests:
+    WARNING), yes once a sink listens, and yes with a ``trace`` but no tracer known."""
+    tracer = Tracer()
+    log = StateChangeLogger(1, lambda *a, **f: None, tracer=tracer)
+    assert not log.records("OfflineReplica")
+    assert not log.records("OnlinePartition")
+    tracer.add_sink(MemorySink())
+    assert log.records("OfflineReplica")
+    assert StateChangeLogger(1, lambda *a, **f: None).records("OfflineReplica")
+    assert not StateChangeLogger(1, None, tracer=Tracer()).records("OfflineReplica")
