@@ -371,15 +371,22 @@ def _preview(data: bytes) -> str:
     return text + ("..." if len(data) > 200 else "")
 
 
+_JAVA_INT: Final = re.compile(r"[+-]?[0-9]+")
+
+
 def _parse_java_int(text: str, what: str, *, bits: int) -> int:
     """Java's ``Integer.parseInt``/``Long.parseLong`` on ``text``: an optional sign, ASCII
     digits, within range."""
-    if not re.fullmatch(r"[+-]?[0-9]+", text):
+    if not _JAVA_INT.fullmatch(text):
         raise ZkDataError(f"{what} {text!r} is not a decimal integer")
     value = int(text)
     if not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
         raise ZkDataError(f"{what} {text!r} is out of range for a {bits}-bit integer")
     return value
+
+
+_INT32_MIN: Final = -(1 << 31)
+_INT32_MAX: Final = (1 << 31) - 1
 
 
 class _Object:
@@ -438,6 +445,8 @@ class _Object:
     def int32_list_value(self, value: object, key: str) -> tuple[int, ...]:
         if not isinstance(value, list):
             raise self.fail(key, "an array of 32-bit integers")
+        if all(type(item) is int and _INT32_MIN <= item <= _INT32_MAX for item in value):
+            return tuple(value)  # the common case, checked in one pass
         return tuple(self._int(item, key, 32) for item in value)
 
     def str_list(self, key: str) -> tuple[str, ...]:
