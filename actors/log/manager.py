@@ -248,6 +248,8 @@ def open_logs_budget(file_limit: int, brokers: int) -> int:
 _LOGS_PER_CHECKPOINT: Final = 1000
 # Renamed logs removed between two yields (each removal is a directory tree: slower).
 _REMOVALS_PER_CHECKPOINT: Final = 10
+# Leader epochs whose new log files a log manager keeps made (``_new_leader_log_files``).
+_KEPT_LEADER_FILES: Final = 64
 
 MAX_DIR_NAME: Final = 255
 DELETE_SUFFIX: Final = "-delete"
@@ -803,6 +805,7 @@ class LogManager(Actor):
             *((file_name, b"") for file_name in SEGMENT_FILES),
             (LEADER_EPOCH_CHECKPOINT, b""),
         )
+        self._leader_log_files: dict[int, tuple[tuple[str, bytes], ...]] = {}
 
     # -- read-only views (tests, metrics)
 
@@ -1130,10 +1133,7 @@ class LogManager(Actor):
     ) -> None:
         files = self._new_log_files
         if leader_epoch is not None:  # the empty log's epoch cache: (epoch, 0)
-            files = (
-                *files[:-1],
-                (LEADER_EPOCH_CHECKPOINT, format_epoch_checkpoint([(leader_epoch, 0)])),
-            )
+            files = self._new_leader_log_files(leader_epoch)
         try:
             self.disk.write_files(path, files)
         except OSError as exc:
@@ -1145,6 +1145,18 @@ class LogManager(Actor):
         self._fresh[tp] = leader_epoch
         self._trace_op("create", path, log_dir=log_dir, tp=tp)
         self._checkpoint_soon(log_dir)
+
+    def _new_leader_log_files(self, epoch: int) -> tuple[tuple[str, bytes], ...]:
+        """A new leader's log files: its checkpoint holds ``(epoch, 0)``. Kept for the
+        first ``_KEPT_LEADER_FILES`` epochs met (a bulk creation makes its leaders' logs
+        with one or a few epochs: 1,000 leaders on a broker, one set of files)."""
+        files = self._leader_log_files.get(epoch)
+        if files is None:
+            checkpoint = format_epoch_checkpoint([(epoch, 0)])
+            files = (*self._new_log_files[:-1], (LEADER_EPOCH_CHECKPOINT, checkpoint))
+            if len(self._leader_log_files) < _KEPT_LEADER_FILES:
+                self._leader_log_files[epoch] = files
+        return files
 
     def _write_fresh_epoch(self, tp: TopicPartition, log_dir: Path, epoch: int) -> None:
         """A new leader epoch of a fresh empty log: its checkpoint is ``(epoch, 0)`` alone,
