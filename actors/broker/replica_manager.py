@@ -692,9 +692,17 @@ class ReplicaManager:
             configs = await kafka_zk.get_topic_configs(self._broker.session, new)
         except StoreError:
             return
+        no_overrides: TopicSettings | None = None  # the broker's defaults, one value for all
         for topic, overrides in configs.items():
-            if not isinstance(overrides, StoreError):
+            if isinstance(overrides, StoreError):
+                continue
+            if overrides:
                 await self._keep_settings(topic, overrides, configure_logs=False)
+                continue
+            if no_overrides is None:
+                no_overrides = await self._keep_settings(topic, {}, configure_logs=False)
+            else:  # as _keep_settings would make them: no log config to hand over
+                self._topic_settings[topic] = no_overrides
 
     def _default_settings(self) -> TopicSettings:
         config = self._broker.config
