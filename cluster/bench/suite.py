@@ -282,9 +282,10 @@ async def create_topics_seconds(
     return elapsed
 
 
-def raw_log_dirs_seconds(logs: int) -> float:
+def raw_log_dirs_seconds(logs: int, replication_factor: int = 3) -> float:
     """The filesystem floor of the creation bench: ``logs`` directories, each with the files
-    of a new log (three empty segment files and a ``leader-epoch-checkpoint``), made with
+    of a new log (three empty segment files and a ``leader-epoch-checkpoint``: a leader's,
+    one log in ``replication_factor``, holding its epoch, a follower's empty), made with
     bare ``os`` calls in one loop on the same kind of directory: no actors, no store."""
     import os
     import stat
@@ -292,15 +293,19 @@ def raw_log_dirs_seconds(logs: int) -> float:
 
     names = [f"00000000000000000000.{suffix}" for suffix in ("log", "index", "timeindex")]
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    empty = stat.S_IFREG | 0o666
     with tempfile.TemporaryDirectory(dir=fast_tmp()) as tmp:
         t0 = _now()
         for i in range(logs):
             log = f"{tmp}/bench-{i // 10}-{i % 10}"
             os.mkdir(log)
             for name in names:
-                os.mknod(f"{log}/{name}", stat.S_IFREG | 0o666)
+                os.mknod(f"{log}/{name}", empty)
+            if i % replication_factor:
+                os.mknod(f"{log}/leader-epoch-checkpoint", empty)
+                continue
             fd = os.open(f"{log}/leader-epoch-checkpoint", flags, 0o666)
-            os.write(fd, b"0\n0\n")
+            os.write(fd, b"0\n1\n0 0\n")
             os.close(fd)
         return _now() - t0
 
@@ -554,7 +559,7 @@ async def _row_scale(args: argparse.Namespace) -> bool:
     if found is None:
         return False
     result, whole = found
-    fs_floor = raw_log_dirs_seconds(result.partitions * rf)
+    fs_floor = raw_log_dirs_seconds(result.partitions * rf, rf)
     rss = result.peak_rss_bytes
     verdict = "OK" if rss < SCALE_RSS_GOAL else "ABOVE GOAL"
     fast = "OK" if result.create_seconds < SCALE_CREATE_GOAL_S else "ABOVE GOAL"
