@@ -35,6 +35,7 @@ from actors.zk.store import MetadataStore
 from cluster.kafka.apis import SERVED_API_VERSIONS
 from cluster.kafka.listener import KafkaRequest, KafkaWireServer, request_data
 from cluster.launch.connect import EMBEDDED_SCHEME, STORE_NODE
+from cluster.launch.ports import free_ports
 from cluster.logging import broker_registered, close_broker_logs, open_broker_logs
 from cluster.network import InProcessTransport, Network, TcpTransport
 from cluster.network.auth import new_secret, seeded_secret
@@ -458,7 +459,7 @@ class Cluster:
                         host=self.spec.bind_host,
                         advertised_host=self.spec.advertised_host,
                         advertised_port=self.spec.advertised_port(broker_id),
-                        port=self.ports.get(broker_id, self._port_for(broker_id)),
+                        port=self.ports.get(broker_id) or self._port_for(broker_id),
                         log_dir=self.spec.log_dir,
                         config=self.config,
                         rack=self.spec.racks.get(broker_id),
@@ -498,7 +499,16 @@ class Cluster:
         await self._expire_later(session_id, self.config.zookeeper_session_timeout_ms / 1000)
 
     def _port_for(self, broker_id: int) -> int:
-        return 0 if self.spec.base_port == 0 else self.spec.base_port + broker_id
+        """The Kafka port of a broker's first run (a restart binds the port it had).
+        Without a base port, one picked outside the kernel's ephemeral range: a port the
+        kernel gave (``bind(0)``) can be any outgoing connection's while the broker is down
+        (``cluster.launch.ports``)."""
+        if self.spec.base_port != 0:
+            return self.spec.base_port + broker_id
+        if not self.spec.listeners:
+            return 0
+        (port,) = free_ports(1, self.spec.bind_host)
+        return port
 
     def stop_broker(self, broker_id: int) -> None:
         """Graceful stop: the broker's own shutdown steps run (it closes its store session,
