@@ -45,7 +45,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from enum import IntEnum, StrEnum
-from typing import Annotated, Any, Final, Self, TypeAlias
+from typing import Annotated, Any, Final, Self, TypeAlias, cast
 
 import msgspec
 
@@ -208,13 +208,13 @@ def topic_partitions_path(topic: TopicName) -> str:
 
 
 def partition_path(topic: TopicName, partition: int) -> str:
-    return f"{topic_partitions_path(topic)}/{partition}"
+    return f"{TOPICS_PATH}/{_segment(topic, 'topic')}/partitions/{partition}"
 
 
 def partition_state_path(topic: TopicName, partition: int) -> str:
     """``/brokers/topics/<t>/partitions/<p>/state``: leader, ISR and epochs; its zkVersion
-    is LeaderAndIsr's ``zk_version``."""
-    return f"{partition_path(topic, partition)}/state"
+    is LeaderAndIsr's ``zk_version``. (One format: a new controller reads every one.)"""
+    return f"{TOPICS_PATH}/{_segment(topic, 'topic')}/partitions/{partition}/state"
 
 
 def config_entity_type_path(entity_type: ConfigType) -> str:
@@ -788,11 +788,19 @@ class _PartitionStateWire(msgspec.Struct):
 
     leader: _Int32
     leader_epoch: _Int32
-    isr: list[_Int32]
+    isr: tuple[_Int32, ...]
     controller_epoch: _Int32
 
 
 _PARTITION_STATE_DECODER: Final = msgspec.json.Decoder(_PartitionStateWire)
+
+_PARTITION_STATE_FORMAT: Final = (
+    "{{"
+    + ",".join(f'"{key}":{{{key}}}' for key in jvm.scala_immutable_order(_PARTITION_STATE_KEYS))
+    + "}}"
+)
+"""A state znode's JSON with its values left to ``str.format``, its keys in the order of
+Kafka's five-entry immutable Map."""
 
 
 class LeaderIsrAndControllerEpoch(msgspec.Struct, frozen=True, kw_only=True):
@@ -808,16 +816,16 @@ class LeaderIsrAndControllerEpoch(msgspec.Struct, frozen=True, kw_only=True):
     def encode(self) -> bytes:
         # TopicPartitionStateZNode.encode: a five-entry immutable Map, i.e. a CHAMP HashMap.
         # Every value is an int or a list of ints, so the JSON is formatted directly (the
-        # same bytes ``_dumps`` writes): one is written per partition state change.
-        fields = {
-            "version": "1",
-            "leader": str(int(self.leader)),
-            "leader_epoch": str(int(self.leader_epoch)),
-            "controller_epoch": str(int(self.controller_epoch)),
-            "isr": "[" + ",".join([str(int(b)) for b in self.isr]) + "]",
-        }
-        order = jvm.scala_immutable_order(_PARTITION_STATE_KEYS)
-        return ("{" + ",".join([f'"{key}":{fields[key]}' for key in order]) + "}").encode()
+        # same bytes ``_dumps`` writes): one is written per partition state change, its
+        # keys in the one order the map's hash gives them (``_PARTITION_STATE_FORMAT``).
+        isr = ",".join([str(int(b)) for b in self.isr])
+        return _PARTITION_STATE_FORMAT.format(
+            version=1,
+            leader=int(self.leader),
+            leader_epoch=int(self.leader_epoch),
+            controller_epoch=int(self.controller_epoch),
+            isr=f"[{isr}]",
+        ).encode()
 
     @classmethod
     def decode(cls, data: bytes) -> Self:
@@ -832,7 +840,7 @@ class LeaderIsrAndControllerEpoch(msgspec.Struct, frozen=True, kw_only=True):
             return cls(
                 leader=BrokerId(wire.leader),
                 leader_epoch=LeaderEpoch(wire.leader_epoch),
-                isr=tuple(map(BrokerId, wire.isr)),
+                isr=cast("tuple[BrokerId, ...]", wire.isr),  # BrokerId is int at run time
                 controller_epoch=ControllerEpoch(wire.controller_epoch),
             )
         obj = _Object.parse(data, "partition state")

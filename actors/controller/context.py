@@ -142,6 +142,8 @@ class ControllerContext:
         live = self._live_broker_epochs
         shutting_down = self.shutting_down_broker_ids
         offline_dirs = self.replicas_on_offline_dirs
+        if not shutting_down and not offline_dirs:  # the common case, one test a replica
+            return tuple([r for r in replicas if r not in live])
         return tuple(
             r
             for r in replicas
@@ -165,9 +167,10 @@ class ControllerContext:
         return self.partition_full_replica_assignment(tp).replicas
 
     def partition_full_replica_assignment(self, tp: TopicPartition) -> zkdata.ReplicaAssignment:
-        return self.partition_assignments.get(TopicName(tp.topic), {}).get(
-            tp.partition, EMPTY_ASSIGNMENT
-        )
+        partitions = self.partition_assignments.get(tp.topic)
+        if partitions is None:
+            return EMPTY_ASSIGNMENT
+        return partitions.get(tp.partition, EMPTY_ASSIGNMENT)
 
     def update_partition_full_replica_assignment(
         self, tp: TopicPartition, assignment: zkdata.ReplicaAssignment
@@ -205,6 +208,27 @@ class ControllerContext:
             for r in self.partition_replica_assignment(tp)
             if r in wanted
         ]
+
+    def topics_with_offline_replicas(self) -> set[TopicName]:
+        """The topics of ``all_topics`` with a replica that is not online
+        (``is_replica_online``): those whose deletion cannot progress now."""
+        live = self._live_broker_epochs
+        shutting_down = self.shutting_down_broker_ids
+        offline_dirs = self.replicas_on_offline_dirs
+        found: set[TopicName] = set()
+        for topic in self.all_topics:
+            for partition, assignment in self.partition_assignments.get(topic, {}).items():
+                replicas = assignment.replicas
+                if any(r not in live or r in shutting_down for r in replicas) or (
+                    offline_dirs
+                    and any(
+                        TopicPartition(topic, partition) in offline_dirs.get(r, ())
+                        for r in replicas
+                    )
+                ):
+                    found.add(topic)
+                    break
+        return found
 
     def set_all_topics(self, topics: Iterable[TopicName]) -> None:
         self.all_topics = set(topics)

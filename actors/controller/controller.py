@@ -1118,12 +1118,7 @@ class KafkaController(Actor):
         offline, or a partition being reassigned)."""
         ctx = self.context
         to_delete = set(await kafka_zk.get_topic_deletions(self._session()))
-        offline = {
-            TopicName(r.topic)
-            for topic in ctx.all_topics
-            for r in ctx.replicas_for_topic(topic)
-            if not ctx.is_replica_online(r.replica, r.topic_partition)
-        }
+        offline = ctx.topics_with_offline_replicas()
         reassigning = {TopicName(tp.topic) for tp in ctx.partitions_being_reassigned}
         return to_delete, offline | reassigning
 

@@ -100,7 +100,11 @@ class ControllerBrokerRequestBatch:
         # states were built from, and those states by is_new (see add_leader_and_isr).
         self._built: dict[
             TopicPartition,
-            tuple[Leadership, zkdata.ReplicaAssignment, dict[bool, LeaderAndIsrPartitionState]],
+            tuple[
+                Leadership,
+                zkdata.ReplicaAssignment,
+                list[LeaderAndIsrPartitionState | None],  # indexed by is_new
+            ],
         ] = {}
 
     # -- lifecycle
@@ -147,12 +151,19 @@ class ControllerBrokerRequestBatch:
     ) -> None:
         built = self._built.get(tp)
         if built is None or built[0] is not leadership or built[1] is not assignment:
-            built = (leadership, assignment, {})
+            built = (leadership, assignment, [None, None])
             self._built[tp] = built
             # The UpdateMetadata state of ``tp`` only changes with its leadership or
             # assignment while a batch is built (the live brokers and the deletion queue
             # change between batches): once per partition, not once per recipient.
             self._add_partition_metadata(tp)
+            # Every live-or-shutting-down broker hears of it. A set of brokers: the order
+            # they are sent in is settled when the batch is sent. (Registered broker ids
+            # are never negative: no filtering. Once per partition: the set is emptied
+            # only with ``_built``, when the batch is sent or cleared.)
+            live = self.context.live_or_shutting_down_broker_ids
+            if not live <= self.update_metadata_brokers:
+                self.update_metadata_brokers |= live
         shared = built[2]  # the same state for every recipient, by its is_new
         by_broker = self.leader_and_isr
         for broker_id in broker_ids:
@@ -165,7 +176,7 @@ class ControllerBrokerRequestBatch:
             if not new:
                 previous = states.get(tp)
                 new = previous is not None and previous.is_new
-            partition_state = shared.get(new)
+            partition_state = shared[new]
             if partition_state is None:
                 state = leadership.leader_and_isr
                 partition_state = shared[new] = LeaderAndIsrPartitionState(
@@ -182,12 +193,6 @@ class ControllerBrokerRequestBatch:
                     is_new=new,
                 )
             states[tp] = partition_state
-        # A set of brokers: the order they are sent in is settled when the batch is sent.
-        # (Registered broker ids are never negative: no filtering, one set union, made
-        # only when one is missing.)
-        live = self.context.live_or_shutting_down_broker_ids
-        if not live <= self.update_metadata_brokers:
-            self.update_metadata_brokers |= live
 
     def add_stop_replica(
         self, broker_ids: Iterable[BrokerId], tp: TopicPartition, *, delete_partition: bool

@@ -316,13 +316,10 @@ async def get_partition_states(
     """The states of ``partitions`` that have one, read as one pipelined batch (Kafka's
     ``getTopicPartitionStatesRaw``); any other failure than a missing znode raises."""
     partitions = list(partitions)
-    outcomes = await session.get_each(
-        [
-            (zkdata.partition_state_path(TopicName(tp.topic), tp.partition), False)
-            for tp in partitions
-        ]
-    )
+    path = zkdata.partition_state_path
+    outcomes = await session.get_each([(path(tp.topic, tp.partition), False) for tp in partitions])
     out: dict[TopicPartition, PartitionState] = {}
+    decode = zkdata.LeaderIsrAndControllerEpoch.decode
     for tp, outcome in zip(partitions, outcomes, strict=True):
         if isinstance(outcome, NoNodeError):
             continue
@@ -330,7 +327,7 @@ async def get_partition_states(
             raise outcome
         data, stat = outcome
         if data:
-            out[tp] = PartitionState(zkdata.LeaderIsrAndControllerEpoch.decode(data), stat.version)
+            out[tp] = PartitionState(decode(data), stat.version)
     return out
 
 

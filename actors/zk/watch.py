@@ -20,7 +20,7 @@ queue, a broker's mailbox).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Container, Sequence
 from typing import Any, Protocol
 
 import anyio
@@ -149,6 +149,11 @@ class WatchRouter:
     def has_data(self, path: str) -> bool:
         return path in self._data
 
+    @property
+    def watched_data(self) -> Container[str]:
+        """The paths with a data handler (``has_data`` of a batch of reads)."""
+        return self._data
+
     def has_children(self, path: str) -> bool:
         return path in self._child
 
@@ -207,8 +212,9 @@ class WatchedSession(ForwardingSession):
     async def get_each(
         self, reads: Sequence[tuple[str, bool]]
     ) -> list[tuple[bytes, Stat] | StoreError]:
+        watched = self._router.watched_data
         return await self.inner.get_each(
-            [(path, watch or self._router.has_data(path)) for path, watch in reads]
+            [(path, watch or path in watched) for path, watch in reads]
         )
 
 
