@@ -30,6 +30,11 @@ Helpers shared by test modules live in ``tests/support`` (no test module imports
 ``tests.support.zookeeper`` provides the session's real ZooKeeper server;
 ``tests.support.kafka_python`` pre-imports kafka-python's protocol modules (their
 import-time deprecation warning would otherwise fail the warnings-as-errors suite).
+
+Subprocesses (fresh interpreters, ``kemu`` commands, Spark's executors) import the kemu
+checkout this process imports: ``pytest_configure`` puts it first on ``PYTHONPATH``, and
+takes the fingerprint of its source that a failed trace comparison checks
+(``tests.support.source``).
 """
 
 from __future__ import annotations
@@ -46,7 +51,8 @@ import pytest
 import structlog
 from pytest_asyncio.plugin import LoopFactory
 
-import tests.support.kafka_python  # noqa: F401 - imported for its side effect
+import tests.support.kafka_python  # imported for its side effect
+import tests.support.source
 from actors.runtime.freeze import FreezableEventLoop
 
 pytest_plugins = ["tests.support.zookeeper", "pytester"]
@@ -60,7 +66,10 @@ def pytest_configure(config: pytest.Config) -> None:
     keep in-process clusters' logs at WARNING, as ``kemu up`` prints them by default:
     structlog unconfigured prints every level, the DEBUG messages between actors too, into
     each test's captured output. Loggers are not cached, so ``capture_logs`` still sees
-    them; a test that calls ``configure_logging`` replaces this."""
+    them; a test that calls ``configure_logging`` replaces this. Subprocesses are pinned
+    to this checkout, and its source fingerprinted (see above)."""
+    tests.support.source.pin_subprocesses()
+    tests.support.source.session_fingerprint = tests.support.source.source_fingerprint()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     manager = config.pluginmanager
     if not manager.has_plugin(KEMU_PLUGIN) and not manager.is_blocked(KEMU_PLUGIN):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.support.source import KEMU_ROOT, source_changed
+
 __all__ = ["assert_same_trace"]
 
 SHOWN = 600
@@ -13,7 +15,9 @@ SHOWN = 600
 def assert_same_trace(got: Path, want: Path) -> None:
     """``got`` and ``want`` (``trace.jsonl`` files) hold the same bytes; otherwise fail with
     the first line where they differ, from both, so that a failure seen once (under load,
-    on another machine) can be diagnosed from the test's output alone."""
+    on another machine) can be diagnosed from the test's output alone. If kemu's source
+    changed since the session started, the failure says so first: the two runs may then
+    come from different code, which no determinism promises anything about."""
     a, b = got.read_bytes(), want.read_bytes()
     if a == b:
         return
@@ -26,7 +30,13 @@ def assert_same_trace(got: Path, want: Path) -> None:
     def shown(lines: list[bytes]) -> str:
         return lines[line][:SHOWN].decode(errors="replace") if line < len(lines) else "<end>"
 
+    changed = (
+        f"kemu's source under {KEMU_ROOT} changed since the test session started (a"
+        " rebase, checkout or merge meanwhile): the two runs may come from different code.\n"
+        if source_changed()
+        else ""
+    )
     raise AssertionError(
-        f"{got} ({len(left)} lines) differs from {want} ({len(right)} lines) at line"
+        f"{changed}{got} ({len(left)} lines) differs from {want} ({len(right)} lines) at line"
         f" {line + 1}:\n  got:  {shown(left)}\n  want: {shown(right)}"
     )
