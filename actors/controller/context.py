@@ -318,9 +318,11 @@ class ControllerContext:
         return self.partition_states.get(tp, PartitionState.NON_EXISTENT)
 
     def put_partition_state(self, tp: TopicPartition, state: PartitionState) -> None:
-        previous = self.partition_states.get(tp, PartitionState.NON_EXISTENT)
-        self.partition_states[tp] = state
-        self._update_offline_count(tp, previous, state)
+        states = self.partition_states
+        previous = states.get(tp, PartitionState.NON_EXISTENT)
+        states[tp] = state
+        if previous is not state:  # an unchanged state leaves the count as it is
+            self._update_offline_count(tp, previous, state)
 
     def put_partition_state_if_absent(self, tp: TopicPartition, state: PartitionState) -> None:
         if tp not in self.partition_states:
@@ -329,11 +331,13 @@ class ControllerContext:
     def _update_offline_count(
         self, tp: TopicPartition, previous: PartitionState, state: PartitionState
     ) -> None:
+        if (previous is PartitionState.OFFLINE) is (state is PartitionState.OFFLINE):
+            return  # neither into nor out of Offline
         if self.is_topic_deletion_in_progress(tp.topic):
             return
-        if previous is not PartitionState.OFFLINE and state is PartitionState.OFFLINE:
+        if state is PartitionState.OFFLINE:
             self.offline_partition_count += 1
-        elif previous is PartitionState.OFFLINE and state is not PartitionState.OFFLINE:
+        else:
             self.offline_partition_count -= 1
 
     def partitions_in_states(

@@ -91,15 +91,18 @@ class PartitionStateMachine:
 
     def initialize_partition_state(self) -> None:
         ctx = self.context
+        leadership_of = ctx.leaderships.get  # once per partition: 100,000 at a failover
+        is_online = ctx.is_replica_online
+        put = ctx.put_partition_state
         for tp in ctx.all_partitions:
-            leadership = ctx.leadership(tp)
+            leadership = leadership_of(tp)
             if leadership is None:
                 state = PartitionState.NEW
-            elif ctx.is_replica_online(leadership.leader, tp):
+            elif is_online(leadership.leader_and_isr.leader, tp):
                 state = PartitionState.ONLINE
             else:
                 state = PartitionState.OFFLINE
-            ctx.put_partition_state(tp, state)
+            put(tp, state)
 
     async def trigger_online_partition_state_change(self, topic: TopicName | None = None) -> None:
         """Every New or Offline partition (of ``topic``) whose topic is not queued for
