@@ -17,6 +17,7 @@ from pathlib import Path
 
 import msgspec
 
+from cluster.bench.jvm_cpu import spark_cpu_seconds
 from cluster.bench.process import exit_with
 from cluster.cli.progress import spark_stage_progress
 
@@ -38,6 +39,9 @@ class AnalysisTimes(msgspec.Struct, frozen=True, kw_only=True):
     events: int
     violations: int
     divergent_topics: int
+    cpu: dict[str, float] = msgspec.field(default_factory=dict)
+    """Spark: the session's CPU seconds by kind (``cluster.bench.jvm_cpu``), sampled
+    after the diff, the session's start included."""
 
 
 def _pandas(baseline: Path, candidate: Path) -> AnalysisTimes:
@@ -68,7 +72,9 @@ def _spark(
             t2 = _now()
             document = diff(spark, [baseline], [candidate])
             t3 = _now()
-    return _times("spark", t1 - t0, t2 - t1, t3 - t2, analysis, document)
+        cpu = spark_cpu_seconds()
+    times = _times("spark", t1 - t0, t2 - t1, t3 - t2, analysis, document)
+    return msgspec.structs.replace(times, cpu=cpu)
 
 
 def _times(

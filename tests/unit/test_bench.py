@@ -16,6 +16,7 @@ from cluster.bench import chaos as bench_chaos
 from cluster.bench import suite as bench
 from cluster.bench.chaos import run_campaign, scenario_files
 from cluster.bench.failover import run_failover
+from cluster.bench.jvm_cpu import CPU_KINDS
 from cluster.bench.scale import run_scale
 from tests.support.bench_scenarios import FAILING, PASSING, write_scenario
 
@@ -192,6 +193,12 @@ def test_bench_row_9_times_spark_and_pandas_on_the_same_pair() -> None:
     found = next(line for line in out.splitlines() if line.startswith("  both found:"))
     assert ", 0 violations," in found
     assert "(pandas:" not in found  # the two engines agree
+    cpu = next(line for line in out.splitlines() if line.startswith("  Spark's CPU seconds"))
+    spent = dict(part.rsplit(" ", 1) for part in cpu.split(": ", 1)[1].split(", "))
+    assert set(spent) == set(CPU_KINDS)
+    assert float(spent["tasks"]) > 0  # Spark's task threads were found and read
+    assert float(spent["JIT compiler"]) > 0
+    assert float(spent["Python workers"]) > 0
 
 
 @pytest.mark.slow
