@@ -56,6 +56,28 @@ class TopicPartitions(Mapping[int, UpdateMetadataPartitionState]):
         states.append(state)  # the next one: how a new topic's partitions come
         self._count += 1
 
+    def put_range(
+        self, states: tuple[UpdateMetadataPartitionState, ...], start: int, end: int
+    ) -> None:
+        """``put`` of ``states[start:end]``, none of them a deletion: a run of one topic's
+        states in an UpdateMetadata (a new controller's names every partition, each
+        broker applying it)."""
+        table, count = self._states, self._count
+        for index in range(start, end):
+            state = states[index]
+            partition = state.partition
+            size = len(table)
+            if partition < size:
+                if table[partition] is None:
+                    count += 1
+                table[partition] = state
+                continue
+            if partition > size:
+                table.extend([None] * (partition - size))
+            table.append(state)
+            count += 1
+        self._count = count
+
     def remove(self, partition: int) -> None:
         states = self._states
         if partition < len(states) and states[partition] is not None:
@@ -93,9 +115,10 @@ class TopicPartitions(Mapping[int, UpdateMetadataPartitionState]):
 
 _NO_PARTITIONS = TopicPartitions()
 
-TopicRun = tuple[TopicName, int, int, bool]
+TopicRun = tuple[TopicName, int, int, bool, bool]
 """One topic's consecutive states in an UpdateMetadata: the topic, where they start and
-end, and whether they are its partitions 0, 1, ... in order with none deleted."""
+end, whether they are its partitions 0, 1, ... in order with none deleted, and whether
+one of them is a deletion."""
 
 _last_runs: tuple[tuple[UpdateMetadataPartitionState, ...], tuple[TopicRun, ...]] = ((), ())
 
@@ -113,16 +136,18 @@ def topic_runs(states: tuple[UpdateMetadataPartitionState, ...]) -> tuple[TopicR
     runs: list[TopicRun] = []
     start = 0
     topic: TopicName | None = None
-    whole = True
+    whole, deletes = True, False
     for index, state in enumerate(states):
         if state.topic != topic:
             if topic is not None:
-                runs.append((topic, start, index, whole))
-            topic, start, whole = state.topic, index, True
-        if whole and (state.partition != index - start or state.leader == LEADER_DURING_DELETE):
+                runs.append((topic, start, index, whole, deletes))
+            topic, start, whole, deletes = state.topic, index, True, False
+        if state.leader == LEADER_DURING_DELETE:
+            whole, deletes = False, True
+        elif whole and state.partition != index - start:
             whole = False
     if topic is not None:
-        runs.append((topic, start, len(states), whole))
+        runs.append((topic, start, len(states), whole, deletes))
     _last_runs = (states, tuple(runs))
     return _last_runs[1]
 
@@ -152,7 +177,8 @@ class MetadataCache:
         """Apply an UpdateMetadata; return the topics it mentioned (to poke purgatories)
         and the partitions it deleted. The controller sends a topic's partitions together:
         a new topic's run of partitions 0, 1, ... becomes its table as it is (one copy of
-        the run), any other run is applied a state at a time."""
+        the run), any other run is applied a state at a time (in one call when it deletes
+        nothing)."""
         self.updates += 1
         self.controller_id = request.controller_id
         self.brokers = {b.id: b for b in sorted(request.live_brokers, key=lambda b: b.id)}
@@ -160,11 +186,16 @@ class MetadataCache:
         deleted: list[tuple[TopicName, int]] = []
         topics = self.topics
         states = request.partition_states
-        for topic, start, end, whole in topic_runs(states):
+        for topic, start, end, whole, deletes in topic_runs(states):
             touched.add(topic)
             partitions = topics.get(topic)
             if partitions is None and whole:
                 topics[topic] = TopicPartitions.of(list(states[start:end]))
+                continue
+            if not deletes:  # a known topic's run, or a new one's out of order
+                if partitions is None:
+                    partitions = topics[topic] = TopicPartitions()
+                partitions.put_range(states, start, end)
                 continue
             for state in states[start:end]:
                 if partitions is None:

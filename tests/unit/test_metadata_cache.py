@@ -122,3 +122,38 @@ def test_new_topics_runs_become_tables_whatever_order_the_states_come_in() -> No
     assert list(cache.partitions("e")) == [1]
     assert len(cache.partitions("e")) == 1
     assert cache.replica_count() == 7
+
+
+def test_a_known_topics_runs_replace_fill_and_extend_its_table() -> None:
+    """A new controller's UpdateMetadata names known partitions in its own order, in runs
+    of a topic's states broken by others': each state replaces its partition's, fills a
+    hole or extends the table; the count follows; a run with a deletion still deletes."""
+    cache = MetadataCache()
+    cache.update(_update(_state("a", 0, 1), _state("a", 2, 1)))  # a hole at 1
+    cache.update(
+        _update(
+            _state("a", 2, 3, epoch=1),
+            _state("b", 0, 2),
+            _state("a", 1, 3),
+            _state("a", 0, 3, epoch=1),
+            _state("a", 5, 3),
+            _state("b", 1, 2),
+        )
+    )
+    assert dict(cache.partitions("a").items()) == {
+        0: _state("a", 0, 3, epoch=1),
+        1: _state("a", 1, 3),
+        2: _state("a", 2, 3, epoch=1),
+        5: _state("a", 5, 3),
+    }
+    assert len(cache.partitions("a")) == 4
+    assert cache.partitions("a").get(4) is None
+    assert dict(cache.partitions("b").items()) == {0: _state("b", 0, 2), 1: _state("b", 1, 2)}
+    update = cache.update(_update(_state("a", 1, 4), _state("a", 2, LEADER_DURING_DELETE)))
+    assert update.deleted == (("a", 2),)
+    assert dict(cache.partitions("a").items()) == {
+        0: _state("a", 0, 3, epoch=1),
+        1: _state("a", 1, 4),
+        5: _state("a", 5, 3),
+    }
+    assert len(cache.partitions("a")) == 3
