@@ -110,13 +110,12 @@ class LogCreated(Message, frozen=True, kw_only=True):
 
 class DeleteLog(Message, frozen=True, kw_only=True):
     """Delete the partition's log asynchronously: answered once its directory is renamed to
-    ``<topic>-<partition>.<uuid>-delete``; removed from disk ``file.delete.delay.ms`` later."""
+    ``<topic>-<partition>.<uuid>-delete``; removed from disk the broker's
+    ``log.segment.delete.delay.ms`` later (``LogManager.deleteLogs``: not the topic's
+    ``file.delete.delay.ms``)."""
 
     topic: TopicName
     partition: int
-    file_delete_delay_ms: int | None = None
-    """The topic's ``file.delete.delay.ms`` override, if it has one (else the log manager's
-    default, the broker's ``log.segment.delete.delay.ms``)."""
 
     @property
     def topic_partition(self) -> TopicPartition:

@@ -133,7 +133,6 @@ if TYPE_CHECKING:
     from actors.broker.broker import Broker
 
 
-FILE_DELETE_DELAY_MS = "file.delete.delay.ms"  # the topic config a deleted log waits for
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 COMPRESSION_TYPE = "compression.type"
 MESSAGE_DOWNCONVERSION_ENABLE = "message.downconversion.enable"
@@ -365,11 +364,12 @@ class ReplicaManager:
 
     async def stop_replicas(self, req: StopReplicaRequest) -> StopReplicaResponse:
         """Stop the replicas of ``req``, deleting the logs of those marked for deletion
-        (each after its topic's ``file.delete.delay.ms``), as ``stopReplicas`` sorts them:
-        a partition whose log is in an offline directory is KAFKA_STORAGE_ERROR; a hosted
-        one is stopped when the request's leader epoch is ``EPOCH_DURING_DELETE``,
-        ``NO_EPOCH`` or newer than the one known here, and FENCED_LEADER_EPOCH otherwise,
-        an equal epoch included; one not hosted here is stopped (its log, if any, deleted)."""
+        (removed after the broker's ``log.segment.delete.delay.ms``: no store read here), as
+        ``stopReplicas`` sorts them: a partition whose log is in an offline directory is
+        KAFKA_STORAGE_ERROR; a hosted one is stopped when the request's leader epoch is
+        ``EPOCH_DURING_DELETE``, ``NO_EPOCH`` or newer than the one known here, and
+        FENCED_LEADER_EPOCH otherwise, an equal epoch included; one not hosted here is
+        stopped (its log, if any, deleted)."""
         stale = self._stale(req.controller_epoch, req.broker_epoch)
         state_change_log.info(
             "handling_stop_replica",
@@ -399,9 +399,6 @@ class ReplicaManager:
         # ``stopReplicas`` orders it.
         if stopped:
             await self.hooks.remove_fetchers(stopped)
-        delays = await self._file_delete_delays(
-            {TopicName(p.topic) for p in req.partitions if p.delete_partition}
-        )
         deletions: list[DeleteLog] = []
         for p in req.partitions:
             tp = TopicPartition(p.topic, p.partition)
@@ -409,13 +406,7 @@ class ReplicaManager:
                 self.leader_epochs.pop(tp, None)
                 self.partitions.pop(tp, None)
                 self.log_dirs.pop(tp, None)
-                deletions.append(
-                    DeleteLog(
-                        topic=p.topic,
-                        partition=p.partition,
-                        file_delete_delay_ms=delays.get(TopicName(p.topic)),
-                    )
-                )
+                deletions.append(DeleteLog(topic=p.topic, partition=p.partition))
         if deletions:
             codes.update(await self._delete_logs(deletions))
         if stopped:
@@ -512,26 +503,6 @@ class ReplicaManager:
             self.offline.update(gone)
             self.hooks.stop_fetching(list(gone))
         return gone
-
-    async def _file_delete_delays(self, topics: set[TopicName]) -> dict[TopicName, int]:
-        """The ``file.delete.delay.ms`` overrides of ``topics``, read from their config
-        znodes (still there: the controller removes them once every replica is deleted);
-        Kafka's log has the same value from its LogConfig. A read that fails leaves the
-        broker default in force."""
-        if not topics:
-            return {}
-        try:  # one pipelined read of every config, not a round trip per topic
-            configs = await kafka_zk.get_topic_configs(self._broker.session, sorted(topics))
-        except StoreError:
-            return {}
-        delays: dict[TopicName, int] = {}
-        for topic, config in configs.items():
-            if isinstance(config, StoreError):
-                continue
-            value = config.get(FILE_DELETE_DELAY_MS)
-            if value is not None and value.lstrip("-").isdigit() and int(value) >= 0:
-                delays[topic] = int(value)
-        return delays
 
     # ------------------------------------------------------------------ metrics
 

@@ -57,10 +57,13 @@ that reach a ``Log`` (``actors.log.partition_log``):
 * **Deletion** (``LogManager.asyncDelete``): the directory is renamed at once to
   ``<topic>-<partition>.<32 hex>-delete`` (the topic part cut so the name fits in 255
   characters), the log leaves the hosted set and its directory's checkpoints, and the
-  renamed directory is queued. It is removed once ``file.delete.delay.ms`` has passed since
-  the rename, and never before ``initial_task_delay`` (Kafka's ``InitialTaskDelayMs``, 30 s)
-  after start-up. ``-delete`` directories found at start-up are queued again, with the
-  delay counted from start-up. A failed rename takes the directory offline and answers
+  renamed directory is queued. It is removed once the broker's
+  ``log.segment.delete.delay.ms`` has passed since the rename (``LogManager.deleteLogs``
+  waits ``currentDefaultConfig.fileDeleteDelayMs``: a topic's ``file.delete.delay.ms``
+  override does not delay its deleted logs, only its retention's segment files), and never
+  before ``initial_task_delay`` (Kafka's ``InitialTaskDelayMs``, 30 s) after start-up.
+  ``-delete`` directories found at start-up are queued again, with the delay counted from
+  start-up. A failed rename takes the directory offline and answers
   KAFKA_STORAGE_ERROR.
 * **Offline directories.** A directory that fails an operation goes offline for the life
   of this actor: nothing more is written there, its queued deletions are dropped (start-up
@@ -75,10 +78,8 @@ that reach a ``Log`` (``actors.log.partition_log``):
 
 Where kemu differs from Kafka 2.7, on purpose:
 
-* Kafka waits ``file.delete.delay.ms`` of the *broker* default for every log and only looks
-  at the head of its queue. Here the delay may be resolved per topic (a callable, or topic
-  overrides plus the broker default), and every due entry is removed whatever its place.
-  With no overrides the timing is Kafka's.
+* Kafka only looks at the head of its queue; here every due entry is removed whatever its
+  place (the same times, as every entry waits the same delay).
 * Kafka logs a failed removal and forgets it (the directory stays until the next start-up,
   and its log directory goes offline). Here the directory stays online and the entry moves
   to the end of the queue, retried after its delay again (at least ``delete_retry_backoff``).
@@ -601,7 +602,8 @@ class _PendingDelete:
     name: str
     due: float
     delay: float
-    """Its topic's ``file.delete.delay.ms``, in seconds (also the wait before a retry)."""
+    """The broker's ``log.segment.delete.delay.ms`` when it was queued, in seconds (also
+    the wait before a retry)."""
     attempts: int = 0
 
     @property
@@ -723,9 +725,10 @@ class LogManager(Actor):
         max_open_logs: int = DEFAULT_MAX_OPEN_LOGS,
         name: str = "log_manager",
     ) -> None:
-        """``log_dirs``: the broker's ``log.dirs``, in order. ``file_delete_delay``: per-topic
-        delays (a callable, or overrides by topic name) over ``segment_delete_delay``, the
-        broker's ``log.segment.delete.delay.ms``; all in seconds. ``checkpoint_interval``:
+        """``log_dirs``: the broker's ``log.dirs``, in order. ``segment_delete_delay``: the
+        broker's ``log.segment.delete.delay.ms``, the wait of every deleted log;
+        ``file_delete_delay``: per-topic delays of retention's segment files (a callable, or
+        overrides by topic name) over it; all in seconds. ``checkpoint_interval``:
         seconds from a creation to its checkpoint write (0: right after the request).
         ``failure_listener`` is told ``LogDirFailed`` when a log directory goes offline.
         ``log_config``: the broker's defaults of the topic log configs (a topic's
@@ -760,6 +763,7 @@ class LogManager(Actor):
         self.failure_listener = failure_listener
         self._file_delete_delay = file_delete_delay
         self._delete_delay = delete_delay_resolver(file_delete_delay, segment_delete_delay)
+        self._log_delete_delay = segment_delete_delay
         self._logs: dict[TopicPartition, Path] = {}
         self._counts: dict[Path, int] = dict.fromkeys(self.log_dirs, 0)
         # The checkpoint rows of each log dir: recovery points, high watermarks (as the
@@ -1000,10 +1004,8 @@ class LogManager(Actor):
                 return self._get_or_create(
                     msg.topic_partition, is_new=msg.is_new, leader_epoch=msg.leader_epoch
                 )
-            case DeleteLog(file_delete_delay_ms=delay_ms):
-                return self._delete(
-                    msg.topic_partition, None if delay_ms is None else delay_ms / 1000
-                )
+            case DeleteLog():
+                return self._delete(msg.topic_partition)
             case DeleteLogs(logs=logs):
                 return await self._delete_batch(logs)
             case ListLogs():
@@ -1296,6 +1298,7 @@ class LogManager(Actor):
         log (each topic's overrides applied again over them) and the broker's new
         ``log.segment.delete.delay.ms`` for deletions queued from now on."""
         self.log_config = log_config(dict(msg.configs), self.log_config)
+        self._log_delete_delay = msg.segment_delete_delay_ms / 1000
         if not callable(self._file_delete_delay):
             self._delete_delay = delete_delay_resolver(
                 self._file_delete_delay, msg.segment_delete_delay_ms / 1000
@@ -1530,12 +1533,12 @@ class LogManager(Actor):
 
     # -- asyncDelete
 
-    def _delete(self, tp: TopicPartition, delay: float | None = None) -> LogDeleted:
+    def _delete(self, tp: TopicPartition) -> LogDeleted:
         renamed = self._rename_for_deletion(tp)
         if renamed is None:
             return LogDeleted(topic=tp.topic, partition=tp.partition)
         log_dir, name = renamed
-        self._queue_renamed([(tp, log_dir, name, delay)])
+        self._queue_renamed([(tp, log_dir, name)])
         return LogDeleted(
             topic=tp.topic, partition=tp.partition, log_dir=str(log_dir), renamed_to=name
         )
@@ -1546,12 +1549,11 @@ class LogManager(Actor):
         instead of a checkpoint rewrite per log. The event loop gets a turn every
         ``_LOGS_PER_CHECKPOINT`` logs, as in ``_get_or_create_batch``."""
         results: list[LogDeleteOutcome] = []
-        renamed: list[tuple[TopicPartition, Path, str, float | None]] = []
+        renamed: list[tuple[TopicPartition, Path, str]] = []
         for i, request in enumerate(logs):
             if i and i % _LOGS_PER_CHECKPOINT == 0:
                 await anyio.lowlevel.checkpoint()
             tp = request.topic_partition
-            delay_ms = request.file_delete_delay_ms
             try:
                 done = self._rename_for_deletion(tp)
             except KafkaApiError as exc:
@@ -1563,7 +1565,7 @@ class LogManager(Actor):
                 results.append(LogDeleteOutcome(topic=tp.topic, partition=tp.partition))
                 continue
             log_dir, name = done
-            renamed.append((tp, log_dir, name, None if delay_ms is None else delay_ms / 1000))
+            renamed.append((tp, log_dir, name))
             results.append(
                 LogDeleteOutcome(
                     topic=tp.topic, partition=tp.partition, log_dir=str(log_dir), renamed_to=name
@@ -1612,29 +1614,28 @@ class LogManager(Actor):
         self._trace_op("rename", src, log_dir=log_dir, tp=tp, to=name)
         return log_dir, name
 
-    def _queue_renamed(self, renamed: list[tuple[TopicPartition, Path, str, float | None]]) -> None:
+    def _queue_renamed(self, renamed: list[tuple[TopicPartition, Path, str]]) -> None:
         """The second half of ``asyncDelete``: the checkpoints of each log dir of
         ``renamed`` rewritten once, then its renamed logs queued for removal (a dir that
         went offline keeps its renamed logs, as at start-up)."""
         now = self.clock.now()
-        by_dir: dict[Path, list[tuple[TopicPartition, str, float | None]]] = {}
-        for tp, log_dir, name, delay in renamed:
-            by_dir.setdefault(log_dir, []).append((tp, name, delay))
+        by_dir: dict[Path, list[tuple[TopicPartition, str]]] = {}
+        for tp, log_dir, name in renamed:
+            by_dir.setdefault(log_dir, []).append((tp, name))
         for log_dir, logs in by_dir.items():
             self._dirty.discard(log_dir)  # rewritten right now
             if log_dir in self._offline or not self._checkpoint(log_dir):
                 continue
-            for tp, name, delay in logs:
-                self._enqueue(tp, log_dir, name, now, delay)
+            for tp, name in logs:
+                self._enqueue(tp, log_dir, name, now)
         if by_dir:
             self._schedule_sweep()
 
-    def _enqueue(
-        self, tp: TopicPartition, log_dir: Path, name: str, now: float, delay: float | None = None
-    ) -> _PendingDelete:
-        """Queue a renamed log; ``delay``: its topic's ``file.delete.delay.ms`` (seconds)
-        when the request carried it, else the configured resolver's."""
-        delay = self._delete_delay(tp.topic) if delay is None else delay
+    def _enqueue(self, tp: TopicPartition, log_dir: Path, name: str, now: float) -> _PendingDelete:
+        """Queue a renamed log, due the broker's ``log.segment.delete.delay.ms`` from
+        ``now`` whatever its topic's ``file.delete.delay.ms`` (``LogManager.deleteLogs``
+        reads ``currentDefaultConfig``, not the log's config)."""
+        delay = self._log_delete_delay
         due = max(now + delay, self._started_at + self.initial_task_delay)
         entry = _PendingDelete(tp=tp, log_dir=log_dir, name=name, due=due, delay=delay)
         self._pending.append(entry)

@@ -35,9 +35,11 @@ from protocol.log import (
     DeleteLog,
     DeleteLogs,
     GetOrCreateLog,
+    LogConfigOverrides,
     LogCreated,
     LogDeleted,
     LogDirFailed,
+    LogsConfigured,
     LogsDeleted,
 )
 from tests.support.log_manager import (
@@ -358,19 +360,38 @@ def test_a_batch_of_deletions_checkpoints_each_log_dir_once(tmp_path: Path) -> N
     sim(lambda: run_broker(dirs, body, segment_delete_delay=0.0))
 
 
-def test_a_topic_override_of_the_delay_applies_to_that_topic_only(tmp_path: Path) -> None:
-    """A topic's file.delete.delay.ms override decides its removal; others use the broker's."""
+def test_a_deleted_log_waits_the_broker_delay_whatever_its_topics_override(
+    tmp_path: Path,
+) -> None:
+    """``LogManager.deleteLogs`` waits ``currentDefaultConfig.fileDeleteDelayMs`` for every
+    deleted log: a topic whose config overrides ``file.delete.delay.ms`` (its log's config,
+    and the per-topic delay of its retention's segment files) is removed after the broker's
+    60 s, as a topic without the override, alone or in a batch."""
     dirs = log_dirs(tmp_path, 2)
 
     async def body(b: Harness) -> None:
+        configured = await b.node.ask(
+            b.lm.ref,
+            LogConfigOverrides(
+                topic=TopicName("fast"), configs=(("file.delete.delay.ms", "5000"),)
+            ),
+        )
+        assert isinstance(configured, LogsConfigured)
         await b.create("fast", 0)
+        await b.create("fast", 1)
         await b.create("slow", 0)
         fast = (await b.delete("fast", 0)).renamed_to
         slow = (await b.delete("slow", 0)).renamed_to
+        batch = await b.node.ask(
+            b.lm.ref, DeleteLogs(logs=(DeleteLog(topic=TopicName("fast"), partition=1),))
+        )
+        assert isinstance(batch, LogsDeleted)
+        batched = batch.results[0].renamed_to
         assert fast is not None
         assert slow is not None
-        assert (await b.removed(fast)).ts == pytest.approx(5.0, abs=1e-6)
-        assert (await b.removed(slow)).ts == pytest.approx(60.0, abs=1e-6)
+        assert batched is not None
+        for name in (fast, slow, batched):
+            assert (await b.removed(name)).ts == pytest.approx(60.0, abs=1e-6)
 
     sim(lambda: run_broker(dirs, body, file_delete_delay={"fast": 5.0}, initial_task_delay=0.0))
 
