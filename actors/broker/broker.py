@@ -443,6 +443,7 @@ class Broker(Actor):
             timestamp_difference_max_ms=config.log_message_timestamp_difference_max_ms,
             retention_ms=config.log_retention_time_millis,
             retention_bytes=config.log_retention_bytes,
+            file_delete_delay_ms=config.log_segment_delete_delay_ms,
             delete="delete" in config.log_cleanup_policy,
             compact="compact" in config.log_cleanup_policy,
         )

@@ -158,6 +158,7 @@ LOG_CONFIGS: Final = frozenset(
         "message.timestamp.difference.max.ms",
         "retention.ms",
         "retention.bytes",
+        "file.delete.delay.ms",
         "cleanup.policy",
     }
 )

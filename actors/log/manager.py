@@ -199,11 +199,9 @@ __all__ = [
     "DEFAULT_MAX_OPEN_LOGS",
     "DEFAULT_RETENTION_CHECK_INTERVAL",
     "INITIAL_TASK_DELAY",
-    "DeleteDelay",
     "LogDirKind",
     "LogManager",
     "checkpoint_file",
-    "delete_delay_resolver",
     "delete_dir_name",
     "log_config",
     "meta_properties",
@@ -274,9 +272,6 @@ _FUTURE_DIR = re.compile(r"^(\S+)-(\S+)\.(\S+)-future$", re.ASCII)
 _TIME_SLACK: Final = 1e-6
 
 _T = TypeVar("_T")
-
-DeleteDelay: TypeAlias = Callable[[str], float]
-"""Seconds between renaming a topic's log to ``-delete`` and removing it."""
 
 
 # ------------------------------------------------------------------- pure decisions
@@ -442,6 +437,7 @@ def log_config(configs: Mapping[str, str], default: LogConfig) -> LogConfig:
         ),
         retention_ms=number("retention.ms", default.retention_ms),
         retention_bytes=number("retention.bytes", default.retention_bytes),
+        file_delete_delay_ms=number("file.delete.delay.ms", default.file_delete_delay_ms),
         delete=default.delete if policy is None else "delete" in policies,
         compact=default.compact if policy is None else "compact" in policies,
     )
@@ -524,19 +520,6 @@ def check_meta_properties(
             " your configured broker.id matches. If you intend to create a new broker, you"
             " should remove all data in your data directories (log.dirs)."
         )
-
-
-def delete_delay_resolver(
-    config: DeleteDelay | Mapping[str, float] | None, default: float
-) -> DeleteDelay:
-    """A topic's ``file.delete.delay.ms`` in seconds: ``config`` itself when it is a
-    callable (it applies its own default), else the topic's override, else ``default``."""
-    if config is None:
-        return lambda _topic: default
-    if isinstance(config, Mapping):
-        overrides = dict(config)
-        return lambda topic: overrides.get(topic, default)
-    return config
 
 
 _DeletedSegments: TypeAlias = tuple[float, TopicPartition, Path, tuple[Path, ...]]
@@ -714,7 +697,6 @@ class LogManager(Actor):
         broker_id: BrokerId,
         cluster_id: str | None = None,
         disk: Disk | None = None,
-        file_delete_delay: DeleteDelay | Mapping[str, float] | None = None,
         segment_delete_delay: float = DEFAULT_FILE_DELETE_DELAY,
         initial_task_delay: float = INITIAL_TASK_DELAY,
         delete_retry_backoff: float = DEFAULT_DELETE_RETRY_BACKOFF,
@@ -726,9 +708,9 @@ class LogManager(Actor):
         name: str = "log_manager",
     ) -> None:
         """``log_dirs``: the broker's ``log.dirs``, in order. ``segment_delete_delay``: the
-        broker's ``log.segment.delete.delay.ms``, the wait of every deleted log;
-        ``file_delete_delay``: per-topic delays of retention's segment files (a callable, or
-        overrides by topic name) over it; all in seconds. ``checkpoint_interval``:
+        broker's ``log.segment.delete.delay.ms`` in seconds, the wait of every deleted log
+        and the default of a topic's ``file.delete.delay.ms`` (the wait of retention's
+        segment files, from each log's ``LogConfig``). ``checkpoint_interval``:
         seconds from a creation to its checkpoint write (0: right after the request).
         ``failure_listener`` is told ``LogDirFailed`` when a log directory goes offline.
         ``log_config``: the broker's defaults of the topic log configs (a topic's
@@ -761,8 +743,6 @@ class LogManager(Actor):
         self.checkpoint_interval = checkpoint_interval
         self.retention_check_interval = retention_check_interval
         self.failure_listener = failure_listener
-        self._file_delete_delay = file_delete_delay
-        self._delete_delay = delete_delay_resolver(file_delete_delay, segment_delete_delay)
         self._log_delete_delay = segment_delete_delay
         self._logs: dict[TopicPartition, Path] = {}
         self._counts: dict[Path, int] = dict.fromkeys(self.log_dirs, 0)
@@ -771,7 +751,9 @@ class LogManager(Actor):
         self._rows: dict[Path, _CheckpointRows] = {d: _CheckpointRows() for d in self.log_dirs}
         self._hw_rows: dict[Path, _CheckpointRows] = {d: _CheckpointRows() for d in self.log_dirs}
         self._start_offsets: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
-        self.log_config = log_config or LogConfig()
+        self.log_config = log_config or LogConfig(
+            file_delete_delay_ms=round(segment_delete_delay * 1000)
+        )
         self.max_open_logs = max_open_logs
         self._files = LogFiles(self.disk)
         self._topic_configs: dict[TopicName, LogConfig] = {}
@@ -1299,10 +1281,6 @@ class LogManager(Actor):
         ``log.segment.delete.delay.ms`` for deletions queued from now on."""
         self.log_config = log_config(dict(msg.configs), self.log_config)
         self._log_delete_delay = msg.segment_delete_delay_ms / 1000
-        if not callable(self._file_delete_delay):
-            self._delete_delay = delete_delay_resolver(
-                self._file_delete_delay, msg.segment_delete_delay_ms / 1000
-            )
         for topic, overrides in list(self._topic_overrides.items()):
             self._configure(topic, overrides)
         for tp, log in self._open.items():
@@ -1771,7 +1749,7 @@ class LogManager(Actor):
         if not renamed:
             return False
         self._deleted_segments.append(
-            (now + self._delete_delay(tp.topic), tp, log_dir, tuple(renamed))
+            (now + log.config.file_delete_delay_ms / 1000, tp, log_dir, tuple(renamed))
         )
         self._trace_op(
             "retention",

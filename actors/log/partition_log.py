@@ -100,7 +100,9 @@ class LogConfig:
     caller draws it), ``segment.index.bytes``, ``index.interval.bytes``,
     ``max.message.bytes``, ``message.timestamp.type``,
     ``message.timestamp.difference.max.ms``, ``retention.ms`` and ``retention.bytes``
-    (negative: unlimited) and whether ``cleanup.policy`` holds ``delete`` and
+    (negative: unlimited), ``file.delete.delay.ms`` (how long retention's ``.deleted``
+    segment files wait, ``Log.deleteSegmentFiles``; its broker default is
+    ``log.segment.delete.delay.ms``) and whether ``cleanup.policy`` holds ``delete`` and
     ``compact`` (a leader then refuses records without a key)."""
 
     segment_bytes: int = 1024 * 1024 * 1024
@@ -113,6 +115,7 @@ class LogConfig:
     timestamp_difference_max_ms: int = LONG_MAX
     retention_ms: int = 7 * 24 * 60 * 60 * 1000
     retention_bytes: int = -1
+    file_delete_delay_ms: int = 60_000
     delete: bool = True
     compact: bool = False
 
@@ -127,12 +130,13 @@ class LogConfig:
                 self.index_interval_bytes,
                 self.max_message_bytes,
                 self.timestamp_difference_max_ms,
+                self.file_delete_delay_ms,
             )
             < 0
         ):
             raise ValueError(
                 "segment.ms, index.interval.bytes, max.message.bytes, "
-                "message.timestamp.difference.max.ms: not negative"
+                "message.timestamp.difference.max.ms, file.delete.delay.ms: not negative"
             )
 
     @property

@@ -20,7 +20,6 @@ from actors.log.manager import (
     LogDirKind,
     _CheckpointRows,
     checkpoint_file,
-    delete_delay_resolver,
     delete_dir_name,
     meta_properties,
     offsets_checkpoint,
@@ -393,7 +392,7 @@ def test_a_deleted_log_waits_the_broker_delay_whatever_its_topics_override(
         for name in (fast, slow, batched):
             assert (await b.removed(name)).ts == pytest.approx(60.0, abs=1e-6)
 
-    sim(lambda: run_broker(dirs, body, file_delete_delay={"fast": 5.0}, initial_task_delay=0.0))
+    sim(lambda: run_broker(dirs, body, initial_task_delay=0.0))
 
 
 def test_a_failed_removal_moves_to_the_end_of_the_queue_and_is_retried(tmp_path: Path) -> None:
@@ -727,18 +726,13 @@ def test_log_dir_names_parse_as_kafka_parses_them(
 
 
 def test_helpers_build_kafkas_names_and_formats() -> None:
-    """Delete-dir names, checkpoint text, meta.properties and delay lookup follow Kafka."""
+    """Delete-dir names, checkpoint text and meta.properties follow Kafka."""
     tp = TopicPartition(TopicName("t"), 4)
     assert delete_dir_name(tp, "ab" * 16) == "t-4." + "ab" * 16 + "-delete"
     assert checkpoint_file(["a 0 5"]) == b"0\n1\na 0 5\n"
     assert (
         meta_properties(3, None, 0) == b"#\n#Thu Jan 01 00:00:00 UTC 1970\nbroker.id=3\nversion=0\n"
     )
-    by_dict = delete_delay_resolver({"fast": 1.0}, 60.0)
-    assert (by_dict("fast"), by_dict("other")) == (1.0, 60.0)
-    by_fn = delete_delay_resolver(lambda topic: float(len(topic)), 60.0)
-    assert by_fn("abc") == 3.0
-    assert delete_delay_resolver(None, 9.0)("any") == 9.0
 
 
 def test_removing_a_renamed_log_takes_its_files_and_any_subdirectory(tmp_path: Path) -> None:

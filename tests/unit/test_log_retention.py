@@ -144,6 +144,29 @@ def test_segments_older_than_retention_ms_go_below_the_high_watermark(tmp_path: 
     assert (log.parent / "log-start-offset-checkpoint").read_text() == "0\n0\n"
 
 
+def test_a_topics_file_delete_delay_holds_its_deleted_segment_files(tmp_path: Path) -> None:
+    """A topic's ``file.delete.delay.ms`` (15 s here, the broker's 5 s) is how long its
+    retention's ``.deleted`` files wait (Kafka's ``Log.deleteSegmentFiles`` reads the log's
+    own config): renamed at the first check, still there at the second (the broker's delay
+    alone would have removed them), gone at the third."""
+    log = log_dirs(tmp_path, 1)[0] / "orders-0"
+
+    async def body(b: Harness) -> None:
+        await create(b)
+        await configure(b, retention_ms=str(HOUR_MS // 2), file_delete_delay_ms="15000")
+        now_ms = b.node.clock.wall_ms()
+        await write(b, [now_ms - HOUR_MS] * 2 + [now_ms])
+        report_high_watermark(b, 3)
+        await b.sleep_until(CHECK + 1)
+        assert f"{0:020d}.log.deleted" in segment_files(log)
+        await b.sleep_until(2 * CHECK + 1)  # 10 s after the rename: not due yet
+        assert f"{0:020d}.log.deleted" in segment_files(log)
+        await b.sleep_until(3 * CHECK + 1)
+        assert not any(n.endswith(".deleted") for n in segment_files(log))
+
+    run(tmp_path, body)
+
+
 def test_retention_bytes_keeps_the_newest_segments_and_the_active_one(tmp_path: Path) -> None:
     """``retention.bytes`` deletes from the oldest while what is left stays at or above
     it; when every segment is expired the active one is rolled first and the log starts
