@@ -10,7 +10,8 @@
 #   run      run in the foreground (exec java; used by tests/support/zookeeper.py)
 #   install  install the Debian package if /usr/share/java/zookeeper.jar is missing
 # Options: --port P (default 2181), --dir D (instance directory, default <repo>/.zk):
-#   D/zoo.cfg, D/data/ (dataDir), D/zookeeper.pid, D/zookeeper.log.
+#   D/zoo.cfg, D/data/ (dataDir), D/zookeeper.pid, D/zookeeper.log. stop and status
+#   without --port act on the port D's zoo.cfg says (each server's own in an ensemble).
 # --ensemble N (3, 5, 7 ...): N servers on 127.0.0.1; server K (1..N) serves clients on
 #   P+K-1, talks to the leader on Q+K-1 and elects on E+K-1 (defaults 2888, 3888), in
 #   D/server.K/ (zoo.cfg with every server.K line, data/myid). start, stop and status act
@@ -40,6 +41,7 @@ cmd="${1:-}"
 [ -n "$cmd" ] || usage
 shift
 PORT=2181
+PORT_GIVEN=0
 DIR="$REPO_ROOT/.zk"
 ENSEMBLE=0 # 0: a standalone server
 SERVER=0   # 0: every server of the ensemble
@@ -47,8 +49,8 @@ QUORUM_PORT=2888
 ELECTION_PORT=3888
 while [ $# -gt 0 ]; do
   case "$1" in
-    --port) [ $# -ge 2 ] || usage; PORT="$2"; shift 2 ;;
-    --port=*) PORT="${1#--port=}"; shift ;;
+    --port) [ $# -ge 2 ] || usage; PORT="$2"; PORT_GIVEN=1; shift 2 ;;
+    --port=*) PORT="${1#--port=}"; PORT_GIVEN=1; shift ;;
     --dir) [ $# -ge 2 ] || usage; DIR="$2"; shift 2 ;;
     --dir=*) DIR="${1#--dir=}"; shift ;;
     --ensemble) [ $# -ge 2 ] || usage; ENSEMBLE="$2"; shift 2 ;;
@@ -94,6 +96,12 @@ member() {
   CFG="$DIR/zoo.cfg"
   PID_FILE="$DIR/zookeeper.pid"
   LOG_FILE="$DIR/zookeeper.log"
+  # stop and status without --port: the port the instance was started on.
+  if [ "$PORT_GIVEN" -eq 0 ] && { [ "$cmd" = stop ] || [ "$cmd" = status ]; } && [ -f "$CFG" ]; then
+    local configured
+    configured="$(sed -n 's/^clientPort=//p' "$CFG" | head -n 1)"
+    if is_port "$configured"; then PORT="$configured"; fi
+  fi
 }
 member "$SERVER"
 

@@ -1,4 +1,5 @@
-"""``scripts/zookeeper.sh --ensemble 3``: three servers on loopback that form one ensemble
+"""``scripts/zookeeper.sh``: a standalone server's stop and status find its port in its
+directory; ``--ensemble 3``: three servers on loopback that form one ensemble
 (server.K lines, myid files, client ports P..P+2, quorum and election ports from theirs),
 started and stopped together or one at a time; an ensemble that is not 3, 5, 7 ... servers
 is one line and exit 1."""
@@ -24,6 +25,31 @@ def script(*args: str) -> subprocess.CompletedProcess[str]:
 def mode(port: int) -> str:
     lines = four_letter_word(port, "srvr").splitlines()
     return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("Mode:")), "")
+
+
+@pytest.mark.processes
+def test_stop_and_status_without_port_act_on_the_port_the_directory_was_started_on(
+    tmp_path: Path,
+) -> None:
+    """Started on a free port, the server is found running by ``status --dir D`` alone
+    and stopped by ``stop --dir D`` alone, both naming its port (they checked 2181)."""
+    ensure_installed()
+    (port,) = free_ports(1)
+    started = script("start", "--port", str(port), "--dir", str(tmp_path))
+    try:
+        assert started.returncode == 0, started.stderr
+        status = script("status", "--dir", str(tmp_path))
+        assert (status.returncode, status.stdout.split(", ")[-1]) == (0, f"127.0.0.1:{port})\n")
+        stopped = script("stop", "--dir", str(tmp_path))
+        assert (stopped.returncode, stopped.stdout) == (
+            0,
+            f"zookeeper stopped (127.0.0.1:{port})\n",
+        )
+        assert four_letter_word(port, "ruok") == ""  # nobody answers any more
+        status = script("status", "--dir", str(tmp_path))
+        assert (status.returncode, status.stdout) == (3, f"zookeeper stopped (127.0.0.1:{port})\n")
+    finally:
+        script("stop", "--port", str(port), "--dir", str(tmp_path))
 
 
 @pytest.mark.slow
