@@ -26,7 +26,7 @@ import anyio
 import msgspec
 
 from cluster.bench.analysis_engine import AnalysisTimes
-from cluster.bench.jvm_cpu import CPU_KINDS
+from cluster.bench.jvm_cpu import CPU_KINDS, descendants
 from cluster.bench.scale import fast_tmp
 
 __all__ = ["SOURCE_SCENARIOS", "row_analysis", "tree_rss_bytes"]
@@ -51,28 +51,10 @@ _now = time.perf_counter  # bench code measures wall time on purpose
 _PAGE: Final = os.sysconf("SC_PAGE_SIZE")
 
 
-def _children() -> dict[int, list[int]]:
-    """Every process's children, from /proc."""
-    tree: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(entry.path, "stat").read_text()
-        except OSError:
-            continue
-        parent = int(stat.rsplit(")", 1)[1].split()[1])
-        tree.setdefault(parent, []).append(int(entry.name))
-    return tree
-
-
 def tree_rss_bytes(pid: int) -> int:
-    """The resident memory of ``pid`` and all its descendants, summed."""
-    tree = _children()
-    total, todo = 0, [pid]
-    while todo:
-        current = todo.pop()
-        todo.extend(tree.get(current, ()))
+    """The resident memory of ``pid`` and all its live descendants, summed."""
+    total = 0
+    for current in (pid, *descendants(pid)):
         try:
             resident = int(Path(f"/proc/{current}/statm").read_text().split()[1])
         except (OSError, IndexError, ValueError):

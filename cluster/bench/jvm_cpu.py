@@ -19,7 +19,7 @@ import resource
 from pathlib import Path
 from typing import Final
 
-__all__ = ["CPU_KINDS", "spark_cpu_seconds"]
+__all__ = ["CPU_KINDS", "descendants", "spark_cpu_seconds"]
 
 CPU_KINDS: Final = (
     "JIT compiler",
@@ -64,14 +64,14 @@ def _comm(path: Path) -> str:
 def _thread_kind(name: str) -> str:
     if "CompilerThre" in name:
         return "JIT compiler"
-    if name.startswith(("GC Thread", "VM Thread", "G1 ", "GC ")):
+    if name.startswith(("GC ", "G1 ", "VM Thread")):
         return "GC + VM thread"
     if name.startswith("Executor task"):
         return "tasks"
     return "other JVM"
 
 
-def _descendants(pid: int) -> list[int]:
+def descendants(pid: int) -> list[int]:
     """Every live descendant of ``pid``, from /proc."""
     tree: dict[int, list[int]] = {}
     for entry in os.scandir("/proc"):
@@ -95,7 +95,7 @@ def spark_cpu_seconds(driver: int | None = None) -> dict[str, float]:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     seconds = dict.fromkeys(CPU_KINDS, 0.0)
     seconds["driver Python"] = usage.ru_utime + usage.ru_stime
-    for pid in _descendants(driver):
+    for pid in descendants(driver):
         if _comm(Path(f"/proc/{pid}/comm")) != "java":
             continue
         total = _cpu(Path(f"/proc/{pid}/stat"))
@@ -107,6 +107,6 @@ def spark_cpu_seconds(driver: int | None = None) -> dict[str, float]:
                 seconds[kind] += spent
                 threads += spent
         seconds["other JVM"] += max(0.0, total - threads)
-        for worker in _descendants(pid):
+        for worker in descendants(pid):
             seconds["Python workers"] += _cpu(Path(f"/proc/{worker}/stat"), children=True)
     return seconds
