@@ -8,18 +8,17 @@ leader are out, two brokers whose fetchers fetch from each other never wait on e
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
 
 from actors.broker.broker import broker_ref
 from actors.runtime.actor import Node
-from actors.runtime.clock import VirtualClock, run_virtual
-from actors.runtime.tracer import MemorySink, Tracer
+from actors.runtime.clock import VirtualClock
+from actors.runtime.tracer import MemorySink
 from actors.zk import kafka_zk
 from cluster.bench.scale import bulk_create_request
-from cluster.launch.cluster import Cluster, ClusterSpec
+from cluster.launch.cluster import Cluster
 from protocol import zkdata
 from protocol.errors import ErrorCode
 from protocol.ids import TopicName
@@ -35,37 +34,15 @@ from protocol.kafka_data import (
     ProduceTopicData,
 )
 from tests.support.record_batches import client_batch
+from tests.support.virtual_cluster import Body, run_with_client
 
 FAILED_FETCH = "replica_fetch_failed"
 
-Body = Callable[[Cluster, Node, VirtualClock, MemorySink], Awaitable[None]]
-
 
 def run(tmp_path: Path, brokers: int, body: Body) -> None:
-    """``body`` against a cluster of ``brokers`` brokers that remove deleted logs at once,
-    with a client node and every trace event in a sink."""
-    clock = VirtualClock()
-
-    async def main() -> None:
-        sink = MemorySink()
-        tracer = Tracer()
-        tracer.add_sink(sink)
-        spec = ClusterSpec(
-            brokers=brokers,
-            base_port=0,
-            log_dir=tmp_path / "logs",
-            listeners=False,
-            config={"log.segment.delete.delay.ms": "0", "log.initial.task.delay.ms": "0"},
-        )
-        async with anyio.create_task_group() as tg:
-            cluster: Cluster = await tg.start(Cluster(spec, tracer=tracer, clock=clock).run)
-            assert cluster.network is not None
-            client = Node("client", attach=cluster.network.attach, tracer=tracer, clock=clock)
-            await tg.start(client.run)
-            await body(cluster, client, clock, sink)
-            tg.cancel_scope.cancel()
-
-    run_virtual(main)
+    """``body`` against a cluster of ``brokers`` brokers that remove deleted logs at once."""
+    config = {"log.segment.delete.delay.ms": "0", "log.initial.task.delay.ms": "0"}
+    run_with_client(tmp_path, body, brokers=brokers, config=config)
 
 
 async def delete_all(

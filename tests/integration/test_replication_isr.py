@@ -15,10 +15,10 @@ import pytest
 from actors.broker.broker import broker_ref
 from actors.broker.isr import DEFAULT_REPLICA_LAG_TIME_MAX_MS
 from actors.runtime.actor import Node
-from actors.runtime.clock import VirtualClock, run_virtual
-from actors.runtime.tracer import MemorySink, Tracer
+from actors.runtime.clock import VirtualClock
+from actors.runtime.tracer import MemorySink
 from actors.zk import kafka_zk
-from cluster.launch.cluster import Cluster, ClusterSpec
+from cluster.launch.cluster import Cluster
 from protocol.control import TopicPartition
 from protocol.errors import ErrorCode
 from protocol.ids import TopicName
@@ -35,6 +35,7 @@ from protocol.kafka_data import (
     ProduceTopicData,
 )
 from tests.support.record_batches import client_batch, decode_batches
+from tests.support.virtual_cluster import run_with_client
 
 TP = TopicPartition(TopicName("t"), 0)
 LAG_S = DEFAULT_REPLICA_LAG_TIME_MAX_MS / 1000
@@ -138,32 +139,13 @@ def run(
     config: dict[str, str] | None = None,
     broker_config: dict[str, str] | None = None,
 ) -> None:
-    clock = VirtualClock()
+    async def main(cluster: Cluster, client: Node, clock: VirtualClock, sink: MemorySink) -> None:
+        assert cluster.store is not None
+        admin = await cluster.store.open_session(name="admin")
+        await kafka_zk.write_topic(admin, TP.topic, {0: list(replicas)}, config or {})
+        await body(Rig(cluster, client, clock, sink))
 
-    async def main() -> None:
-        sink = MemorySink()
-        tracer = Tracer()
-        tracer.add_sink(sink)
-        spec = ClusterSpec(
-            brokers=3,
-            base_port=0,
-            log_dir=tmp_path / "logs",
-            listeners=False,
-            config=broker_config or {},
-        )
-        async with anyio.create_task_group() as tg:
-            cluster: Cluster = await tg.start(Cluster(spec, tracer=tracer, clock=clock).run)
-            assert cluster.network is not None
-            client = Node("client", attach=cluster.network.attach, tracer=tracer, clock=clock)
-            await tg.start(client.run)
-            assert cluster.store is not None
-            admin = await cluster.store.open_session(name="admin")
-            await kafka_zk.write_topic(admin, TP.topic, {0: list(replicas)}, config or {})
-            rig = Rig(cluster, client, clock, sink)
-            await body(rig)
-            tg.cancel_scope.cancel()
-
-    run_virtual(main)
+    run_with_client(tmp_path, main, config=broker_config)
 
 
 def test_a_cut_off_follower_leaves_the_isr_after_the_lag_and_rejoins_caught_up(
