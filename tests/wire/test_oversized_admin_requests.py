@@ -10,6 +10,7 @@ answers Metadata within 100 ms while and after it does.
 
 from __future__ import annotations
 
+import gc
 import socket
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -81,14 +82,26 @@ class MetadataProbe:
 
 @asynccontextmanager
 async def probing(cluster: Cluster) -> AsyncIterator[MetadataProbe]:
-    """A ``MetadataProbe`` of every broker, running for the duration of the block."""
+    """A ``MetadataProbe`` of every broker, running for the duration of the block.
+
+    The cluster shares this process with the whole test session, whose heap is far larger
+    than a ``kemu up`` process's: one full collection of it holds the GIL, stalling every
+    thread (the cluster's loop, the client's, the probe's) for hundreds of milliseconds,
+    which is the test runner's pause, not the cluster's. So the heap the session built
+    before the block is frozen for its duration (``gc.freeze``); what the cluster and the
+    clients allocate meanwhile is still collected as usual."""
     probe = MetadataProbe([cluster.ports[b] for b in sorted(cluster.ports)])
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(in_thread, probe.run)
-        try:
-            yield probe
-        finally:
-            probe.stop()
+    gc.collect()
+    gc.freeze()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(in_thread, probe.run)
+            try:
+                yield probe
+            finally:
+                probe.stop()
+    finally:
+        gc.unfreeze()
 
 
 def kafka_python_create(bootstrap: str, partitions: int, validate_only: bool) -> tuple[int, str]:
