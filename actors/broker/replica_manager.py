@@ -771,8 +771,16 @@ class ReplicaManager:
                 elif code is None:
                     await self.topic_settings(topic.name)  # its log configs in force
                 if code is not None:
+                    # Partition.appendRecordsToLeader's NotEnoughReplicasException is
+                    # not one of appendToLocalLog's known failures: it answers the log
+                    # start offset.
+                    hosted = self.partitions.get(tp)
                     responses[topic.name, data.index] = ProducePartitionResponse(
-                        index=data.index, error_code=code
+                        index=data.index,
+                        error_code=code,
+                        log_start_offset=hosted.log_start_offset
+                        if code is ErrorCode.NOT_ENOUGH_REPLICAS and hosted is not None
+                        else -1,
                     )
                     continue
                 if not data.records:  # Log.append: no whole batch, nothing to append

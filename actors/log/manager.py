@@ -1318,8 +1318,15 @@ class LogManager(Actor):
             else:
                 for header in headers:
                     duplicate = producers.check(header, str(tp))
-                    if duplicate is not None:
-                        return _appended(tp, log, duplicate.first_offset, duplicate.last_offset)
+                    if duplicate is not None:  # Log.append: its log append time is the
+                        # batch's timestamp as written, under CreateTime too
+                        return _appended(
+                            tp,
+                            log,
+                            duplicate.first_offset,
+                            duplicate.last_offset,
+                            duplicate.timestamp,
+                        )
                 info = self._guard(tp, log, lambda: log.append_as_leader(request.records, epoch))
         except KafkaApiError as exc:
             return AppendOutcome(
@@ -1335,9 +1342,9 @@ class LogManager(Actor):
             first = info.first_offset
             for header in _all_batches(request.records):
                 if header.has_producer_id:
-                    stamp = (
-                        header.max_timestamp if info.log_append_time < 0 else info.log_append_time
-                    )
+                    # The batch's max timestamp as written (ProducerAppendInfo.append): a
+                    # leader's one batch has the validated append's.
+                    stamp = info.max_timestamp if epoch is not None else header.max_timestamp
                     producers.update(
                         header, first if epoch is not None else header.base_offset, stamp
                     )

@@ -103,11 +103,11 @@ def log_bytes(cluster: Cluster, name: str, partition: int) -> int:
 
 
 async def produce(
-    cluster: Cluster, version: int, name: str, batches: dict[int, bytes]
+    cluster: Cluster, version: int, name: str, batches: dict[int, bytes], *, acks: int = 1
 ) -> dict[int, ProducePartitionResponse]:
     """One Produce of ``version`` with a batch per partition; the answers by partition."""
     request = ProduceRequestData(
-        acks=1,
+        acks=acks,
         timeout_ms=int(WAIT * 1000),
         topic_data=(
             ProduceTopicData(
@@ -326,3 +326,54 @@ async def test_produce_v2_messages_are_checked_once_up_converted(cluster: Cluste
     answers = await produce(cluster, 2, BOUNDED, {0: bytes(old)})
     assert answers[0].error_code is ErrorCode.INVALID_TIMESTAMP
     assert log_bytes(cluster, COMPACTED, 0) == log_bytes(cluster, BOUNDED, 0) == 0
+
+
+async def test_refusals_after_the_partition_is_found_carry_the_log_start(
+    cluster: Cluster,
+) -> None:
+    """``ReplicaManager.appendToLocalLog`` answers the partition's log start offset for
+    every failure but its known ones: NOT_ENOUGH_REPLICAS (acks=all, one replica in the
+    ISR of a topic asking for two; nothing written) and OUT_OF_ORDER_SEQUENCE_NUMBER
+    carry it, as the record checks' refusals do."""
+    async with KafkaAdminClient(bootstrap(cluster)) as client:
+        results = await client.create_topics([topic("guarded", {"min.insync.replicas": "2"})])
+    assert [r.error_code for r in results] == [ErrorCode.NONE]
+    answers = await produce(cluster, 8, "guarded", {0: client_batch([b"v"])}, acks=-1)
+    assert answers[0].error_code is ErrorCode.NOT_ENOUGH_REPLICAS
+    assert (answers[0].base_offset, answers[0].log_start_offset) == (-1, 0)
+    assert log_bytes(cluster, "guarded", 0) == 0
+    now = [int(time.time() * 1000)]
+    first = client_batch(
+        [b"a"], timestamps=now, producer_id=4242, producer_epoch=0, base_sequence=0
+    )
+    answers = await produce(cluster, 8, BOUNDED, {1: first}, acks=-1)
+    assert answers[1].error_code is ErrorCode.NONE
+    gap = client_batch([b"b"], timestamps=now, producer_id=4242, producer_epoch=0, base_sequence=5)
+    answers = await produce(cluster, 8, BOUNDED, {1: gap}, acks=-1)
+    assert answers[1].error_code is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert (answers[1].base_offset, answers[1].log_start_offset) == (-1, 0)
+
+
+async def test_a_duplicate_batch_answers_its_first_offsets_and_timestamp(
+    cluster: Cluster,
+) -> None:
+    """An idempotent producer's batch sent again (same producer, epoch and sequences) is
+    answered as ``Log.append`` answers a duplicate: the offsets it was written at, the
+    log start, and as log append time the batch's timestamp as written (its largest
+    record timestamp, under CreateTime too); nothing is written the second time."""
+    now = int(time.time() * 1000)
+    batch = client_batch(
+        [b"a", b"b"],
+        timestamps=[now, now + 5],
+        producer_id=777,
+        producer_epoch=0,
+        base_sequence=0,
+    )
+    before = log_bytes(cluster, BOUNDED, 0)
+    first = (await produce(cluster, 8, BOUNDED, {0: batch}, acks=-1))[0]
+    assert (first.error_code, first.log_append_time_ms) == (ErrorCode.NONE, -1)
+    again = (await produce(cluster, 8, BOUNDED, {0: batch}, acks=-1))[0]
+    assert again.error_code is ErrorCode.NONE
+    assert again.base_offset == first.base_offset
+    assert (again.log_append_time_ms, again.log_start_offset) == (now + 5, 0)
+    assert log_bytes(cluster, BOUNDED, 0) == before + len(batch)
