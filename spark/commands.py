@@ -10,6 +10,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from actors.runtime.code_identity import different_code, recorded_code
 from spark.analyze import analyze
 from spark.diff import Thresholds, diff, load_thresholds, pair_inputs
 from spark.engine import Engine, choose_engine
@@ -101,9 +102,18 @@ def diff_command(
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "diff.json", document)
     (out / "diff.html").write_text(render_diff_html(document))
+    codes = {
+        key: different_code(
+            recorded_code(b.path.with_name("summary.json")),
+            recorded_code(c.path.with_name("summary.json")),
+        )
+        for key, b, c in pairs
+    }
     for pair in document["pairs"]:
         status = f"{len(pair['crossed'])} threshold(s) crossed" if pair["crossed"] else "ok"
         print(f"{pair['run']}: {status}")
+        if codes.get(pair["run"]):
+            print(f"  {codes[pair['run']]}")
         for c in pair["crossed"]:
             print(f"  {c['metric']}: {c['baseline']} -> {c['candidate']} (limit {c['limit']})")
         for name in pair["new_errors"]:

@@ -8,7 +8,8 @@ trace and the end state. Everything goes into the run directory:
 
 * ``trace.jsonl``: the trace (docs/trace-schema.md, plus the chaos events of
   docs/chaos.md); in deterministic mode, the same scenario and seed give the same bytes;
-* ``summary.json``: the outcome, counts, times and the command that reproduces the run;
+* ``summary.json``: the outcome, counts, times, the code that made the run and the command
+  that reproduces it;
 * ``invariants.json``: every rule checked, with its violations, and the notices;
 * ``timeline.txt``: the run for people: steps, faults, elections, deletions, violations;
 * ``final_state.json``: what the end-state rules read;
@@ -48,6 +49,7 @@ from actors.invariants import (
 )
 from actors.runtime.actor import Node
 from actors.runtime.clock import Clock, RealClock, VirtualClock, run_real, run_virtual
+from actors.runtime.code_identity import CodeIdentity, code_identity
 from actors.runtime.tracer import Tracer
 from actors.zk import kafka_zk
 from actors.zk.store import MetadataStore, StoreSession
@@ -129,6 +131,8 @@ class RunResult(msgspec.Struct, kw_only=True):
     wall_seconds: float = 0.0
     run_dir: str = ""
     trace_sha256: str = ""
+    code: CodeIdentity | None = None
+    """The kemu code that made the run (``None`` in a summary written before it was named)."""
     reproduce: str = ""
 
     @property
@@ -285,6 +289,7 @@ class _Run:
             store=scenario.cluster.store,
             processes=self.processes,
             run_dir=str(options.named_dir or options.run_dir),
+            code=code_identity(),
             reproduce=reproduce_command(
                 options.source,
                 options.seed,

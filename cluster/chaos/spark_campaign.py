@@ -68,6 +68,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from actors.runtime.code_identity import code_identity
 from cluster.chaos.loader import parse_scenario
 from cluster.chaos.runner import (
     RunOptions,
@@ -333,6 +334,7 @@ def _error_result(task: CampaignTask, scenario: str, error: str) -> bytes:
         status="error",
         error=error,
         run_dir=str(out / scenario / f"seed-{task.seed}"),
+        code=code_identity(),
         reproduce=reproduce_command(task.source, task.seed, True, out),
     )
     return msgspec.json.encode(result)

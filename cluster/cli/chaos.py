@@ -35,6 +35,7 @@ from typing import TextIO
 
 import msgspec
 
+from actors.runtime.code_identity import code_identity, different_code
 from cluster.chaos.campaign import CAMPAIGN_FILE, write_campaign
 from cluster.chaos.loader import ScenarioError, load_scenario, scenario_schema
 from cluster.chaos.model import Scenario
@@ -307,6 +308,7 @@ def _not_run(scenario: Scenario, options: RunOptions, error: str) -> RunResult:
         status="error",
         error=error,
         run_dir=str(options.run_dir),
+        code=code_identity(),
         reproduce=reproduce_command(
             options.source,
             options.seed,
@@ -349,7 +351,8 @@ def _progress(out: TextIO) -> Callable[[str], None]:
 
 def _replay(scenario: Scenario, options: RunOptions, first: RunResult) -> str | None:
     """Run again into a sibling directory; None if the trace is the same, byte for byte,
-    else where it first differs. The replay's directory goes when they agree."""
+    else where it first differs, and which code made each run if not the same code. The
+    replay's directory goes when they agree."""
     replay_dir = options.run_dir.with_name(options.run_dir.name + ".replay")
     replay = run_scenario(
         scenario,
@@ -369,7 +372,9 @@ def _replay(scenario: Scenario, options: RunOptions, first: RunResult) -> str | 
     line = next((i for i, (x, y) in enumerate(zip(a, b, strict=False), 1) if x != y), None)
     if line is None:
         line = min(len(a), len(b)) + 1
-    return f"the replay's trace differs from line {line} (kept in {replay_dir})"
+    differs = f"the replay's trace differs from line {line} (kept in {replay_dir})"
+    code = different_code(first.code, replay.code)
+    return differs if code is None else f"{differs}; {code}"
 
 
 def _report(out: TextIO, result: RunResult, mismatch: str | None) -> None:

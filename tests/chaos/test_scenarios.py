@@ -13,11 +13,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from actors.broker.replica_manager import ReplicaManager
 from actors.controller.topic_deletion import TopicDeletionManager
 from actors.log.manager import LogManager
+from actors.runtime.code_identity import code_identity
 from actors.runtime.tracer import read_trace
 from cluster.chaos import RunOptions, RunResult, Scenario, load_scenario, run_scenario
 from cluster.chaos.model import ClusterSetup, CreateTopic, Expect, FinalPhase, TopicReady
@@ -68,6 +70,7 @@ def test_a_passed_run_writes_its_summary_its_rules_and_its_timeline(tmp_path: Pa
         == result.trace_sha256
         == hashlib.sha256((run_dir / "trace.jsonl").read_bytes()).hexdigest()
     )
+    assert summary["code"] == msgspec.to_builtins(code_identity())  # the code that ran
     rules = json.loads((run_dir / "invariants.json").read_text())["rules"]
     assert set(rules) >= {"no_stale_epoch_accepted", "legal_transitions", "no_orphan_log_dirs"}
     assert "\noutcome: passed\n" in (run_dir / "timeline.txt").read_text()  # then notices

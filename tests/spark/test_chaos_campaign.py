@@ -15,10 +15,12 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
+from actors.runtime.code_identity import different_code, recorded_code
 from cluster.chaos.loader import ScenarioError, parse_scenario
 from cluster.chaos.runner import RunResult
 from cluster.chaos.spark_campaign import CampaignTask, campaign_lock, run_batch
 from cluster.cli.main import main
+from tests.support.traces import assert_same_trace
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -65,7 +67,11 @@ def test_campaign_runs_are_the_local_runs_byte_for_byte(
             a, b = json.loads(mine), json.loads(theirs)
             assert a.pop("wall_seconds") > 0
             assert b.pop("wall_seconds") > 0
+            code = different_code(recorded_code(on_spark / name), recorded_code(out / name))
+            assert code is None, code  # the executor ran this process's kemu
             assert a == b, name
+        elif name.name == "trace.jsonl":
+            assert_same_trace(on_spark / name, out / name)  # says if other code made it
         elif name.name == "campaign.html":
             assert WALL.sub(b"", mine) == WALL.sub(b"", theirs)
         else:

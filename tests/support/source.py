@@ -17,28 +17,21 @@ so instead of blaming determinism.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
 import actors
+from actors.runtime.code_identity import PACKAGES, source_digest
 
 __all__ = ["KEMU_ROOT", "pin_subprocesses", "source_changed", "source_fingerprint"]
 
 KEMU_ROOT = Path(actors.__file__).resolve().parents[1]
 """The checkout whose kemu this process imports."""
 
-PACKAGES = ("actors", "cluster", "protocol", "spark")
-
 
 def source_fingerprint(root: Path = KEMU_ROOT) -> str:
-    """SHA-256 over the path and bytes of every Python file of kemu's packages."""
-    digest = hashlib.sha256()
-    for package in PACKAGES:
-        for path in sorted((root / package).rglob("*.py")):
-            digest.update(str(path.relative_to(root)).encode() + b"\0")
-            digest.update(path.read_bytes() + b"\0")
-    return digest.hexdigest()
+    """``source_digest`` of kemu's packages under ``root`` (read now, not cached)."""
+    return source_digest({package: root / package for package in PACKAGES})
 
 
 def pin_subprocesses(root: Path = KEMU_ROOT) -> None:
