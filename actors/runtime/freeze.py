@@ -63,7 +63,10 @@ class FreezableLoop(asyncio.BaseEventLoop):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._held: dict[str, list[asyncio.Handle]] = {}
-        self._tasks: dict[str, weakref.WeakSet[asyncio.Task[Any]]] = {}
+        # Each node's tasks in the order they were adopted (a weak set's order would be
+        # their addresses'): ``kill`` cancels them in it. Keyed by id for a task adopted
+        # twice; an entry goes when its task is collected.
+        self._tasks: dict[str, dict[int, weakref.ref[asyncio.Task[Any]]]] = {}
         self._thawed: set[asyncio.Handle] = set()  # queued by a thaw, not yet selected past
 
     def create_task(  # type: ignore[override]  # the stub's overloads, same signature
@@ -82,7 +85,16 @@ class FreezableLoop(asyncio.BaseEventLoop):
     def adopt(self, node: str, task: asyncio.Task[Any]) -> None:
         """Count ``task`` as one of ``node``'s (its tasks are counted when created; the
         task that set ``NODE`` itself is adopted by it)."""
-        self._tasks.setdefault(node, weakref.WeakSet()).add(task)
+        tasks = self._tasks.setdefault(node, {})
+        key = id(task)
+        if key in tasks and tasks[key]() is task:
+            return
+
+        def forget(ref: weakref.ref[asyncio.Task[Any]]) -> None:
+            if tasks.get(key) is ref:
+                del tasks[key]
+
+        tasks[key] = weakref.ref(task, forget)
 
     def frozen(self, node: str) -> bool:
         return node in self._held
@@ -102,10 +114,12 @@ class FreezableLoop(asyncio.BaseEventLoop):
 
     def kill(self, node: str) -> None:
         """End a frozen node as SIGKILL ends a stopped process: cancel each of its tasks
-        (so that its next step raises ``CancelledError`` instead of doing anything), then
-        thaw it so that those steps run."""
-        for task in list(self._tasks.pop(node, ())):
-            if not task.done():
+        (so that its next step raises ``CancelledError`` instead of doing anything), in
+        the order they were adopted (creation order, not addresses': their steps run in
+        it), then thaw it so that those steps run."""
+        for ref in list(self._tasks.pop(node, {}).values()):
+            task = ref()
+            if task is not None and not task.done():
                 task.cancel()
         self.thaw(node)
 
