@@ -34,7 +34,7 @@ import zstandard
 
 from protocol.errors import KemuError
 
-__all__ = ["CompressionError", "compress", "decompress", "xxh32"]
+__all__ = ["CompressionError", "compress", "decompress", "decompress_stream", "xxh32"]
 
 _XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"
 _XERIAL_HEADER: Final = 16  # the magic, then version and compatible version (int32 each)
@@ -63,6 +63,22 @@ def decompress(codec: int, data: bytes) -> bytes:
     except (IndexError, struct.error, zlib.error, zstandard.ZstdError) as exc:
         raise CompressionError(f"a batch of codec {codec} does not decompress: {exc}") from None
     raise CompressionError(f"cannot decompress codec {codec}: no such compression type")
+
+
+def decompress_stream(codec: int, data: bytes | memoryview) -> tuple[bytes, bool]:
+    """The records of a batch compressed with ``codec`` as a stream reader meets them:
+    what decompresses, and whether the stream ended where it should. A gzip stream cut
+    short gives what came before the cut and ``False`` (Java's ``GZIPInputStream`` reads
+    it up to there, then throws ``EOFException``); anything else malformed raises
+    ``CompressionError``, as ``decompress``."""
+    if codec == _GZIP:
+        reader = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            payload = reader.decompress(data)
+        except zlib.error as exc:
+            raise CompressionError(f"a batch of codec {codec} does not decompress: {exc}") from None
+        return payload, reader.eof
+    return decompress(codec, bytes(data)), True
 
 
 def compress(codec: int, data: bytes, *, broken_lz4_checksum: bool = False) -> bytes:

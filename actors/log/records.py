@@ -15,11 +15,11 @@ layout (big-endian)::
 
 Uncompressed records are read in full (``DefaultRecord.readFrom``'s structure: lengths,
 varints, headers): a large batch a field at a time across its records
-(``actors.log.record_scan``), any other one record by record. Compressed ones are
-stored as sent, decompressed only where a record could be refused (a compacted topic,
-bounded timestamps: ``RecordChecks``; docs/log-format.md says what Kafka checks that we
-do not). Every rejection is a ``KafkaApiError`` carrying the code Kafka answers with; a
-record refused is a ``RecordValidationError`` naming each one.
+(``actors.log.record_scan``), any other one record by record. A leader reads a
+compressed one's records too, decompressed, for its max timestamp and the record checks
+(``RecordChecks``), and stores its compressed bytes as sent (docs/log-format.md says what
+Kafka does that we do not). Every rejection is a ``KafkaApiError`` carrying the code Kafka
+answers with; a record refused is a ``RecordValidationError`` naming each one.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import NamedTuple
 from crc32c import crc32c
 
 from actors.log import record_scan
-from actors.log.compression import CompressionError, decompress
+from actors.log.compression import CompressionError, decompress_stream
 from protocol.errors import ErrorCode, KafkaApiError, RecordValidationError
 
 __all__ = [
@@ -533,24 +533,59 @@ def _record_error(
     return None
 
 
-def _inner_records(records: bytes, header: BatchHeader) -> Iterator[_Record]:
-    """The records of a compressed batch, decompressed (``DefaultRecordBatch.
-    compressedIterator``); a payload that does not decompress is UNKNOWN_SERVER_ERROR, as
-    Kafka answers the ``KafkaException`` its stream throws, a broken record
-    INVALID_RECORD."""
+def _read_compressed(records: bytes, header: BatchHeader) -> tuple[bytes, int, int]:
+    """What ``LogValidator.validateMessagesAndAssignOffsetsCompressed`` learns reading
+    every record of a compressed client batch (``DefaultRecordBatch``'s stream
+    iterator): the decompressed records, their largest timestamp (``NO_TIMESTAMP`` if
+    none is above it) and how many have no key. A payload that does not decompress is
+    UNKNOWN_SERVER_ERROR (the ``KafkaException`` its stream throws, which
+    ``appendToLocalLog`` answers as unknown); a broken record, or records that do not
+    fill the payload, INVALID_RECORD. A gzip stream cut short is read up to the cut:
+    records that run past it are INVALID_RECORD (the ``EOFException`` is "premature
+    EOF"), records that end right at it UNKNOWN_SERVER_ERROR (the check for bytes left
+    over meets the cut as a ``KafkaException``). A large batch is scanned a field at a
+    time (``record_scan``), anything it does not cover walked."""
     start = header.position + RECORD_BATCH_OVERHEAD
     try:
-        payload = decompress(header.compression, records[start : header.position + header.size])
+        payload, whole = decompress_stream(
+            header.compression, memoryview(records)[start : header.position + header.size]
+        )
     except CompressionError as exc:
-        raise KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)) from None
-    try:
-        yield from _walk_records(payload, 0, len(payload), header)
-    except _Malformed as exc:
-        raise _invalid(f"Found invalid record structure: {exc}") from None
+        raise KafkaApiError(
+            ErrorCode.UNKNOWN_SERVER_ERROR, f"Failed to decompress record stream: {exc}"
+        ) from None
+    count = header.records_count
+    scanned = (
+        record_scan.scan(payload, 0, len(payload), count)
+        if count >= record_scan.MIN_RECORDS
+        else None
+    )
+    if scanned is not None:
+        deltas, keyless = scanned
+        largest = max(header.first_timestamp + int(deltas.max()), NO_TIMESTAMP)
+    else:
+        largest, keyless = NO_TIMESTAMP, 0
+        try:
+            for _, timestamp, key_size, _ in _walk_records(payload, 0, len(payload), header):
+                largest = max(largest, timestamp)
+                keyless += key_size < 0
+        except _Malformed as exc:
+            raise _invalid(f"Found invalid record structure: {exc}") from None
+    if not whole:
+        raise KafkaApiError(
+            ErrorCode.UNKNOWN_SERVER_ERROR,
+            "Error checking for remaining bytes after reading batch: the stream ends early",
+        )
+    return payload, largest, keyless
 
 
 def _validate_records(
-    records: bytes, header: BatchHeader, keyless: int, checks: RecordChecks, now_ms: int | None
+    records: bytes,
+    header: BatchHeader,
+    keyless: int,
+    checks: RecordChecks,
+    now_ms: int | None,
+    payload: bytes | None,
 ) -> None:
     """``LogValidator.validateRecord`` over every record of a client's batch, then
     ``processRecordErrors``: any record refused refuses the batch, INVALID_TIMESTAMP if
@@ -558,18 +593,18 @@ def _validate_records(
     and reason. The records are read again only where one could be refused: a compacted
     topic (an uncompressed batch only if ``keyless``, the records without a key, is not
     0; a compressed one is decompressed), timestamps bounded, or a batch claiming
-    LogAppendTime. ``now_ms``: the broker's time where timestamps are bounded."""
-    compressed = header.compression != CompressionType.NONE
+    LogAppendTime. ``now_ms``: the broker's time where timestamps are bounded;
+    ``payload``: a compressed batch's records, decompressed (``_read_compressed``)."""
     if not (
         now_ms is not None
         or header.timestamp_type is TimestampType.LOG_APPEND_TIME
-        or (checks.compacted and (compressed or keyless))
+        or (checks.compacted and keyless)
     ):
         return
     found = (
-        _inner_records(records, header)
-        if compressed
-        else _records(records, header, header.position)
+        _records(records, header, header.position)
+        if payload is None
+        else _walk_records(payload, 0, len(payload), header)  # read whole already
     )
     errors: list[tuple[int, str]] = []
     timestamps = False
@@ -644,16 +679,16 @@ def assign_offsets(
     for header in headers:
         _check_client_batch(header)
         base = offset
+        inner = None
         if header.compression != CompressionType.NONE:
             source = header.compression
-            # Its max timestamp is the batch's own, not its records' (decompressed, if at
-            # all, only where _validate_records needs them).
-            batch_max = header.max_timestamp
+            # Its max timestamp is its records' largest, and stands for its last offset
+            # (validateMessagesAndAssignOffsetsCompressed, in place).
+            inner, batch_max, keyless = _read_compressed(records, header)
             batch_max_offset = base + header.last_offset_delta
-            keyless = 0
         else:
             batch_max, batch_max_offset, keyless = _read_records(records, header, base)
-        _validate_records(records, header, keyless, checks, bounded_now)
+        _validate_records(records, header, keyless, checks, bounded_now, inner)
         offset = base + header.last_offset_delta + 1
         if batch_max > max_timestamp:
             max_timestamp, offset_of_max = batch_max, batch_max_offset

@@ -273,8 +273,8 @@ def _inner_messages(wrapper: LegacyMessage) -> list[LegacyMessage]:
         )
     try:
         payload = decompress(wrapper.codec, wrapper.value)
-    except CompressionError as exc:
-        raise _corrupt(str(exc)) from None
+    except CompressionError as exc:  # the KafkaException its stream throws: unknown
+        raise LegacyRecordsError(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)) from None
     inner: list[LegacyMessage] = []
     position = 0
     while len(payload) - position >= LOG_OVERHEAD:  # DataLogInputStream.nextBatch

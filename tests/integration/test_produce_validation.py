@@ -14,6 +14,7 @@ by kemu's codec (kio), the log files read from disk.
 from __future__ import annotations
 
 import time
+import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -51,7 +52,7 @@ from protocol.kafka_data import (
 )
 from tests.support.hosting import hosted_fixture
 from tests.support.raw_kafka import exchange
-from tests.support.record_batches import client_batch
+from tests.support.record_batches import client_batch, fix_crc, get_field, set_field
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(120)]
@@ -377,3 +378,62 @@ async def test_a_duplicate_batch_answers_its_first_offsets_and_timestamp(
     assert again.base_offset == first.base_offset
     assert (again.log_append_time_ms, again.log_start_offset) == (now + 5, 0)
     assert log_bytes(cluster, BOUNDED, 0) == before + len(batch)
+
+
+def first_segment(cluster: Cluster, name: str, partition: int) -> bytes:
+    (path,) = cluster.spec.log_dir.glob(f"*/{name}-{partition}/00000000000000000000.log")
+    return path.read_bytes()
+
+
+async def test_a_compressed_batch_is_stored_with_its_records_max_timestamp(
+    cluster: Cluster,
+) -> None:
+    """A gzip batch whose header understates its max timestamp is stored with its
+    records' largest (``validateMessagesAndAssignOffsetsCompressed`` sets it in place),
+    so ListOffsets for that timestamp finds the batch."""
+    now = int(time.time() * 1000)
+    stamps = [now, now + 9_000, now + 1_000]
+    sent = fix_crc(
+        set_field(
+            client_batch([b"a", b"b", b"c"], timestamps=stamps, codec=1), "max_timestamp", now - 1
+        )
+    )
+    answers = await produce(cluster, 8, BOUNDED, {1: sent})
+    assert answers[1].error_code is ErrorCode.NONE
+    stored = first_segment(cluster, BOUNDED, 1)
+    at = len(stored) - len(sent)  # the batch just written is the segment's last
+    assert get_field(stored, "max_timestamp", at=at) == now + 9_000
+    assert stored[at + 61 :] == sent[61:]
+    async with KafkaDataClient(bootstrap(cluster)) as client:
+        found = await client.list_offset(BOUNDED, 1, now + 5_000)
+    assert (found.error_code, found.offset) == (ErrorCode.NONE, answers[1].base_offset)
+
+
+async def test_compressed_records_that_do_not_read_get_kafkas_codes(cluster: Cluster) -> None:
+    """Produce v8 batches whose compressed records a 2.7 broker cannot read: bytes that
+    are not gzip under the gzip codec, UNKNOWN_SERVER_ERROR (its stream's
+    ``KafkaException``); a gzip stream cut inside the records, INVALID_RECORD; both
+    with the log start offset and no message, and nothing written. A Produce v2 with a
+    v1 gzip wrapper whose value is not gzip: UNKNOWN_SERVER_ERROR too."""
+    now = [int(time.time() * 1000)] * 3
+    gzip = client_batch([b"a", b"b", b"c"], timestamps=now, codec=1)
+    garbled = bytearray(gzip)
+    garbled[61:63] = b"PK"  # not the gzip magic
+    records = zlib.decompress(gzip[61:], 16 + zlib.MAX_WBITS)
+    squeezer = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
+    cut = (squeezer.compress(records) + squeezer.flush())[:-20]
+    truncated = fix_crc(set_field(gzip[:61] + cut, "batch_length", 49 + len(cut)))
+    before = log_bytes(cluster, BOUNDED, 0)
+    for batch, code in [
+        (fix_crc(bytes(garbled)), ErrorCode.UNKNOWN_SERVER_ERROR),
+        (truncated, ErrorCode.INVALID_RECORD),
+    ]:
+        (answer,) = (await produce(cluster, 8, BOUNDED, {0: batch})).values()
+        assert (answer.error_code, answer.base_offset) == (code, -1)
+        assert (answer.log_start_offset, answer.error_message) == (0, None)
+        assert answer.record_errors == ()
+    wrapper = bytearray()
+    write_message(wrapper, 0, 1, key=None, value=b"not gzip", timestamp=now[0], attributes=1)
+    legacy = await produce(cluster, 2, BOUNDED, {0: bytes(wrapper)})
+    assert legacy[0].error_code is ErrorCode.UNKNOWN_SERVER_ERROR
+    assert log_bytes(cluster, BOUNDED, 0) == before

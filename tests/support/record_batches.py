@@ -2,17 +2,19 @@
 
 Batches are built by aiokafka's ``DefaultRecordBatchBuilder`` (the client's own code);
 what the log stores or returns is decoded by kio's ``read_batch``, an implementation
-independent of ``actors.log.records``. Only gzip among the codecs has its library here:
-``relabel`` marks a gzip batch as snappy, lz4 or zstd (and fixes its CRC), which is enough
-for a log that stores compressed batches without opening them.
+independent of ``actors.log.records``. Only gzip among the codecs has its library in
+aiokafka here: ``recompressed`` makes a gzip batch a snappy, lz4 or zstd one, ``relabel``
+only marks it so (gzip bytes under another codec id: a batch that does not decompress).
 """
 
 from __future__ import annotations
 
 import struct
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import zstandard
 from aiokafka.record.default_records import (  # type: ignore[import-untyped]
     DefaultRecordBatchBuilder,
 )
@@ -20,12 +22,15 @@ from crc32c import crc32c
 from kio.records.readers import read_batch
 from kio.records.schema import RecordBatch
 
+from actors.log.compression import compress
+
 __all__ = [
     "DecodedBatch",
     "client_batch",
     "decode_batches",
     "fix_crc",
     "get_field",
+    "recompressed",
     "relabel",
     "set_field",
 ]
@@ -104,6 +109,20 @@ def relabel(batch: bytes, codec: int) -> bytes:
     """A compressed batch marked with another codec id (bits 0-2), CRC fixed."""
     attributes = get_field(batch, "attributes")
     return fix_crc(set_field(batch, "attributes", (attributes & ~0x07) | codec))
+
+
+def recompressed(batch: bytes, codec: int) -> bytes:
+    """A gzip batch's records compressed with ``codec`` instead (zstd by the zstandard
+    library, snappy and lz4 in the framing Kafka's clients write, by kemu's writer), the
+    batch length, attributes and CRC to match."""
+    records = zlib.decompress(batch[61:], 16 + zlib.MAX_WBITS)
+    if codec == 4:
+        payload = zstandard.ZstdCompressor().compress(records)
+    else:
+        payload = compress(codec, records)
+    out = set_field(batch[:61] + payload, "batch_length", 49 + len(payload))
+    attributes = get_field(batch, "attributes")
+    return fix_crc(set_field(out, "attributes", (attributes & ~0x07) | codec))
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import struct
+import zlib
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,7 @@ from tests.support.record_batches import (
     decode_batches,
     fix_crc,
     get_field,
-    relabel,
+    recompressed,
     set_field,
 )
 
@@ -574,7 +575,7 @@ def test_compressed_batches_are_stored_as_sent(tmp_path: Path, codec: int) -> No
     """A gzip, snappy, lz4 or zstd batch is stored byte for byte but its base offset and
     leader epoch, and it takes as many offsets as its records count says."""
     gzip = client_batch(values(4), codec=1)
-    batch = gzip if codec == 1 else relabel(gzip, codec)
+    batch = gzip if codec == 1 else recompressed(gzip, codec)
     log = open_log(tmp_path / "t-0")
     log.append_as_leader(client_batch([b"first"]), leader_epoch=0)
     info = log.append_as_leader(batch, leader_epoch=2)
@@ -583,13 +584,74 @@ def test_compressed_batches_are_stored_as_sent(tmp_path: Path, codec: int) -> No
     assert stored == set_field(set_field(batch, "base_offset", 1), "partition_leader_epoch", 2)
 
 
-def test_compressed_payloads_are_not_opened(tmp_path: Path) -> None:
-    """A compressed batch whose payload is not valid gzip, but whose CRC is right, is
-    accepted: kemu does not decompress (docs/log-format.md lists what Kafka checks)."""
-    batch = bytearray(client_batch(values(4), codec=1))
-    batch[70] ^= 0xFF
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+@pytest.mark.parametrize("count", [3, 40])
+def test_a_compressed_batch_takes_its_records_max_timestamp(
+    tmp_path: Path, codec: int, count: int
+) -> None:
+    """Its max timestamp is its records' largest, whatever the batch says
+    (``validateMessagesAndAssignOffsetsCompressed``: ``setMaxTimestamp`` in place, the CRC
+    computed again), at its last offset; a small batch walked, a large one scanned."""
+    stamps = [T0 + 10 * i for i in range(count)]
+    stamps[1] = T0 + 99_999  # not the last record's
+    gzip = client_batch(values(count, size=20), timestamps=stamps, codec=1)
+    sent = fix_crc(set_field(gzip, "max_timestamp", T0 - 5))
+    batch = (
+        sent
+        if codec == 1
+        else fix_crc(set_field(recompressed(gzip, codec), "max_timestamp", T0 - 5))
+    )
     log = open_log(tmp_path / "t-0")
-    assert log.append_as_leader(fix_crc(bytes(batch)), leader_epoch=0).last_offset == 3
+    info = log.append_as_leader(batch, leader_epoch=0)
+    assert (info.max_timestamp, info.offset_of_max_timestamp) == (T0 + 99_999, count - 1)
+    stored = log.read(0, 10**6).records
+    assert get_field(stored, "max_timestamp") == T0 + 99_999
+    assert stored[61:] == batch[61:]  # the compressed records as sent
+    assert stored == fix_crc(
+        set_field(set_field(batch, "max_timestamp", T0 + 99_999), "partition_leader_epoch", 0)
+    )
+
+
+def _gzip_records(batch: bytes) -> bytes:
+    return zlib.decompress(batch[61:], 16 + zlib.MAX_WBITS)
+
+
+def _with_payload(batch: bytes, payload: bytes) -> bytes:
+    return fix_crc(set_field(batch[:61] + payload, "batch_length", 49 + len(payload)))
+
+
+def test_compressed_records_that_do_not_read_are_refused(tmp_path: Path) -> None:
+    """Kafka reads every record of a compressed batch through the codec's stream: bytes
+    that are not gzip (CRC right) are UNKNOWN_SERVER_ERROR, its ``KafkaException``; a
+    gzip stream cut inside the records INVALID_RECORD ("premature EOF"), one cut after
+    them UNKNOWN_SERVER_ERROR (the check for bytes left meets the cut); records that do
+    not fill the stream INVALID_RECORD; nothing is appended."""
+    gzip = client_batch(values(4), codec=1)
+    records = _gzip_records(gzip)
+    log = open_log(tmp_path / "t-0")
+    not_gzip = bytearray(gzip)
+    not_gzip[61] ^= 0xFF  # the gzip magic
+    cut_inside = _with_payload(gzip, _deflated(records)[:-30])
+    cut_after = _with_payload(gzip, _deflated(records, flush=zlib.Z_SYNC_FLUSH))
+    left_over = _with_payload(gzip, _deflated(records + b"\x02\x00"))
+    cases = [
+        (fix_crc(bytes(not_gzip)), ErrorCode.UNKNOWN_SERVER_ERROR),
+        (cut_inside, ErrorCode.INVALID_RECORD),
+        (cut_after, ErrorCode.UNKNOWN_SERVER_ERROR),
+        (left_over, ErrorCode.INVALID_RECORD),
+    ]
+    for batch, code in cases:
+        with pytest.raises(KafkaApiError) as refused:
+            log.append_as_leader(batch, leader_epoch=0)
+        assert refused.value.code is code
+    assert log.log_end_offset == 0
+
+
+def _deflated(data: bytes, flush: int = zlib.Z_FINISH) -> bytes:
+    """``data`` as a gzip stream; with ``Z_SYNC_FLUSH`` every byte of it is there but the
+    stream does not end (no final block, no trailer)."""
+    compressor = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
+    return compressor.compress(data) + compressor.flush(flush)
 
 
 # ---------------------------------------------------------------------------- followers
