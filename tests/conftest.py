@@ -18,7 +18,8 @@ Markers (registered in pyproject.toml): ``slow`` (left out of the inner loop,
 ``pytest -m "not slow"``), ``spark``, ``processes`` (spawns kemu or broker processes),
 ``zookeeper`` (uses a real ZooKeeper server; given here to every test that asks for the
 ``zookeeper_server`` or ``zookeeper_ensemble`` fixture, and by hand to the parameters that
-reach one another way).
+reach one another way), ``timing`` (holds a measured wall-clock time against a goal: a
+bench row's test, to be run with the machine to itself).
 
 kemu's own pytest plugin (``cluster.testing.pytest_plugin``: the ``kemu_cluster`` fixtures,
 docs/python-api.md) is loaded through its ``pytest11`` entry point once kemu is installed;

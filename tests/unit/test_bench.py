@@ -129,6 +129,7 @@ def _bench(args: list[str], *, timeout: float) -> str:
 
 @pytest.mark.slow
 @pytest.mark.processes
+@pytest.mark.timing  # the campaign's ratio and the scale run's CreateTopics against their goals
 def test_bench_rows_7_and_8_print_the_campaign_ratio_and_the_scale_run(tmp_path: Path) -> None:
     """``python -m cluster.bench --only 7,8`` runs both rows in child processes and prints
     the campaign's ratio against its goal and the scale run's times and peak RSS."""
@@ -246,6 +247,7 @@ def test_bench_row_10_measures_kemu_and_the_mock_cluster_side_by_side() -> None:
 
 @pytest.mark.slow
 @pytest.mark.processes
+@pytest.mark.timing  # the shutdown's and the failover's times against their goals
 def test_bench_row_13_prints_the_shutdown_and_the_failover_next_to_their_goals() -> None:
     """``--only 13`` runs the failover row in a child process: ten brokers, a controlled
     shutdown and a controller failover, each time printed with its verdict."""
