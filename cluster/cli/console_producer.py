@@ -13,12 +13,17 @@ chunks.
 Producer settings as the tool's: ``acks`` 1 unless ``--request-required-acks`` or
 ``--producer-property acks=...`` say otherwise (0, 1, -1 or all); ``compression.type``
 (or ``--compression-codec``) none or gzip; ``max.block.ms`` is how long to wait for the
-topic's metadata and for each send. A send that fails prints Kafka's
-``ErrorLoggingCallback`` line on stderr and the tool exits 1 after the rest of the input.
+topic's metadata and for each send. A send the broker refuses is logged on stderr as
+Kafka's ``ErrorLoggingCallback`` logs it through the tools' log4j layout (``[%d] %p %m
+(%c)``), one entry per record, the exception's class and message on the next line (the
+broker's Produce v8 ``error_message``, else the error's default message; a 2.7 producer
+reads no ``record_errors``); the tool goes on with the rest of the input and exits 0, as
+``ConsoleProducer`` does without ``--sync``.
 """
 
 from __future__ import annotations
 
+import datetime
 import random
 import sys
 from collections.abc import Sequence
@@ -40,7 +45,7 @@ from cluster.cli.client_tools import (
     usage_text,
 )
 from cluster.cli.jopt import Option, OptionError, Options, parse
-from cluster.kafka.client import KafkaDataClient, api_error
+from cluster.kafka.client import KafkaDataClient, produce_exception
 from cluster.kafka.records import ProducerRecord, encode_batch
 from protocol.errors import ErrorCode, KafkaApiError
 
@@ -183,7 +188,6 @@ async def produce(argv: Sequence[str], *, stdin: Stdin, err: TextIO) -> int:
     props.setdefault("client.id", "console-producer")
     clock = RealClock()
     rng = random.Random()
-    failed = 0
     async with KafkaDataClient(
         tool_bootstrap(opts), admin_config(props, "max.block.ms"), clock=clock
     ) as client:
@@ -200,19 +204,32 @@ async def produce(argv: Sequence[str], *, stdin: Stdin, err: TextIO) -> int:
                 batch = encode_batch(records, compression=compression)
                 try:
                     answer = await client.produce(topic, partition, batch, acks=acks)
-                    if answer.error_code is not ErrorCode.NONE:
-                        raise api_error(answer.error_code, answer.error_message)
+                    code, message = answer.error_code, answer.error_message
                 except KafkaApiError as exc:
-                    failed += len(records)
-                    for record in records:
-                        key = "null" if record.key is None else f"{len(record.key)} bytes"
-                        size = 0 if record.value is None else len(record.value)
-                        err.write(
-                            f"ERROR Error when sending message to topic {topic} with key: {key},"
-                            f" value: {size} bytes with error: {exc}\n"
-                        )
+                    code, message = exc.code, exc.detail
+                if code is not ErrorCode.NONE:
+                    _log_failed_sends(err, topic, records, produce_exception(code, message))
             sticky = rng.randrange(count)  # StickyPartitionCache.nextPartition: a new batch
-    return 1 if failed else 0
+    return 0
+
+
+def _log_failed_sends(
+    err: TextIO, topic: str, records: Sequence[ProducerRecord], exception: str
+) -> None:
+    """``ErrorLoggingCallback.onCompletion`` for each record of a failed batch (key and
+    value as sizes: the console producer does not log them as strings), as log4j's
+    ``ConsoleAppender`` prints an ERROR with its exception (an ``ApiException`` has no
+    stack trace)."""
+    for record in records:
+        key = "null" if record.key is None else f"{len(record.key)} bytes"
+        value = "null" if record.value is None else f"{len(record.value)} bytes"
+        now = datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
+        err.write(
+            f"[{now}] ERROR Error when sending message to topic {topic} with key: {key}, "
+            f"value: {value} with error: "
+            "(org.apache.kafka.clients.producer.internals.ErrorLoggingCallback)\n"
+            f"{exception}\n"
+        )
 
 
 async def _partition_count(client: KafkaDataClient, topic: str) -> int:

@@ -214,9 +214,61 @@ ERROR_MESSAGES: Final[Mapping[ErrorCode, str]] = {
         "This record has failed the validation on broker and hence will be rejected."
     ),
     ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER: "The broker received an out of order sequence number.",
+    ErrorCode.INVALID_TIMESTAMP: "The timestamp of the message is out of acceptable range.",
+    ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT: (
+        "The message format version on the broker does not support the request."
+    ),
+    ErrorCode.INVALID_PRODUCER_EPOCH: "Producer attempted to produce with an old epoch.",
+    ErrorCode.UNSUPPORTED_COMPRESSION_TYPE: (
+        "The requesting client does not support the compression type of given partition."
+    ),
 }
 """Kafka's default message of each error code a topic or console command can meet
 (``Errors.java``): what the exception says when the broker sent no message."""
+
+PRODUCE_EXCEPTIONS: Final[Mapping[ErrorCode, str]] = {
+    ErrorCode.UNKNOWN_SERVER_ERROR: "org.apache.kafka.common.errors.UnknownServerException",
+    ErrorCode.CORRUPT_MESSAGE: "org.apache.kafka.common.errors.CorruptRecordException",
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: (
+        "org.apache.kafka.common.errors.UnknownTopicOrPartitionException"
+    ),
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: "org.apache.kafka.common.errors.NotLeaderOrFollowerException",
+    ErrorCode.REQUEST_TIMED_OUT: "org.apache.kafka.common.errors.TimeoutException",
+    ErrorCode.MESSAGE_TOO_LARGE: "org.apache.kafka.common.errors.RecordTooLargeException",
+    ErrorCode.INVALID_TOPIC_EXCEPTION: "org.apache.kafka.common.errors.InvalidTopicException",
+    ErrorCode.RECORD_LIST_TOO_LARGE: "org.apache.kafka.common.errors.RecordBatchTooLargeException",
+    ErrorCode.NOT_ENOUGH_REPLICAS: "org.apache.kafka.common.errors.NotEnoughReplicasException",
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: (
+        "org.apache.kafka.common.errors.NotEnoughReplicasAfterAppendException"
+    ),
+    ErrorCode.INVALID_REQUIRED_ACKS: "org.apache.kafka.common.errors.InvalidRequiredAcksException",
+    ErrorCode.INVALID_TIMESTAMP: "org.apache.kafka.common.errors.InvalidTimestampException",
+    ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT: (
+        "org.apache.kafka.common.errors.UnsupportedForMessageFormatException"
+    ),
+    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER: (
+        "org.apache.kafka.common.errors.OutOfOrderSequenceException"
+    ),
+    ErrorCode.INVALID_PRODUCER_EPOCH: (
+        "org.apache.kafka.common.errors.InvalidProducerEpochException"
+    ),
+    ErrorCode.KAFKA_STORAGE_ERROR: "org.apache.kafka.common.errors.KafkaStorageException",
+    ErrorCode.UNSUPPORTED_COMPRESSION_TYPE: (
+        "org.apache.kafka.common.errors.UnsupportedCompressionTypeException"
+    ),
+    ErrorCode.INVALID_RECORD: "org.apache.kafka.common.InvalidRecordException",
+}
+"""The exception class ``Errors.exception`` makes of each error a Produce can answer (Kafka
+2.7's ``Errors.java``; ``InvalidRecordException`` moved out of ``errors`` in 2.6)."""
+
+
+def produce_exception(code: ErrorCode, message: str | None) -> str:
+    """What Java prints of the exception a 2.7 producer fails a send with
+    (``Sender.completeBatch``: ``error.exception(response.errorMessage)``): its class and
+    the broker's ``error_message`` (Produce v8), else the error's default message."""
+    name = PRODUCE_EXCEPTIONS.get(code, "org.apache.kafka.common.errors.UnknownServerException")
+    return f"{name}: {message or ERROR_MESSAGES.get(code, code.name)}"
+
 
 DEFAULT_CLIENT_ID: Final = "adminclient-1"
 _SIZE = struct.Struct(">i")

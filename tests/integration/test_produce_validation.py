@@ -13,6 +13,8 @@ by kemu's codec (kio), the log files read from disk.
 
 from __future__ import annotations
 
+import io
+import re
 import time
 import zlib
 from collections.abc import AsyncIterator
@@ -28,6 +30,7 @@ from kafka.errors import (  # type: ignore[import-untyped]
 )
 
 from actors.runtime.tracer import MemorySink, Tracer
+from cluster.cli import console_producer
 from cluster.kafka.apis import decode_response, encode_request
 from cluster.kafka.client import KafkaAdminClient, KafkaDataClient
 from cluster.kafka.message_sets import write_message
@@ -437,3 +440,43 @@ async def test_compressed_records_that_do_not_read_get_kafkas_codes(cluster: Clu
     legacy = await produce(cluster, 2, BOUNDED, {0: bytes(wrapper)})
     assert legacy[0].error_code is ErrorCode.UNKNOWN_SERVER_ERROR
     assert log_bytes(cluster, BOUNDED, 0) == before
+
+
+LOGGED_ERROR = re.compile(
+    r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] ERROR Error when sending message to topic "
+    r"(?P<topic>\S+) with key: (?P<key>null|\d+ bytes), value: (?P<value>\d+ bytes) with "
+    r"error: \(org\.apache\.kafka\.clients\.producer\.internals\.ErrorLoggingCallback\)\n"
+    r"(?P<exception>.*)\n"
+)
+
+
+async def test_console_producer_logs_refused_sends_as_kafkas_tool(cluster: Cluster) -> None:
+    """``kemu console-producer`` to a compacted topic without ``parse.key``: each record
+    of the refused batch is logged as ``ErrorLoggingCallback`` logs it through the tools'
+    log4j layout, the producer's exception on the next line (class and the broker's
+    Produce v8 ``error_message``), and the tool exits 0 as Kafka's does without
+    ``--sync``; a keyed line to the same topic is appended."""
+    err = io.StringIO()
+    argv = ["--bootstrap-server", bootstrap(cluster), "--topic", COMPACTED]
+
+    def run(lines: bytes, *extra: str) -> int:
+        return console_producer.main([*argv, *extra], stdin=io.BytesIO(lines), err=err)
+
+    assert await anyio.to_thread.run_sync(run, b"a\nbc\n") == 0
+    logged = [m.groupdict() for m in LOGGED_ERROR.finditer(err.getvalue())]
+    assert "".join(m.group(0) for m in LOGGED_ERROR.finditer(err.getvalue())) == err.getvalue()
+    exception = (
+        "org.apache.kafka.common.InvalidRecordException: One or more records have been rejected"
+    )
+    assert logged == [
+        {"topic": COMPACTED, "key": "null", "value": "1 bytes", "exception": exception},
+        {"topic": COMPACTED, "key": "null", "value": "2 bytes", "exception": exception},
+    ]
+    err.seek(0)
+    err.truncate()
+    before = sum(log_bytes(cluster, COMPACTED, p) for p in (0, 1))
+    keyed = await anyio.to_thread.run_sync(
+        lambda: run(b"k:v\n", "--property", "parse.key=true", "--property", "key.separator=:")
+    )
+    assert (keyed, err.getvalue()) == (0, "")
+    assert sum(log_bytes(cluster, COMPACTED, p) for p in (0, 1)) > before
