@@ -193,6 +193,10 @@ class ReplicaStateMachine:
                     else:
                         without_info.append((replica, current))
                 updated = await self._remove_replicas_from_isr(replica_id, list(with_info))
+                # Unless logged or traced, the changes are applied together after the loop.
+                quiet: list[tuple[PartitionAndReplica, ReplicaState]] | None = (
+                    None if self.state_log.records(target.label) else []
+                )
                 for tp, leadership in updated.items():
                     assignment = ctx.partition_full_replica_assignment(tp)
                     if not ctx.is_topic_queued_for_deletion(tp.topic):
@@ -203,28 +207,32 @@ class ReplicaStateMachine:
                     # Its state as ``_valid`` found it: only this task changes states, and
                     # the ISR shrink changed none (Kafka reads it again, to log it).
                     replica, current = with_info[tp]
-                    self._apply(replica, target, current, leadership, known=True)
+                    if quiet is None:
+                        self._apply(replica, target, current, leadership, known=True)
+                    else:
+                        quiet.append((replica, current))
+                if quiet:
+                    self._apply_each(quiet, target)
                 for replica, current in without_info:
                     batch.add_update_metadata(
                         sorted(ctx.live_or_shutting_down_broker_ids), (replica.topic_partition,)
                     )
                     self._apply(replica, target, current, None, known=True)
             case ReplicaState.DELETION_STARTED:
-                for replica, current in valid:
-                    self._change_state(replica, target, current)
+                self._apply_each(valid, target)
+                for replica, _ in valid:
                     batch.add_stop_replica(
                         (replica_id,), replica.topic_partition, delete_partition=True
                     )
             case ReplicaState.DELETION_INELIGIBLE | ReplicaState.DELETION_SUCCESSFUL:
-                for replica, current in valid:
-                    self._change_state(replica, target, current)
+                self._apply_each(valid, target)
             case ReplicaState.NON_EXISTENT:
-                for replica, current in valid:
+                for replica, _ in valid:
                     tp = replica.topic_partition
                     ctx.update_partition_full_replica_assignment(
                         tp, remove_replica(ctx.partition_full_replica_assignment(tp), replica_id)
                     )
-                    self._change_state(replica, target, current)
+                self._apply_each(valid, target)
             case _:
                 assert_never(target)
 
@@ -274,6 +282,27 @@ class ReplicaStateMachine:
                 return False
         self._apply(replica, target, current)
         return True
+
+    def _apply_each(
+        self, changes: Sequence[tuple[PartitionAndReplica, ReplicaState]], target: ReplicaState
+    ) -> None:
+        """``_apply`` of each valid change (replica, current state) to ``target``, in
+        order. While no transition to ``target`` is logged or traced (the bench's and a
+        quiet cluster's case: a deletion of 1,000 topics x 10 partitions x RF 3 makes
+        90,000 such changes here) the states are set in one loop and the transitions'
+        trace events counted in one step, which is all ``_apply`` would do for each."""
+        if self.state_log.records(target.label):
+            for replica, current in changes:
+                self._apply(replica, target, current)
+            return
+        states = self.context.replica_states
+        if target is ReplicaState.NON_EXISTENT:
+            for replica, _ in changes:
+                states.pop(replica, None)
+        else:
+            for replica, _ in changes:
+                states[replica] = target
+        self.state_log.skip_transitions(len(changes))
 
     def _apply(
         self,

@@ -48,6 +48,13 @@ class StateChangeLogger:
             return True
         return self._trace is not None and (self._tracer is None or self._tracer.enabled)
 
+    def skip_transitions(self, count: int) -> None:
+        """``count`` transitions that ``records`` said are neither logged nor traced: what
+        ``transition`` does for each of them (their trace events counted, when a trace is
+        wired to a disabled tracer), in one step."""
+        if self._trace is not None and self._tracer is not None and not self._tracer.enabled:
+            self._tracer.skip(count)
+
     def transition(
         self,
         machine: str,

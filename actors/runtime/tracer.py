@@ -78,11 +78,12 @@ class Tracer:
     def seq(self) -> int:
         return self._seq
 
-    def skip(self) -> None:
-        """Count an event that no sink listens to, without building it: what ``emit``
-        does when ``enabled`` is false, for callers that check ``enabled`` first so as not
-        to build the event's fields. The numbering stays the same as if it were emitted."""
-        self._seq += 1
+    def skip(self, events: int = 1) -> None:
+        """Count ``events`` events that no sink listens to, without building them: what
+        ``emit`` does when ``enabled`` is false, for callers that check ``enabled`` first so
+        as not to build the events' fields. The numbering stays the same as if they were
+        emitted."""
+        self._seq += events
 
     def emit(
         self,

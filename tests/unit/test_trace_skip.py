@@ -109,3 +109,21 @@ def test_a_state_change_log_records_a_transition_only_while_traced_or_logged() -
     assert log.records("OfflineReplica")
     assert StateChangeLogger(1, lambda *a, **f: None).records("OfflineReplica")
     assert not StateChangeLogger(1, None, tracer=Tracer()).records("OfflineReplica")
+
+
+def test_skipped_transitions_are_counted_as_one_by_one_transitions_would_be() -> None:
+    """``skip_transitions(n)`` (a state machine's batch that ``records`` said is silent)
+    numbers events as ``n`` silent ``transition`` calls do: a sink attached afterwards
+    sees the next number; with no ``trace`` nothing is counted."""
+    tp = TopicPartition(topic=TopicName("t"), partition=0)
+    one_by_one, batched = Tracer(), Tracer()
+    singles = StateChangeLogger(1, lambda *a, **f: None, tracer=one_by_one)
+    for _ in range(5):
+        singles.transition(
+            "replica", tp, 1, "OfflineReplica", "ReplicaDeletionStarted", controller_epoch=1
+        )
+    StateChangeLogger(1, lambda *a, **f: None, tracer=batched).skip_transitions(5)
+    assert one_by_one.seq == batched.seq == 5
+    silent = Tracer()
+    StateChangeLogger(1, None, tracer=silent).skip_transitions(5)
+    assert silent.seq == 0
