@@ -14,7 +14,13 @@ from dataclasses import dataclass, field
 
 from crc32c import crc32c
 
-from actors.log.records import RECORD_BATCH_OVERHEAD, BatchHeader, CompressionType, TimestampType
+from actors.log.records import (
+    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
+    CompressionType,
+    TimestampType,
+    write_varint,
+)
 from protocol.errors import KemuError
 
 __all__ = [
@@ -60,19 +66,6 @@ class ConsumedRecord:
     sequence: int = -1
 
 
-def _zigzag(value: int) -> int:
-    return (value << 1) ^ (value >> 63)
-
-
-def _write_varint(out: bytearray, value: int) -> None:
-    """A signed varlong, zig-zag encoded (``ByteUtils.writeVarlong``)."""
-    number = _zigzag(value) & 0xFFFFFFFFFFFFFFFF
-    while number >= 0x80:
-        out.append((number & 0x7F) | 0x80)
-        number >>= 7
-    out.append(number)
-
-
 def _read_varint(data: bytes | memoryview, position: int) -> tuple[int, int]:
     """``(value, next position)`` of a zig-zag varlong."""
     result = shift = 0
@@ -89,9 +82,9 @@ def _read_varint(data: bytes | memoryview, position: int) -> tuple[int, int]:
 
 def _write_bytes(out: bytearray, value: bytes | None) -> None:
     if value is None:
-        _write_varint(out, -1)
+        write_varint(out, -1)
     else:
-        _write_varint(out, len(value))
+        write_varint(out, len(value))
         out += value
 
 
@@ -114,15 +107,15 @@ def encode_records(records: Sequence[ProducerRecord]) -> bytes:
     body = bytearray()
     for delta, record in enumerate(records):
         one = bytearray(b"\x00")  # attributes: unused
-        _write_varint(one, record.timestamp_ms - first)
-        _write_varint(one, delta)
+        write_varint(one, record.timestamp_ms - first)
+        write_varint(one, delta)
         _write_bytes(one, record.key)
         _write_bytes(one, record.value)
-        _write_varint(one, len(record.headers))
+        write_varint(one, len(record.headers))
         for name, value in record.headers:
             _write_bytes(one, name.encode())
             _write_bytes(one, value)
-        _write_varint(body, len(one))
+        write_varint(body, len(one))
         body += one
     return bytes(body)
 

@@ -15,7 +15,8 @@ lz4 in pure Python, as Kafka's clients frame them:
 
 Anything malformed raises ``CompressionError``.
 
-``compress`` writes what a conversion re-compresses: gzip at zlib's default level, snappy
+``compress`` writes what a conversion or a leader's rebuilt batch re-compresses: gzip at
+zlib's default level, zstd at the zstandard library's, snappy
 in the xerial framing, lz4 as an LZ4 frame (64 KiB independent blocks, no checksums but the
 header's, as ``KafkaLZ4BlockOutputStream`` writes it; ``broken_lz4_checksum`` for message
 format v0, whose header checksum Kafka computed over the magic too). kemu has no snappy or
@@ -82,7 +83,9 @@ def decompress_stream(codec: int, data: bytes | memoryview) -> tuple[bytes, bool
 
 
 def compress(codec: int, data: bytes, *, broken_lz4_checksum: bool = False) -> bytes:
-    """``data`` compressed with ``codec`` (gzip, snappy or lz4; see above)."""
+    """``data`` compressed with ``codec`` (gzip, snappy, lz4 or zstd; see above)."""
+    if codec == _ZSTD:
+        return zstandard.ZstdCompressor().compress(data)
     if codec == _GZIP:
         compressor = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
         return compressor.compress(data) + compressor.flush()

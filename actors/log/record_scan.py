@@ -30,10 +30,12 @@ _Positions = npt.NDArray[np.int64]
 _Bytes = npt.NDArray[np.uint8]
 
 
-def scan(data: bytes, records_start: int, end: int, count: int) -> tuple[_Positions, int] | None:
-    """The timestamp delta of each of the ``count`` records in ``data[records_start:end]``
-    and how many have no key, if every record is well formed and of the common shape;
-    ``None`` to have the batch walked instead."""
+def scan(
+    data: bytes, records_start: int, end: int, count: int
+) -> tuple[_Positions, int, _Positions] | None:
+    """The timestamp delta of each of the ``count`` records in ``data[records_start:end]``,
+    how many have no key and each one's offset delta, if every record is well formed and
+    of the common shape; ``None`` to have the batch walked instead."""
     buffer: _Bytes = np.frombuffer(data, dtype=np.uint8)
     record_ends = _record_ends(data, buffer, records_start, end, count) if count > 0 else None
     if record_ends is None:
@@ -58,10 +60,10 @@ def scan(data: bytes, records_start: int, end: int, count: int) -> tuple[_Positi
     if timestamp_delta is None:
         return None
     deltas, position = timestamp_delta
-    offset_delta = _varints(buffer, position)  # read for its structure, not used
+    offset_delta = _varints(buffer, position)
     if offset_delta is None:
         return None
-    position = offset_delta[1]
+    offsets, position = offset_delta
     keyless = 0
     for field in range(2):  # key, value: a negative size is null
         size = _varints(buffer, position)
@@ -78,7 +80,7 @@ def scan(data: bytes, records_start: int, end: int, count: int) -> tuple[_Positi
     # Every position only grew: a record whose fields end at its end read nothing past it.
     if not np.array_equal(position, record_ends):
         return None
-    return deltas, keyless
+    return deltas, keyless, offsets
 
 
 _FIRST_RUN = 16

@@ -30,10 +30,11 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import NamedTuple
 
+import numpy as np
 from crc32c import crc32c
 
 from actors.log import record_scan
-from actors.log.compression import CompressionError, decompress_stream
+from actors.log.compression import CompressionError, compress, decompress_stream
 from protocol.errors import ErrorCode, KafkaApiError, RecordValidationError
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "read_header",
     "record_timestamps",
     "whole_batches_end",
+    "write_varint",
 ]
 
 LOG_OVERHEAD = 12
@@ -460,7 +462,7 @@ def _read_records(records: bytes, header: BatchHeader, base: int) -> tuple[int, 
         start = header.position + RECORD_BATCH_OVERHEAD
         scanned = record_scan.scan(records, start, header.position + header.size, count)
         if scanned is not None:
-            deltas, keyless = scanned
+            deltas, keyless, _ = scanned
             index = int(deltas.argmax())  # the first of the largest, as a strict ">" keeps
             largest = header.first_timestamp + int(deltas[index])
             if largest > NO_TIMESTAMP:
@@ -533,12 +535,13 @@ def _record_error(
     return None
 
 
-def _read_compressed(records: bytes, header: BatchHeader) -> tuple[bytes, int, int]:
+def _read_compressed(records: bytes, header: BatchHeader) -> tuple[bytes, int, int, bool]:
     """What ``LogValidator.validateMessagesAndAssignOffsetsCompressed`` learns reading
     every record of a compressed client batch (``DefaultRecordBatch``'s stream
     iterator): the decompressed records, their largest timestamp (``NO_TIMESTAMP`` if
-    none is above it) and how many have no key. A payload that does not decompress is
-    UNKNOWN_SERVER_ERROR (the ``KafkaException`` its stream throws, which
+    none is above it), how many have no key and whether their offset deltas are 0..n-1
+    (their offsets as Kafka checks them, the base offset being 0). A payload that does
+    not decompress is UNKNOWN_SERVER_ERROR (the ``KafkaException`` its stream throws, which
     ``appendToLocalLog`` answers as unknown); a broken record, or records that do not
     fill the payload, INVALID_RECORD. A gzip stream cut short is read up to the cut:
     records that run past it are INVALID_RECORD (the ``EOFException`` is "premature
@@ -561,14 +564,17 @@ def _read_compressed(records: bytes, header: BatchHeader) -> tuple[bytes, int, i
         else None
     )
     if scanned is not None:
-        deltas, keyless = scanned
+        deltas, keyless, offsets = scanned
         largest = max(header.first_timestamp + int(deltas.max()), NO_TIMESTAMP)
+        in_order = bool((offsets == np.arange(count)).all())
     else:
-        largest, keyless = NO_TIMESTAMP, 0
+        largest, keyless, in_order = NO_TIMESTAMP, 0, True
+        walk = _walk_records(payload, 0, len(payload), header)
         try:
-            for _, timestamp, key_size, _ in _walk_records(payload, 0, len(payload), header):
+            for index, (delta, timestamp, key_size, _) in enumerate(walk):
                 largest = max(largest, timestamp)
                 keyless += key_size < 0
+                in_order &= delta == index
         except _Malformed as exc:
             raise _invalid(f"Found invalid record structure: {exc}") from None
     if not whole:
@@ -576,7 +582,74 @@ def _read_compressed(records: bytes, header: BatchHeader) -> tuple[bytes, int, i
             ErrorCode.UNKNOWN_SERVER_ERROR,
             "Error checking for remaining bytes after reading batch: the stream ends early",
         )
-    return payload, largest, keyless
+    return payload, largest, keyless, in_order
+
+
+def write_varint(out: bytearray, value: int) -> None:
+    """A signed varlong, zig-zag encoded (``ByteUtils.writeVarlong``)."""
+    number = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
+    while number >= 0x80:
+        out.append((number & 0x7F) | 0x80)
+        number >>= 7
+    out.append(number)
+
+
+def _rebuilt(
+    payload: bytes,
+    header: BatchHeader,
+    base: int,
+    leader_epoch: int,
+    max_timestamp: int,
+    append_time: bool,
+) -> bytes:
+    """``LogValidator.buildRecordsAndAssignOffsets`` for a compressed batch whose records'
+    offset deltas are not 0..n-1: a new batch of the same codec from ``base`` (offset
+    deltas 0..n-1, timestamp deltas from the first record's, record attributes 0; keys,
+    values and headers as sent), its producer fields and transactional bit kept, its
+    max timestamp ``max_timestamp`` (already the append time under LogAppendTime)."""
+    body = bytearray()
+    first = NO_TIMESTAMP
+    position = 0
+    end = len(payload)
+    for index in range(header.records_count):  # read whole already: well formed
+        length, position = _varint(payload, position, end, 35)
+        record_end = position + length
+        delta, at = _varint(payload, position + 1, record_end, 70)
+        _, at = _varint(payload, at, record_end, 35)  # the offset delta, replaced
+        timestamp = header.first_timestamp + delta
+        if index == 0:
+            first = timestamp
+        one = bytearray(b"\x00")
+        write_varint(one, timestamp - first)
+        write_varint(one, index)
+        one += payload[at:record_end]
+        write_varint(body, len(one))
+        body += one
+        position = record_end
+    records = compress(header.compression, bytes(body))
+    attributes = header.compression | (header.attributes & _TRANSACTIONAL_MASK)
+    if append_time:
+        attributes |= _TIMESTAMP_TYPE_MASK
+    batch = bytearray(
+        _HEADER.pack(
+            base,
+            RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(records),
+            leader_epoch,
+            2,
+            0,
+            attributes,
+            header.records_count - 1,
+            first,
+            max_timestamp,
+            header.producer_id,
+            header.producer_epoch,
+            header.base_sequence,
+            header.records_count,
+        )
+    )
+    batch += records
+    struct.pack_into(">I", batch, _CRC_OFFSET, crc32c(memoryview(batch)[_ATTRIBUTES_OFFSET:]))
+    return bytes(batch)
 
 
 def _validate_records(
@@ -662,8 +735,10 @@ def assign_offsets(
     leader epoch are rewritten (outside the CRC); the max timestamp and the
     timestamp-type bit become the topic's (``now_ms`` under LogAppendTime, the largest
     record timestamp under CreateTime), and only when they change is the CRC computed
-    again. Everything else is kept byte for byte. ``checks``: what each record is held
-    to (``RecordChecks``: by default, no key needed and timestamps unbounded)."""
+    again. Everything else is kept byte for byte, but for a compressed batch whose
+    records' offset deltas are not 0..n-1, which is rebuilt (``_rebuilt``). ``checks``:
+    what each record is held to (``RecordChecks``: by default, no key needed and
+    timestamps unbounded)."""
     buffer = memoryview(records)
     headers = _whole_batches(records, max_message_bytes)
     chunks: list[bytes | memoryview] = []
@@ -676,15 +751,16 @@ def assign_offsets(
     checks = checks or RecordChecks()
     bounded = not append_time and checks.max_difference_ms < LONG_MAX
     bounded_now = now_ms if bounded else None
+    size = len(records)
     for header in headers:
         _check_client_batch(header)
         base = offset
-        inner = None
+        inner, in_order = None, True
         if header.compression != CompressionType.NONE:
             source = header.compression
             # Its max timestamp is its records' largest, and stands for its last offset
             # (validateMessagesAndAssignOffsetsCompressed, in place).
-            inner, batch_max, keyless = _read_compressed(records, header)
+            inner, batch_max, keyless, in_order = _read_compressed(records, header)
             batch_max_offset = base + header.last_offset_delta
         else:
             batch_max, batch_max_offset, keyless = _read_records(records, header, base)
@@ -698,6 +774,19 @@ def assign_offsets(
         else:
             attributes = header.attributes & ~_TIMESTAMP_TYPE_MASK
             new_max = batch_max
+        if inner is not None and not in_order:
+            batch = _rebuilt(inner, header, base, leader_epoch, new_max, append_time)
+            if len(batch) > max_message_bytes:  # Log.append, messageSizeMaybeChanged
+                raise KafkaApiError(
+                    ErrorCode.MESSAGE_TOO_LARGE,
+                    f"Message batch size is {len(batch)} bytes in append to partition "
+                    f"{checks.topic_partition} which exceeds the maximum configured size of "
+                    f"{max_message_bytes}.",
+                )
+            chunks.append(batch)
+            written.append(read_header(batch))
+            size += len(batch) - header.size
+            continue
         start, end = header.position, header.position + header.size
         if attributes == header.attributes and new_max == header.max_timestamp:
             crc = header.crc
@@ -726,7 +815,7 @@ def assign_offsets(
         max_timestamp, offset_of_max = now_ms, last_offset
     return ValidatedRecords(
         chunks=tuple(chunks),
-        size=len(records),
+        size=size,
         batches=tuple(written),
         first_offset=next_offset,
         last_offset=last_offset,

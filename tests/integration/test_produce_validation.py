@@ -22,6 +22,9 @@ from pathlib import Path
 
 import anyio
 import pytest
+from aiokafka.record.default_records import (  # type: ignore[import-untyped]
+    DefaultRecordBatch,
+)
 from confluent_kafka import KafkaError, Producer
 from kafka import KafkaProducer  # type: ignore[import-untyped]
 from kafka.errors import (  # type: ignore[import-untyped]
@@ -480,3 +483,40 @@ async def test_console_producer_logs_refused_sends_as_kafkas_tool(cluster: Clust
     )
     assert (keyed, err.getvalue()) == (0, "")
     assert sum(log_bytes(cluster, COMPACTED, p) for p in (0, 1)) > before
+
+
+async def test_a_compressed_batch_with_misnumbered_records_is_rebuilt(cluster: Cluster) -> None:
+    """Records whose offset deltas are not 0..n-1 make Kafka rebuild the batch
+    (``validateMessagesAndAssignOffsetsCompressed`` turns ``inPlaceAssignment`` off;
+    ``buildRecordsAndAssignOffsets``): the stored batch, read by aiokafka's reader, holds
+    the same records at consecutive offsets, gzip, its max timestamp the records'
+    largest, its CRC right; the answer's base offset is its first."""
+    now = int(time.time() * 1000)
+    sent = client_batch(  # offset deltas 0, 0, 2, as some old clients numbered them
+        [b"v0", b"v300", b"v200"],
+        timestamps=[now, now + 300, now + 200],
+        key=b"k",
+        codec=1,
+        offsets=[0, 0, 2],
+        headers=[("h", b"x")],
+    )
+    (answer,) = (await produce(cluster, 8, BOUNDED, {1: sent})).values()
+    assert answer.error_code is ErrorCode.NONE
+    stored = first_segment(cluster, BOUNDED, 1)
+    at = position = 0
+    while position < len(stored):  # the last batch of the segment
+        at, position = position, position + 12 + get_field(stored, "batch_length", at=position)
+    batch = DefaultRecordBatch(bytearray(stored[at:]))
+    assert batch.validate_crc()
+    assert (batch.base_offset, batch.compression_type, batch.max_timestamp) == (
+        answer.base_offset,
+        1,
+        now + 300,
+    )
+    records = [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in batch]
+    first = answer.base_offset
+    assert records == [
+        (first, now, b"k", b"v0", [("h", b"x")]),
+        (first + 1, now + 300, b"k", b"v300", [("h", b"x")]),
+        (first + 2, now + 200, b"k", b"v200", [("h", b"x")]),
+    ]

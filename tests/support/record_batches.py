@@ -62,10 +62,13 @@ def client_batch(
     producer_id: int = -1,
     producer_epoch: int = -1,
     base_sequence: int = -1,
+    offsets: Sequence[int] | None = None,
+    headers: Sequence[tuple[str, bytes]] = (),
 ) -> bytes:
-    """One v2 batch of ``values`` (offset deltas 0..n-1) as a producer sends it: base
-    offset 0, partition leader epoch -1; timestamps one millisecond apart by default;
-    every record's key ``key``, or each its own of ``keys``."""
+    """One v2 batch of ``values`` as a producer sends it: base offset 0, partition leader
+    epoch -1; timestamps one millisecond apart by default; every record's key ``key``,
+    or each its own of ``keys``; offset deltas 0..n-1, or ``offsets`` (the last is the
+    batch's last offset delta); every record with ``headers``."""
     builder = DefaultRecordBatchBuilder(
         magic=2,
         compression_type=codec,
@@ -81,8 +84,9 @@ def client_batch(
         else [1_600_000_000_000 + i for i in range(len(values))]
     )
     record_keys = keys if keys is not None else [key] * len(values)
-    for i, (value, stamp, k) in enumerate(zip(values, stamps, record_keys, strict=True)):
-        builder.append(i, timestamp=stamp, key=k, value=value, headers=[])
+    deltas = offsets if offsets is not None else range(len(values))
+    for delta, value, stamp, k in zip(deltas, values, stamps, record_keys, strict=True):
+        builder.append(delta, timestamp=stamp, key=k, value=value, headers=list(headers))
     return bytes(builder.build())
 
 

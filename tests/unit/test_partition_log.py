@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from actors.log.batch_codec import decode_records
 from actors.log.channel import LogFiles
+from actors.log.compression import decompress
 from actors.log.leader_epoch import LEADER_EPOCH_CHECKPOINT
 from actors.log.manager import SEGMENT_FILES, log_config
 from actors.log.partition_log import (
@@ -26,7 +28,7 @@ from actors.log.partition_log import (
     had_clean_shutdown,
     mark_clean_shutdown,
 )
-from actors.log.records import TimestampType
+from actors.log.records import TimestampType, check_stored_batch
 from protocol.errors import ErrorCode, KafkaApiError, RecordValidationError
 from tests.support.open_logs import OPENED, close_opened_logs  # noqa: F401 - autouse
 from tests.support.record_batches import (
@@ -610,6 +612,37 @@ def test_a_compressed_batch_takes_its_records_max_timestamp(
     assert stored == fix_crc(
         set_field(set_field(batch, "max_timestamp", T0 + 99_999), "partition_leader_epoch", 0)
     )
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+@pytest.mark.parametrize("count", [3, 40])
+def test_misnumbered_compressed_records_are_rebuilt(tmp_path: Path, codec: int, count: int) -> None:
+    """Offset deltas other than 0..n-1 inside a compressed batch (here one record's delta
+    repeated) make the leader rebuild it as Kafka's ``buildRecordsAndAssignOffsets``: the
+    same records, keys and values at consecutive offsets, the codec kept, the max
+    timestamp the records' largest, and the next append follows it; a small batch
+    walked, a large one scanned."""
+    deltas = list(range(count))
+    deltas[1] = 0
+    sent_values = values(count, size=20)
+    stamps = [T0 + 10 * d for d in deltas]
+    gzip = client_batch(sent_values, timestamps=stamps, codec=1, offsets=deltas)
+    batch = gzip if codec == 1 else recompressed(gzip, codec)
+    log = open_log(tmp_path / "t-0")
+    log.append_as_leader(client_batch([b"first"]), leader_epoch=0)
+    info = log.append_as_leader(batch, leader_epoch=3)
+    assert (info.first_offset, info.last_offset) == (1, count)
+    assert (info.max_timestamp, info.offset_of_max_timestamp) == (T0 + 10 * (count - 1), count)
+    stored = log.read(1, 10**6).records
+    header = check_stored_batch(stored)
+    assert (header.base_offset, header.partition_leader_epoch, header.compression) == (1, 3, codec)
+    assert (header.records_count, header.last_offset_delta) == (count, count - 1)
+    assert header.max_timestamp == T0 + 10 * (count - 1)
+    read = decode_records(decompress(codec, stored[61:]), header)
+    assert [(r.offset, r.value, r.timestamp_ms) for r in read] == [
+        (1 + i, v, T0 + 10 * d) for i, (d, v) in enumerate(zip(deltas, sent_values, strict=True))
+    ]
+    assert log.append_as_leader(client_batch([b"next"]), leader_epoch=3).first_offset == count + 1
 
 
 def _gzip_records(batch: bytes) -> bytes:
