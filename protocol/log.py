@@ -553,6 +553,13 @@ class CleanupLogs(Message, frozen=True, kw_only=True):
     local_only = True
 
 
+class CleanCompactedLogs(Message, frozen=True, kw_only=True):
+    """The log manager's cleaner timer fired (Kafka's ``CleanerThread``, every
+    ``log.cleaner.backoff.ms``): compact the filthiest compacted logs."""
+
+    local_only = True
+
+
 class LogStart(msgspec.Struct, frozen=True, kw_only=True):
     topic: TopicName
     partition: int

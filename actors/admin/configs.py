@@ -663,6 +663,8 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigKey]] = _table(
     _broker("log.cleaner.max.compaction.lag.ms", _T.LONG, LONG_MAX),
     _broker("log.segment.delete.delay.ms", _T.LONG, 60_000, Range(0)),
     _broker("log.cleaner.min.cleanable.ratio", _T.DOUBLE, 0.5),
+    _broker("log.cleaner.enable", _T.BOOLEAN, True),
+    _broker("log.cleaner.backoff.ms", _T.LONG, 15_000, Range(0)),
     _broker("log.cleanup.policy", _T.LIST, ("delete",), ValidList(_CLEANUP_POLICIES)),
     _broker("min.insync.replicas", _T.INT, 1, Range(1)),
     _broker("compression.type", _T.STRING, "producer"),
@@ -749,6 +751,8 @@ class BrokerConfig:
     log_cleaner_max_compaction_lag_ms: int = LONG_MAX
     log_segment_delete_delay_ms: int = 60_000
     log_cleaner_min_cleanable_ratio: float = 0.5
+    log_cleaner_enable: bool = True
+    log_cleaner_backoff_ms: int = 15_000
     log_cleanup_policy: tuple[str, ...] = ("delete",)
     min_insync_replicas: int = 1
     compression_type: str = "producer"

@@ -245,6 +245,11 @@ class Broker(Actor):
                 segment_delete_delay=self.config.log_segment_delete_delay_ms / 1000,
                 initial_task_delay=self.config.log_initial_task_delay_ms / 1000,
                 retention_check_interval=self.config.log_retention_check_interval_ms / 1000,
+                cleaner_backoff=(
+                    self.config.log_cleaner_backoff_ms / 1000
+                    if self.config.log_cleaner_enable
+                    else None
+                ),
                 log_config=self._log_config(),
                 max_open_logs=self.settings.max_open_logs,
                 failure_listener=self.ref,
@@ -446,6 +451,10 @@ class Broker(Actor):
             file_delete_delay_ms=config.log_segment_delete_delay_ms,
             delete="delete" in config.log_cleanup_policy,
             compact="compact" in config.log_cleanup_policy,
+            delete_retention_ms=config.log_cleaner_delete_retention_ms,
+            min_compaction_lag_ms=config.log_cleaner_min_compaction_lag_ms,
+            max_compaction_lag_ms=config.log_cleaner_max_compaction_lag_ms,
+            min_cleanable_ratio=config.log_cleaner_min_cleanable_ratio,
         )
 
     def _epoch_changed(self, epoch: int) -> None:

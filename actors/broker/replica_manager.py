@@ -160,6 +160,10 @@ LOG_CONFIGS: Final = frozenset(
         "retention.bytes",
         "file.delete.delay.ms",
         "cleanup.policy",
+        "delete.retention.ms",
+        "min.compaction.lag.ms",
+        "max.compaction.lag.ms",
+        "min.cleanable.dirty.ratio",
     }
 )
 """The topic configs a partition log reads (``LogConfigOverrides``)."""

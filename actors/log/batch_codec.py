@@ -31,6 +31,7 @@ __all__ = [
     "RecordsError",
     "decode_records",
     "encode_records",
+    "read_varint",
     "seal_batch",
 ]
 
@@ -66,7 +67,7 @@ class ConsumedRecord:
     sequence: int = -1
 
 
-def _read_varint(data: bytes | memoryview, position: int) -> tuple[int, int]:
+def read_varint(data: bytes | memoryview, position: int) -> tuple[int, int]:
     """``(value, next position)`` of a zig-zag varlong."""
     result = shift = 0
     while True:
@@ -89,7 +90,7 @@ def _write_bytes(out: bytearray, value: bytes | None) -> None:
 
 
 def _read_bytes(data: bytes | memoryview, position: int) -> tuple[bytes | None, int]:
-    length, position = _read_varint(data, position)
+    length, position = read_varint(data, position)
     if length < 0:
         return None, position
     end = position + length
@@ -158,17 +159,17 @@ def decode_records(payload: bytes | memoryview, header: BatchHeader) -> list[Con
     out: list[ConsumedRecord] = []
     position = 0
     for _ in range(header.records_count):
-        length, position = _read_varint(payload, position)
+        length, position = read_varint(payload, position)
         end = position + length
         if length < 0 or end > len(payload):
             raise RecordsError("a record runs past its batch")
         record = payload[position:end]
         at = 1  # attributes: unused
-        timestamp_delta, at = _read_varint(record, at)
-        offset_delta, at = _read_varint(record, at)
+        timestamp_delta, at = read_varint(record, at)
+        offset_delta, at = read_varint(record, at)
         key, at = _read_bytes(record, at)
         value, at = _read_bytes(record, at)
-        count, at = _read_varint(record, at)
+        count, at = read_varint(record, at)
         headers: list[tuple[str, bytes | None]] = []
         for _ in range(count):
             name, at = _read_bytes(record, at)

@@ -114,7 +114,9 @@ from typing import Any, Final, TypeAlias, TypeVar, assert_never
 import anyio
 import anyio.lowlevel
 
+from actors.log import cleaner
 from actors.log.channel import LogFiles
+from actors.log.cleaner import CLEANER_OFFSET_CHECKPOINT
 from actors.log.disk import Disk
 from actors.log.leader_epoch import LEADER_EPOCH_CHECKPOINT, format_epoch_checkpoint
 from actors.log.partition_log import (
@@ -143,6 +145,7 @@ from protocol.log import (
     AppendToLogs,
     CheckpointBrokerMetadata,
     CheckpointFlush,
+    CleanCompactedLogs,
     CleanupLogs,
     DeleteLog,
     DeleteLogs,
@@ -223,6 +226,8 @@ DEFAULT_CHECKPOINT_INTERVAL: Final = 5.0
 (Kafka's ``replica.high.watermark.checkpoint.interval.ms``)."""
 DEFAULT_RETENTION_CHECK_INTERVAL: Final = 300.0
 """Kafka's ``log.retention.check.interval.ms``: seconds between retention checks."""
+DEFAULT_CLEANER_BACKOFF: Final = 15.0
+"""Kafka's ``log.cleaner.backoff.ms``: seconds between the log cleaner's rounds."""
 DEFAULT_MAX_OPEN_LOGS: Final = 500
 """Partition logs kept open at once (each holds three files per segment): the least
 recently used one is closed beyond that, and opened again when next needed."""
@@ -440,6 +445,12 @@ def log_config(configs: Mapping[str, str], default: LogConfig) -> LogConfig:
         file_delete_delay_ms=number("file.delete.delay.ms", default.file_delete_delay_ms),
         delete=default.delete if policy is None else "delete" in policies,
         compact=default.compact if policy is None else "compact" in policies,
+        delete_retention_ms=number("delete.retention.ms", default.delete_retention_ms),
+        min_compaction_lag_ms=number("min.compaction.lag.ms", default.min_compaction_lag_ms),
+        max_compaction_lag_ms=number("max.compaction.lag.ms", default.max_compaction_lag_ms),
+        min_cleanable_ratio=float(
+            configs.get("min.cleanable.dirty.ratio", default.min_cleanable_ratio)
+        ),
     )
 
 
@@ -537,6 +548,7 @@ LogManagerMessage: TypeAlias = (
     | DescribeLogDirs
     | LogDeletionSweep
     | CleanupLogs
+    | CleanCompactedLogs
     | LogDirsAllFailed
     | CheckpointFlush
     | CheckpointBrokerMetadata
@@ -567,6 +579,7 @@ _HANDLED: Final = (
     DescribeLogDirs,
     LogDeletionSweep,
     CleanupLogs,
+    CleanCompactedLogs,
     LogDirsAllFailed,
     TruncateLog,
     AdvanceLogStart,
@@ -702,6 +715,7 @@ class LogManager(Actor):
         delete_retry_backoff: float = DEFAULT_DELETE_RETRY_BACKOFF,
         checkpoint_interval: float = DEFAULT_CHECKPOINT_INTERVAL,
         retention_check_interval: float = DEFAULT_RETENTION_CHECK_INTERVAL,
+        cleaner_backoff: float | None = DEFAULT_CLEANER_BACKOFF,
         failure_listener: ActorRef | None = None,
         log_config: LogConfig | None = None,
         max_open_logs: int = DEFAULT_MAX_OPEN_LOGS,
@@ -717,7 +731,8 @@ class LogManager(Actor):
         ``LogConfigOverrides`` replace them); ``max_open_logs``: partition logs open at
         once. ``retention_check_interval``: seconds between retention checks (Kafka's
         ``log.retention.check.interval.ms``), the first ``initial_task_delay`` after
-        start-up."""
+        start-up. ``cleaner_backoff``: seconds between the log cleaner's rounds (Kafka's
+        ``log.cleaner.backoff.ms``; ``None``: ``log.cleaner.enable=false``, no cleaner)."""
         super().__init__(name)
         dirs = tuple(Path(d) for d in log_dirs)
         if not dirs:
@@ -732,6 +747,8 @@ class LogManager(Actor):
             raise ValueError(
                 f"the retention check interval must be positive, not {retention_check_interval}"
             )
+        if cleaner_backoff is not None and cleaner_backoff < 0:
+            raise ValueError(f"the cleaner backoff must not be negative, not {cleaner_backoff}")
         if max_open_logs < 1:
             raise ValueError(f"max_open_logs must be at least 1, not {max_open_logs}")
         self.log_dirs = dirs
@@ -742,6 +759,10 @@ class LogManager(Actor):
         self.delete_retry_backoff = delete_retry_backoff
         self.checkpoint_interval = checkpoint_interval
         self.retention_check_interval = retention_check_interval
+        self.cleaner_backoff = cleaner_backoff
+        # Each log dir's clean points (cleaner-offset-checkpoint): the offset each
+        # compacted log is clean below (LogCleanerManager's checkpoints).
+        self._clean_points: dict[Path, dict[TopicPartition, int]] = {d: {} for d in dirs}
         self.failure_listener = failure_listener
         self._log_delete_delay = segment_delete_delay
         self._logs: dict[TopicPartition, Path] = {}
@@ -840,6 +861,8 @@ class LogManager(Actor):
         self._started = True
         self._schedule_sweep()
         self.start_soon(self._retention_timer)
+        if self.cleaner_backoff is not None:
+            self.start_soon(self._cleaner_timer)
 
     def _commit_start_up(self) -> None:
         """The broker registered: delete the clean-shutdown markers, write
@@ -897,12 +920,14 @@ class LogManager(Actor):
             RECOVERY_POINT_CHECKPOINT,
             REPLICATION_OFFSET_CHECKPOINT,
             LOG_START_OFFSET_CHECKPOINT,
+            CLEANER_OFFSET_CHECKPOINT,
         ):
             try:
                 data = _read_state_file(log_dir / file_name)
                 checkpoints.append({} if data is None else parse_offsets_checkpoint(data))
             except (OSError, ValueError, UnicodeDecodeError) as exc:
-                # Kafka logs the error and reads no entries (the next write replaces it).
+                # Kafka logs the error and reads no entries (the next write replaces it;
+                # with no clean points, the compacted logs are cleaned from their start).
                 self._trace_op(
                     "load",
                     log_dir / file_name,
@@ -911,7 +936,8 @@ class LogManager(Actor):
                     detail=str(exc),
                 )
                 checkpoints.append({})
-        recovery_points, high_watermarks, start_offsets = checkpoints
+        recovery_points, high_watermarks, start_offsets, clean_points = checkpoints
+        self._clean_points[log_dir] = clean_points
         now = self.clock.now()
         for name in names:
             path = log_dir / name
@@ -1001,6 +1027,9 @@ class LogManager(Actor):
                 return None
             case CleanupLogs():
                 self._cleanup_logs()
+                return None
+            case CleanCompactedLogs():
+                await self._clean_compacted_logs()
                 return None
             case LogDirsAllFailed(reason=reason):
                 raise FatalNodeError(reason)
@@ -1483,6 +1512,12 @@ class LogManager(Actor):
         else:
             self._guard(tp, log, lambda: log.truncate_to(request.offset))
         self._producers[tp] = self._load_producers(tp, log)  # Log.truncateTo reloads it
+        log_dir = self._logs[tp]
+        point = self._clean_points[log_dir].get(tp)
+        if point is not None and point > request.offset:
+            # LogCleanerManager.maybeTruncateCheckpoint
+            self._clean_points[log_dir][tp] = request.offset
+            self._write_clean_points(log_dir)
         self._trace_op(
             "truncate",
             log.directory,
@@ -1769,6 +1804,93 @@ class LogManager(Actor):
         )
         return log.log_start_offset > start
 
+    # -- compaction (LogCleaner's CleanerThread, LogCleanerManager)
+
+    async def _cleaner_timer(self) -> None:
+        """The cleaner's timer, a helper task: only feeds the actor's mailbox, every
+        ``cleaner_backoff`` (Kafka's cleaner thread backs off that long when it finds
+        nothing to clean)."""
+        assert self.cleaner_backoff is not None
+        while True:
+            await self.clock.sleep(self.cleaner_backoff)
+            self.send_self(CleanCompactedLogs())
+
+    async def _clean_compacted_logs(self) -> None:
+        """One round of the cleaner: the filthiest compacted open log (the largest dirty
+        ratio above its ``min.cleanable.dirty.ratio``, ``grabFilthiestCompactedLog``) is
+        cleaned, its clean point checkpointed, then the next one, each log once a round.
+        Logs closed by the open-log budget are cleaned when open at a later round."""
+        done: set[TopicPartition] = set()
+        while True:
+            now_ms = self.clock.wall_ms()
+            candidates: list[tuple[TopicPartition, Path, cleaner.LogToClean]] = []
+            for tp, log in self._open.items():
+                home = self._logs.get(tp)
+                if (
+                    home is None
+                    or home in self._offline
+                    or tp in done
+                    or not log.config.compact
+                    or log.failure is not None
+                ):
+                    continue
+                candidate = cleaner.log_to_clean(log, self._clean_points[home].get(tp), now_ms)
+                if candidate.force_checkpoint:
+                    self._clean_points[home][tp] = candidate.first_dirty_offset
+                candidates.append((tp, home, candidate))
+            chosen = cleaner.filthiest_log([c for _, _, c in candidates])
+            if chosen is None:
+                return
+            tp, home = next((t, h) for t, h, c in candidates if c is chosen)
+            done.add(tp)
+            log = chosen.log
+            try:
+                result = self._guard(tp, log, lambda: cleaner.clean(chosen))  # noqa: B023
+            except KafkaApiError:
+                return  # the log's dir went offline
+            self._clean_points[home][tp] = result.end_offset
+            if result.deleted_files:
+                self._deleted_segments.append(
+                    (
+                        self.clock.now() + log.config.file_delete_delay_ms / 1000,
+                        tp,
+                        home,
+                        tuple(result.deleted_files),
+                    )
+                )
+            self._trace_op(
+                "clean",
+                log.directory,
+                log_dir=home,
+                tp=tp,
+                first_dirty_offset=chosen.first_dirty_offset,
+                end_offset=result.end_offset,
+                dirty_ratio=round(chosen.cleanable_ratio, 4),
+                segments=result.segments,
+                records_read=result.records_read,
+                records_retained=result.records_retained,
+                bytes_read=result.bytes_read,
+                bytes_written=result.bytes_written,
+            )
+            if not self._write_clean_points(home):
+                return
+            await anyio.lowlevel.checkpoint()
+
+    def _write_clean_points(self, log_dir: Path) -> bool:
+        """Rewrite ``log_dir``'s ``cleaner-offset-checkpoint``; whether it is online."""
+        if log_dir in self._offline:
+            return False
+        try:
+            self.disk.write_file(
+                log_dir / CLEANER_OFFSET_CHECKPOINT,
+                offsets_checkpoint(self._clean_points[log_dir].items()),
+            )
+        except OSError as exc:
+            self._trace_op("checkpoint", log_dir, log_dir=log_dir, error=exc)
+            self._mark_offline(log_dir, f"Disk error while writing checkpoints in {log_dir}", exc)
+            return False
+        return True
+
     # -- log directory files
 
     def _checkpoint(self, log_dir: Path) -> bool:
@@ -1856,6 +1978,8 @@ class LogManager(Actor):
         self._rows[log_dir].remove(tp)
         self._hw_rows[log_dir].remove(tp)
         self._start_offsets[log_dir].pop(tp, None)
+        if self._clean_points[log_dir].pop(tp, None) is not None:
+            self._write_clean_points(log_dir)
 
     def _checkpoint_soon(self, log_dir: Path) -> None:
         """A creation rewrites its dir's checkpoints on the checkpoint timer, as Kafka's

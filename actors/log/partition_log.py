@@ -53,7 +53,9 @@ from protocol.errors import ErrorCode, KafkaApiError
 from protocol.kafka_data import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 __all__ = [
+    "CLEANED_SUFFIX",
     "CLEAN_SHUTDOWN_FILE",
+    "SWAP_SUFFIX",
     "FetchDataInfo",
     "Log",
     "LogAppendInfo",
@@ -67,7 +69,11 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 (``Log.CleanShutdownFile``). The log manager creates it after closing every log and
 deletes it once all logs are loaded (``LogManager.shutdown`` / ``loadLogs``)."""
 
-_STALE_SUFFIXES = (".deleted", ".cleaned", ".swap")
+CLEANED_SUFFIX = ".cleaned"
+"""The log cleaner's segment being written (``Log.CleanedFileSuffix``)."""
+SWAP_SUFFIX = ".swap"
+"""A cleaned segment, whole and flushed, replacing older ones (``Log.SwapFileSuffix``)."""
+DELETED_SUFFIX = ".deleted"
 _SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 
 
@@ -76,6 +82,17 @@ def _largest_timestamp(segment: LogSegment) -> int:
     if segment.max_timestamp_so_far >= 0:
         return segment.max_timestamp_so_far
     return segment.last_modified_ms
+
+
+def _rename_segment_files(
+    files: LogFiles, directory: Path, base_offset: int, old_suffix: str, new_suffix: str
+) -> None:
+    """``LogSegment.changeFileSuffixes``: the ``.log`` first, then its indexes (an index
+    that is not there is skipped: loading rebuilds it)."""
+    for suffix in _SEGMENT_SUFFIXES:
+        source = directory / f"{base_offset:020d}{suffix}{old_suffix}"
+        if suffix == LOG_SUFFIX or files.exists(source):
+            files.rename(source, directory / f"{base_offset:020d}{suffix}{new_suffix}")
 
 
 def had_clean_shutdown(files: LogFiles, log_dir: Path) -> bool:
@@ -103,7 +120,9 @@ class LogConfig:
     (negative: unlimited), ``file.delete.delay.ms`` (how long retention's ``.deleted``
     segment files wait, ``Log.deleteSegmentFiles``; its broker default is
     ``log.segment.delete.delay.ms``) and whether ``cleanup.policy`` holds ``delete`` and
-    ``compact`` (a leader then refuses records without a key)."""
+    ``compact`` (a leader then refuses records without a key; the log cleaner compacts
+    it, reading ``delete.retention.ms``, ``min.compaction.lag.ms``,
+    ``max.compaction.lag.ms`` and ``min.cleanable.dirty.ratio``)."""
 
     segment_bytes: int = 1024 * 1024 * 1024
     segment_ms: int = 7 * 24 * 60 * 60 * 1000
@@ -118,6 +137,10 @@ class LogConfig:
     file_delete_delay_ms: int = 60_000
     delete: bool = True
     compact: bool = False
+    delete_retention_ms: int = 24 * 60 * 60 * 1000
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    min_cleanable_ratio: float = 0.5
 
     def __post_init__(self) -> None:
         if self.segment_bytes < 14:  # LegacyRecord.RECORD_OVERHEAD_V0, Kafka's minimum
@@ -237,15 +260,11 @@ class Log:
     # -- loading (Log.loadSegments, Log.recoverLog)
 
     def _load(self, *, had_clean_shutdown: bool) -> None:
+        self._complete_swaps(self._remove_temp_files())
         names = self._files.listdir(self.directory)
         bases = []
         for name in names:
             path = self.directory / name
-            if name.endswith(_STALE_SUFFIXES) or name.endswith(".tmp"):
-                # Kafka deletes .deleted and .cleaned and completes .swap files; kemu never
-                # writes the last two, and a .tmp is a checkpoint write a crash cut short.
-                self._files.delete(path)
-                continue
             stem, dot, suffix = name.partition(".")
             if not (
                 dot and stem.isdigit() and len(stem) == 20 and f".{suffix}" in _SEGMENT_SUFFIXES
@@ -277,6 +296,57 @@ class Log:
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+
+    def _remove_temp_files(self) -> list[int]:
+        """``Log.removeTempFilesAndCollectSwapFiles``: ``.deleted`` and ``.cleaned`` files
+        and ``.tmp`` checkpoint writes a crash cut short are removed; a ``.swap`` index
+        goes with the index files of its base (rebuilt from the ``.log`` then); the base
+        offsets of the ``.log.swap`` files are returned, whose swap a crash interrupted."""
+        swaps = []
+        for name in self._files.listdir(self.directory):
+            path = self.directory / name
+            if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")):
+                self._files.delete(path)
+            elif name.endswith(SWAP_SUFFIX):
+                stem, _, suffix = name.partition(".")
+                if not (stem.isdigit() and len(stem) == 20):
+                    continue
+                if suffix == f"log{SWAP_SUFFIX}":
+                    swaps.append(int(stem))
+                else:
+                    self._files.delete(path)
+                    for index_suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                        self._files.delete(self.directory / f"{stem}{index_suffix}")
+        return sorted(swaps)
+
+    def _complete_swaps(self, swaps: list[int]) -> None:
+        """``Log.completeSwapOperations``: a ``.swap`` segment is whole (the cleaner
+        flushed it before the rename), so its swap is finished: its indexes rebuilt, the
+        segments it replaces (from its base offset to its next offset) deleted, and its
+        files renamed to the segment's own names."""
+        for base in swaps:
+            swap = LogSegment(
+                self.directory,
+                base,
+                self.config.segment,
+                self._files,
+                self._now_ms,
+                file_suffix=SWAP_SUFFIX,
+            )
+            swap.recover()
+            next_offset = max(swap.read_next_offset(), base + 1)
+            swap.close()
+            for name in self._files.listdir(self.directory):
+                stem, dot, suffix = name.partition(".")
+                if (
+                    dot
+                    and stem.isdigit()
+                    and len(stem) == 20
+                    and f".{suffix}" in _SEGMENT_SUFFIXES
+                    and base <= int(stem) < next_offset
+                ):
+                    self._files.delete(self.directory / name)
+            _rename_segment_files(self._files, self.directory, base, SWAP_SUFFIX, "")
 
     @staticmethod
     def _indexes_usable(segment: LogSegment) -> bool:
@@ -337,6 +407,69 @@ class Log:
         del self._segments[i]
         del self._bases[i]
         segment.delete()
+
+    def segments_between(self, from_offset: int, to_offset: int) -> list[LogSegment]:
+        """``Log.logSegments(from, to)``: the segments from the one holding ``from_offset``
+        (the first if none does) up to those starting before ``to_offset``."""
+        first = max(0, self._segment_for(from_offset))
+        return [s for s in self._segments[first:] if s.base_offset < to_offset]
+
+    def new_cleaned_segment(self, base_offset: int) -> LogSegment:
+        """An empty ``<base>.log.cleaned`` with its indexes, any earlier one removed
+        (``LogCleaner.createNewCleanedSegment``)."""
+        for suffix in _SEGMENT_SUFFIXES:
+            self._files.delete(self.directory / f"{base_offset:020d}{suffix}{CLEANED_SUFFIX}")
+        return LogSegment(
+            self.directory,
+            base_offset,
+            self.config.segment,
+            self._files,
+            self._now_ms,
+            file_suffix=CLEANED_SUFFIX,
+        )
+
+    @_guarded
+    def replace_segments(self, cleaned: LogSegment, old: list[LogSegment]) -> list[Path]:
+        """Swap ``cleaned`` (written by the log cleaner, based at ``old[0]``'s base
+        offset) in for the consecutive segments ``old`` (``Log.replaceSegments``), in two
+        phases that a crash at any point leaves recoverable: ``cleaned`` is flushed and
+        renamed ``.swap`` (from then on, loading finishes the swap); the old segments'
+        files are renamed ``.deleted``; the ``.swap`` files take the segment's names. It
+        keeps the last old segment's last write time. The ``.deleted`` files are
+        returned: the caller removes them after ``file.delete.delay.ms``."""
+        base = old[0].base_offset
+        if cleaned.base_offset != base:
+            raise ValueError(f"a cleaned segment at {cleaned.base_offset} cannot replace {base}")
+        last_modified = old[-1].last_modified_ms
+        cleaned.on_become_inactive()
+        cleaned.flush()
+        cleaned.close()
+        _rename_segment_files(self._files, self.directory, base, CLEANED_SUFFIX, SWAP_SUFFIX)
+        position = self._segments.index(old[0])
+        renamed = self._rename_deleted(old)
+        _rename_segment_files(self._files, self.directory, base, SWAP_SUFFIX, "")
+        segment = self._new_segment(base)
+        segment.load_largest_timestamp()
+        segment.last_modified_ms = last_modified
+        self._segments.insert(position, segment)
+        self._bases.insert(position, base)
+        return renamed
+
+    def _rename_deleted(self, segments: list[LogSegment]) -> list[Path]:
+        """Take ``segments`` out of the log and rename their files ``.deleted`` (Kafka's
+        asynchronous ``deleteSegmentFiles``); the renamed files."""
+        renamed: list[Path] = []
+        for segment in segments:
+            i = self._segments.index(segment)
+            del self._segments[i]
+            del self._bases[i]
+            segment.close_handlers()
+            for path in (segment.log_path, segment.index_path, segment.time_index_path):
+                if self._files.exists(path):
+                    target = path.with_name(path.name + DELETED_SUFFIX)
+                    self._files.rename(path, target)
+                    renamed.append(target)
+        return renamed
 
     def _segment_for(self, offset: int) -> int:
         """The index in ``_segments`` of the segment holding ``offset`` (-1: before all)."""
@@ -703,17 +836,7 @@ class Log:
             return []
         if len(deletable) == len(self._segments):
             self.roll()
-        renamed: list[Path] = []
-        for segment in deletable:
-            i = self._segments.index(segment)
-            del self._segments[i]
-            del self._bases[i]
-            segment.close_handlers()
-            for path in (segment.log_path, segment.index_path, segment.time_index_path):
-                if self._files.exists(path):
-                    target = path.with_name(path.name + ".deleted")
-                    self._files.rename(path, target)
-                    renamed.append(target)
+        renamed = self._rename_deleted(deletable)
         first = self._segments[0].base_offset
         if first > self.log_start_offset:
             self.log_start_offset = first

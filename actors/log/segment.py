@@ -80,15 +80,21 @@ class LogSegment:
         config: SegmentConfig,
         files: LogFiles,
         now_ms: Callable[[], int],
+        *,
+        file_suffix: str = "",
     ) -> None:
         """Open the segment's files, creating the missing ones (an index just created is
         preallocated; an existing one is read). Nothing is checked and the ``.log`` is not
-        read here: see ``sanity_check``, then ``load_largest_timestamp`` or ``recover``."""
+        read here: see ``sanity_check``, then ``load_largest_timestamp`` or ``recover``.
+        ``file_suffix`` follows each file name: the log cleaner's ``.cleaned`` segment
+        being written, or a ``.swap`` one being recovered (Kafka's ``LogSegment.open``)."""
         self.base_offset = base_offset
         self.config = config
-        self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
-        self.index_path = directory / segment_file_name(base_offset, INDEX_SUFFIX)
-        self.time_index_path = directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX)
+        self.log_path = directory / (segment_file_name(base_offset, LOG_SUFFIX) + file_suffix)
+        self.index_path = directory / (segment_file_name(base_offset, INDEX_SUFFIX) + file_suffix)
+        self.time_index_path = directory / (
+            segment_file_name(base_offset, TIME_INDEX_SUFFIX) + file_suffix
+        )
         self.index_was_missing = not files.exists(self.index_path)
         self.time_index_was_missing = not files.exists(self.time_index_path)
         self._files = files
@@ -217,6 +223,14 @@ class LogSegment:
 
     def _first_batch(self) -> BatchHeader:
         return read_header(self._log.read(0, RECORD_BATCH_OVERHEAD))
+
+    def first_batch_timestamp(self) -> int:
+        """The first batch's max timestamp, -1 when empty (``getFirstBatchTimestamp``)."""
+        return self._first_batch().max_timestamp if self.size >= RECORD_BATCH_OVERHEAD else -1
+
+    def read_batch(self, header: BatchHeader) -> bytes:
+        """The bytes of the batch ``header`` was read at (``batches_from``'s)."""
+        return self._log.read(header.position, header.size)
 
     def read(
         self,

@@ -219,14 +219,15 @@ def test_recovery_rebuilds_the_epoch_cache_from_the_batches(tmp_path: Path) -> N
 
 
 def test_stale_files_are_removed_at_open(tmp_path: Path) -> None:
-    """Leftover .deleted, .cleaned, .swap and .tmp files, and an index without its .log,
-    are deleted when the log is opened."""
+    """Leftover .deleted, .cleaned, index .swap and .tmp files, and an index without its
+    .log, are deleted when the log is opened (an index .swap with the indexes of its base,
+    rebuilt then from the .log; a .log.swap is a swap to complete, test_log_cleaner.py)."""
     directory = tmp_path / "t-0"
     write_log(directory, batches=2)
     leftovers = [
         "00000000000000000000.log.deleted",
         "00000000000000000005.log.cleaned",
-        "00000000000000000009.log.swap",
+        "00000000000000000000.index.swap",
         "leader-epoch-checkpoint.tmp",
         "00000000000000000042.index",
     ]

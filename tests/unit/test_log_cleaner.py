@@ -1,0 +1,336 @@
+"""The log cleaner on real partition directories (``actors.log.cleaner``: Kafka's
+``LogCleanerManager.grabFilthiestCompactedLog`` and ``Cleaner.clean``, with
+``Log.replaceSegments`` and the ``.swap`` completion of ``Log.loadSegments``).
+
+Each test writes client batches with repeated keys and tombstones into a compacted log,
+one segment per append, cleans it, and reads every record back through ``Log.read``,
+checking the batches (CRC included) and the offsets the records kept.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import cast
+
+import pytest
+
+from actors.log.batch_codec import decode_records
+from actors.log.channel import LogFiles
+from actors.log.cleaner import clean, filthiest_log, log_to_clean
+from actors.log.compression import decompress
+from actors.log.disk import Disk
+from actors.log.partition_log import Log, LogConfig
+from actors.log.records import RECORD_BATCH_OVERHEAD, batch_headers, check_stored_batch
+from protocol.errors import ErrorCode
+from protocol.ids import TopicName
+from protocol.log import (
+    AppendRecords,
+    AppendToLogs,
+    LogConfigOverrides,
+    LogsAppended,
+    LogsRead,
+    ReadFromLogs,
+    ReadRecords,
+)
+from tests.support.log_manager import Harness, log_dirs, run_broker, sim
+from tests.support.record_batches import client_batch
+
+DAY_MS = 86_400_000
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.ms = 1_700_000_000_000
+
+    def __call__(self) -> int:
+        return self.ms
+
+
+def compacted(**overrides: object) -> LogConfig:
+    settings: dict[str, object] = {"compact": True, "delete": False, "segment_bytes": 4096}
+    settings.update(overrides)
+    return LogConfig(**settings)  # type: ignore[arg-type]
+
+
+def open_log(directory: Path, clock: Clock, config: LogConfig, **kwargs: object) -> Log:
+    return Log(directory, config, now_ms=clock, **kwargs)  # type: ignore[arg-type]
+
+
+def batch_of(pairs: list[tuple[bytes, bytes | None]], codec: int = 0) -> bytes:
+    """A client's batch of ``pairs`` (key, value; a null value is a tombstone)."""
+    values = cast("list[bytes]", [v for _, v in pairs])
+    return client_batch(values, keys=[k for k, _ in pairs], codec=codec)
+
+
+def write(log: Log, pairs: list[tuple[bytes, bytes | None]], *, codec: int = 0) -> None:
+    """One batch of ``pairs`` (key, value), then a roll: one segment per call."""
+    log.append_as_leader(batch_of(pairs, codec), leader_epoch=0)
+    log.roll()
+
+
+def records(log: Log) -> list[tuple[int, bytes | None, bytes | None]]:
+    """Every record of the log, (offset, key, value), every batch's CRC checked."""
+    out = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        data = log.read(offset, 1 << 20).records
+        if not data:
+            break
+        for header in batch_headers(data):
+            batch = data[header.position : header.position + header.size]
+            check_stored_batch(batch)
+            payload = batch[RECORD_BATCH_OVERHEAD:]
+            if header.compression:
+                payload = decompress(header.compression, payload)
+            decoded = decode_records(payload, header)
+            assert len(decoded) == header.records_count
+            out += [(r.offset, r.key, r.value) for r in decoded]
+            offset = header.last_offset + 1
+    return out
+
+
+def latest(written: list[tuple[int, bytes, bytes | None]]) -> dict[bytes, tuple[int, bytes | None]]:
+    last: dict[bytes, tuple[int, bytes | None]] = {}
+    for offset, key, value in written:
+        last[key] = (offset, value)
+    return last
+
+
+HISTORY: list[list[tuple[bytes, bytes | None]]] = [
+    [(b"a", b"a0"), (b"b", b"b0"), (b"c", b"c0")],
+    [(b"a", b"a1"), (b"d", b"d0")],
+    [(b"b", None), (b"c", b"c1")],  # b deleted
+    [(b"a", b"a2"), (b"e", b"e0")],
+    [(b"f", b"f0")],  # the active segment's data, never cleaned
+]
+
+
+def fill(log: Log, *, codec: int = 0) -> list[tuple[int, bytes, bytes | None]]:
+    written = []
+    offset = log.log_end_offset
+    for i, pairs in enumerate(HISTORY):
+        if i < len(HISTORY) - 1:
+            write(log, pairs, codec=codec)
+        else:
+            log.append_as_leader(batch_of(pairs, codec), leader_epoch=0)
+        written += [(offset + j, k, v) for j, (k, v) in enumerate(pairs)]
+        offset += len(pairs)
+    return written
+
+
+@pytest.mark.parametrize("codec", [0, 1], ids=["none", "gzip"])
+def test_a_clean_keeps_each_keys_latest_record_at_its_offset(tmp_path: Path, codec: int) -> None:
+    """Five segments, the last active: the dirty ratio is 1, the map covers offsets 0-8,
+    every older record of a key goes (the first batch wholly), the tombstone stays (it
+    is younger than ``delete.retention.ms``), the active segment is untouched; batches
+    that lost records keep their base offset and last offset delta, with a new count and
+    CRC."""
+    clock = Clock()
+    log = open_log(tmp_path / "t-0", clock, compacted())
+    written = fill(log, codec=codec)
+    candidate = log_to_clean(log, None, clock())
+    assert (candidate.first_dirty_offset, candidate.first_uncleanable_offset) == (0, 9)
+    assert candidate.cleanable_ratio == 1.0
+    assert filthiest_log([candidate]) is candidate
+    result = clean(candidate)
+    assert result.end_offset == 9
+    assert (result.records_read, result.records_retained) == (9, 5)
+    expected = sorted((o, k, v) for k, (o, v) in latest(written).items())
+    assert records(log) == expected
+    assert [o for o, _, _ in records(log)] == [4, 5, 6, 7, 8, 9]
+    first = log.read(0, 1 << 20).records
+    header = next(batch_headers(first))
+    assert (header.base_offset, header.last_offset_delta, header.records_count) == (3, 1, 1)
+    # one cleaned segment replaced the four: its files are Kafka's names, the old .deleted
+    names = sorted(os.listdir(tmp_path / "t-0"))
+    assert "00000000000000000000.log" in names
+    assert "00000000000000000003.log.deleted" in names
+    assert not [n for n in names if n.endswith((".cleaned", ".swap"))]
+    assert [s.base_offset for s in log.segments] == [0, 9]
+    # a restart reads the same
+    log.close()
+    again = open_log(tmp_path / "t-0", clock, compacted(), had_clean_shutdown=False)
+    assert records(again) == expected
+
+
+def test_tombstones_go_once_older_than_delete_retention_past_the_clean_point(
+    tmp_path: Path,
+) -> None:
+    """A tombstone goes when its segment was last written more than
+    ``delete.retention.ms`` before the last clean segment below the first dirty offset
+    (``Cleaner.clean``'s delete horizon): kept by the first clean, and by the second,
+    whose last clean segment is as old as the tombstone's; dropped by the third, once a
+    segment written a day later is clean. Segments small enough not to be grouped."""
+    clock = Clock()
+    config = compacted(segment_bytes=150)
+    log = open_log(tmp_path / "t-0", clock, config)
+    fill(log)
+    first = clean(log_to_clean(log, None, clock()))
+    assert (5, b"b", None) in records(log)
+    clock.ms += DAY_MS + 1
+    write(log, [(b"g", b"g0")])  # the old active segment, now dirty, written a day later
+    log.append_as_leader(client_batch([b"h0"], keys=[b"h"]), leader_epoch=0)
+    second = log_to_clean(log, first.end_offset, clock())
+    assert (second.first_dirty_offset, second.first_uncleanable_offset) == (9, 11)
+    end = clean(second).end_offset
+    assert (5, b"b", None) in records(log)
+    write(log, [(b"i", b"i0")])
+    log.append_as_leader(client_batch([b"j0"], keys=[b"j"]), leader_epoch=0)
+    clean(log_to_clean(log, end, clock()))
+    assert (5, b"b", None) not in records(log)
+    assert [o for o, _, _ in records(log)] == [4, 6, 7, 8, 9, 10, 11, 12, 13]
+
+
+def test_min_compaction_lag_and_the_dirty_ratio_hold_a_log_back(tmp_path: Path) -> None:
+    """A segment holding a record younger than ``min.compaction.lag.ms`` is not
+    cleanable, nor what follows it; a dirty ratio at or below
+    ``min.cleanable.dirty.ratio`` is not chosen."""
+    clock = Clock()
+    log = open_log(tmp_path / "t-0", clock, compacted(min_compaction_lag_ms=60_000))
+    write(log, [(b"a", b"old")], codec=0)
+    log.append_as_leader(
+        client_batch([b"new"], keys=[b"a"], timestamps=[clock() + 10]), leader_epoch=0
+    )
+    log.roll()
+    stamps = [s.max_timestamp_so_far for s in log.segments]
+    assert stamps[1] == clock() + 10
+    lagging = log_to_clean(log, None, clock())
+    # client_batch's default timestamps are in 2020: the first segment is old enough
+    assert lagging.first_uncleanable_offset == 1
+    clock.ms += 120_000
+    assert log_to_clean(log, None, clock()).first_uncleanable_offset == 2
+    ratio_bound = open_log(tmp_path / "u-0", clock, compacted(min_cleanable_ratio=1.0))
+    write(ratio_bound, [(b"a", b"x")])
+    assert filthiest_log([log_to_clean(ratio_bound, None, clock())]) is None
+
+
+class CrashingDisk(Disk):
+    """A disk whose ``crash_at``-th rename fails: the process dies there."""
+
+    def __init__(self, crash_at: int) -> None:
+        self.crash_at = crash_at
+        self.renames = 0
+
+    def rename(self, src: Path | str, dst: Path | str) -> None:
+        self.renames += 1
+        if self.renames == self.crash_at:
+            raise OSError(5, "crashed here", str(src))
+        super().rename(src, dst)
+
+
+RENAMES = 3 + 4 * 3 + 3  # cleaned -> swap, the four old segments -> deleted, swap -> final
+
+
+@pytest.mark.parametrize("crash_at", range(1, RENAMES + 1))
+def test_a_crash_at_any_rename_of_the_swap_loses_nothing(tmp_path: Path, crash_at: int) -> None:
+    """The process dies at each rename of ``replaceSegments`` in turn; the log reopened
+    after the crash (unclean: recovery runs) holds every key's latest record at its
+    offset and the active segment's, no ``.cleaned`` or ``.swap`` file is left, and once
+    the ``.swap`` existed the swap was completed (the cleaned segment is the log's)."""
+    clock = Clock()
+    disk = CrashingDisk(crash_at)
+    directory = tmp_path / "t-0"
+    log = open_log(directory, clock, compacted(), files=LogFiles(disk))
+    written = fill(log)
+    before = records(log)
+    with pytest.raises(OSError, match="crashed here"):
+        clean(log_to_clean(log, None, clock()))
+    log.close_handlers()  # killed: nothing more is written
+    disk.crash_at = 0
+    again = open_log(directory, clock, compacted(), files=LogFiles(disk), had_clean_shutdown=False)
+    names = os.listdir(directory)
+    assert not [n for n in names if n.endswith((".cleaned", ".swap"))]
+    after = records(again)
+    expected = sorted((o, k, v) for k, (o, v) in latest(written).items())
+    assert set(expected) <= set(after)
+    assert after == sorted(set(after))
+    if crash_at > 1:  # the .log.swap was in place: the swap completes
+        assert after == expected
+    else:
+        assert after == before
+    assert again.log_end_offset == 10
+    # and it cleans again to the same result
+    clean(log_to_clean(again, None, clock()))
+    assert records(again) == expected
+
+
+# -- the log manager's cleaner (its timer on the virtual clock, the checkpoint file)
+
+T = TopicName("changelog")
+BACKOFF = 15.0  # log.cleaner.backoff.ms's default, in seconds
+
+
+async def _append(b: Harness, batch: bytes) -> None:
+    one = AppendRecords(topic=T, partition=0, records=batch, leader_epoch=0)
+    reply = await b.node.ask(b.lm.ref, AppendToLogs(appends=(one,)))
+    assert isinstance(reply, LogsAppended)
+    assert reply.results[0].error_code is ErrorCode.NONE
+
+
+async def _read_all(b: Harness) -> list[tuple[int, bytes | None, bytes | None]]:
+    out: list[tuple[int, bytes | None, bytes | None]] = []
+    offset = 0
+    while True:
+        reads = (ReadRecords(topic=T, partition=0, offset=offset, max_bytes=1 << 20),)
+        reply = await b.node.ask(b.lm.ref, ReadFromLogs(reads=reads, max_bytes=1 << 20))
+        assert isinstance(reply, LogsRead)
+        data = reply.results[0].records
+        if not data:
+            return out
+        for header in batch_headers(data):
+            batch = data[header.position : header.position + header.size]
+            check_stored_batch(batch)
+            out += [
+                (r.offset, r.key, r.value)
+                for r in decode_records(batch[RECORD_BATCH_OVERHEAD:], header)
+            ]
+            offset = header.last_offset + 1
+
+
+def test_the_log_managers_cleaner_compacts_on_its_timer_and_checkpoints(tmp_path: Path) -> None:
+    """A compacted topic with one batch per segment: nothing happens before
+    ``log.cleaner.backoff.ms``; at the cleaner's round the log is cleaned (traced as
+    ``log_dir`` ``clean``), ``cleaner-offset-checkpoint`` holds its clean point in Kafka's
+    checkpoint format, the replaced files wait renamed ``.deleted`` (removed by a retention
+    check past ``file.delete.delay.ms``); a restart reads the same records and the same clean point;
+    deleting the log takes it out of the checkpoint (Kafka's testDeleteTopicWithCleaner)."""
+    dirs = log_dirs(tmp_path, 1)
+    log = dirs[0] / "changelog-0"
+    pairs: list[tuple[bytes, bytes | None]] = [
+        (b"k1", b"a"), (b"k2", b"b"), (b"k1", b"c"), (b"k2", None), (b"k3", b"d"), (b"k1", b"e"),
+    ]  # fmt: skip
+    expected: list[tuple[int, bytes, bytes | None]] = []  # filled by body
+
+    async def body(b: Harness) -> None:
+        await b.create("changelog")
+        configs = (("cleanup.policy", "compact"), ("segment.bytes", "100"))
+        await b.node.ask(b.lm.ref, LogConfigOverrides(topic=T, configs=configs))
+        for key, value in pairs:
+            await _append(b, batch_of([(key, value)]))
+        assert len(list(log.glob("*.log"))) == 6
+        await b.sleep_until(BACKOFF - 1)
+        assert not b.log_dir_events("clean")
+        event = await b.sink.wait_for(lambda e: e.kind == "log_dir" and e.type == "clean", 60.0)
+        assert event.ts == pytest.approx(BACKOFF)
+        fields = event.fields
+        assert (fields["first_dirty_offset"], fields["end_offset"]) == (0, 5)
+        # k1's offset 5 is in the active segment, out of the map: its offset 2 stays
+        assert (fields["records_read"], fields["records_retained"]) == (5, 3)
+        expected[:] = [(2, b"k1", b"c"), (3, b"k2", None), (4, b"k3", b"d"), (5, b"k1", b"e")]
+        assert await _read_all(b) == expected
+        assert (dirs[0] / "cleaner-offset-checkpoint").read_text() == "0\n1\nchangelog 0 5\n"
+        assert any(p.name.endswith(".log.deleted") for p in log.iterdir())
+        await b.sleep_until(2 * BACKOFF + 1)  # nothing new is dirty: no second clean
+        assert len(b.log_dir_events("clean")) == 1
+
+    async def restarted(b: Harness) -> None:
+        assert await _read_all(b) == expected
+        assert not any(p.name.endswith((".cleaned", ".swap")) for p in log.iterdir())
+        await b.sleep_until(BACKOFF + 1)
+        assert not b.log_dir_events("clean")  # the clean point was read back
+        await b.delete("changelog")  # a deleted log leaves the checkpoint
+        assert (dirs[0] / "cleaner-offset-checkpoint").read_text() == "0\n0\n"
+
+    sim(lambda: run_broker(dirs, body, cleaner_backoff=BACKOFF))
+    sim(lambda: run_broker(dirs, restarted, cleaner_backoff=BACKOFF))
