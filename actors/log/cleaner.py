@@ -126,11 +126,13 @@ def _largest_timestamp(segment: LogSegment) -> int:
 def _max_compaction_delay(log: Log, first_dirty: int, now_ms: int) -> int:
     """``LogCleanerManager.maxCompactionDelay``: how long past ``max.compaction.lag.ms``
     the earliest dirty non-active segment's first batch is (0: not overdue)."""
+    clean_until = now_ms - max(log.config.max_compaction_lag_ms, 0)
+    if clean_until <= 0:  # the default lag, Long.MAX_VALUE: no segment is overdue
+        return 0
     dirty = log.segments_between(first_dirty, log.active_segment.base_offset)
     stamps = [t for t in (s.first_batch_timestamp() for s in dirty) if t > 0]
     if not stamps:
         return 0
-    clean_until = now_ms - max(log.config.max_compaction_lag_ms, 0)
     earliest = min(stamps)
     return clean_until - earliest if earliest < clean_until else 0
 

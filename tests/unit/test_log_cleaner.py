@@ -10,6 +10,9 @@ checking the batches (CRC included) and the offsets the records kept.
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import cast
 
@@ -205,6 +208,27 @@ def test_min_compaction_lag_and_the_dirty_ratio_hold_a_log_back(tmp_path: Path) 
     assert filthiest_log([log_to_clean(ratio_bound, None, clock())]) is None
 
 
+def test_a_segment_older_than_max_compaction_lag_is_cleaned_below_the_ratio(
+    tmp_path: Path,
+) -> None:
+    """``max.compaction.lag.ms``: a dirty segment whose first batch is older than the lag
+    makes the log cleanable now, whatever its dirty ratio (``needCompactionNow``)."""
+    clock = Clock()
+    config = compacted(min_cleanable_ratio=1.0)
+    log = open_log(tmp_path / "t-0", clock, config)
+    fill(log)
+    assert filthiest_log([log_to_clean(log, None, clock())]) is None  # ratio 1.0 is not > 1.0
+    lagging = open_log(
+        tmp_path / "u-0", clock, compacted(min_cleanable_ratio=1.0, max_compaction_lag_ms=DAY_MS)
+    )
+    fill(lagging)
+    overdue = log_to_clean(lagging, None, clock())  # client_batch stamps records in 2020
+    assert overdue.need_compaction_now
+    assert filthiest_log([overdue]) is overdue
+    clock.ms = 1_600_000_000_000 + DAY_MS // 2  # half a day after the records: not yet
+    assert not log_to_clean(lagging, None, clock()).need_compaction_now
+
+
 class CrashingDisk(Disk):
     """A disk whose ``crash_at``-th rename fails: the process dies there."""
 
@@ -334,3 +358,54 @@ def test_the_log_managers_cleaner_compacts_on_its_timer_and_checkpoints(tmp_path
 
     sim(lambda: run_broker(dirs, body, cleaner_backoff=BACKOFF))
     sim(lambda: run_broker(dirs, restarted, cleaner_backoff=BACKOFF))
+
+
+_KILLED_CHILD = """
+import os, signal, sys
+from pathlib import Path
+from actors.log.channel import LogFiles
+from actors.log.cleaner import clean, log_to_clean
+from actors.log.disk import Disk
+from tests.unit.test_log_cleaner import Clock, compacted, fill, open_log
+
+class KillingDisk(Disk):
+    renames = 0
+    def rename(self, src, dst):
+        KillingDisk.renames += 1
+        if KillingDisk.renames == int(sys.argv[2]):
+            os.kill(os.getpid(), signal.SIGKILL)
+        super().rename(src, dst)
+
+clock = Clock()
+log = open_log(Path(sys.argv[1]), clock, compacted(), files=LogFiles(KillingDisk()))
+fill(log)
+clean(log_to_clean(log, None, clock()))
+"""
+
+
+@pytest.mark.parametrize("kill_at", [1, 2, 9, 16, 18])
+def test_a_process_killed_mid_swap_loses_nothing(tmp_path: Path, kill_at: int) -> None:
+    """A child process writes the log and cleans it, and is killed (SIGKILL: no close,
+    no flush, no Python clean-up) at a rename of the swap: the ``.cleaned`` to ``.swap``
+    of the ``.log``, of its index, of an old segment to ``.deleted``, of the ``.swap``
+    ``.log`` to its name, of the last index. The log reopened after the crash reads
+    every key's latest record at its offset, and the active segment's."""
+    directory = tmp_path / "t-0"
+    child = subprocess.run(
+        [sys.executable, "-c", _KILLED_CHILD, str(directory), str(kill_at)],
+        cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        capture_output=True,
+        check=False,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr.decode()
+    clock = Clock()
+    again = open_log(directory, clock, compacted(), had_clean_shutdown=False)
+    assert not [n for n in os.listdir(directory) if n.endswith((".cleaned", ".swap"))]
+    after = records(again)
+    expected = [(4, b"d", b"d0"), (5, b"b", None), (6, b"c", b"c1"), (7, b"a", b"a2")]
+    expected += [(8, b"e", b"e0"), (9, b"f", b"f0")]
+    assert set(expected) <= set(after)
+    if kill_at > 1:
+        assert after == expected
+    assert again.log_end_offset == 10
