@@ -135,6 +135,7 @@ from protocol.errors import (
     FatalNodeError,
     InconsistentClusterIdError,
     KafkaApiError,
+    KemuError,
     RecordValidationError,
 )
 from protocol.ids import BrokerId, TopicName
@@ -763,6 +764,7 @@ class LogManager(Actor):
         # Each log dir's clean points (cleaner-offset-checkpoint): the offset each
         # compacted log is clean below (LogCleanerManager's checkpoints).
         self._clean_points: dict[Path, dict[TopicPartition, int]] = {d: {} for d in dirs}
+        self._uncleanable: set[TopicPartition] = set()  # LogCleanerManager's, until a restart
         self.failure_listener = failure_listener
         self._log_delete_delay = segment_delete_delay
         self._logs: dict[TopicPartition, Path] = {}
@@ -1830,6 +1832,7 @@ class LogManager(Actor):
                     home is None
                     or home in self._offline
                     or tp in done
+                    or tp in self._uncleanable
                     or not log.config.compact
                     or log.failure is not None
                 ):
@@ -1848,6 +1851,13 @@ class LogManager(Actor):
                 result = self._guard(tp, log, lambda: cleaner.clean(chosen))  # noqa: B023
             except KafkaApiError:
                 return  # the log's dir went offline
+            except (KemuError, ValueError) as exc:
+                # LogCleaner's cleanFilthiestLog: a log that cannot be cleaned (records
+                # that do not decompress or parse) is marked uncleanable and left as it
+                # is until the broker restarts; its .cleaned files were removed.
+                self._uncleanable.add(tp)
+                self._trace_op("clean", log.directory, log_dir=home, tp=tp, error=exc)
+                continue
             self._clean_points[home][tp] = result.end_offset
             if result.deleted_files:
                 self._deleted_segments.append(

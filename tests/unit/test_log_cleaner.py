@@ -409,3 +409,39 @@ def test_a_process_killed_mid_swap_loses_nothing(tmp_path: Path, kill_at: int) -
     if kill_at > 1:
         assert after == expected
     assert again.log_end_offset == 10
+
+
+def _damage_payload(path: Path) -> None:
+    """Overwrite the first bytes of the first batch's records, in place (same inode)."""
+    with open(path, "r+b") as f:
+        f.seek(RECORD_BATCH_OVERHEAD)
+        f.write(b"\xff\xff\xff\xff")
+
+
+def test_a_log_that_cannot_be_cleaned_is_marked_uncleanable(tmp_path: Path) -> None:
+    """A gzip batch whose payload no longer decompresses (damaged on disk) fails the
+    clean: traced as ``clean`` with the error, no ``.cleaned`` file is left, the log is
+    unchanged, and it is not tried again (Kafka's uncleanable partitions); the log
+    manager goes on serving it."""
+    dirs = log_dirs(tmp_path, 1)
+    log = dirs[0] / "changelog-0"
+
+    async def body(b: Harness) -> None:
+        await b.create("changelog")
+        configs = (("cleanup.policy", "compact"), ("segment.bytes", "100"))
+        await b.node.ask(b.lm.ref, LogConfigOverrides(topic=T, configs=configs))
+        for value in (b"a", b"b", b"c"):
+            await _append(b, batch_of([(b"k", value)], codec=1))
+        _damage_payload(log / f"{0:020d}.log")
+        before = sorted(p.name for p in log.iterdir())
+        event = await b.sink.wait_for(lambda e: e.kind == "log_dir" and e.type == "clean", 60.0)
+        assert event.fields["result"] == "CompressionError"
+        assert sorted(p.name for p in log.iterdir()) == before
+        await b.sleep_until(3 * BACKOFF + 1)
+        assert len(b.log_dir_events("clean")) == 1
+        reads = (ReadRecords(topic=T, partition=0, offset=1, max_bytes=1 << 20),)
+        reply = await b.node.ask(b.lm.ref, ReadFromLogs(reads=reads, max_bytes=1 << 20))
+        assert isinstance(reply, LogsRead)
+        assert reply.results[0].error_code is ErrorCode.NONE
+
+    sim(lambda: run_broker(dirs, body, cleaner_backoff=BACKOFF))
