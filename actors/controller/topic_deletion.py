@@ -32,7 +32,7 @@ what it asks for.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol
 
 import structlog
@@ -221,20 +221,25 @@ class TopicDeletionManager:
         start: list[TopicName] = []
         for topic in queued:
             # Each topic's replica states are gathered once for the checks below (every
-            # queued topic is looked at on every resumption, as in Kafka).
-            states = set(self._replica_states(topic))
-            if states <= {ReplicaState.DELETION_SUCCESSFUL}:
-                complete.append(topic)  # then no longer queued, so not eligible
-                continue
-            started = ReplicaState.DELETION_STARTED in states
-            if not started and ReplicaState.DELETION_INELIGIBLE in states:
-                retry.append(topic)
-            if (
-                self.is_topic_queued_for_deletion(topic)
-                and not started
-                and not self.is_topic_ineligible_for_deletion(topic)
-            ):
-                start.append(topic)
+            # queued topic is looked at on every resumption, as in Kafka). A replica whose
+            # deletion is in flight settles them all: the topic is neither complete, nor to
+            # retry, nor to start; the states are read no further (a bulk deletion's
+            # resumptions find most topics so, each StopReplica answer resuming them all).
+            states: set[ReplicaState] = set()
+            for state in self._replica_states(topic):
+                if state is ReplicaState.DELETION_STARTED:
+                    break
+                states.add(state)
+            else:
+                if states <= {ReplicaState.DELETION_SUCCESSFUL}:
+                    complete.append(topic)  # then no longer queued, so not eligible
+                    continue
+                if ReplicaState.DELETION_INELIGIBLE in states:
+                    retry.append(topic)
+                if self.is_topic_queued_for_deletion(
+                    topic
+                ) and not self.is_topic_ineligible_for_deletion(topic):
+                    start.append(topic)
         if complete:
             await self.complete_delete_topics(complete)
         if retry:
@@ -327,15 +332,16 @@ class TopicDeletionManager:
             replica.replica in self.context.partition_replica_assignment(replica.topic_partition)
         )
 
-    def _replica_states(self, topic: str) -> list[ReplicaState]:
-        """The states of the topic's replicas (in no particular order)."""
+    def _replica_states(self, topic: str) -> Iterator[ReplicaState]:
+        """The states of the topic's replicas (in no particular order), read as they are
+        consumed."""
         ctx = self.context
         name = TopicName(topic)
-        return [
+        return (
             ctx.replica_state(PartitionAndReplica(TopicPartition(name, p), r))
             for p, assignment in ctx.partition_assignments.get(name, {}).items()
             for r in assignment.replicas
-        ]
+        )
 
     def _all_replicas_in(self, topic: str, state: ReplicaState) -> bool:
         return all(s is state for s in self._replica_states(topic))
