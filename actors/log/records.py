@@ -17,8 +17,9 @@ Uncompressed records are read in full (``DefaultRecord.readFrom``'s structure: l
 varints, headers): a large batch a field at a time across its records
 (``actors.log.record_scan``), any other one record by record. A leader reads a
 compressed one's records too, decompressed, for its max timestamp and the record checks
-(``RecordChecks``), and stores its compressed bytes as sent (docs/log-format.md says what
-Kafka does that we do not). Every rejection is a ``KafkaApiError`` carrying the code Kafka
+(``RecordChecks``), and stores its compressed bytes as sent unless their offset deltas
+are not 0..n-1, when it rebuilds the batch (docs/log-format.md says what Kafka does that
+we do not). Every rejection is a ``KafkaApiError`` carrying the code Kafka
 answers with; a record refused is a ``RecordValidationError`` naming each one.
 """
 
