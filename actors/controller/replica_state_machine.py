@@ -159,6 +159,9 @@ class ReplicaStateMachine:
                 leadership_of = ctx.leaderships.get
                 assignment_of = ctx.partition_full_replica_assignment
                 recipient = (replica_id,)
+                # Unless logged or traced, the changes are applied together after the
+                # loop (as the Offline pass's below): every valid one is applied.
+                recorded = self.state_log.records(target.label)
                 for replica, current in valid:
                     tp = replica.topic_partition
                     leadership = leadership_of(tp)
@@ -180,7 +183,10 @@ class ReplicaStateMachine:
                         batch.add_leader_and_isr(
                             recipient, tp, leadership, assignment_of(tp), is_new=False
                         )
-                    self._apply(replica, target, current, leadership, known=True)
+                    if recorded:
+                        self._apply(replica, target, current, leadership, known=True)
+                if not recorded:
+                    self._apply_each(valid, target)
             case ReplicaState.OFFLINE:
                 leadership_of = ctx.leaderships.get
                 with_info: dict[TopicPartition, tuple[PartitionAndReplica, ReplicaState]] = {}

@@ -16,12 +16,14 @@ from actors.controller.election import (
     PreferredReplicaElection,
 )
 from actors.controller.model import LeaderAndIsr, PartitionAndReplica
+from actors.controller.state_change_log import StateChangeLogger
 from actors.controller.states import (
     PARTITION_VALID_PREVIOUS,
     REPLICA_VALID_PREVIOUS,
     PartitionState,
     ReplicaState,
 )
+from actors.runtime.tracer import Tracer
 from actors.zk.store import ForwardingSession, StoreSession
 from protocol import zkdata
 from protocol.control import (
@@ -657,3 +659,56 @@ async def test_a_stale_cached_state_fails_its_write_and_is_read_and_retried(rig:
     assert (state1.state.isr, state1.zk_version) == (ids(1, 2), 2)
     assert not rig.errors("state_change_failed")
     assert all(rig.ctx.replica_state(r) is R.OFFLINE for r in replicas)
+
+
+@rig_test()
+async def test_an_untraced_move_to_online_counts_each_transition_and_sends_alike(
+    rig: Rig,
+) -> None:
+    """With no trace sink listening (a new controller's resend to every live replica), the
+    replica state machine counts each transition's trace event without building it, in
+    one go: the numbering is what tracing each would give, the states and the requests
+    are those of the traced path."""
+    await rig.create_topic((0, 1, 2), partitions=4)
+    partitions = [TopicPartition(TopicName("t"), p) for p in range(4)]
+    for tp in partitions:
+        await rig.seed_leadership(tp, 0, (0, 1, 2))
+    replicas = [PartitionAndReplica(tp, BrokerId(r)) for tp in partitions for r in (0, 1, 2)]
+    for replica in replicas:  # two already Online, the others not yet (a new controller)
+        state = R.ONLINE if replica.topic_partition.partition < 2 else R.OFFLINE
+        rig.ctx.put_replica_state(replica, state)
+    await rig.rsm.handle_state_changes(replicas, R.ONLINE)
+    traced_requests = [(b, r) for b, r, _ in rig.sender.sent]
+    assert len(rig.transitions()) == len(replicas)
+
+    tracer = Tracer()  # no sink: nothing is built, every event counted
+    rig.rsm.state_log = StateChangeLogger(0, lambda *_, **__: None, tracer=tracer)
+    assert not rig.rsm.state_log.records(R.ONLINE.label)
+    for replica in replicas:
+        rig.ctx.put_replica_state(
+            replica, R.ONLINE if replica.topic_partition.partition < 2 else R.OFFLINE
+        )
+    rig.sender.sent.clear()
+    await rig.rsm.handle_state_changes(replicas, R.ONLINE)
+    assert tracer.seq == len(replicas)
+    assert all(rig.ctx.replica_state(r) is R.ONLINE for r in replicas)
+    assert [(b, r) for b, r, _ in rig.sender.sent] == traced_requests
+
+
+@rig_test()
+async def test_an_untraced_move_to_offline_counts_each_transition(rig: Rig) -> None:
+    """The same for the replicas of a dead broker moved Offline (its ISR shrink): each
+    transition's event counted, the states changed, the ISR shrunk."""
+    await rig.create_topic((0, 1, 2), partitions=3)
+    partitions = [TopicPartition(TopicName("t"), p) for p in range(3)]
+    for tp in partitions:
+        await rig.seed_leadership(tp, 0, (0, 1, 2))
+    replicas = [PartitionAndReplica(tp, BrokerId(2)) for tp in partitions]
+    for replica in replicas:
+        rig.ctx.put_replica_state(replica, R.ONLINE)
+    tracer = Tracer()
+    rig.rsm.state_log = StateChangeLogger(0, lambda *_, **__: None, tracer=tracer)
+    await rig.rsm.handle_state_changes(replicas, R.OFFLINE)
+    assert tracer.seq == len(replicas)
+    assert all(rig.ctx.replica_state(r) is R.OFFLINE for r in replicas)
+    assert all(rig.ctx.leadership(tp).isr == ids(0, 1) for tp in partitions)  # type: ignore[union-attr]
