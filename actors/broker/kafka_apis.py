@@ -244,14 +244,16 @@ class KafkaApis:
         (``onResignation``)."""
         if response.error_code is not ErrorCode.NONE:
             return
-        ok = {
-            (e.topic, e.partition)
+        ok = {  # of the offsets topic alone: a bulk creation has no need of the others'
+            e.partition
             for e in response.partition_errors
-            if e.error_code is ErrorCode.NONE
+            if e.topic == GROUP_METADATA_TOPIC_NAME and e.error_code is ErrorCode.NONE
         }
+        if not ok:
+            return
         elected, resigned = [], []
         for state in req.partition_states:
-            if state.topic != GROUP_METADATA_TOPIC_NAME or (state.topic, state.partition) not in ok:
+            if state.topic != GROUP_METADATA_TOPIC_NAME or state.partition not in ok:
                 continue
             if state.leader == self._broker.broker_id:
                 elected.append((state.partition, state.leader_epoch))

@@ -27,25 +27,36 @@ class TopicPartitions(Mapping[int, UpdateMetadataPartitionState]):
     """One topic's partition states, indexed by partition number: a list with holes rather
     than a dict, since every broker holds every partition (100 brokers x 100,000
     partitions are 10 million entries: a dict costs about 47 bytes an entry, a list slot 8;
-    the states themselves are shared by the brokers, as the controller sent them)."""
+    the states themselves are shared by the brokers, as the controller sent them). A new
+    topic's table starts as a tuple that the brokers of one process share (``of``), copied
+    into the table's own list at its first change."""
 
     __slots__ = ("_count", "_states")
 
     def __init__(self) -> None:
-        self._states: list[UpdateMetadataPartitionState | None] = []
+        self._states: (
+            list[UpdateMetadataPartitionState | None] | tuple[UpdateMetadataPartitionState, ...]
+        ) = []
         self._count = 0
 
     @classmethod
-    def of(cls, states: list[UpdateMetadataPartitionState]) -> TopicPartitions:
+    def of(cls, states: tuple[UpdateMetadataPartitionState, ...]) -> TopicPartitions:
         """A table holding ``states``, which are partitions 0, 1, ... in order (a new
-        topic as the controller announces it: the list is taken as it is)."""
+        topic as the controller announces it: the tuple is shared as it is)."""
         table = cls()
-        table._states = states  # type: ignore[assignment]
+        table._states = states
         table._count = len(states)
         return table
 
+    def _own(self) -> list[UpdateMetadataPartitionState | None]:
+        """The table's list to change (a shared tuple copied first)."""
+        states = self._states
+        if isinstance(states, tuple):
+            states = self._states = list(states)
+        return states
+
     def put(self, state: UpdateMetadataPartitionState) -> None:
-        states, partition = self._states, state.partition
+        states, partition = self._own(), state.partition
         if partition < len(states):  # a known partition's new state, or a hole filled
             if states[partition] is None:
                 self._count += 1
@@ -62,7 +73,7 @@ class TopicPartitions(Mapping[int, UpdateMetadataPartitionState]):
         """``put`` of ``states[start:end]``, none of them a deletion: a run of one topic's
         states in an UpdateMetadata (a new controller's names every partition, each
         broker applying it)."""
-        table, count = self._states, self._count
+        table, count = self._own(), self._count
         for index in range(start, end):
             state = states[index]
             partition = state.partition
@@ -79,7 +90,7 @@ class TopicPartitions(Mapping[int, UpdateMetadataPartitionState]):
         self._count = count
 
     def remove(self, partition: int) -> None:
-        states = self._states
+        states = self._own()
         if partition < len(states) and states[partition] is not None:
             states[partition] = None
             self._count -= 1
@@ -152,6 +163,27 @@ def topic_runs(states: tuple[UpdateMetadataPartitionState, ...]) -> tuple[TopicR
     return _last_runs[1]
 
 
+_last_slices: tuple[
+    tuple[UpdateMetadataPartitionState, ...], dict[int, tuple[UpdateMetadataPartitionState, ...]]
+] = ((), {})
+
+
+def _run_states(
+    states: tuple[UpdateMetadataPartitionState, ...], start: int, end: int
+) -> tuple[UpdateMetadataPartitionState, ...]:
+    """``states[start:end]``, one tuple for every broker of the process that applies the
+    same request (kept as ``topic_runs`` keeps its runs: 100 brokers x 1,000 new topics
+    would copy every state a hundred times)."""
+    global _last_slices  # a memo of a pure function of an immutable value
+    last = _last_slices
+    if last[0] is not states:
+        last = _last_slices = (states, {})
+    run = last[1].get(start)
+    if run is None:
+        run = last[1][start] = tuple(states[start:end])  # a tuple: never changed
+    return run
+
+
 class MetadataUpdate(NamedTuple):
     """What one UpdateMetadata changed: the topics it mentioned and the partitions it
     deleted (announced with ``LEADER_DURING_DELETE``), in the request's order."""
@@ -190,7 +222,7 @@ class MetadataCache:
             touched.add(topic)
             partitions = topics.get(topic)
             if partitions is None and whole:
-                topics[topic] = TopicPartitions.of(list(states[start:end]))
+                topics[topic] = TopicPartitions.of(_run_states(states, start, end))
                 continue
             if not deletes:  # a known topic's run, or a new one's out of order
                 if partitions is None:

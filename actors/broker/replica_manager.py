@@ -268,6 +268,7 @@ class ReplicaManager:
             return LeaderAndIsrResponse(error_code=stale)
         codes: dict[TopicPartition, ErrorCode] = {}
         accepted: list[LeaderAndIsrPartitionState] = []
+        accepted_tps: list[TopicPartition] = []  # alike, each state's partition
         for state in req.partition_states:
             tp = TopicPartition(state.topic, state.partition)
             if tp in self.offline:  # HostedPartition.Offline, whatever the epoch
@@ -278,8 +279,9 @@ class ReplicaManager:
                 codes[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 accepted.append(state)
+                accepted_tps.append(tp)
         if accepted:
-            await self._read_topic_settings({TopicName(s.topic) for s in accepted})
+            await self._read_topic_settings({s.topic for s in accepted})
             local = self._broker.broker_id
             # ``makeLeaders`` removes the fetchers before ``Partition.makeLeader``: none
             # may append as follower to a log that starts the new leader epoch below.
@@ -310,10 +312,10 @@ class ReplicaManager:
             now_ms = self.now_ms()
             leaders: list[TopicPartition] = []
             followers: list[Partition] = []
-            for i, (outcome, state) in enumerate(zip(reply.results, accepted, strict=True)):
+            results = zip(reply.results, accepted, accepted_tps, strict=True)
+            for i, (outcome, state, tp) in enumerate(results):
                 if i and i % _PARTITIONS_PER_CHECKPOINT == 0:
                     await anyio.lowlevel.checkpoint()  # a yield only: no virtual time passes
-                tp = TopicPartition(state.topic, state.partition)
                 codes[tp] = outcome.error_code
                 if outcome.error_code is not ErrorCode.NONE:
                     continue
@@ -331,16 +333,22 @@ class ReplicaManager:
                         replicas=tuple(state.replicas),
                     )
                     self.partitions[tp] = partition
-                offsets = {
-                    "log_start_offset": outcome.log_start_offset,
-                    "log_end_offset": outcome.log_end_offset,
-                    "high_watermark": outcome.high_watermark,
-                }
                 if state.leader == local:
-                    partition.make_leader(state, **offsets, now_ms=now_ms)
+                    partition.make_leader(
+                        state,
+                        log_start_offset=outcome.log_start_offset,
+                        log_end_offset=outcome.log_end_offset,
+                        high_watermark=outcome.high_watermark,
+                        now_ms=now_ms,
+                    )
                     leaders.append(tp)
                 else:
-                    partition.make_follower(state, **offsets)
+                    partition.make_follower(
+                        state,
+                        log_start_offset=outcome.log_start_offset,
+                        log_end_offset=outcome.log_end_offset,
+                        high_watermark=outcome.high_watermark,
+                    )
                     followers.append(partition)
             self._became(leaders, followers)
             state_change_log.info(

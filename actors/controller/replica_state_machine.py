@@ -132,11 +132,11 @@ class ReplicaStateMachine:
         valid = self._valid(replicas, target)
         match target:
             case ReplicaState.NEW:
-                for replica, _ in valid:
+                for replica, current in valid:
                     tp = replica.topic_partition
                     leadership = ctx.leadership(tp)
                     if leadership is None:
-                        self._change_state(replica, target)
+                        self._change_state(replica, target, current)
                     elif leadership.leader == replica_id:
                         self._failed(
                             replica,
@@ -152,7 +152,7 @@ class ReplicaStateMachine:
                             ctx.partition_full_replica_assignment(tp),
                             is_new=True,
                         )
-                        self._change_state(replica, target)
+                        self._change_state(replica, target, current)
             case ReplicaState.ONLINE:
                 # A new controller resends every live replica's LeaderAndIsr through here
                 # (300,000 at 100,000 partitions): each lookup made once per replica.

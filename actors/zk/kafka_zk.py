@@ -346,13 +346,18 @@ async def get_topic_configs(
     when it has no config znode), or the error its read met."""
     outcomes = await session.get_each([(zkdata.topic_config_path(t), False) for t in topics])
     out: dict[TopicName, dict[str, str] | StoreError] = {}
+    decoded: dict[bytes, dict[str, str]] = {}  # most topics' znodes hold the same bytes
     for topic, outcome in zip(topics, outcomes, strict=True):
         if isinstance(outcome, NoNodeError):
             out[topic] = {}
         elif isinstance(outcome, StoreError):
             out[topic] = outcome
         else:
-            out[topic] = dict(zkdata.EntityConfig.decode(outcome[0]).config)
+            data = outcome[0]
+            config = decoded.get(data)
+            if config is None:
+                config = decoded[data] = dict(zkdata.EntityConfig.decode(data).config)
+            out[topic] = dict(config)  # each its own: callers may change theirs
     return out
 
 

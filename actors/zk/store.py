@@ -75,7 +75,9 @@ def validate_path(path: str, *, sequential: bool = False) -> None:
         raise BadArgumentsError(f"empty path component: {path!r}")
     if "/." in checked and any(c in (".", "..") for c in checked.split("/")):
         raise BadArgumentsError(f"relative path component: {path!r}")
-    if _BAD_PATH_CHARS.search(checked):
+    # A printable ASCII path holds none of them: two C checks before the pattern's scan
+    # (the controller writes 200,000 partition znodes in a bulk creation).
+    if not (checked.isascii() and checked.isprintable()) and _BAD_PATH_CHARS.search(checked):
         raise BadArgumentsError(f"invalid character in path: {path!r}")
 
 

@@ -765,7 +765,8 @@ class EmbeddedSession(StoreSession):
         match op:
             case CheckOp(path=path, version=version):
                 validate_path(path)
-                _check_version(self._full(path), tree.node(self._full(path)), version)
+                full = self._full(path)
+                _check_version(full, tree.node(full), version)
                 return CheckResult(path=path)
             case CreateOp(path=path, data=data, ephemeral=ephemeral, sequential=sequential):
                 validate_path(path, sequential=sequential)
