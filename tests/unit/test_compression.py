@@ -1,0 +1,56 @@
+"""The snappy and lz4 framings kemu reads and writes (actors/log/compression.py): real
+compressed blocks both ways, message format v0's lz4 header checksum, malformed input."""
+
+from __future__ import annotations
+
+import cramjam
+import pytest
+
+from actors.log.compression import CompressionError, compress, decompress, xxh32
+
+SNAPPY, LZ4 = 2, 3
+RECORDS = b"".join(b"key-%06d value-%s;" % (i, b"abc" * (i % 7)) for i in range(20_000))
+
+
+@pytest.mark.parametrize("codec", [1, SNAPPY, LZ4, 4], ids=["gzip", "snappy", "lz4", "zstd"])
+def test_records_compress_and_come_back(codec: int) -> None:
+    """What kemu writes is compressed (not stored), spans several blocks, and reads back."""
+    packed = compress(codec, RECORDS)
+    assert len(packed) < len(RECORDS) // 3
+    assert decompress(codec, packed) == RECORDS
+
+
+def test_snappy_is_framed_as_kafkas_java_client_frames_it() -> None:
+    """The xerial framing: magic, versions 1 and 1, then 32 KiB blocks each after its
+    length; a raw block (librdkafka's) reads too."""
+    packed = compress(SNAPPY, RECORDS)
+    assert packed.startswith(b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01")
+    first = int.from_bytes(packed[16:20], "big")
+    assert bytes(cramjam.snappy.decompress_raw(packed[20 : 20 + first])) == RECORDS[: 32 * 1024]
+    assert decompress(SNAPPY, bytes(cramjam.snappy.compress_raw(RECORDS))) == RECORDS
+
+
+def test_an_lz4_frame_of_another_writer_reads() -> None:
+    """A frame of the reference lz4 library's writer (linked blocks, content checksum)."""
+    assert decompress(LZ4, bytes(cramjam.lz4.compress(RECORDS))) == RECORDS
+
+
+def test_message_format_v0s_lz4_checksum_reads_though_the_library_refuses_it() -> None:
+    """Kafka computed a v0 frame's header checksum over the magic too: cramjam refuses
+    such a frame, kemu's own reader (checksums skipped) reads its compressed blocks."""
+    broken = compress(LZ4, RECORDS, broken_lz4_checksum=True)
+    assert broken[6] == xxh32(broken[:6]) >> 8 & 0xFF
+    with pytest.raises(cramjam.DecompressionError):
+        cramjam.lz4.decompress(broken)
+    assert decompress(LZ4, broken) == RECORDS
+
+
+@pytest.mark.parametrize(
+    ("codec", "cut"),
+    [(SNAPPY, 40), (LZ4, 40)],
+    ids=["snappy", "lz4"],
+)
+def test_a_cut_stream_is_a_compression_error(codec: int, cut: int) -> None:
+    packed = compress(codec, RECORDS)
+    with pytest.raises(CompressionError):
+        decompress(codec, packed[:cut])
