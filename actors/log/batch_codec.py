@@ -8,17 +8,14 @@ place); this is for those that make or read records: the group coordinator's
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from crc32c import crc32c
-
 from actors.log.records import (
-    RECORD_BATCH_OVERHEAD,
     BatchHeader,
     CompressionType,
     TimestampType,
+    sealed_batch,
     write_varint,
 )
 from protocol.errors import KemuError
@@ -31,12 +28,12 @@ __all__ = [
     "RecordsError",
     "decode_records",
     "encode_records",
+    "read_bytes",
     "read_varint",
     "seal_batch",
+    "write_bytes",
 ]
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_CRC_FROM = 21  # the CRC covers attributes .. end
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 
@@ -81,7 +78,7 @@ def read_varint(data: bytes | memoryview, position: int) -> tuple[int, int]:
         shift += 7
 
 
-def _write_bytes(out: bytearray, value: bytes | None) -> None:
+def write_bytes(out: bytearray, value: bytes | None) -> None:
     if value is None:
         write_varint(out, -1)
     else:
@@ -89,7 +86,7 @@ def _write_bytes(out: bytearray, value: bytes | None) -> None:
         out += value
 
 
-def _read_bytes(data: bytes | memoryview, position: int) -> tuple[bytes | None, int]:
+def read_bytes(data: bytes | memoryview, position: int) -> tuple[bytes | None, int]:
     length, position = read_varint(data, position)
     if length < 0:
         return None, position
@@ -110,12 +107,12 @@ def encode_records(records: Sequence[ProducerRecord]) -> bytes:
         one = bytearray(b"\x00")  # attributes: unused
         write_varint(one, record.timestamp_ms - first)
         write_varint(one, delta)
-        _write_bytes(one, record.key)
-        _write_bytes(one, record.value)
+        write_bytes(one, record.key)
+        write_bytes(one, record.value)
         write_varint(one, len(record.headers))
         for name, value in record.headers:
-            _write_bytes(one, name.encode())
-            _write_bytes(one, value)
+            write_bytes(one, name.encode())
+            write_bytes(one, value)
         write_varint(body, len(one))
         body += one
     return bytes(body)
@@ -134,24 +131,19 @@ def seal_batch(
     with ``compression``): base offset 0, CreateTime, partition leader epoch -1 (the
     log assigns both), its CRC."""
     first = records[0].timestamp_ms
-    header = _HEADER.pack(
-        0,
-        RECORD_BATCH_OVERHEAD - 12 + len(payload),
-        -1,
-        2,
-        0,
-        int(compression),
-        len(records) - 1,
-        first,
-        max(r.timestamp_ms for r in records),
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        len(records),
+    return sealed_batch(
+        payload,
+        base_offset=0,
+        leader_epoch=-1,
+        attributes=int(compression),
+        last_offset_delta=len(records) - 1,
+        first_timestamp=first,
+        max_timestamp=max(r.timestamp_ms for r in records),
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        records_count=len(records),
     )
-    batch = bytearray(header + payload)
-    struct.pack_into(">I", batch, 17, crc32c(bytes(batch[_CRC_FROM:])))
-    return bytes(batch)
 
 
 def decode_records(payload: bytes | memoryview, header: BatchHeader) -> list[ConsumedRecord]:
@@ -167,13 +159,13 @@ def decode_records(payload: bytes | memoryview, header: BatchHeader) -> list[Con
         at = 1  # attributes: unused
         timestamp_delta, at = read_varint(record, at)
         offset_delta, at = read_varint(record, at)
-        key, at = _read_bytes(record, at)
-        value, at = _read_bytes(record, at)
+        key, at = read_bytes(record, at)
+        value, at = read_bytes(record, at)
         count, at = read_varint(record, at)
         headers: list[tuple[str, bytes | None]] = []
         for _ in range(count):
-            name, at = _read_bytes(record, at)
-            header_value, at = _read_bytes(record, at)
+            name, at = read_bytes(record, at)
+            header_value, at = read_bytes(record, at)
             headers.append(((name or b"").decode(errors="replace"), header_value))
         sequence = -1 if header.base_sequence < 0 else header.base_sequence + offset_delta
         timestamp = (

@@ -27,9 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from crc32c import crc32c
-
-from actors.log.batch_codec import read_varint
+from actors.log.batch_codec import read_bytes, read_varint, write_bytes
 from actors.log.compression import compress, decompress
 from actors.log.partition_log import Log
 from actors.log.records import (
@@ -37,6 +35,7 @@ from actors.log.records import (
     BatchHeader,
     CompressionType,
     TimestampType,
+    sealed_batch,
     write_varint,
 )
 from actors.log.segment import LogSegment
@@ -54,7 +53,6 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 """A log dir's clean points: the offset each compacted log is clean below
 (``LogCleanerManager.offsetCheckpointFile``), in the offset checkpoint format."""
 
-_CRC_FROM = 21
 _INT32_MAX = 2**31 - 1
 
 
@@ -186,13 +184,6 @@ class _Record:
     headers: bytes
 
 
-def _read_field(data: bytes, position: int) -> tuple[bytes | None, int]:
-    size, position = read_varint(data, position)
-    if size < 0:
-        return None, position
-    return data[position : position + size], position + size
-
-
 def _records(header: BatchHeader, batch: bytes) -> list[_Record]:
     payload = batch[RECORD_BATCH_OVERHEAD:]
     if header.compression != CompressionType.NONE:
@@ -205,8 +196,8 @@ def _records(header: BatchHeader, batch: bytes) -> list[_Record]:
         at = position + 1  # attributes, unused
         timestamp_delta, at = read_varint(payload, at)
         offset_delta, at = read_varint(payload, at)
-        key, at = _read_field(payload, at)
-        value, at = _read_field(payload, at)
+        key, at = read_bytes(payload, at)
+        value, at = read_bytes(payload, at)
         records.append(
             _Record(
                 offset_delta, header.first_timestamp + timestamp_delta, key, value, payload[at:end]
@@ -226,12 +217,8 @@ def _rebuilt_batch(header: BatchHeader, kept: list[_Record]) -> bytes:
         one = bytearray(b"\x00")
         write_varint(one, record.timestamp - first)
         write_varint(one, record.offset_delta)
-        for value in (record.key, record.value):
-            if value is None:
-                write_varint(one, -1)
-            else:
-                write_varint(one, len(value))
-                one += value
+        write_bytes(one, record.key)
+        write_bytes(one, record.value)
         one += record.headers
         write_varint(body, len(one))
         body += one
@@ -242,23 +229,19 @@ def _rebuilt_batch(header: BatchHeader, kept: list[_Record]) -> bytes:
         max_timestamp = header.max_timestamp
     else:
         max_timestamp = max(r.timestamp for r in kept)
-    batch = bytearray(
-        header.base_offset.to_bytes(8, "big", signed=True)
-        + (RECORD_BATCH_OVERHEAD - 12 + len(payload)).to_bytes(4, "big", signed=True)
-        + header.partition_leader_epoch.to_bytes(4, "big", signed=True)
-        + b"\x02\x00\x00\x00\x00"
-        + header.attributes.to_bytes(2, "big", signed=True)
-        + header.last_offset_delta.to_bytes(4, "big", signed=True)
-        + first.to_bytes(8, "big", signed=True)
-        + max_timestamp.to_bytes(8, "big", signed=True)
-        + header.producer_id.to_bytes(8, "big", signed=True)
-        + header.producer_epoch.to_bytes(2, "big", signed=True)
-        + header.base_sequence.to_bytes(4, "big", signed=True)
-        + len(kept).to_bytes(4, "big", signed=True)
-        + payload
+    return sealed_batch(
+        payload,
+        base_offset=header.base_offset,
+        leader_epoch=header.partition_leader_epoch,
+        attributes=header.attributes,
+        last_offset_delta=header.last_offset_delta,
+        first_timestamp=first,
+        max_timestamp=max_timestamp,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        records_count=len(kept),
     )
-    batch[17:21] = crc32c(bytes(batch[_CRC_FROM:])).to_bytes(4, "big")
-    return bytes(batch)
 
 
 # -- cleaning (Cleaner.clean, buildOffsetMap, cleanSegments)

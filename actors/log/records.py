@@ -631,21 +631,54 @@ def _rebuilt(
     attributes = header.compression | (header.attributes & _TRANSACTIONAL_MASK)
     if append_time:
         attributes |= _TIMESTAMP_TYPE_MASK
+    return sealed_batch(
+        records,
+        base_offset=base,
+        leader_epoch=leader_epoch,
+        attributes=attributes,
+        last_offset_delta=header.records_count - 1,
+        first_timestamp=first,
+        max_timestamp=max_timestamp,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        records_count=header.records_count,
+    )
+
+
+def sealed_batch(
+    records: bytes,
+    *,
+    base_offset: int,
+    leader_epoch: int,
+    attributes: int,
+    last_offset_delta: int,
+    first_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    records_count: int,
+) -> bytes:
+    """A magic v2 batch of the encoded (and compressed, as ``attributes`` say) ``records``
+    with these header fields, its length and CRC computed (``DefaultRecordBatch.
+    writeHeader``): what every batch kemu builds (a producer's, a rebuilt one, a cleaned
+    one) is sealed by."""
     batch = bytearray(
         _HEADER.pack(
-            base,
+            base_offset,
             RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(records),
             leader_epoch,
             2,
             0,
             attributes,
-            header.records_count - 1,
-            first,
+            last_offset_delta,
+            first_timestamp,
             max_timestamp,
-            header.producer_id,
-            header.producer_epoch,
-            header.base_sequence,
-            header.records_count,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            records_count,
         )
     )
     batch += records
