@@ -4,10 +4,14 @@ been emitted, so a sink attached later sees the same sequence numbers."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import anyio
+import pytest
+import structlog
 
+from actors.controller import state_change_log
 from actors.controller.state_change_log import StateChangeLogger
 from actors.runtime.actor import Actor, Context, Node
 from actors.runtime.clock import VirtualClock, run_virtual
@@ -97,10 +101,17 @@ def test_a_state_change_log_without_trace_counts_nothing() -> None:
     assert tracer.seq == 0
 
 
-def test_a_state_change_log_records_a_transition_only_while_traced_or_logged() -> None:
+def test_a_state_change_log_records_a_transition_only_while_traced_or_logged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """``records`` tells a state machine whether to look up a transition's leader: not
-    while its tracer is silent and the level is above DEBUG (the default in tests:
-    WARNING), yes once a sink listens, and yes with a ``trace`` but no tracer known."""
+    while its tracer is silent and the level is above INFO (here WARNING, `kemu up`'s
+    default, set for this test: an earlier test of the session may have configured
+    logging at INFO for a broker's files), yes once a sink listens, and yes with a
+    ``trace`` but no tracer known."""
+    at_warning = structlog.make_filtering_bound_logger(logging.WARNING)
+    quiet = structlog.wrap_logger(structlog.PrintLogger(), wrapper_class=at_warning)
+    monkeypatch.setattr(state_change_log, "log", quiet)
     tracer = Tracer()
     log = StateChangeLogger(1, lambda *a, **f: None, tracer=tracer)
     assert not log.records("OfflineReplica")
