@@ -1896,9 +1896,7 @@ class LogManager(Actor):
                 offsets_checkpoint(self._clean_points[log_dir].items()),
             )
         except OSError as exc:
-            self._trace_op("checkpoint", log_dir, log_dir=log_dir, error=exc)
-            self._mark_offline(log_dir, f"Disk error while writing checkpoints in {log_dir}", exc)
-            return False
+            return self._checkpoint_failed(log_dir, exc)
         return True
 
     # -- log directory files
@@ -1925,11 +1923,18 @@ class LogManager(Actor):
                 offsets_checkpoint(self._start_offsets[log_dir].items()),
             )
         except OSError as exc:
-            self._trace_op("checkpoint", log_dir, log_dir=log_dir, error=exc)
-            self._mark_offline(log_dir, f"Disk error while writing checkpoints in {log_dir}", exc)
-            return False
+            return self._checkpoint_failed(log_dir, exc)
         self._trace_op("checkpoint", log_dir, log_dir=log_dir, logs=len(hosted))
         return True
+
+    def _checkpoint_failed(self, log_dir: Path, exc: OSError) -> bool:
+        """A checkpoint file of ``log_dir`` could not be written (``LogManager.
+        checkpointLogRecoveryOffsetsInDir`` and ``LogCleanerManager.updateCheckpoints``
+        hand the error to the ``LogDirFailureChannel``): traced, the dir offline. False,
+        for the writers to return: the dir is not online."""
+        self._trace_op("checkpoint", log_dir, log_dir=log_dir, error=exc)
+        self._mark_offline(log_dir, f"Disk error while writing checkpoints in {log_dir}", exc)
+        return False
 
     def _check_meta(self) -> None:
         """``check_meta_properties`` over the online dirs' ``meta.properties``; a dir whose
