@@ -622,17 +622,6 @@ def _producer_batches(records: bytes) -> list[BatchHeader]:
     return [h for h in _all_batches(records) if h.has_producer_id]
 
 
-def _epoch_at(entries: Sequence[tuple[int, int]], offset: int) -> int:
-    """The leader epoch ``offset`` was written in: the last epoch starting at or before
-    it (-1 when none), as the batch holding it says."""
-    epoch = -1
-    for entry_epoch, start in entries:
-        if start > offset:
-            break
-        epoch = entry_epoch
-    return epoch
-
-
 def _fresh_read(tp: TopicPartition, offset: int) -> ReadOutcome:
     """A read of an empty log (``Log.read``): nothing at 0, OFFSET_OUT_OF_RANGE elsewhere."""
     if offset == 0:
@@ -1465,9 +1454,9 @@ class LogManager(Actor):
                     return OffsetFound(
                         topic=tp.topic,
                         partition=tp.partition,
-                        timestamp=found[0],
-                        offset=found[1],
-                        leader_epoch=_epoch_at(log.leader_epoch_cache.entries, found[1]),
+                        timestamp=found.timestamp,
+                        offset=found.offset,
+                        leader_epoch=found.leader_epoch,
                     )
                 case _:
                     assert_never(query)

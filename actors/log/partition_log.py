@@ -48,6 +48,7 @@ from actors.log.segment import (
     TIME_INDEX_SUFFIX,
     LogSegment,
     SegmentConfig,
+    TimestampAndOffset,
 )
 from protocol.errors import ErrorCode, KafkaApiError
 from protocol.kafka_data import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
@@ -664,15 +665,13 @@ class Log:
         return FetchDataInfo(start_offset, self.active_segment.base_offset, -1, b"")
 
     @_guarded
-    def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """``(timestamp, offset)`` of the first record at or after ``timestamp``
-        (``Log.fetchOffsetByTimestamp`` for a timestamp, not the -1/-2 specials)."""
+    def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """The first record at or after ``timestamp`` (``Log.fetchOffsetByTimestamp`` for a
+        timestamp, not the -1/-2 specials): looked for in the first segment whose largest
+        timestamp reaches it (its last write time when it has none), and only there."""
         for segment in self._segments:
-            if segment.max_timestamp_so_far < timestamp:
-                continue
-            found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
-            if found is not None:
-                return found
+            if _largest_timestamp(segment) >= timestamp:
+                return segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
         return None
 
     def legacy_offsets_before(self, timestamp: int, max_num_offsets: int) -> list[int]:

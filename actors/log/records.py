@@ -35,7 +35,7 @@ import numpy as np
 from crc32c import crc32c
 
 from actors.log import record_scan
-from actors.log.compression import CompressionError, compress, decompress_stream
+from actors.log.compression import CompressionError, compress, decompress, decompress_stream
 from protocol.errors import ErrorCode, KafkaApiError, RecordValidationError
 
 __all__ = [
@@ -55,6 +55,7 @@ __all__ = [
     "last_offset_at",
     "read_header",
     "record_timestamps",
+    "stored_record_timestamps",
     "whole_batches_end",
     "write_varint",
 ]
@@ -353,6 +354,31 @@ def record_timestamps(
     batch is at ``header.position`` in ``buffer``, or at ``at``."""
     for delta, timestamp, _, _ in _records(buffer, header, header.position if at is None else at):
         yield delta, timestamp
+
+
+def stored_record_timestamps(batch: bytes, header: BatchHeader) -> Iterator[tuple[int, int]]:
+    """``(offset, timestamp)`` of each record of a stored batch, ``batch`` its bytes alone,
+    as iterating Kafka's ``RecordBatch`` gives them: a compressed batch's records
+    decompressed, and under LogAppendTime every record's timestamp the batch's max
+    timestamp (``DefaultRecordBatch`` reads its records with ``logAppendTime``). A broken
+    record is INVALID_RECORD (``InvalidRecordException``), a payload that does not
+    decompress UNKNOWN_SERVER_ERROR (the stream's ``KafkaException``)."""
+    if header.compression == CompressionType.NONE:
+        payload, start = batch, RECORD_BATCH_OVERHEAD
+    else:
+        try:
+            payload = decompress(header.compression, batch[RECORD_BATCH_OVERHEAD : header.size])
+        except CompressionError as exc:
+            raise KafkaApiError(
+                ErrorCode.UNKNOWN_SERVER_ERROR, f"Failed to decompress record stream: {exc}"
+            ) from None
+        start = 0
+    append_time = header.timestamp_type is TimestampType.LOG_APPEND_TIME
+    try:
+        for delta, timestamp, _, _ in _walk_records(payload, start, len(payload), header):
+            yield header.base_offset + delta, header.max_timestamp if append_time else timestamp
+    except _Malformed as exc:
+        raise _invalid(f"Found invalid record structure: {exc}") from None
 
 
 _Record = tuple[int, int, int, int]

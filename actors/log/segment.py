@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from actors.log.channel import FileChannel, LogFiles
 from actors.log.index import OffsetIndex, TimeIndex
@@ -22,11 +23,10 @@ from actors.log.records import (
     NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
-    CompressionType,
     check_stored_batch,
     last_offset_at,
     read_header,
-    record_timestamps,
+    stored_record_timestamps,
     whole_batches_end,
 )
 from protocol.errors import KafkaApiError
@@ -38,6 +38,7 @@ __all__ = [
     "LogSegment",
     "OffsetPosition",
     "SegmentConfig",
+    "TimestampAndOffset",
     "segment_file_name",
 ]
 
@@ -50,6 +51,15 @@ _SCAN_CHUNK = 1 << 16  # bytes read at a time when scanning batch headers
 def segment_file_name(base_offset: int, suffix: str) -> str:
     """``Log.filenamePrefixFromOffset``: the base offset in 20 digits, then the suffix."""
     return f"{base_offset:020d}{suffix}"
+
+
+class TimestampAndOffset(NamedTuple):
+    """A record found by its timestamp (``FileRecords.TimestampAndOffset``): its
+    timestamp, offset and the leader epoch of its batch (-1 for none)."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,24 +270,22 @@ class LogSegment:
 
     def find_offset_by_timestamp(
         self, timestamp: int, starting_offset: int | None = None
-    ) -> tuple[int, int] | None:
-        """``(timestamp, offset)`` of the first record at or after ``timestamp`` from
-        ``starting_offset``, via the time index then a scan (``findOffsetByTimestamp``).
-        In a compressed batch (not decompressed here) the batch's own max timestamp and
-        base offset stand for its first matching record."""
+    ) -> TimestampAndOffset | None:
+        """The first record at or after ``timestamp`` from ``starting_offset``, via the
+        time index then a scan of the batches from there, a compressed one's records
+        decompressed (``LogSegment.findOffsetByTimestamp``,
+        ``FileRecords.searchForTimestamp``)."""
         start = self.base_offset if starting_offset is None else starting_offset
         _, indexed_offset = self.time_index.lookup(timestamp)
         _, position = self.offset_index.lookup(max(indexed_offset, start))
         for header in self.batches_from(position):
             if header.max_timestamp < timestamp or header.last_offset < start:
                 continue
-            if header.compression != CompressionType.NONE:
-                return header.max_timestamp, max(header.base_offset, start)
             data = self._log.read(header.position, header.size)
-            for delta, record_timestamp in record_timestamps(data, header, at=0):
-                offset = header.base_offset + delta
+            for offset, record_timestamp in stored_record_timestamps(data, header):
                 if record_timestamp >= timestamp and offset >= start:
-                    return record_timestamp, offset
+                    epoch = header.partition_leader_epoch
+                    return TimestampAndOffset(record_timestamp, offset, epoch)
         return None
 
     def read_next_offset(self) -> int:

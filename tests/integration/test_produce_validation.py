@@ -25,8 +25,9 @@ import pytest
 from aiokafka.record.default_records import (  # type: ignore[import-untyped]
     DefaultRecordBatch,
 )
-from confluent_kafka import KafkaError, Producer
-from kafka import KafkaProducer  # type: ignore[import-untyped]
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer  # type: ignore[import-untyped]
+from kafka import TopicPartition as KpTopicPartition
 from kafka.errors import (  # type: ignore[import-untyped]
     InvalidRecordError,
     InvalidTimestampError,
@@ -37,6 +38,7 @@ from cluster.cli import console_producer
 from cluster.kafka.apis import decode_response, encode_request
 from cluster.kafka.client import KafkaAdminClient, KafkaDataClient
 from cluster.kafka.message_sets import write_message
+from cluster.kafka.records import read_batches
 from cluster.launch.cluster import Cluster, ClusterSpec
 from protocol.errors import ErrorCode
 from protocol.ids import TopicName
@@ -396,7 +398,8 @@ async def test_a_compressed_batch_is_stored_with_its_records_max_timestamp(
 ) -> None:
     """A gzip batch whose header understates its max timestamp is stored with its
     records' largest (``validateMessagesAndAssignOffsetsCompressed`` sets it in place),
-    so ListOffsets for that timestamp finds the batch."""
+    so ListOffsets for that timestamp finds the batch, and in it its first record at or
+    after the timestamp."""
     now = int(time.time() * 1000)
     stamps = [now, now + 9_000, now + 1_000]
     sent = fix_crc(
@@ -412,7 +415,119 @@ async def test_a_compressed_batch_is_stored_with_its_records_max_timestamp(
     assert stored[at + 61 :] == sent[61:]
     async with KafkaDataClient(bootstrap(cluster)) as client:
         found = await client.list_offset(BOUNDED, 1, now + 5_000)
-    assert (found.error_code, found.offset) == (ErrorCode.NONE, answers[1].base_offset)
+    assert (found.error_code, found.offset) == (ErrorCode.NONE, answers[1].base_offset + 1)
+
+
+STAMPS = (0, 30, 10, 20, 40)
+"""Milliseconds after the test's start of the records of one compressed batch."""
+CODECS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def kafka_python_batch(address: str, name: str, codec: str, start: int) -> None:
+    """``STAMPS`` records in one batch (sent within a long linger, then flushed); values
+    that compress, as kafka-python sends a batch uncompressed when it would not shrink."""
+    producer = KafkaProducer(bootstrap_servers=address, compression_type=codec, linger_ms=60_000)
+    try:
+        futures = [
+            producer.send(name, value=b"%d" % i * 100, partition=0, timestamp_ms=start + t)
+            for i, t in enumerate(STAMPS)
+        ]
+        producer.flush(timeout=WAIT)
+        for future in futures:
+            future.get(timeout=WAIT)
+    finally:
+        producer.close()
+
+
+def kafka_python_lookups(
+    address: str, name: str, times: list[int]
+) -> list[tuple[int | None, int | None]]:
+    """kafka-python's ``offsets_for_times`` for each of ``times``: (offset, timestamp)."""
+    consumer = KafkaConsumer(bootstrap_servers=address, request_timeout_ms=int(WAIT * 1000))
+    try:
+        out: list[tuple[int | None, int | None]] = []
+        for at in times:
+            found = consumer.offsets_for_times({KpTopicPartition(name, 0): at})
+            answer = found[KpTopicPartition(name, 0)]
+            out.append((None, None) if answer is None else (answer.offset, answer.timestamp))
+        return out
+    finally:
+        consumer.close()
+
+
+def confluent_batch(address: str, name: str, codec: str, start: int) -> None:
+    """``STAMPS`` records in one batch from librdkafka (a long linger, then a flush)."""
+    errors: list[KafkaError | None] = []
+    producer = Producer(
+        {"bootstrap.servers": address, "compression.type": codec, "linger.ms": 60_000}
+    )
+    for i, t in enumerate(STAMPS):
+        producer.produce(
+            name,
+            value=b"%d" % i * 100,
+            partition=0,
+            timestamp=start + t,
+            on_delivery=lambda err, _msg: errors.append(err),
+        )
+    producer.flush(WAIT)
+    assert errors == [None] * len(STAMPS)
+
+
+def confluent_lookups(address: str, name: str, times: list[int]) -> list[tuple[int, int | None]]:
+    """confluent-kafka's ``offsets_for_times`` for each of ``times``: (offset, epoch)."""
+    consumer = Consumer({"bootstrap.servers": address, "group.id": "lookups"})
+    try:
+        out: list[tuple[int, int | None]] = []
+        for at in times:
+            (found,) = consumer.offsets_for_times([TopicPartition(name, 0, at)], timeout=WAIT)
+            assert found.error is None
+            out.append((found.offset, found.leader_epoch))
+        return out
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize(
+    ("client", "codec"),
+    [
+        ("kafka-python", "gzip"),
+        ("kafka-python", "zstd"),
+        ("confluent-kafka", "lz4"),
+        ("confluent-kafka", "snappy"),
+    ],
+)
+async def test_offsets_for_times_finds_the_record_inside_a_compressed_batch(
+    cluster: Cluster, client: str, codec: str
+) -> None:
+    """A real client's ``offsets_for_times`` on a topic holding one compressed batch of
+    records with distinct, unordered timestamps gets the first record at or after each
+    time, with that record's timestamp and the batch's leader epoch
+    (``LogSegment.findOffsetByTimestamp`` reads inside the batch), not the batch's
+    base offset; a time past them all gets none."""
+    name = f"times-{client}-{codec}"
+    async with KafkaAdminClient(bootstrap(cluster)) as admin:
+        (created,) = await admin.create_topics([topic(name, {})])
+    assert created.error_code is ErrorCode.NONE
+    address = bootstrap(cluster)
+    start = int(time.time() * 1000)
+    produce_batch = kafka_python_batch if client == "kafka-python" else confluent_batch
+    await anyio.to_thread.run_sync(produce_batch, address, name, codec, start)
+    (batch,) = read_batches(first_segment(cluster, name, 0))
+    assert (batch.compression, batch.records_count) == (CODECS[codec], len(STAMPS))
+    times = [start - 1, start + 5, start + 15, start + 25, start + 31, start + 41]
+    if client == "kafka-python":
+        answers = await anyio.to_thread.run_sync(kafka_python_lookups, address, name, times)
+        assert answers == [
+            (0, start),
+            (1, start + 30),
+            (1, start + 30),
+            (1, start + 30),
+            (4, start + 40),
+            (None, None),
+        ]
+    else:
+        epochs = await anyio.to_thread.run_sync(confluent_lookups, address, name, times)
+        assert epochs == [(0, 0), (1, 0), (1, 0), (1, 0), (4, 0), (-1, None)]
 
 
 async def test_compressed_records_that_do_not_read_get_kafkas_codes(cluster: Cluster) -> None:

@@ -141,9 +141,9 @@ def test_the_time_index_records_where_the_max_timestamp_grew(tmp_path: Path) -> 
     for i, stamp in enumerate(stamps):
         log.append_as_leader(client_batch([b"x" * 50], timestamps=[stamp]), leader_epoch=0)
         assert log.log_end_offset == i + 1
-    assert log.fetch_offset_by_timestamp(T0 + 6) == (T0 + 10, 0)
-    assert log.fetch_offset_by_timestamp(T0 + 25) == (T0 + 30, 2)
-    assert log.fetch_offset_by_timestamp(T0 + 31) == (T0 + 40, 4)
+    assert log.fetch_offset_by_timestamp(T0 + 6) == (T0 + 10, 0, 0)
+    assert log.fetch_offset_by_timestamp(T0 + 25) == (T0 + 30, 2, 0)
+    assert log.fetch_offset_by_timestamp(T0 + 31) == (T0 + 40, 4, 0)
     assert log.fetch_offset_by_timestamp(T0 + 41) is None
     log.close()
     # appends 2..5 are indexed (more than 0 bytes since the last entry); the max
@@ -303,16 +303,58 @@ def test_reads_outside_the_log_are_offset_out_of_range(tmp_path: Path) -> None:
     assert decode_batches(log.read(6, 1).records)[0].offsets == [6, 7, 8]
 
 
-def test_lookup_by_timestamp_in_a_compressed_batch_gives_the_batch(tmp_path: Path) -> None:
-    """In a compressed batch, which is not decompressed, the batch's base offset and max
-    timestamp answer a timestamp lookup that falls in it."""
+@pytest.mark.parametrize("codec", [1, 2, 3, 4], ids=["gzip", "snappy", "lz4", "zstd"])
+def test_lookup_by_timestamp_finds_the_record_inside_a_compressed_batch(
+    tmp_path: Path, codec: int
+) -> None:
+    """A timestamp lookup reads a compressed batch's records and answers the first one at
+    or after the timestamp, with its own timestamp and its batch's leader epoch
+    (``FileRecords.searchForTimestamp``), not the batch's base offset."""
     log = open_log(tmp_path / "t-0")
-    log.append_as_leader(client_batch(values(2), timestamps=[T0, T0 + 1]), leader_epoch=0)
+    log.append_as_leader(client_batch(values(2), timestamps=[T0, T0 + 1]), leader_epoch=3)
     log.append_as_leader(
-        client_batch(values(3), timestamps=[T0 + 10, T0 + 20, T0 + 30], codec=1), leader_epoch=0
+        client_batch(values(4), timestamps=[T0 + 10, T0 + 30, T0 + 20, T0 + 40], codec=codec),
+        leader_epoch=5,
     )
-    assert log.fetch_offset_by_timestamp(T0 + 1) == (T0 + 1, 1)
-    assert log.fetch_offset_by_timestamp(T0 + 15) == (T0 + 30, 2)
+    assert log.fetch_offset_by_timestamp(T0 + 1) == (T0 + 1, 1, 3)
+    assert log.fetch_offset_by_timestamp(T0 + 10) == (T0 + 10, 2, 5)
+    assert log.fetch_offset_by_timestamp(T0 + 15) == (T0 + 30, 3, 5)
+    assert log.fetch_offset_by_timestamp(T0 + 35) == (T0 + 40, 5, 5)
+    assert log.fetch_offset_by_timestamp(T0 + 41) is None
+    # The log start inside the batch: its records below it are not answered.
+    log.maybe_increment_log_start_offset(4)
+    assert log.fetch_offset_by_timestamp(T0 + 15) == (T0 + 20, 4, 5)
+
+
+def test_lookup_by_timestamp_under_log_append_time_answers_the_batch_time(tmp_path: Path) -> None:
+    """Under LogAppendTime every record of a batch reads with the batch's max timestamp, so
+    a lookup answers the first record of the first batch appended at or after the time,
+    whatever its create time (``DefaultRecordBatch``'s ``logAppendTime``)."""
+    clock = Clock(T0 + 5000)
+    log = open_log(tmp_path / "t-0", clock, timestamp_type=TimestampType.LOG_APPEND_TIME)
+    log.append_as_leader(client_batch(values(3), timestamps=[T0 + 1, T0 + 2, T0 + 3]), 0)
+    clock.ms = T0 + 6000
+    log.append_as_leader(client_batch(values(3), codec=1), leader_epoch=0)
+    assert log.fetch_offset_by_timestamp(T0 + 2) == (T0 + 5000, 0, 0)
+    assert log.fetch_offset_by_timestamp(T0 + 5001) == (T0 + 6000, 3, 0)
+
+
+def test_a_stored_compressed_batch_that_does_not_decompress_fails_the_lookup(
+    tmp_path: Path,
+) -> None:
+    """A compressed batch on disk whose payload is garbage fails a lookup that must open it
+    with UNKNOWN_SERVER_ERROR (the decompressing stream's ``KafkaException``)."""
+    log = open_log(tmp_path / "t-0")
+    log.append_as_leader(client_batch(values(3), timestamps=[T0, T0 + 1, T0 + 2], codec=1), 0)
+    log.close()
+    path = tmp_path / "t-0" / "00000000000000000000.log"
+    data = bytearray(path.read_bytes())
+    data[70:80] = b"\xff" * 10  # inside the gzip payload, the CRC made to match
+    path.write_bytes(fix_crc(bytes(data)))
+    log = open_log(tmp_path / "t-0")
+    with pytest.raises(KafkaApiError) as failed:
+        log.fetch_offset_by_timestamp(T0 + 1)
+    assert failed.value.code == ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 # --------------------------------------------------------------------------- truncation
