@@ -95,6 +95,17 @@ class AdminOutcome:
 
 
 async def run_admin(h: Harness, op: AdminOp) -> AdminOutcome:
+    outcome = await _run_admin(h, op)
+    if isinstance(op, CreateTopic) and outcome.error == "NONE":
+        policy = op.configs.get("cleanup.policy", h.spec.config.get("log.cleanup.policy", ""))
+        if "compact" in policy.split(","):
+            h.compacted_topics.add(op.topic)
+        else:
+            h.compacted_topics.discard(op.topic)
+    return outcome
+
+
+async def _run_admin(h: Harness, op: AdminOp) -> AdminOutcome:
     if isinstance(op, ReassignPartitions) and op.via == "store":
         return await _reassign(h, op)
     if isinstance(op, PreferredElection) and op.via == "store":

@@ -270,6 +270,9 @@ class Harness:
         self.member_gates: dict[tuple[str, int], Gate] = {}
         """The gate of each consumer of a group a ``consume`` step started, by (group,
         member index)."""
+        self.compacted_topics: set[str] = set()
+        """The topics a ``create_topic`` step created with ``cleanup.policy`` compact:
+        their replicas' logs are compared as compacted logs (``follower_logs_match``)."""
         self._kafka: dict[str, KafkaAdminClient] = {}  # by the client asking
         # In one process, by (client, broker): when a refused connection may be tried
         # again, and the back-off after the next refusal.

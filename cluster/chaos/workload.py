@@ -518,6 +518,7 @@ async def verify_partition(
         isr=list(leadership.isr),
         replicas=list(replicas),
         caught_up=ok,
+        compacted=topic in h.compacted_topics,
         logs=[
             {
                 "broker": broker,

@@ -233,6 +233,33 @@ def test_a_caught_up_follower_must_hold_the_leaders_log() -> None:
     ]
 
 
+def test_a_compacted_partitions_replicas_need_only_agree_where_both_hold_an_offset() -> None:
+    """Of a compacted topic each replica's cleaner removes records at its own time: a
+    caught-up follower holding a record its leader cleaned away (or lacking one the
+    leader still holds) is no violation; another record at an offset both hold, or
+    another log end, is. Not compacted, the follower's extra record is one."""
+    t = Trace()
+
+    def check(compacted: bool, leader: list[list[Any]], follower: list[list[Any]]) -> list[str]:
+        fields = logs(True, [0, 1], b0=[], b1=[])
+        for log, records in zip(fields["logs"], (leader, follower), strict=True):
+            log.update(records=records, log_end_offset=6, high_watermark=6)
+        fields["compacted"] = compacted
+        event = t.add("event", "replica_logs_read", node="chaos", actor="workload", **fields)
+        return observe(FollowerLogsMatch(), [event])
+
+    cleaned = [[3, "k1"], [5, "k2"]]
+    stale = [[0, "k1-old"], [1, "k2-old"], [3, "k1"], [5, "k2"]]
+    assert check(True, cleaned, stale) == []
+    assert check(True, stale, cleaned) == []
+    assert check(True, cleaned, [[0, "k1-old"], [3, "x"], [5, "k2"]]) == [
+        "t-0: follower 1 holds x at offset 3, leader 0 holds k1"
+    ]
+    assert check(False, cleaned, stale) == [
+        "t-0: follower 1 holds k1-old at offset 0, leader 0 holds nothing"
+    ]
+
+
 def test_alter_isr_is_checked_against_the_partitions_replicas() -> None:
     """An ISR written by AlterIsr with a member outside the replicas the controller
     traced with it is a violation (the leader's own ISR is not the yardstick)."""
