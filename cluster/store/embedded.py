@@ -275,6 +275,14 @@ class _Tree:
     def commit(self) -> None:
         self._undo = None
 
+    def suspend(self) -> list[Callable[[], None]] | None:
+        """Stop recording undo steps (for a transaction's last op); what ``resume`` takes."""
+        undo, self._undo = self._undo, None
+        return undo
+
+    def resume(self, undo: list[Callable[[], None]] | None) -> None:
+        self._undo = undo
+
     def rollback(self) -> None:
         undo, self._undo = self._undo or [], None
         for step in reversed(undo):
@@ -647,16 +655,21 @@ class EmbeddedSession(StoreSession):
             self.trace(op, path, type(exc).__name__)
             server.fire_pending()
             raise
-        # The hot path: emit directly rather than through ``trace``.
-        server.tracer.emit(
-            TraceKind.STORE,
-            node=server.node,
-            actor=self.name,
-            type=op,
-            path=path,
-            result="ok",
-            session=self._id,
-        )
+        # The hot path: emit directly rather than through ``trace``, and with no sink only
+        # count the event (a bulk deletion makes 31,000 fenced multis).
+        tracer = server.tracer
+        if tracer.enabled:
+            tracer.emit(
+                TraceKind.STORE,
+                node=server.node,
+                actor=self.name,
+                type=op,
+                path=path,
+                result="ok",
+                session=self._id,
+            )
+        else:
+            tracer.skip()
         if server.tree.pending:
             server.fire_pending()
         return result
@@ -741,16 +754,26 @@ class EmbeddedSession(StoreSession):
 
     def _multi(self, ops: tuple[StoreOp, ...]) -> tuple[OpResult, ...]:
         """All or nothing, as one transaction (one zxid): on the first failing op, undo the
-        ops before it and drop the watch triggers they recorded."""
+        ops before it and drop the watch triggers they recorded. The last op records no
+        undo (it changes nothing when it fails, and nothing follows it): a fenced write,
+        the controller epoch's check then one change, records none."""
         tree = self._server.tree
         zxid = tree.next_zxid()
         now = self._now()
         mark = len(tree.pending)
         results: list[OpResult] = []
+        last = len(ops) - 1
         tree.begin()
         for index, op in enumerate(ops):
             try:
-                results.append(self._apply(op, zxid, now))
+                if index == last:
+                    undo = tree.suspend()
+                    try:
+                        results.append(self._apply(op, zxid, now))
+                    finally:
+                        tree.resume(undo)
+                else:
+                    results.append(self._apply(op, zxid, now))
             except StoreError as exc:
                 tree.rollback()
                 del tree.pending[mark:]
@@ -762,38 +785,49 @@ class EmbeddedSession(StoreSession):
 
     def _apply(self, op: StoreOp, zxid: int, now: int) -> OpResult:
         tree = self._server.tree
-        match op:
-            case CheckOp(path=path, version=version):
-                validate_path(path)
-                full = self._full(path)
-                _check_version(full, tree.node(full), version)
-                return CheckResult(path=path)
-            case CreateOp(path=path, data=data, ephemeral=ephemeral, sequential=sequential):
-                validate_path(path, sequential=sequential)
-                check_data_size(data)
-                owner = self._id if ephemeral else 0
-                full = tree.create(
-                    self._full(path, sequential=sequential),
-                    data,
-                    owner=owner,
-                    sequential=sequential,
-                    zxid=zxid,
-                    now=now,
-                )
-                return CreateResult(path=self.relative(full))
-            case SetDataOp(path=path, data=data, version=version):
-                validate_path(path)
-                check_data_size(data)
-                node = tree.set(self._full(path), data, version=version, zxid=zxid, now=now)
-                return SetDataResult(path=path, stat=node.stat())
-            case DeleteOp(path=path, version=version):
-                validate_path(path)
-                if path == ROOT:
-                    raise BadArgumentsError("the root node cannot be deleted")
-                tree.delete(self._full(path), version=version, zxid=zxid)
-                return DeleteResult(path=path)
-            case _:
-                assert_never(op)
+        # An ``isinstance`` chain, the commonest op first: cheaper than a ``match`` of class
+        # patterns with captures, which the 30,000 fenced writes of a bulk deletion pay.
+        if isinstance(op, SetDataOp):
+            path = op.path
+            full = self._validated(path)
+            check_data_size(op.data)
+            node = tree.set(full, op.data, version=op.version, zxid=zxid, now=now)
+            return SetDataResult(path=path, stat=node.stat())
+        if isinstance(op, CheckOp):
+            path = op.path
+            full = self._validated(path)
+            _check_version(full, tree.node(full), op.version)
+            return CheckResult(path=path)
+        if isinstance(op, DeleteOp):
+            path = op.path
+            full = self._validated(path)
+            if path == ROOT:
+                raise BadArgumentsError("the root node cannot be deleted")
+            tree.delete(full, version=op.version, zxid=zxid)
+            return DeleteResult(path=path)
+        if isinstance(op, CreateOp):
+            path, sequential = op.path, op.sequential
+            validate_path(path, sequential=sequential)
+            check_data_size(op.data)
+            full = tree.create(
+                self._full(path, sequential=sequential),
+                op.data,
+                owner=self._id if op.ephemeral else 0,
+                sequential=sequential,
+                zxid=zxid,
+                now=now,
+            )
+            return CreateResult(path=self.relative(full))
+        assert_never(op)
+
+    def _validated(self, path: str) -> str:
+        """The full path of ``path``, an op's on a node that should exist, refused as
+        ``validate_path`` refuses it. Only a path naming no node is checked: a node's path
+        was checked when it was created, and an absolute path that names one is valid."""
+        full = self._full(path)
+        if full not in self._server.tree.nodes or not path.startswith("/"):
+            validate_path(path)
+        return full
 
     def _arm_data(self, full: str) -> None:
         self._data_watched.add(full)

@@ -439,6 +439,48 @@ async def test_a_failing_check_makes_the_multi_change_nothing(
 
 
 @pytest.mark.asyncio
+async def test_a_failing_last_change_makes_the_multi_change_nothing(
+    open_session: SessionFactory,
+) -> None:
+    """When the last op, a change, fails, the ops before it are rolled back and the failing
+    op itself changed nothing."""
+    s = await open_session()
+    await s.create("/m", b"v0")
+    await s.create("/n", b"n0")
+    _, m_before = await s.get("/m")
+    _, n_before = await s.get("/n")
+    for last in (SetDataOp(path="/n", data=b"n1", version=7), DeleteOp(path="/n", version=7)):
+        with pytest.raises(TransactionFailedError) as failure:
+            await s.multi([CreateOp(path="/m/a"), SetDataOp(path="/m", data=b"v1"), last])
+        assert failure.value.results[:2] == (None, None)
+        assert isinstance(failure.value.results[2], BadVersionError)
+        assert await s.get("/m") == (b"v0", m_before)
+        assert await s.get("/n") == (b"n0", n_before)
+        assert await s.children("/m") == ()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("path", ["relative", "/trailing/", "/double//slash", "/dot/../x"])
+async def test_multi_ops_on_invalid_paths_raise_bad_arguments(
+    open_session: SessionFactory, path: str
+) -> None:
+    """A check, set or delete of a path ZooKeeper's client refuses fails the multi with
+    BadArgumentsError for that op, and changes nothing."""
+    s = await open_session()
+    await s.create("/x", b"x")
+    for bad in (
+        CheckOp(path=path, version=0),
+        SetDataOp(path=path, data=b"y"),
+        DeleteOp(path=path),
+    ):
+        with pytest.raises(TransactionFailedError) as failure:
+            await s.multi([SetDataOp(path="/x", data=b"z"), bad])
+        assert failure.value.results[0] is None
+        assert isinstance(failure.value.results[1], BadArgumentsError)
+        assert (await s.get("/x"))[0] == b"x"
+
+
+@pytest.mark.asyncio
 async def test_multi_results_name_the_failing_op(open_session: SessionFactory) -> None:
     """The failing op gets its own error class, every other op None, nothing is created."""
     s = await open_session()
