@@ -1325,8 +1325,9 @@ class LogManager(Actor):
     # -- records (ReplicaManager.appendToLocalLog, readFromLocalLog and the offset lookups)
 
     def _append(self, request: AppendRecords) -> AppendOutcome:
-        """One partition's append (``Log.append``): a leader's checked against its
-        producers first (a duplicate answers the original offsets and writes nothing)."""
+        """One partition's append (``Log.append``): a leader's records validated, then
+        checked against its producers (a duplicate answers the original offsets and
+        writes nothing)."""
         tp = TopicPartition(request.topic, request.partition)
         try:
             log = self._log(tp)
@@ -1336,18 +1337,9 @@ class LogManager(Actor):
             if epoch is None:
                 info = self._guard(tp, log, lambda: log.append_as_follower(request.records))
             else:
-                for header in headers:
-                    duplicate = producers.check(header, str(tp))
-                    if duplicate is not None:  # Log.append: its log append time is the
-                        # batch's timestamp as written, under CreateTime too
-                        return _appended(
-                            tp,
-                            log,
-                            duplicate.first_offset,
-                            duplicate.last_offset,
-                            duplicate.timestamp,
-                        )
-                info = self._guard(tp, log, lambda: log.append_as_leader(request.records, epoch))
+                info = self._guard(
+                    tp, log, lambda: log.append_as_leader(request.records, epoch, producers)
+                )
         except KafkaApiError as exc:
             return AppendOutcome(
                 topic=tp.topic,
@@ -1358,7 +1350,7 @@ class LogManager(Actor):
             )
         if info is None:  # a follower's fetch with no whole batch
             return _appended(tp, log)
-        if headers:
+        if headers and not info.duplicate:  # a duplicate wrote nothing
             first = info.first_offset
             for header in _all_batches(request.records):
                 if header.has_producer_id:

@@ -25,13 +25,14 @@ from __future__ import annotations
 import bisect
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
 from actors.log.channel import LogFiles
 from actors.log.index import CorruptIndexError
 from actors.log.leader_epoch import LEADER_EPOCH_CHECKPOINT, EpochEntry, LeaderEpochFileCache
+from actors.log.producer_state import ProducerStateManager
 from actors.log.records import (
     LONG_MAX,
     NO_TIMESTAMP,
@@ -182,6 +183,9 @@ class LogAppendInfo:
     log_start_offset: int
     batch_count: int
     valid_bytes: int
+    duplicate: bool = False
+    """A batch an idempotent producer sent again: nothing was written, the offsets and
+    log append time are those the batch was first written with."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -479,12 +483,24 @@ class Log:
     # -- append
 
     @_guarded
-    def append_as_leader(self, records: bytes, leader_epoch: int) -> LogAppendInfo:
+    def append_as_leader(
+        self,
+        records: bytes,
+        leader_epoch: int,
+        producers: ProducerStateManager | None = None,
+    ) -> LogAppendInfo:
         """Append a client's records (one produce to this partition): checked, offsets
         from the log end, ``leader_epoch`` stamped, as ``Log.appendAsLeader``. Raises
         ``KafkaApiError`` (CORRUPT_MESSAGE, INVALID_RECORD, INVALID_TIMESTAMP,
         MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, UNSUPPORTED_FOR_MESSAGE_FORMAT; a
-        ``RecordValidationError`` for records refused) and then changed nothing."""
+        ``RecordValidationError`` for records refused) and then changed nothing.
+
+        As in ``Log.append``, the records are validated first and the idempotent
+        ``producers``' checks come last, once the segment to write to is chosen: a
+        malformed batch is refused with its own error even when it repeats a batch
+        already written, and a duplicate of a valid one (``duplicate``) writes nothing;
+        INVALID_PRODUCER_EPOCH and OUT_OF_ORDER_SEQUENCE_NUMBER are raised from there.
+        The caller records the written batches in ``producers``."""
         if leader_epoch < 0:
             raise ValueError(f"a leader appends with its leader epoch, not {leader_epoch}")
         validated = assign_offsets(
@@ -500,7 +516,7 @@ class Log:
                 max_difference_ms=self.config.timestamp_difference_max_ms,
             ),
         )
-        return self._append(validated)
+        return self._append(validated, producers)
 
     @_guarded
     def append_as_follower(self, records: bytes) -> LogAppendInfo | None:
@@ -550,7 +566,9 @@ class Log:
         )
         return self._append(validated)
 
-    def _append(self, validated: ValidatedRecords) -> LogAppendInfo:
+    def _append(
+        self, validated: ValidatedRecords, producers: ProducerStateManager | None = None
+    ) -> LogAppendInfo:
         if validated.size > self.config.segment_bytes:
             raise KafkaApiError(
                 ErrorCode.RECORD_LIST_TOO_LARGE,
@@ -561,15 +579,7 @@ class Log:
         segment = self._maybe_roll(validated)
         for batch in validated.batches:  # Log.append: the cache ignores a known start
             self.leader_epoch_cache.assign(batch.partition_leader_epoch, batch.base_offset)
-        segment.append(
-            validated.last_offset,
-            validated.max_timestamp,
-            validated.offset_of_max_timestamp,
-            validated.chunks,
-            validated.size,
-        )
-        self.log_end_offset = validated.last_offset + 1
-        return LogAppendInfo(
+        info = LogAppendInfo(
             first_offset=validated.first_offset,
             last_offset=validated.last_offset,
             max_timestamp=validated.max_timestamp,
@@ -579,6 +589,26 @@ class Log:
             batch_count=len(validated.batches),
             valid_bytes=validated.size,
         )
+        if producers is not None:  # Log.analyzeAndValidateProducerState
+            for batch in validated.batches:
+                duplicate = producers.check(batch, self.directory.name)
+                if duplicate is not None:
+                    return replace(
+                        info,
+                        first_offset=duplicate.first_offset,
+                        last_offset=duplicate.last_offset,
+                        log_append_time=duplicate.timestamp,
+                        duplicate=True,
+                    )
+        segment.append(
+            validated.last_offset,
+            validated.max_timestamp,
+            validated.offset_of_max_timestamp,
+            validated.chunks,
+            validated.size,
+        )
+        self.log_end_offset = validated.last_offset + 1
+        return info
 
     def _maybe_roll(self, validated: ValidatedRecords) -> LogSegment:
         """The segment to append to, a new one if the active one should roll

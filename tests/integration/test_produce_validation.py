@@ -388,6 +388,43 @@ async def test_a_duplicate_batch_answers_its_first_offsets_and_timestamp(
     assert log_bytes(cluster, BOUNDED, 0) == before + len(batch)
 
 
+async def test_a_malformed_batch_is_refused_for_itself_before_its_sequence_is_checked(
+    cluster: Cluster,
+) -> None:
+    """``Log.append`` validates a batch's records before the idempotent producer's
+    checks: a batch repeating one already written (same producer, epoch and sequences)
+    whose CRC does not match is CORRUPT_MESSAGE, one with a record stamped a day ago
+    INVALID_TIMESTAMP, and one with both a sequence gap and that record INVALID_TIMESTAMP
+    too, not OUT_OF_ORDER_SEQUENCE_NUMBER; none of them writes anything, and the intact
+    batch sent again is still answered as the duplicate it is."""
+    now = int(time.time() * 1000)
+    day_ago = now - 86_400_000
+
+    def batch(stamp: int, sequence: int = 0) -> bytes:
+        return client_batch(
+            [b"a", b"b"],
+            timestamps=[now, stamp],
+            producer_id=778,
+            producer_epoch=0,
+            base_sequence=sequence,
+        )
+
+    first = (await produce(cluster, 8, BOUNDED, {1: batch(now)}, acks=-1))[1]
+    assert first.error_code is ErrorCode.NONE
+    before = log_bytes(cluster, BOUNDED, 1)
+    broken = set_field(batch(now), "crc", get_field(batch(now), "crc") ^ 1)
+    for sent, code in [
+        (broken, ErrorCode.CORRUPT_MESSAGE),
+        (batch(day_ago), ErrorCode.INVALID_TIMESTAMP),
+        (batch(day_ago, sequence=7), ErrorCode.INVALID_TIMESTAMP),
+    ]:
+        (answer,) = (await produce(cluster, 8, BOUNDED, {1: sent}, acks=-1)).values()
+        assert (answer.error_code, answer.base_offset) == (code, -1)
+    again = (await produce(cluster, 8, BOUNDED, {1: batch(now)}, acks=-1))[1]
+    assert (again.error_code, again.base_offset) == (ErrorCode.NONE, first.base_offset)
+    assert log_bytes(cluster, BOUNDED, 1) == before
+
+
 def first_segment(cluster: Cluster, name: str, partition: int) -> bytes:
     (path,) = cluster.spec.log_dir.glob(f"*/{name}-{partition}/00000000000000000000.log")
     return path.read_bytes()
