@@ -229,6 +229,7 @@ def _kemu_up(root: Path) -> tuple[subprocess.Popen[bytes], str]:
     cluster_file = root / "cluster.json"
     command = [sys.executable, "-m", "cluster.cli.main", "up", "--brokers", "3", "--port", "0"]
     command += ["--log-dir", str(root / "logs"), "--cluster-file", str(cluster_file)]
+    command += ["--parent-pid", str(os.getpid())]  # it stops if the benchmark is killed
     # S603: the command is this interpreter running kemu itself, with paths we made.
     child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=None)  # noqa: S603
     deadline = _now() + WAIT

@@ -76,18 +76,21 @@ def _cmd_up(args: argparse.Namespace) -> int:
     trace = Path(args.trace) if args.trace else None
 
     def run() -> int:
+        launch = run_up
         if args.processes:
             from cluster.launch.processes import run_up_processes
 
-            return run_real(
-                lambda: run_up_processes(
-                    spec, cluster_file=cluster_file, trace=trace, on_ready=start.mark_ready
-                )
-            )
+            launch = run_up_processes
         return run_real(
-            lambda: run_up(spec, cluster_file=cluster_file, trace=trace, on_ready=start.mark_ready),
+            lambda: launch(
+                spec,
+                cluster_file=cluster_file,
+                trace=trace,
+                on_ready=start.mark_ready,
+                parent_pid=args.parent_pid,
+            ),
             # Brokers in this process: a loop that can freeze one (`kemu broker pause`).
-            freezable=True,
+            freezable=not args.processes,
         )
 
     try:
@@ -365,6 +368,17 @@ def _port(text: str) -> int:
     return port
 
 
+def _pid(text: str) -> int:
+    """A process id argument: a positive integer."""
+    try:
+        pid = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a process id: {text!r}") from None
+    if pid < 1:
+        raise argparse.ArgumentTypeError(f"{pid} is not a process id (1 or more)")
+    return pid
+
+
 def _quiet_stdout() -> None:
     """After the reader of stdout went away (``kemu ... | head``): point stdout at
     /dev/null, so that the interpreter's last flush does not fail again at exit."""
@@ -460,6 +474,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--processes",
         action="store_true",
         help="run each broker in a process of its own (the store stays in this one)",
+    )
+    up.add_argument(
+        "--parent-pid",
+        type=_pid,
+        metavar="PID",
+        help="stop cleanly (as on SIGTERM) once process PID is gone: for a program that"
+        " starts kemu up and may be killed before it can stop it",
     )
     _add_log_options(up)
     up.set_defaults(func=_cmd_up)

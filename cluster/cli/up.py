@@ -1,6 +1,7 @@
 """``kemu up``: launch a local cluster, print its readiness table, write the cluster file,
 serve the control endpoint of ``kemu broker`` (``cluster.launch.control``), run until
-SIGINT/SIGTERM, then shut down cleanly.
+SIGINT/SIGTERM (or, with ``--parent-pid``, until the program that started it is gone:
+``cluster.launch.watchdog``), then shut down cleanly.
 
 Before anything starts, ``prepare_up`` checks what a start would otherwise find out halfway
 (a cluster file that belongs to a running ``kemu up``, a cluster file path that is a
@@ -29,6 +30,7 @@ from cluster.launch.announce import announce_ready, release_cluster_file
 from cluster.launch.cluster import Cluster, ClusterSpec
 from cluster.launch.connect import ClusterFile, ClusterFileError
 from cluster.launch.control import ClusterLauncher, Publisher
+from cluster.launch.watchdog import first_stop
 from cluster.trace_files import JsonlTraceWriter
 from protocol.trace import TraceHeader
 
@@ -115,7 +117,10 @@ async def run_up(
     cluster_file: Path,
     trace: Path | None,
     on_ready: Callable[[], None] = lambda: None,
+    parent_pid: int | None = None,
 ) -> int:
+    """``kemu up``: run until SIGINT/SIGTERM or, with ``parent_pid``, until that process is
+    gone (``cluster.launch.watchdog``), then stop cleanly."""
     # A traced cluster records its controllers' inputs, for ``kemu trace replay``.
     tracer = Tracer(details={CONTROLLER_INPUTS} if trace is not None else ())
     writer = None
@@ -155,9 +160,7 @@ async def run_up(
                         store_address=cluster.store_address,
                         on_ready=on_ready,
                     )
-                    async for signum in signals:
-                        print(f"\nkemu: {signal.Signals(signum).name}: stopping", flush=True)
-                        break
+                    await first_stop(signals, parent_pid)
                     launcher.stopping = True  # no more `kemu broker` commands
                     control_tg.cancel_scope.cancel()
                 cluster.stop_brokers()

@@ -56,6 +56,7 @@ class KemuServer:
         args = [
             sys.executable, "-m", "cluster.cli", "up", "--port", "0", "--brokers", "1",
             "--log-dir", str(self.workdir / "logs"), "--cluster-file", str(self.cluster_file),
+            "--parent-pid", str(os.getpid()),  # it stops if the fuzzer is killed
         ]  # fmt: skip
         if self.processes:
             args.append("--processes")

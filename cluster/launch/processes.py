@@ -14,7 +14,9 @@ shutdown: the whole cluster goes, there is nowhere to move leaders), waits for t
 (SIGKILL after a deadline) and stops the store. A child that dies meanwhile is reported
 on stderr; the store expires its session after its timeout and the cluster carries on.
 Children run in their own sessions (a terminal's Ctrl-C reaches the launcher only, which
-stops them in order) and stop by themselves if the launcher disappears.
+stops them in order) and stop by themselves if the launcher disappears; the launcher, given
+``--parent-pid``, stops them as on SIGTERM once the program that started it is gone
+(``cluster.launch.watchdog``).
 
 The launcher owns the children, so ``kemu broker stop|kill|start ID`` reaches it, through
 the control endpoint of ``cluster.launch.control``: kill is a SIGKILL of the broker's process,
@@ -67,6 +69,7 @@ from cluster.launch.control import (
     wait_unregistered,
 )
 from cluster.launch.ports import free_ports
+from cluster.launch.watchdog import first_stop
 from cluster.logging import configured, log_options
 from cluster.network import Network, TcpTransport
 from cluster.network.auth import new_secret
@@ -549,9 +552,11 @@ async def run_up_processes(
     cluster_file: Path,
     trace: Path | None,
     on_ready: Callable[[], None] = lambda: None,
+    parent_pid: int | None = None,
 ) -> int:
     """``kemu up --processes``: as ``kemu up``, with one process per broker; ``on_ready``
-    is called once the cluster is up and its cluster file written."""
+    is called once the cluster is up and its cluster file written; ``parent_pid``: stop
+    once that process is gone, as on SIGTERM."""
     tracer = Tracer()
     writer = None
     if trace is not None:  # the launcher's own events (the store's): brokers trace nothing
@@ -561,7 +566,7 @@ async def run_up_processes(
     cluster = ProcessCluster(spec, tracer=tracer, clock=RealClock())
     try:
         with unwrap_kemu_error():  # the task groups wrap what fails in them
-            await _launch(spec, cluster, cluster_file, started, on_ready)
+            await _launch(spec, cluster, cluster_file, started, on_ready, parent_pid)
     finally:
         release_cluster_file(cluster_file)
         if writer is not None:
@@ -576,6 +581,7 @@ async def _launch(
     cluster_file: Path,
     started: float,
     on_ready: Callable[[], None],
+    parent_pid: int | None,
 ) -> None:
     publisher = Publisher(cluster_file, spec, store="", secret=cluster.secret)
 
@@ -605,15 +611,15 @@ async def _launch(
     # half-way through stopping its children.
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_stop_on_signal, signals, cluster)  # even while starting
+            tg.start_soon(_stop_on_signal, signals, cluster, parent_pid)  # even while starting
             async with anyio.create_task_group() as control_tg:
                 await cluster.run(functools.partial(announce, control_tg))
                 control_tg.cancel_scope.cancel()
             tg.cancel_scope.cancel()
 
 
-async def _stop_on_signal(signals: AsyncIterator[int], cluster: ProcessCluster) -> None:
-    async for signum in signals:
-        print(f"\nkemu: {signal.Signals(signum).name}: stopping", flush=True)
-        cluster.stop()
-        return
+async def _stop_on_signal(
+    signals: AsyncIterator[int], cluster: ProcessCluster, parent_pid: int | None
+) -> None:
+    await first_stop(signals, parent_pid)
+    cluster.stop()

@@ -3,6 +3,7 @@ another process reaches the store of a running ``kemu up``."""
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import sys
@@ -139,6 +140,8 @@ async def test_another_process_reads_the_store_of_a_running_cluster(tmp_path: Pa
         str(tmp_path / "logs"),
         "--cluster-file",
         str(cluster_file),
+        "--parent-pid",
+        str(os.getpid()),
     ]
     with log.open("wb") as stderr:
         up = await anyio.open_process(command, cwd=ROOT, stderr=stderr)

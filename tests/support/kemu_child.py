@@ -5,6 +5,7 @@ full pipe; ``stop`` sends SIGINT and waits, which flushes the trace file."""
 
 from __future__ import annotations
 
+import os
 import resource
 import signal
 import socket
@@ -41,7 +42,7 @@ class KemuChild:
         args = [
             sys.executable, "-m", "cluster.cli", "up", "--port", "0", "--brokers", "1",
             "--log-dir", str(self.tmp / "logs"), "--cluster-file", str(self.tmp / "c.json"),
-            "--trace", str(self.trace_file),
+            "--trace", str(self.trace_file), "--parent-pid", str(os.getpid()),
         ]  # fmt: skip
         with self.output_file.open("wb") as output:
             self.process = subprocess.Popen(

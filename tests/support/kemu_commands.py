@@ -41,7 +41,8 @@ class KemuUp:
         port = [] if "--listeners" in extra else ["--port", "0"]  # the listener has its port
         self.args = [
             sys.executable, "-m", "cluster.cli", "up", *port, "--brokers", "3",
-            "--log-dir", str(tmp / "logs"), "--cluster-file", str(self.cluster_file), *extra,
+            "--log-dir", str(tmp / "logs"), "--cluster-file", str(self.cluster_file),
+            "--parent-pid", str(os.getpid()), *extra,
         ]  # fmt: skip
         self.output = ""
         self.process: subprocess.Popen[bytes] | None = None
