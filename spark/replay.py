@@ -9,8 +9,11 @@ store results, their outputs compared with the recorded ones). With ``--engine l
 (the default, ``replay_local``) the runs are replayed one after the other in this
 process; with Spark (``replay_runs``) each run is one Spark task and the driver collects
 one ``RunReplay`` per run. Either way the same report follows: ``replay.json`` under
-``--out`` and one line per run on the terminal. The exit status is non-zero when any run
-diverges or cannot be replayed.
+``--out`` and one line per run on the terminal; under a run that diverged, a second line
+when the run's ``summary.json`` names other code than the code replaying it
+(``actors.runtime.code_identity``: "the runs were made by different code: X vs Y", as
+``kemu trace diff`` says it), since a replay then diverges wherever the two differ. The
+exit status is non-zero when any run diverges or cannot be replayed.
 
 On Spark the tasks need the ``actors`` package importable on the executors (an installed
 kemu, or ``--py-files`` with spark-submit).
@@ -36,6 +39,7 @@ from actors.controller.replay import (
     replay_events,
     replay_trace,
 )
+from actors.runtime.code_identity import code_identity, different_code, recorded_code
 from protocol.trace import TraceEvent
 from spark.engine import Engine, choose_engine
 from spark.progress import Progress
@@ -48,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ReplayReport",
     "RunOutcome",
+    "code_note",
     "replay_command",
     "replay_local",
     "replay_runs",
@@ -267,6 +272,14 @@ def summary_line(outcome: RunOutcome) -> str:
     )
 
 
+def code_note(item: TraceInput) -> str | None:
+    """For a run that diverged: that it was recorded by other code than the code replaying
+    it (the identity its run directory's ``summary.json`` names against this process's),
+    as ``kemu trace diff`` says it of two runs; ``None`` when the code is the same or the
+    recording names none (a trace of ``kemu up --trace``, a Parquet export)."""
+    return different_code(recorded_code(item.path.with_name("summary.json")), code_identity())
+
+
 def replay_command(
     paths: Sequence[str],
     *,
@@ -299,8 +312,13 @@ def replay_command(
             stack.enter_context(progress.spark_stages(spark))
             with progress.stage(f"replaying {len(inputs)} runs, one task each"):
                 report = replay_runs(spark, inputs, patch=patch)
+    recorded = {item.run: item for item in inputs}
     for outcome in report.runs:
         echo(summary_line(outcome))
+        if outcome.status == "diverged" and outcome.label in recorded:
+            note = code_note(recorded[outcome.label])
+            if note is not None:
+                echo(f"  {note}")
     echo(
         f"{len(report.runs)} runs: {report.matched} match, {report.diverged} diverged, "
         f"{report.errors} could not be replayed"

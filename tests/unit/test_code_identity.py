@@ -1,6 +1,7 @@
 """A run's summary names the kemu code that made it: the same code gives the same
 identity in every process, a copy of the source with one file changed gives another,
-and a comparison of two runs made by different code says so."""
+and a comparison of two runs made by different code (a trace diff, a replay that
+diverges) says so."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ from actors.runtime.code_identity import (
     source_digest,
 )
 from cluster.cli.main import main
+from spark.replay import replay_command
+from tests.support.planted import no_delete_phase
 from tests.support.source import KEMU_ROOT
 from tests.support.traces import assert_same_trace
 
@@ -132,3 +135,47 @@ def test_a_trace_diff_of_runs_made_by_different_code_says_so(
     printed = capsys.readouterr().out
     assert f"  {different_code(there, here)}\n" in printed
     assert "the runs were made by different code: kemu" in printed
+
+
+@pytest.mark.slow  # one chaos run and three local replays: about 15 s on a loaded machine
+def test_a_replay_that_diverges_on_a_run_made_by_other_code_says_so(tmp_path: Path) -> None:
+    """``kemu trace replay`` of a run whose summary names other code than the replaying
+    code's: a divergence is followed by the line naming both codes; the same divergence
+    on a run made by this code, and a match on the other code's run, say nothing of it."""
+    run = ("chaos", "run", str(SCENARIO), "--seed", "1", "--deterministic", "--quiet")
+    assert main([*run, "--out", str(tmp_path / "here")]) == 0
+    here = tmp_path / "here" / "create-delete-all-up" / "seed-1"
+    other = tmp_path / "other" / "create-delete-all-up" / "seed-1"
+    shutil.copytree(here, other)
+    summary = json.loads((other / "summary.json").read_text())
+    summary["code"]["source_sha256"] = "0" * 64  # as if another checkout had made it
+    (other / "summary.json").write_text(json.dumps(summary))
+    there = recorded_code(other / "summary.json")
+    assert there is not None
+    note = different_code(there, code_identity())
+    assert note is not None
+    assert note.startswith("the runs were made by different code: kemu ")
+
+    def replay(run_dir: Path, *, changed: bool) -> tuple[int, list[str]]:
+        lines: list[str] = []
+        code = replay_command(
+            [str(run_dir)],
+            echo=lines.append,
+            engine="local",
+            patch=no_delete_phase if changed else None,
+        )
+        return code, lines
+
+    code, lines = replay(other, changed=True)
+    assert code == 1
+    assert lines[0].startswith("DIVERGED  create-delete-all-up/seed-1: ")
+    assert lines[1] == f"  {note}"
+    assert lines[2] == "1 runs: 0 match, 1 diverged, 0 could not be replayed"
+
+    code, lines = replay(here, changed=True)  # the same divergence, made by this code
+    assert code == 1
+    assert lines[0].startswith("DIVERGED  ")
+    assert lines[1] == "1 runs: 0 match, 1 diverged, 0 could not be replayed"
+
+    code, lines = replay(other, changed=False)  # other code, but no divergence
+    assert (code, lines[0].split()[0], len(lines)) == (0, "MATCH", 2)
