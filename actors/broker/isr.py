@@ -157,10 +157,18 @@ class LeaderIsr(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         for r in replicas:
             if r == leader:
                 continue
-            known = kept.get(r, FollowerState())
+            caught_up = now_ms if r in isr else NEVER_MS
+            known = kept.get(r)
+            if known is None:  # a new leader's followers: built once, not copied
+                followers[r] = FollowerState(
+                    last_caught_up_time_ms=caught_up,
+                    last_fetch_leader_log_end_offset=log_end_offset,
+                    last_fetch_time_ms=now_ms,
+                )
+                continue
             followers[r] = msgspec.structs.replace(
                 known,
-                last_caught_up_time_ms=now_ms if r in isr else NEVER_MS,
+                last_caught_up_time_ms=caught_up,
                 last_fetch_leader_log_end_offset=log_end_offset,
                 last_fetch_time_ms=now_ms,
             )

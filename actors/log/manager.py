@@ -1040,29 +1040,33 @@ class LogManager(Actor):
     async def _get_or_create_batch(self, logs: tuple[GetOrCreateLog, ...]) -> LogsCreated:
         """Every log of one LeaderAndIsr; the event loop gets a turn every
         ``_LOGS_PER_CHECKPOINT`` logs (a yield only, so the virtual clock does not move
-        and deterministic runs stay identical)."""
-        results = []
+        and deterministic runs stay identical). Each log's outcome is built once, from
+        the request's own names (no ``LogCreated`` in between: a bulk creation's broker
+        answers for 3,000 logs)."""
+        results: list[LogOutcome] = []
+        append = results.append
+        dir_names = self._dir_names
         for i, request in enumerate(logs):
             if i and i % _LOGS_PER_CHECKPOINT == 0:
                 await anyio.lowlevel.checkpoint()
-            tp = request.topic_partition
+            topic, partition = request.topic, request.partition
             try:
-                created = self._get_or_create(
-                    tp, is_new=request.is_new, leader_epoch=request.leader_epoch
+                log_dir, _, start, end, high_watermark = self._get_or_create_offsets(
+                    TopicPartition(topic, partition),
+                    is_new=request.is_new,
+                    leader_epoch=request.leader_epoch,
                 )
             except KafkaApiError as exc:
-                results.append(
-                    LogOutcome(topic=tp.topic, partition=tp.partition, error_code=exc.code)
-                )
+                append(LogOutcome(topic=topic, partition=partition, error_code=exc.code))
             else:
-                results.append(
+                append(
                     LogOutcome(
-                        topic=tp.topic,
-                        partition=tp.partition,
-                        log_dir=created.log_dir,
-                        log_start_offset=created.log_start_offset,
-                        log_end_offset=created.log_end_offset,
-                        high_watermark=created.high_watermark,
+                        topic=topic,
+                        partition=partition,
+                        log_dir=dir_names[log_dir],
+                        log_start_offset=start,
+                        log_end_offset=end,
+                        high_watermark=high_watermark,
                     )
                 )
         return LogsCreated(results=tuple(results))
@@ -1070,25 +1074,10 @@ class LogManager(Actor):
     def _get_or_create(
         self, tp: TopicPartition, *, is_new: bool, leader_epoch: int | None = None
     ) -> LogCreated:
-        """``LogManager.getOrCreateLog``, then, for a new leader, its epoch started at the
-        log end (``Partition.makeLeader``). A log created just now is empty: its epoch
-        goes straight into the checkpoint file it is created with, nothing is opened."""
-        log_dir, created = self._get_or_create_dir(tp, is_new=is_new, leader_epoch=leader_epoch)
-        if created or tp in self._fresh:
-            start = end = high_watermark = 0
-            if not created and leader_epoch is not None and self._fresh[tp] != leader_epoch:
-                self._write_fresh_epoch(tp, log_dir, leader_epoch)
-        else:
-            log = self._log(tp)
-            if leader_epoch is not None:
-                self._guard(
-                    tp,
-                    log,
-                    lambda: log.maybe_assign_epoch_start_offset(leader_epoch, log.log_end_offset),
-                )
-            start, end = log.log_start_offset, log.log_end_offset
-            checkpointed = self._hw_rows[log_dir].get(tp) or 0
-            high_watermark = min(max(checkpointed, start), end)
+        """``LogManager.getOrCreateLog`` for one partition (``_get_or_create_offsets``)."""
+        log_dir, created, start, end, high_watermark = self._get_or_create_offsets(
+            tp, is_new=is_new, leader_epoch=leader_epoch
+        )
         return LogCreated(
             topic=tp.topic,
             partition=tp.partition,
@@ -1098,6 +1087,32 @@ class LogManager(Actor):
             log_end_offset=end,
             high_watermark=high_watermark,
         )
+
+    def _get_or_create_offsets(
+        self, tp: TopicPartition, *, is_new: bool, leader_epoch: int | None
+    ) -> tuple[Path, bool, int, int, int]:
+        """``LogManager.getOrCreateLog``, then, for a new leader, its epoch started at the
+        log end (``Partition.makeLeader``): the log's dir, whether it was created now, its
+        start and end offsets and high watermark. A log created just now is empty: its
+        epoch goes straight into the checkpoint file it is created with, nothing is
+        opened."""
+        log_dir, created = self._get_or_create_dir(tp, is_new=is_new, leader_epoch=leader_epoch)
+        if created:
+            return log_dir, True, 0, 0, 0
+        if tp in self._fresh:
+            if leader_epoch is not None and self._fresh[tp] != leader_epoch:
+                self._write_fresh_epoch(tp, log_dir, leader_epoch)
+            return log_dir, False, 0, 0, 0
+        log = self._log(tp)
+        if leader_epoch is not None:
+            self._guard(
+                tp,
+                log,
+                lambda: log.maybe_assign_epoch_start_offset(leader_epoch, log.log_end_offset),
+            )
+        start, end = log.log_start_offset, log.log_end_offset
+        checkpointed = self._hw_rows[log_dir].get(tp) or 0
+        return log_dir, False, start, end, min(max(checkpointed, start), end)
 
     def _get_or_create_dir(
         self, tp: TopicPartition, *, is_new: bool, leader_epoch: int | None = None

@@ -39,6 +39,24 @@ def test_scale_run_counts_every_partition_online_and_removes_its_log_dirs(tmp_pa
     assert list(tmp_path.iterdir()) == []
 
 
+def test_scale_row_splits_the_answer_into_the_floor_and_the_rest_and_says_the_miss() -> None:
+    """Row [8]'s split line: the answer, the log dirs' floor in it, kemu's own work (the
+    rest) and by how much the 10 s goal was missed or met."""
+    split = bench._scale_time_split  # the line row [8] prints
+    assert split(14.603, 6.969) == (
+        "answered in 14.603 s, of which the floor 6.969 s and kemu's own work 7.634 s:"
+        " the 10 s goal missed by 4.603 s"
+    )
+    assert split(4.5, 2.0) == (
+        "answered in 4.500 s, of which the floor 2.000 s and kemu's own work 2.500 s:"
+        " within the 10 s goal by 5.500 s"
+    )
+    assert split(12.0, 13.0) == (
+        "answered in 12.000 s, of which the floor 13.000 s (the floor measured apart took"
+        " longer): the 10 s goal missed by 2.000 s"
+    )
+
+
 @pytest.mark.slow  # six brokers, a shutdown and a failover
 def test_failover_run_times_a_controlled_shutdown_and_a_controller_failover(
     tmp_path: Path,
@@ -159,6 +177,9 @@ def test_bench_rows_7_and_8_print_the_campaign_ratio_and_the_scale_run(tmp_path:
     assert "its 600 log dirs alone" in out
     create_line = next(line for line in out.splitlines() if "until CreateTopics answers" in line)
     assert create_line.endswith("s  OK")  # 200 partitions: well inside the 10 s goal
+    split = next(line for line in out.splitlines() if line.startswith("  answered in "))
+    assert ", of which the floor " in split
+    assert "s goal by " in split  # within the goal, by how much
     assert "  the process's CPU time meanwhile " in out
     rss_line = next(line for line in out.splitlines() if line.startswith("  peak RSS"))
     assert rss_line.endswith("GB  OK")
