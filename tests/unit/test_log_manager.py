@@ -7,11 +7,12 @@ sleeps on the node's virtual clock or waits for a traced event with a deadline.
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import anyio
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from actors.log.disk import Disk, DiskOp, FaultyDisk
@@ -19,6 +20,7 @@ from actors.log.manager import (
     DEFAULT_CHECKPOINT_INTERVAL,
     LogDirKind,
     _CheckpointRows,
+    _uuid4_hex,
     checkpoint_file,
     delete_dir_name,
     meta_properties,
@@ -212,32 +214,45 @@ def test_creations_are_checkpointed_together_once_per_interval(tmp_path: Path) -
 @given(
     st.lists(
         st.tuples(
-            st.sampled_from(["add", "remove", "render"]),
+            st.sampled_from(["add", "remove", "set", "render"]),
             st.sampled_from(["a", "b", "a.b", "a-1"]),
             st.integers(0, 12),
+            st.integers(0, 3),
         ),
-        max_size=60,
+        max_size=80,
     )
 )
+@example([("add", "a", 0, 1), ("render", "a", 0, 0), ("remove", "a", 0, 0), ("add", "a", 0, 2)])
 def test_checkpoint_rows_render_what_offsets_checkpoint_writes(
-    steps: list[tuple[str, str, int]],
+    steps: list[tuple[str, str, int, int]],
 ) -> None:
-    """However logs come and go between renders, the rows render as ``offsets_checkpoint``
-    of the hosted logs (sorted by topic, then partition)."""
+    """However logs come, go (and come back) and change offsets between renders, the rows
+    render as ``offsets_checkpoint`` of the hosted logs (sorted by topic, then
+    partition)."""
     rows = _CheckpointRows()
-    hosted: set[TopicPartition] = set()
-    for action, topic, partition in steps:
+    hosted: dict[TopicPartition, int] = {}
+    for action, topic, partition, offset in steps:
         tp = TopicPartition(TopicName(topic), partition)
         if action == "add" and tp not in hosted:
-            rows.add(tp)
-            hosted.add(tp)
+            rows.add(tp, offset)
+            hosted[tp] = offset
         elif action == "remove" and tp in hosted:
             rows.remove(tp)
-            hosted.discard(tp)
+            del hosted[tp]
+        elif action == "set" and tp in hosted:
+            rows.set(tp, offset)
+            hosted[tp] = offset
         elif action == "render":
-            assert rows.render() == offsets_checkpoint((h, 0) for h in hosted)
+            assert rows.render() == offsets_checkpoint(hosted.items())
         assert len(rows) == len(hosted)
-    assert rows.render() == offsets_checkpoint((h, 0) for h in hosted)
+        assert all(rows.get(h) == o for h, o in hosted.items())
+    assert rows.render() == offsets_checkpoint(hosted.items())
+
+
+@given(st.integers(0, 2**128 - 1))
+def test_a_deleted_logs_unique_id_is_a_version_4_uuid_of_the_bits_drawn(bits: int) -> None:
+    """The id in ``<topic>-<p>.<id>-delete`` is ``UUID(int=bits, version=4).hex``."""
+    assert _uuid4_hex(bits) == uuid.UUID(int=bits, version=4).hex
 
 
 def test_with_no_checkpoint_interval_each_request_is_checkpointed_at_once(
