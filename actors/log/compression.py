@@ -16,7 +16,9 @@ clients write:
   frame reader, which skips checksums (the batch CRC covers the bytes): message format
   v0's frames carry the checksum Kafka computed over the magic too;
 * zstd: zstd frames (``ZstdOutputStream``, librdkafka's ``ZSTD_compressStream``), with or
-  without their content size, one after the other.
+  without their content size, one after the other. A frame cut short is malformed, as
+  zstd-jni's ``ZstdInputStream`` (which Kafka reads them with) throws an ``IOException``
+  for a truncated source once it needs bytes past the cut.
 
 Anything malformed raises ``CompressionError``.
 
@@ -29,7 +31,6 @@ LZ4 frame of 64 KiB independent blocks with no checksums but the header's, as
 
 from __future__ import annotations
 
-import io
 import struct
 import zlib
 from typing import Final
@@ -61,10 +62,7 @@ def decompress(codec: int, data: bytes) -> bytes:
         if codec == _LZ4:
             return _lz4_frame(data)
         if codec == _ZSTD:
-            reader = zstandard.ZstdDecompressor().stream_reader(
-                io.BytesIO(data), read_across_frames=True
-            )
-            return reader.read()
+            return _zstd(data)
     except (
         IndexError,
         struct.error,
@@ -74,6 +72,21 @@ def decompress(codec: int, data: bytes) -> bytes:
     ) as exc:
         raise CompressionError(f"a batch of codec {codec} does not decompress: {exc}") from None
     raise CompressionError(f"cannot decompress codec {codec}: no such compression type")
+
+
+def _zstd(data: bytes) -> bytes:
+    """The zstd frames of ``data`` one after the other, decompressed; each must end."""
+    out = []
+    rest = data
+    while rest:
+        frame = zstandard.ZstdDecompressor().decompressobj()
+        out.append(frame.decompress(rest))
+        if not frame.eof:
+            raise CompressionError(
+                f"a batch of codec {_ZSTD} does not decompress: truncated source"
+            )
+        rest = frame.unused_data
+    return b"".join(out)
 
 
 def decompress_stream(codec: int, data: bytes | memoryview) -> tuple[bytes, bool]:

@@ -570,7 +570,10 @@ async def test_offsets_for_times_finds_the_record_inside_a_compressed_batch(
 async def test_compressed_records_that_do_not_read_get_kafkas_codes(cluster: Cluster) -> None:
     """Produce v8 batches whose compressed records a 2.7 broker cannot read: bytes that
     are not gzip under the gzip codec, UNKNOWN_SERVER_ERROR (its stream's
-    ``KafkaException``); a gzip stream cut inside the records, INVALID_RECORD; both
+    ``KafkaException``); a gzip stream cut inside the records, INVALID_RECORD (the
+    ``EOFException`` is a premature EOF); a snappy, lz4 or zstd stream missing its last
+    byte, UNKNOWN_SERVER_ERROR (``SnappyInputStream``, ``KafkaLZ4BlockInputStream`` and
+    ``ZstdInputStream`` throw a plain ``IOException`` for a source cut short); all
     with the log start offset and no message, and nothing written. A Produce v2 with a
     v1 gzip wrapper whose value is not gzip: UNKNOWN_SERVER_ERROR too."""
     now = [int(time.time() * 1000)] * 3
@@ -581,10 +584,17 @@ async def test_compressed_records_that_do_not_read_get_kafkas_codes(cluster: Clu
     squeezer = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
     cut = (squeezer.compress(records) + squeezer.flush())[:-20]
     truncated = fix_crc(set_field(gzip[:61] + cut, "batch_length", 49 + len(cut)))
+    last_byte_cut = [  # the records all decompress; the stream's end does not
+        fix_crc(set_field(whole[:-1], "batch_length", len(whole) - 13))
+        for whole in (
+            client_batch([b"a", b"b", b"c"], timestamps=now, codec=codec) for codec in (2, 3, 4)
+        )
+    ]
     before = log_bytes(cluster, BOUNDED, 0)
     for batch, code in [
         (fix_crc(bytes(garbled)), ErrorCode.UNKNOWN_SERVER_ERROR),
         (truncated, ErrorCode.INVALID_RECORD),
+        *((cut_batch, ErrorCode.UNKNOWN_SERVER_ERROR) for cut_batch in last_byte_cut),
     ]:
         (answer,) = (await produce(cluster, 8, BOUNDED, {0: batch})).values()
         assert (answer.error_code, answer.base_offset) == (code, -1)

@@ -8,7 +8,7 @@ import pytest
 
 from actors.log.compression import CompressionError, compress, decompress, xxh32
 
-SNAPPY, LZ4 = 2, 3
+SNAPPY, LZ4, ZSTD = 2, 3, 4
 RECORDS = b"".join(b"key-%06d value-%s;" % (i, b"abc" * (i % 7)) for i in range(20_000))
 
 
@@ -47,10 +47,19 @@ def test_message_format_v0s_lz4_checksum_reads_though_the_library_refuses_it() -
 
 @pytest.mark.parametrize(
     ("codec", "cut"),
-    [(SNAPPY, 40), (LZ4, 40)],
-    ids=["snappy", "lz4"],
+    [(SNAPPY, 40), (LZ4, 40), (ZSTD, 40), (ZSTD, -1), (ZSTD, -4)],
+    ids=["snappy", "lz4", "zstd", "zstd-last-byte", "zstd-last-4-bytes"],
 )
 def test_a_cut_stream_is_a_compression_error(codec: int, cut: int) -> None:
+    """A stream cut anywhere before its end does not decompress: a zstd frame missing
+    even its last byte is refused (zstd-jni's truncated source)."""
     packed = compress(codec, RECORDS)
     with pytest.raises(CompressionError):
         decompress(codec, packed[:cut])
+
+
+def test_zstd_frames_one_after_the_other_read_as_one_stream() -> None:
+    """Two whole zstd frames back to back decompress to both payloads, as
+    ``ZstdInputStream`` reads across frames."""
+    packed = compress(ZSTD, RECORDS) + compress(ZSTD, b"more")
+    assert decompress(ZSTD, packed) == RECORDS + b"more"
