@@ -7,10 +7,12 @@ come from different code rather than from nondeterminism. ``code_identity`` name
 this process imported: kemu's version, a SHA-256 over the files of its four packages as
 found on the import path (``actors``, ``cluster``, ``protocol``, ``spark``; their paths
 and bytes, ``__pycache__`` and dotfiles left out), and the git commit when the packages sit
-in a git checkout whose packages have no uncommitted change (git is not required). It is
-computed once per process. The digest, not the commit, decides whether two identities
-name the same code (``different_code``): the same files give the same identity wherever
-they are.
+in a git checkout whose packages have no uncommitted change (git is not required), and the
+runtime under kemu that a deterministic trace depends on as much as on kemu's own files:
+the Python version (asyncio schedules every task) and the versions of
+``TRACE_DEPENDENCIES``. It is computed once per process. The digest and the runtime, not
+the commit, decide whether two identities name the same code (``different_code``): the
+same files on the same runtime give the same identity wherever they are.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import functools
 import hashlib
 import importlib.metadata
 import importlib.util
+import platform
 import shutil
 import subprocess
 from pathlib import Path
@@ -28,6 +31,7 @@ import msgspec
 
 __all__ = [
     "PACKAGES",
+    "TRACE_DEPENDENCIES",
     "CodeIdentity",
     "code_identity",
     "different_code",
@@ -37,6 +41,11 @@ __all__ = [
 
 PACKAGES: Final = ("actors", "cluster", "protocol", "spark")
 """kemu's packages: the source the digest covers."""
+
+TRACE_DEPENDENCIES: Final = ("anyio", "msgspec")
+"""The distributions a deterministic run's trace depends on beyond kemu's source: anyio
+runs every actor's task group and memory stream (the order tasks run in), msgspec encodes
+every message and trace line."""
 
 GIT_TIMEOUT: Final = 10.0
 """Seconds each git command may take before the commit is left out."""
@@ -48,19 +57,33 @@ SHOWN_DIGITS: Final = 12
 class CodeIdentity(msgspec.Struct, frozen=True, kw_only=True):
     """``source_sha256``: ``source_digest`` of the imported packages; ``commit``: the git
     commit they were checked out from, ``None`` when not a git checkout, git is missing
-    or the packages have uncommitted changes."""
+    or the packages have uncommitted changes; ``runtime``: the version of Python
+    (``python``) and of each of ``TRACE_DEPENDENCIES`` (``None`` where not installed), ``None``
+    in a summary written before the field existed."""
 
     version: str
     source_sha256: str
     commit: str | None = None
+    runtime: dict[str, str | None] | None = None
 
-    def label(self) -> str:
-        """One line for people: ``kemu 0.1.0 source 1a2b3c4d5e6f (commit 0123abcd4567)``."""
+    def label(self, runtime: tuple[str, ...] = ()) -> str:
+        """One line for people: ``kemu 0.1.0 source 1a2b3c4d5e6f (commit 0123abcd4567)``,
+        followed by ``with anyio 4.16.0`` for each name of ``runtime``."""
         where = f"commit {self.commit[:SHOWN_DIGITS]}" if self.commit else "no clean git commit"
-        return f"kemu {self.version} source {self.source_sha256[:SHOWN_DIGITS]} ({where})"
+        line = f"kemu {self.version} source {self.source_sha256[:SHOWN_DIGITS]} ({where})"
+        known = self.runtime or {}
+        return "".join([line, *(f" with {name} {known.get(name)}" for name in runtime)])
+
+    def runtime_differences(self, other: CodeIdentity) -> tuple[str, ...]:
+        """The names whose runtime versions differ, where both identities know theirs."""
+        if self.runtime is None or other.runtime is None:
+            return ()
+        names = sorted(self.runtime.keys() | other.runtime.keys())
+        return tuple(n for n in names if self.runtime.get(n) != other.runtime.get(n))
 
     def same_code(self, other: CodeIdentity) -> bool:
-        return (self.version, self.source_sha256) == (other.version, other.source_sha256)
+        same_source = (self.version, self.source_sha256) == (other.version, other.source_sha256)
+        return same_source and not self.runtime_differences(other)
 
 
 def different_code(a: CodeIdentity | None, b: CodeIdentity | None) -> str | None:
@@ -69,7 +92,8 @@ def different_code(a: CodeIdentity | None, b: CodeIdentity | None) -> str | None
     field existed)."""
     if a is None or b is None or a.same_code(b):
         return None
-    return f"the runs were made by different code: {a.label()} vs {b.label()}"
+    runtime = a.runtime_differences(b)
+    return f"the runs were made by different code: {a.label(runtime)} vs {b.label(runtime)}"
 
 
 class _Recorded(msgspec.Struct):
@@ -116,7 +140,19 @@ def code_identity() -> CodeIdentity:
         version=version,
         source_sha256=source_digest(directories),
         commit=_clean_commit(directories),
+        runtime=_runtime(),
     )
+
+
+def _runtime() -> dict[str, str | None]:
+    """The versions of Python and of ``TRACE_DEPENDENCIES`` this process runs."""
+    versions: dict[str, str | None] = {"python": platform.python_version()}
+    for name in TRACE_DEPENDENCIES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
 
 
 def _package_directories() -> dict[str, Path]:

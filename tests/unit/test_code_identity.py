@@ -5,8 +5,10 @@ diverges) says so."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -17,6 +19,7 @@ import pytest
 
 from actors.runtime.code_identity import (
     PACKAGES,
+    TRACE_DEPENDENCIES,
     CodeIdentity,
     code_identity,
     different_code,
@@ -100,6 +103,34 @@ def test_a_changed_source_file_gives_another_identity(tmp_path: Path) -> None:
         f" {after.source_sha256[:12]} (no clean git commit) vs kemu {before.version}"
         f" source {before.source_sha256[:12]} (no clean git commit)"
     )
+
+
+def test_the_identity_names_the_runtime_a_trace_depends_on() -> None:
+    """The identity carries the versions of Python, anyio and msgspec this process runs;
+    the same source on another version of one of them is other code, and the sentence
+    names the versions that differ; a summary from before the field existed is compared
+    on its source alone."""
+    here = code_identity()
+    assert here.runtime == {
+        "python": platform.python_version(),
+        **{name: importlib.metadata.version(name) for name in TRACE_DEPENDENCIES},
+    }
+    assert set(TRACE_DEPENDENCIES) >= {"anyio", "msgspec"}
+    older = msgspec.structs.replace(here, runtime={**here.runtime, "anyio": "4.0.0"})
+    assert different_code(here, older) == (
+        f"the runs were made by different code: {here.label()} with anyio"
+        f" {here.runtime['anyio']} vs {here.label()} with anyio 4.0.0"
+    )
+    assert different_code(here, msgspec.structs.replace(here, runtime=dict(here.runtime))) is None
+    unknown = msgspec.structs.replace(here, runtime=None)
+    assert different_code(here, unknown) is None
+    decoded = msgspec.json.decode(
+        b'{"version":"%s","source_sha256":"%s"}'
+        % (here.version.encode(), here.source_sha256.encode()),
+        type=CodeIdentity,
+    )
+    assert decoded.runtime is None
+    assert different_code(decoded, here) is None
 
 
 @pytest.mark.slow  # two chaos runs and a trace diff: about 25 s on a loaded machine
