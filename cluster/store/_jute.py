@@ -21,7 +21,8 @@ closing header.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+
+import msgspec
 
 __all__ = [
     "OP_CHECK",
@@ -116,9 +117,10 @@ def multi_request(xid: int, ops: list[bytes]) -> bytes:
     return b"".join((_REQUEST_HEADER.pack(xid, OP_MULTI), *ops, _END))
 
 
-@dataclass(frozen=True, slots=True)
-class RawStat:
-    """A znode's stat as ZooKeeper sends it (the attribute names of aiozk's ``Stat``)."""
+class RawStat(msgspec.Struct, frozen=True, gc=False):
+    """A znode's stat as ZooKeeper sends it (the attribute names of aiozk's ``Stat``).
+    The reply values here are ``gc=False`` structs (immutable, no cycle possible): a bulk
+    deletion reads 31,000 multi replies, and the cyclic collector need not walk them."""
 
     created_zxid: int
     last_modified_zxid: int
@@ -133,16 +135,14 @@ class RawStat:
     last_modified_children: int
 
 
-@dataclass(frozen=True, slots=True)
-class OpReply:
+class OpReply(msgspec.Struct, frozen=True, gc=False):
     """One op's result in a multi reply: the created path, the stat (create2, set)."""
 
     path: str | None = None
     stat: RawStat | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class MultiReply:
+class MultiReply(msgspec.Struct, frozen=True, gc=False):
     """Per op, its ``OpReply`` or the error code it failed with (``0``/``-2``: an op
     rolled back because another one failed); ``failed`` if any did."""
 
@@ -187,8 +187,7 @@ def parse_multi_reply(payload: bytes) -> MultiReply:
             raise ValueError(f"unexpected op type {kind} in a multi reply")
 
 
-@dataclass(frozen=True, slots=True)
-class ChildrenReply:
+class ChildrenReply(msgspec.Struct, frozen=True, gc=False):
     """A ``getChildren`` reply: the names, in the server's order."""
 
     children: list[str]
@@ -206,8 +205,7 @@ def parse_children_reply(payload: bytes) -> ChildrenReply:
     return ChildrenReply(names)
 
 
-@dataclass(frozen=True, slots=True)
-class DataReply:
+class DataReply(msgspec.Struct, frozen=True, gc=False):
     """A ``getData`` reply: the znode's data (``None`` for a null buffer, as aiozk reads
     it) and its stat (the attribute names of aiozk's ``GetDataResponse``)."""
 

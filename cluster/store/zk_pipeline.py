@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import anyio
 from aiozk.states import States
 
+from actors.runtime.tracer import Tracer
 from cluster.store.zk_client import CALL_FRACTION, AiozkSession, check_serialized
 from cluster.store.zk_translate import FOREIGN_ERRORS, translate
 from protocol.errors import ConnectionLossError, SessionExpiredError, StoreError
@@ -61,6 +62,10 @@ class PipelineHost(Protocol):
     def kemu_unusable_error(self) -> StoreError:
         """The error of a call on a session that expired or was closed."""
 
+    @property
+    def tracer(self) -> Tracer:
+        """The tracer ``trace`` emits to (checked first: ``Tracer.enabled``)."""
+
     def trace(self, op: str, path: str, result: str, **fields: Any) -> None: ...
 
 
@@ -87,7 +92,10 @@ async def run_pipeline(host: PipelineHost, items: list[Any], how: Pipeline) -> l
     pipelining resumes, if not every request left fails so at once (none was sent). Once
     the session expires or is closed, the rest fail with that error."""
     zk = host.kemu_zk
-    todo = deque(_Pipelined(item, how.path(item)) for item in items)
+    # The items not sent yet; each becomes a ``_Pipelined`` only when it is sent, so the
+    # entries of a batch of thousands die young, a window at a time, instead of living
+    # (and being promoted through the cyclic collector's generations) for the whole batch.
+    todo = deque(items)
     outcomes: list[Any] = []
     inflight: deque[_Pipelined] = deque()
     with host.kemu_cancellable():
@@ -96,11 +104,11 @@ async def run_pipeline(host: PipelineHost, items: list[Any], how: Pipeline) -> l
                 if host.kemu_alive() and zk.state == States.CONNECTED:
                     _send(zk, todo, inflight, how)
                 elif not inflight:
-                    outcome = await how.lone(todo.popleft().item)
+                    outcome = await how.lone(todo.popleft())
                     outcomes.append(outcome)
                     if isinstance(outcome, ConnectionLossError) and zk.state != States.CONNECTED:
                         while todo:  # not sent: the connection did not come back
-                            lost = todo.popleft()
+                            lost = _entry(todo.popleft(), how)
                             lost.outcome = ConnectionLossError(f"{lost.path}: {outcome}")
                             outcomes.append(_traced_outcome(host, lost, how))
                     continue
@@ -108,7 +116,8 @@ async def run_pipeline(host: PipelineHost, items: list[Any], how: Pipeline) -> l
             if entry.outcome is None:
                 await _await_reply(host, entry, inflight, how)
             outcomes.append(_traced_outcome(host, entry, how))
-    for entry in (*inflight, *todo):  # the session expired or was closed meanwhile
+    # the session expired or was closed meanwhile
+    for entry in (*inflight, *(_entry(item, how) for item in todo)):
         if entry.outcome is None:
             entry.outcome = host.kemu_unusable_error()
             _abandon(entry)
@@ -116,19 +125,23 @@ async def run_pipeline(host: PipelineHost, items: list[Any], how: Pipeline) -> l
     return outcomes
 
 
-def _send(
-    zk: AiozkSession, todo: deque[_Pipelined], inflight: deque[_Pipelined], how: Pipeline
-) -> None:
+def _entry(item: Any, how: Pipeline) -> _Pipelined:
+    return _Pipelined(item, how.path(item))
+
+
+def _send(zk: AiozkSession, todo: deque[Any], inflight: deque[_Pipelined], how: Pipeline) -> None:
     """Send the next of ``todo`` up to the window, in one write. A request that cannot be
     sent (a bad path or op, too big) is decided at once, in its place."""
     conn = zk.conn
     frames: list[tuple[int, Any, bytes]] = []
     sent: list[_Pipelined] = []
+    path, request_of = how.path, how.request
     while todo and len(inflight) < WINDOW:
-        entry = todo.popleft()
+        item = todo.popleft()
+        entry = _Pipelined(item, path(item))
         inflight.append(entry)
         try:
-            request = how.request(entry.item)
+            request = request_of(item)
             zk.xid = zk.xid + 1 if zk.xid < 0x7FFFFFFF else 1  # as aiozk's Session.send
             payload = request.serialize(zk.xid)
             check_serialized(len(payload))
@@ -195,6 +208,10 @@ def _retrieve(future: asyncio.Future[Any]) -> None:
 def _traced_outcome(host: PipelineHost, entry: _Pipelined, how: Pipeline) -> Any:
     outcome = entry.outcome
     assert outcome is not None
+    tracer = host.tracer
+    if not tracer.enabled:  # counted, not built (``Tracer.skip``)
+        tracer.skip()
+        return outcome
     result = type(outcome).__name__ if isinstance(outcome, StoreError) else "ok"
     host.trace(how.op, entry.path, result, **how.fields(entry.item))
     return outcome

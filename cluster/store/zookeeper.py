@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from enum import Enum
 from types import TracebackType
-from typing import Any, assert_never
+from typing import Any, assert_never, cast
 
 import anyio
 from aiozk import protocol as zk_proto
@@ -166,6 +166,8 @@ class ZooKeeperSession(StoreSession):
         # our own client must not take the session back meanwhile (see kemu_expire).
         self._killing: asyncio.Event | None = None
         self._last_check: tuple[tuple[str, int], bytes] = (("", 0), b"")  # see _op_bytes
+        self._checked = CheckResult(path="")  # see _op_result
+        self._features_of: tuple[Any, bool] = (None, True)  # see _creates_with_stat
         self._zk = AiozkSession(store.servers, timeout, self)
 
     # -- the StoreSession interface
@@ -383,11 +385,10 @@ class ZooKeeperSession(StoreSession):
         replies = response.responses
         if response.failed:
             raise TransactionFailedError(multi_errors([op.path for op in ops], replies))
-        return tuple(
-            self._op_result(op, r)
-            for op, r in zip(ops, replies, strict=True)
-            if not isinstance(r, int)
-        )
+        # A multi that did not fail holds no error code (``_jute.MultiReply``).
+        done = cast("tuple[_jute.OpReply, ...]", replies)
+        op_result = self._op_result
+        return tuple([op_result(op, r) for op, r in zip(ops, done, strict=True)])
 
     async def close(self) -> None:
         """Close the session: the server deletes its ephemerals before it answers. Runs to
@@ -629,10 +630,18 @@ class ZooKeeperSession(StoreSession):
                 await self._call(zk_proto.DeleteRequest(path=child, version=-1), child)
 
     def _creates_with_stat(self) -> bool:
-        """Whether the server knows ``create2`` (3.5+), which also returns the stat."""
+        """Whether the server knows ``create2`` (3.5+), which also returns the stat: known
+        once per connection (aiozk's ``Features`` is built anew on every call, and every
+        multi asks)."""
         conn = self._zk.conn
+        if conn is not None and conn is self._features_of[0]:
+            return self._features_of[1]
         version = conn.version_info if conn is not None else None
-        return version is None or bool(Features(version).create_with_stat)
+        if version is None:
+            return True
+        creates = bool(Features(version).create_with_stat)
+        self._features_of = (conn, creates)
+        return creates
 
     def _create_request(
         self, full: str, data: bytes, *, ephemeral: bool = False, sequential: bool = False
@@ -671,7 +680,10 @@ class ZooKeeperSession(StoreSession):
     def _op_result(self, op: StoreOp, reply: _jute.OpReply) -> OpResult:
         match op:
             case CheckOp(path=path):
-                return CheckResult(path=path)
+                # The same check (the controller epoch's) guards every multi of a batch.
+                if self._checked.path != path:
+                    self._checked = CheckResult(path=path)
+                return self._checked
             case CreateOp():
                 assert reply.path is not None
                 return CreateResult(path=self._own(reply.path))
@@ -785,6 +797,10 @@ class ZooKeeperSession(StoreSession):
         # If the owner closed its end of the stream, it no longer listens.
         with suppress(BrokenResourceError, ClosedResourceError):
             self._send.send_nowait(event)
+
+    @property
+    def tracer(self) -> Tracer:
+        return self._store.tracer
 
     def trace(self, op: str, path: str, result: str, **fields: Any) -> None:
         self._store.tracer.emit(

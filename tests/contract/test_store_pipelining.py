@@ -257,7 +257,7 @@ def test_multi_replies_are_read_as_aiozk_reads_them() -> None:
     for mine, aiozk_stat in ((ours[1], theirs[1].stat), (ours[3], theirs[3].stat)):
         assert mine.stat is not None  # type: ignore[union-attr]
         assert mine.stat == _jute.RawStat(  # type: ignore[union-attr]
-            **{name: getattr(aiozk_stat, name) for name in _jute.RawStat.__slots__}
+            **{name: getattr(aiozk_stat, name) for name in _jute.RawStat.__struct_fields__}
         )
     assert ours[5] == -101
     assert theirs[5].error_code == -101
@@ -283,7 +283,7 @@ def test_reads_are_read_as_aiozk_reads_them() -> None:
         ours = _jute.parse_data_reply(reply)
         assert ours.data == theirs.data == (None if size < 0 else data)
         assert ours.stat == _jute.RawStat(
-            **{name: getattr(theirs.stat, name) for name in _jute.RawStat.__slots__}
+            **{name: getattr(theirs.stat, name) for name in _jute.RawStat.__struct_fields__}
         )
         assert ours.stat.version == 5
 
