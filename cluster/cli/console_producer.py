@@ -13,7 +13,11 @@ chunks.
 Producer settings as the tool's: ``acks`` 1 unless ``--request-required-acks`` or
 ``--producer-property acks=...`` say otherwise (0, 1, -1 or all); ``compression.type``
 (or ``--compression-codec``) none or gzip; ``max.block.ms`` is how long to wait for the
-topic's metadata and for each send. A send the broker refuses is logged on stderr as
+topic's metadata and for each send. A send answered with a retriable error (no leader,
+not enough replicas, ...) is sent again after ``retry.backoff.ms``, at most ``retries``
+times (3, ``ConsoleProducer``'s default, where a Java producer's own is unbounded; a lost
+connection is retried until the deadline, not counted), then refused. A send the broker
+refuses is logged on stderr as
 Kafka's ``ErrorLoggingCallback`` logs it through the tools' log4j layout (``[%d] %p %m
 (%c)``), one entry per record, the exception's class and message on the next line (the
 broker's Produce v8 ``error_message``, else the error's default message; a 2.7 producer
@@ -45,7 +49,7 @@ from cluster.cli.client_tools import (
     usage_text,
 )
 from cluster.cli.jopt import Option, OptionError, Options, parse
-from cluster.kafka.client import KafkaDataClient, produce_exception
+from cluster.kafka.client import KafkaDataClient, int_config, produce_exception
 from cluster.kafka.records import ProducerRecord, encode_batch
 from protocol.errors import ErrorCode, KafkaApiError
 
@@ -74,6 +78,9 @@ USAGE: Final = usage_text(
     "This tool helps to read data from standard input and publish it to Kafka.", SPECS
 )
 READ_BYTES: Final = 1 << 16  # the most one read of stdin takes
+DEFAULT_RETRIES: Final = 3
+"""``retries`` unless the producer properties say otherwise: ``ConsoleProducer``'s
+``--message-send-max-retries`` default, where a Java producer's own is unbounded."""
 
 
 def murmur2(data: bytes) -> int:
@@ -185,6 +192,7 @@ async def produce(argv: Sequence[str], *, stdin: Stdin, err: TextIO) -> int:
     props = client_config(opts, "producer-property", "producer.config")
     acks = _acks(opts, props)
     compression = _compression(opts, props)
+    retries = int_config(props, "retries", DEFAULT_RETRIES, minimum=0)
     props.setdefault("client.id", "console-producer")
     clock = RealClock()
     rng = random.Random()
@@ -203,7 +211,9 @@ async def produce(argv: Sequence[str], *, stdin: Stdin, err: TextIO) -> int:
             for partition, records in by_partition.items():
                 batch = encode_batch(records, compression=compression)
                 try:
-                    answer = await client.produce(topic, partition, batch, acks=acks)
+                    answer = await client.produce(
+                        topic, partition, batch, acks=acks, retries=retries
+                    )
                     code, message = answer.error_code, answer.error_message
                 except KafkaApiError as exc:
                     code, message = exc.code, exc.detail

@@ -127,6 +127,7 @@ __all__ = [
     "KafkaTimeoutError",
     "UnsupportedVersionError",
     "api_error",
+    "int_config",
     "load_properties",
     "node_api_versions",
     "node_metadata",
@@ -378,7 +379,10 @@ def parse_bootstrap_servers(servers: str) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
-def _int_config(props: Mapping[str, str], name: str, default: int, *, minimum: int) -> int:
+def int_config(props: Mapping[str, str], name: str, default: int, *, minimum: int) -> int:
+    """An INT client config (``ConfigDef``'s parsing): ``default`` when absent;
+    ``ClientConfigError`` with Kafka's ``ConfigException`` message when not a number or
+    below ``minimum``."""
     raw = props.get(name)
     if raw is None:
         return default
@@ -409,9 +413,9 @@ class AdminClientConfig:
         """Raises ``ClientConfigError`` with Kafka's ``ConfigException`` message."""
         return cls(
             client_id=props.get("client.id", "").strip() or DEFAULT_CLIENT_ID,
-            request_timeout_ms=_int_config(props, "request.timeout.ms", 30_000, minimum=0),
-            default_api_timeout_ms=_int_config(props, "default.api.timeout.ms", 60_000, minimum=0),
-            retry_backoff_ms=_int_config(props, "retry.backoff.ms", 100, minimum=0),
+            request_timeout_ms=int_config(props, "request.timeout.ms", 30_000, minimum=0),
+            default_api_timeout_ms=int_config(props, "default.api.timeout.ms", 60_000, minimum=0),
+            retry_backoff_ms=int_config(props, "retry.backoff.ms", 100, minimum=0),
         )
 
 
@@ -1243,9 +1247,12 @@ class KafkaDataClient(KafkaAdminClient):
         *,
         acks: int = 1,
         timeout_ms: int | None = None,
+        retries: int | None = None,
     ) -> ProducePartitionResponse:
         """Send one partition's records (one v2 batch). With ``acks`` 0 nothing comes back:
-        the answer is an empty success."""
+        the answer is an empty success. A retriable error is sent again until the deadline,
+        at most ``retries`` times if given (the producer's ``retries``, counted as
+        ``Sender.canRetry`` counts a batch's attempts), then answered as it is."""
         name = TopicName(topic)
         request = ProduceRequestData(
             acks=acks,
@@ -1266,7 +1273,7 @@ class KafkaDataClient(KafkaAdminClient):
             return response.responses[0].partition_responses[0]
 
         return await self._leader_call(
-            "produce", name, partition, request, ProduceResponseData, answer
+            "produce", name, partition, request, ProduceResponseData, answer, retries=retries
         )
 
     async def fetch_positions(
@@ -1375,9 +1382,12 @@ class KafkaDataClient(KafkaAdminClient):
         request: KafkaApiRequestData,
         expected: type[R],
         answer: Callable[[R], P],
+        *,
+        retries: int | None = None,
     ) -> P:
         """Send ``request`` to the partition's leader until it is answered without a
-        retriable error, or the deadline passes (then the last error is raised)."""
+        retriable error, or the deadline passes (then the last error is raised), or it was
+        answered with one ``retries`` times more (then that answer is returned)."""
         deadline = self._clock.now() + self.config.default_api_timeout_ms / 1000
         last: ErrorCode | None = None
         while True:
@@ -1401,6 +1411,10 @@ class KafkaDataClient(KafkaAdminClient):
             result = answer(response)
             code = getattr(result, "error_code", ErrorCode.NONE)
             if code in RETRIABLE_PARTITION_ERRORS:
+                if retries is not None:
+                    if retries <= 0:
+                        return result
+                    retries -= 1
                 last = code
                 self._leaders.pop((topic, partition), None)
                 await self._backoff(deadline)

@@ -647,6 +647,49 @@ async def test_console_producer_logs_refused_sends_as_kafkas_tool(cluster: Clust
     assert sum(log_bytes(cluster, COMPACTED, p) for p in (0, 1)) > before
 
 
+@pytest.mark.parametrize(("retries", "attempts"), [(None, 4), ("0", 1), ("2", 3)])
+async def test_console_producer_retries_a_retriable_error_then_logs_it(
+    cluster: Cluster, retries: str | None, attempts: int
+) -> None:
+    """``kemu console-producer`` with acks=all to a partition whose ISR is below
+    ``min.insync.replicas`` sends its batch again on NOT_ENOUGH_REPLICAS as often as the
+    producer's ``retries`` allow (3 by default, ``ConsoleProducer``'s
+    ``--message-send-max-retries``), then logs the record with Kafka's exception and
+    exits 0; nothing is written."""
+    name = f"short-isr-{retries}"
+    async with KafkaAdminClient(bootstrap(cluster)) as admin:
+        (created,) = await admin.create_topics([topic(name, {"min.insync.replicas": "2"})])
+    assert created.error_code is ErrorCode.NONE
+    sink = MemorySink()
+    cluster.tracer.add_sink(sink)
+    err = io.StringIO()
+    argv = ["--bootstrap-server", bootstrap(cluster), "--topic", name]
+    argv += ["--producer-property", "acks=all", "--property", "parse.key=true"]
+    if retries is not None:
+        argv += ["--producer-property", f"retries={retries}"]
+    status = await anyio.to_thread.run_sync(
+        lambda: console_producer.main(argv, stdin=io.BytesIO(b"k\tv\n"), err=err)
+    )
+    assert status == 0
+    logged = [m.groupdict() for m in LOGGED_ERROR.finditer(err.getvalue())]
+    assert logged == [
+        {
+            "topic": name,
+            "key": "1 bytes",
+            "value": "1 bytes",
+            "exception": "org.apache.kafka.common.errors.NotEnoughReplicasException: "
+            "Messages are rejected since there are fewer in-sync replicas than required.",
+        }
+    ]
+    produces = [
+        e
+        for e in sink.of("event", "kafka_request")
+        if e.fields["api_key"] == 0 and e.fields["client_id"] == "console-producer"
+    ]
+    assert len(produces) == attempts
+    assert sum(log_bytes(cluster, name, p) for p in (0, 1)) == 0
+
+
 async def test_a_compressed_batch_with_misnumbered_records_is_rebuilt(cluster: Cluster) -> None:
     """Records whose offset deltas are not 0..n-1 make Kafka rebuild the batch
     (``validateMessagesAndAssignOffsetsCompressed`` turns ``inPlaceAssignment`` off;
