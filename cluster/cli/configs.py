@@ -45,6 +45,7 @@ from cluster.kafka.client import (
     AdminClientConfig,
     KafkaAdminClient,
     api_error,
+    exception_class,
     load_properties,
 )
 from protocol import zkdata
@@ -135,13 +136,6 @@ _SOURCE_NAMES: Final = {
     ConfigSource.DEFAULT_CONFIG: "DEFAULT_CONFIG",
     ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG: "DYNAMIC_BROKER_LOGGER_CONFIG",
     ConfigSource.UNKNOWN: "UNKNOWN",
-}
-_EXCEPTIONS: Final = {
-    ErrorCode.INVALID_CONFIG: "InvalidConfigurationException",
-    ErrorCode.INVALID_REQUEST: "InvalidRequestException",
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "UnknownTopicOrPartitionException",
-    ErrorCode.INVALID_TOPIC_EXCEPTION: "InvalidTopicException",
-    ErrorCode.POLICY_VIOLATION: "PolicyViolationException",
 }
 _CONFIG_EXCEPTION: Final = "org.apache.kafka.common.config.ConfigException"
 _OUTSIDE_BRACKETS: Final = r"(?=[^\]]*(?:\[|$))"
@@ -235,10 +229,10 @@ def _check_args(opts: Options) -> tuple[str, str | None]:
 
 def _refusal(code: ErrorCode, message: str | None, argv: Sequence[str]) -> BrokerRefusal:
     exc = api_error(code, message)
-    name = _EXCEPTIONS.get(code, "KafkaException")
+    name = exception_class(code, "org.apache.kafka.common.errors.KafkaException")
     return BrokerRefusal(
         f"Error while executing config command with args '{' '.join(argv)}'\n"
-        f"java.util.concurrent.ExecutionException: org.apache.kafka.common.errors.{name}: {exc}"
+        f"java.util.concurrent.ExecutionException: {name}: {exc}"
     )
 
 

@@ -88,6 +88,7 @@ from cluster.kafka.client import (
     KafkaClientError,
     KafkaDataClient,
     KafkaTimeoutError,
+    exception_class,
     load_properties,
 )
 from protocol import jvm
@@ -293,29 +294,6 @@ GROUP_MESSAGES: Final = {
     ),
 }
 """``Errors.java``'s messages of the group errors (the others: ``ERROR_MESSAGES``)."""
-_EXCEPTIONS: Final = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "UnknownTopicOrPartitionException",
-    ErrorCode.LEADER_NOT_AVAILABLE: "LeaderNotAvailableException",
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: "NotLeaderOrFollowerException",
-    ErrorCode.REQUEST_TIMED_OUT: "TimeoutException",
-    ErrorCode.INVALID_TOPIC_EXCEPTION: "InvalidTopicException",
-    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "TopicAuthorizationException",
-    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: "CoordinatorLoadInProgressException",
-    ErrorCode.COORDINATOR_NOT_AVAILABLE: "CoordinatorNotAvailableException",
-    ErrorCode.NOT_COORDINATOR: "NotCoordinatorException",
-    ErrorCode.ILLEGAL_GENERATION: "IllegalGenerationException",
-    ErrorCode.INVALID_GROUP_ID: "InvalidGroupIdException",
-    ErrorCode.UNKNOWN_MEMBER_ID: "UnknownMemberIdException",
-    ErrorCode.REBALANCE_IN_PROGRESS: "RebalanceInProgressException",
-    ErrorCode.GROUP_AUTHORIZATION_FAILED: "GroupAuthorizationException",
-    ErrorCode.NON_EMPTY_GROUP: "GroupNotEmptyException",
-    ErrorCode.GROUP_ID_NOT_FOUND: "GroupIdNotFoundException",
-    ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC: "GroupSubscribedToTopicException",
-    ErrorCode.UNSUPPORTED_VERSION: "UnsupportedVersionException",
-}
-"""Error code -> its exception class in ``org.apache.kafka.common.errors``."""
-
-
 TP = tuple[str, int]
 
 
@@ -325,8 +303,7 @@ def _message(code: ErrorCode) -> str:
 
 def _exception(code: ErrorCode, message: str | None = None) -> str:
     """The ``toString`` of the exception Kafka's client raises for ``code``."""
-    name = _EXCEPTIONS.get(code, "UnknownServerException")
-    return f"org.apache.kafka.common.errors.{name}: {message or _message(code)}"
+    return f"{exception_class(code)}: {message or _message(code)}"
 
 
 def _unrepresentable(group: str) -> KafkaApiError:

@@ -48,10 +48,10 @@ from cluster.cli.jopt import Option, Options, option_lines, parse
 from cluster.cli.kafka_tools import duplicates, json_node
 from cluster.cli.store_command import report_failure, store_address, with_session
 from cluster.kafka.client import (
-    ERROR_MESSAGES,
     AdminClientConfig,
     KafkaAdminClient,
     KafkaTimeoutError,
+    java_exception,
     load_properties,
 )
 from protocol import jvm, zkdata
@@ -250,26 +250,6 @@ async def elect_preferred_leaders(
 
 
 # ============================================================================ the admin client path
-
-_EXCEPTIONS: Final = {
-    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE: "PreferredLeaderNotAvailableException",
-    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE: "EligibleLeadersNotAvailableException",
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "UnknownTopicOrPartitionException",
-    ErrorCode.INVALID_TOPIC_EXCEPTION: "InvalidTopicException",
-    ErrorCode.NOT_CONTROLLER: "NotControllerException",
-    ErrorCode.REQUEST_TIMED_OUT: "TimeoutException",
-    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "ClusterAuthorizationException",
-    ErrorCode.INVALID_REQUEST: "InvalidRequestException",
-}
-"""Error code -> the class (in ``org.apache.kafka.common.errors``) of Kafka's exception."""
-
-
-def java_exception(code: ErrorCode, message: str | None) -> str:
-    """The exception's ``toString``: ``Errors.exception(message)``, whose message is the
-    error's own when the response carries none."""
-    name = _EXCEPTIONS.get(code, "UnknownServerException")
-    text = message if message is not None else ERROR_MESSAGES.get(code)
-    return f"org.apache.kafka.common.errors.{name}" + (f": {text}" if text else "")
 
 
 class ElectionCommandFailed(KemuError):

@@ -32,6 +32,7 @@ from cluster.kafka.client import (
     AdminClientConfig,
     KafkaAdminClient,
     KafkaClientError,
+    exception_class,
     load_properties,
 )
 from protocol.errors import ErrorCode
@@ -70,12 +71,6 @@ SPECS: Final = (
 SUMMARY: Final = "This tool helps to query log directory usage on the specified brokers."
 USAGE: Final = "\n".join(["Option  Description", *option_lines(SPECS)])
 
-_EXCEPTIONS: Final = {
-    ErrorCode.KAFKA_STORAGE_ERROR: "org.apache.kafka.common.errors.KafkaStorageException",
-}
-"""A log dir's error code -> the class ``LogDirDescription.error`` holds (any other code:
-``UnknownServerException``)."""
-
 
 def log_dirs_json(
     answers: Mapping[BrokerId, DescribeLogDirsResponseData], topics: frozenset[str]
@@ -86,13 +81,8 @@ def log_dirs_json(
     for broker_id, answer in answers.items():
         dirs = []
         for result in answer.results:
-            error = (
-                None
-                if result.error_code is ErrorCode.NONE
-                else _EXCEPTIONS.get(
-                    result.error_code, "org.apache.kafka.common.errors.UnknownServerException"
-                )
-            )
+            code = result.error_code  # LogDirDescription.error: the code's exception class
+            error = None if code is ErrorCode.NONE else exception_class(code)
             partitions = sorted(
                 (str(t.name), p.partition_index, p.partition_size, p.offset_lag, p.is_future_key)
                 for t in result.topics

@@ -50,7 +50,7 @@ from cluster.cli.reassign_plan import (
     sorted_partitions,
     throttled_entities,
 )
-from cluster.kafka.client import ERROR_MESSAGES, KafkaAdminClient, api_error
+from cluster.kafka.client import KafkaAdminClient, api_error, java_exception
 from protocol import jvm
 from protocol.control import TopicPartition
 from protocol.errors import ErrorCode, KafkaApiError
@@ -68,7 +68,6 @@ __all__ = [
     "CANNOT_EXECUTE_BECAUSE_OF_EXISTING",
     "YOU_MUST_RUN_VERIFY_PERIODICALLY",
     "AdminReassignCommand",
-    "java_exception",
 ]
 
 CANNOT_EXECUTE_BECAUSE_OF_EXISTING: Final = (
@@ -84,28 +83,6 @@ YOU_MUST_RUN_VERIFY_PERIODICALLY: Final = (
 LOG_DIRS_NOT_SERVED: Final = (
     'kemu serves no AlterReplicaLogDirs: give every replica the log dir "any"'
 )
-
-_EXCEPTIONS: Final = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "UnknownTopicOrPartitionException",
-    ErrorCode.INVALID_REPLICA_ASSIGNMENT: "InvalidReplicaAssignmentException",
-    ErrorCode.NO_REASSIGNMENT_IN_PROGRESS: "NoReassignmentInProgressException",
-    ErrorCode.INVALID_REQUEST: "InvalidRequestException",
-    ErrorCode.INVALID_CONFIG: "InvalidConfigurationException",
-    ErrorCode.NOT_CONTROLLER: "NotControllerException",
-    ErrorCode.REQUEST_TIMED_OUT: "TimeoutException",
-    ErrorCode.INVALID_TOPIC_EXCEPTION: "InvalidTopicException",
-    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "ClusterAuthorizationException",
-    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "TopicAuthorizationException",
-}
-"""Error code -> its exception class in ``org.apache.kafka.common.errors``."""
-
-
-def java_exception(code: ErrorCode, message: str | None) -> str:
-    """What ``ExecutionException.getMessage`` says of an admin call that failed with
-    ``code``: the cause's ``toString``, its message the broker's or the error's own."""
-    name = _EXCEPTIONS.get(code, "UnknownServerException")
-    text = message if message is not None else ERROR_MESSAGES.get(code)
-    return f"org.apache.kafka.common.errors.{name}" + (f": {text}" if text else "")
 
 
 def _failed(error: KafkaApiError) -> ReassignCommandError:

@@ -117,6 +117,7 @@ from protocol.kafka_data import (
 __all__ = [
     "CLIENT_MAX_VERSIONS",
     "ERROR_MESSAGES",
+    "JAVA_EXCEPTIONS",
     "RETRIABLE_PARTITION_ERRORS",
     "AdminClientConfig",
     "ClientConfigError",
@@ -127,7 +128,9 @@ __all__ = [
     "KafkaTimeoutError",
     "UnsupportedVersionError",
     "api_error",
+    "exception_class",
     "int_config",
+    "java_exception",
     "load_properties",
     "node_api_versions",
     "node_metadata",
@@ -227,48 +230,72 @@ ERROR_MESSAGES: Final[Mapping[ErrorCode, str]] = {
 """Kafka's default message of each error code a topic or console command can meet
 (``Errors.java``): what the exception says when the broker sent no message."""
 
-PRODUCE_EXCEPTIONS: Final[Mapping[ErrorCode, str]] = {
-    ErrorCode.UNKNOWN_SERVER_ERROR: "org.apache.kafka.common.errors.UnknownServerException",
-    ErrorCode.CORRUPT_MESSAGE: "org.apache.kafka.common.errors.CorruptRecordException",
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: (
-        "org.apache.kafka.common.errors.UnknownTopicOrPartitionException"
-    ),
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: "org.apache.kafka.common.errors.NotLeaderOrFollowerException",
-    ErrorCode.REQUEST_TIMED_OUT: "org.apache.kafka.common.errors.TimeoutException",
-    ErrorCode.MESSAGE_TOO_LARGE: "org.apache.kafka.common.errors.RecordTooLargeException",
-    ErrorCode.INVALID_TOPIC_EXCEPTION: "org.apache.kafka.common.errors.InvalidTopicException",
-    ErrorCode.RECORD_LIST_TOO_LARGE: "org.apache.kafka.common.errors.RecordBatchTooLargeException",
-    ErrorCode.NOT_ENOUGH_REPLICAS: "org.apache.kafka.common.errors.NotEnoughReplicasException",
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: (
-        "org.apache.kafka.common.errors.NotEnoughReplicasAfterAppendException"
-    ),
-    ErrorCode.INVALID_REQUIRED_ACKS: "org.apache.kafka.common.errors.InvalidRequiredAcksException",
-    ErrorCode.INVALID_TIMESTAMP: "org.apache.kafka.common.errors.InvalidTimestampException",
-    ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT: (
-        "org.apache.kafka.common.errors.UnsupportedForMessageFormatException"
-    ),
-    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER: (
-        "org.apache.kafka.common.errors.OutOfOrderSequenceException"
-    ),
-    ErrorCode.INVALID_PRODUCER_EPOCH: (
-        "org.apache.kafka.common.errors.InvalidProducerEpochException"
-    ),
-    ErrorCode.KAFKA_STORAGE_ERROR: "org.apache.kafka.common.errors.KafkaStorageException",
-    ErrorCode.UNSUPPORTED_COMPRESSION_TYPE: (
-        "org.apache.kafka.common.errors.UnsupportedCompressionTypeException"
-    ),
+_ERRORS: Final = "org.apache.kafka.common.errors."
+JAVA_EXCEPTIONS: Final[Mapping[ErrorCode, str]] = {
+    ErrorCode.UNKNOWN_SERVER_ERROR: _ERRORS + "UnknownServerException",
+    ErrorCode.CORRUPT_MESSAGE: _ERRORS + "CorruptRecordException",
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: _ERRORS + "UnknownTopicOrPartitionException",
+    ErrorCode.LEADER_NOT_AVAILABLE: _ERRORS + "LeaderNotAvailableException",
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: _ERRORS + "NotLeaderOrFollowerException",
+    ErrorCode.REQUEST_TIMED_OUT: _ERRORS + "TimeoutException",
+    ErrorCode.MESSAGE_TOO_LARGE: _ERRORS + "RecordTooLargeException",
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: _ERRORS + "CoordinatorLoadInProgressException",
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: _ERRORS + "CoordinatorNotAvailableException",
+    ErrorCode.NOT_COORDINATOR: _ERRORS + "NotCoordinatorException",
+    ErrorCode.INVALID_TOPIC_EXCEPTION: _ERRORS + "InvalidTopicException",
+    ErrorCode.RECORD_LIST_TOO_LARGE: _ERRORS + "RecordBatchTooLargeException",
+    ErrorCode.NOT_ENOUGH_REPLICAS: _ERRORS + "NotEnoughReplicasException",
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: _ERRORS + "NotEnoughReplicasAfterAppendException",
+    ErrorCode.INVALID_REQUIRED_ACKS: _ERRORS + "InvalidRequiredAcksException",
+    ErrorCode.ILLEGAL_GENERATION: _ERRORS + "IllegalGenerationException",
+    ErrorCode.INVALID_GROUP_ID: _ERRORS + "InvalidGroupIdException",
+    ErrorCode.UNKNOWN_MEMBER_ID: _ERRORS + "UnknownMemberIdException",
+    ErrorCode.REBALANCE_IN_PROGRESS: _ERRORS + "RebalanceInProgressException",
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: _ERRORS + "TopicAuthorizationException",
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: _ERRORS + "GroupAuthorizationException",
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: _ERRORS + "ClusterAuthorizationException",
+    ErrorCode.INVALID_TIMESTAMP: _ERRORS + "InvalidTimestampException",
+    ErrorCode.UNSUPPORTED_VERSION: _ERRORS + "UnsupportedVersionException",
+    ErrorCode.INVALID_REPLICA_ASSIGNMENT: _ERRORS + "InvalidReplicaAssignmentException",
+    ErrorCode.INVALID_CONFIG: _ERRORS + "InvalidConfigurationException",
+    ErrorCode.NOT_CONTROLLER: _ERRORS + "NotControllerException",
+    ErrorCode.INVALID_REQUEST: _ERRORS + "InvalidRequestException",
+    ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT: _ERRORS + "UnsupportedForMessageFormatException",
+    ErrorCode.POLICY_VIOLATION: _ERRORS + "PolicyViolationException",
+    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER: _ERRORS + "OutOfOrderSequenceException",
+    ErrorCode.INVALID_PRODUCER_EPOCH: _ERRORS + "InvalidProducerEpochException",
+    ErrorCode.KAFKA_STORAGE_ERROR: _ERRORS + "KafkaStorageException",
+    ErrorCode.NON_EMPTY_GROUP: _ERRORS + "GroupNotEmptyException",
+    ErrorCode.GROUP_ID_NOT_FOUND: _ERRORS + "GroupIdNotFoundException",
+    ErrorCode.UNSUPPORTED_COMPRESSION_TYPE: _ERRORS + "UnsupportedCompressionTypeException",
+    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE: _ERRORS + "PreferredLeaderNotAvailableException",
+    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE: _ERRORS + "EligibleLeadersNotAvailableException",
+    ErrorCode.NO_REASSIGNMENT_IN_PROGRESS: _ERRORS + "NoReassignmentInProgressException",
+    ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC: _ERRORS + "GroupSubscribedToTopicException",
     ErrorCode.INVALID_RECORD: "org.apache.kafka.common.InvalidRecordException",
 }
-"""The exception class ``Errors.exception`` makes of each error a Produce can answer (Kafka
-2.7's ``Errors.java``; ``InvalidRecordException`` moved out of ``errors`` in 2.6)."""
+"""The class of the exception ``Errors.exception`` makes of each error code a kemu tool
+can meet (Kafka 2.7's ``Errors.java``; ``InvalidRecordException`` moved out of
+``errors`` in 2.6): the one table the tools print Java's exceptions from."""
+
+
+def exception_class(code: ErrorCode, default: str = _ERRORS + "UnknownServerException") -> str:
+    """The class of ``code``'s exception (``default`` for a code not in the table)."""
+    return JAVA_EXCEPTIONS.get(code, default)
+
+
+def java_exception(code: ErrorCode, message: str | None) -> str:
+    """The exception's ``toString`` (``Errors.exception(message)``): its class, and the
+    broker's message, or the error's own when the response carries none (None)."""
+    text = message if message is not None else ERROR_MESSAGES.get(code)
+    return exception_class(code) + (f": {text}" if text else "")
 
 
 def produce_exception(code: ErrorCode, message: str | None) -> str:
     """What Java prints of the exception a 2.7 producer fails a send with
     (``Sender.completeBatch``: ``error.exception(response.errorMessage)``): its class and
     the broker's ``error_message`` (Produce v8), else the error's default message."""
-    name = PRODUCE_EXCEPTIONS.get(code, "org.apache.kafka.common.errors.UnknownServerException")
-    return f"{name}: {message or ERROR_MESSAGES.get(code, code.name)}"
+    return f"{exception_class(code)}: {message or ERROR_MESSAGES.get(code, code.name)}"
 
 
 DEFAULT_CLIENT_ID: Final = "adminclient-1"

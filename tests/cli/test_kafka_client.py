@@ -23,7 +23,9 @@ from cluster.kafka.client import (
     KafkaTimeoutError,
     UnsupportedVersionError,
     api_error,
+    java_exception,
     load_properties,
+    produce_exception,
 )
 from cluster.kafka.listener import (
     KafkaRequest,
@@ -345,3 +347,19 @@ def test_bootstrap_servers_are_validated() -> None:
         KafkaAdminClient("x")
     with pytest.raises(ClientConfigError, match="No resolvable bootstrap urls"):
         KafkaAdminClient(" , ")
+
+
+def test_the_tools_name_each_errors_java_exception_from_one_table() -> None:
+    """An error code prints as the class ``Errors.exception`` makes of it (with the
+    broker's message, else the error's own), ``InvalidRecordException`` outside
+    ``errors`` as in 2.7."""
+    assert java_exception(ErrorCode.NOT_ENOUGH_REPLICAS, None) == (
+        "org.apache.kafka.common.errors.NotEnoughReplicasException: Messages are rejected "
+        "since there are fewer in-sync replicas than required."
+    )
+    assert java_exception(ErrorCode.NOT_CONTROLLER, "x") == (
+        "org.apache.kafka.common.errors.NotControllerException: x"
+    )
+    assert produce_exception(ErrorCode.INVALID_RECORD, "bad") == (
+        "org.apache.kafka.common.InvalidRecordException: bad"
+    )
