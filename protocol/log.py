@@ -555,9 +555,14 @@ class CleanupLogs(Message, frozen=True, kw_only=True):
 
 class CleanCompactedLogs(Message, frozen=True, kw_only=True):
     """The log manager's cleaner timer fired (Kafka's ``CleanerThread``, every
-    ``log.cleaner.backoff.ms``): compact the filthiest compacted logs."""
+    ``log.cleaner.backoff.ms``): compact the filthiest compacted logs. ``resume``: the
+    manager's own message to run the next step of the round in progress (a round runs
+    in steps, each its own message, so that the messages that came meanwhile go first);
+    a timer's message while a round is in progress is dropped."""
 
     local_only = True
+
+    resume: bool = False
 
 
 class LogStart(msgspec.Struct, frozen=True, kw_only=True):

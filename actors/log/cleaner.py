@@ -17,13 +17,14 @@ swaps each cleaned segment in through ``.swap`` files, which a restart completes
 Where kemu differs: the offset map has no size bound (Kafka's dedupe buffer may cut a
 round short); control batches and transactional state are not looked at (kemu keeps no
 transactions); a batch that loses all its records goes, also the last of its producer
-(Kafka keeps an empty one there); there is one cleaner, run on the log manager's actor,
-without an I/O throttle. docs/log-format.md ("Compaction").
+(Kafka keeps an empty one there); there is one cleaner, run on the log manager's actor
+in steps of ``CLEAN_STEP_BYTES`` (``cleaning``), without an I/O throttle.
+docs/log-format.md ("Compaction").
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,9 +43,11 @@ from actors.log.segment import LogSegment
 
 __all__ = [
     "CLEANER_OFFSET_CHECKPOINT",
+    "CLEAN_STEP_BYTES",
     "CleanResult",
     "LogToClean",
     "clean",
+    "cleaning",
     "filthiest_log",
     "log_to_clean",
 ]
@@ -54,6 +57,17 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 (``LogCleanerManager.offsetCheckpointFile``), in the offset checkpoint format."""
 
 _INT32_MAX = 2**31 - 1
+
+CLEAN_STEP_BYTES = 1 << 20
+"""How many bytes of batches a clean reads between two of its steps (``cleaning``): a
+step of a 100 MB log's clean is tens of milliseconds of CPU, not the whole clean's
+seconds (docs/log-format.md, "Compaction")."""
+
+Steps = Generator[None, None, "CleanResult"]
+"""A clean in steps: each ``next`` does the next ``CLEAN_STEP_BYTES`` of reading (and
+the writing and swapping it leads to); the return value is the clean's result. Closing
+it between steps abandons the clean: the ``.cleaned`` files of the group being written
+are deleted, the groups already swapped in stay (each a whole clean of its segments)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,11 +261,28 @@ def _rebuilt_batch(header: BatchHeader, kept: list[_Record]) -> bytes:
 # -- cleaning (Cleaner.clean, buildOffsetMap, cleanSegments)
 
 
-def _build_offset_map(log: Log, start: int, end: int) -> tuple[dict[bytes, int], int]:
+class _Budget:
+    """The bytes a clean may still read before its next step (``CLEAN_STEP_BYTES``)."""
+
+    def __init__(self, step_bytes: int) -> None:
+        self.step_bytes = step_bytes
+        self.left = step_bytes
+
+    def spent(self, size: int) -> bool:
+        """Count ``size`` bytes read; whether the step is over (then a new one begins)."""
+        self.left -= size
+        if self.left > 0:
+            return False
+        self.left = self.step_bytes
+        return True
+
+
+def _build_offset_map(
+    log: Log, start: int, end: int, offsets: dict[bytes, int], budget: _Budget
+) -> Generator[None, None, int]:
     """``Cleaner.buildOffsetMap``: each key's last offset at or above ``start`` in the
-    segments from the one holding ``start`` up to ``end``, and the map's latest offset
-    (each segment's last offset, a gap at its end included)."""
-    offsets: dict[bytes, int] = {}
+    segments from the one holding ``start`` up to ``end``, into ``offsets``; returns the
+    map's latest offset (each segment's last offset, a gap at its end included)."""
     latest = -1
     all_segments = log.segments
     for segment in log.segments_between(start, end):
@@ -268,8 +299,10 @@ def _build_offset_map(log: Log, start: int, end: int) -> tuple[dict[bytes, int],
                     if record.key is not None and offset >= start:
                         offsets[record.key] = offset
             latest = max(latest, header.last_offset)
+            if budget.spent(header.size):
+                yield
         latest = max(latest, next_base - 1)
-    return offsets, latest
+    return latest
 
 
 def _group_segments(
@@ -308,16 +341,34 @@ def _group_segments(
 
 
 def clean(to_clean: LogToClean) -> CleanResult:
-    """``Cleaner.clean`` of one log: tombstones in segments last written more than
-    ``delete.retention.ms`` before the last clean segment's last write go; the segments
-    below the map's end are rewritten, group by group, and swapped in. The result's
-    ``end_offset`` is the log's new clean point."""
+    """``Cleaner.clean`` of one log at once: ``cleaning``'s steps, one after the other."""
+    steps = cleaning(to_clean)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            result: CleanResult = done.value
+            return result
+
+
+def cleaning(to_clean: LogToClean, step_bytes: int = CLEAN_STEP_BYTES) -> Steps:
+    """``Cleaner.clean`` of one log, in steps of ``step_bytes`` read: tombstones in
+    segments last written more than ``delete.retention.ms`` before the last clean
+    segment's last write go; the segments below the map's end are rewritten, group by
+    group, and swapped in. The result's ``end_offset`` is the log's new clean point.
+
+    Between two steps the log may take appends (to its active segment, above what the
+    clean reads) and reads; any other change (a truncation, a new log start, a deletion,
+    a close) must close the clean first, as Kafka's ``LogCleanerManager.
+    abortAndPauseCleaning`` aborts one."""
     log = to_clean.log
+    budget = _Budget(step_bytes)
     below = log.segments_between(-1, to_clean.first_dirty_offset)
     below = [s for s in below if s.base_offset < to_clean.first_dirty_offset]
     horizon = below[-1].last_modified_ms - log.config.delete_retention_ms if below else 0
-    offsets, latest = _build_offset_map(
-        log, to_clean.first_dirty_offset, to_clean.first_uncleanable_offset
+    offsets: dict[bytes, int] = {}
+    latest = yield from _build_offset_map(
+        log, to_clean.first_dirty_offset, to_clean.first_uncleanable_offset, offsets, budget
     )
     result = CleanResult(end_offset=latest + 1)
     groups = _group_segments(
@@ -327,7 +378,7 @@ def clean(to_clean: LogToClean) -> CleanResult:
         to_clean.first_uncleanable_offset,
     )
     for group in groups:
-        _clean_segments(log, group, offsets, latest, horizon, result)
+        yield from _clean_segments(log, group, offsets, latest, horizon, result, budget)
     return result
 
 
@@ -338,14 +389,17 @@ def _clean_segments(
     latest: int,
     horizon: int,
     result: CleanResult,
-) -> None:
+    budget: _Budget,
+) -> Generator[None, None, None]:
     """``Cleaner.cleanSegments``: ``group`` rewritten into one ``.cleaned`` segment
-    (``cleanInto``, ``shouldRetainRecord``), then swapped in."""
+    (``cleanInto``, ``shouldRetainRecord``), then swapped in (within one step)."""
     cleaned = log.new_cleaned_segment(group[0].base_offset)
     try:
         for segment in group:
             retain_deletes = segment.last_modified_ms > horizon
             for header in segment.batches_from(0):
+                if budget.spent(header.size):
+                    yield
                 data = segment.read_batch(header)
                 result.bytes_read += len(data)
                 kept_data, max_timestamp = data, header.max_timestamp

@@ -98,12 +98,13 @@ log is concerned, and ``result``: ``ok`` or the exception's class name (with ``d
 from __future__ import annotations
 
 import bisect
+import contextlib
 import dataclasses
 import itertools
 import os
 import re
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
@@ -776,6 +777,11 @@ class LogManager(Actor):
         # compacted log is clean below (LogCleanerManager's checkpoints).
         self._clean_points: dict[Path, dict[TopicPartition, int]] = {d: {} for d in dirs}
         self._uncleanable: set[TopicPartition] = set()  # LogCleanerManager's, until a restart
+        # The cleaner's round in progress, run a step per CleanCompactedLogs(resume=True),
+        # and the log it is cleaning (whose truncation, deletion or close abandons it).
+        self._clean_round: Generator[None, None, None] | None = None
+        self._cleaning: TopicPartition | None = None
+        self._clean_running = False
         self.failure_listener = failure_listener
         self._log_delete_delay = segment_delete_delay
         self._logs: dict[TopicPartition, Path] = {}
@@ -899,6 +905,7 @@ class LogManager(Actor):
         the checkpoints still owed written, then the clean-shutdown marker of each log
         dir still online. A broker stopped before it registered writes nothing: its log
         dirs stay as it found them."""
+        self._end_clean_round()
         while self._open:
             self._close_log(next(iter(self._open)))
         if not self._committed:
@@ -914,6 +921,7 @@ class LogManager(Actor):
         """The files of the logs still open (a crash skipped ``on_stop``) are closed
         without writing anything (``Log.closeHandlers``): a killed broker's process loses
         its descriptors, not its page cache, so what was written stays as it was."""
+        self._end_clean_round()
         while self._open:
             _, log = self._open.popitem(last=False)
             log.close_handlers()
@@ -1041,8 +1049,8 @@ class LogManager(Actor):
             case CleanupLogs():
                 self._cleanup_logs()
                 return None
-            case CleanCompactedLogs():
-                await self._clean_compacted_logs()
+            case CleanCompactedLogs(resume=resume):
+                self._step_cleaner(resume=resume)
                 return None
             case LogDirsAllFailed(reason=reason):
                 raise FatalNodeError(reason)
@@ -1285,6 +1293,7 @@ class LogManager(Actor):
         return producers
 
     def _close_log(self, tp: TopicPartition) -> None:
+        self._abort_cleaning(tp)
         log = self._open.pop(tp)
         log.close()
         self._closed_clean.add(tp)
@@ -1527,6 +1536,7 @@ class LogManager(Actor):
                 topic=tp.topic, partition=tp.partition, log_start_offset=0, log_end_offset=0
             )
         log = self._log(tp)
+        self._abort_cleaning(tp)
         if request.fully:
             self._guard(tp, log, lambda: log.truncate_fully_and_start_at(request.offset))
         else:
@@ -1555,6 +1565,7 @@ class LogManager(Actor):
                 topic=tp.topic, partition=tp.partition, log_start_offset=0, log_end_offset=0
             )
         log = self._log(tp)
+        self._abort_cleaning(tp)
         self._guard(
             tp,
             log,
@@ -1629,6 +1640,7 @@ class LogManager(Actor):
         if log_dir in self._offline:
             raise _storage_error(f"Log for partition {tp} is in offline log dir {log_dir}")
         if tp in self._open:  # Log.renameDir keeps it open; here it is closed first
+            self._abort_cleaning(tp)
             self._open.pop(tp).close()
         self._producers.pop(tp, None)
         self._fresh.pop(tp, None)
@@ -1802,6 +1814,8 @@ class LogManager(Actor):
         """One log's retention, the renamed files queued for removal; whether its log
         start moved."""
         start = log.log_start_offset
+        if log.config.delete:  # compact,delete: retention may remove segments being cleaned
+            self._abort_cleaning(tp)
         try:
             renamed = self._guard(
                 tp, log, lambda: log.delete_retention_breached_segments(high_watermark)
@@ -1835,11 +1849,56 @@ class LogManager(Actor):
             await self.clock.sleep(self.cleaner_backoff)
             self.send_self(CleanCompactedLogs())
 
-    async def _clean_compacted_logs(self) -> None:
-        """One round of the cleaner: the filthiest compacted open log (the largest dirty
-        ratio above its ``min.cleanable.dirty.ratio``, ``grabFilthiestCompactedLog``) is
-        cleaned, its clean point checkpointed, then the next one, each log once a round.
-        Logs closed by the open-log budget are cleaned when open at a later round."""
+    def _step_cleaner(self, *, resume: bool) -> None:
+        """Run the next step of the cleaner's round (a new round on the timer's message
+        when none is in progress), then ask for the one after it behind the messages
+        already waiting: a round holds the actor for one step at a time, not for the
+        whole clean of a large log (Kafka's cleaner has its own thread)."""
+        if self._clean_round is None:
+            if resume:
+                return  # the round was abandoned
+            self._clean_round = self._clean_compacted_logs()
+        elif not resume:
+            return  # the timer fired during a round: the round goes on
+        self._clean_running = True
+        try:
+            next(self._clean_round)
+        except StopIteration:
+            self._clean_round = None
+            return
+        except BaseException:  # a failed round ends; the next timer starts another
+            self._clean_round = None
+            raise
+        finally:
+            self._clean_running = False
+        self.send_self(CleanCompactedLogs(resume=True))
+
+    def _abort_cleaning(self, tp: TopicPartition) -> None:
+        """``LogCleanerManager.abortCleaning``: ``tp``'s log is about to change other than
+        by an append (truncated, its start moved, deleted, closed): a round cleaning it is
+        abandoned (its ``.cleaned`` files deleted; the groups already swapped in stay)."""
+        if self._cleaning != tp or self._clean_round is None or self._clean_running:
+            return  # (running: the round's own step failed, and ends it)
+        self._end_clean_round()
+        home = self._logs.get(tp)
+        if home is not None:
+            self._trace_op("clean", home / str(tp), log_dir=home, tp=tp, result="aborted")
+
+    def _end_clean_round(self) -> None:
+        """Abandon the round in progress, if any: the clean it is in closed, its
+        ``.cleaned`` files deleted (where that fails, the log's next open deletes them).
+        At once, not whenever the garbage collector would close the round."""
+        round_, self._clean_round = self._clean_round, None
+        if round_ is not None:
+            round_.close()  # the round's own ``finally`` closes the clean
+
+    def _clean_compacted_logs(self) -> Generator[None, None, None]:
+        """One round of the cleaner, in steps: the filthiest compacted open log (the
+        largest dirty ratio above its ``min.cleanable.dirty.ratio``,
+        ``grabFilthiestCompactedLog``) is cleaned (``cleaner.cleaning``, a step per
+        ``CLEAN_STEP_BYTES`` read), its clean point checkpointed, then the next one,
+        each log once a round. Logs closed by the open-log budget are cleaned when open
+        at a later round."""
         done: set[TopicPartition] = set()
         while True:
             now_ms = self.clock.wall_ms()
@@ -1865,8 +1924,16 @@ class LogManager(Actor):
             tp, home = next((t, h) for t, h, c in candidates if c is chosen)
             done.add(tp)
             log = chosen.log
+            steps = cleaner.cleaning(chosen, cleaner.CLEAN_STEP_BYTES)
+            self._cleaning = tp
             try:
-                result = self._guard(tp, log, lambda: cleaner.clean(chosen))  # noqa: B023
+                while True:
+                    try:
+                        self._guard(tp, log, lambda: next(steps))  # noqa: B023
+                    except StopIteration as finished:
+                        result: cleaner.CleanResult = finished.value
+                        break
+                    yield
             except KafkaApiError:
                 return  # the log's dir went offline
             except (KemuError, ValueError) as exc:
@@ -1876,6 +1943,11 @@ class LogManager(Actor):
                 self._uncleanable.add(tp)
                 self._trace_op("clean", log.directory, log_dir=home, tp=tp, error=exc)
                 continue
+            finally:
+                self._cleaning = None
+                # abandoned: its .cleaned files deleted (else by the log's next open)
+                with contextlib.suppress(OSError):
+                    steps.close()
             self._clean_points[home][tp] = result.end_offset
             if result.deleted_files:
                 self._deleted_segments.append(
@@ -1902,7 +1974,7 @@ class LogManager(Actor):
             )
             if not self._write_clean_points(home):
                 return
-            await anyio.lowlevel.checkpoint()
+            yield
 
     def _write_clean_points(self, log_dir: Path) -> bool:
         """Rewrite ``log_dir``'s ``cleaner-offset-checkpoint``; whether it is online."""
@@ -2051,6 +2123,7 @@ class LogManager(Actor):
         # LogManager.handleLogDirFailure: its logs leave the open ones, their files closed
         # unflushed, so that nothing more is read from or written to the failed dir.
         for tp in [tp for tp in self._open if self._logs.get(tp) == log_dir]:
+            self._abort_cleaning(tp)
             self._open.pop(tp).close_handlers()
         self._trace_op(
             "offline",

@@ -18,9 +18,10 @@ from typing import cast
 
 import pytest
 
+from actors.log import cleaner
 from actors.log.batch_codec import decode_records
 from actors.log.channel import LogFiles
-from actors.log.cleaner import clean, filthiest_log, log_to_clean
+from actors.log.cleaner import clean, cleaning, filthiest_log, log_to_clean
 from actors.log.compression import decompress
 from actors.log.disk import Disk
 from actors.log.partition_log import Log, LogConfig
@@ -30,11 +31,13 @@ from protocol.ids import TopicName
 from protocol.log import (
     AppendRecords,
     AppendToLogs,
+    CleanCompactedLogs,
     LogConfigOverrides,
     LogsAppended,
     LogsRead,
     ReadFromLogs,
     ReadRecords,
+    TruncateLog,
 )
 from tests.support.log_manager import Harness, log_dirs, run_broker, sim
 from tests.support.record_batches import client_batch
@@ -292,6 +295,21 @@ async def _append(b: Harness, batch: bytes) -> None:
     assert reply.results[0].error_code is ErrorCode.NONE
 
 
+CHANGELOG: list[tuple[bytes, bytes | None]] = [
+    (b"k1", b"a"), (b"k2", b"b"), (b"k1", b"c"), (b"k2", None), (b"k3", b"d"), (b"k1", b"e"),
+]  # fmt: skip
+
+
+async def _changelog(b: Harness) -> None:
+    """The compacted topic ``changelog`` (``segment.bytes=100``) with CHANGELOG's
+    records, one batch (and segment) each: offsets 0-5."""
+    await b.create("changelog")
+    configs = (("cleanup.policy", "compact"), ("segment.bytes", "100"))
+    await b.node.ask(b.lm.ref, LogConfigOverrides(topic=T, configs=configs))
+    for key, value in CHANGELOG:
+        await _append(b, batch_of([(key, value)]))
+
+
 async def _read_all(b: Harness) -> list[tuple[int, bytes | None, bytes | None]]:
     out: list[tuple[int, bytes | None, bytes | None]] = []
     offset = 0
@@ -321,17 +339,10 @@ def test_the_log_managers_cleaner_compacts_on_its_timer_and_checkpoints(tmp_path
     deleting the log takes it out of the checkpoint (Kafka's testDeleteTopicWithCleaner)."""
     dirs = log_dirs(tmp_path, 1)
     log = dirs[0] / "changelog-0"
-    pairs: list[tuple[bytes, bytes | None]] = [
-        (b"k1", b"a"), (b"k2", b"b"), (b"k1", b"c"), (b"k2", None), (b"k3", b"d"), (b"k1", b"e"),
-    ]  # fmt: skip
     expected: list[tuple[int, bytes, bytes | None]] = []  # filled by body
 
     async def body(b: Harness) -> None:
-        await b.create("changelog")
-        configs = (("cleanup.policy", "compact"), ("segment.bytes", "100"))
-        await b.node.ask(b.lm.ref, LogConfigOverrides(topic=T, configs=configs))
-        for key, value in pairs:
-            await _append(b, batch_of([(key, value)]))
+        await _changelog(b)
         assert len(list(log.glob("*.log"))) == 6
         await b.sleep_until(BACKOFF - 1)
         assert not b.log_dir_events("clean")
@@ -358,6 +369,99 @@ def test_the_log_managers_cleaner_compacts_on_its_timer_and_checkpoints(tmp_path
 
     sim(lambda: run_broker(dirs, body, cleaner_backoff=BACKOFF))
     sim(lambda: run_broker(dirs, restarted, cleaner_backoff=BACKOFF))
+
+
+def test_a_clean_in_steps_is_the_clean_at_once_and_can_be_abandoned(tmp_path: Path) -> None:
+    """``cleaning`` with a budget of one byte: a step per batch read (the key map's four
+    batches, then each batch rewritten), the same records and result as ``clean`` at
+    once. Closed between two steps of the rewrite, it leaves no ``.cleaned`` file and
+    the log as it was."""
+    clock = Clock()
+    whole, stepped, abandoned = (
+        open_log(tmp_path / f"{name}-0", clock, compacted()) for name in ("a", "b", "c")
+    )
+    for log in (whole, stepped, abandoned):
+        fill(log)
+    at_once = clean(log_to_clean(whole, None, clock()))
+    steps = cleaning(log_to_clean(stepped, None, clock()), 1)
+    count = 0
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            result = done.value
+            break
+        count += 1
+    assert count == 4 + 4  # four batches mapped, the four of the cleaned segments read
+    assert (result.end_offset, result.records_read, result.records_retained) == (
+        at_once.end_offset,
+        at_once.records_read,
+        at_once.records_retained,
+    )
+    assert records(stepped) == records(whole)
+
+    before = records(abandoned)
+    steps = cleaning(log_to_clean(abandoned, None, clock()), 1)
+    for _ in range(6):  # the map, then two batches into the rewrite
+        next(steps)
+    assert any(n.endswith(".cleaned") for n in os.listdir(abandoned.directory))
+    steps.close()
+    assert not [n for n in os.listdir(abandoned.directory) if n.endswith((".cleaned", ".swap"))]
+    assert records(abandoned) == before
+
+
+def test_the_log_managers_clean_runs_in_steps_between_other_messages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A round runs a step per message (a step per batch read here): a read asked right
+    after the round started is answered before the clean swaps its segments in, from the
+    log as it was (at once, the read would come after the swap).
+    A truncation of the log while its clean is in progress abandons the clean (traced
+    ``clean`` ``aborted``, as ``LogCleanerManager.abortAndPauseCleaning``): no
+    ``.cleaned`` file is left and the records below the truncation stay; the next round
+    cleans the log."""
+    monkeypatch.setattr(cleaner, "CLEAN_STEP_BYTES", 1)
+    dirs = log_dirs(tmp_path, 1)
+    log = dirs[0] / "changelog-0"
+
+    async def body(b: Harness) -> None:
+        await _changelog(b)
+        b.node.tell(b.lm.ref, CleanCompactedLogs())
+        reads = (ReadRecords(topic=T, partition=0, offset=0, max_bytes=1 << 20),)
+        reply = await b.node.ask(b.lm.ref, ReadFromLogs(reads=reads, max_bytes=1 << 20))
+        # answered between two steps, before the swap: the batch the clean removes
+        assert isinstance(reply, LogsRead)
+        first = next(batch_headers(reply.results[0].records))
+        assert (first.base_offset, first.records_count) == (0, 1)
+        event = await b.sink.wait_for(lambda e: e.kind == "log_dir" and e.type == "clean", 60.0)
+        assert (event.fields["end_offset"], event.fields["records_retained"]) == (5, 3)
+        cleaned = [(2, b"k1", b"c"), (3, b"k2", None), (4, b"k3", b"d"), (5, b"k1", b"e")]
+        assert await _read_all(b) == cleaned
+
+        for key, value in [(b"k3", b"f"), (b"k2", b"g"), (b"k3", b"h")]:  # offsets 6-8
+            await _append(b, batch_of([(key, value)]))
+        b.node.tell(b.lm.ref, CleanCompactedLogs())
+        cut = TruncateLog(topic=T, partition=0, offset=8)
+        await b.node.ask(b.lm.ref, cut)
+        aborted = b.log_dir_events("clean")[1:]
+        assert [e.fields["result"] for e in aborted] == ["aborted"]
+        assert not [p.name for p in log.iterdir() if p.name.endswith((".cleaned", ".swap"))]
+        assert await _read_all(b) == [*cleaned, (6, b"k3", b"f"), (7, b"k2", b"g")]
+
+        b.node.tell(b.lm.ref, CleanCompactedLogs())
+        again = await b.sink.wait_for(
+            lambda e: (
+                e.kind == "log_dir"
+                and e.type == "clean"
+                and e.fields["result"] == "ok"
+                and e.fields["first_dirty_offset"] == 5
+            ),
+            60.0,
+        )
+        assert again.fields["end_offset"] == 8  # the truncation left an empty active segment
+        assert await _read_all(b) == [(5, b"k1", b"e"), (6, b"k3", b"f"), (7, b"k2", b"g")]
+
+    sim(lambda: run_broker(dirs, body, cleaner_backoff=1000 * BACKOFF))
 
 
 _KILLED_CHILD = """
