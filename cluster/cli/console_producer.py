@@ -15,8 +15,9 @@ Producer settings as the tool's: ``acks`` 1 unless ``--request-required-acks`` o
 (or ``--compression-codec``) none or gzip; ``max.block.ms`` is how long to wait for the
 topic's metadata and for each send. A send answered with a retriable error (no leader,
 not enough replicas, ...) is sent again after ``retry.backoff.ms``, at most ``retries``
-times (3, ``ConsoleProducer``'s default, where a Java producer's own is unbounded; a lost
-connection is retried until the deadline, not counted), then refused. A send the broker
+times (``--message-send-max-retries`` and ``--retry-backoff-ms``, 3 and 100 ms by
+default, set them unless the producer properties do; a lost connection is retried until
+the deadline, not counted), then refused. A send the broker
 refuses is logged on stderr as
 Kafka's ``ErrorLoggingCallback`` logs it through the tools' log4j layout (``[%d] %p %m
 (%c)``), one entry per record, the exception's class and message on the next line (the
@@ -73,14 +74,28 @@ SPECS: Final = (
         "compression-codec", "The compression codec: either 'none' or 'gzip'.", "compression-codec"
     ),
     Option("sync", "If set, message send requests are sent synchronously (always, in kemu)."),
+    Option(
+        "message-send-max-retries",
+        "The number of retries of a send answered with a retriable error before the producer"
+        " gives up and drops the message (default 3).",
+        "Integer",
+    ),
+    Option(
+        "retry-backoff-ms",
+        "How long to wait before each retry, the leader looked up again (default 100).",
+        "Integer",
+    ),
 )
+_MERGED: Final = (
+    ("message-send-max-retries", "retries", 3),
+    ("retry-backoff-ms", "retry.backoff.ms", 100),
+)
+"""``CommandLineUtils.maybeMergeOptions``: the option (or its default, when the property
+is not set) becomes the producer property."""
 USAGE: Final = usage_text(
     "This tool helps to read data from standard input and publish it to Kafka.", SPECS
 )
 READ_BYTES: Final = 1 << 16  # the most one read of stdin takes
-DEFAULT_RETRIES: Final = 3
-"""``retries`` unless the producer properties say otherwise: ``ConsoleProducer``'s
-``--message-send-max-retries`` default, where a Java producer's own is unbounded."""
 
 
 def murmur2(data: bytes) -> int:
@@ -190,9 +205,13 @@ async def produce(argv: Sequence[str], *, stdin: Stdin, err: TextIO) -> int:
     topic = opts.value("topic") or ""
     reader = _LineReader(properties(opts, "property"))
     props = client_config(opts, "producer-property", "producer.config")
+    for option, key, default in _MERGED:
+        if opts.has(option) or key not in props:
+            given = opts.int_value(option)
+            props[key] = str(default if given is None else given)
     acks = _acks(opts, props)
     compression = _compression(opts, props)
-    retries = int_config(props, "retries", DEFAULT_RETRIES, minimum=0)
+    retries = int_config(props, "retries", 0, minimum=0)
     props.setdefault("client.id", "console-producer")
     clock = RealClock()
     rng = random.Random()

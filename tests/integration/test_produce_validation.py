@@ -647,16 +647,25 @@ async def test_console_producer_logs_refused_sends_as_kafkas_tool(cluster: Clust
     assert sum(log_bytes(cluster, COMPACTED, p) for p in (0, 1)) > before
 
 
-@pytest.mark.parametrize(("retries", "attempts"), [(None, 4), ("0", 1), ("2", 3)])
+@pytest.mark.parametrize(
+    ("retries", "attempts"),
+    [
+        ((), 4),
+        (("--producer-property", "retries=0"), 1),
+        (("--producer-property", "retries=2"), 3),
+        (("--message-send-max-retries", "1", "--retry-backoff-ms", "10"), 2),
+    ],
+    ids=["default", "property-0", "property-2", "option-1"],
+)
 async def test_console_producer_retries_a_retriable_error_then_logs_it(
-    cluster: Cluster, retries: str | None, attempts: int
+    cluster: Cluster, retries: tuple[str, ...], attempts: int
 ) -> None:
     """``kemu console-producer`` with acks=all to a partition whose ISR is below
     ``min.insync.replicas`` sends its batch again on NOT_ENOUGH_REPLICAS as often as the
-    producer's ``retries`` allow (3 by default, ``ConsoleProducer``'s
-    ``--message-send-max-retries``), then logs the record with Kafka's exception and
-    exits 0; nothing is written."""
-    name = f"short-isr-{retries}"
+    producer's ``retries`` allow (``--message-send-max-retries``, 3 by default, as
+    ``ConsoleProducer``), then logs the record with Kafka's exception and exits 0;
+    nothing is written."""
+    name = f"short-isr-{attempts}"
     async with KafkaAdminClient(bootstrap(cluster)) as admin:
         (created,) = await admin.create_topics([topic(name, {"min.insync.replicas": "2"})])
     assert created.error_code is ErrorCode.NONE
@@ -665,8 +674,7 @@ async def test_console_producer_retries_a_retriable_error_then_logs_it(
     err = io.StringIO()
     argv = ["--bootstrap-server", bootstrap(cluster), "--topic", name]
     argv += ["--producer-property", "acks=all", "--property", "parse.key=true"]
-    if retries is not None:
-        argv += ["--producer-property", f"retries={retries}"]
+    argv += retries
     status = await anyio.to_thread.run_sync(
         lambda: console_producer.main(argv, stdin=io.BytesIO(b"k\tv\n"), err=err)
     )
