@@ -18,21 +18,31 @@ Per run (docs/spark.md lists every key of the result):
 
 Nothing is cached: each stage scans the traces (Parquet reads only the columns it needs),
 picks its events with cheap tests on the raw JSON, and parses only those, only the keys
-it reads; the per-event Python work (rules, lifecycles) streams through ``mapInArrow``
-over partitions sorted by group. Only small per-run results reach the driver.
+it reads; the per-event Python work (rules and lifecycles, in one pass) streams through
+``mapInArrow`` over partitions sorted by group. Only small per-run results reach the
+driver.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from actors.invariants import DEFAULT_DELETION_BOUND
 from protocol.control import LEADER_DURING_DELETE
-from spark.checks import arrow_rows, check_runs, group_hash
+from spark.checks import (
+    CHECK_KEYS,
+    GROUPED_COLUMNS,
+    VIOLATION_SCHEMA,
+    arrow_rows,
+    check_groups,
+    check_selection,
+    check_sorted,
+    group_hash,
+)
 from spark.progress import Progress
-from spark.schema import TraceInput, inputs_of, parsed_fields, read_traces
+from spark.schema import EVENT_COLUMNS, TraceInput, inputs_of, parsed_fields, read_traces
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -128,17 +138,27 @@ def normalised(fields: Column) -> Column:
 # ----------------------------------------------------------------------------- topics
 
 
-def topic_events(events: DataFrame, *, phases_only: bool = False) -> DataFrame:
-    """The events about each topic, one row per (event, topic): ``run, topic, seq, sub,
-    ts, phase, partition, norm``. ``phase`` names the lifecycle step the event is
-    (``created``, ``new_partition``, ``online``, ``marked``, ``update_metadata_deleted``,
-    ``stop_replica_offline``, ``stop_replica_delete``, ``completed``, ``log_removed``)
-    or is null; ``norm`` is its normalised text (seq, ts, corr and volatile keys left
-    out); ``sub`` orders the rows of one event (a control request's entries).
+_TOPIC_KEYS: Final = (
+    "topic",
+    "to_state",
+    "result",
+    "partition",
+    "topics",
+    "path",
+    "request",
+    "dst",
+    "states",
+    "stops",
+)
+"""The keys of ``fields`` that the topic rows read (each parsed as text)."""
 
-    One scan: cheap tests on the raw JSON pick the candidate events, each is parsed once,
-    and yields an array of its topic rows, exploded. ``phases_only``: only rows with a
-    phase (all the lifecycles need), the tests then tighter."""
+
+def _topic_selection(*, phases_only: bool) -> dict[str, Column]:
+    """The cheap tests on the raw JSON that pick the events with topic rows, by kind of
+    row: ``_named`` (an event naming one topic), ``_listed`` (a controller event naming
+    several), ``_store`` (a store write of a topic's znodes) and ``_request`` (a control
+    request, one row per partition entry). ``phases_only``: only the events that can have
+    a lifecycle phase, the tests then tighter."""
     from pyspark.sql import functions as F
 
     kind, type_, node = F.col("kind"), F.col("type"), F.col("node")
@@ -175,34 +195,34 @@ def topic_events(events: DataFrame, *, phases_only: bool = False) -> DataFrame:
     request_candidate = (
         (node == "chaos") & (type_ == "control_request") & (deleting if phases_only else anything)
     )
-    keys: tuple[str, ...] = ("topic", "to_state", "result", "partition", "topics", "path")
-    keys += ("request", "dst", "states", "stops")
-    parsed = with_parsed_fields(
-        events.where(named_candidate | listed_candidate | store_candidate | request_candidate),
-        *keys,
-    ).select(
-        "*",
-        named_candidate.alias("_named"),
-        listed_candidate.alias("_listed"),
-        store_candidate.alias("_store"),
-        request_candidate.alias("_request"),
-    )
+    return {
+        "_named": named_candidate,
+        "_listed": listed_candidate,
+        "_store": store_candidate,
+        "_request": request_candidate,
+    }
+
+
+def _any(conditions: Iterable[Column]) -> Column:
+    """The disjunction of ``conditions``."""
+    from functools import reduce
+    from operator import or_
+
+    return reduce(or_, conditions)
+
+
+def _topic_rows(
+    row: Callable[[Column, Column, Column, Column, Column], Column], rows_type: str
+) -> Column:
+    """The topic rows of an event parsed with ``_TOPIC_KEYS`` (column ``f``) and flagged
+    with ``_topic_selection``'s columns, as an array (of type ``rows_type``) of
+    ``row(topic, sub, phase, partition, norm)``."""
+    from pyspark.sql import functions as F
+
+    kind, type_, node = F.col("kind"), F.col("type"), F.col("node")
     base = F.concat_ws("|", "kind", "type", "node", "actor")
     null_text = F.lit(None).cast("string")
     null_int = F.lit(None).cast("int")
-
-    def row(topic: Column, sub: Column, phase: Column, partition: Column, norm: Column) -> Column:
-        return F.struct(
-            topic.alias("topic"),
-            sub.alias("sub"),
-            phase.alias("phase"),
-            partition.alias("partition"),
-            norm.alias("norm"),
-        )
-
-    rows_type = (
-        "array<struct<topic: string, sub: int, phase: string, partition: int, norm: string>>"
-    )
     no_rows = F.array().cast(rows_type)
 
     def only(condition: Column, rows: Column) -> Column:
@@ -282,11 +302,41 @@ def topic_events(events: DataFrame, *, phases_only: bool = False) -> DataFrame:
         return row(entry[0], index + 1, phase, entry[1].cast("int"), norm)
 
     requests = only(F.col("_request"), F.transform(entries, entry_row))
+    return F.concat(named, listed, store, requests)
+
+
+def topic_events(events: DataFrame) -> DataFrame:
+    """The events about each topic, one row per (event, topic): ``run, topic, seq, sub,
+    ts, phase, partition, norm``. ``phase`` names the lifecycle step the event is
+    (``created``, ``new_partition``, ``online``, ``marked``, ``update_metadata_deleted``,
+    ``stop_replica_offline``, ``stop_replica_delete``, ``completed``, ``log_removed``)
+    or is null; ``norm`` is its normalised text (seq, ts, corr and volatile keys left
+    out); ``sub`` orders the rows of one event (a control request's entries).
+
+    One scan: cheap tests on the raw JSON pick the candidate events, each is parsed once,
+    and yields an array of its topic rows, exploded. The lifecycles read the rows with a
+    phase in the invariant checks' pass instead (``analyze_events``)."""
+    from pyspark.sql import functions as F
+
+    selection = _topic_selection(phases_only=False)
+    parsed = with_parsed_fields(events.where(_any(selection.values())), *_TOPIC_KEYS).select(
+        "*", *(condition.alias(name) for name, condition in selection.items())
+    )
+
+    def row(topic: Column, sub: Column, phase: Column, partition: Column, norm: Column) -> Column:
+        return F.struct(
+            topic.alias("topic"),
+            sub.alias("sub"),
+            phase.alias("phase"),
+            partition.alias("partition"),
+            norm.alias("norm"),
+        )
+
+    rows_type = (
+        "array<struct<topic: string, sub: int, phase: string, partition: int, norm: string>>"
+    )
     found = parsed.select(
-        "run",
-        "seq",
-        "ts",
-        F.explode(F.concat(named, listed, store, requests)).alias("r"),
+        "run", "seq", "ts", F.explode(_topic_rows(row, rows_type)).alias("r")
     ).select(
         "run",
         F.col("r.topic").alias("topic"),
@@ -297,8 +347,7 @@ def topic_events(events: DataFrame, *, phases_only: bool = False) -> DataFrame:
         F.col("r.partition").alias("partition"),
         F.col("r.norm").alias("norm"),
     )
-    found = found.where(F.col("topic").isNotNull())
-    return found.where(F.col("phase").isNotNull()) if phases_only else found
+    return found.where(F.col("topic").isNotNull())
 
 
 PHASE_COLUMNS: Final = ("run", "topic", "seq", "sub", "ts", "phase", "partition")
@@ -371,19 +420,145 @@ def _generations(run: str, topic: str, gens: list[dict[str, Any]]) -> Iterator[d
         }
 
 
-def _lifecycle_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The ``mapInArrow`` function: ``PHASE_COLUMNS`` rows (sorted within the Spark
-    partition) in, ``_LIFECYCLE_SCHEMA`` rows out."""
-    import pyarrow as pa
+_LIFECYCLE_NAMES: Final = (
+    "run",
+    "topic",
+    "generation",
+    "partitions",
+    *LIFECYCLE_COLUMNS,
+    "creation_duration",
+    "deletion_duration",
+)
+"""The columns of ``_LIFECYCLE_SCHEMA``, in order."""
 
-    found = list(lifecycles_sorted(arrow_rows(batches)))
-    names = ["run", "topic", "generation", "partitions", *LIFECYCLE_COLUMNS]
-    names += ["creation_duration", "deletion_duration"]
-    types = [pa.string(), pa.string(), pa.int32(), pa.int32()]
-    types += [pa.float64()] * (len(names) - 4)
-    yield pa.RecordBatch.from_arrays(
-        [pa.array([g[n] for g in found], type=t) for n, t in zip(names, types, strict=True)],
-        names=names,
+_LIFE: Final = "life/"
+"""The group of a topic's lifecycle rows is ``life/<topic>`` (the rule groups are
+``partition/...``, ``topic/...`` and ``run``: ``spark.checks``)."""
+
+_GROUP_COLUMNS: Final = (*GROUPED_COLUMNS, "sub", "phase", "partition")
+"""The columns of the checks' and lifecycles' pass, in order: a rule group's events
+(``GROUPED_COLUMNS``; ``sub``, ``phase`` and ``partition`` null), or a lifecycle group's
+phase rows (``group``: ``life/<topic>``; ``fields`` null)."""
+
+_FOUND_SCHEMA: Final = (
+    VIOLATION_SCHEMA
+    + ", topic string, generation int, partitions int, "
+    + ", ".join(f"{c} double" for c in LIFECYCLE_COLUMNS)
+    + ", creation_duration double, deletion_duration double"
+)
+"""What that pass finds: a violation or notice (``VIOLATION_SCHEMA``; ``topic`` null)
+or a topic generation's lifecycle (``_LIFECYCLE_SCHEMA``; ``rule`` null)."""
+
+
+def _group_batches(deletion_bound: float) -> Any:
+    """The ``mapInArrow`` function of the checks' and lifecycles' pass: ``_GROUP_COLUMNS``
+    rows (sorted within the Spark partition by group, seq and sub) in, ``_FOUND_SCHEMA``
+    rows out. Rule groups stream through ``check_sorted``, each lifecycle group through
+    ``lifecycles_sorted`` as it ends."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+
+        lifecycles: list[dict[str, Any]] = []
+
+        def rule_rows() -> Iterator[tuple[Any, ...]]:
+            phases: list[tuple[Any, ...]] = []
+            for row in arrow_rows(batches):
+                group = row[1]
+                if not group.startswith(_LIFE):
+                    yield row[:-3]
+                    continue
+                topic = group[len(_LIFE) :]
+                if phases and (phases[-1][1] != topic or phases[-1][0] != row[0]):
+                    lifecycles.extend(lifecycles_sorted(phases))
+                    phases = []
+                phases.append((row[0], topic, row[2], row[-3], row[3], row[-2], row[-1]))
+            lifecycles.extend(lifecycles_sorted(phases))
+
+        found = list(check_sorted(rule_rows(), deletion_bound=deletion_bound))
+        blank = [None] * len(lifecycles)
+        columns = [list(c) for c in zip(*found, strict=True)] if found else [[]] * 6
+        columns = [c + blank for c in columns]
+        columns[0] = columns[0][: len(found)] + [g["run"] for g in lifecycles]
+        nothing = [None] * len(found)
+        columns += [nothing + [g[n] for g in lifecycles] for n in _LIFECYCLE_NAMES[1:]]
+        names = ["run", "rule", "severity", "message", "seq", "ts", *_LIFECYCLE_NAMES[1:]]
+        types = [pa.string()] * 4 + [pa.int64(), pa.float64(), pa.string()]
+        types += [pa.int32(), pa.int32()] + [pa.float64()] * (len(_LIFECYCLE_NAMES) - 4)
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(c, type=t) for c, t in zip(columns, types, strict=True)], names=names
+        )
+
+    return run
+
+
+def _checks_and_lifecycles(
+    events: DataFrame, ends: DataFrame, *, deletion_bound: float
+) -> DataFrame:
+    """The invariant checks and the topic lifecycles of every run, in one pass over the
+    events (``_FOUND_SCHEMA`` rows, unordered): the events the rule groups need
+    (``spark.checks.check_selection``) and those with a lifecycle phase are picked,
+    parsed once, and exploded into their rule groups' rows and their lifecycle rows;
+    one shuffle by group and one sort bring each group's rows together in order, and
+    one Python worker per partition runs the rules and the lifecycles over them."""
+    from pyspark.sql import functions as F
+
+    topics = _topic_selection(phases_only=True)
+    del topics["_listed"]  # no phase
+    wanted = check_selection() | _any(topics.values())
+    keys = dict.fromkeys((*CHECK_KEYS, *_TOPIC_KEYS))
+    parsed = with_parsed_fields(events.where(wanted), *keys).select(
+        "*", F.lit(False).alias("_listed"), *(c.alias(n) for n, c in topics.items())
+    )
+    null_text = F.lit(None).cast("string")
+    null_int = F.lit(None).cast("int")
+
+    def group_row(
+        group: Column, life: bool, sub: Column, phase: Column, partition: Column
+    ) -> Column:
+        return F.struct(
+            group.alias("group"),
+            F.lit(life).alias("life"),
+            sub.alias("sub"),
+            phase.alias("phase"),
+            partition.alias("partition"),
+        )
+
+    def life_row(
+        topic: Column, sub: Column, phase: Column, partition: Column, _norm: Column
+    ) -> Column:
+        return group_row(F.concat(F.lit(_LIFE), topic), True, sub, phase, partition)
+
+    rows_type = (
+        "array<struct<group: string, life: boolean, sub: int, phase: string, partition: int>>"
+    )
+    rule_groups = check_groups(_field("topic"), _field("partition"), _field("path"))
+    rows = F.concat(
+        F.array(*(group_row(g, False, null_int, null_text, null_int) for g in rule_groups)),
+        _topic_rows(life_row, rows_type),
+    )
+    g = F.col("g")
+    life = g.getField("life")
+    grouped = (
+        parsed.select("run", F.explode(rows).alias("g"), *EVENT_COLUMNS)
+        .where(g.getField("group").isNotNull() & (~life | g.getField("phase").isNotNull()))
+        .select(
+            "run",
+            g.getField("group").alias("group"),
+            *(c for c in EVENT_COLUMNS if c != "fields"),
+            F.when(~life, F.col("fields")).alias("fields"),
+            g.getField("sub").alias("sub"),
+            g.getField("phase").alias("phase"),
+            g.getField("partition").alias("partition"),
+        )
+    )
+    partitions = 4 * events.sparkSession.sparkContext.defaultParallelism
+    return (
+        grouped.join(F.broadcast(ends), "run")
+        .select(*_GROUP_COLUMNS)
+        .repartition(partitions, "run", "group")
+        .sortWithinPartitions(group_hash("run", "group"), "run", "group", "seq", "sub")
+        .mapInArrow(_group_batches(deletion_bound), _FOUND_SCHEMA)
     )
 
 
@@ -555,20 +730,13 @@ def analyze_events(
     runs = {
         run: empty_run(first["events"], first["end"]) for run, first in sorted(summary_rows.items())
     }
-    with progress.stage("invariant checks"):
-        found = check_runs(events, deletion_bound=deletion_bound, ends=ends).collect()
-        file_findings(runs, found)
-    partitions = 4 * events.sparkSession.sparkContext.defaultParallelism
-    with progress.stage("topic lifecycles"):
-        phases = topic_events(events, phases_only=True)
-        lifecycles = (
-            phases.select(*PHASE_COLUMNS)
-            .repartition(partitions, "run", "topic")
-            .sortWithinPartitions(group_hash("run", "topic"), "run", "topic", "seq", "sub")
-            .mapInArrow(_lifecycle_batches, _LIFECYCLE_SCHEMA)
-            .collect()
+    with progress.stage("invariant checks and topic lifecycles"):
+        found = _checks_and_lifecycles(events, ends, deletion_bound=deletion_bound).collect()
+        file_findings(runs, (tuple(row[:6]) for row in found if row["topic"] is None))
+        file_lifecycles(
+            runs,
+            ({n: row[n] for n in _LIFECYCLE_NAMES} for row in found if row["topic"] is not None),
         )
-        file_lifecycles(runs, (row.asDict() for row in lifecycles))
     with progress.stage("latencies, message counts, queue times, errors"):
         for row in _metrics(events).collect():
             _add_metric(runs[row["run"]], row.asDict())

@@ -5,7 +5,8 @@ Each rule reads only some events, and most of them only about one partition or o
 topic. So the events are split into groups, and every group is fed, in sequence order,
 to fresh instances of the rules that need it (``check_sorted``; in Spark, the groups are
 spread over partitions and each partition, sorted by group and seq, streams through one
-Python worker with ``mapInArrow``, so a group costs no more than its events):
+Python worker with ``mapInArrow``, so a group costs no more than its events; that pass
+also carries the topic lifecycles' rows, ``spark.analyze``):
 
 * ``partition/<topic>/<p>``: the partition and replica transitions of one partition, for
   ``legal_transitions`` and ``leader_epochs_increase``, and its ``isr_altered`` and
@@ -43,14 +44,16 @@ from spark.schema import EVENT_COLUMNS
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column
 
 __all__ = [
+    "CHECK_KEYS",
     "GROUPED_COLUMNS",
     "ROUTED_RULES",
     "VIOLATION_SCHEMA",
     "arrow_rows",
-    "check_runs",
+    "check_groups",
+    "check_selection",
     "check_sorted",
     "group_hash",
     "rules_of_group",
@@ -178,24 +181,6 @@ def arrow_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[Any, ...]]:
         yield from zip(*(column.to_pylist() for column in batch.columns), strict=True)
 
 
-def _check_batches(deletion_bound: float) -> Any:
-    """The ``mapInArrow`` function: Arrow batches of ``GROUPED_COLUMNS`` rows (sorted
-    within the Spark partition) in, batches of ``VIOLATION_SCHEMA`` rows out."""
-
-    def check(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import pyarrow as pa
-
-        names = ("run", "rule", "severity", "message", "seq", "ts")
-        found = list(check_sorted(arrow_rows(batches), deletion_bound=deletion_bound))
-        columns = [list(c) for c in zip(*found, strict=True)] if found else [[]] * len(names)
-        types = [pa.string()] * 4 + [pa.int64(), pa.float64()]
-        yield pa.RecordBatch.from_arrays(
-            [pa.array(c, type=t) for c, t in zip(columns, types, strict=True)], names=list(names)
-        )
-
-    return check
-
-
 def group_hash(*keys: str) -> Column:
     """A hash of a group's key columns, to sort by first: a sort compares the 8-byte
     prefixes of its first column before whole rows, and the run labels (paths) share
@@ -205,25 +190,14 @@ def group_hash(*keys: str) -> Column:
     return F.xxhash64(*keys)
 
 
-def check_runs(
-    events: DataFrame,
-    *,
-    deletion_bound: float = DEFAULT_DELETION_BOUND,
-    ends: DataFrame | None = None,
-) -> DataFrame:
-    """The violations and notices of every run in ``events`` (``read_traces``' columns),
-    as rows of ``VIOLATION_SCHEMA`` (unordered). ``ends``: each run's last event time
-    (``run, end``) when the caller has it already; computed otherwise."""
+def check_selection() -> Column:
+    """The events some rule group needs (``check_groups``), by tests on the columns and
+    the raw JSON: what ``check_groups`` reads is parsed only for these."""
     from pyspark.sql import functions as F
 
-    if ends is None:
-        ends = events.groupBy("run").agg(F.max("ts").alias("end"))
     kind, type_, node = F.col("kind"), F.col("type"), F.col("node")
-    partition_event = ((kind == "transition") & type_.isin("partition", "replica")) | (
-        (kind == "event") & type_.isin(*_PARTITION_EVENTS)
-    )
-    candidates = events.where(
-        partition_event
+    return (
+        _partition_event()
         | (kind == "log_dir")
         | type_.isin(*_RUN_TYPES, "topic_deletion_completed")
         | ((node == CHAOS_NODE) & (kind == "fault"))
@@ -234,34 +208,46 @@ def check_runs(
             & F.col("fields").contains("/admin/delete_topics/")
         )
     )
-    parsed = candidates.withColumn(
-        "f", F.from_json("fields", "struct<topic: string, partition: string, path: string>")
+
+
+CHECK_KEYS: Final = ("topic", "partition", "path")
+"""The keys of ``fields`` that ``check_groups`` reads (each parsed as text)."""
+
+
+def _partition_event() -> Column:
+    from pyspark.sql import functions as F
+
+    kind, type_ = F.col("kind"), F.col("type")
+    return ((kind == "transition") & type_.isin("partition", "replica")) | (
+        (kind == "event") & type_.isin(*_PARTITION_EVENTS)
     )
-    topic, partition, path = (F.col("f").getField(k) for k in ("topic", "partition", "path"))
+
+
+def check_groups(topic: Column, partition: Column, path: Column) -> list[Column]:
+    """The rule groups of an event selected by ``check_selection`` (null: not in that
+    group), from its ``CHECK_KEYS`` parsed: its partition's, its topic's, its run's."""
+    from pyspark.sql import functions as F
+
+    kind, type_, node = F.col("kind"), F.col("type"), F.col("node")
     completed = (kind == "event") & (type_ == "topic_deletion_completed")
+    marker = (
+        (kind == "store")
+        & (type_ == "create")
+        & path.startswith("/admin/delete_topics/")
+        & F.col("fields").contains("/admin/delete_topics/")
+    )
     is_run_event = (
         type_.isin(*_RUN_TYPES)
         | ((node == CHAOS_NODE) & (kind == "fault"))
         | ((kind == "error") & (type_ == "invalid_transition"))
         | completed
-        | ((kind == "store") & (type_ == "create") & path.startswith("/admin/delete_topics/"))
+        | marker
     )
-    groups = F.array(
-        F.when(partition_event, F.concat_ws("/", F.lit("partition"), topic, partition)),
+    return [
+        F.when(_partition_event(), F.concat_ws("/", F.lit("partition"), topic, partition)),
         F.when(
             ((kind == "log_dir") & topic.isNotNull()) | completed,
             F.concat_ws("/", F.lit("topic"), topic),
         ),
         F.when(is_run_event, F.lit("run")),
-    )
-    grouped = parsed.select(
-        "run", F.explode(F.array_compact(groups)).alias("group"), *EVENT_COLUMNS
-    )
-    partitions = 4 * events.sparkSession.sparkContext.defaultParallelism
-    return (
-        grouped.join(F.broadcast(ends), "run")
-        .select(*GROUPED_COLUMNS)
-        .repartition(partitions, "run", "group")
-        .sortWithinPartitions(group_hash("run", "group"), "run", "group", "seq")
-        .mapInArrow(_check_batches(deletion_bound), VIOLATION_SCHEMA)
-    )
+    ]
