@@ -66,6 +66,10 @@ class ConsumedRecord:
 
 def read_varint(data: bytes | memoryview, position: int) -> tuple[int, int]:
     """``(value, next position)`` of a zig-zag varlong."""
+    if position < len(data):  # one byte, most of a record's varints: no loop
+        byte = data[position]
+        if not byte & 0x80:
+            return (byte >> 1) ^ -(byte & 1), position + 1
     result = shift = 0
     while True:
         if position >= len(data) or shift > 63:

@@ -28,7 +28,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from actors.log.batch_codec import read_bytes, read_varint, write_bytes
+from actors.log.batch_codec import RecordsError, read_bytes, read_varint, write_bytes
 from actors.log.compression import compress, decompress
 from actors.log.partition_log import Log
 from actors.log.records import (
@@ -198,10 +198,15 @@ class _Record:
     headers: bytes
 
 
-def _records(header: BatchHeader, batch: bytes) -> list[_Record]:
+def _payload(header: BatchHeader, batch: bytes) -> bytes:
+    """The batch's records, decompressed."""
     payload = batch[RECORD_BATCH_OVERHEAD:]
     if header.compression != CompressionType.NONE:
         payload = decompress(header.compression, payload)
+    return payload
+
+
+def _records(header: BatchHeader, payload: bytes) -> list[_Record]:
     records = []
     position = 0
     for _ in range(header.records_count):
@@ -219,6 +224,26 @@ def _records(header: BatchHeader, batch: bytes) -> list[_Record]:
         )
         position = end
     return records
+
+
+def _keys(header: BatchHeader, payload: bytes) -> list[tuple[int, bytes | None, bool]]:
+    """The offset delta, key and whether it is a tombstone (a null value) of each record
+    of a batch: what the key map and ``_retain`` read, without copying the values and
+    headers (``_records`` reads them, for a batch that is written again)."""
+    keys = []
+    position = 0
+    for _ in range(header.records_count):
+        length, position = read_varint(payload, position)
+        end = position + length
+        _, at = read_varint(payload, position + 1)  # past the attributes: the timestamp
+        offset_delta, at = read_varint(payload, at)
+        key, at = read_bytes(payload, at)
+        value_length, at = read_varint(payload, at)
+        if at + max(value_length, 0) > end or end > len(payload):
+            raise RecordsError("a record field runs past its record")
+        keys.append((offset_delta, key, value_length < 0))
+        position = end
+    return keys
 
 
 def _rebuilt_batch(header: BatchHeader, kept: list[_Record]) -> bytes:
@@ -294,10 +319,11 @@ def _build_offset_map(
             if header.last_offset < start:
                 continue
             if not header.is_control:
-                for record in _records(header, segment.read_batch(header)):
-                    offset = header.base_offset + record.offset_delta
-                    if record.key is not None and offset >= start:
-                        offsets[record.key] = offset
+                base = header.base_offset
+                payload = _payload(header, segment.read_batch(header))
+                for delta, key, _ in _keys(header, payload):
+                    if key is not None and base + delta >= start:
+                        offsets[key] = base + delta
             latest = max(latest, header.last_offset)
             if budget.spent(header.size):
                 yield
@@ -407,19 +433,20 @@ def _clean_segments(
                     result.records_read += header.records_count
                     result.records_retained += header.records_count
                 else:
-                    records = _records(header, data)
-                    result.records_read += len(records)
-                    kept = [
-                        r
-                        for r in records
-                        if _retain(
-                            header.base_offset + r.offset_delta, r, offsets, latest, retain_deletes
-                        )
+                    payload = _payload(header, data)
+                    base = header.base_offset
+                    retained = [
+                        _retain(base + delta, key, tombstone, offsets, latest, retain_deletes)
+                        for delta, key, tombstone in _keys(header, payload)
                     ]
-                    result.records_retained += len(kept)
-                    if not kept:
+                    result.records_read += len(retained)
+                    count = sum(retained)
+                    result.records_retained += count
+                    if not count:
                         continue
-                    if len(kept) < len(records):
+                    if count < len(retained):  # read whole only to be written again
+                        records = _records(header, payload)
+                        kept = [r for r, keep in zip(records, retained, strict=True) if keep]
                         kept_data = _rebuilt_batch(header, kept)
                         max_timestamp = int.from_bytes(kept_data[35:43], "big", signed=True)
                 cleaned.append(
@@ -438,13 +465,18 @@ def _clean_segments(
 
 
 def _retain(
-    offset: int, record: _Record, offsets: dict[bytes, int], latest: int, retain_deletes: bool
+    offset: int,
+    key: bytes | None,
+    tombstone: bool,
+    offsets: dict[bytes, int],
+    latest: int,
+    retain_deletes: bool,
 ) -> bool:
     """``Cleaner.shouldRetainRecord``: past the map's latest offset, kept; a keyed record,
     kept if no later record of its key is in the map and it has a value or tombstones
     are still kept; a record without a key goes."""
     if offset > latest:
         return True
-    if record.key is None:
+    if key is None:
         return False
-    return offset >= offsets.get(record.key, -1) and (record.value is not None or retain_deletes)
+    return offset >= offsets.get(key, -1) and (not tombstone or retain_deletes)

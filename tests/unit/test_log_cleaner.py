@@ -19,7 +19,7 @@ from typing import cast
 import pytest
 
 from actors.log import cleaner
-from actors.log.batch_codec import decode_records
+from actors.log.batch_codec import RecordsError, decode_records
 from actors.log.channel import LogFiles
 from actors.log.cleaner import clean, cleaning, filthiest_log, log_to_clean
 from actors.log.compression import decompress
@@ -408,6 +408,25 @@ def test_a_clean_in_steps_is_the_clean_at_once_and_can_be_abandoned(tmp_path: Pa
     steps.close()
     assert not [n for n in os.listdir(abandoned.directory) if n.endswith((".cleaned", ".swap"))]
     assert records(abandoned) == before
+
+
+def test_a_record_whose_value_runs_past_it_fails_the_clean(tmp_path: Path) -> None:
+    """The clean reads a dropped record's key and value length only, and still refuses
+    a value that runs past its record (damaged on disk): RecordsError, which the log
+    manager takes for an uncleanable log; no ``.cleaned`` file is left."""
+    clock = Clock()
+    log = open_log(tmp_path / "t-0", clock, compacted())
+    write(log, [(b"k", b"v")])
+    write(log, [(b"k", b"w")])
+    log.append_as_leader(batch_of([(b"x", b"y")]), leader_epoch=0)
+    record = log.read(0, 1 << 20).records[RECORD_BATCH_OVERHEAD:]
+    assert record[5:7] == b"k\x02"  # key "k", then the value's length, 1
+    with open(log.directory / f"{0:020d}.log", "r+b") as f:
+        f.seek(RECORD_BATCH_OVERHEAD + 6)
+        f.write(b"\x7e")  # 63
+    with pytest.raises(RecordsError):
+        clean(log_to_clean(log, None, clock()))
+    assert not [n for n in os.listdir(log.directory) if n.endswith((".cleaned", ".swap"))]
 
 
 def test_the_log_managers_clean_runs_in_steps_between_other_messages(
