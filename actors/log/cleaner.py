@@ -1,5 +1,6 @@
-"""Log compaction: Kafka's ``LogCleaner`` and ``LogCleanerManager``, as pure functions
-over a ``Log`` that the log manager calls on its cleaner timer.
+"""Log compaction: Kafka's ``LogCleaner`` and ``LogCleanerManager``, as functions over a
+``Log`` that the log manager calls on its cleaner timer (the clean itself a generator of
+steps, ``cleaning``, which the log manager runs between its other messages).
 
 ``filthiest_log`` picks, among the compacted logs, the one with the largest dirty ratio
 above its ``min.cleanable.dirty.ratio`` (or overdue by ``max.compaction.lag.ms``)
