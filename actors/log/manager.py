@@ -102,6 +102,7 @@ import contextlib
 import dataclasses
 import itertools
 import os
+import random
 import re
 from collections import OrderedDict, deque
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
@@ -309,6 +310,9 @@ def parse_log_dir_name(name: str) -> tuple[TopicPartition, LogDirKind]:
         raise ValueError(f"{name!r} is not in the form of topic-partition")
     return TopicPartition(TopicName(topic), int(partition)), kind
 
+
+_IDS_DRAWN: Final = 256
+"""How many renamed logs' ids are read from the OS source at once."""
 
 _UUID4_CLEARED: Final = ~(0xC000 << 48 | 0xF000 << 64)
 _UUID4_SET: Final = 0x8000 << 48 | 0x4000 << 64
@@ -801,6 +805,7 @@ class LogManager(Actor):
         self._open: OrderedDict[TopicPartition, Log] = OrderedDict()  # least recent first
         self._clean: dict[Path, bool] = {}  # the clean-shutdown marker, as found at start
         self._closed_clean: set[TopicPartition] = set()  # closed by us since start-up
+        self._drawn_ids: list[int] = []  # drawn from the OS source ahead (``_unique_id``)
         # Logs created empty by this incarnation and never opened since, with the leader
         # epoch their epoch checkpoint holds: reads, lookups and no-op truncations of an
         # empty log are answered without opening it (a LeaderAndIsr of 100,000 partitions
@@ -1650,7 +1655,7 @@ class LogManager(Actor):
         self._closed_clean.discard(tp)
         # A random UUID, as Kafka's: from the node's identity source, so that a broker run again on
         # the same log dirs (after a crash) does not draw the names its last run left behind.
-        unique_id = _uuid4_hex(self.node.ids.getrandbits(128))
+        unique_id = _uuid4_hex(self._unique_id())
         name = delete_dir_name(tp, unique_id)
         # Plain strings: a bulk deletion renames thousands of logs (see Disk.rename).
         parent = os.fspath(log_dir) + os.sep
@@ -1663,8 +1668,27 @@ class LogManager(Actor):
             self._mark_offline(log_dir, message, exc)
             raise _storage_error(message) from exc
         self._remove_log(tp)
-        self._trace_op("rename", src, log_dir=log_dir, tp=tp, to=name)
+        tracer = self.node.tracer
+        if tracer.enabled:
+            self._trace_op("rename", src, log_dir=log_dir, tp=tp, to=name)
+        else:  # numbered all the same, without the fields (a bulk deletion renames 30,000)
+            tracer.skip()
         return log_dir, name
+
+    def _unique_id(self) -> int:
+        """128 random bits for a renamed log's id, from the node's identity source. The OS
+        source (a run that is not deterministic) is read ``_IDS_DRAWN`` ids at a time: one
+        read a log made the reads a tenth of a bulk deletion's renaming. A seeded source
+        is drawn from once a log, as before, so that a deterministic run's names stay."""
+        ids = self.node.ids
+        if type(ids) is not random.SystemRandom:
+            return ids.getrandbits(128)
+        if not self._drawn_ids:
+            raw = ids.getrandbits(128 * _IDS_DRAWN).to_bytes(16 * _IDS_DRAWN, "little")
+            self._drawn_ids = [
+                int.from_bytes(raw[i : i + 16], "little") for i in range(0, len(raw), 16)
+            ]
+        return self._drawn_ids.pop()
 
     def _queue_renamed(self, renamed: list[tuple[TopicPartition, Path, str]]) -> None:
         """The second half of ``asyncDelete``: the checkpoints of each log dir of
