@@ -49,10 +49,12 @@ that reach a ``Log`` (``actors.log.partition_log``):
   offline and answers KAFKA_STORAGE_ERROR.
 * **Retention** (``LogManager.cleanupLogs``): every ``retention_check_interval``
   (``log.retention.check.interval.ms``), the first ``initial_task_delay`` after start-up,
-  each open log deletes the segments its ``retention.ms`` / ``retention.bytes`` no longer
-  keep, below the high watermark the broker reported (``Log.
-  delete_retention_breached_segments``); their files are renamed ``.deleted`` and removed
-  by the first check ``file.delete.delay.ms`` later; the listener (the broker) is told the
+  each open log whose policy does not hold ``compact`` deletes the segments its
+  ``retention.ms`` / ``retention.bytes`` no longer keep, below the high watermark the
+  broker reported (``Log.delete_retention_breached_segments``); a compacted log's
+  retention is the cleaner's, between two cleans (``LogCleanerManager.deletableLogs``),
+  so it never abandons a clean. The files are renamed ``.deleted`` and removed by the
+  first check ``file.delete.delay.ms`` later; the listener (the broker) is told the
   moved log starts (``LogStartsAdvanced``). docs/log-format.md, "Retention".
 * **Deletion** (``LogManager.asyncDelete``): the directory is renamed at once to
   ``<topic>-<partition>.<32 hex>-delete`` (the topic part cut so the name fits in 255
@@ -1815,10 +1817,24 @@ class LogManager(Actor):
                 files=[p.name for p in paths],
             )
         self._deleted_segments = waiting
+        # LogCleanerManager.pauseCleaningForNonCompactedPartitions: a compacted log's
+        # retention is the cleaner's (between two cleans, _clean_compacted_logs), and a log
+        # being cleaned (its policy changed since) is left to the next check.
+        self._retain_logs(
+            lambda tp, log: (
+                not log.config.compact and (self._clean_round is None or tp != self._cleaning)
+            ),
+            now,
+        )
+
+    def _retain_logs(self, chosen: Callable[[TopicPartition, Log], bool], now: float) -> None:
+        """``Log.deleteOldSegments`` on the ``chosen`` open logs of online dirs, below
+        the high watermark the broker last reported for each (none reported: nothing
+        goes); the listener is told the log starts that moved."""
         moved: list[LogStart] = []
         for tp, log in list(self._open.items()):
             home = self._logs.get(tp)
-            if home is None or home in self._offline:
+            if home is None or home in self._offline or not chosen(tp, log):
                 continue
             high_watermark = self._hw_rows[home].get(tp)
             if high_watermark is not None and self._retain(tp, home, log, high_watermark, now):
@@ -1836,10 +1852,8 @@ class LogManager(Actor):
         self, tp: TopicPartition, log_dir: Path, log: Log, high_watermark: int, now: float
     ) -> bool:
         """One log's retention, the renamed files queued for removal; whether its log
-        start moved."""
+        start moved. Never a log whose clean is in progress (the callers skip it)."""
         start = log.log_start_offset
-        if log.config.delete:  # compact,delete: retention may remove segments being cleaned
-            self._abort_cleaning(tp)
         try:
             renamed = self._guard(
                 tp, log, lambda: log.delete_retention_breached_segments(high_watermark)
@@ -1920,9 +1934,10 @@ class LogManager(Actor):
         """One round of the cleaner, in steps: the filthiest compacted open log (the
         largest dirty ratio above its ``min.cleanable.dirty.ratio``,
         ``grabFilthiestCompactedLog``) is cleaned (``cleaner.cleaning``, a step per
-        ``CLEAN_STEP_BYTES`` read), its clean point checkpointed, then the next one,
-        each log once a round. Logs closed by the open-log budget are cleaned when open
-        at a later round."""
+        ``CLEAN_STEP_BYTES`` read), its clean point checkpointed, the compacted logs'
+        retention run (``_retain_compacted_logs``), then the next one, each log once a
+        round. Logs closed by the open-log budget are cleaned when open at a later
+        round."""
         done: set[TopicPartition] = set()
         while True:
             now_ms = self.clock.wall_ms()
@@ -1944,6 +1959,7 @@ class LogManager(Actor):
                 candidates.append((tp, home, candidate))
             chosen = cleaner.filthiest_log([c for _, _, c in candidates])
             if chosen is None:
+                self._retain_compacted_logs()
                 return
             tp, home = next((t, h) for t, h, c in candidates if c is chosen)
             done.add(tp)
@@ -1998,7 +2014,19 @@ class LogManager(Actor):
             )
             if not self._write_clean_points(home):
                 return
+            self._retain_compacted_logs()
             yield
+
+    def _retain_compacted_logs(self) -> None:
+        """The cleaner's retention of the compacted logs, after each clean and when there
+        is none to do (``CleanerThread.cleanFilthiestLog``, ``LogCleanerManager.
+        deletableLogs``): ``Log.deleteOldSegments`` on every open log whose policy holds
+        ``compact``, but those marked uncleanable; never while one of them is being
+        cleaned, so retention never removes segments under a clean."""
+        self._retain_logs(
+            lambda tp, log: log.config.compact and tp not in self._uncleanable,
+            self.clock.now(),
+        )
 
     def _write_clean_points(self, log_dir: Path) -> bool:
         """Rewrite ``log_dir``'s ``cleaner-offset-checkpoint``; whether it is online."""

@@ -32,11 +32,15 @@ from protocol.log import (
     AppendRecords,
     AppendToLogs,
     CleanCompactedLogs,
+    CleanupLogs,
+    HighWatermark,
     LogConfigOverrides,
     LogsAppended,
     LogsRead,
+    LogStartsAdvanced,
     ReadFromLogs,
     ReadRecords,
+    RecordHighWatermarks,
     TruncateLog,
 )
 from tests.support.log_manager import Harness, log_dirs, run_broker, sim
@@ -310,9 +314,8 @@ async def _changelog(b: Harness) -> None:
         await _append(b, batch_of([(key, value)]))
 
 
-async def _read_all(b: Harness) -> list[tuple[int, bytes | None, bytes | None]]:
+async def _read_all(b: Harness, offset: int = 0) -> list[tuple[int, bytes | None, bytes | None]]:
     out: list[tuple[int, bytes | None, bytes | None]] = []
-    offset = 0
     while True:
         reads = (ReadRecords(topic=T, partition=0, offset=offset, max_bytes=1 << 20),)
         reply = await b.node.ask(b.lm.ref, ReadFromLogs(reads=reads, max_bytes=1 << 20))
@@ -481,6 +484,92 @@ def test_the_log_managers_clean_runs_in_steps_between_other_messages(
         assert await _read_all(b) == [(5, b"k1", b"e"), (6, b"k3", b"f"), (7, b"k2", b"g")]
 
     sim(lambda: run_broker(dirs, body, cleaner_backoff=1000 * BACKOFF))
+
+
+async def _topic(b: Harness, topic: str, configs: dict[str, str], batches: int) -> None:
+    """``topic`` with ``configs`` (and ``segment.bytes=100``), ``batches`` one-record
+    batches of key ``k``, one segment each; records about 100 days old."""
+    await b.create(topic)
+    pairs = tuple(sorted({"segment.bytes": "100", **configs}.items()))
+    await b.node.ask(b.lm.ref, LogConfigOverrides(topic=TopicName(topic), configs=pairs))
+    for i in range(batches):
+        one = AppendRecords(
+            topic=TopicName(topic),
+            partition=0,
+            records=batch_of([(b"k", b"%d" % i)]),
+            leader_epoch=0,
+        )
+        reply = await b.node.ask(b.lm.ref, AppendToLogs(appends=(one,)))
+        assert isinstance(reply, LogsAppended)
+
+
+def test_a_compacted_logs_retention_is_the_cleaners_and_never_abandons_its_clean(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``cleanup.policy=compact,delete``: a retention check (``LogManager.cleanupLogs``)
+    that comes while the log's clean is in progress retains only the logs that do not
+    compact (``pauseCleaningForNonCompactedPartitions``): the clean is not abandoned and
+    its segments stay; the cleaner deletes the compacted log's expired segments after
+    the clean (``CleanerThread.cleanFilthiestLog``'s ``deletableLogs``), below the high
+    watermark, and tells the broker the new log start."""
+    monkeypatch.setattr(cleaner, "CLEAN_STEP_BYTES", 1)
+    dirs = log_dirs(tmp_path, 1)
+    changelog = dirs[0] / "changelog-0"
+    # the records are about 100 days old, the segments' last writes (those the clean
+    # empties keep) 20 s at the clean
+    retention = {"retention.ms": "10000"}
+
+    async def body(b: Harness) -> None:
+        await _topic(b, "events", {"cleanup.policy": "delete", **retention}, 3)
+        await b.create("changelog")
+        configs = {"cleanup.policy": "compact,delete", "segment.bytes": "100", **retention}
+        await b.node.ask(
+            b.lm.ref, LogConfigOverrides(topic=T, configs=tuple(sorted(configs.items())))
+        )
+        for key, value in CHANGELOG:
+            await _append(b, batch_of([(key, value)]))
+        marks = (
+            HighWatermark(topic=TopicName("events"), partition=0, high_watermark=3),
+            HighWatermark(topic=T, partition=0, high_watermark=5),
+        )
+        b.node.tell(b.lm.ref, RecordHighWatermarks(high_watermarks=marks))
+        await b.sleep_until(20.0)  # before the first retention check, at 30 s
+        b.node.tell(b.lm.ref, CleanCompactedLogs())
+        b.node.tell(b.lm.ref, CleanupLogs())  # handled after the clean's first step
+        await b.sink.wait_for(
+            lambda e: e.kind == "log_dir" and e.type == "retention" and e.fields["topic"] == T,
+            60.0,
+        )
+        ops = [
+            (e.type, e.fields["topic"], e.fields["result"])
+            for e in b.sink.events
+            if e.kind == "log_dir" and e.type in ("clean", "retention")
+        ]
+        assert ops == [
+            ("retention", "events", "ok"),  # the check, while changelog's clean ran
+            ("clean", T, "ok"),
+            ("retention", T, "ok"),  # the cleaner's, after the clean
+        ]
+        clean_event, changelog_retention = (
+            b.log_dir_events("clean")[0],
+            b.log_dir_events("retention")[1],
+        )
+        assert (clean_event.fields["end_offset"], clean_event.fields["records_retained"]) == (5, 3)
+        # every segment wholly below the high watermark 5 expired: the log starts at 5
+        assert changelog_retention.fields["log_start_offset"] == 5
+        assert await _read_all(b, 5) == [(5, b"k1", b"e")]
+        assert not [p.name for p in changelog.iterdir() if p.name.endswith(".cleaned")]
+        starts = [
+            (s.topic, s.log_start_offset)
+            for m in b.recorder.seen
+            if isinstance(m, LogStartsAdvanced)
+            for s in m.starts
+        ]
+        assert starts == [("events", 3), (T, 5)]
+
+    sim(
+        lambda: run_broker(dirs, body, cleaner_backoff=1000 * BACKOFF, retention_check_interval=1e6)
+    )
 
 
 _KILLED_CHILD = """
