@@ -20,10 +20,10 @@ Responses come back to the controller only as events (``ResponseToEvent``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
-from actors.controller.context import ControllerContext
+from actors.controller.context import EMPTY_ASSIGNMENT, ControllerContext
 from actors.controller.errors import IllegalControllerStateError
 from actors.controller.events import (
     ControllerEvent,
@@ -52,7 +52,7 @@ from protocol.control import (
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
-from protocol.ids import BrokerEpoch, BrokerId, ControllerEpoch
+from protocol.ids import BrokerEpoch, BrokerId, ControllerEpoch, TopicName
 
 ControlRequest = LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest
 
@@ -184,19 +184,49 @@ class ControllerBrokerRequestBatch:
                 new = previous is not None and previous.is_new
             partition_state = shared[new]
             if partition_state is None:
-                state = leadership.leader_and_isr
-                partition_state = shared[new] = LeaderAndIsrPartitionState(
-                    topic=tp.topic,
-                    partition=tp.partition,
-                    controller_epoch=leadership.controller_epoch,
-                    leader=state.leader,
-                    leader_epoch=state.leader_epoch,
-                    isr=state.isr,
-                    zk_version=state.zk_version,
-                    replicas=assignment.replicas,
-                    adding_replicas=assignment.adding_replicas,
-                    removing_replicas=assignment.removing_replicas,
-                    is_new=new,
+                partition_state = shared[new] = _leader_and_isr_state(
+                    tp, leadership, assignment, is_new=new
+                )
+            states[tp] = partition_state
+
+    def resend_leader_and_isr(
+        self, broker_id: BrokerId, partitions: Sequence[tuple[TopicPartition, Leadership]]
+    ) -> None:
+        """``add_leader_and_isr((broker_id,), tp, leadership, assignment, is_new=False)``
+        of each ``(tp, leadership)`` in order, ``leadership`` and the assignment being the
+        context's own (looked up once here): the replica state machine's OnlineReplica
+        resend, 240,000 replicas of 100,000 partitions in a new controller's startup,
+        without a call and a recipient loop each. The states added are the same."""
+        if broker_id < 0 or not partitions:
+            return  # nothing to add: no request for the broker either
+        assignments = self.context.partition_assignments
+        live = self.context.live_or_shutting_down_broker_ids
+        built_of = self._built
+        states = self.leader_and_isr.get(broker_id)
+        if states is None:
+            states = self.leader_and_isr[broker_id] = {}
+        topic: str | None = None
+        of_topic: dict[int, zkdata.ReplicaAssignment] = {}
+        for tp, leadership in partitions:
+            # ``partition_full_replica_assignment``, the topic's table looked up once a
+            # run of its partitions (they come in partition order)
+            if tp.topic != topic:
+                topic = tp.topic
+                of_topic = assignments.get(TopicName(topic)) or {}
+            assignment = of_topic.get(tp.partition, EMPTY_ASSIGNMENT)
+            built = built_of.get(tp)
+            if built is None or built[0] is not leadership or built[1] is not assignment:
+                built = built_of[tp] = (leadership, assignment, [None, None])
+                self._add_partition_metadata(tp, leadership, assignment.replicas)
+                if not live <= self.update_metadata_brokers:
+                    self.update_metadata_brokers |= live
+            previous = states.get(tp)
+            new = previous is not None and previous.is_new
+            shared = built[2]
+            partition_state = shared[new]
+            if partition_state is None:
+                partition_state = shared[new] = _leader_and_isr_state(
+                    tp, leadership, assignment, is_new=new
                 )
             states[tp] = partition_state
 
@@ -228,13 +258,21 @@ class ControllerBrokerRequestBatch:
         for tp in partitions:
             self._add_partition_metadata(tp)
 
-    def _add_partition_metadata(self, tp: TopicPartition) -> None:
-        """What UpdateMetadata will say of ``tp`` (nothing while it has no leadership)."""
+    def _add_partition_metadata(
+        self,
+        tp: TopicPartition,
+        leadership: Leadership | None = None,
+        replicas: tuple[BrokerId, ...] = (),
+    ) -> None:
+        """What UpdateMetadata will say of ``tp`` (nothing while it has no leadership).
+        ``leadership`` and ``replicas``: the context's, when the caller has looked them
+        up already (else they are looked up here)."""
         ctx = self.context
-        leadership = ctx.leadership(tp)
         if leadership is None:
-            return  # no leader yet: nothing to announce
-        replicas = ctx.partition_replica_assignment(tp)
+            leadership = ctx.leadership(tp)
+            if leadership is None:
+                return  # no leader yet: nothing to announce
+            replicas = ctx.partition_replica_assignment(tp)
         if ctx.shutting_down_broker_ids or ctx.replicas_on_offline_dirs:
             offline = ctx.offline_replicas(tp, replicas)
         else:
@@ -389,3 +427,27 @@ def _update_metadata_event(broker_id: BrokerId) -> ResponseToEvent:
         return None
 
     return to_event
+
+
+def _leader_and_isr_state(
+    tp: TopicPartition,
+    leadership: Leadership,
+    assignment: zkdata.ReplicaAssignment,
+    *,
+    is_new: bool,
+) -> LeaderAndIsrPartitionState:
+    """A partition's LeaderAndIsr state, built of its leadership and assignment."""
+    state = leadership.leader_and_isr
+    return LeaderAndIsrPartitionState(
+        topic=tp.topic,
+        partition=tp.partition,
+        controller_epoch=leadership.controller_epoch,
+        leader=state.leader,
+        leader_epoch=state.leader_epoch,
+        isr=state.isr,
+        zk_version=state.zk_version,
+        replicas=assignment.replicas,
+        adding_replicas=assignment.adding_replicas,
+        removing_replicas=assignment.removing_replicas,
+        is_new=is_new,
+    )

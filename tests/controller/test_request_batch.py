@@ -264,3 +264,50 @@ def test_a_new_batch_requires_the_previous_one_flushed() -> None:
         batch.new_batch()
     batch.clear()
     batch.new_batch()
+
+
+def test_a_resend_adds_what_add_leader_and_isr_adds_for_each_partition() -> None:
+    """``resend_leader_and_isr`` (the replica state machine's OnlineReplica resend) sends
+    the requests a call of ``add_leader_and_isr`` per partition sends: the states, their
+    sticky isNew (a partition added as new before stays new), the UpdateMetadata states
+    and recipients; a negative broker id gets nothing."""
+
+    def requests(resend: bool) -> list[tuple[BrokerId, object]]:
+        ctx, sender, batch = make()
+        ctx.put_leadership(T1, leadership(2, (2, 0), epoch=7))
+        batch.new_batch()
+        t0 = ctx.partition_full_replica_assignment(T0)
+        batch.add_leader_and_isr(ids(1), T0, leadership(0, (0, 1, 2)), t0, is_new=True)
+        entries = [(T0, ctx.leadership(T0)), (T1, ctx.leadership(T1)), (D0, ctx.leadership(D0))]
+        for broker in (1, 2, -1):
+            if resend:
+                batch.resend_leader_and_isr(BrokerId(broker), entries)  # type: ignore[arg-type]
+            else:
+                for tp, known in entries:
+                    assert known is not None
+                    batch.add_leader_and_isr(
+                        ids(broker),
+                        tp,
+                        known,
+                        ctx.partition_full_replica_assignment(tp),
+                        is_new=False,
+                    )
+        batch.send_requests_to_brokers(ctx.epoch)
+        return [(b, r) for b, r, _ in sender.sent]
+
+    sent = requests(resend=True)
+    assert sent == requests(resend=False)
+    assert [(b, type(r).__name__) for b, r in sent] == [
+        (1, "LeaderAndIsrRequest"),
+        (2, "LeaderAndIsrRequest"),
+        (0, "UpdateMetadataRequest"),
+        (1, "UpdateMetadataRequest"),
+        (2, "UpdateMetadataRequest"),
+    ]
+    first = sent[0][1]
+    assert isinstance(first, LeaderAndIsrRequest)
+    assert [(s.partition, s.topic, s.is_new) for s in first.partition_states] == [
+        (0, "t", True),
+        (1, "t", False),
+        (0, "doomed", False),
+    ]
