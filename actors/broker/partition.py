@@ -159,8 +159,11 @@ class Partition:
         return True
 
     def maybe_increment_high_watermark(self, now_ms: int, replica_lag_time_max_ms: int) -> bool:
-        """Raise the high watermark to ``high_watermark_candidate``; whether it moved."""
-        if self.isr_state is None:
+        """Raise the high watermark to ``high_watermark_candidate``; whether it moved.
+        The candidate is at most the leader's log end: with the high watermark there
+        already (every new leader of an empty log, each idle partition a follower's fetch
+        reaches) it cannot rise, and the followers are not looked at."""
+        if self.isr_state is None or self.log_end_offset <= self.high_watermark:
             return False
         candidate = high_watermark_candidate(
             self.isr_state, self.log_end_offset, now_ms, replica_lag_time_max_ms
