@@ -10,16 +10,21 @@ partition per batch (``StickyPartitionCache``). The lines that have arrived when
 read are sent as one batch per partition: a terminal's as they are typed, a pipe's in
 chunks.
 
-Producer settings as the tool's: ``acks`` 1 unless ``--request-required-acks`` or
-``--producer-property acks=...`` say otherwise (0, 1, -1 or all); ``compression.type``
-(or ``--compression-codec``) none or gzip; ``max.block.ms`` is how long to wait for the
-topic's metadata and for each send. A send answered with a retriable error (no leader,
-not enough replicas, ...) is sent again after ``retry.backoff.ms``, at most ``retries``
-times (``--message-send-max-retries`` and ``--retry-backoff-ms``, 3 and 100 ms by
-default, set them unless the producer properties do; a lost connection is retried until
-the deadline, not counted), then refused. A send the broker
-refuses is logged on stderr as
-Kafka's ``ErrorLoggingCallback`` logs it through the tools' log4j layout (``[%d] %p %m
+Producer settings as the tool's ``producerProps`` builds them: the ``--producer.config``
+file, then ``--producer-property``, then each option Kafka merges
+(``CommandLineUtils.maybeMergeOptions``) wins when given on the command line, else the
+property given wins over the option's default: ``acks`` (``--request-required-acks``, 1;
+0, 1, -1 or all), ``request.timeout.ms`` (``--request-timeout-ms``, 1500: each send's
+wait and the Produce request's timeout), ``retries`` (``--message-send-max-retries``, 3),
+``retry.backoff.ms`` (``--retry-backoff-ms``, 100) and ``max.block.ms``
+(``--max-block-ms``, 60000: how long to wait for the topic's metadata and for each send).
+``compression.type`` is ``--compression-codec``'s (none or gzip; gzip without a value),
+``none`` without it, whatever the properties say, as ``producerProps`` puts it. A send
+answered with a retriable error (a ``RetriableException``: no leader, not enough
+replicas, a corrupt message, ...) is sent again after ``retry.backoff.ms``, at most
+``retries`` times (a lost connection is retried until the deadline, not counted), then
+refused. A send the broker refuses is logged on stderr as Kafka's
+``ErrorLoggingCallback`` logs it through the tools' log4j layout (``[%d] %p %m
 (%c)``), one entry per record, the exception's class and message on the next line (the
 broker's Produce v8 ``error_message``, else the error's default message; a 2.7 producer
 reads no ``record_errors``); the tool goes on with the rest of the input and exits 0, as
@@ -54,7 +59,7 @@ from cluster.kafka.client import KafkaDataClient, int_config, produce_exception
 from cluster.kafka.records import ProducerRecord, encode_batch
 from protocol.errors import ErrorCode, KafkaApiError
 
-__all__ = ["main", "murmur2", "partition_for_key"]
+__all__ = ["main", "murmur2", "partition_for_key", "producer_props"]
 
 SPECS: Final = (
     *CLUSTER_OPTIONS,
@@ -71,7 +76,20 @@ SPECS: Final = (
         "request-required-acks", "The required acks of the producer requests (default 1).", "acks"
     ),
     Option(
-        "compression-codec", "The compression codec: either 'none' or 'gzip'.", "compression-codec"
+        "request-timeout-ms",
+        "The ack timeout of the producer requests (default 1500).",
+        "request timeout ms",
+    ),
+    Option(
+        "max-block-ms",
+        "The max time that the producer will block for during a send request (default 60000).",
+        "max block on send",
+    ),
+    Option(
+        "compression-codec",
+        "The compression codec: either 'none' or 'gzip' (gzip if given without a value).",
+        "compression-codec",
+        optional=True,
     ),
     Option("sync", "If set, message send requests are sent synchronously (always, in kemu)."),
     Option(
@@ -87,11 +105,16 @@ SPECS: Final = (
     ),
 )
 _MERGED: Final = (
-    ("message-send-max-retries", "retries", 3),
-    ("retry-backoff-ms", "retry.backoff.ms", 100),
+    ("request-required-acks", "acks", "1", False),
+    ("request-timeout-ms", "request.timeout.ms", "1500", True),
+    ("message-send-max-retries", "retries", "3", True),
+    ("retry-backoff-ms", "retry.backoff.ms", "100", True),
+    ("max-block-ms", "max.block.ms", "60000", True),
 )
-"""``CommandLineUtils.maybeMergeOptions``: the option (or its default, when the property
-is not set) becomes the producer property."""
+"""``ConsoleProducer.producerProps``'s ``CommandLineUtils.maybeMergeOptions`` calls (those
+of the options kemu honours: option, property, the option's default, whether it is an
+``Integer`` option): an option given on the command line wins over the property, else a
+property given wins over the option's default."""
 USAGE: Final = usage_text(
     "This tool helps to read data from standard input and publish it to Kafka.", SPECS
 )
@@ -129,8 +152,8 @@ def partition_for_key(key: bytes, partitions: int) -> int:
     return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
-def _acks(opts: Options, props: dict[str, str]) -> int:
-    text = props.get("acks", opts.value("request-required-acks") or "1")
+def _acks(props: dict[str, str]) -> int:
+    text = props["acks"]
     acks = {"all": -1, "-1": -1, "0": 0, "1": 1}.get(text.strip())
     if acks is None:
         raise OptionError(
@@ -139,12 +162,36 @@ def _acks(opts: Options, props: dict[str, str]) -> int:
     return acks
 
 
-def _compression(opts: Options, props: dict[str, str]) -> CompressionType:
-    text = props.get("compression.type", opts.value("compression-codec") or "none")
+def _codec_option(opts: Options) -> str:
+    """``ProducerConfig.compressionCodec``: the option's value, ``gzip`` if it is given
+    without one, ``none`` if it is not given."""
+    if not opts.has("compression-codec"):
+        return "none"
+    return opts.value("compression-codec") or "gzip"
+
+
+def _compression(props: dict[str, str]) -> CompressionType:
+    text = props["compression.type"]
     codec = {"none": CompressionType.NONE, "gzip": CompressionType.GZIP}.get(text.strip())
     if codec is None:
         raise OptionError(f"kemu's console producer compresses with none or gzip, not {text}")
     return codec
+
+
+def producer_props(opts: Options) -> dict[str, str]:
+    """``ConsoleProducer.producerProps``: the ``--producer.config`` file, then
+    ``--producer-property``; the codec put whatever the properties say (a
+    ``compression.type`` property is overridden by ``--compression-codec`` or ``none``);
+    ``client.id`` ``console-producer`` unless given; then each option of ``_MERGED``
+    merged as ``CommandLineUtils.maybeMergeOptions`` does."""
+    props = client_config(opts, "producer-property", "producer.config")
+    props["compression.type"] = _codec_option(opts)
+    props.setdefault("client.id", "console-producer")
+    for option, key, default, integer in _MERGED:
+        if opts.has(option) or key not in props:
+            given = opts.int_value(option) if integer else opts.value(option)
+            props[key] = default if given is None else str(given)
+    return props
 
 
 class _LineReader:
@@ -204,15 +251,10 @@ async def produce(argv: Sequence[str], *, stdin: Stdin, err: TextIO) -> int:
         raise UsageError('Missing required argument "[topic]"')
     topic = opts.value("topic") or ""
     reader = _LineReader(properties(opts, "property"))
-    props = client_config(opts, "producer-property", "producer.config")
-    for option, key, default in _MERGED:
-        if opts.has(option) or key not in props:
-            given = opts.int_value(option)
-            props[key] = str(default if given is None else given)
-    acks = _acks(opts, props)
-    compression = _compression(opts, props)
+    props = producer_props(opts)
+    acks = _acks(props)
+    compression = _compression(props)
     retries = int_config(props, "retries", 0, minimum=0)
-    props.setdefault("client.id", "console-producer")
     clock = RealClock()
     rng = random.Random()
     async with KafkaDataClient(

@@ -1206,19 +1206,35 @@ def _answers_not_controller(response: KafkaApiResponseData) -> bool:
 
 
 RETRIABLE_PARTITION_ERRORS: Final = frozenset({
-    ErrorCode.NOT_LEADER_OR_FOLLOWER,
-    ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.CORRUPT_MESSAGE,  # CorruptRecordException
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-    ErrorCode.FENCED_LEADER_EPOCH,
-    ErrorCode.UNKNOWN_LEADER_EPOCH,
+    ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.REQUEST_TIMED_OUT,  # TimeoutException
+    ErrorCode.REPLICA_NOT_AVAILABLE,
+    ErrorCode.NETWORK_EXCEPTION,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_COORDINATOR,
     ErrorCode.NOT_ENOUGH_REPLICAS,
     ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-    ErrorCode.REQUEST_TIMED_OUT,
+    ErrorCode.NOT_CONTROLLER,
     ErrorCode.KAFKA_STORAGE_ERROR,
+    ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+    ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+    ErrorCode.LISTENER_NOT_FOUND,
+    ErrorCode.FENCED_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_LEADER_EPOCH,
     ErrorCode.OFFSET_NOT_AVAILABLE,
+    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+    ErrorCode.ELECTION_NOT_NEEDED,
+    ErrorCode.UNSTABLE_OFFSET_COMMIT,
+    ErrorCode.THROTTLING_QUOTA_EXCEEDED,
 })  # fmt: skip
-"""Partition errors a Kafka client retries after refreshing its metadata (the
-``RetriableException`` subclasses among them)."""
+"""The errors whose exception is a ``RetriableException`` (``InvalidMetadataException``'s
+subclasses among them) in Kafka 2.7's clients: a partition answered with one is sent
+again (``Sender.canRetry``) after its leader is looked up again."""
 
 P = TypeVar("P")
 

@@ -20,7 +20,8 @@ from actors.log.compression import CompressionError, decompress
 from actors.log.records import CompressionType
 from cluster.cli import console_consumer, console_producer, dump_log, get_offsets
 from cluster.cli.console_producer import murmur2 as kemu_murmur2
-from cluster.cli.console_producer import partition_for_key
+from cluster.cli.console_producer import partition_for_key, producer_props
+from cluster.cli.jopt import parse
 from cluster.kafka.records import (
     ProducerRecord,
     RecordsError,
@@ -207,7 +208,67 @@ def test_dump_log_prints_index_entries_up_to_the_unused_ones(tmp_path: Path) -> 
     ]
 
 
+# ---------------------------------------------------------------------- producer properties
+
+MERGED_DEFAULTS = {
+    "acks": "1",
+    "request.timeout.ms": "1500",
+    "retries": "3",
+    "retry.backoff.ms": "100",
+    "max.block.ms": "60000",
+}
+MERGED_OPTIONS = {
+    "acks": ("--request-required-acks", "all"),
+    "request.timeout.ms": ("--request-timeout-ms", "2500"),
+    "retries": ("--message-send-max-retries", "7"),
+    "retry.backoff.ms": ("--retry-backoff-ms", "20"),
+    "max.block.ms": ("--max-block-ms", "9000"),
+}
+
+
+def producer_config(*argv: str) -> dict[str, str]:
+    return producer_props(parse(["--topic", "t", *argv], console_producer.SPECS))
+
+
+@pytest.mark.parametrize("key", sorted(MERGED_OPTIONS))
+def test_a_merged_option_given_wins_else_a_property_wins_over_its_default(
+    key: str, tmp_path: Path
+) -> None:
+    """``ConsoleProducer.producerProps`` merges each option as
+    ``CommandLineUtils.maybeMergeOptions``: the option given on the command line wins over
+    ``--producer-property`` and ``--producer.config``; not given, the property given wins
+    over the option's default; neither given, the default."""
+    option, value = MERGED_OPTIONS[key]
+    config = tmp_path / "producer.properties"
+    config.write_text(f"{key}=0\n")
+    assert producer_config()[key] == MERGED_DEFAULTS[key]
+    assert producer_config("--producer-property", f"{key}=0")[key] == "0"
+    assert producer_config("--producer.config", str(config))[key] == "0"
+    both = ("--producer-property", f"{key}=0", "--producer.config", str(config))
+    assert producer_config(option, value, *both)[key] == value
+    assert producer_config(*both, option, value)[key] == value
+    others = {k: v for k, v in producer_config(option, value).items() if k != key}
+    assert others == {k: v for k, v in producer_config().items() if k != key}
+
+
+def test_the_codec_option_overrides_a_compression_property(tmp_path: Path) -> None:
+    """``producerProps`` puts ``compression.type`` from ``--compression-codec`` whatever
+    the properties say: ``none`` without the option, ``gzip`` for the option without a
+    value; ``client.id`` is ``console-producer`` unless a property names one."""
+    config = tmp_path / "producer.properties"
+    config.write_text("compression.type=gzip\nclient.id=mine\n")
+    gzip_property = ("--producer-property", "compression.type=gzip")
+    assert producer_config(*gzip_property)["compression.type"] == "none"
+    assert producer_config("--producer.config", str(config))["compression.type"] == "none"
+    assert producer_config("--compression-codec", *gzip_property)["compression.type"] == "gzip"
+    assert producer_config("--compression-codec", "none")["compression.type"] == "none"
+    assert producer_config()["client.id"] == "console-producer"
+    assert producer_config("--producer.config", str(config))["client.id"] == "mine"
+
+
 # ---------------------------------------------------------------------- bad input
+
+TO_NOWHERE = ("--bootstrap-server", "127.0.0.1:1", "--topic", "t")
 
 
 @pytest.mark.parametrize(
@@ -222,6 +283,32 @@ def test_dump_log_prints_index_entries_up_to_the_unused_ones(tmp_path: Path) -> 
             console_producer,
             ["--bootstrap-server", "127.0.0.1:1", "--topic", "t", "--producer-property", "acks=2"],
             "Invalid value 2 for configuration acks: String must be one of: all, -1, 0, 1",
+        ),
+        (
+            console_producer,
+            [*TO_NOWHERE, "--request-required-acks", "2", "--producer-property", "acks=1"],
+            "Invalid value 2 for configuration acks: String must be one of: all, -1, 0, 1",
+        ),
+        (
+            console_producer,
+            [
+                *TO_NOWHERE,
+                "--compression-codec",
+                "lz4",
+                "--producer-property",
+                "compression.type=gzip",
+            ],
+            "kemu's console producer compresses with none or gzip, not lz4",
+        ),
+        (
+            console_producer,
+            ["--bootstrap-server", "127.0.0.1:1", "--topic", "t", "--request-timeout-ms", "x"],
+            "Cannot parse argument 'x' of option request-timeout-ms",
+        ),
+        (
+            console_producer,
+            ["--bootstrap-server", "127.0.0.1:1", "--topic", "t", "--timeout", "5"],
+            "timeout is not a recognized option",
         ),
         (
             console_producer,

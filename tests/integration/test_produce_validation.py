@@ -36,7 +36,7 @@ from kafka.errors import (  # type: ignore[import-untyped]
 from actors.runtime.tracer import MemorySink, Tracer
 from cluster.cli import console_producer
 from cluster.kafka.apis import decode_response, encode_request
-from cluster.kafka.client import KafkaAdminClient, KafkaDataClient
+from cluster.kafka.client import AdminClientConfig, KafkaAdminClient, KafkaDataClient
 from cluster.kafka.message_sets import write_message
 from cluster.kafka.records import read_batches
 from cluster.launch.cluster import Cluster, ClusterSpec
@@ -696,6 +696,107 @@ async def test_console_producer_retries_a_retriable_error_then_logs_it(
     ]
     assert len(produces) == attempts
     assert sum(log_bytes(cluster, name, p) for p in (0, 1)) == 0
+
+
+def console_produces(sink: MemorySink, client_id: str = "console-producer") -> int:
+    """The Produce requests the brokers traced from ``client_id``."""
+    return sum(
+        1
+        for e in sink.of("event", "kafka_request")
+        if e.fields["api_key"] == 0 and e.fields["client_id"] == client_id
+    )
+
+
+@pytest.mark.parametrize(
+    ("acks", "written", "attempts"),
+    [
+        (("--producer-property", "acks=all", "--request-required-acks", "1"), True, 1),
+        (("--request-required-acks", "all", "--producer-property", "acks=1"), False, 4),
+    ],
+    ids=["option-1-over-property-all", "option-all-over-property-1"],
+)
+async def test_console_producer_acks_option_given_wins_over_the_property(
+    cluster: Cluster, acks: tuple[str, ...], written: bool, attempts: int
+) -> None:
+    """``--request-required-acks`` given on the command line wins over ``acks`` given as a
+    producer property, either way round (``CommandLineUtils.maybeMergeOptions``): to a
+    partition whose ISR is below ``min.insync.replicas``, acks 1 is written with one
+    Produce, acks all is refused with NOT_ENOUGH_REPLICAS after the default 3 retries and
+    logged."""
+    name = f"acks-{attempts}-{len(acks)}-{written}"
+    async with KafkaAdminClient(bootstrap(cluster)) as admin:
+        (created,) = await admin.create_topics([topic(name, {"min.insync.replicas": "2"})])
+    assert created.error_code is ErrorCode.NONE
+    sink = MemorySink()
+    cluster.tracer.add_sink(sink)
+    err = io.StringIO()
+    argv = ["--bootstrap-server", bootstrap(cluster), "--topic", name, "--retry-backoff-ms", "10"]
+    argv += ["--property", "parse.key=true", *acks]
+    status = await anyio.to_thread.run_sync(
+        lambda: console_producer.main(argv, stdin=io.BytesIO(b"k\tv\n"), err=err)
+    )
+    assert status == 0
+    logged = [m.group("exception") for m in LOGGED_ERROR.finditer(err.getvalue())]
+    assert logged == ([] if written else [NOT_ENOUGH_REPLICAS])
+    assert console_produces(sink) == attempts
+    assert (sum(log_bytes(cluster, name, p) for p in (0, 1)) > 0) == written
+
+
+NOT_ENOUGH_REPLICAS = (
+    "org.apache.kafka.common.errors.NotEnoughReplicasException: "
+    "Messages are rejected since there are fewer in-sync replicas than required."
+)
+
+
+@pytest.mark.parametrize(
+    ("codec", "compression"),
+    [
+        (("--producer-property", "compression.type=gzip"), 0),
+        (("--compression-codec", "--producer-property", "compression.type=none"), 1),
+        (("--compression-codec", "gzip"), 1),
+    ],
+    ids=["property-gzip-overridden", "option-without-value", "option-gzip"],
+)
+async def test_console_producer_compresses_as_the_codec_option_says(
+    cluster: Cluster, codec: tuple[str, ...], compression: int
+) -> None:
+    """``ConsoleProducer.producerProps`` puts ``compression.type`` from
+    ``--compression-codec`` (gzip when given without a value) and ``none`` without it,
+    whatever the producer properties say: the stored batch has that codec."""
+    name = f"codec-{len(codec)}-{compression}"
+    async with KafkaAdminClient(bootstrap(cluster)) as admin:
+        (created,) = await admin.create_topics([topic(name, {})])
+    assert created.error_code is ErrorCode.NONE
+    err = io.StringIO()
+    argv = ["--bootstrap-server", bootstrap(cluster), "--topic", name, *codec]
+    status = await anyio.to_thread.run_sync(
+        lambda: console_producer.main(argv, stdin=io.BytesIO(b"a\nb\n"), err=err)
+    )
+    assert (status, err.getvalue()) == (0, "")
+    (stored,) = [first_segment(cluster, name, p) for p in (0, 1) if log_bytes(cluster, name, p) > 0]
+    batch = DefaultRecordBatch(bytearray(stored))
+    assert batch.validate_crc()
+    assert batch.compression_type == compression
+    assert [r.value for r in batch] == [b"a", b"b"]
+
+
+async def test_a_corrupt_message_is_retried_as_kafkas_producer_retries_it(
+    cluster: Cluster,
+) -> None:
+    """CORRUPT_MESSAGE is a ``CorruptRecordException``, a ``RetriableException``: the data
+    client sends the batch again as often as ``retries`` allows (``Sender.canRetry``),
+    then answers with it; nothing is written."""
+    sink = MemorySink()
+    cluster.tracer.add_sink(sink)
+    sent = client_batch([b"a"])
+    broken = set_field(sent, "crc", get_field(sent, "crc") ^ 1)
+    config = AdminClientConfig(client_id="corrupt", retry_backoff_ms=10)
+    before = log_bytes(cluster, BOUNDED, 0)
+    async with KafkaDataClient(bootstrap(cluster), config) as client:
+        answer = await client.produce(BOUNDED, 0, broken, retries=2)
+    assert answer.error_code is ErrorCode.CORRUPT_MESSAGE
+    assert console_produces(sink, "corrupt") == 3
+    assert log_bytes(cluster, BOUNDED, 0) == before
 
 
 async def test_a_compressed_batch_with_misnumbered_records_is_rebuilt(cluster: Cluster) -> None:
