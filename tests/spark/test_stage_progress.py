@@ -202,7 +202,7 @@ def test_kemu_trace_analyze_on_spark_draws_its_stages_in_a_terminal(
     screen = ESCAPES.sub("", drawn.decode())
     assert child.exitstatus in (0, 1), screen[-2000:]
     assert re.search(r"stage \d+: \S.* \d+/\d+ tasks, \d+ failed, ETA", screen), screen[-2000:]
-    assert "[kemu trace analyze] invariant checks done in" in screen
+    assert "[kemu trace analyze] invariant checks and topic lifecycles done in" in screen
     assert "wrote " in screen
 
 
