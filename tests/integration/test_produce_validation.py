@@ -689,12 +689,7 @@ async def test_console_producer_retries_a_retriable_error_then_logs_it(
             "Messages are rejected since there are fewer in-sync replicas than required.",
         }
     ]
-    produces = [
-        e
-        for e in sink.of("event", "kafka_request")
-        if e.fields["api_key"] == 0 and e.fields["client_id"] == "console-producer"
-    ]
-    assert len(produces) == attempts
+    assert console_produces(sink) == attempts
     assert sum(log_bytes(cluster, name, p) for p in (0, 1)) == 0
 
 
