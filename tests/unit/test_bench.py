@@ -12,12 +12,15 @@ from pathlib import Path
 import anyio
 import pytest
 
+from actors.runtime.clock import run_virtual
 from cluster.bench import chaos as bench_chaos
 from cluster.bench import suite as bench
 from cluster.bench.chaos import run_campaign, scenario_files
-from cluster.bench.failover import run_failover
+from cluster.bench.failover import run_failover, wait_controller_created
 from cluster.bench.jvm_cpu import CPU_KINDS
 from cluster.bench.scale import run_scale
+from cluster.store.embedded import EmbeddedStore
+from protocol import zkdata
 from tests.support.bench_scenarios import FAILING, PASSING, write_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -281,3 +284,42 @@ def test_bench_row_13_prints_the_shutdown_and_the_failover_next_to_their_goals()
     assert verdicts["expiry to every partition led"] == "OK", out
     for label in ("from the crash to its expiry", "expiry to a new controller"):
         assert verdicts[label] == "", out
+
+
+@pytest.mark.parametrize("elected_first", [True, False])
+def test_failover_sees_the_new_controller_created_before_its_watch_was_set(
+    elected_first: bool,
+) -> None:
+    """After the crashed controller's session expired, a surviving broker may create
+    ``/controller`` before the bench sets its ``exists`` watch: the bench must see the
+    znode there rather than wait for a watch that fires only at the next election. When
+    the znode comes after the watch was set, the watch wakes it."""
+
+    async def body() -> tuple[bool, bool]:
+        store = EmbeddedStore()
+        bench_session = await store.open_session(name="bench")
+        broker = await store.open_session(name="broker")
+        seen = anyio.Event()
+
+        async def elect() -> None:
+            await broker.create(zkdata.CONTROLLER_PATH, b"{}", ephemeral=True)
+
+        async def wait() -> None:
+            await wait_controller_created(bench_session)
+            seen.set()
+
+        with anyio.fail_after(60):  # virtual seconds: only a lost wake-up reaches it
+            async with anyio.create_task_group() as tg:
+                if elected_first:
+                    await elect()
+                tg.start_soon(wait)
+                await anyio.wait_all_tasks_blocked()
+                waited = not seen.is_set()
+                if not elected_first:
+                    await elect()
+        await store.aclose()
+        return waited, seen.is_set()
+
+    waited, seen = run_virtual(body)
+    assert seen
+    assert waited is not elected_first  # no wait for a znode already there
