@@ -1,6 +1,6 @@
 """A benchmark stopped midway removes its log directories (on /dev/shm, which is memory):
-SIGTERM unwinds it as Ctrl-C does, and a row's parent that is cancelled stops its child
-that way instead of killing it."""
+SIGTERM prints its tasks' stacks and unwinds it as Ctrl-C does, and a row's parent that
+is cancelled stops its child that way instead of killing it."""
 
 from __future__ import annotations
 
@@ -97,6 +97,9 @@ def test_a_bench_process_sent_sigterm_removes_its_log_directories() -> None:
     assert child.returncode != 0, "the bench finished before it was stopped"
     assert b"KeyboardInterrupt" in err
     assert not root.exists()
+    # what each task awaited when stopped, down to the bench's own coroutine
+    assert b"asyncio tasks:" in err
+    assert b"in run_deletion\n" in err
 
 
 @pytest.mark.asyncio
