@@ -666,6 +666,24 @@ async def test_console_producer_retries_a_retriable_error_then_logs_it(
     ``ConsoleProducer``), then logs the record with Kafka's exception and exits 0;
     nothing is written."""
     name = f"short-isr-{attempts}"
+    status, err, sink = await console_produce_below_min_isr(
+        cluster, name, ["--producer-property", "acks=all", *retries]
+    )
+    assert status == 0
+    logged = [m.groupdict() for m in LOGGED_ERROR.finditer(err)]
+    assert logged == [
+        {"topic": name, "key": "1 bytes", "value": "1 bytes", "exception": NOT_ENOUGH_REPLICAS}
+    ]
+    assert console_produces(sink) == attempts
+    assert sum(log_bytes(cluster, name, p) for p in (0, 1)) == 0
+
+
+async def console_produce_below_min_isr(
+    cluster: Cluster, name: str, options: list[str]
+) -> tuple[int, str, MemorySink]:
+    """Create topic ``name`` with ``min.insync.replicas`` 2 (its ISR is one replica here),
+    then send it one keyed line with ``kemu console-producer`` and ``options``, its
+    brokers traced: the tool's exit status, what it logged, and the trace."""
     async with KafkaAdminClient(bootstrap(cluster)) as admin:
         (created,) = await admin.create_topics([topic(name, {"min.insync.replicas": "2"})])
     assert created.error_code is ErrorCode.NONE
@@ -673,24 +691,11 @@ async def test_console_producer_retries_a_retriable_error_then_logs_it(
     cluster.tracer.add_sink(sink)
     err = io.StringIO()
     argv = ["--bootstrap-server", bootstrap(cluster), "--topic", name]
-    argv += ["--producer-property", "acks=all", "--property", "parse.key=true"]
-    argv += retries
+    argv += ["--property", "parse.key=true", *options]
     status = await anyio.to_thread.run_sync(
         lambda: console_producer.main(argv, stdin=io.BytesIO(b"k\tv\n"), err=err)
     )
-    assert status == 0
-    logged = [m.groupdict() for m in LOGGED_ERROR.finditer(err.getvalue())]
-    assert logged == [
-        {
-            "topic": name,
-            "key": "1 bytes",
-            "value": "1 bytes",
-            "exception": "org.apache.kafka.common.errors.NotEnoughReplicasException: "
-            "Messages are rejected since there are fewer in-sync replicas than required.",
-        }
-    ]
-    assert console_produces(sink) == attempts
-    assert sum(log_bytes(cluster, name, p) for p in (0, 1)) == 0
+    return status, err.getvalue(), sink
 
 
 def console_produces(sink: MemorySink, client_id: str = "console-producer") -> int:
@@ -719,19 +724,11 @@ async def test_console_producer_acks_option_given_wins_over_the_property(
     Produce, acks all is refused with NOT_ENOUGH_REPLICAS after the default 3 retries and
     logged."""
     name = f"acks-{attempts}-{len(acks)}-{written}"
-    async with KafkaAdminClient(bootstrap(cluster)) as admin:
-        (created,) = await admin.create_topics([topic(name, {"min.insync.replicas": "2"})])
-    assert created.error_code is ErrorCode.NONE
-    sink = MemorySink()
-    cluster.tracer.add_sink(sink)
-    err = io.StringIO()
-    argv = ["--bootstrap-server", bootstrap(cluster), "--topic", name, "--retry-backoff-ms", "10"]
-    argv += ["--property", "parse.key=true", *acks]
-    status = await anyio.to_thread.run_sync(
-        lambda: console_producer.main(argv, stdin=io.BytesIO(b"k\tv\n"), err=err)
+    status, err, sink = await console_produce_below_min_isr(
+        cluster, name, ["--retry-backoff-ms", "10", *acks]
     )
     assert status == 0
-    logged = [m.group("exception") for m in LOGGED_ERROR.finditer(err.getvalue())]
+    logged = [m.group("exception") for m in LOGGED_ERROR.finditer(err)]
     assert logged == ([] if written else [NOT_ENOUGH_REPLICAS])
     assert console_produces(sink) == attempts
     assert (sum(log_bytes(cluster, name, p) for p in (0, 1)) > 0) == written
