@@ -51,6 +51,7 @@ from actors.zk.store import MetadataStore
 from cluster.launch.cluster import BrokerSpec, file_limit, start_broker_node
 from cluster.launch.connect import EMBEDDED_SCHEME, STORE_NODE, parse_host_port
 from cluster.launch.directory import BrokerDirectory
+from cluster.launch.watchdog import wait_gone
 from cluster.logging import close_broker_logs
 from cluster.network import Network, TcpTransport
 from cluster.store.remote import STORE_ACTOR, RemoteStore
@@ -65,7 +66,6 @@ READY_LINE = "broker {id} ready pid {pid} port {port}"
 CHILD_STOP_TIMEOUT = 10.0  # a child gives up its graceful steps (store gone?) after this
 CLOSE_TIMEOUT = 3.0  # then for closing what is left of its store client
 HALT_STATUS = 1  # the exit status of a broker that halts (Kafka's Exit.halt(1))
-PARENT_POLL = 0.5  # how often a child checks that its launcher still lives
 # The name of the variable that carries the secret (hex) from the launcher to a broker process.
 SECRET_ENV = "KEMU_CLUSTER_SECRET"  # noqa: S105 - a variable name, not a password
 
@@ -401,7 +401,10 @@ async def _abort_start_up(stop: anyio.Event, ready: anyio.Event, scope: anyio.Ca
 
 
 async def _watch_parent(parent_pid: int, stop: anyio.Event, orphaned: anyio.Event) -> None:
-    while os.getppid() == parent_pid:  # noqa: ASYNC110 - an OS condition, no event
-        await anyio.sleep(PARENT_POLL)
+    """Stop once the launcher is gone: waited on as ``kemu up --parent-pid`` waits
+    (``watchdog.wait_gone``: a pidfd, no polling, on Linux), unless it is already gone
+    (this process was reparented, and its number may name another process by now)."""
+    if os.getppid() == parent_pid:
+        await wait_gone(parent_pid)
     orphaned.set()
     stop.set()
