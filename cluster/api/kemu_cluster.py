@@ -25,6 +25,8 @@ import inspect
 import os
 import queue
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -70,6 +72,27 @@ SIGKILL after ``cluster.launch.processes.STOP_TIMEOUT``)."""
 
 LEADER_POLL: Final = 0.01
 """Seconds between two Metadata requests while ``create_topic`` waits for leaders."""
+
+REAPER: Final = """\
+import os, shutil, sys, time
+directory = sys.argv[1]
+sys.stdin.buffer.read()
+deadline = time.monotonic() + float(sys.argv[2])
+while os.path.lexists(directory):
+    shutil.rmtree(directory, ignore_errors=True)
+    if time.monotonic() > deadline:
+        sys.exit(1)
+    time.sleep(0.1)
+"""
+"""The program of a ``_Reaper`` process (``python -I -S -c``: the standard library only,
+so it starts in milliseconds): wait for the end of its stdin, then remove the directory,
+again and again while broker processes that outlived their launcher still write into it,
+at most ``REAPER_PATIENCE`` seconds."""
+
+REAPER_PATIENCE: Final = 60.0
+"""Seconds a ``_Reaper`` keeps removing a directory that something still writes into
+(broker processes stop by themselves within ``cluster.launch.processes.STOP_TIMEOUT``
+once their launcher is gone)."""
 
 
 class KemuClusterError(KemuError):
@@ -138,6 +161,40 @@ class _LoopThread:
         self._thread.join()
 
 
+class _Reaper:
+    """A process that removes a temporary log directory once its ``KemuCluster`` is done
+    with it, however that happens: it waits for the end of a pipe whose only writer is
+    the ``KemuCluster``'s process, and a process SIGKILLed (or a script that never calls
+    ``close``) closes its pipes as surely as ``close`` does. ``close`` removes the
+    directory itself first; the reaper is for when it never gets to. In a session of its
+    own, so a terminal's Ctrl-C meant for the program does not stop it."""
+
+    def __init__(self, directory: Path) -> None:
+        self._process = subprocess.Popen(  # noqa: S603 - our own interpreter and program
+            [sys.executable, "-I", "-S", "-c", REAPER, str(directory), str(REAPER_PATIENCE)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    def close(self) -> None:
+        """End the pipe (the reaper removes whatever is left, at once) and wait for the
+        reaper to exit."""
+        assert self._process.stdin is not None
+        with contextlib.suppress(OSError):
+            self._process.stdin.close()
+        try:
+            self._process.wait(timeout=REAPER_PATIENCE)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+
+
 class KemuCluster:
     """A local kemu cluster: ``with KemuCluster(brokers=3) as c: ... c.bootstrap_servers``.
 
@@ -145,9 +202,10 @@ class KemuCluster:
     ``{broker id: rack}`` or one rack per broker in id order; ``zookeeper``: a real
     ZooKeeper's ``HOST:PORT[/chroot]`` (None: the embedded store); ``processes``: one OS
     process per broker instead of every broker in this process; ``log_dir``: where the
-    brokers' log dirs go, kept afterwards (None: a temporary directory, removed on
-    close); ``trace``: a JSONL trace file (docs/trace-schema.md) of the run. Bad arguments
-    raise ``KemuClusterError`` here, a failed start in ``open``/``with``.
+    brokers' log dirs go, kept afterwards (None: a temporary directory, removed on close,
+    or by its ``_Reaper`` if this process ends without closing); ``trace``: a JSONL trace
+    file (docs/trace-schema.md) of the run. Bad arguments raise ``KemuClusterError`` here,
+    a failed start in ``open``/``with``.
     """
 
     def __init__(
@@ -189,6 +247,7 @@ class KemuCluster:
         self._launcher: Launcher | None = None
         self._stop_requested: anyio.Event | None = None
         self._temp_dir: Path | None = None
+        self._reaper: _Reaper | None = None
         self._ports: dict[int, int] = {}
         self._aio = AsyncKemuCluster(self)
 
@@ -205,6 +264,8 @@ class KemuCluster:
             self._temp_dir = Path(tempfile.mkdtemp(prefix="kemu-"))
             self._spec = dataclasses.replace(self._spec, log_dir=self._temp_dir)
         try:
+            if self._temp_dir is not None:
+                self._reaper = _Reaper(self._temp_dir)
             self._loop = _LoopThread(f"kemu-cluster-{id(self):x}")
             self._runner, ports = self._loop.portal.start_task(self._run)
             self._ports = dict(ports)
@@ -244,7 +305,7 @@ class KemuCluster:
 
     def _discard(self) -> None:
         """Whatever an open left behind: the loop's thread, the trace file, the temporary
-        log directory."""
+        log directory and its ``_Reaper``."""
         loop, self._loop = self._loop, None
         if loop is not None:
             loop.close()
@@ -256,6 +317,9 @@ class KemuCluster:
         if self._temp_dir is not None:
             shutil.rmtree(self._temp_dir, ignore_errors=True)
             self._temp_dir = None
+        reaper, self._reaper = self._reaper, None
+        if reaper is not None:
+            reaper.close()
 
     def __enter__(self) -> Self:
         return self.open()

@@ -6,6 +6,10 @@ temporary directory behind. Sync code and async code (``async with``) alike."""
 from __future__ import annotations
 
 import asyncio
+import os
+import select
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -348,3 +352,55 @@ def test_a_three_broker_cluster_is_ready_within_a_second_of_cpu() -> None:
         assert cluster.controller_id() in cluster.broker_ids
         assert cluster.running_brokers() == (0, 1, 2)
     assert ready < 1.0, f"{ready:.2f}s of CPU"
+
+
+OWNER = """\
+import sys
+from cluster import KemuCluster
+cluster = KemuCluster(brokers=2, processes=sys.argv[1] == "processes").open()
+print(cluster.log_dir, cluster._reaper.pid, flush=True)
+sys.stdin.read()
+"""
+"""A program that opens a ``KemuCluster`` without ``log_dir``, prints the temporary log
+directory and its reaper's pid, and waits for the test to SIGKILL it."""
+
+
+def wait_gone(pid: int, timeout: float) -> bool:
+    """Whether process ``pid`` (not necessarily a child) exits within ``timeout``
+    seconds, waited on with a pidfd."""
+    try:
+        descriptor = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        readable, _, _ = select.select([descriptor], [], [], timeout)
+        return bool(readable)
+    finally:
+        os.close(descriptor)
+
+
+@pytest.mark.parametrize(
+    "mode",
+    ["in-process", pytest.param("processes", marks=[pytest.mark.slow, pytest.mark.processes])],
+)
+def test_the_temporary_directory_goes_when_its_owner_is_sigkilled(mode: str) -> None:
+    """A process that opened a ``KemuCluster`` without ``log_dir`` and is SIGKILLed (no
+    close, no exit handler) leaves no temporary log directory behind: its reaper, waiting
+    on a pipe that the kill closes, removes it (with broker processes, once they stopped
+    writing into it) and exits."""
+    with subprocess.Popen(
+        [sys.executable, "-c", OWNER, mode],
+        cwd=Path(__file__).resolve().parents[2],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    ) as owner:
+        try:
+            assert owner.stdout is not None
+            directory, reaper = owner.stdout.readline().decode().split()
+            log_dir = Path(directory)
+            assert (log_dir / "broker-1").is_dir()
+            assert not wait_gone(int(reaper), 0)
+        finally:
+            owner.kill()
+    assert wait_gone(int(reaper), 60)
+    assert not log_dir.exists()

@@ -6,6 +6,8 @@ running until ``resume``. Closing leaves no broker process."""
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -64,3 +66,19 @@ def test_broker_processes_stop_kill_start_pause_and_resume(tmp_path: Path) -> No
         children = broker_processes(tmp_path)
         assert len(children) == 3
     assert not broker_processes(tmp_path)
+
+
+def test_a_sigkilled_broker_process_leaves_no_temporary_directory() -> None:
+    """Without ``log_dir`` the temporary log directory is the parent's to remove: broker
+    processes SIGKILLed behind the cluster's back (no clean exit, no cleanup of their own)
+    leave nothing of it after close."""
+    with KemuCluster(brokers=2, processes=True) as cluster:
+        log_dir = cluster.log_dir
+        cluster.create_topic("doomed", partitions=2, replication_factor=2)
+        children = broker_processes(log_dir)
+        assert len(children) == 2
+        for pid in children:
+            os.kill(pid, signal.SIGKILL)
+        cluster.wait_until(lambda: not broker_processes(log_dir), timeout=20)
+        assert (log_dir / "broker-0").is_dir()
+    assert not log_dir.exists()
