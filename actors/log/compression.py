@@ -18,7 +18,8 @@ clients write:
 * zstd: zstd frames (``ZstdOutputStream``, librdkafka's ``ZSTD_compressStream``), with or
   without their content size, one after the other. A frame cut short is malformed, as
   zstd-jni's ``ZstdInputStream`` (which Kafka reads them with) throws an ``IOException``
-  for a truncated source once it needs bytes past the cut.
+  for a truncated source once it needs bytes past the cut; what decompresses before the
+  cut is read first (``decompress_stream``: ``StreamEnd.TRUNCATED``).
 
 Anything malformed raises ``CompressionError``.
 
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from enum import Enum
 from typing import Final
 
 import cramjam
@@ -40,7 +42,14 @@ import zstandard
 
 from protocol.errors import KemuError
 
-__all__ = ["CompressionError", "compress", "decompress", "decompress_stream", "xxh32"]
+__all__ = [
+    "CompressionError",
+    "StreamEnd",
+    "compress",
+    "decompress",
+    "decompress_stream",
+    "xxh32",
+]
 
 _XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"
 _XERIAL_HEADER: Final = 16  # the magic, then version and compatible version (int32 each)
@@ -50,6 +59,21 @@ _GZIP, _SNAPPY, _LZ4, _ZSTD = 1, 2, 3, 4
 
 class CompressionError(KemuError):
     """Compressed records that cannot be decompressed here."""
+
+
+class StreamEnd(Enum):
+    """How a decompressed stream ends, for a reader that meets it record by record
+    (``DefaultRecordBatch``'s stream iterator)."""
+
+    WHOLE = "whole"
+    """It ends where it should."""
+    EOF = "eof"
+    """Cut short, and a read past the cut is an ``EOFException`` (gzip's
+    ``GZIPInputStream``), which the iterator calls a premature EOF."""
+    TRUNCATED = "truncated"
+    """Cut short, and a read past the cut is a plain ``IOException`` (zstd-jni's
+    ``ZstdInputStream``: "truncated source"), which the iterator makes a
+    ``KafkaException``."""
 
 
 def decompress(codec: int, data: bytes) -> bytes:
@@ -76,33 +100,45 @@ def decompress(codec: int, data: bytes) -> bytes:
 
 def _zstd(data: bytes) -> bytes:
     """The zstd frames of ``data`` one after the other, decompressed; each must end."""
+    out, ended = _zstd_frames(data)
+    if not ended:
+        raise CompressionError(f"a batch of codec {_ZSTD} does not decompress: truncated source")
+    return out
+
+
+def _zstd_frames(data: bytes) -> tuple[bytes, bool]:
+    """The zstd frames of ``data`` one after the other, decompressed as far as they go,
+    and whether the last one ended (a frame cut short gives what its complete blocks
+    hold, as ``ZstdInputStream`` hands them out before it meets the cut)."""
     out = []
     rest = data
     while rest:
         frame = zstandard.ZstdDecompressor().decompressobj()
         out.append(frame.decompress(rest))
         if not frame.eof:
-            raise CompressionError(
-                f"a batch of codec {_ZSTD} does not decompress: truncated source"
-            )
+            return b"".join(out), False
         rest = frame.unused_data
-    return b"".join(out)
+    return b"".join(out), True
 
 
-def decompress_stream(codec: int, data: bytes | memoryview) -> tuple[bytes, bool]:
+def decompress_stream(codec: int, data: bytes | memoryview) -> tuple[bytes, StreamEnd]:
     """The records of a batch compressed with ``codec`` as a stream reader meets them:
-    what decompresses, and whether the stream ended where it should. A gzip stream cut
-    short gives what came before the cut and ``False`` (Java's ``GZIPInputStream`` reads
-    it up to there, then throws ``EOFException``); anything else malformed raises
+    what decompresses, and how the stream ends (``StreamEnd``). A gzip stream cut short
+    gives what came before the cut (Java's ``GZIPInputStream`` reads it up to there, then
+    throws ``EOFException``), a zstd stream what its complete blocks hold (zstd-jni's
+    ``ZstdInputStream``, then an ``IOException``); anything else malformed raises
     ``CompressionError``, as ``decompress``."""
-    if codec == _GZIP:
-        reader = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        try:
+    try:
+        if codec == _GZIP:
+            reader = zlib.decompressobj(16 + zlib.MAX_WBITS)
             payload = reader.decompress(data)
-        except zlib.error as exc:
-            raise CompressionError(f"a batch of codec {codec} does not decompress: {exc}") from None
-        return payload, reader.eof
-    return decompress(codec, bytes(data)), True
+            return payload, StreamEnd.WHOLE if reader.eof else StreamEnd.EOF
+        if codec == _ZSTD:
+            payload, ended = _zstd_frames(bytes(data))
+            return payload, StreamEnd.WHOLE if ended else StreamEnd.TRUNCATED
+    except (zlib.error, zstandard.ZstdError) as exc:
+        raise CompressionError(f"a batch of codec {codec} does not decompress: {exc}") from None
+    return decompress(codec, bytes(data)), StreamEnd.WHOLE
 
 
 def compress(codec: int, data: bytes, *, broken_lz4_checksum: bool = False) -> bytes:

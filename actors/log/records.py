@@ -29,13 +29,19 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 import numpy as np
 from crc32c import crc32c
 
 from actors.log import record_scan
-from actors.log.compression import CompressionError, compress, decompress, decompress_stream
+from actors.log.compression import (
+    CompressionError,
+    StreamEnd,
+    compress,
+    decompress,
+    decompress_stream,
+)
 from protocol.errors import ErrorCode, KafkaApiError, RecordValidationError
 
 __all__ = [
@@ -573,17 +579,20 @@ def _read_compressed(records: bytes, header: BatchHeader) -> tuple[bytes, int, i
     fill the payload, INVALID_RECORD. A gzip stream cut short is read up to the cut:
     records that run past it are INVALID_RECORD (the ``EOFException`` is "premature
     EOF"), records that end right at it UNKNOWN_SERVER_ERROR (the check for bytes left
-    over meets the cut as a ``KafkaException``). A large batch is scanned a field at a
-    time (``record_scan``), anything it does not cover walked."""
+    over meets the cut as a ``KafkaException``). A zstd stream cut short is read up to
+    the cut too, and ends as ``_read_to_the_cut`` says. A large batch is scanned a field
+    at a time (``record_scan``), anything it does not cover walked."""
     start = header.position + RECORD_BATCH_OVERHEAD
     try:
-        payload, whole = decompress_stream(
+        payload, stream_end = decompress_stream(
             header.compression, memoryview(records)[start : header.position + header.size]
         )
     except CompressionError as exc:
         raise KafkaApiError(
             ErrorCode.UNKNOWN_SERVER_ERROR, f"Failed to decompress record stream: {exc}"
         ) from None
+    if stream_end is StreamEnd.TRUNCATED:
+        _read_to_the_cut(payload, header)
     count = header.records_count
     scanned = (
         record_scan.scan(payload, 0, len(payload), count)
@@ -604,12 +613,70 @@ def _read_compressed(records: bytes, header: BatchHeader) -> tuple[bytes, int, i
                 in_order &= delta == index
         except _Malformed as exc:
             raise _invalid(f"Found invalid record structure: {exc}") from None
-    if not whole:
+    if stream_end is not StreamEnd.WHOLE:
         raise KafkaApiError(
             ErrorCode.UNKNOWN_SERVER_ERROR,
             "Error checking for remaining bytes after reading batch: the stream ends early",
         )
     return payload, largest, keyless, in_order
+
+
+def _read_to_the_cut(payload: bytes, header: BatchHeader) -> NoReturn:
+    """The records of a stream cut short whose reads past the cut throw a plain
+    ``IOException`` (``StreamEnd.TRUNCATED``: zstd-jni's truncated source), as
+    ``DefaultRecordBatch``'s stream iterator meets them: each record before the cut is
+    read whole and a broken one is INVALID_RECORD (``InvalidRecordException``); the first
+    record that needs a byte past the cut, or the check for bytes left over once every
+    record is read, meets the ``IOException`` as a ``KafkaException``, which
+    ``appendToLocalLog`` answers UNKNOWN_SERVER_ERROR. A record-level error before the
+    cut (a record without a key on a compacted topic, a timestamp out of range) is never
+    reported: the iterator throws before ``LogValidator`` reports them. Raises always.
+
+    A record here is cut when its length varint or its declared body reaches past the
+    cut, as ``DefaultRecord.readFrom`` reads the whole body before parsing it.
+    (``readPartiallyFrom``, which Kafka uses when the batch keeps its codec, reads a body
+    64 bytes at a time, so there a field broken within a record's first bytes before the
+    cut can be INVALID_RECORD though the record runs past the cut.)"""
+    end = len(payload)
+    position = 0
+    read = 0  # records before the cut, the last of them perhaps broken
+    cut = False
+    for _ in range(header.records_count):
+        at, raw, shift = position, 0, 0
+        while at < end:
+            byte = payload[at]
+            at += 1
+            raw |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80 or shift >= 35:
+                break
+        else:
+            cut = True  # the length itself runs past the cut
+            break
+        length = (raw >> 1) ^ -(raw & 1)
+        if byte >= 0x80 or length < 1:
+            read += 1  # broken before the cut: the walk says how
+            break
+        if at + length > end:
+            cut = True
+            break
+        read += 1
+        position = at + length
+    limit = position if cut else end
+    try:
+        for _ in _walk_records(payload, 0, limit, header._replace(records_count=read)):
+            pass
+    except _Malformed as exc:
+        raise _invalid(f"Found invalid record structure: {exc}") from None
+    if cut:
+        raise KafkaApiError(
+            ErrorCode.UNKNOWN_SERVER_ERROR,
+            "Failed to decompress record stream: a record runs past the stream's cut",
+        )
+    raise KafkaApiError(
+        ErrorCode.UNKNOWN_SERVER_ERROR,
+        "Error checking for remaining bytes after reading batch: the stream ends early",
+    )
 
 
 def write_varint(out: bytearray, value: int) -> None:

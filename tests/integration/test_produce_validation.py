@@ -22,6 +22,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+import zstandard
 from aiokafka.record.default_records import (  # type: ignore[import-untyped]
     DefaultRecordBatch,
 )
@@ -605,6 +606,56 @@ async def test_compressed_records_that_do_not_read_get_kafkas_codes(cluster: Clu
     legacy = await produce(cluster, 2, BOUNDED, {0: bytes(wrapper)})
     assert legacy[0].error_code is ErrorCode.UNKNOWN_SERVER_ERROR
     assert log_bytes(cluster, BOUNDED, 0) == before
+
+
+def zstd_in_blocks(blocks: list[bytes], *, cut: int = 0) -> bytes:
+    """``blocks`` as one zstd frame with a checksum, each ending a zstd block of its own,
+    the last ``cut`` bytes dropped."""
+    squeezer = zstandard.ZstdCompressor(write_checksum=True).compressobj()
+    packed = b"".join(
+        squeezer.compress(block) + squeezer.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+        for block in blocks
+    )
+    packed += squeezer.flush()
+    return packed[: len(packed) - cut]
+
+
+async def test_a_cut_zstd_stream_is_read_up_to_the_cut(cluster: Cluster) -> None:
+    """Produce v8 zstd batches of three records, the first two in one zstd block and the
+    third in another, as a 2.7 broker reads them (``ZstdInputStream`` hands out the
+    blocks before a cut, then throws an ``IOException``): cut inside the third record's
+    block or inside the frame's checksum, with the records before the cut sound,
+    UNKNOWN_SERVER_ERROR (the ``KafkaException`` the iterator makes of the exception);
+    with the second record broken (a negative header count) before the cut,
+    INVALID_RECORD, as the same stream whole. Nothing is written."""
+    now = [int(time.time() * 1000)] * 3
+    plain = client_batch([b"a", b"b", b"c"], timestamps=now)[61:]
+    records, position = [], 0
+    for _ in range(3):  # each record's length is one varint byte
+        end = position + 1 + (plain[position] >> 1)
+        records.append(plain[position:end])
+        position = end
+    broken = records[1][:-1] + b"\x01"  # its header count, -1
+    header = client_batch([b"a", b"b", b"c"], timestamps=now, codec=4)[:61]
+
+    def batch(payload: bytes) -> bytes:
+        return fix_crc(set_field(header + payload, "batch_length", 49 + len(payload)))
+
+    sound = [records[0] + records[1], records[2]]
+    wrong = [records[0] + broken, records[2]]
+    before = log_bytes(cluster, BOUNDED, 0)
+    for payload, code in [
+        (zstd_in_blocks(sound, cut=7), ErrorCode.UNKNOWN_SERVER_ERROR),  # in the last block
+        (zstd_in_blocks(sound, cut=2), ErrorCode.UNKNOWN_SERVER_ERROR),  # in the checksum
+        (zstd_in_blocks(wrong, cut=7), ErrorCode.INVALID_RECORD),
+        (zstd_in_blocks(wrong, cut=2), ErrorCode.INVALID_RECORD),
+        (zstd_in_blocks(wrong), ErrorCode.INVALID_RECORD),
+    ]:
+        (answer,) = (await produce(cluster, 8, BOUNDED, {0: batch(payload)})).values()
+        assert (answer.error_code, answer.base_offset) == (code, -1)
+    (answer,) = (await produce(cluster, 8, BOUNDED, {0: batch(zstd_in_blocks(sound))})).values()
+    assert (answer.error_code, answer.base_offset) == (ErrorCode.NONE, 0)
+    assert log_bytes(cluster, BOUNDED, 0) > before
 
 
 LOGGED_ERROR = re.compile(

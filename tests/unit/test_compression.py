@@ -5,8 +5,16 @@ from __future__ import annotations
 
 import cramjam
 import pytest
+import zstandard
 
-from actors.log.compression import CompressionError, compress, decompress, xxh32
+from actors.log.compression import (
+    CompressionError,
+    StreamEnd,
+    compress,
+    decompress,
+    decompress_stream,
+    xxh32,
+)
 
 SNAPPY, LZ4, ZSTD = 2, 3, 4
 RECORDS = b"".join(b"key-%06d value-%s;" % (i, b"abc" * (i % 7)) for i in range(20_000))
@@ -63,3 +71,25 @@ def test_zstd_frames_one_after_the_other_read_as_one_stream() -> None:
     ``ZstdInputStream`` reads across frames."""
     packed = compress(ZSTD, RECORDS) + compress(ZSTD, b"more")
     assert decompress(ZSTD, packed) == RECORDS + b"more"
+
+
+def test_a_cut_zstd_stream_reads_as_far_as_its_whole_blocks() -> None:
+    """``decompress_stream`` reads a zstd stream cut inside its last block up to the
+    blocks before the cut and says it was truncated (``ZstdInputStream`` hands those out
+    before its ``IOException``); a whole stream, and a gzip stream cut short (an
+    ``EOFException``), end as they did."""
+    squeezer = zstandard.ZstdCompressor(write_checksum=True).compressobj()
+    first = squeezer.compress(RECORDS[:1000]) + squeezer.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+    packed = first + squeezer.compress(RECORDS[1000:2000]) + squeezer.flush()
+    assert decompress_stream(ZSTD, packed) == (RECORDS[:2000], StreamEnd.WHOLE)
+    assert decompress_stream(ZSTD, packed[:-2]) == (RECORDS[:2000], StreamEnd.TRUNCATED)
+    assert decompress_stream(ZSTD, packed[: len(first) + 5]) == (
+        RECORDS[:1000],
+        StreamEnd.TRUNCATED,
+    )
+    gzip = compress(1, RECORDS)
+    payload, end = decompress_stream(1, gzip[:-20])
+    assert end is StreamEnd.EOF
+    assert RECORDS.startswith(payload)
+    with pytest.raises(CompressionError):
+        decompress(ZSTD, packed[:-2])
