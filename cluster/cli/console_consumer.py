@@ -178,6 +178,18 @@ async def _position(client: KafkaDataClient, topic: str, partition: int, timesta
     return answer.offset
 
 
+def _isolation_level(props: dict[str, str]) -> None:
+    """``isolation.level`` is one of ConsumerConfig's two values (the consumer's
+    ``ValidString``), or the consumer is never built. Both read the same here: kemu's
+    brokers write no transactions, so every record is committed."""
+    level = props.get("isolation.level", "read_uncommitted")
+    if level not in ("read_committed", "read_uncommitted"):
+        raise OptionError(
+            f"Invalid value {level} for configuration isolation.level: String must be one"
+            " of: read_committed, read_uncommitted"
+        )
+
+
 async def consume(argv: Sequence[str], *, stdout: BinaryIO, err: TextIO) -> int:
     opts = parse(argv, SPECS)
     if opts.has("help"):
@@ -199,6 +211,9 @@ async def consume(argv: Sequence[str], *, stdout: BinaryIO, err: TextIO) -> int:
             f"Can't simultaneously specify --from-beginning and 'auto.offset.reset={reset_name}'"
             " to consumer"
         )
+    if opts.has("isolation-level"):  # ConsoleConsumer: CommandLineUtils.maybeMergeOptions
+        props["isolation.level"] = opts.value("isolation-level") or ""
+    _isolation_level(props)
     props.setdefault("client.id", "console-consumer")
     clock = RealClock()
     processed = 0

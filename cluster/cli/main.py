@@ -40,6 +40,11 @@ def _cmd_up(args: argparse.Namespace) -> int:
 
     if args.brokers < 1:
         raise UsageError("--brokers must be at least 1")
+    if args.zookeeper and args.store_port is not None:
+        raise UsageError(
+            "--store-port serves the embedded store; with --zookeeper the brokers use"
+            " ZooKeeper and there is none to serve"
+        )
     listener_host, port, advertised = _listeners(args)
     if port and port + args.brokers - 1 > MAX_PORT:
         what = "--port" if args.listeners is None else "--listeners"
@@ -62,7 +67,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
         racks=racks,
         config=up_config(args.brokers, key_values(args.config, "--config")),
         seed=args.seed,
-        store_port=None if args.zookeeper else args.store_port,
+        store_port=None if args.zookeeper else args.store_port or 0,
         metrics_port=args.metrics_port,
     )
     try:
@@ -461,8 +466,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument(
         "--store-port",
         type=_port,
-        default=0,
-        help="port serving the embedded store to other processes (default: any)",
+        help="port serving the embedded store to other processes (default: any; not with"
+        " --zookeeper)",
     )
     up.add_argument(
         "--metrics-port",

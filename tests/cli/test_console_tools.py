@@ -342,6 +342,18 @@ TO_NOWHERE = ("--bootstrap-server", "127.0.0.1:1", "--topic", "t")
         ),
         (
             console_consumer,
+            [*TO_NOWHERE, "--isolation-level", "read_everything"],
+            "Invalid value read_everything for configuration isolation.level: String must be"
+            " one of: read_committed, read_uncommitted",
+        ),
+        (
+            console_consumer,
+            [*TO_NOWHERE, "--consumer-property", "isolation.level=READ_COMMITTED"],
+            "Invalid value READ_COMMITTED for configuration isolation.level: String must be"
+            " one of: read_committed, read_uncommitted",
+        ),
+        (
+            console_consumer,
             ["--topic", "t", "--no-such-option"],
             "no-such-option is not a recognized option",
         ),

@@ -142,6 +142,19 @@ def test_a_port_out_of_range_is_refused_before_anything_starts(
     assert not log_dir.exists()
 
 
+def test_a_store_port_with_zookeeper_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    """``--store-port`` serves the embedded store: with ``--zookeeper`` there is none, so
+    the option is refused (exit 2) rather than ignored, before ZooKeeper is tried."""
+    log_dir = tmp_path / "logs"
+    result = kemu(
+        "up", "--zookeeper", "127.0.0.1:1", "--store-port", "0", "--log-dir", str(log_dir),
+        "--cluster-file", str(tmp_path / "cluster.json"),
+    )  # fmt: skip
+    assert_one_line(result, 2, "--store-port serves the embedded store; with --zookeeper")
+    assert not log_dir.exists()
+    assert not (tmp_path / "cluster.json").exists()
+
+
 def test_a_log_dir_that_cannot_be_created_is_one_line(tmp_path: Path) -> None:
     """A log dir under a file cannot be created: Kafka's message, one line, exit 1."""
     (tmp_path / "file").write_text("")
