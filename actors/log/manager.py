@@ -418,6 +418,39 @@ class _CheckpointRows:
         return f"0\n{len(self._rows)}\n{''.join(self._rows)}".encode()
 
 
+class _LogDir:
+    """One log directory's own state, the actor's: its path and name, the rows of its
+    offset checkpoints, its logs' start offsets past their first segment and their clean
+    points. A hosted log maps to its dir's record (``LogManager._logs``): a log's
+    bookkeeping reads the record's attributes instead of a dict keyed by the dir's
+    ``Path`` per kind of state (a bulk creation or deletion does it for 10,000 logs a
+    broker)."""
+
+    __slots__ = (
+        "clean_points",
+        "hw_rows",
+        "name",
+        "offline",
+        "path",
+        "prefix",
+        "rows",
+        "start_offsets",
+    )
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.name = str(path)
+        self.prefix = self.name + os.sep  # a log's directory is prefix + str(tp)
+        self.offline = False  # as LogManager._offline (which holds the reason)
+        # The recovery points and the high watermarks (as the broker reported them) of
+        # the hosted logs: one row each, so that len(rows) is the dir's count of logs.
+        self.rows = _CheckpointRows()
+        self.hw_rows = _CheckpointRows()
+        self.start_offsets: dict[TopicPartition, int] = {}
+        # The offset each compacted log is clean below (LogCleanerManager's checkpoints).
+        self.clean_points: dict[TopicPartition, int] = {}
+
+
 def _row(key: tuple[str, int], offset: int) -> str:
     return f"{key[0]} {key[1]} {offset}\n"
 
@@ -626,15 +659,13 @@ class _PendingDelete:
     tp: TopicPartition
     log_dir: Path
     name: str
+    path: str
+    """The renamed directory: the log dir's path, the separator and ``name``."""
     due: float
     delay: float
     """The broker's ``log.segment.delete.delay.ms`` when it was queued, in seconds (also
     the wait before a retry)."""
     attempts: int = 0
-
-    @property
-    def path(self) -> str:
-        return os.fspath(self.log_dir) + os.sep + self.name
 
 
 def _all_batches(records: bytes) -> list[BatchHeader]:
@@ -779,9 +810,10 @@ class LogManager(Actor):
         self.checkpoint_interval = checkpoint_interval
         self.retention_check_interval = retention_check_interval
         self.cleaner_backoff = cleaner_backoff
-        # Each log dir's clean points (cleaner-offset-checkpoint): the offset each
-        # compacted log is clean below (LogCleanerManager's checkpoints).
-        self._clean_points: dict[Path, dict[TopicPartition, int]] = {d: {} for d in dirs}
+        # Each log dir's own state (its checkpoint rows, clean points), and each hosted
+        # log's dir.
+        self._dirs: dict[Path, _LogDir] = {d: _LogDir(d) for d in dirs}
+        self._logs: dict[TopicPartition, _LogDir] = {}
         self._uncleanable: set[TopicPartition] = set()  # LogCleanerManager's, until a restart
         # The cleaner's round in progress, run a step per CleanCompactedLogs(resume=True),
         # and the log it is cleaning (whose truncation, deletion or close abandons it).
@@ -790,13 +822,6 @@ class LogManager(Actor):
         self._clean_running = False
         self.failure_listener = failure_listener
         self._log_delete_delay = segment_delete_delay
-        self._logs: dict[TopicPartition, Path] = {}
-        self._counts: dict[Path, int] = dict.fromkeys(self.log_dirs, 0)
-        # The checkpoint rows of each log dir: recovery points, high watermarks (as the
-        # broker reported them), and the log start offsets past their first segment.
-        self._rows: dict[Path, _CheckpointRows] = {d: _CheckpointRows() for d in self.log_dirs}
-        self._hw_rows: dict[Path, _CheckpointRows] = {d: _CheckpointRows() for d in self.log_dirs}
-        self._start_offsets: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
         self.log_config = log_config or LogConfig(
             file_delete_delay_ms=round(segment_delete_delay * 1000)
         )
@@ -818,7 +843,6 @@ class LogManager(Actor):
         self._producers: dict[TopicPartition, ProducerStateManager] = {}
         self._dirty: set[Path] = set()
         self._flush_armed = False  # a CheckpointFlush is queued or its timer is running
-        self._dir_names = {d: str(d) for d in dirs}
         self._online: list[Path] = list(dirs)  # in the configured order
         self._offline: dict[Path, str] = {}
         self._pending: deque[_PendingDelete] = deque()
@@ -871,7 +895,8 @@ class LogManager(Actor):
         for log_dir in self._online_dirs():
             if self._clean.get(log_dir, True):
                 continue
-            for i, tp in enumerate([tp for tp, d in self._logs.items() if d == log_dir]):
+            record = self._dirs[log_dir]
+            for i, tp in enumerate([tp for tp, d in self._logs.items() if d is record]):
                 if i and i % _LOGS_PER_CHECKPOINT == 0:
                     await anyio.lowlevel.checkpoint()
                 try:
@@ -965,7 +990,8 @@ class LogManager(Actor):
                 )
                 checkpoints.append({})
         recovery_points, high_watermarks, start_offsets, clean_points = checkpoints
-        self._clean_points[log_dir] = clean_points
+        record = self._dirs[log_dir]
+        record.clean_points = clean_points
         now = self.clock.now()
         for name in names:
             path = log_dir / name
@@ -985,18 +1011,18 @@ class LogManager(Actor):
                         self._trace_op("load", path, log_dir=log_dir, tp=tp, result="duplicate")
                         raise FatalNodeError(
                             f"Duplicate log directories for {tp} are found in both "
-                            f"{other / name} and {path}."
+                            f"{other.path / name} and {path}."
                         )
                     self._add_log(
                         tp,
-                        log_dir,
+                        record,
                         recovery_point=recovery_points.get(tp, 0),
                         high_watermark=high_watermarks.get(tp, 0),
                         log_start_offset=start_offsets.get(tp, 0),
                     )
                     self._trace_op("load", path, log_dir=log_dir, tp=tp)
                 case LogDirKind.DELETED:
-                    entry = self._enqueue(tp, log_dir, name, now)
+                    entry = self._enqueue(tp, record, name, now)
                     self._trace_op("load_deleted", path, log_dir=log_dir, tp=tp, due=entry.due)
                 case LogDirKind.FUTURE:
                     self._trace_op("load", path, log_dir=log_dir, tp=tp, result="ignored_future")
@@ -1082,7 +1108,6 @@ class LogManager(Actor):
         answers for 3,000 logs)."""
         results: list[LogOutcome] = []
         append = results.append
-        dir_names = self._dir_names
         for i, request in enumerate(logs):
             if i and i % _LOGS_PER_CHECKPOINT == 0:
                 await anyio.lowlevel.checkpoint()
@@ -1100,7 +1125,7 @@ class LogManager(Actor):
                     LogOutcome(
                         topic=topic,
                         partition=partition,
-                        log_dir=dir_names[log_dir],
+                        log_dir=log_dir.name,
                         log_start_offset=start,
                         log_end_offset=end,
                         high_watermark=high_watermark,
@@ -1118,7 +1143,7 @@ class LogManager(Actor):
         return LogCreated(
             topic=tp.topic,
             partition=tp.partition,
-            log_dir=self._dir_names[log_dir],
+            log_dir=log_dir.name,
             created=created,
             log_start_offset=start,
             log_end_offset=end,
@@ -1127,15 +1152,17 @@ class LogManager(Actor):
 
     def _get_or_create_offsets(
         self, tp: TopicPartition, *, is_new: bool, leader_epoch: int | None
-    ) -> tuple[Path, bool, int, int, int]:
+    ) -> tuple[_LogDir, bool, int, int, int]:
         """``LogManager.getOrCreateLog``, then, for a new leader, its epoch started at the
         log end (``Partition.makeLeader``): the log's dir, whether it was created now, its
         start and end offsets and high watermark. A log created just now is empty: its
         epoch goes straight into the checkpoint file it is created with, nothing is
         opened."""
-        log_dir, created = self._get_or_create_dir(tp, is_new=is_new, leader_epoch=leader_epoch)
-        if created:
-            return log_dir, True, 0, 0, 0
+        log_dir = self._logs.get(tp)
+        if log_dir is None:
+            return self._create_new(tp, is_new=is_new, leader_epoch=leader_epoch), True, 0, 0, 0
+        if log_dir.offline:
+            raise _storage_error(f"Log for partition {tp} is in offline log dir {log_dir.path}")
         if tp in self._fresh:
             if leader_epoch is not None and self._fresh[tp] != leader_epoch:
                 self._write_fresh_epoch(tp, log_dir, leader_epoch)
@@ -1148,28 +1175,26 @@ class LogManager(Actor):
                 lambda: log.maybe_assign_epoch_start_offset(leader_epoch, log.log_end_offset),
             )
         start, end = log.log_start_offset, log.log_end_offset
-        checkpointed = self._hw_rows[log_dir].get(tp) or 0
+        checkpointed = log_dir.hw_rows.get(tp) or 0
         return log_dir, False, start, end, min(max(checkpointed, start), end)
 
-    def _get_or_create_dir(
-        self, tp: TopicPartition, *, is_new: bool, leader_epoch: int | None = None
-    ) -> tuple[Path, bool]:
-        """The log dir of ``tp``'s log, and whether the log was created just now."""
-        log_dir = self._logs.get(tp)
-        if log_dir is not None:
-            if log_dir in self._offline:
-                raise _storage_error(f"Log for partition {tp} is in offline log dir {log_dir}")
-            return log_dir, False
+    def _create_new(self, tp: TopicPartition, *, is_new: bool, leader_epoch: int | None) -> _LogDir:
+        """A new log for ``tp`` (hosted nowhere) in the online dir with the fewest logs."""
         if not is_new and self._offline:
             raise _storage_error(
                 f"Can not create log for {tp} because log directories "
                 f"{', '.join(map(str, self.offline_dirs))} are offline"
             )
         online = self._online
-        tried = online if len(online) == 1 else next_log_dirs(online, self._counts)
+        tried = (
+            online
+            if len(online) == 1
+            else next_log_dirs(online, {d: len(self._dirs[d].rows) for d in online})
+        )
         name = str(tp)
         for candidate in tried:
-            path = f"{self._dir_names[candidate]}{os.sep}{name}"
+            log_dir = self._dirs[candidate]
+            path = log_dir.prefix + name
             try:
                 self.disk.mkdir(path)
             except OSError as exc:
@@ -1178,14 +1203,14 @@ class LogManager(Actor):
                     candidate, f"Error while creating log for {name} in dir {candidate}", exc
                 )
                 continue
-            self._create_log(tp, candidate, path, leader_epoch)
-            return candidate, True
+            self._create_log(tp, log_dir, path, leader_epoch)
+            return log_dir
         raise _storage_error(
             f"No log directories available. Tried {', '.join(map(str, tried)) or 'none'}"
         )
 
     def _create_log(
-        self, tp: TopicPartition, log_dir: Path, path: str, leader_epoch: int | None
+        self, tp: TopicPartition, log_dir: _LogDir, path: str, leader_epoch: int | None
     ) -> None:
         files = self._new_log_files
         if leader_epoch is not None:  # the empty log's epoch cache: (epoch, 0)
@@ -1193,14 +1218,18 @@ class LogManager(Actor):
         try:
             self.disk.write_files(path, files)
         except OSError as exc:
-            self._trace_op("create", path, log_dir=log_dir, tp=tp, error=exc, step="files")
-            message = f"Error while creating log for {tp} in dir {log_dir}"
-            self._mark_offline(log_dir, message, exc)
+            self._trace_op("create", path, log_dir=log_dir.path, tp=tp, error=exc, step="files")
+            message = f"Error while creating log for {tp} in dir {log_dir.path}"
+            self._mark_offline(log_dir.path, message, exc)
             raise _storage_error(message) from exc
         self._add_log(tp, log_dir)
         self._fresh[tp] = leader_epoch
-        self._trace_op("create", path, log_dir=log_dir, tp=tp)
-        self._checkpoint_soon(log_dir)
+        tracer = self.node.tracer
+        if tracer.enabled:
+            self._trace_op("create", path, log_dir=log_dir.path, tp=tp)
+        else:  # numbered all the same, without the fields (a bulk creation makes 300,000)
+            tracer.skip()
+        self._checkpoint_soon(log_dir.path)
 
     def _new_leader_log_files(self, epoch: int) -> tuple[tuple[str, bytes], ...]:
         """A new leader's log files: its checkpoint holds ``(epoch, 0)``. Kept for the
@@ -1214,17 +1243,19 @@ class LogManager(Actor):
                 self._leader_log_files[epoch] = files
         return files
 
-    def _write_fresh_epoch(self, tp: TopicPartition, log_dir: Path, epoch: int) -> None:
+    def _write_fresh_epoch(self, tp: TopicPartition, log_dir: _LogDir, epoch: int) -> None:
         """A new leader epoch of a fresh empty log: its checkpoint is ``(epoch, 0)`` alone,
         as ``LeaderEpochFileCache.assign(epoch, 0)`` leaves it."""
         try:  # the path as a string: pathlib's joins cost more than the write
             self.disk.write_file(
-                f"{self._dir_names[log_dir]}{os.sep}{tp}{os.sep}{LEADER_EPOCH_CHECKPOINT}",
+                f"{log_dir.prefix}{tp}{os.sep}{LEADER_EPOCH_CHECKPOINT}",
                 format_epoch_checkpoint([(epoch, 0)]),
             )
         except OSError as exc:
-            message = f"Error while writing the leader epoch checkpoint of {tp} in dir {log_dir}"
-            self._mark_offline(log_dir, message, exc)
+            message = (
+                f"Error while writing the leader epoch checkpoint of {tp} in dir {log_dir.path}"
+            )
+            self._mark_offline(log_dir.path, message, exc)
             raise _storage_error(message) from exc
         self._fresh[tp] = epoch
 
@@ -1239,12 +1270,13 @@ class LogManager(Actor):
         if log is not None:
             self._open.move_to_end(tp)
             return log
-        log_dir = self._logs.get(tp)
-        if log_dir is None:
+        home = self._logs.get(tp)
+        if home is None:
             raise KafkaApiError(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No log for {tp} on this broker"
             )
-        if log_dir in self._offline:
+        log_dir = home.path
+        if home.offline:
             raise _storage_error(f"Log for partition {tp} is in offline log dir {log_dir}")
         clean = self._clean.get(log_dir, True) or tp in self._closed_clean
         fresh = tp in self._fresh
@@ -1255,8 +1287,8 @@ class LogManager(Actor):
                 self._topic_configs.get(tp.topic, self.log_config),
                 files=self._files,
                 now_ms=self.clock.wall_ms,
-                recovery_point=self._rows[log_dir].get(tp) or 0,
-                log_start_offset=self._start_offsets[log_dir].get(tp, 0),
+                recovery_point=home.rows.get(tp) or 0,
+                log_start_offset=home.start_offsets.get(tp, 0),
                 had_clean_shutdown=clean,
             )
         except OSError as exc:
@@ -1279,7 +1311,7 @@ class LogManager(Actor):
         if tp not in self._producers and not fresh:
             self._producers[tp] = self._load_producers(tp, log)
         self._producers.setdefault(tp, ProducerStateManager())
-        self._note_offsets(tp, log_dir, log)
+        self._note_offsets(tp, home, log)
         while len(self._open) > self.max_open_logs:
             self._close_log(next(iter(self._open)))
         return log
@@ -1308,11 +1340,11 @@ class LogManager(Actor):
         if log_dir is not None:
             self._note_offsets(tp, log_dir, log)
 
-    def _note_offsets(self, tp: TopicPartition, log_dir: Path, log: Log) -> None:
+    def _note_offsets(self, tp: TopicPartition, log_dir: _LogDir, log: Log) -> None:
         """Take ``log``'s recovery point and log start into its dir's checkpoint rows
         (written at the next checkpoint)."""
-        rows = self._rows[log_dir]
-        starts = self._start_offsets[log_dir]
+        rows = log_dir.rows
+        starts = log_dir.start_offsets
         first_base = log.segments[0].base_offset
         changed = rows.get(tp) != log.recovery_point
         rows.set(tp, log.recovery_point)
@@ -1322,16 +1354,16 @@ class LogManager(Actor):
         elif starts.pop(tp, None) is not None:
             changed = True
         if changed:
-            self._checkpoint_soon(log_dir)
+            self._checkpoint_soon(log_dir.path)
 
     def _set_high_watermark(self, tp: TopicPartition, high_watermark: int) -> None:
         log_dir = self._logs.get(tp)
-        if log_dir is None or log_dir in self._offline:
+        if log_dir is None or log_dir.offline:
             return
-        rows = self._hw_rows[log_dir]
+        rows = log_dir.hw_rows
         if rows.get(tp) != high_watermark:
             rows.set(tp, high_watermark)
-            self._checkpoint_soon(log_dir)
+            self._checkpoint_soon(log_dir.path)
 
     def _guard(self, tp: TopicPartition, log: Log, operation: Callable[[], _T]) -> _T:
         """Run ``operation`` on ``tp``'s open ``log``: an ``OSError`` takes its log dir
@@ -1339,7 +1371,7 @@ class LogManager(Actor):
         try:
             result = operation()
         except OSError as exc:
-            log_dir = self._logs[tp]
+            log_dir = self._logs[tp].path
             self._trace_op("io_error", log.directory, log_dir=log_dir, tp=tp, error=exc)
             message = f"Error while operating on the log of {tp} in dir {log_dir}"
             self._mark_offline(log_dir, message, exc)
@@ -1533,8 +1565,8 @@ class LogManager(Actor):
             # Nothing to cut in an empty log without epochs (Log.truncateTo changes nothing).
             self._trace_op(
                 "truncate",
-                self._logs[tp] / str(tp),
-                log_dir=self._logs[tp],
+                self._logs[tp].path / str(tp),
+                log_dir=self._logs[tp].path,
                 tp=tp,
                 offset=request.offset,
                 fully=request.fully,
@@ -1549,16 +1581,16 @@ class LogManager(Actor):
         else:
             self._guard(tp, log, lambda: log.truncate_to(request.offset))
         self._producers[tp] = self._load_producers(tp, log)  # Log.truncateTo reloads it
-        log_dir = self._logs[tp]
-        point = self._clean_points[log_dir].get(tp)
+        home = self._logs[tp]
+        point = home.clean_points.get(tp)
         if point is not None and point > request.offset:
             # LogCleanerManager.maybeTruncateCheckpoint
-            self._clean_points[log_dir][tp] = request.offset
-            self._write_clean_points(log_dir)
+            home.clean_points[tp] = request.offset
+            self._write_clean_points(home.path)
         self._trace_op(
             "truncate",
             log.directory,
-            log_dir=self._logs[tp],
+            log_dir=self._logs[tp].path,
             tp=tp,
             offset=request.offset,
             fully=request.fully,
@@ -1595,47 +1627,57 @@ class LogManager(Actor):
         renamed = self._rename_for_deletion(tp)
         if renamed is None:
             return LogDeleted(topic=tp.topic, partition=tp.partition)
-        log_dir, name = renamed
+        log_dir, name, cleaned = renamed
+        if cleaned:
+            self._write_clean_points(log_dir.path)
         self._queue_renamed([(tp, log_dir, name)])
         return LogDeleted(
-            topic=tp.topic, partition=tp.partition, log_dir=str(log_dir), renamed_to=name
+            topic=tp.topic, partition=tp.partition, log_dir=log_dir.name, renamed_to=name
         )
 
     async def _delete_batch(self, logs: tuple[DeleteLog, ...]) -> LogsDeleted:
         """Kafka's ``asyncDelete`` of a set: every log renamed (a failure is that log's
-        error), then each log dir touched checkpointed once and its renamed logs queued,
-        instead of a checkpoint rewrite per log. The event loop gets a turn every
+        error), then each log dir touched checkpointed once (its cleaner checkpoint first,
+        when a renamed log had a clean point) and its renamed logs queued, instead of a
+        checkpoint rewrite per log. The event loop gets a turn every
         ``_LOGS_PER_CHECKPOINT`` logs, as in ``_get_or_create_batch``."""
         results: list[LogDeleteOutcome] = []
-        renamed: list[tuple[TopicPartition, Path, str]] = []
+        append = results.append
+        renamed: list[tuple[TopicPartition, _LogDir, str]] = []
+        cleaned: dict[_LogDir, None] = {}  # the dirs whose clean points lost a log
         for i, request in enumerate(logs):
             if i and i % _LOGS_PER_CHECKPOINT == 0:
                 await anyio.lowlevel.checkpoint()
-            tp = request.topic_partition
+            topic, partition = request.topic, request.partition
+            tp = TopicPartition(topic, partition)
             try:
                 done = self._rename_for_deletion(tp)
             except KafkaApiError as exc:
-                results.append(
-                    LogDeleteOutcome(topic=tp.topic, partition=tp.partition, error_code=exc.code)
-                )
+                append(LogDeleteOutcome(topic=topic, partition=partition, error_code=exc.code))
                 continue
             if done is None:
-                results.append(LogDeleteOutcome(topic=tp.topic, partition=tp.partition))
+                append(LogDeleteOutcome(topic=topic, partition=partition))
                 continue
-            log_dir, name = done
+            log_dir, name, dropped = done
             renamed.append((tp, log_dir, name))
-            results.append(
+            if dropped:
+                cleaned[log_dir] = None
+            append(
                 LogDeleteOutcome(
-                    topic=tp.topic, partition=tp.partition, log_dir=str(log_dir), renamed_to=name
+                    topic=topic, partition=partition, log_dir=log_dir.name, renamed_to=name
                 )
             )
+        for log_dir in cleaned:  # LogCleanerManager.updateCheckpoints, once per dir
+            self._write_clean_points(log_dir.path)
         self._queue_renamed(renamed)
         return LogsDeleted(results=tuple(results))
 
-    def _rename_for_deletion(self, tp: TopicPartition) -> tuple[Path, str] | None:
+    def _rename_for_deletion(self, tp: TopicPartition) -> tuple[_LogDir, str, bool] | None:
         """The first half of ``asyncDelete``: the log forgotten and its directory renamed
-        ``<topic>-<p>.<uuid>-delete``; where, or None when no log is hosted. A rename that
-        fails takes its log dir offline and raises KAFKA_STORAGE_ERROR."""
+        ``<topic>-<p>.<uuid>-delete``; where, its new name and whether it had a clean
+        point (its dir's cleaner checkpoint is the caller's to rewrite), or None when no
+        log is hosted. A rename that fails takes its log dir offline and raises
+        KAFKA_STORAGE_ERROR."""
         log_dir = self._logs.get(tp)
         if log_dir is None:
             if self._offline:
@@ -1644,38 +1686,44 @@ class LogManager(Actor):
                     f"directories {', '.join(map(str, self.offline_dirs))}"
                 )
             return None
-        if log_dir in self._offline:
-            raise _storage_error(f"Log for partition {tp} is in offline log dir {log_dir}")
-        if tp in self._open:  # Log.renameDir keeps it open; here it is closed first
+        if log_dir.offline:
+            raise _storage_error(f"Log for partition {tp} is in offline log dir {log_dir.path}")
+        # (Each container looked at only when it holds something: a bulk deletion's logs
+        # were never opened, and a lookup hashes the partition.)
+        if self._open and tp in self._open:  # Log.renameDir keeps it open; here it is closed
             self._abort_cleaning(tp)
             self._open.pop(tp).close()
-        self._producers.pop(tp, None)
+        if self._producers:
+            self._producers.pop(tp, None)
         self._fresh.pop(tp, None)
         # A topic is deleted whole: a new topic of the same name brings its own configs.
-        self._topic_configs.pop(tp.topic, None)
-        self._topic_overrides.pop(tp.topic, None)
-        self._closed_clean.discard(tp)
+        if self._topic_configs:
+            self._topic_configs.pop(tp.topic, None)
+        if self._topic_overrides:
+            self._topic_overrides.pop(tp.topic, None)
+        if self._closed_clean:
+            self._closed_clean.discard(tp)
         # A random UUID, as Kafka's: from the node's identity source, so that a broker run again on
         # the same log dirs (after a crash) does not draw the names its last run left behind.
         unique_id = _uuid4_hex(self._unique_id())
         name = delete_dir_name(tp, unique_id)
         # Plain strings: a bulk deletion renames thousands of logs (see Disk.rename).
-        parent = os.fspath(log_dir) + os.sep
+        parent = log_dir.prefix
         src = parent + str(tp)
         try:
             self.disk.rename(src, parent + name)
         except OSError as exc:
-            self._trace_op("rename", src, log_dir=log_dir, tp=tp, error=exc, to=name)
-            message = f"Error while renaming dir for {tp} in log dir {log_dir}"
-            self._mark_offline(log_dir, message, exc)
+            self._trace_op("rename", src, log_dir=log_dir.path, tp=tp, error=exc, to=name)
+            message = f"Error while renaming dir for {tp} in log dir {log_dir.path}"
+            self._mark_offline(log_dir.path, message, exc)
             raise _storage_error(message) from exc
-        self._remove_log(tp)
+        cleaned = self._remove_log(tp, log_dir)
         tracer = self.node.tracer
         if tracer.enabled:
-            self._trace_op("rename", src, log_dir=log_dir, tp=tp, to=name)
+            self._trace_op("rename", src, log_dir=log_dir.path, tp=tp, to=name)
         else:  # numbered all the same, without the fields (a bulk deletion renames 30,000)
             tracer.skip()
-        return log_dir, name
+        return log_dir, name, cleaned
 
     def _unique_id(self) -> int:
         """128 random bits for a renamed log's id, from the node's identity source. The OS
@@ -1692,30 +1740,42 @@ class LogManager(Actor):
             ]
         return self._drawn_ids.pop()
 
-    def _queue_renamed(self, renamed: list[tuple[TopicPartition, Path, str]]) -> None:
+    def _queue_renamed(self, renamed: list[tuple[TopicPartition, _LogDir, str]]) -> None:
         """The second half of ``asyncDelete``: the checkpoints of each log dir of
         ``renamed`` rewritten once, then its renamed logs queued for removal (a dir that
         went offline keeps its renamed logs, as at start-up)."""
-        now = self.clock.now()
-        by_dir: dict[Path, list[tuple[TopicPartition, str]]] = {}
+        by_dir: dict[_LogDir, list[tuple[TopicPartition, str]]] = {}
         for tp, log_dir, name in renamed:
             by_dir.setdefault(log_dir, []).append((tp, name))
+        if not by_dir:
+            return
+        due, delay = self._deletion_due(self.clock.now())
+        queue = self._pending.append
         for log_dir, logs in by_dir.items():
-            self._dirty.discard(log_dir)  # rewritten right now
-            if log_dir in self._offline or not self._checkpoint(log_dir):
+            path = log_dir.path
+            self._dirty.discard(path)  # rewritten right now
+            if log_dir.offline or not self._checkpoint(path):
                 continue
+            prefix = log_dir.prefix
             for tp, name in logs:
-                self._enqueue(tp, log_dir, name, now)
-        if by_dir:
-            self._schedule_sweep()
+                queue(_PendingDelete(tp, path, name, prefix + name, due, delay))
+        self._schedule_sweep()
 
-    def _enqueue(self, tp: TopicPartition, log_dir: Path, name: str, now: float) -> _PendingDelete:
-        """Queue a renamed log, due the broker's ``log.segment.delete.delay.ms`` from
-        ``now`` whatever its topic's ``file.delete.delay.ms`` (``LogManager.deleteLogs``
-        reads ``currentDefaultConfig``, not the log's config)."""
+    def _deletion_due(self, now: float) -> tuple[float, float]:
+        """When a log renamed at ``now`` is due for removal, and the delay: the broker's
+        ``log.segment.delete.delay.ms`` from ``now`` whatever its topic's
+        ``file.delete.delay.ms`` (``LogManager.deleteLogs`` reads
+        ``currentDefaultConfig``, not the log's config), never before the initial task
+        delay from start-up."""
         delay = self._log_delete_delay
-        due = max(now + delay, self._started_at + self.initial_task_delay)
-        entry = _PendingDelete(tp=tp, log_dir=log_dir, name=name, due=due, delay=delay)
+        return max(now + delay, self._started_at + self.initial_task_delay), delay
+
+    def _enqueue(
+        self, tp: TopicPartition, log_dir: _LogDir, name: str, now: float
+    ) -> _PendingDelete:
+        """Queue a renamed log, due as ``_deletion_due`` says."""
+        due, delay = self._deletion_due(now)
+        entry = _PendingDelete(tp, log_dir.path, name, log_dir.prefix + name, due, delay)
         self._pending.append(entry)
         return entry
 
@@ -1756,7 +1816,11 @@ class LogManager(Actor):
                     retry_at=entry.due,
                 )
             else:
-                self._trace_op("remove", entry.path, log_dir=entry.log_dir, tp=entry.tp)
+                tracer = self.node.tracer
+                if tracer.enabled:
+                    self._trace_op("remove", entry.path, log_dir=entry.log_dir, tp=entry.tp)
+                else:  # numbered all the same, without the fields (30,000 in a bulk deletion)
+                    tracer.skip()
         waiting.extend(failed)
         self._pending = waiting
         self._schedule_sweep()
@@ -1796,7 +1860,8 @@ class LogManager(Actor):
         waiting: deque[_DeletedSegments] = deque()
         for entry in self._deleted_segments:
             due, tp, log_dir, paths = entry
-            if self._logs.get(tp) != log_dir or log_dir in self._offline:
+            home = self._logs.get(tp)
+            if home is None or home.path != log_dir or home.offline:
                 continue  # the log was deleted whole (its directory renamed) or is offline
             if due > now + _TIME_SLACK:
                 waiting.append(entry)
@@ -1834,10 +1899,10 @@ class LogManager(Actor):
         moved: list[LogStart] = []
         for tp, log in list(self._open.items()):
             home = self._logs.get(tp)
-            if home is None or home in self._offline or not chosen(tp, log):
+            if home is None or home.offline or not chosen(tp, log):
                 continue
-            high_watermark = self._hw_rows[home].get(tp)
-            if high_watermark is not None and self._retain(tp, home, log, high_watermark, now):
+            high_watermark = home.hw_rows.get(tp)
+            if high_watermark is not None and self._retain(tp, home.path, log, high_watermark, now):
                 moved.append(
                     LogStart(
                         topic=tp.topic,
@@ -1920,7 +1985,7 @@ class LogManager(Actor):
         self._end_clean_round()
         home = self._logs.get(tp)
         if home is not None:
-            self._trace_op("clean", home / str(tp), log_dir=home, tp=tp, result="aborted")
+            self._trace_op("clean", home.path / str(tp), log_dir=home.path, tp=tp, result="aborted")
 
     def _end_clean_round(self) -> None:
         """Abandon the round in progress, if any: the clean it is in closed, its
@@ -1941,27 +2006,28 @@ class LogManager(Actor):
         done: set[TopicPartition] = set()
         while True:
             now_ms = self.clock.wall_ms()
-            candidates: list[tuple[TopicPartition, Path, cleaner.LogToClean]] = []
+            candidates: list[tuple[TopicPartition, _LogDir, cleaner.LogToClean]] = []
             for tp, log in self._open.items():
-                home = self._logs.get(tp)
+                record = self._logs.get(tp)
                 if (
-                    home is None
-                    or home in self._offline
+                    record is None
+                    or record.offline
                     or tp in done
                     or tp in self._uncleanable
                     or not log.config.compact
                     or log.failure is not None
                 ):
                     continue
-                candidate = cleaner.log_to_clean(log, self._clean_points[home].get(tp), now_ms)
+                candidate = cleaner.log_to_clean(log, record.clean_points.get(tp), now_ms)
                 if candidate.force_checkpoint:
-                    self._clean_points[home][tp] = candidate.first_dirty_offset
-                candidates.append((tp, home, candidate))
+                    record.clean_points[tp] = candidate.first_dirty_offset
+                candidates.append((tp, record, candidate))
             chosen = cleaner.filthiest_log([c for _, _, c in candidates])
             if chosen is None:
                 self._retain_compacted_logs()
                 return
-            tp, home = next((t, h) for t, h, c in candidates if c is chosen)
+            tp, record = next((t, r) for t, r, c in candidates if c is chosen)
+            home = record.path
             done.add(tp)
             log = chosen.log
             steps = cleaner.cleaning(chosen, cleaner.CLEAN_STEP_BYTES)
@@ -1988,7 +2054,7 @@ class LogManager(Actor):
                 # abandoned: its .cleaned files deleted (else by the log's next open)
                 with contextlib.suppress(OSError):
                     steps.close()
-            self._clean_points[home][tp] = result.end_offset
+            record.clean_points[tp] = result.end_offset
             if result.deleted_files:
                 self._deleted_segments.append(
                     (
@@ -2035,7 +2101,7 @@ class LogManager(Actor):
         try:
             self.disk.write_file(
                 log_dir / CLEANER_OFFSET_CHECKPOINT,
-                offsets_checkpoint(self._clean_points[log_dir].items()),
+                offsets_checkpoint(self._dirs[log_dir].clean_points.items()),
             )
         except OSError as exc:
             return self._checkpoint_failed(log_dir, exc)
@@ -2051,18 +2117,17 @@ class LogManager(Actor):
         Kafka lists a log in ``log-start-offset-checkpoint`` only once its start offset
         passed its first segment's base offset.
         """
+        record = self._dirs[log_dir]
         for tp, log in self._open.items():
-            if self._logs.get(tp) == log_dir:
-                self._note_offsets(tp, log_dir, log)
-        hosted = self._rows[log_dir]
+            if self._logs.get(tp) is record:
+                self._note_offsets(tp, record, log)
+        hosted = record.rows
         try:
             self.disk.write_file(log_dir / RECOVERY_POINT_CHECKPOINT, hosted.render())
-            self.disk.write_file(
-                log_dir / REPLICATION_OFFSET_CHECKPOINT, self._hw_rows[log_dir].render()
-            )
+            self.disk.write_file(log_dir / REPLICATION_OFFSET_CHECKPOINT, record.hw_rows.render())
             self.disk.write_file(
                 log_dir / LOG_START_OFFSET_CHECKPOINT,
-                offsets_checkpoint(self._start_offsets[log_dir].items()),
+                offsets_checkpoint(record.start_offsets.items()),
             )
         except OSError as exc:
             return self._checkpoint_failed(log_dir, exc)
@@ -2111,32 +2176,32 @@ class LogManager(Actor):
         return list(self._online)
 
     def _log_counts(self) -> dict[Path, int]:
-        return dict(self._counts)
+        return {path: len(record.rows) for path, record in self._dirs.items()}
 
     def _add_log(
         self,
         tp: TopicPartition,
-        log_dir: Path,
+        log_dir: _LogDir,
         *,
         recovery_point: int = 0,
         high_watermark: int = 0,
         log_start_offset: int = 0,
     ) -> None:
         self._logs[tp] = log_dir
-        self._counts[log_dir] = self._counts.get(log_dir, 0) + 1
-        self._rows[log_dir].add(tp, recovery_point)
-        self._hw_rows[log_dir].add(tp, high_watermark)
+        log_dir.rows.add(tp, recovery_point)
+        log_dir.hw_rows.add(tp, high_watermark)
         if log_start_offset > 0:
-            self._start_offsets[log_dir][tp] = log_start_offset
+            log_dir.start_offsets[tp] = log_start_offset
 
-    def _remove_log(self, tp: TopicPartition) -> None:
-        log_dir = self._logs.pop(tp)
-        self._counts[log_dir] -= 1
-        self._rows[log_dir].remove(tp)
-        self._hw_rows[log_dir].remove(tp)
-        self._start_offsets[log_dir].pop(tp, None)
-        if self._clean_points[log_dir].pop(tp, None) is not None:
-            self._write_clean_points(log_dir)
+    def _remove_log(self, tp: TopicPartition, log_dir: _LogDir) -> bool:
+        """Forget ``tp``'s log, hosted in ``log_dir``; whether it had a clean point (the
+        dir's cleaner checkpoint is then the caller's to rewrite)."""
+        del self._logs[tp]
+        log_dir.rows.remove(tp)
+        log_dir.hw_rows.remove(tp)
+        if log_dir.start_offsets:
+            log_dir.start_offsets.pop(tp, None)
+        return bool(log_dir.clean_points) and log_dir.clean_points.pop(tp, None) is not None
 
     def _checkpoint_soon(self, log_dir: Path) -> None:
         """A creation rewrites its dir's checkpoints on the checkpoint timer, as Kafka's
@@ -2169,12 +2234,14 @@ class LogManager(Actor):
             return
         detail = f"{reason}: {exc}"
         self._offline[log_dir] = detail
+        record = self._dirs[log_dir]
+        record.offline = True
         self._online.remove(log_dir)
         abandoned = [entry.name for entry in self._pending if entry.log_dir == log_dir]
         self._pending = deque(entry for entry in self._pending if entry.log_dir != log_dir)
         # LogManager.handleLogDirFailure: its logs leave the open ones, their files closed
         # unflushed, so that nothing more is read from or written to the failed dir.
-        for tp in [tp for tp in self._open if self._logs.get(tp) == log_dir]:
+        for tp in [tp for tp in self._open if self._logs.get(tp) is record]:
             self._abort_cleaning(tp)
             self._open.pop(tp).close_handlers()
         self._trace_op(
@@ -2183,7 +2250,7 @@ class LogManager(Actor):
             log_dir=log_dir,
             result=type(exc).__name__,
             detail=detail,
-            logs=sum(1 for d in self._logs.values() if d == log_dir),
+            logs=sum(1 for d in self._logs.values() if d is record),
             abandoned=abandoned,
         )
         if self.failure_listener is not None:
@@ -2208,8 +2275,8 @@ class LogManager(Actor):
                 HostedLog(
                     topic=tp.topic,
                     partition=tp.partition,
-                    log_dir=str(log_dir),
-                    online=log_dir not in self._offline,
+                    log_dir=log_dir.name,
+                    online=not log_dir.offline,
                 )
                 for tp, log_dir in sorted(self._logs.items())
             ),
@@ -2247,8 +2314,8 @@ class LogManager(Actor):
         reported offline."""
         wanted = None if partitions is None else set(partitions)
         by_dir: dict[Path, list[TopicPartition]] = {d: [] for d in self.log_dirs}
-        for tp, log_dir in sorted(self._logs.items()):
-            by_dir[log_dir].append(tp)
+        for tp, home in sorted(self._logs.items()):
+            by_dir[home.path].append(tp)
         described = []
         for log_dir, hosted in by_dir.items():
             logs = self._described_logs([tp for tp in hosted if wanted is None or tp in wanted])
@@ -2297,7 +2364,7 @@ class LogManager(Actor):
         if not self.tracer.enabled:  # numbered all the same, without building its fields
             self.trace(TraceKind.LOG_DIR, op)
             return
-        where: dict[str, Any] = {"dir": str(path), "log_dir": self._dir_names[log_dir]}
+        where: dict[str, Any] = {"dir": str(path), "log_dir": self._dirs[log_dir].name}
         if tp is not None:
             where.update(topic=tp.topic, partition=tp.partition)
         if result is None:
