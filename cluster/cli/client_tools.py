@@ -11,6 +11,7 @@ default ``.kemu/cluster.json``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
@@ -21,7 +22,7 @@ from cluster.cli.args import UsageError
 from cluster.cli.jopt import Option, OptionError, Options, option_lines, parse
 from cluster.cli.store_command import report_failure
 from cluster.cli.topics import KAFKA_VERSION
-from cluster.kafka.client import AdminClientConfig, load_properties
+from cluster.kafka.client import AdminClientConfig, int_config, load_properties, long_config
 from cluster.launch.connect import load_cluster_file
 from protocol.errors import KemuError
 
@@ -104,20 +105,20 @@ def tool_bootstrap(opts: Options) -> str:
     return load_cluster_file(Path(cluster_file) if cluster_file else None).bootstrap_servers
 
 
+_LONG_CONFIGS = frozenset({"max.block.ms"})
+"""The deadline configs that are a ``LONG`` in Kafka's ``ProducerConfig`` (the consumer's
+``default.api.timeout.ms`` is an ``INT``)."""
+
+
 def admin_config(props: Mapping[str, str], timeout_name: str) -> AdminClientConfig:
     """The client config of a tool: Kafka's names, ``timeout_name`` (``max.block.ms`` for a
-    producer, ``default.api.timeout.ms`` for a consumer) as every call's deadline."""
+    producer, ``default.api.timeout.ms`` for a consumer) as every call's deadline, parsed
+    as Kafka's config of that name (at least 0)."""
     base = AdminClientConfig.from_properties(props)
     if timeout_name in props:
-        deadline = AdminClientConfig.from_properties(
-            {"default.api.timeout.ms": props[timeout_name]}
-        )
-        return AdminClientConfig(
-            client_id=base.client_id,
-            request_timeout_ms=base.request_timeout_ms,
-            default_api_timeout_ms=deadline.default_api_timeout_ms,
-            retry_backoff_ms=base.retry_backoff_ms,
-        )
+        parse = long_config if timeout_name in _LONG_CONFIGS else int_config
+        deadline = parse(props, timeout_name, base.default_api_timeout_ms, minimum=0)
+        return dataclasses.replace(base, default_api_timeout_ms=deadline)
     return base
 
 

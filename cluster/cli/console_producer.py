@@ -17,13 +17,18 @@ property given wins over the option's default: ``acks`` (``--request-required-ac
 0, 1, -1 or all), ``request.timeout.ms`` (``--request-timeout-ms``, 1500: each send's
 wait and the Produce request's timeout), ``retries`` (``--message-send-max-retries``, 3),
 ``retry.backoff.ms`` (``--retry-backoff-ms``, 100) and ``max.block.ms``
-(``--max-block-ms``, 60000: how long to wait for the topic's metadata and for each send).
+(``--max-block-ms``, 60000, a ``Long``: how long to wait for the topic's metadata).
 ``compression.type`` is ``--compression-codec``'s (none or gzip; gzip without a value),
 ``none`` without it, whatever the properties say, as ``producerProps`` puts it. A send
 answered with a retriable error (a ``RetriableException``: no leader, not enough
-replicas, a corrupt message, ...) is sent again after ``retry.backoff.ms``, at most
-``retries`` times (a lost connection is retried until the deadline, not counted), then
-refused. A send the broker refuses is logged on stderr as Kafka's
+replicas, a corrupt message, ...), or lost once sent (its connection dropped, or no
+answer within ``request.timeout.ms``: a ``NetworkException``, as ``Sender`` fails a
+disconnected request), is sent again after ``retry.backoff.ms``, at most ``retries``
+times, then refused; a batch not answered within ``delivery.timeout.ms`` (120000, at
+least ``linger.ms`` + ``request.timeout.ms`` as ``KafkaProducer`` checks it) of its
+first send expires with a ``TimeoutException``. A batch of more than one record refused
+with MESSAGE_TOO_LARGE is split by ``batch.size`` (16384) and the pieces sent
+(``RecordAccumulator.splitAndReenqueue``). A send the broker refuses is logged on stderr as Kafka's
 ``ErrorLoggingCallback`` logs it through the tools' log4j layout (``[%d] %p %m
 (%c)``), one entry per record, the exception's class and message on the next line (the
 broker's Produce v8 ``error_message``, else the error's default message; a 2.7 producer
@@ -55,9 +60,15 @@ from cluster.cli.client_tools import (
     usage_text,
 )
 from cluster.cli.jopt import Option, OptionError, Options, parse
-from cluster.kafka.client import KafkaDataClient, int_config, produce_exception
-from cluster.kafka.records import ProducerRecord, encode_batch
-from protocol.errors import ErrorCode, KafkaApiError
+from cluster.kafka.client import (
+    ClientConfigError,
+    KafkaDataClient,
+    int_config,
+    long_config,
+    produce_exception,
+)
+from cluster.kafka.records import ProducerRecord
+from protocol.errors import ErrorCode
 
 __all__ = ["main", "murmur2", "partition_for_key", "producer_props"]
 
@@ -105,16 +116,16 @@ SPECS: Final = (
     ),
 )
 _MERGED: Final = (
-    ("request-required-acks", "acks", "1", False),
-    ("request-timeout-ms", "request.timeout.ms", "1500", True),
-    ("message-send-max-retries", "retries", "3", True),
-    ("retry-backoff-ms", "retry.backoff.ms", "100", True),
-    ("max-block-ms", "max.block.ms", "60000", True),
+    ("request-required-acks", "acks", "1", "String"),
+    ("request-timeout-ms", "request.timeout.ms", "1500", "Integer"),
+    ("message-send-max-retries", "retries", "3", "Integer"),
+    ("retry-backoff-ms", "retry.backoff.ms", "100", "Integer"),
+    ("max-block-ms", "max.block.ms", "60000", "Long"),
 )
 """``ConsoleProducer.producerProps``'s ``CommandLineUtils.maybeMergeOptions`` calls (those
-of the options kemu honours: option, property, the option's default, whether it is an
-``Integer`` option): an option given on the command line wins over the property, else a
-property given wins over the option's default."""
+of the options kemu honours: option, property, the option's default, the option's jopt
+type): an option given on the command line wins over the property, else a property given
+wins over the option's default."""
 USAGE: Final = usage_text(
     "This tool helps to read data from standard input and publish it to Kafka.", SPECS
 )
@@ -187,11 +198,23 @@ def producer_props(opts: Options) -> dict[str, str]:
     props = client_config(opts, "producer-property", "producer.config")
     props["compression.type"] = _codec_option(opts)
     props.setdefault("client.id", "console-producer")
-    for option, key, default, integer in _MERGED:
+    for option, key, default, kind in _MERGED:
         if opts.has(option) or key not in props:
-            given = opts.int_value(option) if integer else opts.value(option)
+            given = _typed_value(opts, option, kind)
             props[key] = default if given is None else str(given)
     return props
+
+
+def _typed_value(opts: Options, option: str, kind: str) -> int | str | None:
+    """The option's value as its jopt type reads it (``ofType``): a number that does not
+    parse is jopt's "Cannot parse argument" error."""
+    match kind:
+        case "Integer":
+            return opts.int_value(option)
+        case "Long":
+            return opts.long_value(option)
+        case _:
+            return opts.value(option)
 
 
 class _LineReader:
@@ -255,6 +278,8 @@ async def produce(argv: Sequence[str], *, stdin: Stdin, err: TextIO) -> int:
     acks = _acks(props)
     compression = _compression(props)
     retries = int_config(props, "retries", 0, minimum=0)
+    delivery_timeout_ms = _delivery_timeout_ms(props)
+    batch_size = int_config(props, "batch.size", 16_384, minimum=0)
     clock = RealClock()
     rng = random.Random()
     async with KafkaDataClient(
@@ -270,18 +295,39 @@ async def produce(argv: Sequence[str], *, stdin: Stdin, err: TextIO) -> int:
                 partition = sticky if record.key is None else partition_for_key(record.key, count)
                 by_partition.setdefault(partition, []).append(record)
             for partition, records in by_partition.items():
-                batch = encode_batch(records, compression=compression)
-                try:
-                    answer = await client.produce(
-                        topic, partition, batch, acks=acks, retries=retries
-                    )
-                    code, message = answer.error_code, answer.error_message
-                except KafkaApiError as exc:
-                    code, message = exc.code, exc.detail
-                if code is not ErrorCode.NONE:
-                    _log_failed_sends(err, topic, records, produce_exception(code, message))
+                results = await client.send(
+                    topic,
+                    partition,
+                    records,
+                    acks=acks,
+                    compression=compression,
+                    retries=retries,
+                    delivery_timeout_ms=delivery_timeout_ms,
+                    batch_size=batch_size,
+                )
+                for result in results:
+                    if result.error_code is not ErrorCode.NONE:
+                        exception = produce_exception(result.error_code, result.error_message)
+                        _log_failed_sends(err, topic, result.records, exception)
             sticky = rng.randrange(count)  # StickyPartitionCache.nextPartition: a new batch
     return 0
+
+
+def _delivery_timeout_ms(props: dict[str, str]) -> int:
+    """``KafkaProducer.configureDeliveryTimeout``: ``delivery.timeout.ms`` (120000), at
+    least ``linger.ms`` (the tool's ``--timeout`` default, 1000) plus
+    ``request.timeout.ms``: a smaller value given is refused, the default raised to it."""
+    linger_ms = long_config(props, "linger.ms", 1000, minimum=0)
+    request_timeout_ms = int_config(props, "request.timeout.ms", 30_000, minimum=0)
+    floor = min(linger_ms + request_timeout_ms, 2**31 - 1)
+    delivery_timeout_ms = int_config(props, "delivery.timeout.ms", 120_000, minimum=0)
+    if delivery_timeout_ms >= floor:
+        return delivery_timeout_ms
+    if "delivery.timeout.ms" in props:
+        raise ClientConfigError(
+            "delivery.timeout.ms should be equal to or larger than linger.ms + request.timeout.ms"
+        )
+    return floor
 
 
 def _log_failed_sends(

@@ -11,13 +11,21 @@ is not one.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from cluster.cli.args import UsageError
 from protocol.jvm import java_list_hash
 
-__all__ = ["Option", "OptionError", "Options", "java_parse_int", "option_lines", "parse"]
+__all__ = [
+    "Option",
+    "OptionError",
+    "Options",
+    "java_parse_int",
+    "java_parse_long",
+    "option_lines",
+    "parse",
+]
 
 
 class OptionError(UsageError):
@@ -71,10 +79,17 @@ class Options:
 
     def int_value(self, name: str) -> int | None:
         """The value as a Java ``Integer`` (``ofType(Integer)``)."""
+        return self._number(name, java_parse_int)
+
+    def long_value(self, name: str) -> int | None:
+        """The value as a Java ``Long`` (``ofType(Long)``)."""
+        return self._number(name, java_parse_long)
+
+    def _number(self, name: str, parse: Callable[[str], int | None]) -> int | None:
         text = self.value(name)
         if text is None:
             return None
-        number = java_parse_int(text)
+        number = parse(text)
         if number is None:
             raise OptionError(f"Cannot parse argument '{text}' of option {name}")
         return number
@@ -82,10 +97,19 @@ class Options:
 
 def java_parse_int(text: str) -> int | None:
     """``Integer.parseInt``: optional sign, ASCII digits, 32-bit range; None otherwise."""
+    return _java_parse(text, 32)
+
+
+def java_parse_long(text: str) -> int | None:
+    """``Long.parseLong``: optional sign, ASCII digits, 64-bit range; None otherwise."""
+    return _java_parse(text, 64)
+
+
+def _java_parse(text: str, bits: int) -> int | None:
     if not re.fullmatch(r"[+-]?[0-9]+", text):
         return None
     value = int(text)
-    return value if -(2**31) <= value < 2**31 else None
+    return value if -(2 ** (bits - 1)) <= value < 2 ** (bits - 1) else None
 
 
 def parse(argv: Sequence[str], specs: Sequence[Option]) -> Options:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 import struct
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,7 @@ import anyio
 from anyio.abc import SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from actors.log.records import CompressionType
 from actors.runtime.clock import Clock, RealClock
 from cluster.kafka.apis.api_versions import (
     codec_api_versions,
@@ -43,6 +45,7 @@ from cluster.kafka.apis.api_versions import (
     encode_api_versions_request,
 )
 from cluster.kafka.apis.registry import CODECS, api_key_of, decode_response, encode_request
+from cluster.kafka.records import ProducerRecord, encode_batch, split_records
 from protocol.errors import ErrorCode, FrameError, KafkaApiError, KemuError
 from protocol.group import (
     FindCoordinatorRequestData,
@@ -122,16 +125,19 @@ __all__ = [
     "AdminClientConfig",
     "ClientConfigError",
     "ClusterView",
+    "DeliveryTimeoutError",
     "KafkaAdminClient",
     "KafkaClientError",
     "KafkaDataClient",
     "KafkaTimeoutError",
+    "SendResult",
     "UnsupportedVersionError",
     "api_error",
     "exception_class",
     "int_config",
     "java_exception",
     "load_properties",
+    "long_config",
     "node_api_versions",
     "node_metadata",
     "parse_bootstrap_servers",
@@ -239,6 +245,7 @@ JAVA_EXCEPTIONS: Final[Mapping[ErrorCode, str]] = {
     ErrorCode.NOT_LEADER_OR_FOLLOWER: _ERRORS + "NotLeaderOrFollowerException",
     ErrorCode.REQUEST_TIMED_OUT: _ERRORS + "TimeoutException",
     ErrorCode.MESSAGE_TOO_LARGE: _ERRORS + "RecordTooLargeException",
+    ErrorCode.NETWORK_EXCEPTION: _ERRORS + "NetworkException",
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: _ERRORS + "CoordinatorLoadInProgressException",
     ErrorCode.COORDINATOR_NOT_AVAILABLE: _ERRORS + "CoordinatorNotAvailableException",
     ErrorCode.NOT_COORDINATOR: _ERRORS + "NotCoordinatorException",
@@ -309,6 +316,11 @@ class KafkaClientError(KemuError):
 
 class KafkaTimeoutError(KafkaClientError):
     """A call did not complete before its deadline (Kafka's ``TimeoutException``)."""
+
+
+class DeliveryTimeoutError(KafkaTimeoutError):
+    """A producer batch's ``delivery.timeout.ms`` passed before it was answered
+    (``Sender.sendProducerData``'s expired batches)."""
 
 
 class UnsupportedVersionError(KafkaClientError):
@@ -410,13 +422,26 @@ def int_config(props: Mapping[str, str], name: str, default: int, *, minimum: in
     """An INT client config (``ConfigDef``'s parsing): ``default`` when absent;
     ``ClientConfigError`` with Kafka's ``ConfigException`` message when not a number or
     below ``minimum``."""
+    return _number_config(props, name, default, minimum=minimum, bits=32)
+
+
+def long_config(props: Mapping[str, str], name: str, default: int, *, minimum: int) -> int:
+    """A LONG client config (``max.block.ms``), as ``int_config`` for 64 bits."""
+    return _number_config(props, name, default, minimum=minimum, bits=64)
+
+
+def _number_config(
+    props: Mapping[str, str], name: str, default: int, *, minimum: int, bits: int
+) -> int:
     raw = props.get(name)
     if raw is None:
         return default
     text = raw.strip()
-    if not re.fullmatch(r"[+-]?[0-9]+", text) or not -(2**31) <= int(text) < 2**31:
+    limit = 2 ** (bits - 1)
+    if not re.fullmatch(r"[+-]?[0-9]+", text) or not -limit <= int(text) < limit:
+        kind = "INT" if bits == 32 else "LONG"
         raise ClientConfigError(
-            f"Invalid value {raw} for configuration {name}: Not a number of type INT"
+            f"Invalid value {raw} for configuration {name}: Not a number of type {kind}"
         )
     if int(text) < minimum:
         raise ClientConfigError(
@@ -1239,6 +1264,17 @@ again (``Sender.canRetry``) after its leader is looked up again."""
 P = TypeVar("P")
 
 
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    """What became of a batch of ``KafkaDataClient.send``: the broker's answer to it, or
+    the error that failed it (a ``TimeoutException``'s message for an expired batch)."""
+
+    records: tuple[ProducerRecord, ...]
+    error_code: ErrorCode
+    error_message: str | None = None
+    base_offset: int = -1
+
+
 class KafkaDataClient(KafkaAdminClient):
     """The admin client plus what Kafka's producer and consumer do: Produce and ListOffsets
     of one partition, and rounds of Fetches, sent to the partitions' leaders. A leader is
@@ -1291,11 +1327,19 @@ class KafkaDataClient(KafkaAdminClient):
         acks: int = 1,
         timeout_ms: int | None = None,
         retries: int | None = None,
+        delivery_deadline: float | None = None,
     ) -> ProducePartitionResponse:
         """Send one partition's records (one v2 batch). With ``acks`` 0 nothing comes back:
         the answer is an empty success. A retriable error is sent again until the deadline,
         at most ``retries`` times if given (the producer's ``retries``, counted as
-        ``Sender.canRetry`` counts a batch's attempts), then answered as it is."""
+        ``Sender.canRetry`` counts a batch's attempts), then answered as it is. With
+        ``retries``, a request sent whose connection drops or that is not answered within
+        ``request.timeout.ms`` is an attempt too, answered NETWORK_EXCEPTION as
+        ``Sender.handleProduceResponse`` answers a disconnected request (raised as
+        ``KafkaApiError`` once no retry is left). ``delivery_deadline`` (a clock time: the
+        batch's creation plus ``delivery.timeout.ms``) replaces ``default.api.timeout.ms``:
+        an error answered after it is not retried, and the batch still unanswered at it
+        raises ``DeliveryTimeoutError``."""
         name = TopicName(topic)
         request = ProduceRequestData(
             acks=acks,
@@ -1316,8 +1360,70 @@ class KafkaDataClient(KafkaAdminClient):
             return response.responses[0].partition_responses[0]
 
         return await self._leader_call(
-            "produce", name, partition, request, ProduceResponseData, answer, retries=retries
+            "produce",
+            name,
+            partition,
+            request,
+            ProduceResponseData,
+            answer,
+            retries=retries,
+            delivery_deadline=delivery_deadline,
         )
+
+    async def send(
+        self,
+        topic: str,
+        partition: int,
+        records: Sequence[ProducerRecord],
+        *,
+        acks: int = 1,
+        compression: CompressionType = CompressionType.NONE,
+        retries: int,
+        delivery_timeout_ms: int,
+        batch_size: int = 16_384,
+    ) -> list[SendResult]:
+        """What a 2.7 producer's ``Sender`` does with one batch of ``records`` (sent as
+        ``produce`` sends it, ``retries`` and ``delivery.timeout.ms`` from now): a batch of
+        more than one record answered MESSAGE_TOO_LARGE is split
+        (``RecordAccumulator.splitAndReenqueue``: ``ProducerBatch.split`` by
+        ``batch.size``) and each piece sent as a new batch, with retries of its own but the
+        first batch's deadline; a batch still unsent or unanswered at the deadline expires
+        with Kafka's ``TimeoutException`` message. The outcome of each batch, in order."""
+        created = self._clock.now()
+        deadline = created + delivery_timeout_ms / 1000
+        pending = deque([tuple(records)])
+        results: list[SendResult] = []
+        while pending:
+            batch = pending.popleft()
+            try:
+                answer = await self.produce(
+                    topic,
+                    partition,
+                    encode_batch(batch, compression=compression),
+                    acks=acks,
+                    retries=retries,
+                    delivery_deadline=deadline,
+                )
+            except DeliveryTimeoutError:
+                waited = round((self._clock.now() - created) * 1000)
+                message = (
+                    f"Expiring {len(batch)} record(s) for {topic}-{partition}:{waited} ms has"
+                    " passed since batch creation"
+                )
+                results.append(SendResult(batch, ErrorCode.REQUEST_TIMED_OUT, message))
+                continue
+            except KafkaApiError as exc:
+                results.append(SendResult(batch, exc.code, exc.detail))
+                continue
+            if answer.error_code is ErrorCode.MESSAGE_TOO_LARGE and len(batch) > 1:
+                # A piece that fits batch.size whole comes back as it was: as in Kafka, it
+                # is split again until it is taken or its deadline passes.
+                pending.extendleft(reversed(split_records(batch, batch_size)))
+                continue
+            results.append(
+                SendResult(batch, answer.error_code, answer.error_message, answer.base_offset)
+            )
+        return results
 
     async def fetch_positions(
         self,
@@ -1427,26 +1533,48 @@ class KafkaDataClient(KafkaAdminClient):
         answer: Callable[[R], P],
         *,
         retries: int | None = None,
+        delivery_deadline: float | None = None,
     ) -> P:
         """Send ``request`` to the partition's leader until it is answered without a
         retriable error, or the deadline passes (then the last error is raised), or it was
-        answered with one ``retries`` times more (then that answer is returned)."""
-        deadline = self._clock.now() + self.config.default_api_timeout_ms / 1000
+        answered with one ``retries`` times more (then that answer is returned). With
+        ``retries``, a request that was sent and then lost (its connection dropped, or no
+        answer within ``request.timeout.ms``) counts as an answer NETWORK_EXCEPTION, raised
+        once no retry is left; failing to reach the leader at all counts nothing, as a
+        producer's batch waits in its accumulator until a connection is ready. A
+        ``delivery_deadline`` replaces ``default.api.timeout.ms`` (``produce``)."""
+        deadline = (
+            self._clock.now() + self.config.default_api_timeout_ms / 1000
+            if delivery_deadline is None
+            else delivery_deadline
+        )
         last: ErrorCode | None = None
         while True:
             remaining = deadline - self._clock.now()
             if remaining <= 0:
+                if delivery_deadline is not None:
+                    raise DeliveryTimeoutError(f"Call(callName={name}) expired")
                 if last is not None:
                     raise api_error(last, None)
                 raise KafkaTimeoutError(f"Call(callName={name}) timed out")
+            sent = False
             try:
                 with anyio.fail_after(min(remaining, self.config.request_timeout_ms / 1000)):
                     connection = await self._leader_connection(topic, partition)
+                    sent = True
                     response = await connection.request(request)
             except (TimeoutError, _ConnectionError, _Retry) as exc:
                 if isinstance(exc, TimeoutError | _ConnectionError):
                     await self._drop_connections()
                 self._leaders.pop((topic, partition), None)
+                if sent and retries is not None and self._clock.now() < deadline:
+                    # NetworkClient completes a request whose connection drops, or that
+                    # outlives request.timeout.ms, as disconnected: Sender answers its
+                    # batch NETWORK_EXCEPTION, one attempt like any other.
+                    if retries <= 0:
+                        raise api_error(ErrorCode.NETWORK_EXCEPTION, None) from None
+                    retries -= 1
+                    last = ErrorCode.NETWORK_EXCEPTION
                 await self._backoff(deadline)
                 continue
             if not isinstance(response, expected):
@@ -1454,6 +1582,8 @@ class KafkaDataClient(KafkaAdminClient):
             result = answer(response)
             code = getattr(result, "error_code", ErrorCode.NONE)
             if code in RETRIABLE_PARTITION_ERRORS:
+                if delivery_deadline is not None and self._clock.now() >= deadline:
+                    return result  # Sender.canRetry: the batch reached its delivery timeout
                 if retries is not None:
                     if retries <= 0:
                         return result

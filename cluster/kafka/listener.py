@@ -96,7 +96,7 @@ from cluster.kafka.apis.registry import (
     error_response,
     request_data,
 )
-from cluster.kafka.codec import encode_body, request_schema
+from cluster.kafka.codec import as_millis, encode_body, request_schema
 from cluster.kafka.framing import (
     API_VERSIONS_KEY,
     KafkaRequest,
@@ -429,6 +429,11 @@ class KafkaWireServer:
             )
             return _Slot.closing("unsupported_request")
         if self._tracer is not None and self._tracer.enabled:
+            produce_fields = (
+                {"timeout_ms": as_millis(request.body.timeout)}
+                if request.api_key == ClientApiKey.PRODUCE
+                else {}
+            )
             self._trace_request(
                 TraceKind.EVENT,
                 "kafka_request",
@@ -436,6 +441,7 @@ class KafkaWireServer:
                 request,
                 api_version=request.api_version,
                 client_id=request.client_id,
+                **produce_fields,
             )
         if request.api_key == API_VERSIONS_KEY:
             error = ErrorCode.NONE

@@ -41,6 +41,7 @@ __all__ = [
     "batch_valid",
     "encode_batch",
     "read_batches",
+    "split_records",
 ]
 
 _CRC_FROM = 21  # the CRC covers attributes .. end
@@ -74,6 +75,28 @@ def encode_batch(
         producer_epoch=producer_epoch,
         base_sequence=base_sequence,
     )
+
+
+def split_records(
+    records: Sequence[ProducerRecord], batch_size: int
+) -> list[tuple[ProducerRecord, ...]]:
+    """``ProducerBatch.split(batchSize)``: ``records`` cut, in order, into batches that
+    each take records while their uncompressed size stays within ``batch_size`` (a new
+    batch always takes its first record, however large). A batch that fits whole comes
+    back as one piece."""
+    pieces: list[tuple[ProducerRecord, ...]] = []
+    piece: list[ProducerRecord] = []
+    size = RECORD_BATCH_OVERHEAD
+    for record in records:
+        record_size = len(encode_records((record,)))
+        if piece and size + record_size > batch_size:
+            pieces.append(tuple(piece))
+            piece, size = [], RECORD_BATCH_OVERHEAD
+        piece.append(record)
+        size += record_size
+    if piece:
+        pieces.append(tuple(piece))
+    return pieces
 
 
 # ------------------------------------------------------------------------ reading

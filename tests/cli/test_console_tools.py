@@ -222,7 +222,7 @@ MERGED_OPTIONS = {
     "request.timeout.ms": ("--request-timeout-ms", "2500"),
     "retries": ("--message-send-max-retries", "7"),
     "retry.backoff.ms": ("--retry-backoff-ms", "20"),
-    "max.block.ms": ("--max-block-ms", "9000"),
+    "max.block.ms": ("--max-block-ms", "9000000000"),
 }
 
 
@@ -304,6 +304,31 @@ TO_NOWHERE = ("--bootstrap-server", "127.0.0.1:1", "--topic", "t")
             console_producer,
             ["--bootstrap-server", "127.0.0.1:1", "--topic", "t", "--request-timeout-ms", "x"],
             "Cannot parse argument 'x' of option request-timeout-ms",
+        ),
+        (
+            console_producer,
+            [*TO_NOWHERE, "--max-block-ms", "soon"],
+            "Cannot parse argument 'soon' of option max-block-ms",
+        ),
+        (
+            console_producer,
+            [*TO_NOWHERE, "--max-block-ms", "9223372036854775808"],
+            "Cannot parse argument '9223372036854775808' of option max-block-ms",
+        ),
+        (
+            console_producer,
+            [*TO_NOWHERE, "--max-block-ms", "-1"],
+            "Invalid value -1 for configuration max.block.ms: Value must be at least 0",
+        ),
+        (
+            console_producer,
+            [*TO_NOWHERE, "--producer-property", "max.block.ms=soon"],
+            "Invalid value soon for configuration max.block.ms: Not a number of type LONG",
+        ),
+        (
+            console_producer,
+            [*TO_NOWHERE, "--producer-property", "delivery.timeout.ms=2000"],
+            "delivery.timeout.ms should be equal to or larger than linger.ms + request.timeout.ms",
         ),
         (
             console_producer,
