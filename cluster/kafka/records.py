@@ -81,22 +81,55 @@ def split_records(
     records: Sequence[ProducerRecord], batch_size: int
 ) -> list[tuple[ProducerRecord, ...]]:
     """``ProducerBatch.split(batchSize)``: ``records`` cut, in order, into batches that
-    each take records while their uncompressed size stays within ``batch_size`` (a new
-    batch always takes its first record, however large). A batch that fits whole comes
-    back as one piece."""
+    each take the next record while their uncompressed size stays within ``batch_size``
+    (``MemoryRecordsBuilder.hasRoomFor``, each record's size with its offset and timestamp
+    deltas in its piece); a new batch always takes its first record, however large. A
+    batch that fits whole comes back as one piece."""
     pieces: list[tuple[ProducerRecord, ...]] = []
     piece: list[ProducerRecord] = []
     size = RECORD_BATCH_OVERHEAD
     for record in records:
-        record_size = len(encode_records((record,)))
-        if piece and size + record_size > batch_size:
+        if piece:
+            grown = size + _record_size(
+                record, len(piece), record.timestamp_ms - piece[0].timestamp_ms
+            )
+            if grown <= batch_size:
+                piece.append(record)
+                size = grown
+                continue
             pieces.append(tuple(piece))
-            piece, size = [], RECORD_BATCH_OVERHEAD
-        piece.append(record)
-        size += record_size
+        piece, size = [record], RECORD_BATCH_OVERHEAD + _record_size(record, 0, 0)
     if piece:
         pieces.append(tuple(piece))
     return pieces
+
+
+def _record_size(record: ProducerRecord, offset_delta: int, timestamp_delta: int) -> int:
+    """``DefaultRecord.sizeInBytes``: the record's bytes in a v2 batch at these deltas."""
+    body = (
+        1  # attributes
+        + _varint_size(timestamp_delta)
+        + _varint_size(offset_delta)
+        + _bytes_size(record.key)
+        + _bytes_size(record.value)
+        + _varint_size(len(record.headers))
+        + sum(_bytes_size(name.encode()) + _bytes_size(value) for name, value in record.headers)
+    )
+    return _varint_size(body) + body
+
+
+def _bytes_size(data: bytes | None) -> int:
+    return 1 if data is None else _varint_size(len(data)) + len(data)
+
+
+def _varint_size(value: int) -> int:
+    """The bytes of ``value`` as a zigzag varint (``ByteUtils.sizeOfVarlong``)."""
+    zigzag = (value << 1) ^ (value >> 63)
+    size = 1
+    while zigzag >= 0x80:
+        zigzag >>= 7
+        size += 1
+    return size
 
 
 # ------------------------------------------------------------------------ reading

@@ -28,6 +28,7 @@ from cluster.kafka.records import (
     batch_records,
     encode_batch,
     read_batches,
+    split_records,
 )
 from tests.support.record_batches import client_batch, relabel, set_field
 
@@ -91,6 +92,23 @@ def test_batches_read_back_as_written(sent: list[ProducerRecord], gzip: bool) ->
         (i, r.key, r.value, r.headers) for i, r in enumerate(sent)
     ]
     assert [r.timestamp_ms for r in back] == [r.timestamp_ms for r in sent]
+
+
+@settings(max_examples=50)
+@given(sent=records, batch_size=st.integers(0, 400))
+def test_a_split_keeps_the_records_in_pieces_within_the_batch_size(
+    sent: list[ProducerRecord], batch_size: int
+) -> None:
+    """``split_records`` (``ProducerBatch.split``) gives every record back, in order, in
+    pieces that each fit ``batch_size`` as encoded, unless a piece is one record alone;
+    each piece but the last could not have taken the next record (the sizes counted are
+    the encoded ones, exactly)."""
+    pieces = split_records(sent, batch_size)
+    assert [r for piece in pieces for r in piece] == sent
+    for i, piece in enumerate(pieces):
+        assert len(piece) == 1 or len(encode_batch(piece)) <= batch_size
+        if i + 1 < len(pieces):
+            assert len(encode_batch((*piece, pieces[i + 1][0]))) > batch_size
 
 
 SNAPPY_BLOCK = bytes([12, 0x08]) + b"abc" + bytes([0x15, 3])  # "abc", then 9 bytes 3 back
