@@ -2002,7 +2002,11 @@ class LogManager(Actor):
         ``CLEAN_STEP_BYTES`` read), its clean point checkpointed, the compacted logs'
         retention run (``_retain_compacted_logs``), then the next one, each log once a
         round. Logs closed by the open-log budget are cleaned when open at a later
-        round."""
+        round. As ``CleanerThread.cleanFilthiestLog``: a clean cut short by an I/O error
+        (its log dir goes offline) still counts as an attempt, retention follows and the
+        round goes on; a log whose records cannot be cleaned is marked uncleanable and
+        ends the round without retention (``LogCleaningException``: the thread backs
+        off), so the other compacted logs are retained by the next round."""
         done: set[TopicPartition] = set()
         while True:
             now_ms = self.clock.wall_ms()
@@ -2032,6 +2036,7 @@ class LogManager(Actor):
             log = chosen.log
             steps = cleaner.cleaning(chosen, cleaner.CLEAN_STEP_BYTES)
             self._cleaning = tp
+            offline = False
             try:
                 while True:
                     try:
@@ -2041,19 +2046,29 @@ class LogManager(Actor):
                         break
                     yield
             except KafkaApiError:
-                return  # the log's dir went offline
+                offline = True
             except (KemuError, ValueError) as exc:
                 # LogCleaner's cleanFilthiestLog: a log that cannot be cleaned (records
                 # that do not decompress or parse) is marked uncleanable and left as it
-                # is until the broker restarts; its .cleaned files were removed.
+                # is until the broker restarts; its .cleaned files were removed. The
+                # LogCleaningException skips the attempt's deletableLogs, and
+                # tryCleanFilthiestLog backs off: the round ends without retention, which
+                # the next round runs (the uncleanable log's never).
                 self._uncleanable.add(tp)
                 self._trace_op("clean", log.directory, log_dir=home, tp=tp, error=exc)
-                continue
+                return
             finally:
                 self._cleaning = None
                 # abandoned: its .cleaned files deleted (else by the log's next open)
                 with contextlib.suppress(OSError):
                     steps.close()
+            if offline:
+                # The log's dir went offline (an I/O error): CleanerThread.cleanLog lets
+                # it go, and the attempt counts as a clean: the compacted logs of the
+                # dirs still online are retained, then the round goes on.
+                self._retain_compacted_logs()
+                yield
+                continue
             record.clean_points[tp] = result.end_offset
             if result.deleted_files:
                 self._deleted_segments.append(
@@ -2078,8 +2093,10 @@ class LogManager(Actor):
                 bytes_read=result.bytes_read,
                 bytes_written=result.bytes_written,
             )
-            if not self._write_clean_points(home):
-                return
+            # A checkpoint that cannot be written takes its dir offline; as doneCleaning's
+            # updateCheckpoints, the round goes on (the logs of that dir no longer take
+            # part in it).
+            self._write_clean_points(home)
             self._retain_compacted_logs()
             yield
 

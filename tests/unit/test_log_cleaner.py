@@ -657,3 +657,76 @@ def test_a_log_that_cannot_be_cleaned_is_marked_uncleanable(tmp_path: Path) -> N
         assert reply.results[0].error_code is ErrorCode.NONE
 
     sim(lambda: run_broker(dirs, body, cleaner_backoff=BACKOFF))
+
+
+class CleanedSwapFails(Disk):
+    """A disk on which renaming ``changelog-0``'s ``.cleaned`` files fails (an I/O error:
+    the log's dir goes offline)."""
+
+    def rename(self, src: Path | str, dst: Path | str) -> None:
+        if "changelog-0" in str(src) and str(src).endswith(".cleaned"):
+            raise OSError(5, "Input/output error", str(src))
+        super().rename(src, dst)
+
+
+async def _failing_and_expired(b: Harness, *, codec: int) -> None:
+    """``changelog`` (compact, in the first log dir) with CHANGELOG's records, the
+    filthiest log; ``table`` (compact,delete, ``retention.ms=10000``, in the second) with
+    three records about 100 days old, its high watermark 3."""
+    await b.create("changelog")
+    configs = (("cleanup.policy", "compact"), ("segment.bytes", "100"))
+    await b.node.ask(b.lm.ref, LogConfigOverrides(topic=T, configs=configs))
+    for key, value in CHANGELOG:
+        await _append(b, batch_of([(key, value)], codec=codec))
+    await _topic(b, "table", {"cleanup.policy": "compact,delete", "retention.ms": "10000"}, 3)
+    marks = (HighWatermark(topic=TopicName("table"), partition=0, high_watermark=3),)
+    b.node.tell(b.lm.ref, RecordHighWatermarks(high_watermarks=marks))
+
+
+def _cleaner_ops(b: Harness) -> list[tuple[str | None, str, str, float]]:
+    return [
+        (e.type, e.fields["topic"], e.fields["result"], e.ts)
+        for e in b.sink.events
+        if e.kind == "log_dir" and e.type in ("clean", "retention", "io_error")
+    ]
+
+
+def test_a_clean_cut_by_an_io_error_is_followed_by_retention(tmp_path: Path) -> None:
+    """A clean whose log dir goes offline (its swap's rename fails) counts as an attempt,
+    as ``CleanerThread.cleanLog`` lets the ``IOException`` go: in the same round the
+    compacted logs of the dirs still online are retained (``deletableLogs``); before,
+    the round ended there and they waited for the next one."""
+    dirs = log_dirs(tmp_path, 2)
+
+    async def body(b: Harness) -> None:
+        await _failing_and_expired(b, codec=0)
+        await b.sleep_until(2 * BACKOFF - 1)
+        assert _cleaner_ops(b) == [
+            ("io_error", T, "OSError", BACKOFF),
+            ("retention", "table", "ok", BACKOFF),
+        ]
+        # every segment wholly below the high watermark 3 expired
+        assert b.log_dir_events("retention")[0].fields["log_start_offset"] == 3
+
+    sim(lambda: run_broker(dirs, body, cleaner_backoff=BACKOFF, disk=CleanedSwapFails()))
+
+
+def test_a_log_found_uncleanable_ends_the_round_without_retention(tmp_path: Path) -> None:
+    """A clean that fails on the records (a gzip payload damaged on disk) marks the log
+    uncleanable and, as ``cleanFilthiestLog``'s ``LogCleaningException``, skips the
+    attempt's retention and backs off: the other compacted log is cleaned and retained
+    by the next round, ``log.cleaner.backoff.ms`` later; the uncleanable log is never
+    retained."""
+    dirs = log_dirs(tmp_path, 2)
+
+    async def body(b: Harness) -> None:
+        await _failing_and_expired(b, codec=1)
+        _damage_payload(dirs[0] / "changelog-0" / f"{0:020d}.log")
+        await b.sleep_until(4 * BACKOFF + 1)
+        assert _cleaner_ops(b) == [
+            ("clean", T, "CompressionError", BACKOFF),
+            ("clean", "table", "ok", 2 * BACKOFF),
+            ("retention", "table", "ok", 2 * BACKOFF),
+        ]
+
+    sim(lambda: run_broker(dirs, body, cleaner_backoff=BACKOFF))
