@@ -35,7 +35,7 @@ from actors.broker.broker import broker_ref
 from actors.log.manager import DELETE_SUFFIX
 from actors.zk.store import StoreSession
 from cluster.bench.process import exit_with
-from cluster.bench.scale import bulk_create_request, fast_tmp, print_result
+from cluster.bench.scale import bulk_create_request, fast_tmp, print_result, wait_controller
 from cluster.cli.progress import CountProgress, count_progress
 from cluster.launch.cluster import Cluster, ClusterSpec
 from cluster.logging import configure_logging
@@ -116,7 +116,7 @@ async def run_deletion(
                 cluster: Cluster = await tg.start(Cluster(spec).run)
                 assert cluster.store is not None
                 session = await cluster.store.open_session(name="bench")
-                controller = await cluster.controller_id()
+                controller = await wait_controller(cluster)
                 node, ref = cluster.nodes[controller], broker_ref(controller)
                 log_dirs = [Path(tmp) / f"broker-{b}" for b in sorted(cluster.nodes)]
 

@@ -51,7 +51,13 @@ from actors.broker.controlled_shutdown import CONTROLLED_SHUTDOWN_ACTOR, Control
 from actors.zk import kafka_zk
 from actors.zk.store import StoreSession
 from cluster.bench.process import exit_with
-from cluster.bench.scale import bulk_create_request, fast_tmp, peak_rss_bytes, print_result
+from cluster.bench.scale import (
+    bulk_create_request,
+    fast_tmp,
+    peak_rss_bytes,
+    print_result,
+    wait_controller,
+)
 from cluster.cli.progress import CountProgress, count_progress
 from cluster.launch.cluster import Cluster, ClusterSpec
 from cluster.logging import configure_logging
@@ -133,7 +139,7 @@ async def run_failover(
                 cluster: Cluster = await tg.start(Cluster(spec).run)
                 assert cluster.store is not None
                 session = await cluster.store.open_session(name="bench")
-                controller = await cluster.controller_id()
+                controller = await wait_controller(cluster)
                 t0 = _now()
                 created = await cluster.nodes[controller].ask(
                     broker_ref(controller),

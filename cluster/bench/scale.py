@@ -23,16 +23,18 @@ import resource
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Protocol
 
 import anyio
 import msgspec
 
 from actors.broker.broker import broker_ref
+from actors.runtime.clock import Clock
 from cluster.bench.process import exit_with
 from cluster.cli.progress import CountProgress, count_progress
-from cluster.launch.cluster import Cluster, ClusterSpec
+from cluster.launch.cluster import Cluster, ClusterError, ClusterSpec
 from cluster.logging import configure_logging
 from protocol.errors import ErrorCode
 from protocol.ids import TopicName
@@ -51,6 +53,7 @@ __all__ = [
     "main",
     "print_result",
     "run_scale",
+    "wait_controller",
 ]
 
 # Bench code measures wall time on purpose: it is the one place that must.
@@ -58,6 +61,12 @@ _now = time.perf_counter
 
 TIMEOUT_S = 600.0
 """How long the creation (and the wait for every partition) may take before it fails."""
+
+CONTROLLER_WAIT_S = 120.0
+"""How long a bench waits for its cluster's brokers to name their controller."""
+
+_CONTROLLER_POLL_S = 0.05
+"""Between two asks of the brokers' status while none names a controller."""
 
 
 class ScaleResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -103,6 +112,39 @@ def fast_tmp() -> str | None:
     return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
 
 
+class _Controlled(Protocol):
+    """What ``wait_controller`` reads of a cluster (``Cluster``)."""
+
+    @property
+    def nodes(self) -> Mapping[int, object]: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    async def controller_id(self) -> int: ...
+
+
+async def wait_controller(cluster: _Controlled, timeout: float = CONTROLLER_WAIT_S) -> int:
+    """The id of the controller the cluster's brokers name, once they name one of its
+    brokers. ``Cluster.controller_id`` answers -1 while none does (no broker answered its
+    status within its own deadline on a busy machine, or the controller is being elected
+    again): the benches ask it again until ``timeout`` seconds have passed, then raise
+    ``ClusterError`` saying so, instead of sending their request to a broker -1."""
+    last = -1
+    try:
+        with anyio.fail_after(timeout):
+            while True:
+                last = await cluster.controller_id()
+                if last in cluster.nodes:
+                    return last
+                await cluster.clock.sleep(_CONTROLLER_POLL_S)
+    except TimeoutError:
+        raise ClusterError(
+            f"no broker named a controller among brokers {sorted(cluster.nodes)}"
+            f" within {timeout:g} s (the last answer: {last})"
+        ) from None
+
+
 async def run_scale(
     brokers: int,
     topics: int,
@@ -122,7 +164,7 @@ async def run_scale(
             t0 = _now()
             cluster: Cluster = await tg.start(Cluster(spec).run)
             launched = _now() - t0
-            controller = await cluster.controller_id()
+            controller = await wait_controller(cluster)
             request = bulk_create_request("scale", topics, partitions, rf, TIMEOUT_S)
             t0, cpu0 = _now(), time.process_time()
             reply = await cluster.nodes[controller].ask(

@@ -67,7 +67,7 @@ from actors.runtime.actor import Actor, Context, Node
 from actors.runtime.clock import RealClock
 from actors.runtime.tracer import Tracer
 from cluster.bench.process import exit_with, run_child
-from cluster.bench.scale import bulk_create_request, fast_tmp
+from cluster.bench.scale import bulk_create_request, fast_tmp, wait_controller
 from cluster.logging import configure_logging
 from protocol.base import Message
 
@@ -267,7 +267,7 @@ async def create_topics_seconds(
         )
         async with anyio.create_task_group() as tg:
             cluster = await tg.start(Cluster(spec).run)
-            controller = await cluster.controller_id()
+            controller = await wait_controller(cluster)
             request = bulk_create_request("bench", topics, partitions, rf, 600.0)
             t0 = _now()
             reply = await cluster.nodes[controller].ask(

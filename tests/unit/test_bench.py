@@ -12,13 +12,14 @@ from pathlib import Path
 import anyio
 import pytest
 
-from actors.runtime.clock import run_virtual
+from actors.runtime.clock import Clock, VirtualClock, run_virtual
 from cluster.bench import chaos as bench_chaos
 from cluster.bench import suite as bench
 from cluster.bench.chaos import run_campaign, scenario_files
 from cluster.bench.failover import run_failover, wait_controller_created
 from cluster.bench.jvm_cpu import CPU_KINDS
-from cluster.bench.scale import run_scale
+from cluster.bench.scale import run_scale, wait_controller
+from cluster.launch.cluster import ClusterError
 from cluster.store.embedded import EmbeddedStore
 from protocol import zkdata
 from tests.support.bench_scenarios import FAILING, PASSING, write_scenario
@@ -323,3 +324,36 @@ def test_failover_sees_the_new_controller_created_before_its_watch_was_set(
     waited, seen = run_virtual(body)
     assert seen
     assert waited is not elected_first  # no wait for a znode already there
+
+
+class _NamingCluster:
+    """A cluster whose brokers answer the status asks with ``answers`` in turn (-1: they
+    name no controller), then with the last one for ever."""
+
+    def __init__(self, answers: list[int]) -> None:
+        self.nodes = {0: object(), 1: object(), 2: object()}
+        self.clock: Clock = VirtualClock()
+        self.answers = answers
+        self.asked = 0
+
+    async def controller_id(self) -> int:
+        self.asked += 1
+        return self.answers[min(self.asked, len(self.answers)) - 1]
+
+
+def test_benches_wait_for_a_named_controller_instead_of_using_minus_one() -> None:
+    """While the brokers name no controller (-1, as ``Cluster.controller_id`` answers when
+    every status ask timed out on a busy machine) or one that is not among the cluster's
+    brokers, the benches ask again; they go on with the first broker named."""
+    cluster = _NamingCluster([-1, -1, 7, 2])
+    assert run_virtual(lambda: wait_controller(cluster)) == 2
+    assert cluster.asked == 4
+
+
+def test_benches_fail_clearly_when_no_controller_is_named_in_time() -> None:
+    """When no broker names a controller within the deadline, the bench fails with one
+    ``ClusterError`` that says so and what was last answered, not a KeyError on broker -1."""
+    cluster = _NamingCluster([-1])
+    with pytest.raises(ClusterError, match=r"no broker named a controller .* within 30 s .*-1"):
+        run_virtual(lambda: wait_controller(cluster, timeout=30.0))
+    assert cluster.asked > 100  # asked again and again until the (virtual) deadline
