@@ -71,6 +71,7 @@ def shell(command: str) -> str:
     return done.stdout
 
 
+@pytest.mark.timeout(300)  # 20 commands, each a Python process of its own
 def test_the_readme_demo_transcript_is_what_kemu_prints(tmp_path: Path) -> None:
     """Every command of the README's demo transcript prints what the README shows."""
     readme_dir, steps = transcript()
