@@ -34,6 +34,7 @@ from actors.zk.store import StoreSession
 from cluster.chaos.harness import ChaosStepError, Harness
 from cluster.chaos.model import (
     AddPartitions,
+    AlterConfigs,
     CreateTopic,
     DeleteTopic,
     PreferredElection,
@@ -44,8 +45,15 @@ from protocol.control import TopicPartition
 from protocol.errors import AskTimeoutError, ErrorCode, KemuError, RemoteError
 from protocol.ids import BrokerId, TopicName
 from protocol.kafka_api import (
+    AlterableConfig,
+    AlterConfigOp,
+    AlterConfigsRequestData,
+    AlterConfigsResource,
+    AlterConfigsResponseData,
     AlterPartitionReassignmentsRequestData,
     AlterPartitionReassignmentsResponseData,
+    ConfigResource,
+    ConfigResourceType,
     CreatableTopic,
     CreatePartitionsRequestData,
     CreatePartitionsResponseData,
@@ -54,9 +62,13 @@ from protocol.kafka_api import (
     CreateTopicsResponseData,
     DeleteTopicsRequestData,
     DeleteTopicsResponseData,
+    DescribeConfigsRequestData,
+    DescribeConfigsResponseData,
     ElectLeadersRequestData,
     ElectLeadersResponseData,
     ElectLeadersTopic,
+    IncrementalAlterConfigsRequestData,
+    IncrementalAlterConfigsResponseData,
     MetadataRequestData,
     MetadataResponseData,
     PartitionAssignment,
@@ -68,7 +80,7 @@ from protocol.kafka_api import (
 __all__ = ["AdminOp", "AdminOutcome", "run_admin"]
 
 TopicOp = CreateTopic | DeleteTopic | AddPartitions
-AdminOp = TopicOp | ReassignPartitions | PreferredElection
+AdminOp = TopicOp | AlterConfigs | ReassignPartitions | PreferredElection
 
 STORE_ADDRESS: Final = "embedded://chaos"
 """What the store-path commands are told the store is (the run hands them its store)."""
@@ -98,11 +110,55 @@ async def run_admin(h: Harness, op: AdminOp) -> AdminOutcome:
     outcome = await _run_admin(h, op)
     if isinstance(op, CreateTopic) and outcome.error == "NONE":
         policy = op.configs.get("cleanup.policy", h.spec.config.get("log.cleanup.policy", ""))
-        if "compact" in policy.split(","):
+        if _compacts(policy):
             h.compacted_topics.add(op.topic)
         else:
             h.compacted_topics.discard(op.topic)
+    if isinstance(op, AlterConfigs):
+        await _note_cleanup_policy(h, op, outcome)
     return outcome
+
+
+def _compacts(policy: str | None) -> bool:
+    return "compact" in (policy or "").replace(" ", "").split(",")
+
+
+async def _note_cleanup_policy(h: Harness, op: AlterConfigs, outcome: AdminOutcome) -> None:
+    """After an ``alter_configs`` step, whatever its outcome (an alteration whose answer
+    was lost may still have been written): a topic whose ``cleanup.policy``, as a
+    DescribeConfigs to the broker asked then says (the overrides from the store, else the
+    broker's default), holds ``compact`` joins ``compacted_topics``. A topic leaves it only
+    when created again: logs compacted while the policy held it keep the holes each
+    replica's cleaner made at its own time, after a switch back to ``delete`` too. If the
+    broker cannot say, a successful step's own ``cleanup.policy`` decides."""
+    policy: str | None = None
+    known = False
+    broker = outcome.broker
+    if broker is not None and h.is_running(broker):
+        request = DescribeConfigsRequestData(
+            resources=(
+                ConfigResource(
+                    resource_type=ConfigResourceType.TOPIC,
+                    resource_name=op.topic,
+                    configuration_keys=("cleanup.policy",),
+                ),
+            )
+        )
+        try:
+            reply = await h.client.ask(
+                broker_ref(broker), request, timeout=op.timeout_ms / 1000 + 10.0
+            )
+        except (AskTimeoutError, RemoteError):
+            reply = None
+        if isinstance(reply, DescribeConfigsResponseData):
+            for result in reply.results:
+                if result.error_code is ErrorCode.NONE:
+                    known = True
+                    policy = next((c.value for c in result.configs), None)
+    if not known and outcome.error == "NONE":
+        policy = op.configs.get("cleanup.policy")
+    if _compacts(policy):
+        h.compacted_topics.add(op.topic)
 
 
 async def _run_admin(h: Harness, op: AdminOp) -> AdminOutcome:
@@ -110,8 +166,8 @@ async def _run_admin(h: Harness, op: AdminOp) -> AdminOutcome:
         return await _reassign(h, op)
     if isinstance(op, PreferredElection) and op.via == "store":
         return await _elect(h, op)
-    if isinstance(op, ReassignPartitions | PreferredElection):
-        return await _wire(h, op)
+    if isinstance(op, ReassignPartitions | PreferredElection | AlterConfigs):
+        return await _wire(h, op)  # alter_configs: the wire only (the model refuses store)
     if op.via == "store":
         return await _store(h, op)
     return await _wire(h, op)
@@ -149,7 +205,7 @@ def _request(op: TopicOp) -> Message:
 RETRIABLE: Final = frozenset({"NOT_CONTROLLER", "NO_ANSWER"})
 
 
-async def _wire(h: Harness, op: TopicOp | ReassignPartitions | PreferredElection) -> AdminOutcome:
+async def _wire(h: Harness, op: AdminOp) -> AdminOutcome:
     attempt = 0
     while True:
         outcome = await _send(h, op)
@@ -159,13 +215,15 @@ async def _wire(h: Harness, op: TopicOp | ReassignPartitions | PreferredElection
         await h.clock.sleep(RETRY_BACKOFF)
 
 
-async def _send(h: Harness, op: TopicOp | ReassignPartitions | PreferredElection) -> AdminOutcome:
+async def _send(h: Harness, op: AdminOp) -> AdminOutcome:
     broker = await h.resolve(op.broker)
     if not h.is_running(broker):
         raise ChaosStepError(f"broker {broker} is not running")
     try:
         if isinstance(op, ReassignPartitions | PreferredElection):
             request = await _tool_request(h, broker, op)
+        elif isinstance(op, AlterConfigs):
+            request = _alter_request(op)
         else:
             request = _request(op)
         reply = await h.client.ask(broker_ref(broker), request, timeout=op.timeout_ms / 1000 + 10.0)
@@ -182,7 +240,33 @@ async def _send(h: Harness, op: TopicOp | ReassignPartitions | PreferredElection
             return AdminOutcome(result.error_code.name, result.error_message or "", broker)
         case AlterPartitionReassignmentsResponseData() | ElectLeadersResponseData():
             return _first_error(reply, broker)
+        case (
+            AlterConfigsResponseData(results=(result, *_))
+            | IncrementalAlterConfigsResponseData(results=(result, *_))
+        ):
+            return AdminOutcome(result.error_code.name, result.error_message or "", broker)
     return AdminOutcome("UNKNOWN_SERVER_ERROR", f"unexpected answer {type(reply).__name__}", broker)
+
+
+def _alter_request(op: AlterConfigs) -> Message:
+    """The request ``kafka-configs --bootstrap-server --entity-type topics --alter`` sends
+    for ``op``: AlterConfigs with the whole new set, or IncrementalAlterConfigs with a
+    SET per config and a DELETE per name of ``delete``."""
+    configs = tuple(AlterableConfig(name=k, value=v) for k, v in op.configs.items())
+    if not op.incremental:
+        resource = AlterConfigsResource(
+            resource_type=ConfigResourceType.TOPIC, resource_name=op.topic, configs=configs
+        )
+        return AlterConfigsRequestData(resources=(resource,))
+    deletions = tuple(
+        AlterableConfig(name=name, value=None, operation=AlterConfigOp.DELETE) for name in op.delete
+    )
+    resource = AlterConfigsResource(
+        resource_type=ConfigResourceType.TOPIC,
+        resource_name=op.topic,
+        configs=configs + deletions,
+    )
+    return IncrementalAlterConfigsRequestData(resources=(resource,))
 
 
 async def _tool_request(

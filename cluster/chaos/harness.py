@@ -271,7 +271,8 @@ class Harness:
         """The gate of each consumer of a group a ``consume`` step started, by (group,
         member index)."""
         self.compacted_topics: set[str] = set()
-        """The topics a ``create_topic`` step created with ``cleanup.policy`` compact:
+        """The topics a ``create_topic`` step created with ``cleanup.policy`` compact, or
+        an ``alter_configs`` step switched to it (until the topic is created again):
         their replicas' logs are compared as compacted logs (``follower_logs_match``)."""
         self._kafka: dict[str, KafkaAdminClient] = {}  # by the client asking
         # In one process, by (client, broker): when a refused connection may be tried

@@ -40,6 +40,7 @@ from cluster.chaos.model import (
     STEP_TYPES,
     Action,
     AddPartitions,
+    AlterConfigs,
     BrokerRegistered,
     BrokerUnregistered,
     ClockSkew,
@@ -799,6 +800,7 @@ def _brokers_named(step: Step) -> Iterator[tuple[Path_, int]]:
         | CreateTopic
         | DeleteTopic
         | AddPartitions
+        | AlterConfigs
         | ReassignPartitions
         | PreferredElection,
     ) and isinstance(step.broker, int):

@@ -6,7 +6,8 @@ union tagged by ``kind`` (the YAML key naming the step):
 
 * admin operations: ``create_topic``, ``delete_topic``, ``add_partitions`` (through the
   Kafka API of a broker, ``via: wire``, or the ``kafka-topics --zookeeper`` path on the
-  store, ``via: store``), ``reassign_partitions`` and ``preferred_election`` (the
+  store, ``via: store``), ``alter_configs`` (a topic's configs, by AlterConfigs or
+  IncrementalAlterConfigs through the wire), ``reassign_partitions`` and ``preferred_election`` (the
   ``kafka-reassign-partitions`` / ``kafka-leader-election`` ZooKeeper paths, ``via:
   store``, or their AlterPartitionReassignments / ElectLeaders, ``via: wire``), and
   ``start_broker``;
@@ -50,6 +51,7 @@ __all__ = [
     "WORKLOAD_TYPES",
     "Action",
     "AddPartitions",
+    "AlterConfigs",
     "BrokerRegistered",
     "BrokerSel",
     "BrokerUnregistered",
@@ -226,6 +228,28 @@ class AddPartitions(_AdminOp, frozen=True, kw_only=True, tag="add_partitions"):
 
     topic: str
     count: int
+
+
+class AlterConfigs(_AdminOp, frozen=True, kw_only=True, tag="alter_configs"):
+    """Change ``topic``'s configs through the wire (``kafka-configs --bootstrap-server
+    --entity-type topics --alter``). ``incremental`` false: one AlterConfigs whose
+    ``configs`` are the topic's whole new set of overrides (those it leaves out go back to
+    the broker's defaults); true: one IncrementalAlterConfigs that SETs each of
+    ``configs`` and DELETEs each of ``delete``. The resource's error is the outcome. A
+    topic whose ``cleanup.policy`` holds ``compact`` afterwards has its replicas' logs
+    compared as compacted logs from then on (``follower_logs_match``)."""
+
+    topic: str
+    configs: dict[str, str] = {}
+    incremental: bool = False
+    delete: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.via != "wire":
+            raise ValueError("alter_configs goes through the wire only (via: wire)")
+        if self.delete and not self.incremental:
+            raise ValueError("delete needs incremental: true (AlterConfigs sets the whole set)")
 
 
 class StartBroker(Action, frozen=True, kw_only=True, tag="start_broker"):
@@ -855,6 +879,7 @@ Step: TypeAlias = (
     | CreateTopic
     | DeleteTopic
     | AddPartitions
+    | AlterConfigs
     | ReassignPartitions
     | PreferredElection
     | StartBroker
@@ -899,6 +924,7 @@ ACTION_TYPES: Final[tuple[type[Action], ...]] = (
     CreateTopic,
     DeleteTopic,
     AddPartitions,
+    AlterConfigs,
     ReassignPartitions,
     PreferredElection,
     StartBroker,

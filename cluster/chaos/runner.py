@@ -62,6 +62,7 @@ from cluster.chaos.loader import real_mode_refusal
 from cluster.chaos.model import (
     Action,
     AddPartitions,
+    AlterConfigs,
     Condition,
     Consume,
     CreateTopic,
@@ -648,6 +649,7 @@ class _Run:
                 CreateTopic()
                 | DeleteTopic()
                 | AddPartitions()
+                | AlterConfigs()
                 | ReassignPartitions()
                 | PreferredElection()
             ):
