@@ -1280,7 +1280,9 @@ class KafkaDataClient(KafkaAdminClient):
     of one partition, and rounds of Fetches, sent to the partitions' leaders. A leader is
     learnt from Metadata, and again after a retriable partition error or a lost connection
     (``Sender`` and ``Fetcher``'s handling); Produce and ListOffsets retry until
-    ``default.api.timeout.ms`` runs out, then raise the last error as ``KafkaApiError``."""
+    ``default.api.timeout.ms`` runs out, then raise the last error as ``KafkaApiError``.
+    ``send`` is a producer's handling of one batch of records: ``retries`` counting lost
+    requests too, ``delivery.timeout.ms``, and the split of a batch too large."""
 
     def __init__(
         self,

@@ -14,6 +14,7 @@ was stored from the log files.
 from __future__ import annotations
 
 import io
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -177,11 +178,27 @@ async def follower_gone(cluster: Cluster, name: str) -> None:
     await cluster.crash_broker(1)
 
 
+KAFKA_PYTHON_UNANSWERED = """
+import sys
+from kafka import KafkaProducer
+producer = KafkaProducer(
+    bootstrap_servers=sys.argv[1], client_id="lost-kafka-python", acks="all", retries=2,
+    request_timeout_ms=300, retry_backoff_ms=10, delivery_timeout_ms=60_000,
+)
+try:
+    producer.send("unanswered", b"a", partition=0).get(timeout=30)
+except Exception as exc:
+    print(type(exc).__name__)
+producer.close(timeout=5)
+"""
+
+
 async def test_a_request_unanswered_in_time_counts_as_a_retry(cluster: Cluster) -> None:
     """A Produce not answered within ``request.timeout.ms`` fails as a disconnected
     request does (NETWORK_EXCEPTION, ``Sender.handleProduceResponse``) and counts
     against ``retries``: with 2 retries the batch goes three times, then the error is
-    raised; nothing is answered by the waiting leader meanwhile."""
+    raised; nothing is answered by the waiting leader meanwhile. kafka-python's producer
+    with the same settings sends three times too."""
     await follower_gone(cluster, "unanswered")
     sink = traced(cluster)
     config = AdminClientConfig(client_id="lost", request_timeout_ms=300, retry_backoff_ms=10)
@@ -192,6 +209,14 @@ async def test_a_request_unanswered_in_time_counts_as_a_retry(cluster: Cluster) 
             )
     assert raised.value.code is ErrorCode.NETWORK_EXCEPTION
     assert len(produces(sink, "lost")) == 3
+
+    # In a process of its own: kafka-python leaks the socket of its refused connection to
+    # the crashed broker (where it refreshes its metadata after a timeout).
+    sent = await anyio.run_process(
+        [sys.executable, "-c", KAFKA_PYTHON_UNANSWERED, bootstrap(cluster)], check=False
+    )
+    assert (sent.returncode, sent.stdout) == (0, b"RequestTimedOutError\n"), sent.stderr
+    assert len(produces(sink, "lost-kafka-python")) == 3
 
 
 async def test_the_tool_counts_unanswered_requests_as_retries(cluster: Cluster) -> None:
