@@ -101,7 +101,10 @@ SPECS: Final = (
         "String",
     ),
     Option(
-        "entity-type", "Type of entity (topics/clients/users/brokers/broker-loggers)", "String"
+        "entity-type",
+        "Type of entity (topics/clients/users/brokers/broker-loggers; kemu: topics and"
+        " brokers only)",
+        "String",
     ),
     Option("help", "Print usage information."),
     Option("version", "Display Kafka version."),
