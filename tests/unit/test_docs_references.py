@@ -1,8 +1,9 @@
 """README.md and docs/*.md name only what exists: every repository path they cite
 (``cluster/kafka/listener.py``, ``scripts/fuzz.sh``) is there, every dotted name of a kemu
 module (``cluster.gc_settings.configure_gc``) imports and has the attribute named, every
-file of docs/architecture.md's tree is in the directory it is listed under, and
-docs/kafka-wire.md's table of APIs is exactly what a broker advertises."""
+test they name is one of tests/, every file of docs/architecture.md's tree is in the
+directory it is listed under, and docs/kafka-wire.md's table of APIs is exactly what a
+broker advertises."""
 
 from __future__ import annotations
 
@@ -80,6 +81,35 @@ def test_every_dotted_kemu_name_resolves(page: Path) -> None:
         if resolves(m.group(1).rstrip(".")) is False
     ]
     assert broken == []
+
+
+TEST_NAME = re.compile(r"(?<![\w/.])(test_\w+)(?!\w*\.py)")
+CODE_BLOCK = re.compile(r"^```python.*?^```$", re.MULTILINE | re.DOTALL)
+
+
+def cited_tests(page: Path) -> list[tuple[int, str]]:
+    """The test names a page cites outside its Python examples (whose own tests are
+    theirs); one ending in ``_`` stands for every test it begins."""
+    text = CODE_BLOCK.sub(lambda m: "\n" * m.group(0).count("\n"), page.read_text())
+    return [(line_of(text, m.start()), m.group(1)) for m in TEST_NAME.finditer(text)]
+
+
+def test_every_cited_test_exists() -> None:
+    """Each test a page names (``test_restart_within_the_timeout_resumes_the_session``,
+    or a family, ``test_offline_of_every_replica_*``) is a test function of tests/, or a
+    module of tests/ without its ``.py``."""
+    code = "\n".join(path.read_text() for path in (REPO / "tests").rglob("*.py"))
+    defined = set(re.findall(r"def (test_\w+)", code))
+    modules = {path.stem for path in (REPO / "tests").rglob("test_*.py")}
+    cited = [(page, *one) for page in PAGES for one in cited_tests(page)]
+    assert len(cited) > 40
+    missing = [
+        f"{page.name}:{line}: {name}"
+        for page, line, name in cited
+        if name not in defined | modules
+        and not (name.endswith("_") and any(d.startswith(name) for d in defined))
+    ]
+    assert missing == []
 
 
 def test_the_checks_see_a_broken_reference() -> None:
