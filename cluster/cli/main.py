@@ -420,7 +420,7 @@ def _add_log_options(parser: argparse.ArgumentParser, *, argparse_default: bool 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="kemu", description="Emulate a ZooKeeper-mode Apache Kafka control plane."
+        prog="kemu", description="Emulate a ZooKeeper-mode Apache Kafka 2.7 cluster."
     )
     _add_log_options(parser, argparse_default=True)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -599,7 +599,7 @@ def build_parser() -> argparse.ArgumentParser:
             "consumer_groups",
             "kafka-consumer-groups.sh: list, describe, delete groups; reset, delete offsets",
         ),
-        ("configs", "configs", "kafka-configs.sh: describe and alter topic configs"),
+        ("configs", "configs", "kafka-configs.sh: describe and alter topic and broker configs"),
         ("log-dirs", "log_dirs", "kafka-log-dirs.sh: each broker's log dirs and partition sizes"),
     ):
         tool = sub.add_parser(
