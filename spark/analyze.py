@@ -16,15 +16,17 @@ Per run (docs/spark.md lists every key of the result):
   results other than ok) with their counts;
 * ``operations`` (topic creations + deletions) and ``messages_per_operation``.
 
-Nothing is cached: each stage scans the traces (Parquet reads only the columns it needs),
+Nothing is cached in Spark: each stage scans the traces (Parquet reads only the columns it needs),
 picks its events with cheap tests on the raw JSON, and parses only those, only the keys
 it reads; the per-event Python work (rules and lifecycles, in one pass) streams through
 ``mapInArrow`` over partitions sorted by group. Only small per-run results reach the
-driver.
+driver; the session keeps them by file (``spark.memo``), so a file is analysed once per
+session.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -41,8 +43,16 @@ from spark.checks import (
     check_sorted,
     group_hash,
 )
+from spark.memo import AnalysisMemo
 from spark.progress import Progress
-from spark.schema import EVENT_COLUMNS, TraceInput, inputs_of, parsed_fields, read_traces
+from spark.schema import (
+    EVENT_COLUMNS,
+    TraceInput,
+    check_inputs,
+    inputs_of,
+    parsed_fields,
+    read_traces,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -56,9 +66,11 @@ __all__ = [
     "RATE_BUCKETS",
     "analyze",
     "analyze_events",
+    "analyze_inputs",
     "empty_run",
     "file_findings",
     "file_lifecycles",
+    "forget_analyses",
     "lifecycles_sorted",
     "topic_events",
     "with_parsed_fields",
@@ -811,6 +823,47 @@ def _finish_run(result: dict[str, Any]) -> None:
     messages["rate_bucket_seconds"] = width
 
 
+_MEMOS: Final[weakref.WeakKeyDictionary[SparkSession, AnalysisMemo]] = weakref.WeakKeyDictionary()
+"""Each live session's analyses of trace files (``spark.memo``)."""
+
+
+def forget_analyses(spark: SparkSession) -> None:
+    """Drop the analyses ``spark`` holds: every trace is analysed again."""
+    _MEMOS.pop(spark, None)
+
+
+def analyze_inputs(
+    spark: SparkSession,
+    inputs: Sequence[TraceInput],
+    *,
+    deletion_bound: float = DEFAULT_DELETION_BOUND,
+    progress: Progress | None = None,
+) -> dict[str, dict[str, Any]]:
+    """``analyze_events`` of the traces of ``inputs``, by run label; a file this session
+    has already analysed with the same ``deletion_bound`` (and not changed since) is not
+    analysed again: its result is copied under its label here (``spark.memo``)."""
+    progress = progress or Progress("analyze", quiet=True)
+    check_inputs(inputs)
+    memo = _MEMOS.setdefault(spark, AnalysisMemo())
+    keys = {item.run: memo.key(item, (deletion_bound,)) for item in inputs}
+    runs: dict[str, dict[str, Any]] = {}
+    for item in inputs:
+        found = memo.get(keys[item.run])
+        if found is not None:
+            runs[item.run] = found
+    if runs:
+        progress.note(f"{len(runs)} of {len(inputs)} trace(s) analysed before in this session")
+    missing = [item for item in inputs if item.run not in runs]
+    if missing:
+        events = read_traces(spark, missing)
+        made = analyze_events(events, deletion_bound=deletion_bound, progress=progress)
+        for item in missing:
+            if item.run in made:  # else labelled by its URI (spark.schema._run_column)
+                memo.put(keys[item.run], made[item.run])
+        runs.update(made)
+    return {run: runs[run] for run in sorted(runs)}
+
+
 def analyze(
     spark: SparkSession,
     traces: Sequence[str | Path] | Sequence[TraceInput],
@@ -821,8 +874,7 @@ def analyze(
     """The analysis document of the given traces: ``{"kemu_trace_analysis": 1, "runs":
     {run: {...}}}`` (docs/spark.md)."""
     inputs = inputs_of(traces)
-    events = read_traces(spark, inputs)
-    runs = analyze_events(events, deletion_bound=deletion_bound, progress=progress)
+    runs = analyze_inputs(spark, inputs, deletion_bound=deletion_bound, progress=progress)
     sources = {i.run: str(i.path) for i in inputs}
     for run, result in runs.items():
         result["source"] = sources.get(run, run)

@@ -24,7 +24,7 @@ import yaml
 
 from actors.invariants import DEFAULT_DELETION_BOUND
 from protocol.errors import KemuError
-from spark.analyze import analyze_events, topic_events
+from spark.analyze import analyze_inputs, topic_events
 from spark.progress import Progress
 from spark.schema import TraceInput, read_traces, resolve_inputs
 
@@ -262,8 +262,8 @@ def diff(
     for key, b, c in pairs:
         inputs.append(msgspec.structs.replace(b, run=f"baseline{_SEP}{key}"))
         inputs.append(msgspec.structs.replace(c, run=f"candidate{_SEP}{key}"))
+    runs = analyze_inputs(spark, inputs, deletion_bound=deletion_bound, progress=progress)
     events = read_traces(spark, inputs)
-    runs = analyze_events(events, deletion_bound=deletion_bound, progress=progress)
     with progress.stage("normalised sequences"):
         divergences = [r.asDict(recursive=True) for r in first_divergences(events).collect()]
     return assemble_diff(pairs, unmatched, runs, divergences, thresholds)

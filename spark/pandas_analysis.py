@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
@@ -42,13 +42,20 @@ from spark.analyze import (
 )
 from spark.checks import _PARTITION_EVENTS, _RUN_TYPES, GROUPED_COLUMNS, check_sorted
 from spark.diff import _SEP, Thresholds, assemble_diff, pair_inputs
+from spark.memo import AnalysisMemo
 from spark.progress import Progress
 from spark.schema import EVENT_COLUMNS, TraceInput, check_inputs, inputs_of, raw_events
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["analyze_frame", "analyze_pandas", "diff_pandas", "first_divergences"]
+__all__ = [
+    "analyze_frame",
+    "analyze_pandas",
+    "diff_pandas",
+    "first_divergences",
+    "forget_pandas_analyses",
+]
 
 # ----------------------------------------------------------------------------- reading
 
@@ -544,19 +551,45 @@ def analyze_frame(
 
 
 def _analyze_inputs(
-    inputs: Sequence[TraceInput], deletion_bound: float, progress: Progress
+    inputs: Sequence[TraceInput], deletion_bound: float, progress: Progress, *, with_topics: bool
 ) -> tuple[dict[str, dict[str, Any]], list[pd.DataFrame]]:
     """Each input read and analysed in turn, so only one run's events are in memory at a
-    time; with the topic rows of each (for the diff)."""
+    time; with the topic rows of each when ``with_topics`` (for the diff). A file this
+    process has analysed before with the same ``deletion_bound`` (and not changed since)
+    is not analysed again (``spark.memo``): only read for its topic rows."""
     check_inputs(inputs)
     runs: dict[str, dict[str, Any]] = {}
     topics: list[pd.DataFrame] = []
     for item in inputs:
-        with progress.stage(f"analysing {item.run}"):
-            found, rows = analyze_frame(_read_run(item), deletion_bound=deletion_bound)
-        runs.update(found)
-        topics.append(rows[["run", "topic", "seq", "sub", "norm"]])
+        key = _MEMO.key(item, (deletion_bound,))
+        found_before = _MEMO.get(key)
+        if found_before is not None and not with_topics:
+            progress.note(f"{item.run} analysed before in this process")
+            runs[item.run] = found_before
+            continue
+        if found_before is not None:
+            with progress.stage(f"topic rows of {item.run} (analysed before in this process)"):
+                rows = topic_events(_read_run(item))
+            runs[item.run] = found_before
+        else:
+            with progress.stage(f"analysing {item.run}"):
+                found, rows = analyze_frame(_read_run(item), deletion_bound=deletion_bound)
+            if item.run in found:
+                _MEMO.put(key, found[item.run])
+            runs.update(found)
+        if with_topics:
+            topics.append(rows[["run", "topic", "seq", "sub", "norm"]])
     return runs, topics
+
+
+_MEMO: Final = AnalysisMemo()
+"""This process's analyses of trace files (``spark.memo``), as a Spark session keeps its
+own (``spark.analyze.analyze_inputs``)."""
+
+
+def forget_pandas_analyses() -> None:
+    """Drop this process's analyses: every trace is analysed again."""
+    _MEMO.clear()
 
 
 def analyze_pandas(
@@ -568,7 +601,7 @@ def analyze_pandas(
     """``spark.analyze.analyze``'s document, computed with pandas in this process."""
     inputs = inputs_of(traces)
     progress = progress or Progress("analyze", quiet=True)
-    runs, _ = _analyze_inputs(inputs, deletion_bound, progress)
+    runs, _ = _analyze_inputs(inputs, deletion_bound, progress, with_topics=False)
     sources = {i.run: str(i.path) for i in inputs}
     for run, result in runs.items():
         result["source"] = sources.get(run, run)
@@ -635,7 +668,7 @@ def diff_pandas(
         inputs.append(msgspec.structs.replace(c, run=f"candidate{_SEP}{key}"))
     import pandas as pd
 
-    runs, topics = _analyze_inputs(inputs, deletion_bound, progress)
+    runs, topics = _analyze_inputs(inputs, deletion_bound, progress, with_topics=True)
     with progress.stage("normalised sequences"):
         divergences = first_divergences(pd.concat(topics, ignore_index=True))
     return assemble_diff(pairs, unmatched, runs, divergences, thresholds)

@@ -27,10 +27,10 @@ for the length of the block."""
 class Progress:
     """``with progress.stage("reading traces"):`` prints ``[WHAT] reading traces ...`` when
     the stage starts and ``[WHAT] reading traces done in 1.2s`` when it ends (nothing at
-    all when ``quiet``); ``note`` prints one line; ``spark_stages(session)`` draws the
-    session's stages with ``stages`` meanwhile. ``out``: where lines go (None: whatever
-    ``sys.stderr`` is when a line is printed, so that a live display above which lines
-    are printed sees them)."""
+    all when ``quiet``) and adds its time to ``seconds``; ``note`` prints one line;
+    ``spark_stages(session)`` draws the session's stages with ``stages`` meanwhile.
+    ``out``: where lines go (None: whatever ``sys.stderr`` is when a line is printed, so
+    that a live display above which lines are printed sees them)."""
 
     def __init__(
         self,
@@ -45,6 +45,8 @@ class Progress:
         self._out = out
         self._stages = stages
         self.started = time.monotonic()
+        self.seconds: dict[str, float] = {}
+        """Wall seconds of each step so far, by name."""
 
     @property
     def out(self) -> TextIO:
@@ -56,18 +58,20 @@ class Progress:
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
-        if self.quiet:
-            yield
-            return
-        print(f"[{self.what}] {name} ...", file=self.out, flush=True)
+        """The block as a step; its time is added to ``seconds[name]`` (quiet or not)."""
+        if not self.quiet:
+            print(f"[{self.what}] {name} ...", file=self.out, flush=True)
         began = time.monotonic()
         try:
             yield
         except BaseException:
-            print(f"[{self.what}] {name} failed", file=self.out, flush=True)
+            if not self.quiet:
+                print(f"[{self.what}] {name} failed", file=self.out, flush=True)
             raise
         elapsed = time.monotonic() - began
-        print(f"[{self.what}] {name} done in {elapsed:.1f}s", file=self.out, flush=True)
+        self.seconds[name] = self.seconds.get(name, 0.0) + elapsed
+        if not self.quiet:
+            print(f"[{self.what}] {name} done in {elapsed:.1f}s", file=self.out, flush=True)
 
     @contextmanager
     def spark_stages(self, session: SparkSession) -> Iterator[None]:

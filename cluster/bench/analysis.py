@@ -202,4 +202,23 @@ def _print_results(results: dict[str, tuple[AnalysisTimes, int]]) -> None:
         )
         if not ok
     ]
+    if not fast:
+        print(_why_slow(spark, spark_total, os.cpu_count() or 1, os.getloadavg()[0]))
     print(f"  {verdict}" + (f" ({', '.join(why)})" if why else ""))
+
+
+def _why_slow(spark: AnalysisTimes, total: float, cores: int, load: float) -> str:
+    """One line on where the time went when analyze + diff missed the goal: the CPU the
+    session used against what the cores give in the goal's time, the biggest kinds, the
+    longest steps, and the machine's load (other work takes cores too)."""
+    budget = SPARK_SECONDS_GOAL * cores
+    used = sum(spark.cpu.values())
+    kinds = sorted(spark.cpu.items(), key=lambda item: -item[1])[:3]
+    steps = sorted(spark.steps.items(), key=lambda item: -item[1])[:4]
+    return (
+        f"  why: {total:.0f} s of wall time; the session used {used:.0f} CPU-s"
+        f" ({', '.join(f'{k} {v:.0f}' for k, v in kinds)}) of the {budget:.0f} that"
+        f" {cores} cores give in {SPARK_SECONDS_GOAL:g} s; longest steps:"
+        f" {', '.join(f'{k} {v:.0f} s' for k, v in steps)};"
+        f" load average {load:.1f}"
+    )

@@ -20,6 +20,7 @@ import msgspec
 from cluster.bench.jvm_cpu import spark_cpu_seconds
 from cluster.bench.process import exit_with
 from cluster.cli.progress import spark_stage_progress
+from spark.progress import Progress
 
 __all__ = ["AnalysisTimes", "main"]
 
@@ -48,17 +49,26 @@ class AnalysisTimes(msgspec.Struct, frozen=True, kw_only=True):
     cpu: dict[str, float] = msgspec.field(default_factory=dict)
     """Spark: the session's CPU seconds by kind (``cluster.bench.jvm_cpu``), sampled
     after the diff, the session's start included."""
+    steps: dict[str, float] = msgspec.field(default_factory=dict)
+    """Wall seconds of each step of the jobs (``spark.progress.Progress.seconds``), as
+    ``analyze: <step>`` and ``diff: <step>``."""
 
 
 def _pandas(baseline: Path, candidate: Path) -> AnalysisTimes:
     from spark.pandas_analysis import analyze_pandas, diff_pandas
 
+    steps = Progress("analyze", quiet=True), Progress("diff", quiet=True)
     t0 = _now()
-    analysis = analyze_pandas([baseline, candidate])
+    analysis = analyze_pandas([baseline, candidate], progress=steps[0])
     t1 = _now()
-    document = diff_pandas([baseline], [candidate])
+    document = diff_pandas([baseline], [candidate], progress=steps[1])
     t2 = _now()
-    return _times("pandas", 0.0, t1 - t0, t2 - t1, analysis, document)
+    times = _times("pandas", 0.0, t1 - t0, t2 - t1, analysis, document)
+    return msgspec.structs.replace(times, steps=_steps(*steps))
+
+
+def _steps(*progress: Progress) -> dict[str, float]:
+    return {f"{p.what}: {name}": s for p in progress for name, s in p.seconds.items()}
 
 
 def _spark(
@@ -77,14 +87,15 @@ def _spark(
     with spark_session(master, app="kemu-bench", config=config) as spark:
         spark.range(1).count()  # the JVM and a first job are up
         t1 = _now()
+        steps = Progress("analyze", quiet=True), Progress("diff", quiet=True)
         with spark_stage_progress(spark.sparkContext.statusTracker(), quiet=quiet):
-            analysis = analyze(spark, [baseline, candidate])
+            analysis = analyze(spark, [baseline, candidate], progress=steps[0])
             t2 = _now()
-            document = diff(spark, [baseline], [candidate])
+            document = diff(spark, [baseline], [candidate], progress=steps[1])
             t3 = _now()
         cpu = spark_cpu_seconds()
     times = _times("spark", t1 - t0, t2 - t1, t3 - t2, analysis, document)
-    return msgspec.structs.replace(times, cpu=cpu)
+    return msgspec.structs.replace(times, cpu=cpu, steps=_steps(*steps))
 
 
 def _times(

@@ -13,8 +13,10 @@ import anyio
 import pytest
 
 from actors.runtime.clock import Clock, VirtualClock, run_virtual
+from cluster.bench import analysis as analysis_row
 from cluster.bench import chaos as bench_chaos
 from cluster.bench import suite as bench
+from cluster.bench.analysis_engine import AnalysisTimes
 from cluster.bench.chaos import run_campaign, scenario_files
 from cluster.bench.failover import run_failover, wait_controller_created
 from cluster.bench.jvm_cpu import CPU_KINDS
@@ -25,6 +27,35 @@ from protocol import zkdata
 from tests.support.bench_scenarios import FAILING, PASSING, write_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_analysis_row_says_where_the_time_went_when_it_misses_the_goal() -> None:
+    """Row [9]'s line for a miss: the CPU the Spark session used by its biggest kinds
+    against what the cores give in the goal's 90 s, its longest steps, the load."""
+    times = AnalysisTimes(
+        engine="spark",
+        session_seconds=9.9,
+        analyze_seconds=70.2,
+        diff_seconds=31.0,
+        events=20,
+        violations=0,
+        divergent_topics=7,
+        cpu={"JIT compiler": 35.0, "GC + VM thread": 12.0, "tasks": 120.4, "other JVM": 20.0},
+        steps={
+            "analyze: invariant checks and topic lifecycles": 30.2,
+            "analyze: reading traces": 3.0,
+            "analyze: latencies, message counts, queue times, errors": 36.9,
+            "diff: normalised sequences": 30.6,
+            "diff: x": 0.1,
+        },
+    )
+    assert analysis_row._why_slow(times, 101.2, 2, 6.04) == (
+        "  why: 101 s of wall time; the session used 187 CPU-s (tasks 120, JIT compiler 35,"
+        " other JVM 20) of the 180 that 2 cores give in 90 s; longest steps:"
+        " analyze: latencies, message counts, queue times, errors 37 s,"
+        " diff: normalised sequences 31 s, analyze: invariant checks and topic lifecycles"
+        " 30 s, analyze: reading traces 3 s; load average 6.0"
+    )
 
 
 def test_scale_run_counts_every_partition_online_and_removes_its_log_dirs(tmp_path: Path) -> None:
