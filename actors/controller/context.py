@@ -41,6 +41,11 @@ def target_replicas(assignment: zkdata.ReplicaAssignment) -> tuple[BrokerId, ...
 def remove_replica(
     assignment: zkdata.ReplicaAssignment, replica: BrokerId
 ) -> zkdata.ReplicaAssignment:
+    if not (assignment.adding_replicas or assignment.removing_replicas):
+        # no reassignment (a deletion's 30,000 replicas): the other two stay empty
+        return zkdata.ReplicaAssignment(
+            replicas=tuple([r for r in assignment.replicas if r != replica])
+        )
     return zkdata.ReplicaAssignment(
         replicas=tuple(r for r in assignment.replicas if r != replica),
         adding_replicas=tuple(r for r in assignment.adding_replicas if r != replica),

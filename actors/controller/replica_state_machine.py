@@ -20,7 +20,7 @@ import anyio.lowlevel
 import msgspec
 import structlog
 
-from actors.controller.context import ControllerContext, remove_replica
+from actors.controller.context import EMPTY_ASSIGNMENT, ControllerContext, remove_replica
 from actors.controller.election import remove_replica_from_isr
 from actors.controller.errors import StateChangeFailedError
 from actors.controller.model import LeaderAndIsr, Leadership, PartitionAndReplica
@@ -34,9 +34,10 @@ from actors.controller.states import (
 from actors.zk import kafka_zk
 from actors.zk.kafka_zk import ControllerMovedError
 from actors.zk.store import StoreSession
+from protocol import zkdata
 from protocol.control import TopicPartition
 from protocol.errors import BadVersionError, NoNodeError, StoreError
-from protocol.ids import BrokerId
+from protocol.ids import BrokerId, TopicName
 
 log = structlog.get_logger("kemu.controller.replica_state_machine")
 
@@ -215,9 +216,12 @@ class ReplicaStateMachine:
                 quiet: list[tuple[PartitionAndReplica, ReplicaState]] | None = (
                     None if self.state_log.records(target.label) else []
                 )
+                # A topic being deleted (phase 1 of its deletion) gets no LeaderAndIsr:
+                # neither its assignment nor its queue looked up again per replica.
+                deleting = ctx.topics_to_be_deleted
                 for tp, leadership in updated.items():
-                    assignment = ctx.partition_full_replica_assignment(tp)
-                    if not ctx.is_topic_queued_for_deletion(tp.topic):
+                    if tp.topic not in deleting:
+                        assignment = ctx.partition_full_replica_assignment(tp)
                         recipients = [r for r in assignment.replicas if r != replica_id]
                         batch.add_leader_and_isr(
                             recipients, tp, leadership, assignment, is_new=False
@@ -245,10 +249,19 @@ class ReplicaStateMachine:
             case ReplicaState.DELETION_INELIGIBLE | ReplicaState.DELETION_SUCCESSFUL:
                 self._apply_each(valid, target)
             case ReplicaState.NON_EXISTENT:
+                # Each replica leaves its partition's assignment (``updatePartitionFull
+                # ReplicaAssignment``), the topic's map looked up once per run of replicas
+                # of one topic (a completed deletion hands over 30,000 in topic order).
+                assignments = ctx.partition_assignments
+                topic: TopicName | None = None
+                partitions: dict[int, zkdata.ReplicaAssignment] = {}
                 for replica, _ in valid:
                     tp = replica.topic_partition
-                    ctx.update_partition_full_replica_assignment(
-                        tp, remove_replica(ctx.partition_full_replica_assignment(tp), replica_id)
+                    if tp.topic != topic:
+                        topic = tp.topic
+                        partitions = assignments.setdefault(topic, {})
+                    partitions[tp.partition] = remove_replica(
+                        partitions.get(tp.partition, EMPTY_ASSIGNMENT), replica_id
                     )
                 self._apply_each(valid, target)
             case _:

@@ -12,7 +12,9 @@ existed, and the deletion's time until DeleteTopics answered, until no topic zno
 every log directory was renamed ``-delete`` and until every log directory was gone, each
 also in the process's CPU time (``*_cpu``: on a loaded machine the wall times swing with
 the other work, the CPU spent much less).
-``--zookeeper HOST:PORT[/chroot]`` runs the same against ZooKeeper. ``cluster.bench.suite``
+``--zookeeper HOST:PORT[/chroot]`` runs the same against ZooKeeper; when the (first)
+server is a process of this machine, its CPU time until no topic znode was left is
+measured too (``delete_znodes_server_cpu``). ``cluster.bench.suite``
 runs it in a child process as row [11]; ``--profile FILE`` writes a cProfile of the run.
 """
 
@@ -34,6 +36,7 @@ import msgspec
 from actors.broker.broker import broker_ref
 from actors.log.manager import DELETE_SUFFIX
 from actors.zk.store import StoreSession
+from cluster.bench.jvm_cpu import listener_pid, process_cpu_seconds
 from cluster.bench.process import exit_with
 from cluster.bench.scale import bulk_create_request, fast_tmp, print_result, wait_controller
 from cluster.cli.progress import CountProgress, count_progress
@@ -85,6 +88,9 @@ class DeletionResult(msgspec.Struct, frozen=True, kw_only=True):
     delete_znodes_cpu: float
     delete_renamed_cpu: float
     delete_removed_cpu: float
+    # The ZooKeeper server's CPU time from DeleteTopics until no topic znode was left, when
+    # it is a process of this machine that can be read (None otherwise).
+    delete_znodes_server_cpu: float | None = None
 
 
 async def run_deletion(
@@ -139,6 +145,8 @@ async def run_deletion(
                 names = tuple(created_topic.name for created_topic in created.topics)
                 watch = _LogWatch.of(log_dirs)
                 others = await _other_children(session)
+                server = _local_server(zookeeper)
+                server0 = _server_cpu(server)
                 t0, cpu0 = _now(), _cpu()
                 deleted = await node.ask(
                     ref,
@@ -153,9 +161,9 @@ async def run_deletion(
                     raise RuntimeError(
                         f"{len(failed_deletes)} deletions failed: {failed_deletes[0]}"
                     )
-                times: dict[str, tuple[float, float]] = {}
+                times: dict[str, tuple[float, float, float | None]] = {}
                 async with anyio.create_task_group() as waits:
-                    timed = functools.partial(_timed, times, line, t0, cpu0)
+                    timed = functools.partial(_timed, times, line, t0, cpu0, server)
                     waits.start_soon(timed, "znodes", _no_topic_znodes(session, others))
                     waits.start_soon(_logs_gone, watch, timed)
                 await session.close()
@@ -175,6 +183,7 @@ async def run_deletion(
         delete_znodes_cpu=round(times["znodes"][1], 3),
         delete_renamed_cpu=round(times["renamed"][1], 3),
         delete_removed_cpu=round(times["removed"][1], 3),
+        delete_znodes_server_cpu=_spent(times["znodes"][2], server0),
     )
 
 
@@ -302,16 +311,48 @@ async def _no_topic_znodes(session: StoreSession, others: dict[str, int]) -> Non
 
 
 async def _timed(
-    times: dict[str, tuple[float, float]],
+    times: dict[str, tuple[float, float, float | None]],
     line: CountProgress,
     t0: float,
     cpu0: float,
+    server: int | None,
     name: str,
     wait: Awaitable[None],
 ) -> None:
+    """Wait for ``wait``; record the wall and CPU seconds since ``t0``/``cpu0`` and the
+    ZooKeeper server's CPU time (its process ``server``, if known) under ``name``."""
     await wait
-    times[name] = (_now() - t0, _cpu() - cpu0)
+    times[name] = (_now() - t0, _cpu() - cpu0, _server_cpu(server))
     line.advance()
+
+
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+
+
+def _local_server(zookeeper: str | None) -> int | None:
+    """The process of the first ZooKeeper server of ``zookeeper`` (a connect string) when
+    it listens on this machine's loopback, else None."""
+    if zookeeper is None:
+        return None
+    first = zookeeper.partition("/")[0].split(",")[0]
+    host, _, port = first.rpartition(":")
+    if host not in _LOOPBACK or not port.isdigit():
+        return None
+    return listener_pid(int(port))
+
+
+def _server_cpu(server: int | None) -> float | None:
+    return None if server is None else process_cpu_seconds(server)
+
+
+def local_server_cpu(zookeeper: str) -> Callable[[], float | None]:
+    """A reader of the CPU seconds so far of the ZooKeeper server of ``zookeeper`` (its
+    first server, when a process of this machine: None otherwise)."""
+    return functools.partial(_server_cpu, _local_server(zookeeper))
+
+
+def _spent(now: float | None, then: float | None) -> float | None:
+    return None if now is None or then is None else round(now - then, 3)
 
 
 PHASES: Final = 6

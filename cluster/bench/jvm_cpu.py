@@ -10,6 +10,10 @@ A thread's name in ``/proc/PID/task/TID/comm`` is its Java name cut at 15 bytes:
 ``C2 CompilerThre``, ``C1 CompilerThre``, ``GC Thread#0``, ``VM Thread``,
 ``Executor task l`` (``Executor task launch worker for task N``). CPU of threads that
 ended before the sample is only in the process's total: it is counted under "other JVM".
+
+Row [11] reads the CPU of the ZooKeeper server it runs against the same way, when that
+server is a local process: ``listener_pid`` finds it by its listening port,
+``process_cpu_seconds`` reads its CPU time.
 """
 
 from __future__ import annotations
@@ -19,7 +23,13 @@ import resource
 from pathlib import Path
 from typing import Final
 
-__all__ = ["CPU_KINDS", "descendants", "spark_cpu_seconds"]
+__all__ = [
+    "CPU_KINDS",
+    "descendants",
+    "listener_pid",
+    "process_cpu_seconds",
+    "spark_cpu_seconds",
+]
 
 CPU_KINDS: Final = (
     "JIT compiler",
@@ -110,3 +120,56 @@ def spark_cpu_seconds(driver: int | None = None) -> dict[str, float]:
         for worker in descendants(pid):
             seconds["Python workers"] += _cpu(Path(f"/proc/{worker}/stat"), children=True)
     return seconds
+
+
+_LISTEN: Final = "0A"  # TCP_LISTEN in /proc/net/tcp's "st" column
+
+
+def listener_pid(port: int) -> int | None:
+    """The process listening on TCP ``port`` of this machine (``/proc/net/tcp`` and
+    ``tcp6``, then the sockets among each process's descriptors), or None when no
+    listener is seen or its process cannot be read (another user's, without the rights)."""
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            # local address "HEX_IP:HEX_PORT", state, ..., inode (field 10)
+            listening = len(fields) > 9 and fields[3] == _LISTEN
+            if listening and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(f"socket:[{fields[9]}]")
+    if not inodes:
+        return None
+    with os.scandir("/proc") as processes:
+        for entry in processes:
+            if entry.name.isdigit() and _holds_any(entry.name, inodes):
+                return int(entry.name)
+    return None
+
+
+def _holds_any(pid: str, sockets: set[str]) -> bool:
+    """Whether process ``pid`` has a descriptor on one of ``sockets`` (``socket:[N]``)."""
+    try:
+        descriptors = os.scandir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    with descriptors:
+        for fd in descriptors:
+            try:
+                if os.readlink(fd.path) in sockets:
+                    return True
+            except OSError:
+                continue
+    return False
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """The CPU seconds (user and system, all threads) process ``pid`` has used so far, or
+    None once it is gone."""
+    fields = _stat_fields(Path(f"/proc/{pid}/stat"))
+    if fields is None:
+        return None
+    return (int(fields[11]) + int(fields[12])) / _TICKS

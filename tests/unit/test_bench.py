@@ -4,7 +4,9 @@ their own and as rows [7] and [8] of ``python -m cluster.bench``."""
 
 from __future__ import annotations
 
+import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,13 +20,15 @@ from cluster.bench import chaos as bench_chaos
 from cluster.bench import suite as bench
 from cluster.bench.analysis_engine import AnalysisTimes
 from cluster.bench.chaos import run_campaign, scenario_files
+from cluster.bench.deletion import DeletionResult, local_server_cpu
 from cluster.bench.failover import run_failover, wait_controller_created
-from cluster.bench.jvm_cpu import CPU_KINDS
+from cluster.bench.jvm_cpu import CPU_KINDS, listener_pid, process_cpu_seconds
 from cluster.bench.scale import run_scale, wait_controller
 from cluster.launch.cluster import ClusterError
 from cluster.store.embedded import EmbeddedStore
 from protocol import zkdata
 from tests.support.bench_scenarios import FAILING, PASSING, write_scenario
+from tests.support.zookeeper import ZooKeeperServer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -90,6 +94,77 @@ def test_scale_row_splits_the_answer_into_the_floor_and_the_rest_and_says_the_mi
         "answered in 12.000 s, of which the floor 13.000 s (the floor measured apart took"
         " longer): the 10 s goal missed by 2.000 s"
     )
+
+
+def _deletion(znodes: float, cpu: float, server_cpu: float | None) -> DeletionResult:
+    return DeletionResult(
+        topics=1000,
+        partitions=10000,
+        replication_factor=3,
+        store="zookeeper",
+        create_answered=3.0,
+        create_logs=3.1,
+        delete_answered=0.9,
+        delete_znodes=znodes,
+        delete_renamed=znodes - 0.5,
+        delete_removed=znodes + 0.6,
+        create_logs_cpu=2.2,
+        delete_znodes_cpu=cpu,
+        delete_renamed_cpu=cpu - 0.4,
+        delete_removed_cpu=cpu + 0.6,
+        delete_znodes_server_cpu=server_cpu,
+    )
+
+
+def test_deletion_row_says_by_how_much_and_where_the_cpu_went_on_zookeeper() -> None:
+    """Row [11]'s ZooKeeper line: the 2x goal met or missed and by how much, then the CPU
+    seconds of kemu's process and of the server over the deletion, next to the floor's
+    client and server; a server whose CPU could not be read is said so."""
+    split = bench._deletion_zk_split  # the line row [11] prints under its ratio
+    floor = bench.DeleteFloor(seconds=1.811, client_cpu=1.1, server_cpu=1.3)
+    cpus = os.cpu_count()
+    assert split(_deletion(3.980, 3.404, 2.61), floor, load=0.9) == (
+        "the 2x goal (3.622 s) missed by 0.358 s: over the 3.98 s kemu's process spent"
+        " 3.40 s of CPU and the ZooKeeper server 2.61 s; over the floor's 1.81 s its client"
+        f" 1.10 s and the server 1.30 s (load average 0.9 on {cpus} CPUs)"
+    )
+    unread = bench.DeleteFloor(seconds=2.054, client_cpu=1.2, server_cpu=None)
+    assert split(_deletion(3.575, 3.106, None), unread, load=12.25) == (
+        "within the 2x goal (4.108 s) by 0.533 s: over the 3.58 s kemu's process spent"
+        " 3.11 s of CPU and the ZooKeeper server not readable; over the floor's 2.05 s its"
+        f" client 1.20 s and the server not readable (load average 12.2 on {cpus} CPUs)"
+    )
+
+
+def test_a_local_listener_is_found_by_its_port_and_its_cpu_read() -> None:
+    """``listener_pid`` finds the process listening on a port of this machine (here this
+    one), and none once the port is closed; ``process_cpu_seconds`` reads a live
+    process's CPU time."""
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        assert listener_pid(port) == os.getpid()
+    assert listener_pid(port) is None
+    spent = process_cpu_seconds(os.getpid())
+    assert spent is not None
+    assert spent > 0
+
+
+def test_deletion_reads_the_cpu_of_its_local_zookeeper_server(
+    zookeeper_server: ZooKeeperServer,
+) -> None:
+    """Row [11] reads the CPU time of the ZooKeeper server it runs against when the server
+    is a process of this machine (its first host on loopback, a chroot or not), and reads
+    none for a server elsewhere."""
+    read = local_server_cpu(zookeeper_server.hosts + "/kemu-bench")
+    first = read()
+    assert first is not None
+    assert first > 0
+    later = read()
+    assert later is not None
+    assert later >= first
+    assert local_server_cpu("zk.example.invalid:2181")() is None
 
 
 @pytest.mark.slow  # six brokers, a shutdown and a failover
