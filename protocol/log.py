@@ -108,7 +108,7 @@ class LogCreated(Message, frozen=True, kw_only=True):
     (``Partition.createLog``)."""
 
 
-class DeleteLog(Message, frozen=True, kw_only=True):
+class DeleteLog(Message, frozen=True, kw_only=True, gc=False):
     """Delete the partition's log asynchronously: answered once its directory is renamed to
     ``<topic>-<partition>.<uuid>-delete``; removed from disk the broker's
     ``log.segment.delete.delay.ms`` later (``LogManager.deleteLogs``: not the topic's
@@ -140,7 +140,7 @@ class DeleteLogs(Message, frozen=True, kw_only=True):
     logs: tuple[DeleteLog, ...]
 
 
-class LogDeleteOutcome(msgspec.Struct, frozen=True, kw_only=True):
+class LogDeleteOutcome(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One log of ``DeleteLogs``: its error, or where it was renamed (both ``None`` when no
     log was hosted, as ``LogDeleted``)."""
 

@@ -108,7 +108,6 @@ import random
 import re
 from collections import OrderedDict, deque
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
@@ -116,6 +115,7 @@ from typing import Any, Final, TypeAlias, TypeVar, assert_never
 
 import anyio
 import anyio.lowlevel
+import msgspec
 
 from actors.log import cleaner
 from actors.log.channel import LogFiles
@@ -374,7 +374,7 @@ class _CheckpointRows:
     def add(self, tp: TopicPartition, offset: int = 0) -> None:
         key = (tp.topic, tp.partition)
         self._offsets[key] = offset
-        if key in self._removed:  # its row is still in place: rewritten there
+        if self._removed and key in self._removed:  # its row is still in place: rewritten there
             self._removed.discard(key)
             self._rows[bisect.bisect_left(self._keys, key)] = _row(key, offset)
             return
@@ -397,7 +397,7 @@ class _CheckpointRows:
     def remove(self, tp: TopicPartition) -> None:
         key = (tp.topic, tp.partition)
         del self._offsets[key]
-        if key in self._added:
+        if self._added and key in self._added:
             del self._added[key]
         else:
             self._removed.add(key)
@@ -652,9 +652,10 @@ _HANDLED: Final = (
 )
 
 
-@dataclass(slots=True)
-class _PendingDelete:
-    """A renamed log waiting for removal: the actor's own record, mutated only by it."""
+class _PendingDelete(msgspec.Struct, gc=False):
+    """A renamed log waiting for removal: the actor's own record, mutated only by it. Out
+    of the cyclic garbage collector's sight (it holds no container: no cycle), as a
+    bulk deletion queues 10,000 of them a broker."""
 
     tp: TopicPartition
     log_dir: Path
@@ -841,7 +842,7 @@ class LogManager(Actor):
         # Idempotent producers per log, kept while the log closes and reopens; built from
         # the log's batches the first time it opens (kemu writes no .snapshot files).
         self._producers: dict[TopicPartition, ProducerStateManager] = {}
-        self._dirty: set[Path] = set()
+        self._dirty: set[_LogDir] = set()  # owing a checkpoint rewrite
         self._flush_armed = False  # a CheckpointFlush is queued or its timer is running
         self._online: list[Path] = list(dirs)  # in the configured order
         self._offline: dict[Path, str] = {}
@@ -1229,7 +1230,7 @@ class LogManager(Actor):
             self._trace_op("create", path, log_dir=log_dir.path, tp=tp)
         else:  # numbered all the same, without the fields (a bulk creation makes 300,000)
             tracer.skip()
-        self._checkpoint_soon(log_dir.path)
+        self._checkpoint_soon(log_dir)
 
     def _new_leader_log_files(self, epoch: int) -> tuple[tuple[str, bytes], ...]:
         """A new leader's log files: its checkpoint holds ``(epoch, 0)``. Kept for the
@@ -1245,11 +1246,13 @@ class LogManager(Actor):
 
     def _write_fresh_epoch(self, tp: TopicPartition, log_dir: _LogDir, epoch: int) -> None:
         """A new leader epoch of a fresh empty log: its checkpoint is ``(epoch, 0)`` alone,
-        as ``LeaderEpochFileCache.assign(epoch, 0)`` leaves it."""
+        as ``LeaderEpochFileCache.assign(epoch, 0)`` leaves it (the bytes a new leader's
+        log is created with, formatted once per epoch: a controller failover moves
+        thousands of leaderships of a broker's fresh logs to one or a few epochs)."""
+        _, checkpoint = self._new_leader_log_files(epoch)[-1]
         try:  # the path as a string: pathlib's joins cost more than the write
             self.disk.write_file(
-                f"{log_dir.prefix}{tp}{os.sep}{LEADER_EPOCH_CHECKPOINT}",
-                format_epoch_checkpoint([(epoch, 0)]),
+                f"{log_dir.prefix}{tp}{os.sep}{LEADER_EPOCH_CHECKPOINT}", checkpoint
             )
         except OSError as exc:
             message = (
@@ -1354,7 +1357,7 @@ class LogManager(Actor):
         elif starts.pop(tp, None) is not None:
             changed = True
         if changed:
-            self._checkpoint_soon(log_dir.path)
+            self._checkpoint_soon(log_dir)
 
     def _set_high_watermark(self, tp: TopicPartition, high_watermark: int) -> None:
         log_dir = self._logs.get(tp)
@@ -1363,7 +1366,7 @@ class LogManager(Actor):
         rows = log_dir.hw_rows
         if rows.get(tp) != high_watermark:
             rows.set(tp, high_watermark)
-            self._checkpoint_soon(log_dir.path)
+            self._checkpoint_soon(log_dir)
 
     def _guard(self, tp: TopicPartition, log: Log, operation: Callable[[], _T]) -> _T:
         """Run ``operation`` on ``tp``'s open ``log``: an ``OSError`` takes its log dir
@@ -1630,7 +1633,7 @@ class LogManager(Actor):
         log_dir, name, cleaned = renamed
         if cleaned:
             self._write_clean_points(log_dir.path)
-        self._queue_renamed([(tp, log_dir, name)])
+        self._queue_renamed({log_dir: [(tp, name)]})
         return LogDeleted(
             topic=tp.topic, partition=tp.partition, log_dir=log_dir.name, renamed_to=name
         )
@@ -1643,7 +1646,7 @@ class LogManager(Actor):
         ``_LOGS_PER_CHECKPOINT`` logs, as in ``_get_or_create_batch``."""
         results: list[LogDeleteOutcome] = []
         append = results.append
-        renamed: list[tuple[TopicPartition, _LogDir, str]] = []
+        renamed: dict[_LogDir, list[tuple[TopicPartition, str]]] = {}
         cleaned: dict[_LogDir, None] = {}  # the dirs whose clean points lost a log
         for i, request in enumerate(logs):
             if i and i % _LOGS_PER_CHECKPOINT == 0:
@@ -1659,7 +1662,10 @@ class LogManager(Actor):
                 append(LogDeleteOutcome(topic=topic, partition=partition))
                 continue
             log_dir, name, dropped = done
-            renamed.append((tp, log_dir, name))
+            in_dir = renamed.get(log_dir)
+            if in_dir is None:
+                in_dir = renamed[log_dir] = []
+            in_dir.append((tp, name))
             if dropped:
                 cleaned[log_dir] = None
             append(
@@ -1740,20 +1746,18 @@ class LogManager(Actor):
             ]
         return self._drawn_ids.pop()
 
-    def _queue_renamed(self, renamed: list[tuple[TopicPartition, _LogDir, str]]) -> None:
+    def _queue_renamed(self, by_dir: dict[_LogDir, list[tuple[TopicPartition, str]]]) -> None:
         """The second half of ``asyncDelete``: the checkpoints of each log dir of
-        ``renamed`` rewritten once, then its renamed logs queued for removal (a dir that
+        ``by_dir`` (in the order of its first renamed log) rewritten once, then its
+        renamed logs (each partition and its new name) queued for removal (a dir that
         went offline keeps its renamed logs, as at start-up)."""
-        by_dir: dict[_LogDir, list[tuple[TopicPartition, str]]] = {}
-        for tp, log_dir, name in renamed:
-            by_dir.setdefault(log_dir, []).append((tp, name))
         if not by_dir:
             return
         due, delay = self._deletion_due(self.clock.now())
         queue = self._pending.append
         for log_dir, logs in by_dir.items():
             path = log_dir.path
-            self._dirty.discard(path)  # rewritten right now
+            self._dirty.discard(log_dir)  # rewritten right now
             if log_dir.offline or not self._checkpoint(path):
                 continue
             prefix = log_dir.prefix
@@ -2220,7 +2224,7 @@ class LogManager(Actor):
             log_dir.start_offsets.pop(tp, None)
         return bool(log_dir.clean_points) and log_dir.clean_points.pop(tp, None) is not None
 
-    def _checkpoint_soon(self, log_dir: Path) -> None:
+    def _checkpoint_soon(self, log_dir: _LogDir) -> None:
         """A creation rewrites its dir's checkpoints on the checkpoint timer, as Kafka's
         scheduled checkpoint tasks do, together with every other creation until then (with
         no interval: right after the messages already waiting)."""
@@ -2240,7 +2244,7 @@ class LogManager(Actor):
 
     def _flush_checkpoints(self) -> None:
         self._flush_armed = False
-        dirty, self._dirty = sorted(self._dirty), set()
+        dirty, self._dirty = sorted(d.path for d in self._dirty), set()
         for log_dir in dirty:
             if log_dir not in self._offline:
                 self._checkpoint(log_dir)

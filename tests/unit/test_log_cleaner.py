@@ -33,9 +33,12 @@ from protocol.log import (
     AppendToLogs,
     CleanCompactedLogs,
     CleanupLogs,
+    DeleteLog,
+    DeleteLogs,
     HighWatermark,
     LogConfigOverrides,
     LogsAppended,
+    LogsDeleted,
     LogsRead,
     LogStartsAdvanced,
     ReadFromLogs,
@@ -372,6 +375,56 @@ def test_the_log_managers_cleaner_compacts_on_its_timer_and_checkpoints(tmp_path
 
     sim(lambda: run_broker(dirs, body, cleaner_backoff=BACKOFF))
     sim(lambda: run_broker(dirs, restarted, cleaner_backoff=BACKOFF))
+
+
+def test_one_deletion_of_cleaned_logs_rewrites_the_cleaner_checkpoint_once(
+    tmp_path: Path,
+) -> None:
+    """``DeleteLogs`` (Kafka's ``asyncDelete`` of a set) of two compacted logs with clean
+    points and a plain one: every log renamed, ``cleaner-offset-checkpoint`` rewritten once
+    for the batch (``LogCleanerManager.updateCheckpoints`` per dir), before the dir's
+    recovery points, and left without their rows; a log not hosted is answered as none."""
+    dirs = log_dirs(tmp_path, 1)
+    written: list[str] = []
+
+    class Recording(Disk):
+        def write_file(self, path: Path | str, data: bytes) -> None:
+            written.append(Path(path).name)
+            super().write_file(path, data)
+
+    async def body(b: Harness) -> None:
+        await _changelog(b)
+        await b.create("changelog", 1)
+        await b.create("plain")
+        for key, value in CHANGELOG:
+            one = AppendRecords(
+                topic=T, partition=1, records=batch_of([(key, value)]), leader_epoch=0
+            )
+            await b.node.ask(b.lm.ref, AppendToLogs(appends=(one,)))
+        await b.sink.wait_for(
+            lambda e: e.kind == "log_dir" and e.type == "clean" and e.fields["partition"] == 1,
+            600.0,
+        )
+        checkpoint = dirs[0] / "cleaner-offset-checkpoint"
+        assert checkpoint.read_text() == "0\n2\nchangelog 0 5\nchangelog 1 5\n"
+        written.clear()
+        names = [("changelog", 0), ("changelog", 1), ("plain", 0), ("absent", 0)]
+        reply = await b.node.ask(
+            b.lm.ref,
+            DeleteLogs(logs=tuple(DeleteLog(topic=TopicName(t), partition=p) for t, p in names)),
+        )
+        assert isinstance(reply, LogsDeleted)
+        assert [(r.topic, r.partition, r.renamed_to is not None) for r in reply.results] == [
+            (t, p, (t, p) != ("absent", 0)) for t, p in names
+        ]
+        assert checkpoint.read_text() == "0\n0\n"
+        assert written.count("cleaner-offset-checkpoint") == 1
+        assert written.index("cleaner-offset-checkpoint") < written.index(
+            "recovery-point-offset-checkpoint"
+        )
+        assert (dirs[0] / "recovery-point-offset-checkpoint").read_text() == "0\n0\n"
+
+    sim(lambda: run_broker(dirs, body, cleaner_backoff=BACKOFF, disk=Recording()))
 
 
 def test_a_clean_in_steps_is_the_clean_at_once_and_can_be_abandoned(tmp_path: Path) -> None:
