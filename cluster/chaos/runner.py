@@ -93,12 +93,19 @@ from protocol.errors import KemuError, sole_error
 from protocol.ids import TopicName
 from protocol.trace import TraceEvent, TraceHeader, TraceKind
 
-__all__ = ["RunOptions", "RunResult", "reproduce_command", "run_scenario"]
+__all__ = ["CHECKED_RULES", "RunOptions", "RunResult", "reproduce_command", "run_scenario"]
 
 Status = Literal["passed", "failed", "error"]
 
 INVARIANTS_ACTOR: Final = "invariants"
 """The actor the live invariant checks record ``invariant_violated`` events under."""
+
+CHECKED_RULES: Final = tuple(
+    sorted({*TRACE_RULES, *FINAL_RULES, "deletions_complete", "acknowledged_creations"})
+)
+"""Every invariant a run checks, as its ``invariants.json`` lists them (docs/chaos.md,
+"Invariants"): the trace and end-state rules, the deletion bound, and the creations
+checked against both."""
 
 FINAL_SETTLE: Final = 60.0
 """Seconds each produced partition gets to settle for the run's final reads."""
@@ -887,11 +894,12 @@ class _Run:
         result.trace_sha256 = hashlib.sha256(
             (self.run_dir / "trace.jsonl").read_bytes()
         ).hexdigest()
-        rules = sorted({*TRACE_RULES, *FINAL_RULES, "deletions_complete", "acknowledged_creations"})
         _write_json(
             self.run_dir / "invariants.json",
             {
-                "rules": {rule: [v for v in result.violations if v.rule == rule] for rule in rules},
+                "rules": {
+                    rule: [v for v in result.violations if v.rule == rule] for rule in CHECKED_RULES
+                },
                 "failures": result.failures,
                 "notices": result.notices,
             },

@@ -31,6 +31,7 @@ from cluster.chaos.model import (
     TopicReady,
     Wait,
 )
+from cluster.chaos.runner import CHECKED_RULES
 from protocol.trace import TraceEvent
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
@@ -48,6 +49,17 @@ def test_the_library_has_every_scenario_loadable_and_documented() -> None:
         assert re.search(r"\b[A-Z]\w+(Test|\.[a-z]\w+)\b", scenario.description), path.name
     docs = (SCENARIOS.parent / "docs" / "chaos.md").read_text()
     assert all(f"| `{path.stem}` |" in docs for path in paths)
+
+
+def test_the_documented_invariants_are_the_ones_a_run_checks() -> None:
+    """docs/chaos.md's table of invariants has one row per rule a run checks and lists in
+    its invariants.json (``CHECKED_RULES``), and no other."""
+    docs = (SCENARIOS.parent / "docs" / "chaos.md").read_text()
+    section = docs[docs.index("## Invariants") :]
+    section = section[: section.index("\n## ", 1)]
+    rows = re.findall(r"^\| `(\w+)` \|", section, re.MULTILINE)
+    assert len(rows) == len(set(rows))
+    assert sorted(rows) == list(CHECKED_RULES)
 
 
 def test_the_new_steps_and_conditions_load_with_their_shorthands() -> None:
