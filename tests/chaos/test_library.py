@@ -16,6 +16,7 @@ from actors.invariants.trace_rules import LeaderInIsr
 from actors.runtime.tracer import read_trace
 from cluster.chaos import RunOptions, ScenarioError, load_scenario, parse_scenario, run_scenario
 from cluster.chaos.model import (
+    FAULT_TYPES,
     ClusterSetup,
     CreateTopic,
     EventSeen,
@@ -60,6 +61,16 @@ def test_the_documented_invariants_are_the_ones_a_run_checks() -> None:
     rows = re.findall(r"^\| `(\w+)` \|", section, re.MULTILINE)
     assert len(rows) == len(set(rows))
     assert sorted(rows) == list(CHECKED_RULES)
+
+
+def test_the_documented_faults_are_the_fault_steps() -> None:
+    """docs/chaos.md's table of faults has one row per fault step the loader reads
+    (``FAULT_TYPES``, by YAML key), and no other."""
+    docs = (SCENARIOS.parent / "docs" / "chaos.md").read_text()
+    section = docs[docs.index("### Faults") :]
+    section = section[: section.index("\n### ", 1)]
+    rows = re.findall(r"^\| `(\w+)`", section, re.MULTILINE)
+    assert sorted(rows) == sorted(str(t.__struct_config__.tag) for t in FAULT_TYPES)
 
 
 def test_the_new_steps_and_conditions_load_with_their_shorthands() -> None:
