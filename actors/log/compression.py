@@ -10,7 +10,9 @@ clients write:
 
 * snappy: a raw snappy block, or the xerial framing Kafka's Java client writes
   (``SnappyOutputStream``: the magic ``\\x82SNAPPY\\x00``, two version ints, then blocks
-  each preceded by its length);
+  each preceded by its length), read as snappy-java's ``SnappyInputStream`` reads it: fewer
+  than the 16 header bytes are a raw block, a block length cut short ends the stream, and
+  another header where a length belongs starts a stream appended to this one;
 * lz4: the LZ4 frame format (``KafkaLZ4BlockOutputStream``, librdkafka's ``LZ4F``), read
   by cramjam. A frame whose header checksum cramjam refuses is read by this module's own
   frame reader, which skips checksums (the batch CRC covers the bytes): message format
@@ -18,10 +20,11 @@ clients write:
 * zstd: zstd frames (``ZstdOutputStream``, librdkafka's ``ZSTD_compressStream``), with or
   without their content size, one after the other. A frame cut short is malformed, as
   zstd-jni's ``ZstdInputStream`` (which Kafka reads them with) throws an ``IOException``
-  for a truncated source once it needs bytes past the cut; what decompresses before the
-  cut is read first (``decompress_stream``: ``StreamEnd.TRUNCATED``).
+  for a truncated source once it needs bytes past the cut.
 
-Anything malformed raises ``CompressionError``.
+Anything malformed raises ``CompressionError``, except that ``decompress_stream`` hands out
+what a stream reader meets before a snappy block, lz4 block or zstd block that is cut short
+or does not decompress (``StreamEnd.TRUNCATED``), as Kafka's readers do.
 
 ``compress`` writes what a rebuilt batch or a conversion carries: gzip at zlib's default
 level, snappy in the xerial framing (32 KiB blocks, as ``SnappyOutputStream``), lz4 as an
@@ -71,9 +74,23 @@ class StreamEnd(Enum):
     """Cut short, and a read past the cut is an ``EOFException`` (gzip's
     ``GZIPInputStream``), which the iterator calls a premature EOF."""
     TRUNCATED = "truncated"
-    """Cut short, and a read past the cut is a plain ``IOException`` (zstd-jni's
-    ``ZstdInputStream``: "truncated source"), which the iterator makes a
-    ``KafkaException``."""
+    """Cut short, or broken after its first blocks, and a read past them is a plain
+    ``IOException`` (zstd-jni's ``ZstdInputStream``: "truncated source"; snappy-java's
+    ``SnappyInputStream``: "failed to read chunk"; ``KafkaLZ4BlockInputStream``: "Stream
+    ended prematurely"), which the iterator makes a ``KafkaException``."""
+
+
+_Read = tuple[bytes, str | None]
+"""What a stream decompresses block by block, and why it stops early (``None`` if it ends
+where it should)."""
+
+_ERRORS: Final = (
+    IndexError,
+    struct.error,
+    zlib.error,
+    zstandard.ZstdError,
+    cramjam.DecompressionError,
+)
 
 
 def decompress(codec: int, data: bytes) -> bytes:
@@ -81,64 +98,63 @@ def decompress(codec: int, data: bytes) -> bytes:
     try:
         if codec == _GZIP:
             return zlib.decompress(data, 16 + zlib.MAX_WBITS)
-        if codec == _SNAPPY:
-            return _snappy(data)
-        if codec == _LZ4:
-            return _lz4_frame(data)
-        if codec == _ZSTD:
-            return _zstd(data)
-    except (
-        IndexError,
-        struct.error,
-        zlib.error,
-        zstandard.ZstdError,
-        cramjam.DecompressionError,
-    ) as exc:
+        read = _read(codec, data)
+    except _ERRORS as exc:
         raise CompressionError(f"a batch of codec {codec} does not decompress: {exc}") from None
-    raise CompressionError(f"cannot decompress codec {codec}: no such compression type")
-
-
-def _zstd(data: bytes) -> bytes:
-    """The zstd frames of ``data`` one after the other, decompressed; each must end."""
-    out, ended = _zstd_frames(data)
-    if not ended:
-        raise CompressionError(f"a batch of codec {_ZSTD} does not decompress: truncated source")
+    if read is None:
+        raise CompressionError(f"cannot decompress codec {codec}: no such compression type")
+    out, stop = read
+    if stop is not None:
+        raise CompressionError(f"a batch of codec {codec} does not decompress: {stop}")
     return out
 
 
-def _zstd_frames(data: bytes) -> tuple[bytes, bool]:
-    """The zstd frames of ``data`` one after the other, decompressed as far as they go,
-    and whether the last one ended (a frame cut short gives what its complete blocks
-    hold, as ``ZstdInputStream`` hands them out before it meets the cut)."""
+def _read(codec: int, data: bytes) -> _Read | None:
+    """A snappy, lz4 or zstd stream read block by block (``None`` for another codec)."""
+    if codec == _SNAPPY:
+        return _snappy(data)
+    if codec == _LZ4:
+        return _lz4_frame(data)
+    if codec == _ZSTD:
+        return _zstd_frames(data)
+    return None
+
+
+def _zstd_frames(data: bytes) -> _Read:
+    """The zstd frames of ``data`` one after the other, decompressed as far as they go (a
+    frame cut short gives what its complete blocks hold, as ``ZstdInputStream`` hands them
+    out before it meets the cut)."""
     out = []
     rest = data
     while rest:
         frame = zstandard.ZstdDecompressor().decompressobj()
         out.append(frame.decompress(rest))
         if not frame.eof:
-            return b"".join(out), False
+            return b"".join(out), "truncated source"
         rest = frame.unused_data
-    return b"".join(out), True
+    return b"".join(out), None
 
 
 def decompress_stream(codec: int, data: bytes | memoryview) -> tuple[bytes, StreamEnd]:
     """The records of a batch compressed with ``codec`` as a stream reader meets them:
     what decompresses, and how the stream ends (``StreamEnd``). A gzip stream cut short
     gives what came before the cut (Java's ``GZIPInputStream`` reads it up to there, then
-    throws ``EOFException``), a zstd stream what its complete blocks hold (zstd-jni's
-    ``ZstdInputStream``, then an ``IOException``); anything else malformed raises
+    throws ``EOFException``); a snappy, lz4 or zstd stream cut short, or with a later
+    block that does not decompress, what its blocks before that hold (their readers hand
+    those out, then throw an ``IOException``); anything else malformed raises
     ``CompressionError``, as ``decompress``."""
     try:
         if codec == _GZIP:
             reader = zlib.decompressobj(16 + zlib.MAX_WBITS)
             payload = reader.decompress(data)
             return payload, StreamEnd.WHOLE if reader.eof else StreamEnd.EOF
-        if codec == _ZSTD:
-            payload, ended = _zstd_frames(bytes(data))
-            return payload, StreamEnd.WHOLE if ended else StreamEnd.TRUNCATED
-    except (zlib.error, zstandard.ZstdError) as exc:
+        read = _read(codec, bytes(data))
+    except _ERRORS as exc:
         raise CompressionError(f"a batch of codec {codec} does not decompress: {exc}") from None
-    return decompress(codec, bytes(data)), StreamEnd.WHOLE
+    if read is None:
+        raise CompressionError(f"cannot decompress codec {codec}: no such compression type")
+    payload, stop = read
+    return payload, StreamEnd.WHOLE if stop is None else StreamEnd.TRUNCATED
 
 
 def compress(codec: int, data: bytes, *, broken_lz4_checksum: bool = False) -> bytes:
@@ -170,21 +186,39 @@ def _snappy_xerial(data: bytes) -> bytes:
     return bytes(out)
 
 
-def _snappy(data: bytes) -> bytes:
-    if not data.startswith(_XERIAL_MAGIC):
-        return bytes(cramjam.snappy.decompress_raw(data))
+_XERIAL_HEAD: Final = struct.unpack(">i", _XERIAL_MAGIC[:4])[0]
+
+
+def _snappy(data: bytes) -> _Read:
+    """A snappy batch as ``SnappyInputStream`` reads it: fewer bytes than the xerial
+    header, or no magic, a raw snappy block (all or nothing); else the blocks one after
+    the other up to the first that is cut short or does not decompress. Fewer than four
+    bytes where a block's length belongs end the stream (the reader finds no next chunk);
+    the magic there starts an appended stream's header (cut short: "insufficient header
+    size"; not the whole magic, the end of the stream)."""
+    if len(data) < _XERIAL_HEADER or not data.startswith(_XERIAL_MAGIC):
+        return bytes(cramjam.snappy.decompress_raw(data)), None
     out = bytearray()
     position = _XERIAL_HEADER
-    while position < len(data):
+    while len(data) - position >= 4:
         (size,) = struct.unpack_from(">i", data, position)
+        if size == _XERIAL_HEAD:
+            header = data[position : position + _XERIAL_HEADER]
+            if len(header) < _XERIAL_HEADER:
+                return bytes(out), "insufficient header size in a concatenated block"
+            if not header.startswith(_XERIAL_MAGIC):
+                break
+            position += _XERIAL_HEADER
+            continue
         position += 4
         if size < 0 or position + size > len(data):
-            raise CompressionError(
-                f"a snappy block of {size} bytes at {position} overruns the batch"
-            )
-        out += cramjam.snappy.decompress_raw(data[position : position + size])
+            return bytes(out), f"failed to read a chunk of {size} bytes at {position}"
+        try:
+            out += cramjam.snappy.decompress_raw(data[position : position + size])
+        except cramjam.DecompressionError as exc:
+            return bytes(out), f"a chunk at {position} does not decompress: {exc}"
         position += size
-    return bytes(out)
+    return bytes(out), None
 
 
 def _copy(out: bytearray, offset: int, size: int) -> None:
@@ -272,17 +306,20 @@ def xxh32(data: bytes, seed: int = 0) -> int:
     return hashed
 
 
-def _lz4_frame(data: bytes) -> bytes:
+def _lz4_frame(data: bytes) -> _Read:
     try:
-        return bytes(cramjam.lz4.decompress(data))
+        return bytes(cramjam.lz4.decompress(data)), None
     except cramjam.DecompressionError:
         return _lz4_frame_unchecked(data)
 
 
-def _lz4_frame_unchecked(data: bytes) -> bytes:
-    """An LZ4 frame read without its checksums: what cramjam refuses, such as message
-    format v0's header checksum over the magic, or a malformed frame, whose error this
-    reader names."""
+def _lz4_frame_unchecked(data: bytes) -> _Read:
+    """An LZ4 frame read without its checksums, block by block as
+    ``KafkaLZ4BlockInputStream`` reads it: what cramjam refuses, such as message format
+    v0's header checksum over the magic, or a malformed frame. A header that does not
+    read raises (the reader's constructor throws); a block cut short (its length, its
+    bytes or its checksum) or one that does not decompress stops the read there, and so
+    does an end mark whose content checksum is cut short."""
     (magic,) = struct.unpack_from("<I", data, 0)
     if magic != _LZ4_MAGIC:
         raise CompressionError(f"not an lz4 frame (magic {magic:#x})")
@@ -293,21 +330,35 @@ def _lz4_frame_unchecked(data: bytes) -> bytes:
     if flags & 0x01:  # dictionary id
         position += 4
     position += 1  # header checksum
+    if position > len(data):
+        raise CompressionError("an lz4 frame header cut short")
     block_checksums = bool(flags & 0x10)
     out = bytearray()
     while True:
+        if position + 4 > len(data):
+            return bytes(out), "Stream ended prematurely"
         (size,) = struct.unpack_from("<I", data, position)
         position += 4
         if size == 0:
-            return bytes(out)
+            if flags & 0x04 and position + 4 > len(data):  # the content checksum
+                return bytes(out), "the content checksum is cut short"
+            return bytes(out), None
         stored = bool(size & 0x80000000)
         size &= 0x7FFFFFFF
+        end = position + size + (4 if block_checksums else 0)
+        if end > len(data):
+            return bytes(out), "Stream ended prematurely"
         block = data[position : position + size]
-        position += size + (4 if block_checksums else 0)
+        position = end
         if stored:
             out += block
-        else:
+            continue
+        before = len(out)
+        try:
             _lz4_block(block, out)
+        except (CompressionError, IndexError) as exc:
+            del out[before:]  # the reader decompresses a block whole before handing it out
+            return bytes(out), f"an lz4 block does not decompress: {exc}"
 
 
 def _lz4_block(data: bytes, out: bytearray) -> None:

@@ -579,8 +579,9 @@ def _read_compressed(records: bytes, header: BatchHeader) -> tuple[bytes, int, i
     fill the payload, INVALID_RECORD. A gzip stream cut short is read up to the cut:
     records that run past it are INVALID_RECORD (the ``EOFException`` is "premature
     EOF"), records that end right at it UNKNOWN_SERVER_ERROR (the check for bytes left
-    over meets the cut as a ``KafkaException``). A zstd stream cut short is read up to
-    the cut too, and ends as ``_read_to_the_cut`` says. A large batch is scanned a field
+    over meets the cut as a ``KafkaException``). A snappy, lz4 or zstd stream cut short
+    (or broken after its first blocks) is read up to the cut too, and ends as
+    ``_read_to_the_cut`` says. A large batch is scanned a field
     at a time (``record_scan``), anything it does not cover walked."""
     start = header.position + RECORD_BATCH_OVERHEAD
     try:
@@ -623,7 +624,8 @@ def _read_compressed(records: bytes, header: BatchHeader) -> tuple[bytes, int, i
 
 def _read_to_the_cut(payload: bytes, header: BatchHeader) -> NoReturn:
     """The records of a stream cut short whose reads past the cut throw a plain
-    ``IOException`` (``StreamEnd.TRUNCATED``: zstd-jni's truncated source), as
+    ``IOException`` (``StreamEnd.TRUNCATED``: zstd-jni's truncated source, snappy-java's
+    chunk that fails to read, ``KafkaLZ4BlockInputStream``'s premature end), as
     ``DefaultRecordBatch``'s stream iterator meets them: each record before the cut is
     read whole and a broken one is INVALID_RECORD (``InvalidRecordException``); the first
     record that needs a byte past the cut, or the check for bytes left over once every

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import io
 import re
+import struct
 import time
 import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
+import cramjam
 import pytest
 import zstandard
 from aiokafka.record.default_records import (  # type: ignore[import-untyped]
@@ -34,6 +36,7 @@ from kafka.errors import (  # type: ignore[import-untyped]
     InvalidTimestampError,
 )
 
+from actors.log.compression import xxh32
 from actors.runtime.tracer import MemorySink, Tracer
 from cluster.cli import console_producer
 from cluster.kafka.apis import decode_response, encode_request
@@ -608,6 +611,20 @@ async def test_compressed_records_that_do_not_read_get_kafkas_codes(cluster: Clu
     assert log_bytes(cluster, BOUNDED, 0) == before
 
 
+def two_blocks(now: list[int]) -> tuple[list[bytes], list[bytes]]:
+    """Records ``a``, ``b``, ``c`` (timestamps ``now``) uncompressed as two blocks for a
+    stream, the first two records and the third; then the same with ``b`` broken (its
+    header count -1)."""
+    plain = client_batch([b"a", b"b", b"c"], timestamps=now)[61:]
+    records, position = [], 0
+    for _ in range(3):  # each record's length is one varint byte
+        end = position + 1 + (plain[position] >> 1)
+        records.append(plain[position:end])
+        position = end
+    broken = records[1][:-1] + b"\x01"  # its header count, -1
+    return [records[0] + records[1], records[2]], [records[0] + broken, records[2]]
+
+
 def zstd_in_blocks(blocks: list[bytes], *, cut: int = 0) -> bytes:
     """``blocks`` as one zstd frame with a checksum, each ending a zstd block of its own,
     the last ``cut`` bytes dropped."""
@@ -629,20 +646,12 @@ async def test_a_cut_zstd_stream_is_read_up_to_the_cut(cluster: Cluster) -> None
     with the second record broken (a negative header count) before the cut,
     INVALID_RECORD, as the same stream whole. Nothing is written."""
     now = [int(time.time() * 1000)] * 3
-    plain = client_batch([b"a", b"b", b"c"], timestamps=now)[61:]
-    records, position = [], 0
-    for _ in range(3):  # each record's length is one varint byte
-        end = position + 1 + (plain[position] >> 1)
-        records.append(plain[position:end])
-        position = end
-    broken = records[1][:-1] + b"\x01"  # its header count, -1
+    sound, wrong = two_blocks(now)
     header = client_batch([b"a", b"b", b"c"], timestamps=now, codec=4)[:61]
 
     def batch(payload: bytes) -> bytes:
         return fix_crc(set_field(header + payload, "batch_length", 49 + len(payload)))
 
-    sound = [records[0] + records[1], records[2]]
-    wrong = [records[0] + broken, records[2]]
     before = log_bytes(cluster, BOUNDED, 0)
     for payload, code in [
         (zstd_in_blocks(sound, cut=7), ErrorCode.UNKNOWN_SERVER_ERROR),  # in the last block
@@ -655,6 +664,79 @@ async def test_a_cut_zstd_stream_is_read_up_to_the_cut(cluster: Cluster) -> None
         assert (answer.error_code, answer.base_offset) == (code, -1)
     (answer,) = (await produce(cluster, 8, BOUNDED, {0: batch(zstd_in_blocks(sound))})).values()
     assert (answer.error_code, answer.base_offset) == (ErrorCode.NONE, 0)
+    assert log_bytes(cluster, BOUNDED, 0) > before
+
+
+def snappy_in_chunks(chunks: list[bytes]) -> bytes:
+    """``chunks`` in the xerial framing (``SnappyOutputStream``), each a block of its own:
+    ``bytes`` are taken as they are (an already compressed or broken block)."""
+    out = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
+    for chunk in chunks:
+        packed = bytes(cramjam.snappy.compress_raw(chunk))
+        out += struct.pack(">i", len(packed)) + packed
+    return out
+
+
+def lz4_in_blocks(blocks: list[bytes], *, cut: int = 0) -> bytes:
+    """``blocks`` as one LZ4 frame with a content checksum, each an lz4 block of its own,
+    the last ``cut`` bytes dropped."""
+    descriptor = bytes([0x64, 0x40])  # version 01, independent blocks, content checksum
+    out = struct.pack("<I", 0x184D2204) + descriptor + bytes([xxh32(descriptor) >> 8 & 0xFF])
+    for block in blocks:
+        packed = bytes(cramjam.lz4.compress_block(block, store_size=False))
+        out += struct.pack("<I", len(packed)) + packed
+    out += struct.pack("<II", 0, xxh32(b"".join(blocks)))
+    return out[: len(out) - cut]
+
+
+async def test_a_cut_snappy_or_lz4_stream_is_read_up_to_the_cut(cluster: Cluster) -> None:
+    """Produce v8 snappy and lz4 batches of three records, the first two in one block and
+    the third in another, as a 2.7 broker reads them (snappy-java's ``SnappyInputStream``
+    and ``KafkaLZ4BlockInputStream`` hand out the blocks before a cut, then throw an
+    ``IOException``). Cut inside the last block, inside the lz4 frame's content checksum,
+    or (snappy) with a last chunk that does not decompress: with the records before it
+    sound, UNKNOWN_SERVER_ERROR; with the second record broken (a negative header count),
+    INVALID_RECORD, as the same stream whole. A snappy stream cut inside the last chunk's
+    length just ends there (the reader finds no next chunk): the missing third record is
+    INVALID_RECORD (a premature EOF). Nothing is written; the sound streams whole are."""
+    now = [int(time.time() * 1000)] * 3
+    sound, wrong = two_blocks(now)
+
+    def batch(codec: int, payload: bytes) -> bytes:
+        header = client_batch([b"a", b"b", b"c"], timestamps=now, codec=codec)[:61]
+        return fix_crc(set_field(header + payload, "batch_length", 49 + len(payload)))
+
+    def snappy(blocks: list[bytes], *, cut: int = 0, garbled: bool = False) -> bytes:
+        whole = snappy_in_chunks(blocks)
+        if garbled:  # the last chunk's varint length says more than the block holds
+            last = len(snappy_in_chunks(blocks[:1])) + 4
+            whole = whole[:last] + b"\xff\xff\x03" + whole[last + 3 :]
+        return whole[: len(whole) - cut]
+
+    in_length = len(snappy_in_chunks(sound)) - len(snappy_in_chunks(sound[:1])) - 2
+    unknown, invalid = ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.INVALID_RECORD
+    cases = [
+        (2, snappy(sound, cut=2), unknown),  # in the last chunk
+        (2, snappy(sound, garbled=True), unknown),
+        (2, snappy(sound, cut=in_length), invalid),  # in the last chunk's length
+        (2, snappy(wrong, cut=2), invalid),
+        (2, snappy(wrong, garbled=True), invalid),
+        (2, snappy(wrong, cut=in_length), invalid),
+        (2, snappy(wrong), invalid),
+        (3, lz4_in_blocks(sound, cut=10), unknown),  # in the last block
+        (3, lz4_in_blocks(sound, cut=2), unknown),  # in the content checksum
+        (3, lz4_in_blocks(wrong, cut=10), invalid),
+        (3, lz4_in_blocks(wrong, cut=2), invalid),
+        (3, lz4_in_blocks(wrong), invalid),
+    ]
+    before = log_bytes(cluster, BOUNDED, 0)
+    for codec, payload, code in cases:
+        (answer,) = (await produce(cluster, 8, BOUNDED, {0: batch(codec, payload)})).values()
+        assert (codec, answer.error_code, answer.base_offset) == (codec, code, -1)
+    assert log_bytes(cluster, BOUNDED, 0) == before
+    for codec, payload in [(2, snappy(sound)), (3, lz4_in_blocks(sound))]:
+        (answer,) = (await produce(cluster, 8, BOUNDED, {0: batch(codec, payload)})).values()
+        assert answer.error_code is ErrorCode.NONE
     assert log_bytes(cluster, BOUNDED, 0) > before
 
 

@@ -93,3 +93,30 @@ def test_a_cut_zstd_stream_reads_as_far_as_its_whole_blocks() -> None:
     assert RECORDS.startswith(payload)
     with pytest.raises(CompressionError):
         decompress(ZSTD, packed[:-2])
+
+
+def test_a_cut_snappy_or_lz4_stream_reads_as_far_as_its_whole_blocks() -> None:
+    """``decompress_stream`` reads snappy's xerial chunks and lz4's frame blocks as their
+    Java readers do: the blocks before a cut, then truncated; a snappy stream cut inside
+    a chunk's length ends there, whole (``SnappyInputStream`` finds no next chunk); a
+    snappy stream shorter than its header is a raw block, which does not decompress;
+    ``decompress`` refuses the truncated ones."""
+    first, second = RECORDS[:1000], RECORDS[1000:2000]
+    snappy = compress(SNAPPY, first) + compress(SNAPPY, second)[16:]  # two chunks
+    second_chunk = len(compress(SNAPPY, first))
+    assert decompress_stream(SNAPPY, snappy) == (first + second, StreamEnd.WHOLE)
+    assert decompress_stream(SNAPPY, snappy[:-1]) == (first, StreamEnd.TRUNCATED)
+    assert decompress_stream(SNAPPY, snappy[: second_chunk + 3]) == (first, StreamEnd.WHOLE)
+    with pytest.raises(CompressionError):
+        decompress_stream(SNAPPY, snappy[:12])
+    with pytest.raises(CompressionError):
+        decompress(SNAPPY, snappy[:-1])
+    lz4 = compress(LZ4, RECORDS[: 64 * 1024] + second)  # two blocks, then the end mark
+    assert decompress_stream(LZ4, lz4) == (RECORDS[: 64 * 1024] + second, StreamEnd.WHOLE)
+    assert decompress_stream(LZ4, lz4[:-5]) == (RECORDS[: 64 * 1024], StreamEnd.TRUNCATED)
+    assert decompress_stream(LZ4, lz4[:-2]) == (
+        RECORDS[: 64 * 1024] + second,
+        StreamEnd.TRUNCATED,
+    )
+    with pytest.raises(CompressionError):
+        decompress(LZ4, lz4[:-2])
