@@ -236,6 +236,7 @@ class Broker(Actor):
         # DynamicBrokerConfig.initialize: the stored dynamic configs, before any component
         # reads the config.
         self.config = await self._dynamic_config() or self.config
+        self.replication.fetcher_config = FetcherConfig.of(self.config)  # num.replica.fetchers
         await self.node.spawn(
             LogManager(
                 self.settings.log_dirs,
