@@ -19,7 +19,7 @@ import pytest_asyncio
 from aiozk import protocol as zk_proto
 
 from actors.runtime.tracer import MemorySink, Tracer
-from cluster.store import _jute
+from cluster.store import _jute, zk_pipeline
 from cluster.store.zookeeper import ZooKeeperStore
 from protocol.errors import (
     BadArgumentsError,
@@ -121,14 +121,17 @@ async def test_a_multi_that_cannot_be_sent_fails_alone(open_session: SessionFact
 async def test_a_batch_larger_than_any_window_keeps_its_order(
     open_session: SessionFactory,
 ) -> None:
-    """A thousand multis, each creating a child of the one before: all succeed, in order."""
+    """More multis than two send windows, each creating a child of the one before: all
+    succeed, in order."""
     s = await open_session()
     paths = ["/n"]
-    for i in range(999):
+    count = 2 * zk_pipeline.WINDOW + 100  # chains of 50 nodes, each from /n
+    for i in range(count - 1):
         paths.append(f"{paths[-1] if i % 50 else '/n'}/{i}")
     outcomes = await s.multi_each([[CreateOp(path=p)] for p in paths])
     assert outcomes == [(CreateResult(path=p),) for p in paths]
-    assert len(await s.children("/n")) == 20  # the ones made right under /n
+    under = len(range(0, count - 1, 50))  # the chains' first nodes: i = 0, 50, 100, ...
+    assert len(await s.children("/n")) == under
 
 
 @pytest.mark.asyncio
