@@ -283,6 +283,11 @@ _TIME_SLACK: Final = 1e-6
 _T = TypeVar("_T")
 
 
+class _CleaningAborted(Exception):
+    """Thrown into the cleaner's round at the clean it is in: the log is about to change
+    other than by an append (Kafka's ``LogCleaningAbortedException``)."""
+
+
 # ------------------------------------------------------------------- pure decisions
 
 
@@ -1982,11 +1987,23 @@ class LogManager(Actor):
 
     def _abort_cleaning(self, tp: TopicPartition) -> None:
         """``LogCleanerManager.abortCleaning``: ``tp``'s log is about to change other than
-        by an append (truncated, its start moved, deleted, closed): a round cleaning it is
-        abandoned (its ``.cleaned`` files deleted; the groups already swapped in stay)."""
+        by an append (truncated, its start moved, deleted, closed, its dir offline): a
+        clean of it in progress is abandoned at once (its ``.cleaned`` files deleted; the
+        groups already swapped in stay), before the caller changes the log. As
+        ``CleanerThread.cleanLog`` lets the ``LogCleaningAbortedException`` go, the round
+        goes on: its next step retains the compacted logs, then cleans the next one."""
         if self._cleaning != tp or self._clean_round is None or self._clean_running:
             return  # (running: the round's own step failed, and ends it)
-        self._end_clean_round()
+        self._clean_running = True
+        try:
+            self._clean_round.throw(_CleaningAborted())
+        except StopIteration:
+            self._clean_round = None
+        except BaseException:
+            self._clean_round = None
+            raise
+        finally:
+            self._clean_running = False
         home = self._logs.get(tp)
         if home is not None:
             self._trace_op("clean", home.path / str(tp), log_dir=home.path, tp=tp, result="aborted")
@@ -2007,10 +2024,11 @@ class LogManager(Actor):
         retention run (``_retain_compacted_logs``), then the next one, each log once a
         round. Logs closed by the open-log budget are cleaned when open at a later
         round. As ``CleanerThread.cleanFilthiestLog``: a clean cut short by an I/O error
-        (its log dir goes offline) still counts as an attempt, retention follows and the
-        round goes on; a log whose records cannot be cleaned is marked uncleanable and
-        ends the round without retention (``LogCleaningException``: the thread backs
-        off), so the other compacted logs are retained by the next round."""
+        (its log dir goes offline) or abandoned from outside (``_abort_cleaning``) still
+        counts as an attempt, retention follows and the round goes on; a log whose
+        records cannot be cleaned is marked uncleanable and ends the round without
+        retention (``LogCleaningException``: the thread backs off), so the other
+        compacted logs are retained by the next round."""
         done: set[TopicPartition] = set()
         while True:
             now_ms = self.clock.wall_ms()
@@ -2040,7 +2058,7 @@ class LogManager(Actor):
             log = chosen.log
             steps = cleaner.cleaning(chosen, cleaner.CLEAN_STEP_BYTES)
             self._cleaning = tp
-            offline = False
+            offline = aborted = False
             try:
                 while True:
                     try:
@@ -2051,6 +2069,8 @@ class LogManager(Actor):
                     yield
             except KafkaApiError:
                 offline = True
+            except _CleaningAborted:
+                aborted = True
             except (KemuError, ValueError) as exc:
                 # LogCleaner's cleanFilthiestLog: a log that cannot be cleaned (records
                 # that do not decompress or parse) is marked uncleanable and left as it
@@ -2066,10 +2086,15 @@ class LogManager(Actor):
                 # abandoned: its .cleaned files deleted (else by the log's next open)
                 with contextlib.suppress(OSError):
                     steps.close()
-            if offline:
-                # The log's dir went offline (an I/O error): CleanerThread.cleanLog lets
-                # it go, and the attempt counts as a clean: the compacted logs of the
-                # dirs still online are retained, then the round goes on.
+            if aborted:
+                # CleanerThread.cleanLog lets a LogCleaningAbortedException go too; the
+                # abort's caller changes the log before the round's next step.
+                yield
+            if offline or aborted:
+                # The log's dir went offline (an I/O error), or the clean was abandoned:
+                # CleanerThread.cleanLog lets it go, and the attempt counts as a clean:
+                # the compacted logs of the dirs still online are retained, then the
+                # round goes on.
                 self._retain_compacted_logs()
                 yield
                 continue

@@ -29,6 +29,7 @@ from actors.log.records import RECORD_BATCH_OVERHEAD, batch_headers, check_store
 from protocol.errors import ErrorCode
 from protocol.ids import TopicName
 from protocol.log import (
+    AdvanceLogStart,
     AppendRecords,
     AppendToLogs,
     CleanCompactedLogs,
@@ -783,3 +784,64 @@ def test_a_log_found_uncleanable_ends_the_round_without_retention(tmp_path: Path
         ]
 
     sim(lambda: run_broker(dirs, body, cleaner_backoff=BACKOFF))
+
+
+@pytest.mark.parametrize("change", ["truncation", "delete_records", "deletion", "close"])
+def test_a_clean_abandoned_from_outside_is_followed_by_retention(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    """A clean abandoned because its log changes other than by an append (a truncation,
+    DeleteRecords moving the log start, the log's deletion, the log closed by the
+    open-log budget) is, as ``CleanerThread.cleanLog`` lets the
+    ``LogCleaningAbortedException`` go, an attempt like any other: in the same round,
+    with no backoff, the compacted logs are retained (``table``, ``compact,delete``, in
+    the other log dir), then the next filthiest (``third``) cleaned; no ``.cleaned``
+    file of the abandoned clean is left. Before, the round ended at the abort and both
+    waited for the next round."""
+    monkeypatch.setattr(cleaner, "CLEAN_STEP_BYTES", 1)
+    dirs = log_dirs(tmp_path, 2)
+
+    async def body(b: Harness) -> None:
+        await _failing_and_expired(b, codec=0)
+        await _topic(b, "third", {"cleanup.policy": "compact"}, 3)
+        await b.create("another")  # created, not open: the changelog is the oldest open
+        b.node.tell(b.lm.ref, CleanCompactedLogs())
+        match change:
+            case "truncation":
+                await b.node.ask(b.lm.ref, TruncateLog(topic=T, partition=0, offset=4))
+            case "delete_records":
+                start = AdvanceLogStart(topic=T, partition=0, offset=2, high_watermark=6)
+                await b.node.ask(b.lm.ref, start)
+            case "deletion":
+                await b.node.ask(b.lm.ref, DeleteLog(topic=T, partition=0))
+            case _:  # opening a fourth log closes the least recently used one
+                one = AppendRecords(
+                    topic=TopicName("another"),
+                    partition=0,
+                    records=batch_of([(b"k", b"v")]),
+                    leader_epoch=0,
+                )
+                await b.node.ask(b.lm.ref, AppendToLogs(appends=(one,)))
+        assert not [
+            p.name
+            for p in (dirs[0] / "changelog-0").glob("*")
+            if p.name.endswith((".cleaned", ".swap"))
+        ]
+        third = await b.sink.wait_for(
+            lambda e: e.kind == "log_dir" and e.type == "clean" and e.fields["topic"] == "third",
+            60.0,
+        )
+        print(
+            "OPS",
+            _cleaner_ops(b),
+            list(b.lm._open) if hasattr(b.lm, "_open") else None,
+            [(e.type, e.fields.get("topic")) for e in b.sink.events if e.kind == "log_dir"][-8:],
+        )
+        assert [op[:3] for op in _cleaner_ops(b)] == [
+            ("clean", T, "aborted"),
+            ("retention", "table", "ok"),
+            ("clean", "third", "ok"),
+        ]
+        assert third.ts == 0  # the same round, with no backoff
+
+    sim(lambda: run_broker(dirs, body, cleaner_backoff=1000 * BACKOFF, max_open_logs=3))
