@@ -13,6 +13,7 @@ here: the log manager meets them and turns them into storage errors.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -89,14 +90,26 @@ class Disk:
         logs, and a ``Path`` joined for each costs more than the rename itself)."""
         os.rename(src, dst)
 
-    def rmtree(self, path: Path | str) -> None:
+    def rmtree(self, path: Path | str, names: Iterable[str] | None = None) -> None:
         """Remove the directory ``path`` and what it holds. A log directory holds only
         files: they are unlinked through a descriptor of the directory opened without
         following a symlink (as ``shutil.rmtree`` does, which costs twice as much), and a
         subdirectory found among them is left to ``shutil.rmtree``. A symlink at ``path``
-        is refused (``OSError``), as ``shutil.rmtree`` refuses it."""
+        is refused (``OSError``), as ``shutil.rmtree`` refuses it. ``names``: the files
+        ``path`` should hold (a log made and never opened since): they are unlinked
+        without listing the directory, which is listed only if something is left."""
         fd = os.open(path, _DIR_FLAGS)
         try:
+            if names is not None:
+                for name in names:  # not there, or not a file: the listing below, if need be
+                    with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+                        os.unlink(name, dir_fd=fd)
+                try:
+                    os.rmdir(path)
+                    return
+                except OSError as exc:
+                    if exc.errno != errno.ENOTEMPTY:
+                        raise
             for name in os.listdir(fd):
                 try:
                     os.unlink(name, dir_fd=fd)
@@ -266,9 +279,9 @@ class FaultyDisk(Disk):
         self._check(DiskOp.RENAME, Path(src), Path(dst))
         self._inner.rename(src, dst)
 
-    def rmtree(self, path: Path | str) -> None:
+    def rmtree(self, path: Path | str, names: Iterable[str] | None = None) -> None:
         self._check(DiskOp.RMTREE, Path(path))
-        self._inner.rmtree(path)
+        self._inner.rmtree(path, names)
 
     def listdir(self, path: Path) -> tuple[str, ...]:
         self._check(DiskOp.LISTDIR, path)

@@ -672,6 +672,19 @@ class _PendingDelete(msgspec.Struct, gc=False):
     """The broker's ``log.segment.delete.delay.ms`` when it was queued, in seconds (also
     the wait before a retry)."""
     attempts: int = 0
+    files: tuple[str, ...] | None = None
+    """The files the directory holds, when known (a log made and never opened since): its
+    removal unlinks them without listing it (``Disk.rmtree``'s ``names``)."""
+
+
+_Renamed: TypeAlias = tuple[TopicPartition, str, tuple[str, ...] | None]
+"""A log renamed for deletion: its partition, its directory's new name and its files when
+known (``_PendingDelete.files``)."""
+
+_FRESH_LOG_FILES: Final = (*SEGMENT_FILES, LEADER_EPOCH_CHECKPOINT)
+"""The files of a new log (``LogManager._new_log_files``' names)."""
+
+_NOT_FRESH: Final = object()
 
 
 def _all_batches(records: bytes) -> list[BatchHeader]:
@@ -1635,10 +1648,10 @@ class LogManager(Actor):
         renamed = self._rename_for_deletion(tp)
         if renamed is None:
             return LogDeleted(topic=tp.topic, partition=tp.partition)
-        log_dir, name, cleaned = renamed
+        log_dir, name, cleaned, files = renamed
         if cleaned:
             self._write_clean_points(log_dir.path)
-        self._queue_renamed({log_dir: [(tp, name)]})
+        self._queue_renamed({log_dir: [(tp, name, files)]})
         return LogDeleted(
             topic=tp.topic, partition=tp.partition, log_dir=log_dir.name, renamed_to=name
         )
@@ -1651,7 +1664,7 @@ class LogManager(Actor):
         ``_LOGS_PER_CHECKPOINT`` logs, as in ``_get_or_create_batch``."""
         results: list[LogDeleteOutcome] = []
         append = results.append
-        renamed: dict[_LogDir, list[tuple[TopicPartition, str]]] = {}
+        renamed: dict[_LogDir, list[_Renamed]] = {}
         cleaned: dict[_LogDir, None] = {}  # the dirs whose clean points lost a log
         for i, request in enumerate(logs):
             if i and i % _LOGS_PER_CHECKPOINT == 0:
@@ -1666,11 +1679,11 @@ class LogManager(Actor):
             if done is None:
                 append(LogDeleteOutcome(topic=topic, partition=partition))
                 continue
-            log_dir, name, dropped = done
+            log_dir, name, dropped, files = done
             in_dir = renamed.get(log_dir)
             if in_dir is None:
                 in_dir = renamed[log_dir] = []
-            in_dir.append((tp, name))
+            in_dir.append((tp, name, files))
             if dropped:
                 cleaned[log_dir] = None
             append(
@@ -1683,7 +1696,9 @@ class LogManager(Actor):
         self._queue_renamed(renamed)
         return LogsDeleted(results=tuple(results))
 
-    def _rename_for_deletion(self, tp: TopicPartition) -> tuple[_LogDir, str, bool] | None:
+    def _rename_for_deletion(
+        self, tp: TopicPartition
+    ) -> tuple[_LogDir, str, bool, tuple[str, ...] | None] | None:
         """The first half of ``asyncDelete``: the log forgotten and its directory renamed
         ``<topic>-<p>.<uuid>-delete``; where, its new name and whether it had a clean
         point (its dir's cleaner checkpoint is the caller's to rewrite), or None when no
@@ -1706,7 +1721,8 @@ class LogManager(Actor):
             self._open.pop(tp).close()
         if self._producers:
             self._producers.pop(tp, None)
-        self._fresh.pop(tp, None)
+        # A log made and never opened holds the files it was made with, and no other.
+        files = None if self._fresh.pop(tp, _NOT_FRESH) is _NOT_FRESH else _FRESH_LOG_FILES
         # A topic is deleted whole: a new topic of the same name brings its own configs.
         if self._topic_configs:
             self._topic_configs.pop(tp.topic, None)
@@ -1734,7 +1750,7 @@ class LogManager(Actor):
             self._trace_op("rename", src, log_dir=log_dir.path, tp=tp, to=name)
         else:  # numbered all the same, without the fields (a bulk deletion renames 30,000)
             tracer.skip()
-        return log_dir, name, cleaned
+        return log_dir, name, cleaned, files
 
     def _unique_id(self) -> int:
         """128 random bits for a renamed log's id, from the node's identity source. The OS
@@ -1751,10 +1767,10 @@ class LogManager(Actor):
             ]
         return self._drawn_ids.pop()
 
-    def _queue_renamed(self, by_dir: dict[_LogDir, list[tuple[TopicPartition, str]]]) -> None:
+    def _queue_renamed(self, by_dir: dict[_LogDir, list[_Renamed]]) -> None:
         """The second half of ``asyncDelete``: the checkpoints of each log dir of
         ``by_dir`` (in the order of its first renamed log) rewritten once, then its
-        renamed logs (each partition and its new name) queued for removal (a dir that
+        renamed logs (``_Renamed``) queued for removal (a dir that
         went offline keeps its renamed logs, as at start-up)."""
         if not by_dir:
             return
@@ -1766,8 +1782,8 @@ class LogManager(Actor):
             if log_dir.offline or not self._checkpoint(path):
                 continue
             prefix = log_dir.prefix
-            for tp, name in logs:
-                queue(_PendingDelete(tp, path, name, prefix + name, due, delay))
+            for tp, name, files in logs:
+                queue(_PendingDelete(tp, path, name, prefix + name, due, delay, files=files))
         self._schedule_sweep()
 
     def _deletion_due(self, now: float) -> tuple[float, float]:
@@ -1808,7 +1824,7 @@ class LogManager(Actor):
             if removed % _REMOVALS_PER_CHECKPOINT == 0:
                 await anyio.lowlevel.checkpoint()
             try:
-                self.disk.rmtree(entry.path)
+                self.disk.rmtree(entry.path, entry.files)
             except FileNotFoundError as exc:  # removed behind our back: nothing left to do
                 self._trace_op("remove", entry.path, log_dir=entry.log_dir, tp=entry.tp, error=exc)
             except OSError as exc:

@@ -8,6 +8,7 @@ sleeps on the node's virtual clock or waits for a traced event with a deadline.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 
 import anyio
@@ -35,6 +36,7 @@ from protocol.ids import TopicName
 from protocol.log import (
     DeleteLog,
     DeleteLogs,
+    DescribeLogDirs,
     GetOrCreateLog,
     LogConfigOverrides,
     LogCreated,
@@ -307,6 +309,49 @@ def test_delete_renames_at_once_and_removes_exactly_after_the_delay(tmp_path: Pa
         assert await b.delete("t", 0) == LogDeleted(topic=TopicName("t"), partition=0)
 
     sim(lambda: run_broker(dirs, body))
+
+
+def test_a_never_opened_log_is_removed_whole_whatever_else_its_directory_holds(
+    tmp_path: Path,
+) -> None:
+    """A deleted log made and never opened is removed by the names of the files it was
+    made with (``Disk.rmtree``'s ``names``); whatever else its directory holds (a stray
+    file, a subdirectory) and a file of those names gone meanwhile do not keep it: the
+    directory is then listed and removed whole, as any other. A log opened since is
+    removed by listing its directory."""
+    dirs = log_dirs(tmp_path, 1)
+    d = dirs[0]
+    asked: list[tuple[str, tuple[str, ...] | None]] = []
+
+    class Recording(Disk):
+        def rmtree(self, path: Path | str, names: Iterable[str] | None = None) -> None:
+            asked.append((Path(path).name, None if names is None else tuple(names)))
+            super().rmtree(path, names)
+
+    async def body(b: Harness) -> None:
+        for p in range(4):
+            await b.create("t", p)
+        (d / "t-1" / "stray.txt").write_bytes(b"x")
+        (d / "t-2" / "sub").mkdir()
+        (d / "t-2" / "sub" / "f").write_bytes(b"y")
+        (d / "t-3" / "00000000000000000000.index").unlink()
+        opened = DescribeLogDirs(partitions=(TopicPartition(TopicName("t"), 0),))
+        await b.node.ask(b.lm.ref, opened)  # opens t-0
+        renamed = [await b.delete("t", p) for p in range(4)]
+        for deleted in renamed:
+            assert deleted.renamed_to is not None
+            await b.removed(deleted.renamed_to)
+        assert sorted(p.name for p in d.iterdir() if p.is_dir()) == []
+        made = (
+            "00000000000000000000.log",
+            "00000000000000000000.index",
+            "00000000000000000000.timeindex",
+            "leader-epoch-checkpoint",
+        )
+        assert sorted(names is not None for _, names in asked) == [False, True, True, True]
+        assert all(names in (None, made) for _, names in asked)
+
+    sim(lambda: run_broker(dirs, body, disk=Recording()))
 
 
 def test_with_a_zero_delay_removal_waits_only_for_the_first_sweep(tmp_path: Path) -> None:
