@@ -24,7 +24,8 @@ clients write:
 
 Anything malformed raises ``CompressionError``, except that ``decompress_stream`` hands out
 what a stream reader meets before a snappy block, lz4 block or zstd block that is cut short
-or does not decompress (``StreamEnd.TRUNCATED``), as Kafka's readers do.
+or does not decompress, or a zstd checksum that does not match (``StreamEnd.TRUNCATED``),
+as Kafka's readers do.
 
 ``compress`` writes what a rebuilt batch or a conversion carries: gzip at zlib's default
 level, snappy in the xerial framing (32 KiB blocks, as ``SnappyOutputStream``), lz4 as an
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Iterator
 from enum import Enum
 from typing import Final
 
@@ -128,11 +130,57 @@ def _zstd_frames(data: bytes) -> _Read:
     rest = data
     while rest:
         frame = zstandard.ZstdDecompressor().decompressobj()
-        out.append(frame.decompress(rest))
+        try:
+            out.append(frame.decompress(rest))
+        except zstandard.ZstdError as exc:
+            out.append(_zstd_blocks_before_the_error(rest))
+            return b"".join(out), str(exc)
         if not frame.eof:
             return b"".join(out), "truncated source"
         rest = frame.unused_data
     return b"".join(out), None
+
+
+_ZSTD_MAGIC: Final = 0xFD2FB528
+
+
+def _zstd_blocks_before_the_error(data: bytes) -> bytes:
+    """What the zstd frame at the start of ``data``, which does not decompress, holds in
+    its blocks before the one that fails (or before a checksum that does not match):
+    ``ZstdInputStream`` hands those out before its ``IOException``. The frame is fed to
+    the decompressor a block at a time."""
+    frame = zstandard.ZstdDecompressor().decompressobj()
+    out = []
+    try:
+        for piece in _zstd_pieces(data):
+            out.append(frame.decompress(piece))
+    except zstandard.ZstdError:
+        pass
+    return b"".join(out)
+
+
+def _zstd_pieces(data: bytes) -> Iterator[bytes]:
+    """The zstd frame at the start of ``data`` cut where its blocks end: the frame header
+    with its first block, each later block, then whatever follows the last block (its
+    checksum); all of ``data`` at once if the header is not a zstd frame's."""
+    if len(data) < 5 or struct.unpack_from("<I", data)[0] != _ZSTD_MAGIC:
+        yield data
+        return
+    descriptor = data[4]
+    single_segment = descriptor >> 5 & 1
+    content_size = (1 if single_segment else 0, 2, 4, 8)[descriptor >> 6]
+    position = 5 + (1 - single_segment) + (0, 1, 2, 4)[descriptor & 3] + content_size
+    start = 0
+    while position + 3 <= len(data):
+        (header,) = struct.unpack_from("<I", data[position : position + 3] + b"\0")
+        size = 1 if header >> 1 & 3 == 1 else header >> 3  # an RLE block holds one byte
+        position += 3 + size
+        yield data[start:position]
+        start = position
+        if header & 1:  # the last block
+            break
+    if start < len(data):
+        yield data[start:]
 
 
 def decompress_stream(codec: int, data: bytes | memoryview) -> tuple[bytes, StreamEnd]:

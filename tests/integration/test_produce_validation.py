@@ -625,16 +625,23 @@ def two_blocks(now: list[int]) -> tuple[list[bytes], list[bytes]]:
     return [records[0] + records[1], records[2]], [records[0] + broken, records[2]]
 
 
-def zstd_in_blocks(blocks: list[bytes], *, cut: int = 0) -> bytes:
+def zstd_in_blocks(
+    blocks: list[bytes], *, cut: int = 0, reserved: bool = False, checksum: bool = True
+) -> bytes:
     """``blocks`` as one zstd frame with a checksum, each ending a zstd block of its own,
-    the last ``cut`` bytes dropped."""
+    the last ``cut`` bytes dropped; ``reserved``: the second block of the reserved type
+    (it does not decompress); not ``checksum``: the checksum's last byte flipped."""
     squeezer = zstandard.ZstdCompressor(write_checksum=True).compressobj()
-    packed = b"".join(
+    parts = [
         squeezer.compress(block) + squeezer.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
         for block in blocks
-    )
-    packed += squeezer.flush()
-    return packed[: len(packed) - cut]
+    ]
+    packed = bytearray(b"".join(parts) + squeezer.flush())
+    if reserved:
+        packed[len(parts[0])] |= 0x06  # block type 3
+    if not checksum:
+        packed[-1] ^= 0xFF
+    return bytes(packed[: len(packed) - cut])
 
 
 async def test_a_cut_zstd_stream_is_read_up_to_the_cut(cluster: Cluster) -> None:
@@ -644,7 +651,9 @@ async def test_a_cut_zstd_stream_is_read_up_to_the_cut(cluster: Cluster) -> None
     block or inside the frame's checksum, with the records before the cut sound,
     UNKNOWN_SERVER_ERROR (the ``KafkaException`` the iterator makes of the exception);
     with the second record broken (a negative header count) before the cut,
-    INVALID_RECORD, as the same stream whole. Nothing is written."""
+    INVALID_RECORD, as the same stream whole. The same with the third record's block
+    not decompressing (of the reserved type) or a checksum that does not match: the
+    blocks before them are handed out too. Nothing is written."""
     now = [int(time.time() * 1000)] * 3
     sound, wrong = two_blocks(now)
     header = client_batch([b"a", b"b", b"c"], timestamps=now, codec=4)[:61]
@@ -659,6 +668,10 @@ async def test_a_cut_zstd_stream_is_read_up_to_the_cut(cluster: Cluster) -> None
         (zstd_in_blocks(wrong, cut=7), ErrorCode.INVALID_RECORD),
         (zstd_in_blocks(wrong, cut=2), ErrorCode.INVALID_RECORD),
         (zstd_in_blocks(wrong), ErrorCode.INVALID_RECORD),
+        (zstd_in_blocks(sound, reserved=True), ErrorCode.UNKNOWN_SERVER_ERROR),
+        (zstd_in_blocks(sound, checksum=False), ErrorCode.UNKNOWN_SERVER_ERROR),
+        (zstd_in_blocks(wrong, reserved=True), ErrorCode.INVALID_RECORD),
+        (zstd_in_blocks(wrong, checksum=False), ErrorCode.INVALID_RECORD),
     ]:
         (answer,) = (await produce(cluster, 8, BOUNDED, {0: batch(payload)})).values()
         assert (answer.error_code, answer.base_offset) == (code, -1)

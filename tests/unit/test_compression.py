@@ -120,3 +120,21 @@ def test_a_cut_snappy_or_lz4_stream_reads_as_far_as_its_whole_blocks() -> None:
     )
     with pytest.raises(CompressionError):
         decompress(LZ4, lz4[:-2])
+
+
+def test_a_zstd_frame_that_fails_in_a_later_block_reads_as_far_as_the_blocks_before() -> None:
+    """``decompress_stream`` feeds a zstd frame that does not decompress a block at a
+    time, as ``ZstdInputStream`` meets it: a second block of the reserved type gives the
+    first block's records, a checksum that does not match every block's; both truncated.
+    ``decompress`` refuses them."""
+    squeezer = zstandard.ZstdCompressor(write_checksum=True).compressobj()
+    first = squeezer.compress(RECORDS[:1000]) + squeezer.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+    packed = first + squeezer.compress(RECORDS[1000:2000]) + squeezer.flush()
+    reserved = bytearray(packed)
+    reserved[len(first)] |= 0x06
+    mismatch = packed[:-1] + bytes([packed[-1] ^ 0xFF])
+    assert decompress_stream(ZSTD, bytes(reserved)) == (RECORDS[:1000], StreamEnd.TRUNCATED)
+    assert decompress_stream(ZSTD, mismatch) == (RECORDS[:2000], StreamEnd.TRUNCATED)
+    for broken in (bytes(reserved), mismatch):
+        with pytest.raises(CompressionError):
+            decompress(ZSTD, broken)
