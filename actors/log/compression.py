@@ -14,9 +14,11 @@ clients write:
   than the 16 header bytes are a raw block, a block length cut short ends the stream, and
   another header where a length belongs starts a stream appended to this one;
 * lz4: the LZ4 frame format (``KafkaLZ4BlockOutputStream``, librdkafka's ``LZ4F``), read
-  by cramjam. A frame whose header checksum cramjam refuses is read by this module's own
-  frame reader, which skips checksums (the batch CRC covers the bytes): message format
-  v0's frames carry the checksum Kafka computed over the magic too;
+  by cramjam. A frame cramjam refuses is read by this module's own frame reader, which
+  checks the blocks' checksums, the header checksum only in ``decompress_stream`` (message
+  format v0's frames carry the checksum Kafka computed over the magic too, which
+  ``KafkaLZ4BlockInputStream`` skips for v0 only), and never the content checksum (nor
+  does Kafka's reader);
 * zstd: zstd frames (``ZstdOutputStream``, librdkafka's ``ZSTD_compressStream``), with or
   without their content size, one after the other. A frame cut short is malformed, as
   zstd-jni's ``ZstdInputStream`` (which Kafka reads them with) throws an ``IOException``
@@ -111,12 +113,13 @@ def decompress(codec: int, data: bytes) -> bytes:
     return out
 
 
-def _read(codec: int, data: bytes) -> _Read | None:
-    """A snappy, lz4 or zstd stream read block by block (``None`` for another codec)."""
+def _read(codec: int, data: bytes, *, header_checksum: bool = False) -> _Read | None:
+    """A snappy, lz4 or zstd stream read block by block (``None`` for another codec);
+    ``header_checksum``: an lz4 frame's is checked."""
     if codec == _SNAPPY:
         return _snappy(data)
     if codec == _LZ4:
-        return _lz4_frame(data)
+        return _lz4_frame(data, header_checksum=header_checksum)
     if codec == _ZSTD:
         return _zstd_frames(data)
     return None
@@ -190,13 +193,15 @@ def decompress_stream(codec: int, data: bytes | memoryview) -> tuple[bytes, Stre
     throws ``EOFException``); a snappy, lz4 or zstd stream cut short, or with a later
     block that does not decompress, what its blocks before that hold (their readers hand
     those out, then throw an ``IOException``); anything else malformed raises
-    ``CompressionError``, as ``decompress``."""
+    ``CompressionError``, as ``decompress``. For message format v2, whose batches these
+    are, an lz4 frame's header checksum must match (``KafkaLZ4BlockInputStream`` skips it
+    for v0 only: "Stream frame descriptor corrupted")."""
     try:
         if codec == _GZIP:
             reader = zlib.decompressobj(16 + zlib.MAX_WBITS)
             payload = reader.decompress(data)
             return payload, StreamEnd.WHOLE if reader.eof else StreamEnd.EOF
-        read = _read(codec, bytes(data))
+        read = _read(codec, bytes(data), header_checksum=True)
     except _ERRORS as exc:
         raise CompressionError(f"a batch of codec {codec} does not decompress: {exc}") from None
     if read is None:
@@ -354,20 +359,21 @@ def xxh32(data: bytes, seed: int = 0) -> int:
     return hashed
 
 
-def _lz4_frame(data: bytes) -> _Read:
+def _lz4_frame(data: bytes, *, header_checksum: bool = False) -> _Read:
     try:
         return bytes(cramjam.lz4.decompress(data)), None
     except cramjam.DecompressionError:
-        return _lz4_frame_unchecked(data)
+        return _lz4_frame_unchecked(data, header_checksum=header_checksum)
 
 
-def _lz4_frame_unchecked(data: bytes) -> _Read:
-    """An LZ4 frame read without its checksums, block by block as
-    ``KafkaLZ4BlockInputStream`` reads it: what cramjam refuses, such as message format
-    v0's header checksum over the magic, or a malformed frame. A header that does not
-    read raises (the reader's constructor throws); a block cut short (its length, its
-    bytes or its checksum) or one that does not decompress stops the read there, and so
-    does an end mark whose content checksum is cut short."""
+def _lz4_frame_unchecked(data: bytes, *, header_checksum: bool = False) -> _Read:
+    """An LZ4 frame read block by block as ``KafkaLZ4BlockInputStream`` reads it, its
+    header checksum checked only if ``header_checksum`` and its content checksum never:
+    what cramjam refuses, such as message format v0's header checksum over the magic, or
+    a malformed frame. A header that does not read raises (the reader's constructor
+    throws); a block cut short (its length, its bytes or its checksum), one that does not
+    decompress or whose checksum does not match stops the read there, and so does an end
+    mark whose content checksum is cut short."""
     (magic,) = struct.unpack_from("<I", data, 0)
     if magic != _LZ4_MAGIC:
         raise CompressionError(f"not an lz4 frame (magic {magic:#x})")
@@ -380,6 +386,8 @@ def _lz4_frame_unchecked(data: bytes) -> _Read:
     position += 1  # header checksum
     if position > len(data):
         raise CompressionError("an lz4 frame header cut short")
+    if header_checksum and data[position - 1] != xxh32(data[4 : position - 1]) >> 8 & 0xFF:
+        raise CompressionError("Stream frame descriptor corrupted")
     block_checksums = bool(flags & 0x10)
     out = bytearray()
     while True:
@@ -397,6 +405,8 @@ def _lz4_frame_unchecked(data: bytes) -> _Read:
         if end > len(data):
             return bytes(out), "Stream ended prematurely"
         block = data[position : position + size]
+        if block_checksums and struct.unpack_from("<I", data, end - 4)[0] != xxh32(block):
+            return bytes(out), "Block checksum mismatch"
         position = end
         if stored:
             out += block

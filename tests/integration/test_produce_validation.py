@@ -690,14 +690,28 @@ def snappy_in_chunks(chunks: list[bytes]) -> bytes:
     return out
 
 
-def lz4_in_blocks(blocks: list[bytes], *, cut: int = 0) -> bytes:
+def lz4_in_blocks(
+    blocks: list[bytes],
+    *,
+    cut: int = 0,
+    header_checksum: int = 0,
+    block_checksums: bool = False,
+    broken_block_checksum: bool = False,
+) -> bytes:
     """``blocks`` as one LZ4 frame with a content checksum, each an lz4 block of its own,
-    the last ``cut`` bytes dropped."""
-    descriptor = bytes([0x64, 0x40])  # version 01, independent blocks, content checksum
-    out = struct.pack("<I", 0x184D2204) + descriptor + bytes([xxh32(descriptor) >> 8 & 0xFF])
-    for block in blocks:
+    the last ``cut`` bytes dropped; ``header_checksum`` XORed into the header checksum;
+    ``block_checksums``: each block followed by its checksum, the last block's wrong if
+    ``broken_block_checksum``."""
+    # version 01, independent blocks, content checksum, perhaps block checksums
+    descriptor = bytes([0x64 | (0x10 if block_checksums else 0), 0x40])
+    checksum = (xxh32(descriptor) >> 8 & 0xFF) ^ header_checksum
+    out = struct.pack("<I", 0x184D2204) + descriptor + bytes([checksum])
+    for index, block in enumerate(blocks):
         packed = bytes(cramjam.lz4.compress_block(block, store_size=False))
         out += struct.pack("<I", len(packed)) + packed
+        if block_checksums:
+            wrong = broken_block_checksum and index == len(blocks) - 1
+            out += struct.pack("<I", xxh32(packed) ^ wrong)
     out += struct.pack("<II", 0, xxh32(b"".join(blocks)))
     return out[: len(out) - cut]
 
@@ -709,9 +723,13 @@ async def test_a_cut_snappy_or_lz4_stream_is_read_up_to_the_cut(cluster: Cluster
     ``IOException``). Cut inside the last block, inside the lz4 frame's content checksum,
     or (snappy) with a last chunk that does not decompress: with the records before it
     sound, UNKNOWN_SERVER_ERROR; with the second record broken (a negative header count),
-    INVALID_RECORD, as the same stream whole. A snappy stream cut inside the last chunk's
-    length just ends there (the reader finds no next chunk): the missing third record is
-    INVALID_RECORD (a premature EOF). Nothing is written; the sound streams whole are."""
+    INVALID_RECORD, as the same stream whole; the same with an lz4 block whose checksum
+    does not match ("Block checksum mismatch"). An lz4 frame whose header checksum does
+    not match is UNKNOWN_SERVER_ERROR, records broken or not (the reader's constructor
+    throws: only message format v0 skips that checksum). A snappy stream cut inside the
+    last chunk's length just ends there (the reader finds no next chunk): the missing
+    third record is INVALID_RECORD (a premature EOF). Nothing is written; the sound
+    streams whole are, lz4 with block checksums too."""
     now = [int(time.time() * 1000)] * 3
     sound, wrong = two_blocks(now)
 
@@ -741,13 +759,21 @@ async def test_a_cut_snappy_or_lz4_stream_is_read_up_to_the_cut(cluster: Cluster
         (3, lz4_in_blocks(wrong, cut=10), invalid),
         (3, lz4_in_blocks(wrong, cut=2), invalid),
         (3, lz4_in_blocks(wrong), invalid),
+        (3, lz4_in_blocks(sound, header_checksum=1), unknown),  # read by no record
+        (3, lz4_in_blocks(wrong, header_checksum=1), unknown),
+        (3, lz4_in_blocks(sound, block_checksums=True, broken_block_checksum=True), unknown),
+        (3, lz4_in_blocks(wrong, block_checksums=True, broken_block_checksum=True), invalid),
     ]
     before = log_bytes(cluster, BOUNDED, 0)
     for codec, payload, code in cases:
         (answer,) = (await produce(cluster, 8, BOUNDED, {0: batch(codec, payload)})).values()
         assert (codec, answer.error_code, answer.base_offset) == (codec, code, -1)
     assert log_bytes(cluster, BOUNDED, 0) == before
-    for codec, payload in [(2, snappy(sound)), (3, lz4_in_blocks(sound))]:
+    for codec, payload in [
+        (2, snappy(sound)),
+        (3, lz4_in_blocks(sound)),
+        (3, lz4_in_blocks(sound, block_checksums=True)),
+    ]:
         (answer,) = (await produce(cluster, 8, BOUNDED, {0: batch(codec, payload)})).values()
         assert answer.error_code is ErrorCode.NONE
     assert log_bytes(cluster, BOUNDED, 0) > before

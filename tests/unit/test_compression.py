@@ -100,7 +100,9 @@ def test_a_cut_snappy_or_lz4_stream_reads_as_far_as_its_whole_blocks() -> None:
     Java readers do: the blocks before a cut, then truncated; a snappy stream cut inside
     a chunk's length ends there, whole (``SnappyInputStream`` finds no next chunk); a
     snappy stream shorter than its header is a raw block, which does not decompress;
-    ``decompress`` refuses the truncated ones."""
+    ``decompress`` refuses the truncated ones. An lz4 header checksum that does not
+    match is refused by ``decompress_stream`` only (it reads v2 batches; Kafka skips the
+    check for message format v0)."""
     first, second = RECORDS[:1000], RECORDS[1000:2000]
     snappy = compress(SNAPPY, first) + compress(SNAPPY, second)[16:]  # two chunks
     second_chunk = len(compress(SNAPPY, first))
@@ -120,6 +122,10 @@ def test_a_cut_snappy_or_lz4_stream_reads_as_far_as_its_whole_blocks() -> None:
     )
     with pytest.raises(CompressionError):
         decompress(LZ4, lz4[:-2])
+    wrong_header = lz4[:6] + bytes([lz4[6] ^ 1]) + lz4[7:]  # message format v0 writes such
+    assert decompress(LZ4, wrong_header) == RECORDS[: 64 * 1024] + second
+    with pytest.raises(CompressionError, match="descriptor corrupted"):
+        decompress_stream(LZ4, wrong_header)  # a v2 batch's
 
 
 def test_a_zstd_frame_that_fails_in_a_later_block_reads_as_far_as_the_blocks_before() -> None:
