@@ -33,8 +33,7 @@ does (a client's metadata).
 
 from __future__ import annotations
 
-import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -44,6 +43,14 @@ from actors.group import consumer_assignment, consumer_subscription
 from cluster.chaos.harness import Gate, Harness
 from cluster.chaos.model import Consume
 from cluster.chaos.workload import emit, leader_of, topic_assignment
+from cluster.kafka.consumer_group import (
+    COORDINATOR_ERRORS,
+    PROTOCOL,
+    REJOIN_ERRORS,
+    encode_assignment,
+    encode_subscription,
+    range_assign,
+)
 from cluster.kafka.records import RecordsError, batch_records, read_batches
 from protocol.base import Message
 from protocol.errors import AskTimeoutError, BrokerDisconnectedError, ErrorCode, RemoteError
@@ -96,8 +103,6 @@ __all__ = [
 
 TP = tuple[str, int]
 
-PROTOCOL: Final = "range"
-"""The assignor every member offers (``RangeAssignor``'s name)."""
 POLL: Final = 0.2
 """Seconds between a member's fetch rounds."""
 RETRY_BACKOFF: Final = 0.1
@@ -108,33 +113,9 @@ FETCH_MAX_BYTES: Final = 1 << 20
 EARLIEST: Final = -2  # ListOffsetsRequest.EARLIEST_TIMESTAMP
 SETTLE_POLL: Final = 0.5
 """Seconds between the end-of-run looks at the group."""
-_REJOIN: Final = frozenset(
-    {ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION, ErrorCode.UNKNOWN_MEMBER_ID}
-)
-_COORDINATOR: Final = frozenset(
-    {
-        ErrorCode.NOT_COORDINATOR,
-        ErrorCode.COORDINATOR_NOT_AVAILABLE,
-        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-        ErrorCode.NETWORK_EXCEPTION,
-    }
-)
-_I16: Final = struct.Struct(">h")
-_I32: Final = struct.Struct(">i")
-_NO_USER_DATA: Final = _I32.pack(-1)
 
 
 # ----------------------------------------------------------------------------- the protocol
-
-
-def _string(text: str) -> bytes:
-    raw = text.encode()
-    return _I16.pack(len(raw)) + raw
-
-
-def encode_subscription(topics: Sequence[str]) -> bytes:
-    """``ConsumerProtocolSubscription`` v0: the topics, no user data."""
-    return _I16.pack(0) + _I32.pack(len(topics)) + b"".join(map(_string, topics)) + _NO_USER_DATA
 
 
 def decode_subscription(data: bytes) -> list[str]:
@@ -143,41 +124,10 @@ def decode_subscription(data: bytes) -> list[str]:
     return consumer_subscription(data) or []
 
 
-def encode_assignment(partitions: Sequence[TP]) -> bytes:
-    """``ConsumerProtocolAssignment`` v0: partitions by topic, no user data."""
-    by_topic: dict[str, list[int]] = {}
-    for topic, partition in partitions:
-        by_topic.setdefault(topic, []).append(partition)
-    out = _I16.pack(0) + _I32.pack(len(by_topic))
-    for topic, numbers in sorted(by_topic.items()):
-        out += _string(topic) + _I32.pack(len(numbers))
-        out += b"".join(_I32.pack(n) for n in sorted(numbers))
-    return out + _NO_USER_DATA
-
-
 def decode_assignment(data: bytes) -> list[TP]:
     """The partitions of a ``ConsumerProtocolAssignment`` (what ``kemu consumer-groups``
     reads of a member)."""
     return consumer_assignment(data)
-
-
-def range_assign(
-    subscriptions: Mapping[str, Sequence[str]], partitions: Mapping[str, int]
-) -> dict[str, list[TP]]:
-    """``RangeAssignor.assign``: for each topic, its partitions split in ranges over the
-    members subscribed to it in member-id order, the first ``count % members`` one
-    partition longer. ``partitions``: each existing topic's partition count."""
-    out: dict[str, list[TP]] = {member: [] for member in subscriptions}
-    for topic, count in sorted(partitions.items()):
-        members = sorted(m for m, topics in subscriptions.items() if topic in topics)
-        if not members:
-            continue
-        each, extra = divmod(count, len(members))
-        for i, member in enumerate(members):
-            start = each * i + min(i, extra)
-            length = each + (1 if i < extra else 0)
-            out[member] += [(topic, p) for p in range(start, start + length)]
-    return out
 
 
 async def _partition_counts(h: Harness, topics: Sequence[str]) -> dict[str, int]:
@@ -404,7 +354,7 @@ class _Member:
     async def _failed(self, code: ErrorCode) -> None:
         """A JoinGroup or SyncGroup that did not end in an assignment."""
         self.trace("consumer_rejoining", reason=code.name, generation=self.generation)
-        if code in _COORDINATOR or code is ErrorCode.REQUEST_TIMED_OUT:
+        if code in COORDINATOR_ERRORS:
             self.lost_coordinator()
         self.must_rejoin(code)
         await self.h.clock.sleep(RETRY_BACKOFF)
@@ -428,12 +378,12 @@ class _Member:
     def _react(self, code: ErrorCode, what: str) -> None:
         if code is ErrorCode.NONE:
             return
-        if code in _REJOIN:
+        if code in REJOIN_ERRORS:
             self.trace(
                 "consumer_rejoining", reason=f"{what}: {code.name}", generation=self.generation
             )
             self.must_rejoin(code)
-        elif code in _COORDINATOR or code is ErrorCode.REQUEST_TIMED_OUT:
+        elif code in COORDINATOR_ERRORS:
             self.lost_coordinator()
 
     async def fetch_offsets(self, *, adopt: bool) -> None:

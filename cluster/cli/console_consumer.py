@@ -1,13 +1,22 @@
 """``kemu console-consumer``: Kafka 2.7's ``kafka-console-consumer.sh``
 (``kafka.tools.ConsoleConsumer``) with ``DefaultMessageFormatter``.
 
-kemu has no group coordinator, so the consumer always assigns itself partitions, as
-Kafka's tool does with ``--partition``: the one given, or every partition of
-``--topic``. Where each starts: ``--offset`` (a number, ``earliest`` or ``latest``; with
-``--partition`` only, as in Kafka), else the log start with ``--from-beginning``, else the
-end. An offset the log no longer (or not yet) has restarts at the log start or end as
-``auto.offset.reset`` (earliest with ``--from-beginning``, latest otherwise) says. A
-``--group`` is refused in one line.
+With a group (``--group``, or ``group.id`` in ``--consumer-property`` or
+``--consumer.config``: all that are given must match, and none goes with
+``--partition``) the consumer subscribes to ``--topic`` as a member of the group
+(``cluster.kafka.consumer_group``): it reads the partitions the group assigns it, each
+from the group's committed offset, or where ``auto.offset.reset`` says (latest; earliest
+with ``--from-beginning``) when there is none; it commits its positions every
+``auto.commit.interval.ms`` (5000) unless ``enable.auto.commit=false``, when the group
+rebalances and when it ends, and then leaves the group.
+
+Without a group the consumer assigns itself partitions, as Kafka's tool does with
+``--partition``: the one given, or every partition of ``--topic`` (Kafka's tool would
+join a group of a random name, committing nothing). Where each starts: ``--offset`` (a
+number, ``earliest`` or ``latest``; with ``--partition`` only, as in Kafka), else the log
+start with ``--from-beginning``, else the end. An offset the log no longer (or not yet)
+has restarts at the log start or end as ``auto.offset.reset`` (earliest with
+``--from-beginning``, latest otherwise) says.
 
 Output as ``DefaultMessageFormatter``: per record, the fields asked with ``--property
 print.timestamp|print.partition|print.offset|print.headers|print.key=true`` and the value
@@ -24,6 +33,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import BinaryIO, Final, TextIO
 
 import anyio
@@ -42,7 +52,14 @@ from cluster.cli.client_tools import (
     usage_text,
 )
 from cluster.cli.jopt import Option, OptionError, Options, java_parse_int, parse
-from cluster.kafka.client import KafkaDataClient, api_error
+from cluster.kafka.client import (
+    ClientConfigError,
+    KafkaDataClient,
+    api_error,
+    int_config,
+    load_properties,
+)
+from cluster.kafka.consumer_group import GroupConfig, GroupConsumer
 from cluster.kafka.records import ConsumedRecord, RecordsError, batch_records, read_batches
 from protocol.errors import ErrorCode
 from protocol.kafka_data import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
@@ -69,7 +86,7 @@ SPECS: Final = (
     Option("property", "The properties to initialize the message formatter.", "prop"),
     Option("consumer-property", "Consumer properties in the form key=value.", "consumer_prop"),
     Option("consumer.config", "Consumer config properties file.", "config file"),
-    Option("group", "The consumer group id (kemu: not supported).", "consumer group id"),
+    Option("group", "The consumer group id of the consumer.", "consumer group id"),
     Option(
         "isolation-level", "read_committed or read_uncommitted (the same in kemu).", "isolation"
     ),
@@ -148,8 +165,6 @@ class _Formatter:
 def _start(opts: Options) -> tuple[int | None, int]:
     """The partition asked (None: all) and where to start: an offset, or -1 latest / -2
     earliest (``ConsoleConsumer.ConsumerConfig``'s checks)."""
-    if opts.has("group"):
-        raise UsageError("kemu has no consumer groups: --group is not supported (use --partition)")
     partition = opts.int_value("partition")
     text = opts.value("offset")
     if text is not None and partition is None:
@@ -169,6 +184,57 @@ def _start(opts: Options) -> tuple[int | None, int]:
             " 'latest', or a non-negative long."
         )
     return partition, number
+
+
+def _group(opts: Options, partition: int | None) -> str | None:
+    """The group id, given with ``--group``, ``group.id`` of ``--consumer-property`` or
+    of ``--consumer.config``: every one given must be the same, and none with
+    ``--partition`` (``ConsoleConsumer.ConsumerConfig``'s checks)."""
+    config_file = opts.value("consumer.config")
+    given = [
+        opts.value("group"),
+        properties(opts, "consumer-property").get("group.id"),
+        load_properties(Path(config_file)).get("group.id") if config_file else None,
+    ]
+    ids = list(dict.fromkeys(g for g in given if g is not None))
+    if len(ids) > 1:
+        detected = "', '".join(ids)
+        raise UsageError(
+            "The group ids provided in different places (directly using '--group', via"
+            " '--consumer-property', or via '--consumer.config') do not match. Detected group"
+            f" ids: '{detected}'"
+        )
+    if ids and partition is not None:
+        raise UsageError("Options group and partition cannot be specified together.")
+    return ids[0] if ids else None
+
+
+def _group_config(props: dict[str, str], reset: int) -> GroupConfig:
+    """The consumer configs of a member, parsed as ``ConsumerConfig`` does."""
+    auto_commit = props.get("enable.auto.commit", "true").strip().lower()
+    if auto_commit not in ("true", "false"):
+        raise ClientConfigError(
+            f"Invalid value {props['enable.auto.commit']} for configuration enable.auto.commit:"
+            " Expected value to be either true or false"
+        )
+    base = GroupConfig()
+    return GroupConfig(
+        session_timeout_ms=int_config(
+            props, "session.timeout.ms", base.session_timeout_ms, minimum=0
+        ),
+        rebalance_timeout_ms=int_config(
+            props, "max.poll.interval.ms", base.rebalance_timeout_ms, minimum=1
+        ),
+        heartbeat_interval_ms=int_config(
+            props, "heartbeat.interval.ms", base.heartbeat_interval_ms, minimum=0
+        ),
+        auto_commit=auto_commit == "true",
+        auto_commit_interval_ms=int_config(
+            props, "auto.commit.interval.ms", base.auto_commit_interval_ms, minimum=0
+        ),
+        reset=reset,
+        client_id=props["client.id"],
+    )
 
 
 async def _position(client: KafkaDataClient, topic: str, partition: int, timestamp: int) -> int:
@@ -198,6 +264,7 @@ async def consume(argv: Sequence[str], *, stdout: BinaryIO, err: TextIO) -> int:
         raise UsageError("Exactly one of whitelist/topic is required.")
     topic = opts.value("topic") or ""
     partition, start = _start(opts)
+    group = _group(opts, partition)
     max_messages = opts.int_value("max-messages")
     timeout_ms = opts.int_value("timeout-ms")
     formatter = _Formatter.from_properties(properties(opts, "property"))
@@ -211,10 +278,13 @@ async def consume(argv: Sequence[str], *, stdout: BinaryIO, err: TextIO) -> int:
             f"Can't simultaneously specify --from-beginning and 'auto.offset.reset={reset_name}'"
             " to consumer"
         )
+    if reset_name in ("earliest", "latest"):
+        reset = EARLIEST_TIMESTAMP if reset_name == "earliest" else LATEST_TIMESTAMP
     if opts.has("isolation-level"):  # ConsoleConsumer: CommandLineUtils.maybeMergeOptions
         props["isolation.level"] = opts.value("isolation-level") or ""
     _isolation_level(props)
     props.setdefault("client.id", "console-consumer")
+    config = _group_config(props, reset) if group is not None else None
     clock = RealClock()
     processed = 0
     try:
@@ -226,45 +296,93 @@ async def consume(argv: Sequence[str], *, stdout: BinaryIO, err: TextIO) -> int:
         ):
             tg.start_soon(_stop_on_signal, tg.cancel_scope)
             known = await client.partitions(topic)
-            wanted = sorted(known) if partition is None else [partition]
-            if partition is not None and partition not in known:
-                raise ToolError(f"Partition {partition} of topic {topic} does not exist")
-            positions = {
-                p: start if start >= 0 else await _position(client, topic, p, start) for p in wanted
-            }
-            idle_since = clock.now()
-            while max_messages is None or processed < max_messages:
-                answers = await client.fetch_positions(topic, positions, max_wait_ms=POLL_WAIT_MS)
-                got = 0
-                for p, answer in sorted(answers.items()):
-                    if answer.error_code is ErrorCode.OFFSET_OUT_OF_RANGE:
-                        positions[p] = await _position(client, topic, p, reset)
-                        continue
-                    if answer.error_code is not ErrorCode.NONE:
-                        continue  # retriable: the leader is learnt again next round
-                    for header in read_batches(answer.records):
-                        kind = _TIMESTAMP_TYPES[header.timestamp_type]
-                        for record in batch_records(answer.records, header):
-                            if record.offset < positions[p]:
-                                continue  # a batch starts before the position
-                            if max_messages is not None and processed >= max_messages:
-                                break
-                            stdout.write(formatter.format(p, record, kind))
-                            processed += 1
-                            got += 1
-                            positions[p] = record.offset + 1
-                        positions[p] = max(positions[p], header.next_offset)
-                stdout.flush()
-                if got:
-                    idle_since = clock.now()
-                elif timeout_ms is not None and (clock.now() - idle_since) * 1000 >= timeout_ms:
-                    break
+            member = None
+            if group is not None and config is not None:
+                member = GroupConsumer(client, group, topic, config, clock)
+            try:
+                if member is not None:
+                    await member.ensure_active()
+                    positions = member.positions
+                else:
+                    wanted = sorted(known) if partition is None else [partition]
+                    if partition is not None and partition not in known:
+                        raise ToolError(f"Partition {partition} of topic {topic} does not exist")
+                    positions = {
+                        p: start if start >= 0 else await _position(client, topic, p, start)
+                        for p in wanted
+                    }
+                idle_since = clock.now()
+                while max_messages is None or processed < max_messages:
+                    if member is not None:
+                        await member.maintain()
+                        positions = member.positions  # a new dict after a rebalance
+                    if not positions:  # no partition assigned in this generation
+                        await clock.sleep(POLL_WAIT_MS / 1000)
+                        answers = {}
+                    else:
+                        answers = await client.fetch_positions(
+                            topic, positions, max_wait_ms=POLL_WAIT_MS
+                        )
+                    got = 0
+                    for p, answer in sorted(answers.items()):
+                        if p not in positions:
+                            continue
+                        if answer.error_code is ErrorCode.OFFSET_OUT_OF_RANGE:
+                            positions[p] = await _position(client, topic, p, reset)
+                            continue
+                        if answer.error_code is not ErrorCode.NONE:
+                            continue  # retriable: the leader is learnt again next round
+                        got += _print(
+                            answer.records,
+                            p,
+                            positions,
+                            formatter,
+                            stdout,
+                            left=(None if max_messages is None else max_messages - processed),
+                        )
+                    stdout.flush()
+                    processed += got
+                    if got:
+                        idle_since = clock.now()
+                    elif timeout_ms is not None and (clock.now() - idle_since) * 1000 >= timeout_ms:
+                        break
+            finally:
+                if member is not None:
+                    with anyio.CancelScope(shield=True):
+                        await member.close()
             tg.cancel_scope.cancel()
     except RecordsError as exc:
         raise ToolError(f"Error processing message, terminating consumer process: {exc}") from exc
     finally:
         err.write(f"Processed a total of {processed} messages\n")
     return 0
+
+
+def _print(
+    records: bytes,
+    partition: int,
+    positions: dict[int, int],
+    formatter: _Formatter,
+    stdout: BinaryIO,
+    *,
+    left: int | None,
+) -> int:
+    """Write the records of one partition's fetched batches from its position, at most
+    ``left`` of them, and move the position past what was written (past a batch's end
+    only when all of it was); the number written."""
+    written = 0
+    for header in read_batches(records):
+        kind = _TIMESTAMP_TYPES[header.timestamp_type]
+        for record in batch_records(records, header):
+            if record.offset < positions[partition]:
+                continue  # a batch starts before the position
+            if left is not None and written >= left:
+                return written  # the rest is not consumed: not committed either
+            stdout.write(formatter.format(partition, record, kind))
+            written += 1
+            positions[partition] = record.offset + 1
+        positions[partition] = max(positions[partition], header.next_offset)
+    return written
 
 
 async def _stop_on_signal(scope: anyio.CancelScope) -> None:

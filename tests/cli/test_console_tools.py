@@ -380,8 +380,35 @@ TO_NOWHERE = ("--bootstrap-server", "127.0.0.1:1", "--topic", "t")
         ),
         (
             console_consumer,
-            ["--bootstrap-server", "127.0.0.1:1", "--topic", "t", "--group", "g"],
-            "kemu has no consumer groups: --group is not supported (use --partition)",
+            [
+                "--bootstrap-server",
+                "127.0.0.1:1",
+                "--topic",
+                "t",
+                "--group",
+                "g",
+                "--partition",
+                "0",
+            ],
+            "Options group and partition cannot be specified together.",
+        ),
+        (
+            console_consumer,
+            [*TO_NOWHERE, "--partition", "0", "--consumer-property", "group.id=g"],
+            "Options group and partition cannot be specified together.",
+        ),
+        (
+            console_consumer,
+            [*TO_NOWHERE, "--group", "g", "--consumer-property", "group.id=h"],
+            "The group ids provided in different places (directly using '--group', via"
+            " '--consumer-property', or via '--consumer.config') do not match. Detected group"
+            " ids: 'g', 'h'",
+        ),
+        (
+            console_consumer,
+            [*TO_NOWHERE, "--group", "g", "--consumer-property", "enable.auto.commit=yes"],
+            "Invalid value yes for configuration enable.auto.commit: Expected value to be"
+            " either true or false",
         ),
         (
             console_consumer,

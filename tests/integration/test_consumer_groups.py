@@ -14,6 +14,8 @@ from __future__ import annotations
 import datetime
 import io
 import re
+import signal
+import sys
 import threading
 import time
 import uuid
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import pytest
 from aiokafka import AIOKafkaConsumer  # type: ignore[import-untyped]
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
@@ -32,8 +35,8 @@ from kafka import KafkaAdminClient, KafkaConsumer  # type: ignore[import-untyped
 from cluster.cli.consumer_groups import main as consumer_groups_main
 from tests.support.creation import Harness, running_cluster
 from tests.support.hosting import hosted_fixture
-from tests.support.kemu_commands import running_up
-from tests.support.waiting import eventually, in_threads
+from tests.support.kemu_commands import REPO, running_up
+from tests.support.waiting import eventually, in_threads, until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -913,3 +916,134 @@ def offsets_table(rows: list[tuple[str, str, str]]) -> str:
     """``deleteOffsets``' table: the header, then a row per partition."""
     line = "{:<30} {:<15} {:<15}\n"
     return line.format("TOPIC", "PARTITION", "STATUS") + "".join(line.format(*r) for r in rows)
+
+
+# ----------------------------------------------------------------- kemu console-consumer --group
+
+
+class ConsoleMember:
+    """A ``kemu console-consumer --group`` process; its stdout lines as they come."""
+
+    def __init__(self, servers: str, topic: str, group: str) -> None:
+        self.argv = [
+            sys.executable, "-m", "cluster.cli", "console-consumer", "--bootstrap-server",
+            servers, "--topic", topic, "--group", group, "--from-beginning",
+            "--property", "print.partition=true", "--consumer-property",
+            "heartbeat.interval.ms=200",
+        ]  # fmt: skip
+        self.lines: list[str] = []
+        self.process: anyio.abc.Process | None = None
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        async with await anyio.open_process(self.argv, cwd=REPO) as process:
+            self.process = process
+            task_status.started()
+            assert process.stdout is not None
+            buffered = b""
+            async for chunk in process.stdout:
+                buffered += chunk
+                *done, buffered = buffered.split(b"\n")
+                self.lines += [line.decode() for line in done]
+
+    def partitions(self) -> set[int]:
+        return {int(line.split("\t")[0].removeprefix("Partition:")) for line in self.lines}
+
+    def values(self) -> list[str]:
+        return [line.split("\t")[1] for line in self.lines]
+
+    async def interrupt(self) -> tuple[int, str]:
+        """SIGINT, then its exit status and stderr."""
+        process = self.process
+        assert process is not None
+        assert process.stderr is not None
+        process.send_signal(signal.SIGINT)
+        err = b""
+        with anyio.fail_after(WAIT):
+            async for chunk in process.stderr:
+                err += chunk
+            status = await process.wait()
+        return status, err.decode()
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.returncode is None:
+            self.process.kill()
+
+
+def produce(servers: str, topic: str, values: list[str]) -> None:
+    producer = Producer({"bootstrap.servers": servers, "acks": "all"})
+    for i, value in enumerate(values):
+        producer.produce(topic, key=f"k{i}".encode(), value=value.encode())
+    assert producer.flush(60) == 0
+
+
+def members_owning(servers: str, group: str) -> list[int]:
+    """How many partitions each member of the group owns (Stable groups only)."""
+    admin = AdminClient({"bootstrap.servers": servers})
+    described = admin.describe_consumer_groups([group])[group].result(timeout=60)
+    if described.state.name != "STABLE":
+        return []
+    return sorted(len(m.assignment.topic_partitions) for m in described.members)
+
+
+@pytest.mark.asyncio
+async def test_console_consumers_share_a_group_and_commit(harness: Harness) -> None:
+    """Two ``kemu console-consumer --group`` processes split a topic's partitions (each its
+    part, together every record once); when one ends, the other takes every partition;
+    what they consumed is committed (``kemu consumer-groups --describe``: no lag) and a
+    confluent-kafka consumer of the group resumes after it."""
+    servers = bootstrap(harness)
+    topic = f"console-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": servers})
+    created = admin.create_topics([CkNewTopic(topic, PARTITIONS, 3)], operation_timeout=30)
+    await in_thread(lambda: created[topic].result(timeout=60))
+    first, second = (
+        ConsoleMember(servers, topic, "g-console"),
+        ConsoleMember(servers, topic, "g-console"),
+    )
+    async with anyio.create_task_group() as tg:
+        try:
+            await tg.start(first.run)
+            await tg.start(second.run)
+            await eventually(
+                lambda: in_thread(members_owning, servers, "g-console"),
+                until=lambda owning: owning == [1, 2],
+                timeout=WAIT,
+                interval=0.2,
+            )
+            batch = [f"a{i}" for i in range(COUNT)]
+            await in_thread(produce, servers, topic, batch)
+            await until(lambda: len(first.lines) + len(second.lines) >= COUNT, timeout=WAIT)
+            assert sorted(first.values() + second.values()) == sorted(batch)
+            assert first.partitions()
+            assert second.partitions()
+            assert not first.partitions() & second.partitions()
+            status, err = await first.interrupt()
+            assert (status, err) == (0, f"Processed a total of {len(first.lines)} messages\n")
+            await eventually(
+                lambda: in_thread(members_owning, servers, "g-console"),
+                until=lambda owning: owning == [PARTITIONS],
+                timeout=WAIT,
+                interval=0.2,
+            )
+            before = len(second.lines)
+            later = [f"b{i}" for i in range(COUNT)]
+            await in_thread(produce, servers, topic, later)
+            await until(lambda: len(second.lines) >= before + COUNT, timeout=WAIT)
+            assert sorted(second.values()[before:]) == sorted(later)
+            assert second.partitions() == set(range(PARTITIONS))
+            status, err = await second.interrupt()
+            assert (status, err) == (0, f"Processed a total of {len(second.lines)} messages\n")
+        finally:
+            first.kill()
+            second.kill()
+    assert sum(await in_thread(committed, servers, topic, "g-console")) == 2 * COUNT
+    status, out, err = await in_thread(
+        kemu_consumer_groups, "--bootstrap-server", servers, "--describe", "--group", "g-console"
+    )
+    assert (status, err) == (0, "\nConsumer group 'g-console' has no active members.\n")
+    rows = [line.split() for line in out.splitlines() if line.startswith("g-console ")]
+    assert len(rows) == PARTITIONS
+    assert all(row[5] == "0" for row in rows), out  # LAG: every record consumed is committed
+    await in_thread(produce, servers, topic, [f"c{i}" for i in range(10)])
+    resumed = await in_thread(confluent_consume, servers, topic, "g-console", 10)
+    assert sorted(resumed) == sorted(f"c{i}".encode() for i in range(10))
