@@ -95,10 +95,8 @@ __all__ = [
     "ConsumerGroup",
     "decode_assignment",
     "describe_group",
-    "encode_assignment",
     "find_coordinator",
     "group_settled",
-    "range_assign",
 ]
 
 TP = tuple[str, int]

@@ -11,15 +11,10 @@ from typing import Any
 import pytest
 
 from cluster.chaos import ScenarioError, parse_scenario
-from cluster.chaos.group import (
-    decode_assignment,
-    decode_subscription,
-    encode_assignment,
-    encode_subscription,
-    range_assign,
-)
+from cluster.chaos.group import decode_assignment, decode_subscription
 from cluster.chaos.loader import scenario_schema
 from cluster.chaos.model import Consume, GroupSettled, KillCoordinator, PauseMember, Wait
+from cluster.kafka.consumer_group import encode_assignment, encode_subscription, range_assign
 
 GOOD = """\
 name: g
