@@ -323,7 +323,7 @@ async def consume(argv: Sequence[str], *, stdout: BinaryIO, err: TextIO) -> int:
                         answers = await client.fetch_positions(
                             topic, positions, max_wait_ms=POLL_WAIT_MS
                         )
-                    got = 0
+                    before = processed
                     for p, answer in sorted(answers.items()):
                         if p not in positions:
                             continue
@@ -332,7 +332,7 @@ async def consume(argv: Sequence[str], *, stdout: BinaryIO, err: TextIO) -> int:
                             continue
                         if answer.error_code is not ErrorCode.NONE:
                             continue  # retriable: the leader is learnt again next round
-                        got += _print(
+                        processed += _print(
                             answer.records,
                             p,
                             positions,
@@ -341,8 +341,7 @@ async def consume(argv: Sequence[str], *, stdout: BinaryIO, err: TextIO) -> int:
                             left=(None if max_messages is None else max_messages - processed),
                         )
                     stdout.flush()
-                    processed += got
-                    if got:
+                    if processed > before:
                         idle_since = clock.now()
                     elif timeout_ms is not None and (clock.now() - idle_since) * 1000 >= timeout_ms:
                         break

@@ -15,6 +15,7 @@ import datetime
 import io
 import re
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -1047,3 +1048,31 @@ async def test_console_consumers_share_a_group_and_commit(harness: Harness) -> N
     await in_thread(produce, servers, topic, [f"c{i}" for i in range(10)])
     resumed = await in_thread(confluent_consume, servers, topic, "g-console", 10)
     assert sorted(resumed) == sorted(f"c{i}".encode() for i in range(10))
+
+
+def console_consume(servers: str, topic: str, group: str, count: int) -> tuple[int, str, str]:
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "cluster.cli", "console-consumer", "--bootstrap-server",
+            servers, "--topic", topic, "--group", group, "--from-beginning",
+            "--max-messages", str(count),
+        ],
+        cwd=REPO, capture_output=True, text=True, timeout=WAIT, check=False,
+    )  # fmt: skip
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.mark.asyncio
+async def test_console_consumer_commits_only_what_it_printed(harness: Harness) -> None:
+    """``--max-messages`` ends a member within a fetched batch: it commits the position
+    after the last record it printed, not the batch's end, so the next member of the
+    group prints the rest, each record once."""
+    topic = await new_topic(harness)
+    servers = bootstrap(harness)
+    status, first, err = await in_thread(console_consume, servers, topic, "g-max", 5)
+    assert (status, err) == (0, "Processed a total of 5 messages\n")
+    assert sum(await in_thread(committed, servers, topic, "g-max")) == 5
+    status, rest, err = await in_thread(console_consume, servers, topic, "g-max", COUNT - 5)
+    assert (status, err) == (0, f"Processed a total of {COUNT - 5} messages\n")
+    assert sorted((first + rest).split()) == sorted(f"v{i}" for i in range(COUNT))
+    assert sum(await in_thread(committed, servers, topic, "g-max")) == COUNT
