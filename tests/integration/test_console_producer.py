@@ -32,9 +32,9 @@ from protocol.errors import ErrorCode, KafkaApiError
 from protocol.ids import BrokerId, TopicName
 from protocol.kafka_api import CreatableTopic, PartitionAssignment, TopicConfig
 from protocol.trace import TraceEvent
-from tests.integration.test_produce_validation import LOGGED_ERROR
 from tests.support.hosting import hosted_fixture
 from tests.support.record_batches import client_batch
+from tests.support.tool_logs import LOGGED_ERROR
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(120)]
 

@@ -14,7 +14,6 @@ by kemu's codec (kio), the log files read from disk.
 from __future__ import annotations
 
 import io
-import re
 import struct
 import time
 import zlib
@@ -65,6 +64,7 @@ from protocol.kafka_data import (
 from tests.support.hosting import hosted_fixture
 from tests.support.raw_kafka import exchange
 from tests.support.record_batches import client_batch, fix_crc, get_field, set_field
+from tests.support.tool_logs import LOGGED_ERROR
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(120)]
@@ -777,14 +777,6 @@ async def test_a_cut_snappy_or_lz4_stream_is_read_up_to_the_cut(cluster: Cluster
         (answer,) = (await produce(cluster, 8, BOUNDED, {0: batch(codec, payload)})).values()
         assert answer.error_code is ErrorCode.NONE
     assert log_bytes(cluster, BOUNDED, 0) > before
-
-
-LOGGED_ERROR = re.compile(
-    r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] ERROR Error when sending message to topic "
-    r"(?P<topic>\S+) with key: (?P<key>null|\d+ bytes), value: (?P<value>\d+ bytes) with "
-    r"error: \(org\.apache\.kafka\.clients\.producer\.internals\.ErrorLoggingCallback\)\n"
-    r"(?P<exception>.*)\n"
-)
 
 
 async def test_console_producer_logs_refused_sends_as_kafkas_tool(cluster: Cluster) -> None:
