@@ -8,9 +8,11 @@ ask of it is answered ``FetcherPartitionsRemoved`` once no fetcher works on them
 ``LeaderAnswered`` hands a fetcher its leader's answer, which it awaits with its mailbox
 free, and ``FetcherContinue`` resumes its local work between two slices of partitions;
 ``FetcherStatusRequest`` reads a fetcher's partition states (for tests and tools);
-``IsrExpiration`` is the leader's ISR-expiration timer. What
-travels to the leader are Kafka's own OffsetForLeaderEpoch and Fetch requests
-(``protocol.kafka_data``) with the follower's id as ``replica_id``.
+``ResizeFetcherPool`` gives the manager a new ``num.replica.fetchers``, for which it takes
+every fetcher's partitions with their states (``TakeFetcherPartitions``, answered
+``FetcherPartitionsTaken``) and hands them out again; ``IsrExpiration`` is the leader's
+ISR-expiration timer. What travels to the leader are Kafka's own OffsetForLeaderEpoch
+and Fetch requests (``protocol.kafka_data``) with the follower's id as ``replica_id``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ __all__ = [
     "AddFetcherPartitions",
     "FetcherContinue",
     "FetcherPartitionsRemoved",
+    "FetcherPartitionsTaken",
     "FetcherStatus",
     "FetcherStatusRequest",
     "FetcherWork",
@@ -36,6 +39,8 @@ __all__ = [
     "PartitionFetchState",
     "RemoveFetcherPartitions",
     "ReplicaState",
+    "ResizeFetcherPool",
+    "TakeFetcherPartitions",
 ]
 
 
@@ -135,3 +140,28 @@ class FetcherStatus(Message, frozen=True, kw_only=True):
 
     leader: BrokerId
     partitions: tuple[PartitionFetchState, ...]
+
+
+class ResizeFetcherPool(Message, frozen=True, kw_only=True):
+    """The broker's ``num.replica.fetchers`` changed at run time
+    (``DynamicThreadPool.reconfigure``): the manager re-hashes every partition to the new
+    count of fetchers per leader (``AbstractFetcherManager.resizeThreadPool``)."""
+
+    local_only = True
+    num_fetchers: int
+
+
+class TakeFetcherPartitions(Message, frozen=True, kw_only=True):
+    """Ask a fetcher to drop every partition it fetches (all but the failed ones) and
+    answer their states (``partitionsAndOffsets`` then ``removeFetcherForPartitions``,
+    in one step), none in the middle of its local log work."""
+
+    local_only = True
+
+
+class FetcherPartitionsTaken(Message, frozen=True, kw_only=True):
+    """The answer to ``TakeFetcherPartitions``: the states the fetcher dropped, and the
+    failed partitions it keeps."""
+
+    partitions: tuple[PartitionFetchState, ...]
+    failed: tuple[TopicPartition, ...]

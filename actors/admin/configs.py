@@ -48,8 +48,10 @@ __all__ = [
     "ConfigValueType",
     "apply_topic_config_ops",
     "check_dynamic_broker_configs",
+    "check_thread_pool_resize",
     "check_topic_config",
     "dynamic_default_entries",
+    "requested_thread_count",
     "topic_config_entries",
     "topic_config_entry",
     "validate_topic_config",
@@ -1180,7 +1182,45 @@ def check_dynamic_broker_configs(config: Mapping[str, str]) -> None:
     if fixed:
         raise ConfigError(f"Cannot update these configs dynamically: Set({', '.join(fixed)})")
     for name, value in config.items():
-        BROKER_CONFIGS[name].parse(value)
+        if name in _THREAD_COUNTS:
+            parse_type(name, value, ConfigValueType.INT)
+        else:
+            BROKER_CONFIGS[name].parse(value)
+
+
+_THREAD_COUNTS: Final = frozenset({"num.replica.fetchers"})
+"""The thread counts of ``DynamicThreadPool`` that kemu has: ``KafkaConfig`` gives them
+no validator (kemu refuses a count below 1 in a static config only); a dynamic one is
+checked by ``check_thread_pool_resize``."""
+
+
+def requested_thread_count(
+    name: str, new: BrokerConfig, default: Mapping[str, str], per_broker: Mapping[str, str]
+) -> int:
+    """The count ``name`` that the dynamic layers ``default`` and ``per_broker`` give the
+    config ``new`` made from them, including one below 1 (which ``reconfigured`` drops)."""
+    raw = per_broker.get(name, default.get(name))
+    value = new.value(name) if raw is None else parse_type(name, raw, ConfigValueType.INT)
+    assert isinstance(value, int)
+    return value
+
+
+def check_thread_pool_resize(name: str, old: int, new: int) -> None:
+    """``DynamicThreadPool.validateReconfiguration``: a thread count that changes must be
+    at least 1, at least half the current one and at most double it (Java's integer
+    half: from 3, 1 is allowed). Raises ``ConfigError`` with Kafka's text;
+    ``processReconfiguration`` wraps it as "Invalid dynamic configuration"."""
+    if new == old:
+        return
+    error = f"Dynamic thread count update validation failed for {name}={new}"
+    if new <= 0:
+        raise ConfigError(f"{error}, value should be at least 1")
+    if new < old // 2:
+        raise ConfigError(f"{error}, value should be at least half the current value {old}")
+    if new > old * 2:
+        raise ConfigError(
+            f"{error}, value should not be greater than double the current value {old}"
+        )
 
 
 def _default_text(value: ConfigValue) -> str:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 import msgspec
+import structlog
 
 from actors.admin import (
     BROKER_CONFIGS,
@@ -38,9 +39,11 @@ from actors.admin import (
     check_cluster_replicas,
     check_dynamic_broker_configs,
     check_request_replicas,
+    check_thread_pool_resize,
     check_topic_config,
     dynamic_default_entries,
     plan_create_topic,
+    requested_thread_count,
     topic_config_entries,
     validate_create_partitions,
 )
@@ -88,6 +91,8 @@ from protocol.kafka_api import ConfigValueType as WireConfigValueType
 
 if TYPE_CHECKING:
     from actors.broker.broker import Broker
+
+log = structlog.get_logger("kemu.broker.admin_manager")
 
 
 class AdminManager:
@@ -312,9 +317,17 @@ class AdminManager:
                 check_quota_value(name, value)
         current, static = self._broker.config, self._broker.settings.config
         if res.resource_name:  # validatedKafkaProps, then processReconfiguration
-            static.reconfigured(dict(current.dynamic_default), config)
+            default, per_broker = dict(current.dynamic_default), config
         else:
-            static.reconfigured(config, dict(current.dynamic_broker))
+            default, per_broker = config, dict(current.dynamic_broker)
+        new = static.reconfigured(default, per_broker)
+        try:  # processReconfiguration: the BrokerReconfigurables' validateReconfiguration
+            name = "num.replica.fetchers"  # DynamicThreadPool
+            count = requested_thread_count(name, new, default, per_broker)
+            check_thread_pool_resize(name, current.num_replica_fetchers, count)
+        except ConfigError as exc:
+            log.info("dynamic_config_refused", resource=entity, error=str(exc))
+            raise ConfigError("Invalid dynamic configuration") from exc
         if not validate_only:
             notification = await kafka_zk.change_entity_config(
                 self._broker.session, zkdata.ConfigType.BROKER, entity, config

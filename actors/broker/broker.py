@@ -49,6 +49,7 @@ from actors.admin import (
     TOPIC_CONFIGS,
     BrokerConfig,
     ConfigError,
+    check_thread_pool_resize,
 )
 from actors.admin.configs import to_text
 from actors.broker.admin_manager import DEFAULT_ENTITY, AdminManager
@@ -384,11 +385,24 @@ class Broker(Actor):
         again and applied to its running actors (``DynamicBrokerConfig.updateCurrentConfig``
         and its reconfigurables): the data plane's ``min.insync.replicas`` default, the log
         manager's topic log defaults and ``log.segment.delete.delay.ms``
-        (``DynamicLogConfig``), the controller's ``unclean.leader.election.enable``."""
+        (``DynamicLogConfig``), the controller's ``unclean.leader.election.enable``, the
+        replica fetcher manager's ``num.replica.fetchers`` (``DynamicThreadPool``, whose
+        refusal of the new count keeps the whole config as it was)."""
         config = await self._dynamic_config()
         if config is None:
             return
+        try:  # processReconfiguration: DynamicThreadPool.validateReconfiguration
+            check_thread_pool_resize(
+                "num.replica.fetchers",
+                self.config.num_replica_fetchers,
+                config.num_replica_fetchers,
+            )
+        except ConfigError as exc:  # Kafka logs it and keeps its whole config
+            log.warning("dynamic_config_not_applied", broker_id=self.broker_id, error=str(exc))
+            return
         old, self.config = self.config, config
+        if config.num_replica_fetchers != old.num_replica_fetchers:
+            self.replication.resize_fetchers(config)  # DynamicThreadPool.reconfigure
         self.replica_manager.broker_config_changed()
         defaults = tuple(
             (name, text)

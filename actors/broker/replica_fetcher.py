@@ -56,6 +56,11 @@ once every fetcher has answered its own), told for a failed log dir or a leaderl
 partition; a leader change moves a partition to its new leader's fetcher once the old
 one has dropped it. It spawns fetcher actors when first needed; one
 left without partitions idles (no timer, no traffic) until it is given partitions again.
+``ResizeFetcherPool`` (a dynamic ``num.replica.fetchers``) re-hashes every partition to
+the new count (``resizeThreadPool``): each fetcher hands its partitions back with their
+states (``TakeFetcherPartitions``), those with an id not below the new count and those
+left idle end (``Node.despawn``), and the partitions are added again from the offsets
+they had reached.
 """
 
 from __future__ import annotations
@@ -101,6 +106,7 @@ from protocol.replication import (
     AddFetcherPartitions,
     FetcherContinue,
     FetcherPartitionsRemoved,
+    FetcherPartitionsTaken,
     FetcherStatus,
     FetcherStatusRequest,
     FetcherWork,
@@ -109,6 +115,8 @@ from protocol.replication import (
     PartitionFetchState,
     RemoveFetcherPartitions,
     ReplicaState,
+    ResizeFetcherPool,
+    TakeFetcherPartitions,
 )
 
 __all__ = [
@@ -311,6 +319,14 @@ class ReplicaFetcher(Actor):
                 for tp in partitions:
                     self.states.pop(tp, None)
                 return FetcherPartitionsRemoved()
+            case TakeFetcherPartitions():
+                taken = [s for s in self.states.values() if s.state is not ReplicaState.FAILED]
+                for state in taken:
+                    del self.states[state.partition]
+                return FetcherPartitionsTaken(
+                    partitions=tuple(sorted(taken, key=lambda s: s.partition)),
+                    failed=tuple(sorted(self.states)),
+                )
             case FetcherWork():
                 self._scheduled = False
                 if self._pending is None:
@@ -834,6 +850,8 @@ class ReplicaFetcherManager(Actor):
                     await self.remove_fetcher_for_partitions(partitions)
                     return FetcherPartitionsRemoved()
                 self.tell_fetchers_to_remove(partitions)
+            case ResizeFetcherPool(num_fetchers=num_fetchers):
+                await self.resize_thread_pool(num_fetchers)
             case _:
                 pass
         return None
@@ -888,6 +906,64 @@ class ReplicaFetcherManager(Actor):
                 )
             except KemuError as exc:  # only a stopping node: the fetcher goes with it
                 log.warning("fetcher_removal_unanswered", fetcher=ref.name, error=repr(exc))
+
+    async def resize_thread_pool(self, new_size: int) -> None:
+        """``resizeThreadPool``: with a new ``num.replica.fetchers``, each fetcher in turn
+        gives up its partitions with their fetch states (``partitionsAndOffsets``), is
+        shut down when its fetcher id is not below the new count, and the partitions are
+        added again (``addFetcherForPartitions``), to the fetcher the new count hashes
+        them to, from the offset they had reached (truncating first, as any added
+        partition). Then every fetcher left without partitions is shut down
+        (``shutdownIdleFetcherThreads``). A failed partition stays failed in its fetcher,
+        or is dropped with it (as Kafka's ``failedPartitions``, until its next
+        LeaderAndIsr)."""
+        current = self.config.num_replica_fetchers
+        log.info("resizing_fetcher_pool", current=current, new=new_size)
+        self.config = dataclasses.replace(self.config, num_replica_fetchers=new_size)
+        if new_size != current:
+            for key in sorted(self.fetchers):
+                try:
+                    taken = await self.ask(
+                        self.fetchers[key],
+                        TakeFetcherPartitions(),
+                        timeout=FETCHER_REMOVAL_TIMEOUT_S,
+                    )
+                except KemuError as exc:  # only a stopping node: the fetcher goes with it
+                    log.warning("fetcher_removal_unanswered", fetcher=key, error=repr(exc))
+                    continue
+                assert isinstance(taken, FetcherPartitionsTaken)
+                for state in taken.partitions:
+                    self.assigned.pop(state.partition, None)
+                if key[1] >= new_size:
+                    for tp in taken.failed:
+                        self.assigned.pop(tp, None)
+                    self._shutdown(key)
+                leader = key[0]
+                await self.add_fetcher_for_partitions(
+                    InitialFetchState(
+                        partition=state.partition,
+                        leader=leader,
+                        leader_epoch=state.leader_epoch,
+                        fetch_offset=state.fetch_offset,
+                    )
+                    for state in taken.partitions
+                )
+        busy = set(self.assigned.values())
+        for key in sorted(self.fetchers):
+            if key not in busy:
+                self._shutdown(key)
+        self.trace(
+            "event",
+            "replica_fetchers_resized",
+            broker=self.broker_id,
+            fetchers=sorted(ref.name for ref in self.fetchers.values()),
+        )
+
+    def _shutdown(self, key: tuple[BrokerId, int]) -> None:
+        """The fetcher ``key`` ends (``AbstractFetcherThread.shutdown``); it has no
+        partition left."""
+        ref = self.fetchers.pop(key)
+        self.node.despawn(ref.name)
 
     def tell_fetchers_to_remove(self, partitions: Iterable[TopicPartition]) -> None:
         """``removeFetcherForPartitions`` without waiting for the fetchers."""

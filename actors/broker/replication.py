@@ -33,6 +33,7 @@ from typing import Final, Protocol
 
 import structlog
 
+from actors.admin import BrokerConfig
 from actors.broker.alter_isr_manager import AlterIsrManager
 from actors.broker.isr import DEFAULT_REPLICA_LAG_TIME_MAX_MS, IsrUpdate, LeaderIsr
 from actors.broker.replica_fetcher import (
@@ -68,6 +69,7 @@ from protocol.replication import (
     InitialFetchState,
     IsrExpiration,
     RemoveFetcherPartitions,
+    ResizeFetcherPool,
 )
 
 __all__ = ["LogManagerFollowerLog", "Replication"]
@@ -159,6 +161,16 @@ class Replication:
         while True:
             await self.broker.clock.sleep(period)
             self.broker.send_self(IsrExpiration())
+
+    def resize_fetchers(self, config: BrokerConfig) -> None:
+        """``ReplicaFetcherManager.resizeThreadPool`` with the broker's new
+        ``num.replica.fetchers`` (the manager re-hashes its partitions)."""
+        self.fetcher_config = FetcherConfig.of(config)
+        if self.fetcher_manager is not None:
+            self.broker.tell(
+                self.fetcher_manager,
+                ResizeFetcherPool(num_fetchers=config.num_replica_fetchers),
+            )
 
     def handle(self, msg: Message) -> bool:
         """The broker's messages for replication; False for any other."""

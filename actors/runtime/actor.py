@@ -140,6 +140,7 @@ class Actor:
         self.name = name
         self._node: Node | None = None
         self._mailbox = Mailbox()
+        self._despawned = False
 
     # -- wiring, set when spawned
 
@@ -198,7 +199,10 @@ class Actor:
 
     def send_self(self, msg: Message) -> None:
         """Put ``msg`` in this actor's own mailbox, bypassing the network: how timers and
-        helper tasks hand work to the actor without touching its state."""
+        helper tasks hand work to the actor without touching its state. Nothing once the
+        actor is despawned (its helper tasks must not feed a successor of the same name)."""
+        if self._despawned:
+            return
         self.node.deliver(
             Envelope(src=self.ref, dst=self.ref, corr=0, kind=EnvelopeKind.TELL, payload=msg)
         )
@@ -244,6 +248,8 @@ class Node:
         self._postman: Postman | None = None
         self._actors: dict[str, Actor] = {}
         self._order: list[str] = []
+        self._scopes: dict[str, anyio.CancelScope] = {}
+        """Each running actor's loop, for ``despawn``."""
         self._pending: dict[int, asyncio.Future[Envelope]] = {}
         self._next_corr = 0
         self._tg: TaskGroup | None = None
@@ -333,6 +339,20 @@ class Node:
     def actor(self, name: str) -> Actor:
         return self._actors[name]
 
+    def despawn(self, name: str) -> None:
+        """End one actor of the running node (a thread of Kafka's that is shut down while
+        the process runs): its loop is cancelled where it waits, the messages left in its
+        mailbox are dropped, ``on_exit`` runs, and its helper tasks' ``send_self`` does
+        nothing more. Call it when the actor is idle (nothing of its own under way), from
+        another actor; a new actor may then take the name."""
+        actor = self._actors.pop(name)
+        self._order.remove(name)
+        actor._despawned = True
+        scope = self._scopes.pop(name, None)
+        if scope is not None:
+            scope.cancel()
+        self._exit(actor)
+
     def stop(self) -> None:
         """Graceful stop: actors' ``on_stop`` in reverse start order, then cancel."""
         if self._stop_requested is not None:
@@ -405,11 +425,13 @@ class Node:
     async def _actor_loop(self, actor: Actor, *, task_status: TaskStatus[None]) -> None:
         structlog.contextvars.bind_contextvars(node=self.node_id, actor=actor.name)
         await actor.on_start()
-        task_status.started()
-        mailbox = actor._mailbox
-        while True:
-            env = await mailbox.get()
-            await self._handle(actor, env)
+        with anyio.CancelScope() as scope:
+            self._scopes[actor.name] = scope
+            task_status.started()
+            mailbox = actor._mailbox
+            while True:
+                env = await mailbox.get()
+                await self._handle(actor, env)
 
     async def _handle(self, actor: Actor, env: Envelope) -> None:
         ctx = Context(env)

@@ -1,6 +1,7 @@
 """Helpers of the config tests (``tests/wire/test_*configs.py``) over a running cluster's
 ``Harness``: what the store holds for a broker's dynamic configs, a topic created by
-kafka-python, a partition's state in the store, an acks=all Produce, and a partition left
+kafka-python or with given replicas by kemu's admin client, a partition's state in the
+store, an acks=all Produce, and a partition left
 leaderless with only an out-of-sync replica alive (for unclean leader election)."""
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ import anyio
 from kafka.admin import KafkaAdminClient, NewTopic  # type: ignore[import-untyped]
 
 from actors.broker.broker import broker_ref
+from cluster.kafka.client import KafkaAdminClient as WireAdminClient
 from protocol import zkdata
 from protocol.errors import ErrorCode, NoNodeError
-from protocol.ids import TopicName
+from protocol.ids import BrokerId, TopicName
+from protocol.kafka_api import CreatableTopic, PartitionAssignment
 from protocol.kafka_data import (
     ProducePartitionData,
+    ProducePartitionResponse,
     ProduceRequestData,
     ProduceResponseData,
     ProduceTopicData,
@@ -26,10 +30,12 @@ from tests.support.record_batches import client_batch
 from tests.support.waiting import eventually
 
 __all__ = [
+    "create_assigned",
     "create_topic",
     "only_out_of_sync_replica_left",
     "partition_state",
     "produce_all",
+    "produce_record",
     "stored",
 ]
 
@@ -62,21 +68,52 @@ async def partition_state(h: Harness, topic: str) -> zkdata.LeaderIsrAndControll
     return zkdata.LeaderIsrAndControllerEpoch.decode(data)
 
 
-async def produce_all(h: Harness, topic: str) -> ErrorCode:
-    """An acks=all Produce of one record to partition 0, on broker 0 (its leader)."""
+async def create_assigned(h: Harness, name: str, partitions: int, replicas: list[int]) -> None:
+    """``partitions`` partitions on ``replicas`` each (the first is the preferred leader),
+    created over the wire through broker 0 (answered once they have leaders)."""
+    async with WireAdminClient(f"127.0.0.1:{h.cluster.ports[0]}") as client:
+        results = await client.create_topics(
+            [
+                CreatableTopic(
+                    name=TopicName(name),
+                    num_partitions=-1,
+                    replication_factor=-1,
+                    assignments=tuple(
+                        PartitionAssignment(
+                            partition=p, broker_ids=tuple(BrokerId(b) for b in replicas)
+                        )
+                        for p in range(partitions)
+                    ),
+                )
+            ]
+        )
+    assert [r.error_code for r in results] == [ErrorCode.NONE]
+
+
+async def produce_record(
+    h: Harness, topic: str, partition: int, value: bytes, *, leader: int = 0, timeout: float = 30
+) -> ProducePartitionResponse:
+    """An acks=all Produce of one record to ``partition``, on broker ``leader``."""
     request = ProduceRequestData(
         acks=-1,
         timeout_ms=10_000,
         topic_data=(
             ProduceTopicData(
                 name=TopicName(topic),
-                partition_data=(ProducePartitionData(index=0, records=client_batch([b"v"])),),
+                partition_data=(
+                    ProducePartitionData(index=partition, records=client_batch([value])),
+                ),
             ),
         ),
     )
-    reply = await h.client.ask(broker_ref(0), request, timeout=30)
+    reply = await h.client.ask(broker_ref(leader), request, timeout=timeout)
     assert isinstance(reply, ProduceResponseData)
-    return reply.responses[0].partition_responses[0].error_code
+    return reply.responses[0].partition_responses[0]
+
+
+async def produce_all(h: Harness, topic: str) -> ErrorCode:
+    """An acks=all Produce of one record to partition 0, on broker 0 (its leader)."""
+    return (await produce_record(h, topic, 0, b"v")).error_code
 
 
 async def only_out_of_sync_replica_left(h: Harness, topic: str) -> None:

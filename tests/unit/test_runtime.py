@@ -243,6 +243,47 @@ def test_an_actor_spawned_later_that_fails_to_start_leaves_the_node_running() ->
     _sim(body)
 
 
+class TicksOnce(Stopping):
+    """Its helper task feeds it ``RtEcho("tick")`` a second after it starts."""
+
+    async def on_start(self) -> None:
+        self.start_soon(self._tick)
+
+    async def _tick(self) -> None:
+        await self.clock.sleep(1.0)
+        self.send_self(RtEcho(text="tick"))
+
+
+def test_a_despawned_actor_ends_and_a_successor_takes_its_name() -> None:
+    """``despawn`` ends one actor of a running node: its on_exit runs (its on_stop does
+    not: a shut-down thread, not a stopping process), asks to its name fail fast, its
+    helper task's ``send_self`` does not reach a new actor of the same name, and the
+    node's stop leaves it out."""
+
+    async def body() -> None:
+        order: list[str] = []
+        wire = DirectWire()
+        node = Node("n1", attach=wire.attach, clock=VirtualClock())
+        old = TicksOnce("a", order)
+        async with anyio.create_task_group() as tg:
+            await tg.start(node.run, [old, Stopping("b", order)])
+            node.despawn("a")
+            assert order == ["exit a"]
+            assert list(node.mailbox_depths()) == ["b"]
+            with pytest.raises(RemoteError):
+                await node.ask(ActorRef("n1", "a"), RtEcho(text="?"), timeout=5.0)
+            new = Stopping("a", order)
+            await node.spawn(new)
+            await node.clock.sleep(2.0)  # the old actor's tick is due, and goes nowhere
+            assert await node.ask(new.ref, RtEcho(text="x")) == RtEcho(text="X")
+            assert new.seen == ["x"]
+            assert old.seen == []
+            node.stop()
+        assert order == ["exit a", "stop a", "stop b", "exit a", "exit b"]
+
+    _sim(body)
+
+
 def test_asking_a_missing_actor_fails_fast() -> None:
     """An ask to a missing actor gets an error reply at once instead of timing out."""
 

@@ -34,21 +34,19 @@ from actors.broker.broker import broker_ref
 from cluster.kafka.client import KafkaAdminClient
 from protocol import zkdata
 from protocol.errors import ErrorCode
-from protocol.ids import BrokerId, TopicName
 from protocol.kafka_api import (
     AlterableConfig,
     AlterConfigOp,
     AlterConfigsResource,
     ConfigResourceType,
-    CreatableTopic,
     IncrementalAlterConfigsRequestData,
     IncrementalAlterConfigsResponseData,
-    PartitionAssignment,
 )
 from protocol.kafka_api import ConfigEntry as WireConfigEntry
 from protocol.kafka_api import ConfigResource as WireConfigResource
 from protocol.kafka_api import ConfigSource as WireConfigSource
 from tests.support.configs import (
+    create_assigned,
     create_topic,
     only_out_of_sync_replica_left,
     partition_state,
@@ -378,30 +376,15 @@ async def test_a_brokers_own_num_replica_fetchers_applies_when_it_starts(h: Harn
     """``DynamicBrokerConfig.initialize``: broker 1's own ``num.replica.fetchers=2``,
     stored while it runs, is read before its replica fetcher manager is built when it
     starts again, so it follows a topic's two partitions (fetcher ids 0 and 1, as
-    ``getFetcherId`` spreads consecutive partitions) with one fetcher each. (Kafka also
-    resizes a running broker's fetchers, ``resizeThreadPool``; kemu's take the new count
-    at the broker's next start: docs/configs.md.)"""
+    ``getFetcherId`` spreads consecutive partitions) with one fetcher each. (A running
+    broker's fetchers are resized at once: tests/wire/test_replica_fetcher_resize.py.)"""
     await anyio.to_thread.run_sync(alter_own, h, 1, {"num.replica.fetchers": "2"})
     name, _ = await last_notification(h)
     await applied(h, 1, name)
     h.cluster.stop_broker(1)
     assert await h.cluster.wait_stopped(1, timeout=WAIT)
     await h.cluster.start_broker(1)
-    async with KafkaAdminClient(f"127.0.0.1:{h.cluster.ports[0]}") as client:
-        results = await client.create_topics(
-            [
-                CreatableTopic(
-                    name=TopicName("fetched"),
-                    num_partitions=-1,
-                    replication_factor=-1,
-                    assignments=tuple(
-                        PartitionAssignment(partition=p, broker_ids=(BrokerId(0), BrokerId(1)))
-                        for p in (0, 1)
-                    ),
-                )
-            ]
-        )
-    assert [r.error_code for r in results] == [ErrorCode.NONE]
+    await create_assigned(h, "fetched", 2, [0, 1])
 
     async def fetchers() -> list[str]:
         names = h.cluster.nodes[1].mailbox_depths()
