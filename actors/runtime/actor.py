@@ -403,8 +403,11 @@ class Node:
             self._trace_error(actor.name, "on_exit_failed", exc)
 
     async def _graceful_steps(self) -> None:
-        for name in reversed(self._order):
-            actor = self._actors[name]
+        # A snapshot: an actor may despawn another while one's on_stop awaits.
+        for name in list(reversed(self._order)):
+            actor = self._actors.get(name)
+            if actor is None:
+                continue
             try:
                 await actor.on_stop()
             except Exception as exc:  # one actor's failed shutdown must not skip the others

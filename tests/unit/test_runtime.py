@@ -284,6 +284,34 @@ def test_a_despawned_actor_ends_and_a_successor_takes_its_name() -> None:
     _sim(body)
 
 
+class DespawnsOnStop(Stopping):
+    """Despawns ``target`` in its own on_stop (a manager ending its workers)."""
+
+    def __init__(self, name: str, order: list[str], target: str) -> None:
+        super().__init__(name, order)
+        self.target = target
+
+    async def on_stop(self) -> None:
+        await super().on_stop()
+        self.node.despawn(self.target)
+
+
+def test_an_actor_despawned_during_the_graceful_stop_is_skipped() -> None:
+    """The graceful steps go over the actors as they were: one despawned meanwhile gets
+    no on_stop (its on_exit ran at the despawn), and no other runs twice."""
+
+    async def body() -> None:
+        order: list[str] = []
+        wire = DirectWire()
+        node = Node("n1", attach=wire.attach, clock=VirtualClock())
+        async with anyio.create_task_group() as tg:
+            await tg.start(node.run, [Stopping("a", order), DespawnsOnStop("b", order, "a")])
+            node.stop()
+        assert order == ["stop b", "exit a", "exit b"]
+
+    _sim(body)
+
+
 def test_asking_a_missing_actor_fails_fast() -> None:
     """An ask to a missing actor gets an error reply at once instead of timing out."""
 
