@@ -3,8 +3,10 @@
 Row [9] prints it next to its times, so that a result below its goal shows its reason:
 the JVM's JIT compiler threads, its garbage collector and VM thread, the threads that run
 Spark's tasks, the rest of the JVM, the Python workers the JVM starts (pyspark's daemon
-and its forked workers, reaped ones included through the daemon's ``cutime``) and the
-driver's own Python process.
+and its forked workers, the exited ones included through the daemon's ``cutime``) and the
+driver's own Python process. pyspark's own daemon ignores ``SIGCHLD``, which makes the
+kernel drop its exited workers' CPU: the bench starts ``spark.worker_daemon``
+instead, which reaps them and so keeps their CPU in its ``cutime``.
 
 A thread's name in ``/proc/PID/task/TID/comm`` is its Java name cut at 15 bytes:
 ``C2 CompilerThre``, ``C1 CompilerThre``, ``GC Thread#0``, ``VM Thread``,

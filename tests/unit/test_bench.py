@@ -151,6 +151,53 @@ def test_a_local_listener_is_found_by_its_port_and_its_cpu_read() -> None:
     assert spent > 0
 
 
+_FORK_A_WORKER = """
+import os, signal, sys, time
+from spark.worker_daemon import reap_ignored_children
+if sys.argv[1] == "reap":
+    reap_ignored_children()
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # what pyspark.daemon.manager does
+pid = os.fork()
+if pid == 0:
+    spent = time.process_time() + 0.3
+    while time.process_time() < spent:
+        pass
+    os._exit(0)
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        break  # exited and reaped (by the kernel, or by the handler)
+    time.sleep(0.01)
+else:
+    sys.exit("the child was never reaped")
+times = os.times()
+print(times.children_user + times.children_system)
+"""
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize(("mode", "counted"), [("reap", True), ("ignore", False)])
+def test_the_bench_daemon_keeps_the_cpu_of_the_workers_it_forked(mode: str, counted: bool) -> None:
+    """pyspark's daemon ignores ``SIGCHLD``, so a worker that exits is reaped by the kernel
+    and its CPU is lost; with ``spark.worker_daemon`` the same request reaps it by
+    ``waitpid`` and its 0.3 s of CPU count in the daemon's children times."""
+    result = subprocess.run(
+        [sys.executable, "-c", _FORK_A_WORKER, mode],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    children = float(result.stdout)
+    if counted:
+        assert children >= 0.25
+    else:
+        assert children == 0.0
+
+
 def test_deletion_reads_the_cpu_of_its_local_zookeeper_server(
     zookeeper_server: ZooKeeperServer,
 ) -> None:
