@@ -1170,6 +1170,12 @@ def _valid_dynamic(stored: Mapping[str, str]) -> dict[str, str]:
     return kept
 
 
+_THREAD_COUNTS: Final = frozenset({"num.replica.fetchers"})
+"""The thread counts of ``DynamicThreadPool`` that kemu has: ``KafkaConfig`` gives them
+no validator (kemu refuses a count below 1 in a static config only); a dynamic one is
+checked by ``check_thread_pool_resize``."""
+
+
 def check_dynamic_broker_configs(config: Mapping[str, str]) -> None:
     """``DynamicBrokerConfig.validateConfigs`` for a broker's (or the cluster default's)
     new dynamic configs: a broker config that cannot change at run time is refused
@@ -1186,12 +1192,6 @@ def check_dynamic_broker_configs(config: Mapping[str, str]) -> None:
             parse_type(name, value, ConfigValueType.INT)
         else:
             BROKER_CONFIGS[name].parse(value)
-
-
-_THREAD_COUNTS: Final = frozenset({"num.replica.fetchers"})
-"""The thread counts of ``DynamicThreadPool`` that kemu has: ``KafkaConfig`` gives them
-no validator (kemu refuses a count below 1 in a static config only); a dynamic one is
-checked by ``check_thread_pool_resize``."""
 
 
 def requested_thread_count(
