@@ -13,8 +13,9 @@ rebalances and when it ends, and then leaves the group.
 Without a group the consumer assigns itself partitions, as Kafka's tool does with
 ``--partition``: the one given, or every partition of ``--topic`` (Kafka's tool would
 join a group of a random name, committing nothing). Where each starts: ``--offset`` (a
-number, ``earliest`` or ``latest``; with ``--partition`` only, as in Kafka), else the log
-start with ``--from-beginning``, else the end. An offset the log no longer (or not yet)
+number, ``earliest`` or ``latest``; with ``--partition`` only and not with
+``--from-beginning``, as in Kafka), else the log start with ``--from-beginning``, else
+the end. An offset the log no longer (or not yet)
 has restarts at the log start or end as ``auto.offset.reset`` (earliest with
 ``--from-beginning``, latest otherwise) says.
 
@@ -169,6 +170,8 @@ def _start(opts: Options) -> tuple[int | None, int]:
     text = opts.value("offset")
     if text is not None and partition is None:
         raise UsageError("The partition is required when offset is specified.")
+    if text is not None and opts.has("from-beginning"):
+        raise UsageError("Options from-beginning and offset cannot be specified together.")
     if partition is not None and partition < 0:
         raise UsageError(f"The partition must be non-negative, not {partition}")
     if text is None:

@@ -365,6 +365,11 @@ TO_NOWHERE = ("--bootstrap-server", "127.0.0.1:1", "--topic", "t")
         ),
         (
             console_consumer,
+            [*TO_NOWHERE, "--partition", "0", "--offset", "3", "--from-beginning"],
+            "Options from-beginning and offset cannot be specified together.",
+        ),
+        (
+            console_consumer,
             [
                 "--bootstrap-server",
                 "127.0.0.1:1",
