@@ -13,8 +13,11 @@ clients write:
   each preceded by its length), read as snappy-java's ``SnappyInputStream`` reads it: fewer
   than the 16 header bytes are a raw block, a block length cut short ends the stream, and
   another header where a length belongs starts a stream appended to this one;
-* lz4: the LZ4 frame format (``KafkaLZ4BlockOutputStream``, librdkafka's ``LZ4F``), read
-  by cramjam. A frame cramjam refuses is read by this module's own frame reader, which
+* lz4: the LZ4 frame format (``KafkaLZ4BlockOutputStream``, librdkafka's ``LZ4F``), its
+  header checked as ``KafkaLZ4BlockInputStream.readHeader`` checks it (no reserved bit,
+  no dictionary id, independent blocks, version 1, a block size id of 4-7), read by
+  cramjam up to its end mark. A frame cramjam refuses, or whose blocks are not all there
+  and within the maximum block size, is read by this module's own frame reader, which
   checks the blocks' checksums, the header checksum only in ``decompress_stream`` (message
   format v0's frames carry the checksum Kafka computed over the magic too, which
   ``KafkaLZ4BlockInputStream`` skips for v0 only), and never the content checksum (nor
@@ -359,36 +362,92 @@ def xxh32(data: bytes, seed: int = 0) -> int:
     return hashed
 
 
-def _lz4_frame(data: bytes, *, header_checksum: bool = False) -> _Read:
-    try:
-        return bytes(cramjam.lz4.decompress(data)), None
-    except cramjam.DecompressionError:
-        return _lz4_frame_unchecked(data, header_checksum=header_checksum)
+_LZ4_CONTENT_SIZE: Final = 0x08
+_LZ4_BLOCK_CHECKSUMS: Final = 0x10
+_LZ4_CONTENT_CHECKSUM: Final = 0x04
 
 
-def _lz4_frame_unchecked(data: bytes, *, header_checksum: bool = False) -> _Read:
-    """An LZ4 frame read block by block as ``KafkaLZ4BlockInputStream`` reads it, its
-    header checksum checked only if ``header_checksum`` and its content checksum never:
-    what cramjam refuses, such as message format v0's header checksum over the magic, or
-    a malformed frame. A header that does not read raises (the reader's constructor
-    throws); a block cut short (its length, its bytes or its checksum), one that does not
-    decompress or whose checksum does not match stops the read there, and so does an end
-    mark whose content checksum is cut short."""
+def _lz4_header(data: bytes) -> tuple[int, int, int]:
+    """An LZ4 frame's header as ``KafkaLZ4BlockInputStream.readHeader`` reads it: its
+    flags, its maximum block size and where its header checksum is. Anything the reader's
+    constructor refuses raises: the magic, a reserved bit of FLG or BD set (Kafka's
+    ``FLG`` counts bit 0, the frame format's dictionary id flag, as reserved), blocks that
+    are not independent, a version other than 1, a block size id outside 4-7, or a header
+    cut short."""
+    if len(data) < 6:
+        raise CompressionError("Stream ended prematurely")
     (magic,) = struct.unpack_from("<I", data, 0)
     if magic != _LZ4_MAGIC:
-        raise CompressionError(f"not an lz4 frame (magic {magic:#x})")
-    flags = data[4]
-    position = 6  # FLG, BD
-    if flags & 0x08:  # content size
-        position += 8
-    if flags & 0x01:  # dictionary id
-        position += 4
-    position += 1  # header checksum
-    if position > len(data):
+        raise CompressionError(f"Stream unsupported (invalid magic bytes {magic:#x})")
+    flags, descriptor = data[4], data[5]
+    if flags & 0x03:
+        raise CompressionError("Reserved bits must be 0")
+    if not flags & 0x20:
+        raise CompressionError("Dependent block stream is unsupported")
+    if flags >> 6 != 1:
+        raise CompressionError(f"Version {flags >> 6} is unsupported")
+    if descriptor & 0x0F:
+        raise CompressionError("Reserved2 field must be 0")
+    if not 4 <= descriptor >> 4 & 7 <= 7:
+        raise CompressionError("Block size value must be between 4 and 7")
+    if descriptor & 0x80:
+        raise CompressionError("Reserved3 field must be 0")
+    position = 6 + (8 if flags & _LZ4_CONTENT_SIZE else 0)
+    if position >= len(data):
         raise CompressionError("an lz4 frame header cut short")
-    if header_checksum and data[position - 1] != xxh32(data[4 : position - 1]) >> 8 & 0xFF:
+    return flags, 1 << (2 * (descriptor >> 4 & 7) + 8), position
+
+
+def _lz4_frame_end(data: bytes, position: int, flags: int, max_block: int) -> int | None:
+    """Where the frame whose first block length is at ``position`` ends, if each of its
+    blocks is there whole and no larger than ``max_block`` (``None`` if not): the lengths
+    are skimmed, nothing is read."""
+    checksum = 4 if flags & _LZ4_BLOCK_CHECKSUMS else 0
+    while position + 4 <= len(data):
+        (size,) = struct.unpack_from("<I", data, position)
+        position += 4
+        if size == 0:
+            position += 4 if flags & _LZ4_CONTENT_CHECKSUM else 0
+            return position if position <= len(data) else None
+        size &= 0x7FFFFFFF
+        if size > max_block:
+            return None
+        position += size + checksum
+    return None
+
+
+def _lz4_frame(data: bytes, *, header_checksum: bool = False) -> _Read:
+    """An LZ4 frame as ``KafkaLZ4BlockInputStream`` reads it. A header Kafka refuses raises
+    first (cramjam reads frames with a dictionary id or dependent blocks, which Kafka
+    refuses); a frame whose blocks are all there goes to cramjam, up to its end mark only
+    (Kafka's reader stops there; cramjam would read a frame appended to it too); anything
+    cramjam refuses, or a frame cut short, is read block by block."""
+    flags, max_block, position = _lz4_header(data)
+    end = _lz4_frame_end(data, position + 1, flags, max_block)
+    if end is not None:
+        try:
+            return bytes(cramjam.lz4.decompress(data if end == len(data) else data[:end])), None
+        except cramjam.DecompressionError:
+            pass
+    return _lz4_frame_unchecked(data, flags, max_block, position, header_checksum=header_checksum)
+
+
+def _lz4_frame_unchecked(
+    data: bytes, flags: int, max_block: int, position: int, *, header_checksum: bool = False
+) -> _Read:
+    """An LZ4 frame read block by block as ``KafkaLZ4BlockInputStream`` reads it, from its
+    header checksum at ``position`` (checked only if ``header_checksum``, and its content
+    checksum never): what cramjam refuses, such as message format v0's header checksum
+    over the magic, or a malformed frame. A header checksum that does not match raises
+    (the reader's constructor throws); a block cut short (its length, its bytes or its
+    checksum), larger than ``max_block`` ("Block size exceeded max"), one that does not
+    decompress within the block into at most ``max_block`` bytes, or whose checksum does
+    not match stops the read there, and so does an end mark whose content checksum is cut
+    short."""
+    if header_checksum and data[position] != xxh32(data[4:position]) >> 8 & 0xFF:
         raise CompressionError("Stream frame descriptor corrupted")
-    block_checksums = bool(flags & 0x10)
+    position += 1
+    block_checksums = bool(flags & _LZ4_BLOCK_CHECKSUMS)
     out = bytearray()
     while True:
         if position + 4 > len(data):
@@ -396,11 +455,13 @@ def _lz4_frame_unchecked(data: bytes, *, header_checksum: bool = False) -> _Read
         (size,) = struct.unpack_from("<I", data, position)
         position += 4
         if size == 0:
-            if flags & 0x04 and position + 4 > len(data):  # the content checksum
+            if flags & _LZ4_CONTENT_CHECKSUM and position + 4 > len(data):
                 return bytes(out), "the content checksum is cut short"
             return bytes(out), None
         stored = bool(size & 0x80000000)
         size &= 0x7FFFFFFF
+        if size > max_block:
+            return bytes(out), f"Block size {size} exceeded max: {max_block}"
         end = position + size + (4 if block_checksums else 0)
         if end > len(data):
             return bytes(out), "Stream ended prematurely"
@@ -411,12 +472,15 @@ def _lz4_frame_unchecked(data: bytes, *, header_checksum: bool = False) -> _Read
         if stored:
             out += block
             continue
-        before = len(out)
+        piece = bytearray()  # independent blocks: a match reaches into its own block only
         try:
-            _lz4_block(block, out)
+            _lz4_block(block, piece)
         except (CompressionError, IndexError) as exc:
-            del out[before:]  # the reader decompresses a block whole before handing it out
+            # the reader decompresses a block whole before handing it out
             return bytes(out), f"an lz4 block does not decompress: {exc}"
+        if len(piece) > max_block:
+            return bytes(out), f"an lz4 block decompresses past the maximum {max_block}"
+        out += piece
 
 
 def _lz4_block(data: bytes, out: bytearray) -> None:

@@ -779,6 +779,100 @@ async def test_a_cut_snappy_or_lz4_stream_is_read_up_to_the_cut(cluster: Cluster
     assert log_bytes(cluster, BOUNDED, 0) > before
 
 
+def split_records(plain: bytes) -> list[bytes]:
+    """The records of an uncompressed v2 payload, each as its bytes."""
+    records, position = [], 0
+    while position < len(plain):
+        length, shift, start = 0, 0, position
+        while True:  # the record's length, a zigzag varint
+            byte = plain[position]
+            position += 1
+            length |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                break
+        position += length >> 1
+        records.append(plain[start:position])
+    return records
+
+
+def lz4_frame(
+    blocks: list[bytes], *, flg: int = 0x60, bd: int = 0x40, extra: bytes = b"", stored: int = -1
+) -> bytes:
+    """``blocks`` as one LZ4 frame with the descriptor ``flg``, ``bd`` (then ``extra``) and
+    its header checksum, each an lz4 block of its own, the one at index ``stored`` stored
+    as it is."""
+    descriptor = bytes([flg, bd]) + extra
+    out = struct.pack("<I", 0x184D2204) + descriptor + bytes([xxh32(descriptor) >> 8 & 0xFF])
+    for index, block in enumerate(blocks):
+        if index == stored:
+            out += struct.pack("<I", 0x80000000 | len(block)) + block
+            continue
+        packed = bytes(cramjam.lz4.compress_block(block, store_size=False))
+        out += struct.pack("<I", len(packed)) + packed
+    return out + struct.pack("<I", 0)
+
+
+async def test_an_lz4_frame_is_checked_as_kafkas_reader_checks_it(cluster: Cluster) -> None:
+    """Produce v8 lz4 batches of three records as a 2.7 broker reads them
+    (``KafkaLZ4BlockInputStream``). A header its constructor refuses is
+    UNKNOWN_SERVER_ERROR, records broken or not: a dictionary id (``FLG`` calls that bit
+    reserved), the other reserved FLG bit, dependent blocks (which cramjam reads), version
+    2, BD's reserved bits, a block size id of 3. With 64 KiB blocks, a third record of 70
+    KB in a block of its own, stored or compressed: the block is larger than the maximum,
+    or decompresses past it, and the reader throws an ``IOException`` once it needs it:
+    UNKNOWN_SERVER_ERROR with the two records before it sound, INVALID_RECORD with the
+    second broken. The same records in 256 KiB blocks are written. A frame holding the
+    three records followed by another frame is written: the reader stops at the first
+    frame's end mark. Nothing else is written."""
+    now = [int(time.time() * 1000)] * 3
+    values = [b"a", b"b", b"c" * 70_000]
+    sound = split_records(client_batch(values, timestamps=now)[61:])
+    wrong = [sound[0], sound[1][:-1] + b"\x01", sound[2]]  # b's header count, -1
+    header = client_batch(values, timestamps=now, codec=3)[:61]
+
+    def batch(payload: bytes) -> bytes:
+        return fix_crc(set_field(header + payload, "batch_length", 49 + len(payload)))
+
+    def blocks(records: list[bytes]) -> list[bytes]:
+        return [records[0] + records[1], records[2]]
+
+    unknown, invalid = ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.INVALID_RECORD
+    cases = [
+        *(
+            (lz4_frame(blocks(records), **descriptor), unknown)
+            for records in (sound, wrong)
+            for descriptor in (
+                {"flg": 0x61, "extra": b"\x01\x00\x00\x00"},  # a dictionary id
+                {"flg": 0x62},
+                {"flg": 0x40},  # dependent blocks
+                {"flg": 0xA0},  # version 2
+                {"bd": 0x41},
+                {"bd": 0xC0},
+                {"bd": 0x30},
+            )
+        ),
+        (lz4_frame(blocks(sound), stored=1), unknown),  # larger than 64 KiB
+        (lz4_frame(blocks(sound)), unknown),  # decompresses past 64 KiB
+        (lz4_frame(blocks(wrong), stored=1), invalid),
+        (lz4_frame(blocks(wrong)), invalid),
+    ]
+    before = log_bytes(cluster, BOUNDED, 0)
+    for index, (payload, code) in enumerate(cases):
+        (answer,) = (await produce(cluster, 8, BOUNDED, {0: batch(payload)})).values()
+        assert (index, answer.error_code, answer.base_offset) == (index, code, -1)
+    assert log_bytes(cluster, BOUNDED, 0) == before
+    for payload in [
+        lz4_frame(blocks(sound), bd=0x60, stored=1),
+        lz4_frame(blocks(sound), bd=0x60),
+        lz4_frame([b"".join(sound)], bd=0x60) + lz4_frame([b"more"]),
+    ]:
+        (answer,) = (await produce(cluster, 8, BOUNDED, {0: batch(payload)})).values()
+        assert answer.error_code is ErrorCode.NONE
+        assert log_bytes(cluster, BOUNDED, 0) > before
+        before = log_bytes(cluster, BOUNDED, 0)
+
+
 async def test_console_producer_logs_refused_sends_as_kafkas_tool(cluster: Cluster) -> None:
     """``kemu console-producer`` to a compacted topic without ``parse.key``: each record
     of the refused batch is logged as ``ErrorLoggingCallback`` logs it through the tools'

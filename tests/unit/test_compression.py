@@ -38,9 +38,20 @@ def test_snappy_is_framed_as_kafkas_java_client_frames_it() -> None:
     assert decompress(SNAPPY, bytes(cramjam.snappy.compress_raw(RECORDS))) == RECORDS
 
 
-def test_an_lz4_frame_of_another_writer_reads() -> None:
-    """A frame of the reference lz4 library's writer (linked blocks, content checksum)."""
-    assert decompress(LZ4, bytes(cramjam.lz4.compress(RECORDS))) == RECORDS
+def test_an_lz4_frame_of_another_writer_reads_if_its_blocks_are_independent() -> None:
+    """A frame of the reference lz4 library's writer (linked blocks, content checksum) is
+    refused, as ``KafkaLZ4BlockInputStream``'s header check refuses it ("Dependent block
+    stream is unsupported", though cramjam reads it); with its flag for independent
+    blocks set (and its header checksum to match), its one block reads."""
+    records = RECORDS[: 60 * 1024]
+    frame = bytearray(cramjam.lz4.compress(records))
+    assert not frame[4] & 0x20
+    with pytest.raises(CompressionError, match="Dependent block stream is unsupported"):
+        decompress(LZ4, bytes(frame))
+    frame[4] |= 0x20
+    end = 7 + (8 if frame[4] & 0x08 else 0)
+    frame[end - 1] = xxh32(bytes(frame[4 : end - 1])) >> 8 & 0xFF
+    assert decompress_stream(LZ4, bytes(frame)) == (records, StreamEnd.WHOLE)
 
 
 def test_message_format_v0s_lz4_checksum_reads_though_the_library_refuses_it() -> None:
