@@ -12,7 +12,8 @@ clients write:
   (``SnappyOutputStream``: the magic ``\\x82SNAPPY\\x00``, two version ints, then blocks
   each preceded by its length), read as snappy-java's ``SnappyInputStream`` reads it: fewer
   than the 16 header bytes are a raw block, a block length cut short ends the stream, and
-  another header where a length belongs starts a stream appended to this one;
+  another header (of version 1 or more) where a length belongs starts a stream appended
+  to this one;
 * lz4: the LZ4 frame format (``KafkaLZ4BlockOutputStream``, librdkafka's ``LZ4F``), its
   header checked as ``KafkaLZ4BlockInputStream.readHeader`` checks it (no reserved bit,
   no dictionary id, independent blocks, version 1, a block size id of 4-7), read by
@@ -251,7 +252,10 @@ def _snappy(data: bytes) -> _Read:
     the other up to the first that is cut short or does not decompress. Fewer than four
     bytes where a block's length belongs end the stream (the reader finds no next chunk);
     the magic there starts an appended stream's header (cut short: "insufficient header
-    size"; not the whole magic, the end of the stream)."""
+    size"; not the whole magic, the end of the stream; a version below 1, "incompatible
+    codec version", where the read stops as at a cut: snappy-java checks the version of
+    an appended header only). snappy-java 1.1.7.7, which Kafka 2.7 uses, has no maximum
+    chunk size."""
     if len(data) < _XERIAL_HEADER or not data.startswith(_XERIAL_MAGIC):
         return bytes(cramjam.snappy.decompress_raw(data)), None
     out = bytearray()
@@ -264,10 +268,15 @@ def _snappy(data: bytes) -> _Read:
                 return bytes(out), "insufficient header size in a concatenated block"
             if not header.startswith(_XERIAL_MAGIC):
                 break
+            (version,) = struct.unpack_from(">i", header, len(_XERIAL_MAGIC))
+            if version < 1:  # SnappyInputStream.isValidHeader: SnappyCodec's minimum
+                return bytes(out), f"Compressed with an incompatible codec version {version}"
             position += _XERIAL_HEADER
             continue
         position += 4
         if size < 0 or position + size > len(data):
+            # a negative size is not read either (NegativeArraySizeException for the
+            # first chunk's buffer), nor one past the end ("failed to read chunk")
             return bytes(out), f"failed to read a chunk of {size} bytes at {position}"
         try:
             out += cramjam.snappy.decompress_raw(data[position : position + size])

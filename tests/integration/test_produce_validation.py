@@ -873,6 +873,55 @@ async def test_an_lz4_frame_is_checked_as_kafkas_reader_checks_it(cluster: Clust
         before = log_bytes(cluster, BOUNDED, 0)
 
 
+async def test_an_appended_snappy_stream_of_an_old_version_stops_the_read(
+    cluster: Cluster,
+) -> None:
+    """Produce v8 snappy batches of three records, the first two in one chunk, then the
+    header of an appended stream, then the third in a chunk, as a 2.7 broker reads them
+    (snappy-java 1.1.7.7's ``SnappyInputStream.hasNextChunk``): an appended header of
+    version 0 (or -1) throws "incompatible codec version" once the reader needs the third
+    record, UNKNOWN_SERVER_ERROR with the records before it sound, INVALID_RECORD with the
+    second broken; so does a negative chunk length there. Of version 1 (whatever its
+    compatible version), the stream goes on and the batch is written."""
+    now = [int(time.time() * 1000)] * 3
+    sound, wrong = two_blocks(now)
+    header = client_batch([b"a", b"b", b"c"], timestamps=now, codec=2)[:61]
+
+    def batch(payload: bytes) -> bytes:
+        return fix_crc(set_field(header + payload, "batch_length", 49 + len(payload)))
+
+    def appended(blocks: list[bytes], version: int, compatible: int = 1) -> bytes:
+        second = snappy_in_chunks(blocks[1:])
+        return (
+            snappy_in_chunks(blocks[:1])
+            + second[:8]
+            + struct.pack(">ii", version, compatible)
+            + second[16:]
+        )
+
+    def negative(blocks: list[bytes]) -> bytes:
+        return snappy_in_chunks(blocks[:1]) + struct.pack(">i", -5) + b"\0" * 8
+
+    unknown, invalid = ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.INVALID_RECORD
+    cases = [
+        (appended(sound, 0), unknown),
+        (appended(sound, -1), unknown),
+        (negative(sound), unknown),
+        (appended(wrong, 0), invalid),
+        (negative(wrong), invalid),
+    ]
+    before = log_bytes(cluster, BOUNDED, 0)
+    for index, (payload, code) in enumerate(cases):
+        (answer,) = (await produce(cluster, 8, BOUNDED, {0: batch(payload)})).values()
+        assert (index, answer.error_code, answer.base_offset) == (index, code, -1)
+    assert log_bytes(cluster, BOUNDED, 0) == before
+    for payload in [appended(sound, 1), appended(sound, 2, 7)]:
+        (answer,) = (await produce(cluster, 8, BOUNDED, {0: batch(payload)})).values()
+        assert answer.error_code is ErrorCode.NONE
+        assert log_bytes(cluster, BOUNDED, 0) > before
+        before = log_bytes(cluster, BOUNDED, 0)
+
+
 async def test_console_producer_logs_refused_sends_as_kafkas_tool(cluster: Cluster) -> None:
     """``kemu console-producer`` to a compacted topic without ``parse.key``: each record
     of the refused batch is logged as ``ErrorLoggingCallback`` logs it through the tools'
