@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+import msgspec
+
 from actors.invariants import DEFAULT_DELETION_BOUND
 from protocol.control import LEADER_DURING_DELETE
 from spark.checks import (
@@ -855,10 +857,21 @@ def analyze_inputs(
         progress.note(f"{len(runs)} of {len(inputs)} trace(s) analysed before in this session")
     missing = [item for item in inputs if item.run not in runs]
     if missing:
-        events = read_traces(spark, missing)
-        made = analyze_events(events, deletion_bound=deletion_bound, progress=progress)
+        # During the jobs each file is labelled by its position here: every row of every
+        # shuffle carries its run, and a label is often a path. The labels come back on
+        # the collected results.
+        labels = {str(n): item.run for n, item in enumerate(missing)}
+        events = read_traces(
+            spark, [msgspec.structs.replace(item, run=str(n)) for n, item in enumerate(missing)]
+        )
+        made = {
+            labels.get(run, run): result  # an unmatched file keeps its URI (spark.schema)
+            for run, result in analyze_events(
+                events, deletion_bound=deletion_bound, progress=progress
+            ).items()
+        }
         for item in missing:
-            if item.run in made:  # else labelled by its URI (spark.schema._run_column)
+            if item.run in made:
                 memo.put(keys[item.run], made[item.run])
         runs.update(made)
     return {run: runs[run] for run in sorted(runs)}
