@@ -33,6 +33,7 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Final, TextIO
@@ -314,40 +315,43 @@ async def consume(argv: Sequence[str], *, stdout: BinaryIO, err: TextIO) -> int:
                         p: start if start >= 0 else await _position(client, topic, p, start)
                         for p in wanted
                     }
-                idle_since = clock.now()
-                while max_messages is None or processed < max_messages:
-                    if member is not None:
-                        await member.maintain()
-                        positions = member.positions  # a new dict after a rebalance
-                    if not positions:  # no partition assigned in this generation
-                        await clock.sleep(POLL_WAIT_MS / 1000)
-                        answers = {}
-                    else:
-                        answers = await client.fetch_positions(
-                            topic, positions, max_wait_ms=POLL_WAIT_MS
-                        )
-                    before = processed
-                    for p, answer in sorted(answers.items()):
-                        if p not in positions:
-                            continue
-                        if answer.error_code is ErrorCode.OFFSET_OUT_OF_RANGE:
-                            positions[p] = await _position(client, topic, p, reset)
-                            continue
-                        if answer.error_code is not ErrorCode.NONE:
-                            continue  # retriable: the leader is learnt again next round
-                        processed += _print(
-                            answer.records,
-                            p,
-                            positions,
-                            formatter,
-                            stdout,
-                            left=(None if max_messages is None else max_messages - processed),
-                        )
-                    stdout.flush()
-                    if processed > before:
-                        idle_since = clock.now()
-                    elif timeout_ms is not None and (clock.now() - idle_since) * 1000 >= timeout_ms:
-                        break
+                beating = member.heartbeating() if member is not None else nullcontext()
+                async with beating:
+                    idle_since = clock.now()
+                    while max_messages is None or processed < max_messages:
+                        if member is not None:
+                            await member.maintain()
+                            positions = member.positions  # a new dict after a rebalance
+                        if not positions:  # no partition assigned in this generation
+                            await clock.sleep(POLL_WAIT_MS / 1000)
+                            answers = {}
+                        else:
+                            answers = await client.fetch_positions(
+                                topic, positions, max_wait_ms=POLL_WAIT_MS
+                            )
+                        before = processed
+                        for p, answer in sorted(answers.items()):
+                            if p not in positions:
+                                continue
+                            if answer.error_code is ErrorCode.OFFSET_OUT_OF_RANGE:
+                                positions[p] = await _position(client, topic, p, reset)
+                                continue
+                            if answer.error_code is not ErrorCode.NONE:
+                                continue  # retriable: the leader is learnt again next round
+                            processed += _print(
+                                answer.records,
+                                p,
+                                positions,
+                                formatter,
+                                stdout,
+                                left=(None if max_messages is None else max_messages - processed),
+                            )
+                        stdout.flush()
+                        idle_ms = (clock.now() - idle_since) * 1000
+                        if processed > before:
+                            idle_since = clock.now()
+                        elif timeout_ms is not None and idle_ms >= timeout_ms:
+                            break
             finally:
                 if member is not None:
                     with anyio.CancelScope(shield=True):

@@ -678,6 +678,8 @@ class KafkaAdminClient:
         self.config = config or AdminClientConfig()
         self._clock = clock or RealClock()
         self._connections: dict[tuple[str, int], _Connection] = {}
+        self._coordinator_connections: dict[tuple[str, int], _Connection] = {}
+        """A group coordinator's own connections (``request_broker(coordinator=True)``)."""
         self._brokers: dict[BrokerId, tuple[str, int]] = {}
         self._controller: BrokerId | None = None
         self._next_bootstrap = 0
@@ -694,7 +696,8 @@ class KafkaAdminClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        connections, self._connections = list(self._connections.values()), {}
+        connections = [*self._connections.values(), *self._coordinator_connections.values()]
+        self._connections, self._coordinator_connections = {}, {}
         for connection in connections:
             await connection.aclose()
 
@@ -1115,19 +1118,28 @@ class KafkaAdminClient:
         await self._clock.sleep(pause)
 
     async def request_broker(
-        self, address: tuple[str, int], data: KafkaApiRequestData, *, timeout: float
+        self,
+        address: tuple[str, int],
+        data: KafkaApiRequestData,
+        *,
+        timeout: float,
+        coordinator: bool = False,
     ) -> KafkaApiResponseData:
         """One request to the broker at ``address``, on its connection (opened when
         needed), answered within ``timeout`` seconds: what a producer's ``Sender`` or a
-        consumer's ``Fetcher`` sends to a partition's leader it already knows. A connection
-        that fails or answers nothing in time is closed (the next call opens another) and
-        ``KafkaClientError`` raised."""
+        consumer's ``Fetcher`` sends to a partition's leader it already knows. With
+        ``coordinator``, on a connection of its own, as Kafka's consumer reaches its group
+        coordinator (a node of id ``Integer.MAX_VALUE - id``): a heartbeat then never
+        waits behind a Fetch to the same broker. A connection that fails or answers
+        nothing in time is closed (the next call opens another) and ``KafkaClientError``
+        raised."""
+        pool = self._coordinator_connections if coordinator else self._connections
         try:
             with anyio.fail_after(timeout):
-                connection = await self._connect(address)
+                connection = await self._connect(address, pool)
                 return await connection.request(data)
         except (TimeoutError, _ConnectionError) as exc:
-            stale = self._connections.pop(address, None)
+            stale = pool.pop(address, None)
             if stale is not None:
                 await stale.aclose()
             reason = str(exc) or f"no answer within {timeout:g}s"
@@ -1153,12 +1165,15 @@ class KafkaAdminClient:
                 last = exc
         raise last or _ConnectionError("no broker to connect to")
 
-    async def _connect(self, address: tuple[str, int]) -> _Connection:
-        connection = self._connections.get(address)
+    async def _connect(
+        self, address: tuple[str, int], pool: dict[tuple[str, int], _Connection] | None = None
+    ) -> _Connection:
+        pool = self._connections if pool is None else pool
+        connection = pool.get(address)
         if connection is None:
             opened = await _Connection.open(address, self.config.client_id)
             # Two calls may open one at once: the first stored is kept, the other closed.
-            connection = self._connections.setdefault(address, opened)
+            connection = pool.setdefault(address, opened)
             if connection is not opened:
                 await opened.aclose()
         return connection

@@ -9,18 +9,21 @@ MEMBER_ID_REQUIRED names it), the leader assigns the topic's partitions as
 ``RangeAssignor`` does and sends the assignment with its SyncGroup, and the member takes
 its part from the SyncGroup answer and starts each partition at its committed offset
 (OffsetFetch), or where ``auto.offset.reset`` says (ListOffsets) when the group has none.
-``maintain`` heartbeats every ``heartbeat.interval.ms``, commits the positions every
-``auto.commit.interval.ms`` (with ``enable.auto.commit``) and rejoins when the
-coordinator says so (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, the
-last without its member id), committing first (``onJoinPrepare``); a coordinator that is
-not (or no longer) reachable is looked up again. ``close`` commits and leaves the group
+``heartbeating`` runs a task that heartbeats every ``heartbeat.interval.ms`` (on a
+connection of its own to the coordinator, as Kafka's heartbeat thread does), and
+``maintain`` commits the positions every ``auto.commit.interval.ms`` (with
+``enable.auto.commit``) and rejoins when the coordinator says so
+(REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, the last without its
+member id), committing first (``onJoinPrepare``); a coordinator that is not (or no
+longer) reachable is looked up again. ``close`` commits and leaves the group
 (LeaveGroup). The caller fetches the partitions of ``positions`` and moves them.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Final
 
@@ -168,6 +171,8 @@ class GroupConsumer:
         """Where each assigned partition is read next: the caller moves them."""
         self.committed: dict[int, int] = {}
         self.next_heartbeat = 0.0
+        self.heartbeats = 0
+        """Heartbeats the coordinator answered without an error."""
         self.next_commit = 0.0
 
     @property
@@ -184,7 +189,10 @@ class GroupConsumer:
             self.coordinator = (found.host, found.port)
         try:
             return await self.client.request_broker(
-                self.coordinator, request, timeout=timeout or self._request_timeout
+                self.coordinator,
+                request,
+                timeout=timeout or self._request_timeout,
+                coordinator=True,
             )
         except KafkaClientError:
             self.coordinator = None
@@ -339,22 +347,47 @@ class GroupConsumer:
     # -- the generation's work
 
     async def maintain(self) -> None:
-        """What a poll does besides fetching: the heartbeat and auto-commit when due, and
-        a rejoin when the coordinator asked for one."""
-        now = self.clock.now()
-        if not self.rejoin and now >= self.next_heartbeat:
-            self.next_heartbeat = now + self.config.heartbeat_interval_ms / 1000
-            reply = await self._ask(
-                HeartbeatRequestData(
-                    group_id=self.group, generation_id=self.generation, member_id=self.member_id
-                )
-            )
-            self._react(
-                reply.error_code if isinstance(reply, HeartbeatResponseData) else _code(reply)
-            )
-        if not self.rejoin and self.config.auto_commit and now >= self.next_commit:
+        """What a poll does besides fetching: auto-commit when due, and a rejoin when the
+        coordinator asked for one (the heartbeats go on in ``heartbeating``)."""
+        if not self.rejoin and self.config.auto_commit and self.clock.now() >= self.next_commit:
             await self.commit()
         await self.ensure_active()
+
+    @asynccontextmanager
+    async def heartbeating(self) -> AsyncIterator[None]:
+        """Heartbeats in a task of their own while the body runs, as
+        ``AbstractCoordinator.HeartbeatThread`` sends them beside the polls: a long fetch
+        never holds one back past ``session.timeout.ms``."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._heartbeats)
+            try:
+                yield
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def _heartbeats(self) -> None:
+        """Every ``heartbeat.interval.ms`` of a generation, a Heartbeat; none while the
+        member (re)joins. An answer that comes after the generation changed is dropped
+        (``HeartbeatResponseHandler``'s generation check)."""
+        while True:
+            wait = self.next_heartbeat - self.clock.now()
+            if self.rejoin or self.generation < 0:
+                wait = max(wait, self.client.config.retry_backoff_ms / 1000)
+            if wait > 0:
+                await self.clock.sleep(wait)
+                continue
+            generation, member_id = self.generation, self.member_id
+            self.next_heartbeat = self.clock.now() + self.config.heartbeat_interval_ms / 1000
+            reply = await self._ask(
+                HeartbeatRequestData(
+                    group_id=self.group, generation_id=generation, member_id=member_id
+                )
+            )
+            if generation != self.generation or self.rejoin:
+                continue
+            code = reply.error_code if isinstance(reply, HeartbeatResponseData) else _code(reply)
+            self.heartbeats += code is ErrorCode.NONE
+            self._react(code)
 
     async def commit(self) -> None:
         """OffsetCommit of the positions that moved since the last commit."""

@@ -33,7 +33,11 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import NewTopic as CkNewTopic  # type: ignore[attr-defined]
 from kafka import KafkaAdminClient, KafkaConsumer  # type: ignore[import-untyped]
 
+from actors.runtime.clock import RealClock
 from cluster.cli.consumer_groups import main as consumer_groups_main
+from cluster.kafka.client import KafkaDataClient
+from cluster.kafka.consumer_group import GroupConfig, GroupConsumer
+from protocol.errors import ErrorCode
 from tests.support.creation import Harness, running_cluster
 from tests.support.hosting import hosted_fixture
 from tests.support.kemu_commands import REPO, running_up
@@ -1076,3 +1080,40 @@ async def test_console_consumer_commits_only_what_it_printed(harness: Harness) -
     assert (status, err) == (0, f"Processed a total of {COUNT - 5} messages\n")
     assert sorted((first + rest).split()) == sorted(f"v{i}" for i in range(COUNT))
     assert sum(await in_thread(committed, servers, topic, "g-max")) == COUNT
+
+
+@pytest.mark.asyncio
+async def test_group_consumer_heartbeats_through_a_fetch_longer_than_its_session(
+    harness: Harness,
+) -> None:
+    """``GroupConsumer`` heartbeats from a task of its own, on a connection of its own to
+    the coordinator: a Fetch to the coordinator's broker that waits longer than
+    ``session.timeout.ms`` (6000, the broker's minimum) neither holds the heartbeats back
+    nor lets the coordinator expire the member, which keeps its generation."""
+    topic = await new_topic(harness)
+    clock = RealClock()
+    config = GroupConfig(session_timeout_ms=6000, heartbeat_interval_ms=500, auto_commit=False)
+    async with KafkaDataClient(bootstrap(harness), clock=clock) as client:
+        member = GroupConsumer(client, "g-heartbeats", topic, config, clock)
+        await member.ensure_active()
+        assert sorted(member.positions) == list(range(PARTITIONS))
+        generation = member.generation
+        metadata = await client.metadata([topic])
+        where = {b.broker_id: (b.host, b.port) for b in metadata.brokers}
+        (found,) = metadata.topics
+        led = [p.partition for p in found.partitions if where[p.leader] == member.coordinator]
+        assert led, "the coordinator leads a partition of a topic on all three brokers"
+        end = {p: member.positions[p] for p in led[:1]}  # latest: no record comes
+        try:
+            async with member.heartbeating():
+                started = clock.now()
+                answers = await client.fetch_positions(topic, end, max_wait_ms=8000)
+                waited = clock.now() - started
+                beats = member.heartbeats
+            assert waited >= 7.5
+            assert [a.error_code for a in answers.values()] == [ErrorCode.NONE]
+            assert beats >= 8  # about one every 500 ms through the 8 s fetch
+            await member.maintain()  # nothing asks it to rejoin
+            assert (member.rejoin, member.generation) == (False, generation)
+        finally:
+            await member.close()
