@@ -57,6 +57,10 @@ class AnalysisTimes(msgspec.Struct, frozen=True, kw_only=True):
     steps: dict[str, float] = msgspec.field(default_factory=dict)
     """Wall seconds of each step of the jobs (``spark.progress.Progress.seconds``), as
     ``analyze: <step>`` and ``diff: <step>``."""
+    diff_alone_seconds: float = 0.0
+    """Spark: the diff of the pair again with the session's analyses forgotten, as a
+    ``kemu trace diff`` command makes it (both files analysed, then the sequences); run
+    after ``cpu`` is sampled, and its document checked equal to the first diff's."""
 
 
 def _pandas(baseline: Path, candidate: Path) -> AnalysisTimes:
@@ -79,7 +83,7 @@ def _steps(*progress: Progress) -> dict[str, float]:
 def _spark(
     baseline: Path, candidate: Path, master: str, memory: str, java_options: str, *, quiet: bool
 ) -> AnalysisTimes:
-    from spark.analyze import analyze
+    from spark.analyze import analyze, forget_analyses
     from spark.diff import diff
     from spark.session import spark_session
 
@@ -100,8 +104,14 @@ def _spark(
             document = diff(spark, [baseline], [candidate], progress=steps[1])
             t3 = _now()
         cpu = spark_cpu_seconds()
+        forget_analyses(spark)
+        t4 = _now()
+        alone = diff(spark, [baseline], [candidate])
+        t5 = _now()
+    if alone != document:
+        raise AssertionError("the diff alone differs from the diff reusing the analyses")
     times = _times("spark", t1 - t0, t2 - t1, t3 - t2, analysis, document)
-    return msgspec.structs.replace(times, cpu=cpu, steps=_steps(*steps))
+    return msgspec.structs.replace(times, cpu=cpu, steps=_steps(*steps), diff_alone_seconds=t5 - t4)
 
 
 def _times(

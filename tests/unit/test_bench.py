@@ -349,7 +349,8 @@ def test_bench_rows_7_and_8_print_the_campaign_ratio_and_the_scale_run(tmp_path:
 def test_bench_row_9_times_spark_and_pandas_on_the_same_pair() -> None:
     """``--only 9`` makes a pair of long traces from real chaos runs, then times the
     analysis and the diff with pandas and with Spark, each in its own process tree, and
-    both find the same things (here on 20,000-event traces: a smoke run, not a measure)."""
+    both find the same things (here on 20,000-event traces: a smoke run, not a measure); the
+    Spark diff made again with the analyses forgotten finds the same document."""
     out = _bench(
         [
             "--only",
@@ -378,6 +379,8 @@ def test_bench_row_9_times_spark_and_pandas_on_the_same_pair() -> None:
     assert float(spent["tasks"]) > 0  # Spark's task threads were found and read
     assert float(spent["JIT compiler"]) > 0
     assert float(spent["Python workers"]) > 0
+    alone = next(line for line in out.splitlines() if "diff alone, as kemu trace diff" in line)
+    assert float(alone.split()[6].rstrip("s")) > 0  # made again, and the same document
 
 
 @pytest.mark.slow
