@@ -39,7 +39,7 @@ from typing import Final
 
 import anyio
 
-from actors.group import consumer_assignment, consumer_subscription
+from actors.group import consumer_assignment
 from cluster.chaos.harness import Gate, Harness
 from cluster.chaos.model import Consume
 from cluster.chaos.workload import emit, leader_of, topic_assignment
@@ -47,6 +47,7 @@ from cluster.kafka.consumer_group import (
     COORDINATOR_ERRORS,
     PROTOCOL,
     REJOIN_ERRORS,
+    decode_subscription,
     encode_assignment,
     encode_subscription,
     range_assign,
@@ -93,7 +94,6 @@ from protocol.kafka_data import (
 
 __all__ = [
     "ConsumerGroup",
-    "decode_assignment",
     "describe_group",
     "find_coordinator",
     "group_settled",
@@ -111,21 +111,6 @@ FETCH_MAX_BYTES: Final = 1 << 20
 EARLIEST: Final = -2  # ListOffsetsRequest.EARLIEST_TIMESTAMP
 SETTLE_POLL: Final = 0.5
 """Seconds between the end-of-run looks at the group."""
-
-
-# ----------------------------------------------------------------------------- the protocol
-
-
-def decode_subscription(data: bytes) -> list[str]:
-    """The topics of a ``ConsumerProtocolSubscription`` (the coordinator's own reading,
-    ``consumer_subscription``); [] for bytes that do not read."""
-    return consumer_subscription(data) or []
-
-
-def decode_assignment(data: bytes) -> list[TP]:
-    """The partitions of a ``ConsumerProtocolAssignment`` (what ``kemu consumer-groups``
-    reads of a member)."""
-    return consumer_assignment(data)
 
 
 async def _partition_counts(h: Harness, topics: Sequence[str]) -> dict[str, int]:
@@ -324,7 +309,7 @@ class _Member:
         if answer.error_code is not ErrorCode.NONE:
             await self._failed(answer.error_code)
             return
-        self.owned = sorted(decode_assignment(answer.assignment))
+        self.owned = sorted(consumer_assignment(answer.assignment))
         self.rejoin = False
         self.trace(
             "consumer_assigned",
@@ -653,7 +638,7 @@ async def describe_group(h: Harness, group: str) -> _View | None:
         owners=sorted(
             (t, p, m.member_id)
             for m in described.members
-            for t, p in decode_assignment(m.member_assignment)
+            for t, p in consumer_assignment(m.member_assignment)
         ),
         members=len(described.members),
     )

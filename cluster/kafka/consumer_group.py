@@ -64,6 +64,7 @@ __all__ = [
     "REJOIN_ERRORS",
     "GroupConfig",
     "GroupConsumer",
+    "decode_subscription",
     "encode_assignment",
     "encode_subscription",
     "range_assign",
@@ -103,6 +104,12 @@ def _string(text: str) -> bytes:
 def encode_subscription(topics: Sequence[str]) -> bytes:
     """``ConsumerProtocolSubscription`` v0: the topics, no user data."""
     return _I16.pack(0) + _I32.pack(len(topics)) + b"".join(map(_string, topics)) + _NO_USER_DATA
+
+
+def decode_subscription(data: bytes) -> list[str]:
+    """The topics of a ``ConsumerProtocolSubscription`` (the coordinator's own reading,
+    ``consumer_subscription``); [] for bytes that do not read."""
+    return consumer_subscription(data) or []
 
 
 def encode_assignment(partitions: Sequence[TP]) -> bytes:
@@ -289,7 +296,7 @@ class GroupConsumer:
     async def _assign(self, members: Sequence[JoinGroupMember]) -> tuple[SyncGroupAssignment, ...]:
         """The leader's ``performAssignment``: RangeAssignor over the members'
         subscriptions and the topics' partitions now."""
-        subscriptions = {m.member_id: _subscription(m.metadata) for m in members}
+        subscriptions = {m.member_id: decode_subscription(m.metadata) for m in members}
         counts = {}
         for topic in sorted({t for ts in subscriptions.values() for t in ts}):
             try:
@@ -447,7 +454,3 @@ class GroupConsumer:
 def _code(reply: object) -> ErrorCode:
     """The error of an answer of the wrong type (a failed request: its code)."""
     return reply if isinstance(reply, ErrorCode) else ErrorCode.UNKNOWN_SERVER_ERROR
-
-
-def _subscription(metadata: bytes) -> list[str]:
-    return consumer_subscription(metadata) or []

@@ -10,11 +10,16 @@ from typing import Any
 
 import pytest
 
+from actors.group import consumer_assignment
 from cluster.chaos import ScenarioError, parse_scenario
-from cluster.chaos.group import decode_assignment, decode_subscription
 from cluster.chaos.loader import scenario_schema
 from cluster.chaos.model import Consume, GroupSettled, KillCoordinator, PauseMember, Wait
-from cluster.kafka.consumer_group import encode_assignment, encode_subscription, range_assign
+from cluster.kafka.consumer_group import (
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+    range_assign,
+)
 
 GOOD = """\
 name: g
@@ -122,9 +127,9 @@ def test_subscription_and_assignment_bytes_are_the_consumer_protocols() -> None:
         b"\x00\x01t\x00\x00\x00\x02\x00\x00\x00\x01\x00\x00\x00\x02"
         b"\xff\xff\xff\xff"
     )
-    assert decode_assignment(data) == [("s", 0), ("t", 1), ("t", 2)]
+    assert consumer_assignment(data) == [("s", 0), ("t", 1), ("t", 2)]
     assert decode_subscription(b"\x00") == []
     # Bytes that do not read are no partitions: cut short, a negative or overlong length.
-    assert decode_assignment(data[:9]) == []
-    assert decode_assignment(b"\x00\x00\x00\x00\x00\x01\xff\xffs") == []
-    assert decode_assignment(b"\x00\x00\x00\x00\x00\x01\x00\x09s") == []
+    assert consumer_assignment(data[:9]) == []
+    assert consumer_assignment(b"\x00\x00\x00\x00\x00\x01\xff\xffs") == []
+    assert consumer_assignment(b"\x00\x00\x00\x00\x00\x01\x00\x09s") == []
