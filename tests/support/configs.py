@@ -16,8 +16,7 @@ from actors.broker.broker import broker_ref
 from cluster.kafka.client import KafkaAdminClient as WireAdminClient
 from protocol import zkdata
 from protocol.errors import ErrorCode, NoNodeError
-from protocol.ids import BrokerId, TopicName
-from protocol.kafka_api import CreatableTopic, PartitionAssignment
+from protocol.ids import TopicName
 from protocol.kafka_data import (
     ProducePartitionData,
     ProducePartitionResponse,
@@ -25,7 +24,7 @@ from protocol.kafka_data import (
     ProduceResponseData,
     ProduceTopicData,
 )
-from tests.support.creation import Harness
+from tests.support.creation import Harness, creatable
 from tests.support.record_batches import client_batch
 from tests.support.waiting import eventually
 
@@ -73,19 +72,7 @@ async def create_assigned(h: Harness, name: str, partitions: int, replicas: list
     created over the wire through broker 0 (answered once they have leaders)."""
     async with WireAdminClient(f"127.0.0.1:{h.cluster.ports[0]}") as client:
         results = await client.create_topics(
-            [
-                CreatableTopic(
-                    name=TopicName(name),
-                    num_partitions=-1,
-                    replication_factor=-1,
-                    assignments=tuple(
-                        PartitionAssignment(
-                            partition=p, broker_ids=tuple(BrokerId(b) for b in replicas)
-                        )
-                        for p in range(partitions)
-                    ),
-                )
-            ]
+            [creatable(name, {p: replicas for p in range(partitions)})]
         )
     assert [r.error_code for r in results] == [ErrorCode.NONE]
 
