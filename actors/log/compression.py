@@ -101,12 +101,14 @@ _ERRORS: Final = (
 )
 
 
-def decompress(codec: int, data: bytes) -> bytes:
-    """The records of a batch compressed with ``codec`` (attribute bits 0-2)."""
+def decompress(codec: int, data: bytes, *, header_checksum: bool = False) -> bytes:
+    """The records of a batch compressed with ``codec`` (attribute bits 0-2);
+    ``header_checksum``: an lz4 frame's is checked (``KafkaLZ4BlockInputStream`` skips it
+    for message format v0 only)."""
     try:
         if codec == _GZIP:
             return zlib.decompress(data, 16 + zlib.MAX_WBITS)
-        read = _read(codec, data)
+        read = _read(codec, data, header_checksum=header_checksum)
     except _ERRORS as exc:
         raise CompressionError(f"a batch of codec {codec} does not decompress: {exc}") from None
     if read is None:

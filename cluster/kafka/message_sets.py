@@ -272,7 +272,9 @@ def _inner_messages(wrapper: LegacyMessage) -> list[LegacyMessage]:
             f"Found invalid compressed record set with null value (magic = {wrapper.magic})"
         )
     try:
-        payload = decompress(wrapper.codec, wrapper.value)
+        # an lz4 frame's header checksum is checked from format v1 on (v0's writers
+        # computed it wrongly: KafkaLZ4BlockInputStream's ignoreFlagDescriptorChecksum)
+        payload = decompress(wrapper.codec, wrapper.value, header_checksum=wrapper.magic > 0)
     except CompressionError as exc:  # the KafkaException its stream throws: unknown
         raise LegacyRecordsError(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)) from None
     inner: list[LegacyMessage] = []

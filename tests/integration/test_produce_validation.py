@@ -716,6 +716,36 @@ def lz4_in_blocks(
     return out[: len(out) - cut]
 
 
+async def test_a_legacy_lz4_wrapper_header_checksum_is_checked_from_format_v1(
+    cluster: Cluster,
+) -> None:
+    """A v1 message compressed with lz4 whose frame header checksum does not match is
+    UNKNOWN_SERVER_ERROR (``KafkaLZ4BlockInputStream``'s constructor throws); the same
+    frame in a v0 message is taken, as Kafka skips that checksum for format v0 only (its
+    0.8 writers computed it wrongly); the sound v1 frame is taken."""
+    now = int(time.time() * 1000)
+
+    def wrapper(magic: int, header_checksum: int) -> bytes:
+        inner = bytearray()
+        write_message(inner, 0, magic, key=None, value=b"v", timestamp=now)
+        out = bytearray()
+        frame = lz4_in_blocks([bytes(inner)], header_checksum=header_checksum)
+        write_message(out, 0, magic, key=None, value=frame, timestamp=now, attributes=3)
+        return bytes(out)
+
+    before = log_bytes(cluster, BOUNDED, 0)
+    (refused,) = (await produce(cluster, 2, BOUNDED, {0: wrapper(1, 0x5A)})).values()
+    assert refused.error_code is ErrorCode.UNKNOWN_SERVER_ERROR
+    assert log_bytes(cluster, BOUNDED, 0) == before
+    for version, magic in ((1, 0), (2, 1)):
+        checksum = 0x5A if magic == 0 else 0
+        (taken,) = (
+            await produce(cluster, version, BOUNDED, {0: wrapper(magic, checksum)})
+        ).values()
+        assert taken.error_code is ErrorCode.NONE, (version, magic)
+    assert log_bytes(cluster, BOUNDED, 0) > before
+
+
 async def test_a_cut_snappy_or_lz4_stream_is_read_up_to_the_cut(cluster: Cluster) -> None:
     """Produce v8 snappy and lz4 batches of three records, the first two in one block and
     the third in another, as a 2.7 broker reads them (snappy-java's ``SnappyInputStream``
